@@ -1,0 +1,110 @@
+// `dseek bench train`: times training steps of the config's model on random tokens
+// (the model and optimizer, not the data) and prints one JSON line. The peer script
+// bench/train_vs_pytorch.sh runs it beside PyTorch on the same shapes and threads.
+//
+//   dseek bench train [--config FILE] [--threads N] [--steps S] [--warmup W] [--set k=v ...]
+#include <algorithm>
+#include <cstdio>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "dseek/commands.hpp"
+#include "runtime/config/load.hpp"
+#include "runtime/train/trainer.hpp"
+#include "runtime/util/json_line.hpp"
+
+namespace dseek::tool {
+
+namespace {
+
+constexpr const char* kUsage =
+    "usage: dseek bench train [--config FILE] [--threads N] [--steps S] [--warmup W] "
+    "[--set section.key=value ...]\n";
+
+double median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  const size_t n = values.size();
+  return n % 2 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
+}
+
+int bench_train(const Args& args) {
+  std::string config_file;
+  std::vector<std::string> overrides;
+  int64_t steps = 5, warmup = 2;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& arg = args[i];
+    if (i + 1 >= args.size()) {
+      std::fprintf(stderr, "dseek bench train: %s needs a value\n%s", arg.c_str(), kUsage);
+      return 2;
+    }
+    const std::string& value = args[++i];
+    if (arg == "--config") config_file = value;
+    else if (arg == "--set") overrides.push_back(value);
+    else if (arg == "--threads") overrides.push_back("train.threads=" + value);
+    else if (arg == "--steps") steps = std::stoll(value);
+    else if (arg == "--warmup") warmup = std::stoll(value);
+    else {
+      std::fprintf(stderr, "dseek bench train: unknown argument '%s'\n%s", arg.c_str(), kUsage);
+      return 2;
+    }
+  }
+  if (steps < 1 || warmup < 0) {
+    std::fprintf(stderr, "dseek bench train: --steps must be >= 1 and --warmup >= 0\n");
+    return 2;
+  }
+  config::JobConfig config = config::default_config();
+  if (!config_file.empty()) {
+    config = config::load_config(config_file, overrides);
+  } else {
+    for (const auto& assignment : overrides) config::apply_override(config, assignment);
+    config::validate(config);
+  }
+  // Benchmarks time a constant learning rate past warm-up; the schedule does not
+  // change the work.
+  config.train.steps = warmup + steps;
+  config.train.warmup_steps = 0;
+  config::check_supported(config);
+
+  train::RandomBatches batches(static_cast<uint64_t>(config.train.seed), config.model.vocab);
+  train::Trainer trainer(config, batches);
+  std::vector<double> step_ms;
+  double last_loss = 0.0;
+  for (int64_t step = 0; step < warmup + steps; ++step) {
+    const auto report = trainer.train_step(step);
+    last_loss = report.loss;
+    if (step >= warmup) step_ms.push_back(report.step_ms);
+  }
+  const double median_ms = median(step_ms);
+  const auto tokens = static_cast<double>(config.train.batch_size * config.model.context);
+  util::JsonLine line;
+  line.add("bench", "train")
+      .add("tokens_per_s", tokens / (median_ms / 1000.0))
+      .add("step_ms_median", median_ms)
+      .add("step_ms_min", *std::min_element(step_ms.begin(), step_ms.end()))
+      .add("steps", steps).add("warmup", warmup)
+      .add("threads", config.train.threads > 0
+                          ? config.train.threads
+                          : static_cast<int64_t>(std::thread::hardware_concurrency()))
+      .add("backend", trainer.backend().name())
+      .add("dim", config.model.dim).add("layers", config.model.layers)
+      .add("heads", config.model.heads).add("context", config.model.context)
+      .add("vocab", config.model.vocab).add("batch_size", config.train.batch_size)
+      .add("micro_batch_size", trainer.micro_batch())
+      .add("params", static_cast<uint64_t>(trainer.model().num_params()))
+      .add("last_loss", last_loss);
+  std::printf("%s\n", line.str().c_str());
+  return 0;
+}
+
+}  // namespace
+
+int cmd_bench(const Args& args) {
+  if (args.empty() || args[0] != "train") {
+    std::fprintf(stderr, "%s", kUsage);
+    return 2;
+  }
+  return bench_train(Args(args.begin() + 1, args.end()));
+}
+
+}  // namespace dseek::tool

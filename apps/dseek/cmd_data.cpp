@@ -1,0 +1,132 @@
+// `dseek data`: prepare a token data set from a directory of text files, verify one
+// (every shard's checksum), or print its index.
+#include <charconv>
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+#include <string>
+
+#include "dseek/commands.hpp"
+#include "runtime/data/dataset_index.hpp"
+#include "runtime/data/prepare.hpp"
+#include "runtime/data/token_dataset.hpp"
+
+namespace dseek::tool {
+namespace {
+
+constexpr const char* kUsage =
+    "usage: dseek data prepare --input DIR --output DIR [--val-fraction F]\n"
+    "                          [--shard-tokens N] [--max-bytes N]\n"
+    "       dseek data verify DIR   check every shard against the index\n"
+    "       dseek data info DIR     print the index\n";
+
+int usage(const std::string& problem) {
+  if (!problem.empty()) std::fprintf(stderr, "dseek data: %s\n", problem.c_str());
+  std::fputs(kUsage, stderr);
+  return 2;
+}
+
+template <typename Number>
+bool parse_number(const std::string& text, Number& out) {
+  const char* end = text.data() + text.size();
+  auto [stop, error] = std::from_chars(text.data(), end, out);
+  return error == std::errc() && stop == end;
+}
+
+void print_split(const char* name, const data::SplitEntry& split, bool list_shards) {
+  std::printf("%s: %llu documents, %llu tokens, %zu shards\n", name,
+              static_cast<unsigned long long>(split.documents),
+              static_cast<unsigned long long>(split.tokens), split.shards.size());
+  if (!list_shards) return;
+  for (const data::ShardEntry& shard : split.shards) {
+    std::printf("  %s  %llu tokens  %llu bytes  xxh64 %016llx\n", shard.file_name.c_str(),
+                static_cast<unsigned long long>(shard.tokens),
+                static_cast<unsigned long long>(shard.bytes),
+                static_cast<unsigned long long>(shard.xxhash64));
+  }
+}
+
+void print_index(const std::string& dir, const data::DatasetIndex& index, bool list_shards) {
+  std::printf("data set %s: format %u, tokenizer %s, vocabulary %u, uint16 tokens\n",
+              dir.c_str(), index.format_version, index.tokenizer.c_str(), index.vocab_size);
+  std::printf("source %s: %llu bytes taken, %llu files skipped, validation fraction %g\n",
+              index.source_dir.c_str(), static_cast<unsigned long long>(index.input_bytes),
+              static_cast<unsigned long long>(index.skipped_files), index.val_fraction);
+  print_split("train", index.train, list_shards);
+  print_split("validation", index.validation, list_shards);
+}
+
+int prepare(const Args& args) {
+  data::PrepareOptions options;
+  bool have_input = false, have_output = false;
+  for (size_t i = 1; i < args.size(); ++i) {
+    const std::string& flag = args[i];
+    if (i + 1 >= args.size()) return usage("missing value after " + flag);
+    const std::string& value = args[++i];
+    bool ok = true;
+    if (flag == "--input") {
+      options.input = value;
+      have_input = true;
+    } else if (flag == "--output") {
+      options.output = value;
+      have_output = true;
+    } else if (flag == "--val-fraction") {
+      ok = parse_number(value, options.val_fraction) && options.val_fraction >= 0.0 &&
+           options.val_fraction < 1.0;
+    } else if (flag == "--shard-tokens") {
+      ok = parse_number(value, options.shard_tokens) && options.shard_tokens > 0;
+    } else if (flag == "--max-bytes") {
+      ok = parse_number(value, options.max_bytes);
+    } else {
+      return usage("unknown option " + flag);
+    }
+    if (!ok) return usage("bad value '" + value + "' for " + flag);
+  }
+  if (!have_input || !have_output) return usage("prepare needs --input and --output");
+  auto start = std::chrono::steady_clock::now();
+  data::PrepareSummary summary = data::prepare_text_dataset(options, std::cout);
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::printf("prepared %llu tokens from %llu bytes in %.2f s\n",
+              static_cast<unsigned long long>(summary.train_tokens + summary.val_tokens),
+              static_cast<unsigned long long>(summary.input_bytes), seconds);
+  return 0;
+}
+
+int verify(const std::string& dir) {
+  data::DatasetIndex index = data::read_dataset_index(dir);
+  // Opening a split checks every shard's size, header and checksum.
+  data::TokenDataset train = data::TokenDataset::open(dir, data::Split::train);
+  data::TokenDataset validation = data::TokenDataset::open(dir, data::Split::validation);
+  print_index(dir, index, false);
+  std::printf("verified: %zu shards, %llu tokens, all checksums match\n",
+              index.train.shards.size() + index.validation.shards.size(),
+              static_cast<unsigned long long>(train.num_tokens() + validation.num_tokens()));
+  return 0;
+}
+
+}  // namespace
+
+int cmd_data(const Args& args) {
+  if (args.empty()) return usage("");
+  const std::string& action = args[0];
+  if (action == "--help" || action == "-h") {
+    std::fputs(kUsage, stdout);
+    return 0;
+  }
+  try {
+    if (action == "prepare") return prepare(args);
+    if (action == "verify" || action == "info") {
+      if (args.size() != 2) return usage(action + " takes one directory");
+      if (action == "verify") return verify(args[1]);
+      print_index(args[1], data::read_dataset_index(args[1]), true);
+      return 0;
+    }
+  } catch (const data::DataError& error) {
+    std::fflush(stdout);
+    std::fprintf(stderr, "dseek data %s: %s\n", action.c_str(), error.what());
+    return 1;
+  }
+  return usage("unknown action '" + action + "'");
+}
+
+}  // namespace dseek::tool

@@ -1,0 +1,18 @@
+// The subcommands of the `dseek` tool, one function each, in its own cmd_*.cpp file.
+// Each takes the arguments after its name and returns the process exit code
+// (0 success, 1 failure, 2 bad usage). main.cpp dispatches to them.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace dseek::tool {
+
+using Args = std::vector<std::string>;
+
+int cmd_config(const Args& args);   // config --describe | --check FILE [--set k=v ...]
+int cmd_data(const Args& args);     // data prepare --input DIR --output DIR [...]
+int cmd_bench(const Args& args);    // bench train [--config FILE] [--threads N] [--set k=v]
+int cmd_devices(const Args& args);  // devices: the CUDA devices this build can use
+
+}  // namespace dseek::tool

@@ -1,0 +1,41 @@
+// `dseek`: the command-line tools around a dseek job. Dispatches to one subcommand.
+#include <cstdio>
+#include <exception>
+#include <string>
+
+#include "dseek/commands.hpp"
+
+namespace {
+
+constexpr const char* kUsage =
+    "usage: dseek <command> [args]\n"
+    "commands:\n"
+    "  config --describe              print the reference of every config key\n"
+    "  config --check FILE [--set k=v] validate a config, print it resolved\n"
+    "  data prepare --input DIR --output DIR [--val-fraction F] [--shard-tokens N]\n"
+    "                                 turn text files into token shards\n"
+    "  bench train [--config FILE] [--threads N] [--set k=v ...]\n"
+    "                                 time training steps, print one JSON line\n"
+    "  devices                        list the CUDA devices this build can use\n";
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2 || std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h") {
+    std::fputs(kUsage, argc < 2 ? stderr : stdout);
+    return argc < 2 ? 2 : 0;
+  }
+  std::string command = argv[1];
+  dseek::tool::Args args(argv + 2, argv + argc);
+  try {
+    if (command == "config") return dseek::tool::cmd_config(args);
+    if (command == "data") return dseek::tool::cmd_data(args);
+    if (command == "bench") return dseek::tool::cmd_bench(args);
+    if (command == "devices") return dseek::tool::cmd_devices(args);
+  } catch (const std::exception& error) {
+    std::fprintf(stderr, "dseek %s: %s\n", command.c_str(), error.what());
+    return 1;
+  }
+  std::fprintf(stderr, "dseek: unknown command '%s'\n%s", command.c_str(), kUsage);
+  return 2;
+}

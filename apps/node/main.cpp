@@ -1,0 +1,107 @@
+// dseek-node: the daemon that runs on each host of a job. Today it runs the
+// single-node job: it loads and validates the config, trains, and writes events under
+// the run directory. (Joining a multi-node job comes with the actor runtime.)
+//
+//   dseek-node --config job.toml [--set section.key=value ...] [--run-dir DIR]
+//              [--node-id K] [--coordinator HOST:PORT]
+//
+// SIGINT or SIGTERM stops the run at the next step boundary with a train_stopped
+// event and exit code 0; a second signal exits at once.
+#include <atomic>
+#include <csignal>
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <string>
+#include <vector>
+
+#include <unistd.h>
+
+#include "runtime/config/load.hpp"
+#include "runtime/data/token_dataset.hpp"
+#include "runtime/train/run_training.hpp"
+
+namespace {
+
+constexpr const char* kUsage =
+    "usage: dseek-node --config FILE [--set section.key=value ...] [--run-dir DIR]\n"
+    "                  [--node-id K] [--coordinator HOST:PORT]\n";
+
+std::atomic<bool> g_stop{false};
+
+void on_signal(int) {
+  if (g_stop.exchange(true)) {
+    constexpr char kMessage[] = "dseek-node: second signal, exiting now\n";
+    (void)!::write(2, kMessage, sizeof kMessage - 1);
+    std::_Exit(130);
+  }
+}
+
+struct NodeArgs {
+  std::string config;
+  std::vector<std::string> overrides;
+  std::string run_dir;
+};
+
+// Parses the command line; --node-id and --coordinator become overrides of the
+// cluster section so they get the config's validation.
+bool parse_args(int argc, char** argv, NodeArgs& args, std::string& error) {
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    auto value = [&](const char* name) -> std::string {
+      std::string prefix = std::string(name) + "=";
+      if (arg.rfind(prefix, 0) == 0) return arg.substr(prefix.size());
+      if (i + 1 >= argc) {
+        error = std::string(name) + " needs a value";
+        return {};
+      }
+      return argv[++i];
+    };
+    auto is = [&](const char* name) {
+      return arg == name || arg.rfind(std::string(name) + "=", 0) == 0;
+    };
+    if (is("--config")) args.config = value("--config");
+    else if (is("--set")) args.overrides.push_back(value("--set"));
+    else if (is("--run-dir")) args.run_dir = value("--run-dir");
+    else if (is("--node-id")) args.overrides.push_back("cluster.node_id=" + value("--node-id"));
+    else if (is("--coordinator"))
+      args.overrides.push_back("cluster.coordinator=\"" + value("--coordinator") + "\"");
+    else error = "unknown argument '" + arg + "'";
+    if (!error.empty()) return false;
+  }
+  if (args.config.empty()) error = "--config FILE is required";
+  return error.empty();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  NodeArgs args;
+  std::string error;
+  if (argc == 2 && (std::strcmp(argv[1], "--help") == 0 || std::strcmp(argv[1], "-h") == 0)) {
+    std::fputs(kUsage, stdout);
+    return 0;
+  }
+  if (!parse_args(argc, argv, args, error)) {
+    std::fprintf(stderr, "dseek-node: %s\n%s", error.c_str(), kUsage);
+    return 2;
+  }
+  try {
+    dseek::config::JobConfig config = dseek::config::load_config(args.config, args.overrides);
+    dseek::config::check_supported(config);
+    std::signal(SIGINT, on_signal);
+    std::signal(SIGTERM, on_signal);
+    dseek::train::RunOptions options;
+    options.run_dir = args.run_dir.empty() ? config.train.run_dir : args.run_dir;
+    options.stop = &g_stop;
+    dseek::train::run_training(config, options);
+    return 0;
+  } catch (const dseek::config::ConfigError& e) {
+    std::fprintf(stderr, "dseek-node: config error: %s\n", e.what());
+  } catch (const dseek::data::DataError& e) {
+    std::fprintf(stderr, "dseek-node: data error: %s\n", e.what());
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "dseek-node: %s\n", e.what());
+  }
+  return 1;
+}

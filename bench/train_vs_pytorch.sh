@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# Side-by-side training throughput: `dseek bench train` against its PyTorch peer
+# (bench/peers/pytorch_gpt_train.py: the same GPT, AdamW, clipping, fp32 eager).
+#
+#   bench/train_vs_pytorch.sh [--config FILE] [--threads "1 2"] [--runs 3] [--steps 6]
+#
+# For each thread count, runs `runs` rounds of dseek then PyTorch, interleaved so
+# machine noise hits both, prints each run's tokens/s, then a table of medians
+# and the ratio dseek/pytorch. The model shape comes from the dseek config.
+# Both sides run in the same environment (OPENBLAS_CORETYPE untouched); PyTorch
+# also gets OMP_WAIT_POLICY=PASSIVE, its best setting at >1 thread, and
+# OPENBLAS_NUM_THREADS=<threads>: torch.set_num_threads does not reach Debian's OpenBLAS
+# (BLAS_INFO=generic), which would otherwise run PyTorch's matmuls on every core even in
+# the "1 thread" case (measured: 2x on sgemm at 2 cores). The output
+# is meant to be pasted into bench/RESULTS.md. Exits non-zero if a run fails.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+config=bench/configs/gpt-d384.toml threads="1 2" runs=3 steps=6 warmup=1
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --config) config=$2; shift 2 ;;
+    --threads) threads=$2; shift 2 ;;
+    --runs) runs=$2; shift 2 ;;
+    --steps) steps=$2; shift 2 ;;
+    -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
+    *) echo "unknown argument: $1" >&2; exit 2 ;;
+  esac
+done
+dseek=${DSEEK_BIN:-build/bin/dseek}
+py=/usr/bin/python3
+[[ -x $dseek ]] || { echo "dseek binary not found: $dseek (set DSEEK_BIN)" >&2; exit 1; }
+
+# Model shape from the config, with dseek's defaults (config/REFERENCE.md).
+read -r dim layers heads context vocab batch < <("$py" - "$config" <<'PY'
+import sys, tomllib
+c = tomllib.load(open(sys.argv[1], "rb"))
+m, t = c.get("model", {}), c.get("train", {})
+print(m.get("dim", 256), m.get("layers", 4), m.get("heads", 4), m.get("context", 128),
+      m.get("vocab", 256), t.get("batch_size", 16))
+PY
+)
+
+# tokens_per_s from the last JSON line of a run's stdout.
+tps() { "$py" -c 'import sys, json; print(json.loads(sys.stdin.read().strip().splitlines()[-1])["tokens_per_s"])'; }
+median() { "$py" -c 'import sys, statistics; print(statistics.median(map(float, sys.argv[1:])))' "$@"; }
+
+echo "# dseek vs PyTorch training throughput, $(date -u '+%Y-%m-%d %H:%M UTC')"
+echo "machine: $(lscpu | sed -n 's/^Model name: *//p' | head -1), nproc $(nproc)"
+echo "model: $config: dim $dim, layers $layers, heads $heads, context $context, vocab $vocab, batch $batch; fp32"
+echo "steps: $warmup warm-up + $steps timed per run, $runs runs per side, interleaved"
+echo "OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-<unset: auto-detected>} for both sides;" \
+     "kernel: $("$py" -c 'import ctypes; l = ctypes.CDLL("libopenblas.so.0"); l.openblas_get_corename.restype = ctypes.c_char_p; print(l.openblas_get_corename().decode())' 2>/dev/null || echo unknown)"
+echo "PyTorch: $("$py" -c 'import torch; print(torch.__version__)'), OMP_WAIT_POLICY=PASSIVE, OPENBLAS_NUM_THREADS=<threads>"
+echo
+
+declare -A med_d med_p
+for n in $threads; do
+  ds=() ps=()
+  for ((r = 1; r <= runs; r++)); do
+    out=$("$dseek" bench train --config "$config" --threads "$n" --steps "$steps" --warmup "$warmup") \
+      || { echo "dseek failed (threads $n, run $r)" >&2; exit 1; }
+    ds+=("$(tps <<<"$out")")
+    out=$(OMP_WAIT_POLICY=PASSIVE OPENBLAS_NUM_THREADS="$n" "$py" bench/peers/pytorch_gpt_train.py --dim "$dim" --layers "$layers" \
+            --heads "$heads" --context "$context" --vocab "$vocab" --batch-size "$batch" \
+            --threads "$n" --steps "$steps" --warmup "$warmup") \
+      || { echo "pytorch failed (threads $n, run $r)" >&2; exit 1; }
+    ps+=("$(tps <<<"$out")")
+    echo "threads $n run $r: dseek ${ds[-1]} tok/s, pytorch ${ps[-1]} tok/s"
+  done
+  med_d[$n]=$(median "${ds[@]}") med_p[$n]=$(median "${ps[@]}")
+done
+
+echo
+echo "| threads | dseek tok/s | pytorch tok/s | dseek/pytorch |"
+echo "|--------:|------------:|--------------:|--------------:|"
+for n in $threads; do
+  printf '| %7s | %11.1f | %13.1f | %13.2f |\n' "$n" "${med_d[$n]}" "${med_p[$n]}" \
+    "$("$py" -c "print(${med_d[$n]} / ${med_p[$n]})")"
+done

@@ -1,0 +1,93 @@
+// The compute backend: every op the GPT model and its optimizer need, declared once.
+// The model code (runtime/model) calls only these; the CPU implementation is
+// cpu_backend.cpp and the CUDA one (gpu/) fits beside it without changing the model.
+//
+// Conventions, as in llm.c: row-major float32 arrays, N = rows (tokens, B*T),
+// C = channels, OC = output channels. A linear layer's weight is (OC, C) and computes
+// out = inp @ w^T + bias, as PyTorch's nn.Linear does, so weights load unchanged.
+// Pointers are the backend's memory (host for the CPU, device for CUDA); only the
+// memory calls move data between the host and the backend.
+//
+// Gradient arguments named d<param> ACCUMULATE (+=): micro-batches add up. Activation
+// gradients OVERWRITE, except layernorm_backward's dinp, which accumulates because it is
+// the residual stream's gradient (the residual connection adds the two branches).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace dseek::backend {
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string name() const = 0;
+
+  // --- memory -------------------------------------------------------------------
+  virtual void* allocate(size_t bytes) = 0;  // zero-filled
+  virtual void release(void* pointer) = 0;
+  virtual void zero(float* x, size_t n) = 0;
+  virtual void copy_from_host(void* dst, const void* host_src, size_t bytes) = 0;
+  virtual void copy_to_host(void* host_dst, const void* src, size_t bytes) = 0;
+
+  // --- forward ops ----------------------------------------------------------------
+  // out[b,t,:] = wte[tokens[b,t],:] + wpe[t,:]
+  virtual void encoder_forward(float* out, const int32_t* tokens, const float* wte,
+                               const float* wpe, int B, int T, int C) = 0;
+  // out = (inp - mean) * rstd * w + b per row; mean and rstd (N) are saved for backward.
+  virtual void layernorm_forward(float* out, float* mean, float* rstd, const float* inp,
+                                 const float* w, const float* b, int N, int C) = 0;
+  // out (N, OC) = inp (N, C) @ w^T + bias; bias may be null.
+  virtual void matmul_forward(float* out, const float* inp, const float* w, const float* bias,
+                              int N, int C, int OC) = 0;
+  // Causal multi-head self-attention. qkv is (B, T, 3C) = [q | k | v], heads of C/NH
+  // channels; out is (B, T, C); att (B, NH, T, T) keeps the softmax probabilities
+  // (zero above the diagonal) for the backward pass.
+  virtual void attention_forward(float* out, float* att, const float* qkv, int B, int T,
+                                 int C, int NH) = 0;
+  // GELU, tanh approximation (GPT-2's).
+  virtual void gelu_forward(float* out, const float* inp, size_t n) = 0;
+  virtual void residual_forward(float* out, const float* a, const float* b, size_t n) = 0;
+  // In place: logits (N, V) become softmax probabilities; losses[i] = -log p[targets[i]].
+  virtual void softmax_cross_entropy_forward(float* logits_to_probs, float* losses,
+                                             const int32_t* targets, int N, int V) = 0;
+
+  // --- backward ops ---------------------------------------------------------------
+  // In place: probs become dlogits = (probs - onehot(targets)) * dloss.
+  virtual void softmax_cross_entropy_backward(float* probs_to_dlogits, const int32_t* targets,
+                                              int N, int V, float dloss) = 0;
+  // dinp = dout @ w (overwrite); dw += dout^T @ inp; dbias += column sums (may be null).
+  virtual void matmul_backward(float* dinp, float* dw, float* dbias, const float* dout,
+                               const float* inp, const float* w, int N, int C, int OC) = 0;
+  // dinp = gelu'(inp) * dout; dinp may alias dout.
+  virtual void gelu_backward(float* dinp, const float* inp, const float* dout, size_t n) = 0;
+  // dqkv (overwrite) from dout and the saved probabilities.
+  virtual void attention_backward(float* dqkv, const float* dout, const float* qkv,
+                                  const float* att, int B, int T, int C, int NH) = 0;
+  // dinp += ..., dw += ..., db += ...
+  virtual void layernorm_backward(float* dinp, float* dw, float* db, const float* dout,
+                                  const float* inp, const float* w, const float* mean,
+                                  const float* rstd, int N, int C) = 0;
+  // dwte[tokens[b,t]] += dout[b,t]; dwpe[t] += dout[b,t]
+  virtual void encoder_backward(float* dwte, float* dwpe, const float* dout,
+                                const int32_t* tokens, int B, int T, int C) = 0;
+
+  // --- optimizer and reductions ------------------------------------------------------
+  // Sum of x[i]^2 in double, in an order fixed by the backend's thread count.
+  virtual double sum_squares(const float* x, size_t n) = 0;
+  // Sum of x[i] in double (the mean loss).
+  virtual double sum(const float* x, size_t n) = 0;
+  // AdamW (decoupled weight decay) on n parameters, with g = grads * grad_scale.
+  // `step` counts from 1 (bias correction).
+  virtual void adamw_update(float* params, const float* grads, float* m, float* v, size_t n,
+                            float lr, float beta1, float beta2, float eps,
+                            float weight_decay, int64_t step, float grad_scale) = 0;
+};
+
+// The CPU backend: OpenBLAS sgemm and vectorized loops on `threads` threads
+// (0 = all cores). Results are deterministic for a given thread count.
+std::unique_ptr<Backend> make_cpu_backend(int threads);
+
+}  // namespace dseek::backend

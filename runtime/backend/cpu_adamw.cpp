@@ -1,0 +1,32 @@
+// AdamW on the CPU, in the same order of operations as torch.optim.AdamW (decay the
+// parameter first, then the bias-corrected Adam step), so a PyTorch reference agrees
+// to float rounding.
+#include <cmath>
+
+#include "runtime/backend/cpu_backend.hpp"
+
+namespace dseek::backend {
+
+void CpuBackend::adamw_update(float* params, const float* grads, float* m, float* v, size_t n,
+                              float lr, float beta1, float beta2, float eps, float weight_decay,
+                              int64_t step, float grad_scale) {
+  const float bias_correction1 = 1.0f - std::pow(beta1, static_cast<float>(step));
+  const float bias_correction2 = 1.0f - std::pow(beta2, static_cast<float>(step));
+  const float step_size = lr / bias_correction1;
+  const float sqrt_bias_correction2 = std::sqrt(bias_correction2);
+  const float decay = 1.0f - lr * weight_decay;
+  pool_.parallel_for(n, [&](size_t begin, size_t end, int) {
+#pragma omp simd
+    for (size_t i = begin; i < end; ++i) {
+      const float g = grads[i] * grad_scale;
+      const float mi = beta1 * m[i] + (1.0f - beta1) * g;
+      const float vi = beta2 * v[i] + (1.0f - beta2) * g * g;
+      m[i] = mi;
+      v[i] = vi;
+      const float denom = std::sqrt(vi) / sqrt_bias_correction2 + eps;
+      params[i] = params[i] * decay - step_size * mi / denom;
+    }
+  }, 1 << 14);
+}
+
+}  // namespace dseek::backend

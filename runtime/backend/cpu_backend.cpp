@@ -1,0 +1,88 @@
+// CpuBackend: construction, memory, and the reductions. The ops are in cpu_*.cpp.
+#include "runtime/backend/cpu_backend.hpp"
+
+#include <cblas.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <new>
+#include <thread>
+
+namespace dseek::backend {
+
+namespace {
+int resolve_threads(int threads) {
+  if (threads > 0) return threads;
+  unsigned hardware = std::thread::hardware_concurrency();
+  return hardware == 0 ? 1 : static_cast<int>(hardware);
+}
+}  // namespace
+
+CpuBackend::CpuBackend(int threads) : pool_(resolve_threads(threads)) {
+  // sgemm runs single-threaded inside our chunks (see thread_pool.hpp).
+  openblas_set_num_threads(1);
+  scratch_.resize(static_cast<size_t>(pool_.size()));
+}
+
+std::unique_ptr<Backend> make_cpu_backend(int threads) {
+  return std::make_unique<CpuBackend>(threads);
+}
+
+void* CpuBackend::allocate(size_t bytes) {
+  // 64-byte alignment: whole cache lines and aligned AVX-512 loads.
+  size_t rounded = (bytes + 63) / 64 * 64;
+  void* pointer = std::aligned_alloc(64, rounded == 0 ? 64 : rounded);
+  if (pointer == nullptr) throw std::bad_alloc();
+  std::memset(pointer, 0, rounded);
+  return pointer;
+}
+
+void CpuBackend::release(void* pointer) { std::free(pointer); }
+
+void CpuBackend::zero(float* x, size_t n) {
+  pool_.parallel_for(n, [&](size_t begin, size_t end, int) {
+    std::memset(x + begin, 0, (end - begin) * sizeof(float));
+  }, 1 << 16);
+}
+
+void CpuBackend::copy_from_host(void* dst, const void* host_src, size_t bytes) {
+  std::memcpy(dst, host_src, bytes);
+}
+
+void CpuBackend::copy_to_host(void* host_dst, const void* src, size_t bytes) {
+  std::memcpy(host_dst, src, bytes);
+}
+
+float* CpuBackend::scratch(int thread, size_t floats) {
+  auto& buffer = scratch_[static_cast<size_t>(thread)];
+  if (buffer.size() < floats) buffer.resize(floats);
+  return buffer.data();
+}
+
+double CpuBackend::sum_squares(const float* x, size_t n) {
+  std::vector<double> partial(static_cast<size_t>(pool_.size()), 0.0);
+  pool_.parallel_for(n, [&](size_t begin, size_t end, int thread) {
+    double total = 0.0;
+#pragma omp simd reduction(+ : total)
+    for (size_t i = begin; i < end; ++i) total += static_cast<double>(x[i]) * x[i];
+    partial[static_cast<size_t>(thread)] = total;
+  }, 1 << 15);
+  double total = 0.0;
+  for (double value : partial) total += value;
+  return total;
+}
+
+double CpuBackend::sum(const float* x, size_t n) {
+  std::vector<double> partial(static_cast<size_t>(pool_.size()), 0.0);
+  pool_.parallel_for(n, [&](size_t begin, size_t end, int thread) {
+    double total = 0.0;
+#pragma omp simd reduction(+ : total)
+    for (size_t i = begin; i < end; ++i) total += x[i];
+    partial[static_cast<size_t>(thread)] = total;
+  }, 1 << 15);
+  double total = 0.0;
+  for (double value : partial) total += value;
+  return total;
+}
+
+}  // namespace dseek::backend

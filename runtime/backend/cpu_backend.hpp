@@ -1,0 +1,66 @@
+// The CPU backend (backend.hpp): OpenBLAS sgemm on blocks split across dseek's own
+// thread pool, and fused, vectorized loops for everything else. Each group of ops lives
+// in its own cpu_*.cpp file; this header is shared by them only.
+#pragma once
+
+#include <vector>
+
+#include "runtime/backend/backend.hpp"
+#include "runtime/util/thread_pool.hpp"
+
+namespace dseek::backend {
+
+class CpuBackend final : public Backend {
+ public:
+  explicit CpuBackend(int threads);
+  std::string name() const override { return "cpu"; }
+  int threads() const { return pool_.size(); }
+
+  void* allocate(size_t bytes) override;
+  void release(void* pointer) override;
+  void zero(float* x, size_t n) override;
+  void copy_from_host(void* dst, const void* host_src, size_t bytes) override;
+  void copy_to_host(void* host_dst, const void* src, size_t bytes) override;
+
+  void encoder_forward(float* out, const int32_t* tokens, const float* wte, const float* wpe,
+                       int B, int T, int C) override;
+  void layernorm_forward(float* out, float* mean, float* rstd, const float* inp,
+                         const float* w, const float* b, int N, int C) override;
+  void matmul_forward(float* out, const float* inp, const float* w, const float* bias, int N,
+                      int C, int OC) override;
+  void attention_forward(float* out, float* att, const float* qkv, int B, int T, int C,
+                         int NH) override;
+  void gelu_forward(float* out, const float* inp, size_t n) override;
+  void residual_forward(float* out, const float* a, const float* b, size_t n) override;
+  void softmax_cross_entropy_forward(float* logits_to_probs, float* losses,
+                                     const int32_t* targets, int N, int V) override;
+
+  void softmax_cross_entropy_backward(float* probs_to_dlogits, const int32_t* targets, int N,
+                                      int V, float dloss) override;
+  void matmul_backward(float* dinp, float* dw, float* dbias, const float* dout,
+                       const float* inp, const float* w, int N, int C, int OC) override;
+  void gelu_backward(float* dinp, const float* inp, const float* dout, size_t n) override;
+  void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* att,
+                          int B, int T, int C, int NH) override;
+  void layernorm_backward(float* dinp, float* dw, float* db, const float* dout,
+                          const float* inp, const float* w, const float* mean,
+                          const float* rstd, int N, int C) override;
+  void encoder_backward(float* dwte, float* dwpe, const float* dout, const int32_t* tokens,
+                        int B, int T, int C) override;
+
+  double sum_squares(const float* x, size_t n) override;
+  double sum(const float* x, size_t n) override;
+  void adamw_update(float* params, const float* grads, float* m, float* v, size_t n, float lr,
+                    float beta1, float beta2, float eps, float weight_decay, int64_t step,
+                    float grad_scale) override;
+
+ private:
+  // Per-thread scratch of at least `floats` floats; grows on first use only, so steady
+  // state steps allocate nothing.
+  float* scratch(int thread, size_t floats);
+
+  util::ThreadPool pool_;
+  std::vector<std::vector<float>> scratch_;
+};
+
+}  // namespace dseek::backend

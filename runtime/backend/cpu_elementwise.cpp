@@ -1,0 +1,79 @@
+// Element-wise and gather/scatter ops on the CPU: token and position embeddings, GELU,
+// residual addition.
+#include <cmath>
+
+#include "runtime/backend/cpu_backend.hpp"
+#include "runtime/util/fast_math.hpp"
+
+namespace dseek::backend {
+
+namespace {
+constexpr size_t kMinElements = 1 << 14;
+const float kGeluScale = std::sqrt(2.0f / static_cast<float>(M_PI));
+constexpr float kGeluCube = 0.044715f;
+}  // namespace
+
+void CpuBackend::encoder_forward(float* out, const int32_t* tokens, const float* wte,
+                                 const float* wpe, int B, int T, int C) {
+  pool_.parallel_for(static_cast<size_t>(B) * T, [&](size_t r0, size_t r1, int) {
+    for (size_t r = r0; r < r1; ++r) {
+      const float* token_row = wte + static_cast<size_t>(tokens[r]) * C;
+      const float* position_row = wpe + (r % T) * C;
+      float* y = out + r * C;
+#pragma omp simd
+      for (int i = 0; i < C; ++i) y[i] = token_row[i] + position_row[i];
+    }
+  }, 16);
+}
+
+void CpuBackend::encoder_backward(float* dwte, float* dwpe, const float* dout,
+                                  const int32_t* tokens, int B, int T, int C) {
+  // Split by channel: two tokens may share an embedding row, but never a channel slice
+  // across threads, so there are no races and the order of the sums is fixed.
+  pool_.parallel_for(static_cast<size_t>(C), [&](size_t c0, size_t c1, int) {
+    const int width = static_cast<int>(c1 - c0);
+    for (size_t r = 0; r < static_cast<size_t>(B) * T; ++r) {
+      const float* dy = dout + r * C + c0;
+      float* token_row = dwte + static_cast<size_t>(tokens[r]) * C + c0;
+      float* position_row = dwpe + (r % T) * C + c0;
+#pragma omp simd
+      for (int i = 0; i < width; ++i) {
+        token_row[i] += dy[i];
+        position_row[i] += dy[i];
+      }
+    }
+  }, 16);
+}
+
+void CpuBackend::gelu_forward(float* out, const float* inp, size_t n) {
+  pool_.parallel_for(n, [&](size_t begin, size_t end, int) {
+#pragma omp simd
+    for (size_t i = begin; i < end; ++i) {
+      const float x = inp[i];
+      const float t = util::tanh_approx(kGeluScale * (x + kGeluCube * x * x * x));
+      out[i] = 0.5f * x * (1.0f + t);
+    }
+  }, kMinElements);
+}
+
+void CpuBackend::gelu_backward(float* dinp, const float* inp, const float* dout, size_t n) {
+  pool_.parallel_for(n, [&](size_t begin, size_t end, int) {
+#pragma omp simd
+    for (size_t i = begin; i < end; ++i) {
+      const float x = inp[i];
+      const float t = util::tanh_approx(kGeluScale * (x + kGeluCube * x * x * x));
+      const float sech2 = 1.0f - t * t;
+      const float du_dx = kGeluScale * (1.0f + 3.0f * kGeluCube * x * x);
+      dinp[i] = (0.5f * (1.0f + t) + 0.5f * x * sech2 * du_dx) * dout[i];
+    }
+  }, kMinElements);
+}
+
+void CpuBackend::residual_forward(float* out, const float* a, const float* b, size_t n) {
+  pool_.parallel_for(n, [&](size_t begin, size_t end, int) {
+#pragma omp simd
+    for (size_t i = begin; i < end; ++i) out[i] = a[i] + b[i];
+  }, kMinElements);
+}
+
+}  // namespace dseek::backend

@@ -1,0 +1,55 @@
+// check_supported(): the settings this build accepts in a file but cannot run yet.
+// This build trains single-node, fp32, on the CPU. Each feature that lands deletes its
+// line below; until then a job asking for it fails loudly instead of silently running
+// without it.
+#include <string>
+
+#include "runtime/config/load.hpp"
+#include "runtime/config/schema.hpp"
+
+namespace dseek::config {
+
+void check_supported(const JobConfig& config) {
+  struct Gate {
+    bool requested;
+    std::string_view key;
+    std::string_view reason;
+  };
+  const Gate gates[] = {
+      {config.cluster.nodes > 1, "cluster.nodes",
+       "multi-node jobs come with the actor runtime"},
+      {config.parallel.data > 1, "parallel.data",
+       "data parallelism comes with the actor runtime"},
+      {config.parallel.tensor > 1, "parallel.tensor",
+       "tensor parallelism is not written yet"},
+      {config.parallel.pipeline > 1, "parallel.pipeline",
+       "pipeline parallelism is not written yet"},
+      {config.parallel.zero > 0, "parallel.zero",
+       "ZeRO sharding comes with data parallelism"},
+      {config.comm.backend != "ucx", "comm.backend",
+       "the NCCL data plane comes with the GPU backend"},
+      {config.comm.compression != "none", "comm.compression",
+       "gradient compression is not written yet"},
+      {config.checkpoint.every_steps > 0, "checkpoint.every_steps",
+       "checkpointing is not written yet"},
+      {config.metrics.prometheus_port != 0, "metrics.prometheus_port",
+       "the /metrics endpoint is not written yet"},
+      {config.train.precision != "fp32", "train.precision",
+       "bf16 and fp8 come with the GPU backend"},
+      {!config.faults.empty(), "faults",
+       "fault injection comes with the actor runtime"},
+  };
+  for (const auto& gate : gates) {
+    if (!gate.requested) continue;
+    const auto* key = schema::find(schema::job_keys(), gate.key);
+    std::string setting = "[[" + std::string(gate.key) + "]]";
+    if (key != nullptr) {
+      setting = std::string(gate.key) + " = " + schema::format_value(key->get(config));
+    }
+    throw ConfigError(config.source + ": " + setting + ": not implemented yet in this build (" +
+                      std::string(gate.reason) +
+                      "); this build runs single-node fp32 CPU training only");
+  }
+}
+
+}  // namespace dseek::config

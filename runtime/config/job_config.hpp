@@ -1,0 +1,103 @@
+// The typed configuration of a dseek job: one struct per TOML section.
+// Every field here has exactly one entry in the key table of config/schema.cpp, which
+// gives its default, its valid range and its one-line description; load_config() in
+// config/load.hpp fills this struct from a TOML file plus --set overrides.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace dseek::config {
+
+struct ModelConfig {
+  int64_t dim = 256;       // width of the residual stream (C)
+  int64_t layers = 4;      // transformer blocks (L)
+  int64_t heads = 4;       // attention heads (NH); dim % heads == 0
+  int64_t context = 128;   // tokens per sequence (T), also the size of the position table
+  int64_t vocab = 256;     // token ids in [0, vocab); 256 for the byte-level tokenizer
+  double init_std = 0.02;  // standard deviation of the normal weight init (GPT-2)
+};
+
+struct TrainConfig {
+  int64_t batch_size = 16;       // sequences per optimizer step, whole job
+  int64_t micro_batch_size = 0;  // sequences per forward/backward; 0 = batch_size
+  int64_t steps = 200;           // optimizer steps
+  int64_t seed = 1337;           // seeds weights and the sample order
+  int64_t threads = 0;           // compute threads per node; 0 = all cores
+  double lr = 1e-3;              // peak learning rate
+  double min_lr = 1e-4;          // learning rate at the end of the cosine decay
+  int64_t warmup_steps = 20;     // linear warm-up from 0 to lr
+  double weight_decay = 0.1;     // decoupled (AdamW); matrices and embeddings only
+  double beta1 = 0.9;
+  double beta2 = 0.95;
+  double eps = 1e-8;
+  double grad_clip = 1.0;        // global gradient norm limit; 0 = off
+  int64_t eval_every = 50;       // steps between validation passes; 0 = only at the end
+  int64_t eval_batches = 4;      // validation batches of batch_size sequences
+  std::string precision = "fp32";  // fp32 (bf16 and fp8 come with the GPU backend)
+  std::string run_dir = "runs/default";  // events and outputs go under it
+};
+
+struct DataConfig {
+  std::string dir = "data/prepared";  // output of `dseek data prepare`
+  int64_t prefetch = 3;               // batches kept ready ahead of the worker
+};
+
+struct ClusterConfig {
+  int64_t nodes = 1;    // nodes in the job
+  int64_t node_id = 0;  // this node's id, 0..nodes-1
+  std::string coordinator = "127.0.0.1:7420";  // host:port of the coordinator node
+};
+
+struct ParallelConfig {
+  int64_t data = 1;      // data-parallel replicas
+  int64_t tensor = 1;    // tensor-parallel ranks per replica
+  int64_t pipeline = 1;  // pipeline stages per replica
+  int64_t zero = 0;      // ZeRO stage: 0, 1 (optimizer state) or 2 (and gradients)
+};
+
+struct CommConfig {
+  std::string backend = "ucx";       // data plane: ucx (host memory) or nccl (GPU)
+  std::string compression = "none";  // none, topk, int8, topk+int8
+  double topk_fraction = 0.05;       // fraction of gradient entries kept by topk
+};
+
+struct CheckpointConfig {
+  int64_t every_steps = 0;  // steps between checkpoints; 0 = none
+  std::string dir = "";     // empty = RUN_DIR/checkpoints
+  int64_t keep_last = 3;    // old checkpoints kept
+};
+
+struct MetricsConfig {
+  int64_t log_every = 10;          // steps between plain log lines (no terminal)
+  std::string progress = "auto";   // auto (bar on a terminal), bar, plain, off
+  int64_t prometheus_port = 0;     // 0 = no /metrics endpoint
+};
+
+// One [[faults]] entry: a deterministic fault to inject (see config/REFERENCE.md).
+struct FaultSpec {
+  std::string kind;            // kill, hang, crash_actor, drop_messages, slow, ...
+  int64_t node = -1;           // node id it applies to; -1 = every node
+  int64_t step = -1;           // fire at this step; -1 = use after_seconds
+  double after_seconds = -1;   // fire after this many seconds; -1 = use step
+  double seconds = -1;         // duration (hang); -1 = forever
+  double fraction = 0;         // drop_messages: fraction of messages dropped
+  int64_t ms = 0;              // slow: extra milliseconds per step
+  std::string actor;           // crash_actor: the actor's name
+};
+
+struct JobConfig {
+  ModelConfig model;
+  TrainConfig train;
+  DataConfig data;
+  ClusterConfig cluster;
+  ParallelConfig parallel;
+  CommConfig comm;
+  CheckpointConfig checkpoint;
+  MetricsConfig metrics;
+  std::vector<FaultSpec> faults;
+  std::string source;  // where it came from ("config/single.toml", "defaults"), for messages
+};
+
+}  // namespace dseek::config

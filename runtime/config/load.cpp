@@ -1,0 +1,298 @@
+// Reading a job configuration: TOML text or file -> JobConfig, and `--set` overrides.
+// Every value goes through assign(), which checks it against the key table, so a file
+// and an override are held to the same rules and their errors read the same.
+#include <algorithm>
+#include <fstream>
+#include <sstream>
+#include <system_error>
+
+#include <toml++/toml.h>
+
+#include "runtime/config/load.hpp"
+#include "runtime/config/schema.hpp"
+
+namespace dseek::config {
+
+namespace {
+
+[[noreturn]] void fail(std::string message) { throw ConfigError(std::move(message)); }
+
+// Where values come from, for messages: a file has positions ("x.toml:3:7"), an
+// override does not and is named instead ("--set model.dim=abc").
+struct Origin {
+  std::string_view name;
+  bool has_positions;
+
+  std::string at(const toml::source_region& region) const {
+    std::string out(name);
+    if (has_positions && region.begin.line > 0) {
+      out += ':';
+      out += std::to_string(region.begin.line);
+      out += ':';
+      out += std::to_string(region.begin.column);
+    }
+    return out;
+  }
+};
+
+std::string describe_node(const toml::node& node) {
+  switch (node.type()) {
+    case toml::node_type::string:
+      return "string " + schema::quote(node.as_string()->get());
+    case toml::node_type::integer:
+      return "integer " + std::to_string(node.as_integer()->get());
+    case toml::node_type::floating_point:
+      return "float " + schema::format_value(node.as_floating_point()->get());
+    case toml::node_type::boolean:
+      return std::string("boolean ") + (node.as_boolean()->get() ? "true" : "false");
+    case toml::node_type::array: return "an array";
+    case toml::node_type::table: return "a table";
+    case toml::node_type::date: return "a date";
+    case toml::node_type::time: return "a time";
+    case toml::node_type::date_time: return "a date-time";
+    case toml::node_type::none: break;
+  }
+  return "nothing";
+}
+
+// The node as the key's type; an integer literal is a fine float, nothing else converts.
+std::optional<schema::Value> to_value(schema::Type type, const toml::node& node) {
+  switch (type) {
+    case schema::Type::Int:
+      if (const auto* integer = node.as_integer()) return integer->get();
+      break;
+    case schema::Type::Float:
+      if (const auto* number = node.as_floating_point()) return number->get();
+      if (const auto* integer = node.as_integer()) return static_cast<double>(integer->get());
+      break;
+    case schema::Type::String:
+    case schema::Type::Enum:
+      if (const auto* text = node.as_string()) return text->get();
+      break;
+    case schema::Type::Bool:
+      if (const auto* flag = node.as_boolean()) return flag->get();
+      break;
+  }
+  return std::nullopt;
+}
+
+std::string expected(const schema::Spec& spec) {
+  switch (spec.type) {
+    case schema::Type::Int: return "an integer";
+    case schema::Type::Float: return "a number";
+    case schema::Type::String: return "a string";
+    case schema::Type::Bool: return "a boolean";
+    case schema::Type::Enum: return "one of " + schema::describe_constraint(spec);
+  }
+  return "?";
+}
+
+// `shown` is the key as the user should read it: "model.dim", or "faults[2].kind".
+template <class Root>
+void assign(const schema::Key<Root>& key, const std::string& shown, const toml::node& node,
+            const Origin& origin, Root& root) {
+  auto value = to_value(key.type, node);
+  if (!value) {
+    fail(origin.at(node.source()) + ": " + shown + ": expected " + expected(key) + ", got " +
+         describe_node(node));
+  }
+  if (auto problem = schema::check(key, *value)) {
+    fail(origin.at(node.source()) + ": " + shown + ": " + *problem);
+  }
+  key.set(root, *value);
+}
+
+size_t edit_distance(std::string_view a, std::string_view b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diagonal = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      size_t substitute = diagonal + (a[i - 1] == b[j - 1] ? 0 : 1);
+      diagonal = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, substitute});
+    }
+  }
+  return row[b.size()];
+}
+
+// " (did you mean model.dim?)" for a near miss, else nothing: typos are the usual cause.
+template <class Root>
+std::string suggestion(std::string_view name, const std::vector<schema::Key<Root>>& keys) {
+  const schema::Spec* best = nullptr;
+  size_t best_distance = 3;  // farther than 2 edits is a different word, not a typo
+  for (const auto& key : keys) {
+    size_t distance = edit_distance(name, key.name);
+    if (distance < best_distance) {
+      best = &key;
+      best_distance = distance;
+    }
+  }
+  return best ? " (did you mean " + std::string(best->name) + "?)" : "";
+}
+
+std::string section_list() {
+  std::string out;
+  for (const auto& section : schema::sections()) {
+    if (!out.empty()) out += ", ";
+    out += section.name;
+  }
+  return out;
+}
+
+// toml::table iterates in key order; report problems in the order the user wrote them.
+std::vector<std::pair<const toml::key*, const toml::node*>> in_file_order(
+    const toml::table& table) {
+  std::vector<std::pair<const toml::key*, const toml::node*>> entries;
+  for (auto&& [key, node] : table) entries.emplace_back(&key, &node);
+  std::stable_sort(entries.begin(), entries.end(), [](const auto& a, const auto& b) {
+    const auto& pa = a.first->source().begin;
+    const auto& pb = b.first->source().begin;
+    return pa.line != pb.line ? pa.line < pb.line : pa.column < pb.column;
+  });
+  return entries;
+}
+
+// [[faults]] from a file, or `--set faults=[{kind = "kill", step = 5}]`: replaces the list.
+void load_faults(const toml::node& node, const Origin& origin, std::vector<FaultSpec>& faults) {
+  const auto* array = node.as_array();
+  if (array == nullptr || !(array->empty() || array->is_array_of_tables())) {
+    fail(origin.at(node.source()) + ": faults: expected an array of tables ([[faults]]), got " +
+         describe_node(node));
+  }
+  faults.clear();
+  for (size_t index = 0; index < array->size(); ++index) {
+    const auto& table = *array->get(index)->as_table();
+    std::string prefix = "faults[" + std::to_string(index) + "].";
+    FaultSpec fault;
+    for (const auto& [key, value] : in_file_order(table)) {
+      std::string name = "faults." + std::string(key->str());
+      std::string shown = prefix + std::string(key->str());
+      const auto* spec = schema::find(schema::fault_keys(), name);
+      if (spec == nullptr) {
+        fail(origin.at(key->source()) + ": " + shown + ": unknown key" +
+             suggestion(name, schema::fault_keys()));
+      }
+      assign(*spec, shown, *value, origin, fault);
+    }
+    for (const auto& spec : schema::fault_keys()) {
+      if (schema::required(spec) && !table.contains(spec.leaf())) {
+        fail(origin.at(table.source()) + ": " + prefix + std::string(spec.leaf()) +
+             ": missing, expected " + expected(spec));
+      }
+    }
+    faults.push_back(std::move(fault));
+  }
+}
+
+void load_table(const toml::table& root, const Origin& origin, JobConfig& config) {
+  for (const auto& [section_key, section_node] : in_file_order(root)) {
+    std::string section(section_key->str());
+    if (section == "faults") {
+      load_faults(*section_node, origin, config.faults);
+      continue;
+    }
+    if (!schema::is_section(section)) {
+      fail(origin.at(section_key->source()) + ": [" + section +
+           "]: unknown section, expected one of " + section_list());
+    }
+    const auto* table = section_node->as_table();
+    if (table == nullptr) {
+      fail(origin.at(section_node->source()) + ": " + section + ": expected a table ([" +
+           section + "]), got " + describe_node(*section_node));
+    }
+    for (const auto& [key, value] : in_file_order(*table)) {
+      std::string name = section + "." + std::string(key->str());
+      const auto* spec = schema::find(schema::job_keys(), name);
+      if (spec == nullptr) {
+        fail(origin.at(key->source()) + ": " + name + ": unknown key" +
+             suggestion(name, schema::job_keys()));
+      }
+      assign(*spec, name, *value, origin, config);
+    }
+  }
+}
+
+std::string_view trim(std::string_view text) {
+  constexpr std::string_view kSpace = " \t\r\n";
+  auto first = text.find_first_not_of(kSpace);
+  if (first == std::string_view::npos) return {};
+  return text.substr(first, text.find_last_not_of(kSpace) - first + 1);
+}
+
+// The override's value read as TOML ("v = <text>"), or nothing when it is not one value.
+std::optional<toml::table> parse_value(std::string_view text) {
+  try {
+    toml::table table = toml::parse("v = " + std::string(text));
+    if (table.size() == 1 && table.contains("v")) return table;
+  } catch (const toml::parse_error&) {
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+JobConfig default_config() {
+  JobConfig config;
+  config.source = "defaults";
+  return config;
+}
+
+JobConfig load_config(const std::filesystem::path& file,
+                      const std::vector<std::string>& overrides) {
+  std::error_code error;
+  if (!std::filesystem::exists(file, error)) fail(file.string() + ": no such file");
+  if (std::filesystem::is_directory(file, error)) fail(file.string() + ": is a directory");
+  std::ifstream in(file, std::ios::binary);
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (!in || !text) fail(file.string() + ": cannot read the file");
+  return load_config_text(text.str(), file.string(), overrides);
+}
+
+JobConfig load_config_text(std::string_view toml_text, std::string_view source_name,
+                           const std::vector<std::string>& overrides) {
+  JobConfig config = default_config();
+  config.source = std::string(source_name);
+  Origin origin{source_name, true};
+  toml::table root;
+  try {
+    root = toml::parse(toml_text, source_name);
+  } catch (const toml::parse_error& error) {
+    fail(origin.at(error.source()) + ": " + std::string(error.description()));
+  }
+  load_table(root, origin, config);
+  for (const auto& assignment : overrides) apply_override(config, assignment);
+  validate(config);
+  return config;
+}
+
+void apply_override(JobConfig& config, std::string_view assignment) {
+  std::string context = "--set " + std::string(assignment);
+  Origin origin{context, false};
+  auto equals = assignment.find('=');
+  if (equals == std::string_view::npos) fail(context + ": expected section.key=value");
+  std::string name(trim(assignment.substr(0, equals)));
+  std::string_view text = trim(assignment.substr(equals + 1));
+
+  auto parsed = parse_value(text);
+  if (name == "faults") {
+    if (!parsed) fail(context + ": faults: expected an array of tables, e.g. [{kind = \"kill\"}]");
+    load_faults(*parsed->get("v"), origin, config.faults);
+    return;
+  }
+  const auto* key = schema::find(schema::job_keys(), name);
+  if (key == nullptr) {
+    fail(context + ": " + name + ": unknown key" + suggestion(name, schema::job_keys()));
+  }
+  // A string key takes the text as written unless it was a quoted TOML string, so that
+  // `--set data.dir=out/2024` or `--set train.run_dir=123` mean what they say.
+  toml::value<std::string> raw{std::string(text)};
+  const toml::node* node = parsed ? parsed->get("v") : nullptr;
+  bool wants_string = key->type == schema::Type::String || key->type == schema::Type::Enum;
+  if (node == nullptr || (wants_string && !node->is_string())) node = &raw;
+  assign(*key, name, *node, origin, config);
+}
+
+}  // namespace dseek::config

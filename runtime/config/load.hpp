@@ -1,0 +1,54 @@
+// Loading and validating a job configuration.
+//
+// A config is a TOML file whose sections and keys are exactly those of the key table
+// (config/schema.cpp, described in config/REFERENCE.md). Unknown keys, wrong types and
+// out-of-range values are ConfigErrors whose message names the file, line, column and
+// key; `--set section.key=value` overrides go through the same validation and name the
+// override instead of a file position.
+#pragma once
+
+#include <filesystem>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "runtime/config/job_config.hpp"
+
+namespace dseek::config {
+
+struct ConfigError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// The defaults of every key (what an empty file gives).
+JobConfig default_config();
+
+// Reads `file`, then applies `overrides` ("section.key=value") in order, then checks the
+// relations between keys (validate()). Throws ConfigError.
+JobConfig load_config(const std::filesystem::path& file,
+                      const std::vector<std::string>& overrides = {});
+
+// Parses TOML text as if it were the file named `source_name` (for tests and tools).
+JobConfig load_config_text(std::string_view toml_text, std::string_view source_name,
+                           const std::vector<std::string>& overrides = {});
+
+// Applies one "section.key=value" override; the value is read as a TOML value, and a
+// bare word that is not valid TOML is taken as a string (--set data.dir=foo works).
+void apply_override(JobConfig& config, std::string_view assignment);
+
+// Relations between keys (dim divisible by heads, batch divisible by micro-batch, ...).
+void validate(const JobConfig& config);
+
+// Rejects settings whose feature this build does not implement yet, with a message that
+// says so (a feature that is not there fails loudly, never silently).
+void check_supported(const JobConfig& config);
+
+// The reference of every key (section, key, type, default, range, description) as
+// Markdown: `dseek config --describe` prints it and config/REFERENCE.md holds it.
+std::string describe_markdown();
+
+// The config as TOML text that load_config_text() reads back to an equal config.
+std::string to_toml(const JobConfig& config);
+
+}  // namespace dseek::config

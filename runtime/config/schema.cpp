@@ -1,0 +1,322 @@
+// The key table of the job configuration (see schema.hpp) and the helpers that check
+// and print a key's value. Adding a key: a field in job_config.hpp, one line here.
+#include "runtime/config/schema.hpp"
+
+#include <algorithm>
+#include <array>
+#include <charconv>
+#include <cmath>
+#include <cstdio>
+
+namespace dseek::config::schema {
+
+namespace {
+
+// Reaches a field through a chain of member pointers (&JobConfig::model, &ModelConfig::dim)
+// so that each table row names its field once and the accessors are generated.
+template <class Root, auto... Members>
+struct Field {
+  static const auto& ref(const Root& root) { return (root .* ... .* Members); }
+  static auto& ref(Root& root) { return (root .* ... .* Members); }
+  using T = std::remove_cvref_t<decltype(ref(std::declval<Root&>()))>;
+
+  static Value get(const Root& root) { return Value(ref(root)); }
+  static void set(Root& root, const Value& value) { ref(root) = std::get<T>(value); }
+
+  static Type type(const Constraint& constraint) {
+    if constexpr (std::is_same_v<T, int64_t>) {
+      return Type::Int;
+    } else if constexpr (std::is_same_v<T, double>) {
+      return Type::Float;
+    } else if constexpr (std::is_same_v<T, bool>) {
+      return Type::Bool;
+    } else {
+      static_assert(std::is_same_v<T, std::string>, "config fields: int64_t, double, bool, string");
+      return constraint.allowed.empty() ? Type::String : Type::Enum;
+    }
+  }
+};
+
+template <class Root, auto... Members>
+Key<Root> make(std::string_view name, Constraint constraint, std::string_view description) {
+  using F = Field<Root, Members...>;
+  Type type = F::type(constraint);
+  return {{name, type, std::move(constraint), description}, &F::get, &F::set};
+}
+
+template <auto Section, auto Member>
+Key<JobConfig> job(std::string_view name, Constraint constraint, std::string_view description) {
+  return make<JobConfig, Section, Member>(name, std::move(constraint), description);
+}
+
+template <auto Member>
+Key<FaultSpec> fault(std::string_view name, Constraint constraint,
+                     std::string_view description) {
+  return make<FaultSpec, Member>(name, std::move(constraint), description);
+}
+
+using J = JobConfig;
+using Mo = ModelConfig;
+using Tr = TrainConfig;
+using Da = DataConfig;
+using Cl = ClusterConfig;
+using Pa = ParallelConfig;
+using Co = CommConfig;
+using Ck = CheckpointConfig;
+using Me = MetricsConfig;
+using Fa = FaultSpec;
+
+std::string format_number(double value) {
+  std::array<char, 64> buffer{};
+  auto end = std::to_chars(buffer.data(), buffer.data() + buffer.size(), value).ptr;
+  return std::string(buffer.data(), end);
+}
+
+}  // namespace
+
+Constraint any() { return {}; }
+Constraint at_least(double lo) { return {Range{.lo = lo}, {}}; }
+Constraint above(double lo) { return {Range{.lo = lo, .lo_open = true}, {}}; }
+Constraint between(double lo, double hi) { return {Range{.lo = lo, .hi = hi}, {}}; }
+Constraint half_open(double lo, double hi) {
+  return {Range{.lo = lo, .hi = hi, .hi_open = true}, {}};
+}
+Constraint open_closed(double lo, double hi) {
+  return {Range{.lo = lo, .hi = hi, .lo_open = true}, {}};
+}
+Constraint one_of(std::vector<std::string_view> allowed) { return {Range{}, std::move(allowed)}; }
+
+const std::vector<Key<JobConfig>>& job_keys() {
+  static const std::vector<Key<JobConfig>> keys = {
+      job<&J::model, &Mo::dim>("model.dim", at_least(1), "width of the residual stream (C)"),
+      job<&J::model, &Mo::layers>("model.layers", at_least(1), "transformer blocks (L)"),
+      job<&J::model, &Mo::heads>("model.heads", at_least(1),
+                                 "attention heads (NH); model.dim must be divisible by it"),
+      job<&J::model, &Mo::context>("model.context", at_least(1),
+                                   "tokens per sequence (T), also the size of the position table"),
+      job<&J::model, &Mo::vocab>("model.vocab", at_least(1),
+                                 "token ids in [0, vocab); 256 for the byte-level tokenizer"),
+      job<&J::model, &Mo::init_std>("model.init_std", above(0),
+                                    "standard deviation of the normal weight init (GPT-2)"),
+
+      job<&J::train, &Tr::batch_size>("train.batch_size", at_least(1),
+                                      "sequences per optimizer step, whole job"),
+      job<&J::train, &Tr::micro_batch_size>(
+          "train.micro_batch_size", at_least(0),
+          "sequences per forward/backward; 0 = batch_size; must divide train.batch_size"),
+      job<&J::train, &Tr::steps>("train.steps", at_least(0), "optimizer steps"),
+      job<&J::train, &Tr::seed>("train.seed", any(), "seeds the weights and the sample order"),
+      job<&J::train, &Tr::threads>("train.threads", between(0, 1024),
+                                   "compute threads per node; 0 = all cores"),
+      job<&J::train, &Tr::lr>("train.lr", above(0), "peak learning rate"),
+      job<&J::train, &Tr::min_lr>("train.min_lr", at_least(0),
+                                  "learning rate at the end of the cosine decay; <= train.lr"),
+      job<&J::train, &Tr::warmup_steps>("train.warmup_steps", at_least(0),
+                                        "steps of linear warm-up from 0 to train.lr"),
+      job<&J::train, &Tr::weight_decay>(
+          "train.weight_decay", at_least(0),
+          "decoupled (AdamW) weight decay; applied to matrices and embeddings only"),
+      job<&J::train, &Tr::beta1>("train.beta1", half_open(0, 1),
+                                 "AdamW decay rate of the gradient mean (first moment)"),
+      job<&J::train, &Tr::beta2>("train.beta2", half_open(0, 1),
+                                 "AdamW decay rate of the squared-gradient mean (second moment)"),
+      job<&J::train, &Tr::eps>("train.eps", above(0),
+                               "AdamW term added to the denominator for numerical safety"),
+      job<&J::train, &Tr::grad_clip>("train.grad_clip", at_least(0),
+                                     "global gradient norm limit; 0 = off"),
+      job<&J::train, &Tr::eval_every>("train.eval_every", at_least(0),
+                                      "steps between validation passes; 0 = only at the end"),
+      job<&J::train, &Tr::eval_batches>("train.eval_batches", at_least(1),
+                                        "validation batches of train.batch_size sequences"),
+      job<&J::train, &Tr::precision>("train.precision", one_of({"fp32", "bf16", "fp8"}),
+                                     "compute precision; bf16 and fp8 come with the GPU backend"),
+      job<&J::train, &Tr::run_dir>("train.run_dir", any(),
+                                   "directory the run's events and outputs go under"),
+
+      job<&J::data, &Da::dir>("data.dir", any(),
+                              "directory of token shards written by `dseek data prepare`"),
+      job<&J::data, &Da::prefetch>("data.prefetch", at_least(0),
+                                   "batches kept ready ahead of the worker"),
+
+      job<&J::cluster, &Cl::nodes>("cluster.nodes", at_least(1), "nodes in the job"),
+      job<&J::cluster, &Cl::node_id>("cluster.node_id", at_least(0),
+                                     "this node's id, 0 .. cluster.nodes - 1"),
+      job<&J::cluster, &Cl::coordinator>("cluster.coordinator", any(),
+                                         "host:port of the coordinator node"),
+
+      job<&J::parallel, &Pa::data>("parallel.data", at_least(1), "data-parallel replicas"),
+      job<&J::parallel, &Pa::tensor>("parallel.tensor", at_least(1),
+                                     "tensor-parallel ranks per replica"),
+      job<&J::parallel, &Pa::pipeline>("parallel.pipeline", at_least(1),
+                                       "pipeline stages per replica"),
+      job<&J::parallel, &Pa::zero>(
+          "parallel.zero", between(0, 2),
+          "ZeRO stage: 0 = off, 1 = shard optimizer state, 2 = and gradients"),
+
+      job<&J::comm, &Co::backend>("comm.backend", one_of({"ucx", "nccl"}),
+                                  "data plane: ucx (host memory) or nccl (GPU memory)"),
+      job<&J::comm, &Co::compression>("comm.compression",
+                                      one_of({"none", "topk", "int8", "topk+int8"}),
+                                      "gradient compression on the data plane"),
+      job<&J::comm, &Co::topk_fraction>("comm.topk_fraction", open_closed(0, 1),
+                                        "fraction of gradient entries kept by topk"),
+
+      job<&J::checkpoint, &Ck::every_steps>("checkpoint.every_steps", at_least(0),
+                                            "steps between checkpoints; 0 = none"),
+      job<&J::checkpoint, &Ck::dir>("checkpoint.dir", any(),
+                                    "checkpoint directory; empty = RUN_DIR/checkpoints"),
+      job<&J::checkpoint, &Ck::keep_last>("checkpoint.keep_last", at_least(1),
+                                          "newest checkpoints kept; older ones are deleted"),
+
+      job<&J::metrics, &Me::log_every>("metrics.log_every", at_least(1),
+                                       "steps between plain log lines"),
+      job<&J::metrics, &Me::progress>(
+          "metrics.progress", one_of({"auto", "bar", "plain", "off"}),
+          "progress output: auto = a bar on a terminal and plain lines otherwise"),
+      job<&J::metrics, &Me::prometheus_port>("metrics.prometheus_port", between(0, 65535),
+                                             "port of the Prometheus /metrics endpoint; 0 = none"),
+  };
+  return keys;
+}
+
+const std::vector<Key<FaultSpec>>& fault_keys() {
+  static const std::vector<Key<FaultSpec>> keys = {
+      fault<&Fa::kind>("faults.kind",
+                       one_of({"kill", "hang", "crash_actor", "drop_messages", "slow",
+                               "corrupt_gradient", "fail_checkpoint_write"}),
+                       "what to inject (see the list of kinds below)"),
+      fault<&Fa::node>("faults.node", at_least(-1), "node it applies to; -1 = every node"),
+      fault<&Fa::step>("faults.step", at_least(-1), "fire at this step; -1 = use after_seconds"),
+      fault<&Fa::after_seconds>("faults.after_seconds", at_least(-1),
+                                "fire after this many seconds; -1 = use step"),
+      fault<&Fa::seconds>("faults.seconds", at_least(-1), "hang: duration; -1 = forever"),
+      fault<&Fa::fraction>("faults.fraction", between(0, 1),
+                           "drop_messages: fraction of messages dropped"),
+      fault<&Fa::ms>("faults.ms", at_least(0), "slow: extra milliseconds per step"),
+      fault<&Fa::actor>("faults.actor", any(), "crash_actor: name of the actor to crash"),
+  };
+  return keys;
+}
+
+const std::vector<Section>& sections() {
+  static const std::vector<Section> list = {
+      {"model", "The GPT architecture."},
+      {"train", "The optimizer, its schedule, and where the run writes."},
+      {"data", "The token shards the job trains on."},
+      {"cluster", "The nodes of the job and how they find each other."},
+      {"parallel", "How the batch and the model are split across ranks."},
+      {"comm", "The data plane that moves tensors between ranks."},
+      {"checkpoint", "Saving training state to resume from."},
+      {"metrics", "Progress output and metrics export."},
+      {"faults",
+       "Deterministic faults to inject, to test recovery: one `[[faults]]` table per fault."},
+  };
+  return list;
+}
+
+bool is_section(std::string_view name) {
+  return std::any_of(sections().begin(), sections().end(),
+                     [&](const Section& section) { return section.name == name; });
+}
+
+std::optional<std::string> check(const Spec& spec, const Value& value) {
+  if (spec.type == Type::Enum) {
+    const auto& text = std::get<std::string>(value);
+    const auto& allowed = spec.constraint.allowed;
+    if (std::find(allowed.begin(), allowed.end(), text) != allowed.end()) return std::nullopt;
+    return "expected one of " + describe_constraint(spec) + ", got " + quote(text);
+  }
+  double number = 0;
+  if (spec.type == Type::Int) {
+    number = static_cast<double>(std::get<int64_t>(value));
+  } else if (spec.type == Type::Float) {
+    number = std::get<double>(value);
+    // A NaN would pass every comparison below; inf is never a meaningful setting.
+    if (!std::isfinite(number)) return "expected a finite number, got " + format_value(value);
+  } else {
+    return std::nullopt;
+  }
+  const Range& range = spec.constraint.range;
+  bool low_ok = range.lo_open ? number > range.lo : number >= range.lo;
+  bool high_ok = range.hi_open ? number < range.hi : number <= range.hi;
+  if (low_ok && high_ok) return std::nullopt;
+  return "must be " + describe_constraint(spec) + ", got " + format_value(value);
+}
+
+std::string_view type_name(Type type) {
+  switch (type) {
+    case Type::Int: return "int";
+    case Type::Float: return "float";
+    case Type::String: return "string";
+    case Type::Bool: return "bool";
+    case Type::Enum: return "enum";
+  }
+  return "?";
+}
+
+std::string format_value(const Value& value) {
+  if (const auto* integer = std::get_if<int64_t>(&value)) return std::to_string(*integer);
+  if (const auto* flag = std::get_if<bool>(&value)) return *flag ? "true" : "false";
+  if (const auto* text = std::get_if<std::string>(&value)) return quote(*text);
+  double number = std::get<double>(value);
+  if (std::isnan(number)) return "nan";
+  if (std::isinf(number)) return number > 0 ? "inf" : "-inf";
+  // Shortest round-trip digits; TOML reads "256" as an integer, so keep floats floats.
+  std::string text = format_number(number);
+  auto exponent = text.find('e');
+  if (exponent == std::string::npos) {
+    if (text.find('.') == std::string::npos) text += ".0";
+    return text;
+  }
+  // to_chars writes "1e-08" and "1e+20"; "1e-8" and "1e20" read better and are equal TOML.
+  size_t digits = exponent + 1;
+  if (text[digits] == '+') {
+    text.erase(digits, 1);
+  } else if (text[digits] == '-') {
+    ++digits;
+  }
+  while (digits + 1 < text.size() && text[digits] == '0') text.erase(digits, 1);
+  return text;
+}
+
+std::string quote(std::string_view text) {
+  std::string out = "\"";
+  for (char c : text) {
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\t': out += "\\t"; break;
+      case '\r': out += "\\r"; break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) {
+          char escape[8];
+          std::snprintf(escape, sizeof escape, "\\u%04X", static_cast<unsigned char>(c));
+          out += escape;
+        } else {
+          out += c;
+        }
+    }
+  }
+  return out + "\"";
+}
+
+std::string describe_constraint(const Spec& spec) {
+  std::string out;
+  if (spec.type == Type::Enum) {
+    for (auto allowed : spec.constraint.allowed) {
+      if (!out.empty()) out += ", ";
+      out += allowed;
+    }
+    return out;
+  }
+  const Range& range = spec.constraint.range;
+  if (std::isfinite(range.lo)) out = (range.lo_open ? "> " : ">= ") + format_number(range.lo);
+  if (std::isfinite(range.hi)) {
+    if (!out.empty()) out += " and ";
+    out += (range.hi_open ? "< " : "<= ") + format_number(range.hi);
+  }
+  return out;
+}
+
+}  // namespace dseek::config::schema

@@ -1,0 +1,89 @@
+// validate(): a JobConfig is usable. Rechecks every key against the key table (a config
+// built in code never went through the loader) and then the relations between keys,
+// which no single key's range can express.
+#include <charconv>
+#include <string>
+
+#include "runtime/config/load.hpp"
+#include "runtime/config/schema.hpp"
+
+namespace dseek::config {
+
+namespace {
+
+[[noreturn]] void fail(const JobConfig& config, const std::string& message) {
+  throw ConfigError((config.source.empty() ? std::string("config") : config.source) + ": " +
+                    message);
+}
+
+template <class Root>
+void check_keys(const JobConfig& config, const Root& root,
+                const std::vector<schema::Key<Root>>& keys, const std::string& prefix) {
+  for (const auto& key : keys) {
+    if (auto problem = schema::check(key, key.get(root))) {
+      fail(config, prefix + std::string(prefix.empty() ? key.name : key.leaf()) + ": " + *problem);
+    }
+  }
+}
+
+// "host:port" with a non-empty host and a port in 1..65535; the host is resolved later.
+bool valid_endpoint(const std::string& endpoint) {
+  auto colon = endpoint.rfind(':');
+  if (colon == std::string::npos || colon == 0 || colon + 1 == endpoint.size()) return false;
+  const char* first = endpoint.data() + colon + 1;
+  const char* last = endpoint.data() + endpoint.size();
+  int port = 0;
+  auto [end, error] = std::from_chars(first, last, port);
+  return error == std::errc() && end == last && port >= 1 && port <= 65535;
+}
+
+}  // namespace
+
+void validate(const JobConfig& config) {
+  check_keys(config, config, schema::job_keys(), "");
+  for (size_t i = 0; i < config.faults.size(); ++i) {
+    check_keys(config, config.faults[i], schema::fault_keys(),
+               "faults[" + std::to_string(i) + "].");
+  }
+
+  const auto& model = config.model;
+  if (model.dim % model.heads != 0) {
+    fail(config, "model.dim (" + std::to_string(model.dim) +
+                     ") must be divisible by model.heads (" + std::to_string(model.heads) + ")");
+  }
+  const auto& train = config.train;
+  if (train.micro_batch_size != 0 && train.batch_size % train.micro_batch_size != 0) {
+    fail(config, "train.batch_size (" + std::to_string(train.batch_size) +
+                     ") must be divisible by train.micro_batch_size (" +
+                     std::to_string(train.micro_batch_size) + ")");
+  }
+  if (train.min_lr > train.lr) {
+    fail(config, "train.min_lr (" + schema::format_value(train.min_lr) +
+                     ") must be <= train.lr (" + schema::format_value(train.lr) + ")");
+  }
+  const auto& cluster = config.cluster;
+  if (cluster.node_id >= cluster.nodes) {
+    fail(config, "cluster.node_id (" + std::to_string(cluster.node_id) +
+                     ") must be < cluster.nodes (" + std::to_string(cluster.nodes) + ")");
+  }
+  if (!valid_endpoint(cluster.coordinator)) {
+    fail(config, "cluster.coordinator: expected host:port with a port in 1..65535, got " +
+                     schema::quote(cluster.coordinator));
+  }
+  for (size_t i = 0; i < config.faults.size(); ++i) {
+    const auto& fault = config.faults[i];
+    std::string name = "faults[" + std::to_string(i) + "]";
+    if (fault.node >= cluster.nodes) {
+      fail(config, name + ".node (" + std::to_string(fault.node) +
+                       ") must be < cluster.nodes (" + std::to_string(cluster.nodes) + ")");
+    }
+    if (fault.step < 0 && fault.after_seconds < 0) {
+      fail(config, name + ": set step or after_seconds, else the fault never fires");
+    }
+    if (fault.kind == "crash_actor" && fault.actor.empty()) {
+      fail(config, name + ".actor: crash_actor needs the name of the actor to crash");
+    }
+  }
+}
+
+}  // namespace dseek::config

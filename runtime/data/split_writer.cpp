@@ -1,0 +1,65 @@
+// Writing a split as a sequence of shards (see split_writer.hpp).
+#include "runtime/data/split_writer.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <utility>
+
+#include "runtime/data/byte_tokenizer.hpp"
+#include "runtime/data/token_dataset.hpp"
+
+namespace dseek::data {
+
+SplitWriter::SplitWriter(std::filesystem::path dir, std::string prefix, uint64_t total_tokens,
+                         uint64_t shard_tokens)
+    : dir_(std::move(dir)),
+      prefix_(std::move(prefix)),
+      total_tokens_(total_tokens),
+      shard_tokens_(shard_tokens) {
+  if (shard_tokens_ == 0) throw DataError("shard size must be at least one token");
+}
+
+ShardWriter& SplitWriter::current() {
+  if (shard_ && shard_->remaining() == 0) close_current();
+  if (!shard_) {
+    if (planned_ == total_tokens_) {
+      throw DataError("internal error: more tokens than planned for the " + prefix_ + " split");
+    }
+    char name[64];
+    std::snprintf(name, sizeof name, "%s-%05zu.tok", prefix_.c_str(), entry_.shards.size());
+    uint64_t tokens = std::min(shard_tokens_, total_tokens_ - planned_);
+    planned_ += tokens;
+    shard_.emplace(dir_, name, tokens);
+  }
+  return *shard_;
+}
+
+void SplitWriter::close_current() {
+  entry_.shards.push_back(shard_->finish());
+  entry_.tokens += entry_.shards.back().tokens;
+  shard_.reset();
+}
+
+void SplitWriter::append_document(const unsigned char* bytes, size_t size) {
+  if (entry_.documents > 0) current().append_token(byte_tokenizer::kSeparator);
+  while (size > 0) {
+    ShardWriter& shard = current();
+    size_t take = static_cast<size_t>(std::min<uint64_t>(size, shard.remaining()));
+    shard.append_bytes(bytes, take);
+    bytes += take;
+    size -= take;
+  }
+  ++entry_.documents;
+}
+
+SplitEntry SplitWriter::finish() {
+  if (shard_) close_current();
+  if (entry_.tokens != total_tokens_) {
+    throw DataError("internal error: the " + prefix_ + " split got " +
+                    std::to_string(entry_.tokens) + " of " + std::to_string(total_tokens_) +
+                    " planned tokens");
+  }
+  return std::move(entry_);
+}
+
+}  // namespace dseek::data

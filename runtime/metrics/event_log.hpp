@@ -1,0 +1,35 @@
+// Structured events of a node: RUN_DIR/node-<id>/events.jsonl, one JSON object a line
+// with "ts" (Unix seconds), "node" and "event" first, then the event's fields. Tests,
+// `dseek report` and people with jq read it; every line is flushed as it is written so a
+// killed node leaves every event it emitted.
+#pragma once
+
+#include <cstdint>
+#include <cstdio>
+#include <filesystem>
+#include <mutex>
+#include <string_view>
+
+#include "runtime/util/json_line.hpp"
+
+namespace dseek::metrics {
+
+class EventLog {
+ public:
+  // Opens (appends to) run_dir/node-<node_id>/events.jsonl, creating the directories.
+  EventLog(const std::filesystem::path& run_dir, int64_t node_id);
+  ~EventLog();
+  EventLog(const EventLog&) = delete;
+  EventLog& operator=(const EventLog&) = delete;
+
+  void emit(std::string_view event, const util::JsonLine& fields = {});
+  const std::filesystem::path& path() const { return path_; }
+
+ private:
+  std::filesystem::path path_;
+  int64_t node_id_;
+  std::FILE* file_ = nullptr;
+  std::mutex mutex_;
+};
+
+}  // namespace dseek::metrics

@@ -1,0 +1,210 @@
+// Forward and backward of the GPT model over a range of blocks; see gpt_model.hpp.
+// Each block's backward mirrors its forward line by line, in reverse.
+#include "runtime/model/gpt_model.hpp"
+
+#include <cmath>
+#include <stdexcept>
+#include <string>
+
+#include "runtime/model/init_rng.hpp"
+
+namespace dseek::model {
+
+using backend::DeviceBuffer;
+
+GptModel::GptModel(const GptShape& shape, LayerRange range, backend::Backend& backend,
+                   int64_t max_micro_batch)
+    : layout_(shape), range_(range), backend_(backend), max_batch_(max_micro_batch) {
+  if (range.begin < 0 || range.end > shape.layers || range.begin > range.end)
+    throw std::invalid_argument("GptModel: layer range [" + std::to_string(range.begin) + ", " +
+                                std::to_string(range.end) + ") is not inside [0, " +
+                                std::to_string(shape.layers) + ")");
+  if (shape.dim % shape.heads != 0)
+    throw std::invalid_argument("GptModel: dim must be divisible by heads");
+  const size_t BT = static_cast<size_t>(max_micro_batch * shape.context);
+  const size_t C = static_cast<size_t>(shape.dim);
+  const size_t att = static_cast<size_t>(max_micro_batch * shape.heads) * shape.context *
+                     shape.context;
+  params_ = DeviceBuffer<float>(backend, layout_.total());
+  grads_ = DeviceBuffer<float>(backend, layout_.total());
+  tokens_ = DeviceBuffer<int32_t>(backend, BT);
+  targets_ = DeviceBuffer<int32_t>(backend, BT);
+  for (int64_t l = range.begin; l <= range.end; ++l) residual_.emplace_back(backend, BT * C);
+  for (int64_t l = range.begin; l < range.end; ++l) {
+    BlockActivations a;
+    a.ln1 = DeviceBuffer<float>(backend, BT * C);
+    a.ln1_mean = DeviceBuffer<float>(backend, BT);
+    a.ln1_rstd = DeviceBuffer<float>(backend, BT);
+    a.qkv = DeviceBuffer<float>(backend, BT * 3 * C);
+    a.atty = DeviceBuffer<float>(backend, BT * C);
+    a.att = DeviceBuffer<float>(backend, att);
+    a.residual2 = DeviceBuffer<float>(backend, BT * C);
+    a.ln2 = DeviceBuffer<float>(backend, BT * C);
+    a.ln2_mean = DeviceBuffer<float>(backend, BT);
+    a.ln2_rstd = DeviceBuffer<float>(backend, BT);
+    a.fch = DeviceBuffer<float>(backend, BT * 4 * C);
+    a.fch_gelu = DeviceBuffer<float>(backend, BT * 4 * C);
+    blocks_.push_back(std::move(a));
+  }
+  if (has_head()) {
+    lnf_ = DeviceBuffer<float>(backend, BT * C);
+    lnf_mean_ = DeviceBuffer<float>(backend, BT);
+    lnf_rstd_ = DeviceBuffer<float>(backend, BT);
+    logits_ = DeviceBuffer<float>(backend, BT * static_cast<size_t>(shape.vocab));
+    losses_ = DeviceBuffer<float>(backend, BT);
+  }
+  dresidual_ = DeviceBuffer<float>(backend, BT * C);
+  dwidth1_ = DeviceBuffer<float>(backend, BT * C);
+  dwidth3_ = DeviceBuffer<float>(backend, BT * 3 * C);
+  dwidth4_ = DeviceBuffer<float>(backend, BT * 4 * C);
+  branch_out_ = DeviceBuffer<float>(backend, BT * C);
+}
+
+void GptModel::init_weights(uint64_t seed, double std) {
+  std::vector<float> host(layout_.total(), 0.0f);
+  const double residual_std = std / std::sqrt(2.0 * static_cast<double>(layout_.shape().layers));
+  for (const ParamTensor& tensor : layout_.tensors()) {
+    const bool is_gain = tensor.name.ends_with("ln1.weight") ||
+                         tensor.name.ends_with("ln2.weight") || tensor.name == "lnf.weight";
+    const bool is_matrix = tensor.shape.size() == 2;
+    for (size_t i = 0; i < tensor.size(); ++i) {
+      const size_t index = tensor.offset + i;
+      if (is_gain) host[index] = 1.0f;
+      else if (is_matrix)
+        host[index] = static_cast<float>(
+            normal_at(seed, index) * (tensor.residual_projection ? residual_std : std));
+    }
+  }
+  backend_.copy_from_host(params_.data(), host.data(), host.size() * sizeof(float));
+}
+
+void GptModel::zero_grads() { backend_.zero(grads_.data(), grads_.size()); }
+
+void GptModel::block_forward(int64_t layer, BlockActivations& a, const float* x, float* out) {
+  const BlockParams& p = layout_.block(layer);
+  const float* w = params_.data();
+  const int N = static_cast<int>(B_ * T_);
+  const int C = static_cast<int>(layout_.shape().dim);
+  const int NH = static_cast<int>(layout_.shape().heads);
+  const size_t NC = static_cast<size_t>(N) * C;
+  auto& be = backend_;
+  be.layernorm_forward(a.ln1.data(), a.ln1_mean.data(), a.ln1_rstd.data(), x, w + p.ln1_w,
+                       w + p.ln1_b, N, C);
+  be.matmul_forward(a.qkv.data(), a.ln1.data(), w + p.qkv_w, w + p.qkv_b, N, C, 3 * C);
+  be.attention_forward(a.atty.data(), a.att.data(), a.qkv.data(), static_cast<int>(B_),
+                       static_cast<int>(T_), C, NH);
+  be.matmul_forward(branch_out_.data(), a.atty.data(), w + p.attn_proj_w, w + p.attn_proj_b, N,
+                    C, C);
+  be.residual_forward(a.residual2.data(), x, branch_out_.data(), NC);
+  be.layernorm_forward(a.ln2.data(), a.ln2_mean.data(), a.ln2_rstd.data(), a.residual2.data(),
+                       w + p.ln2_w, w + p.ln2_b, N, C);
+  be.matmul_forward(a.fch.data(), a.ln2.data(), w + p.fc_w, w + p.fc_b, N, C, 4 * C);
+  be.gelu_forward(a.fch_gelu.data(), a.fch.data(), NC * 4);
+  be.matmul_forward(branch_out_.data(), a.fch_gelu.data(), w + p.fc_proj_w, w + p.fc_proj_b, N,
+                    4 * C, C);
+  be.residual_forward(out, a.residual2.data(), branch_out_.data(), NC);
+}
+
+// On entry dresidual_ holds d(block output); on exit d(block input). The residual
+// connections pass the gradient through unchanged, and each LayerNorm backward adds its
+// branch's contribution to it.
+void GptModel::block_backward(int64_t layer, BlockActivations& a, const float* x) {
+  const BlockParams& p = layout_.block(layer);
+  const float* w = params_.data();
+  float* g = grads_.data();
+  const int N = static_cast<int>(B_ * T_);
+  const int C = static_cast<int>(layout_.shape().dim);
+  const int NH = static_cast<int>(layout_.shape().heads);
+  const size_t NC = static_cast<size_t>(N) * C;
+  auto& be = backend_;
+  float* dres = dresidual_.data();
+  float* dgelu = dwidth4_.data();
+  // MLP branch.
+  be.matmul_backward(dgelu, g + p.fc_proj_w, g + p.fc_proj_b, dres, a.fch_gelu.data(),
+                     w + p.fc_proj_w, N, 4 * C, C);
+  be.gelu_backward(dgelu, a.fch.data(), dgelu, NC * 4);
+  be.matmul_backward(dwidth1_.data(), g + p.fc_w, g + p.fc_b, dgelu, a.ln2.data(), w + p.fc_w, N,
+                     C, 4 * C);
+  be.layernorm_backward(dres, g + p.ln2_w, g + p.ln2_b, dwidth1_.data(), a.residual2.data(),
+                        w + p.ln2_w, a.ln2_mean.data(), a.ln2_rstd.data(), N, C);
+  // Attention branch.
+  be.matmul_backward(dwidth1_.data(), g + p.attn_proj_w, g + p.attn_proj_b, dres, a.atty.data(),
+                     w + p.attn_proj_w, N, C, C);
+  be.attention_backward(dwidth3_.data(), dwidth1_.data(), a.qkv.data(), a.att.data(),
+                        static_cast<int>(B_), static_cast<int>(T_), C, NH);
+  be.matmul_backward(dwidth1_.data(), g + p.qkv_w, g + p.qkv_b, dwidth3_.data(), a.ln1.data(),
+                     w + p.qkv_w, N, C, 3 * C);
+  be.layernorm_backward(dres, g + p.ln1_w, g + p.ln1_b, dwidth1_.data(), x, w + p.ln1_w,
+                        a.ln1_mean.data(), a.ln1_rstd.data(), N, C);
+}
+
+double GptModel::forward(const int32_t* tokens, const int32_t* targets, int64_t B, int64_t T) {
+  const GptShape& s = layout_.shape();
+  if (B < 1 || B > max_batch_ || T < 1 || T > s.context)
+    throw std::invalid_argument("GptModel::forward: batch " + std::to_string(B) + " x " +
+                                std::to_string(T) + " exceeds the model's " +
+                                std::to_string(max_batch_) + " x " + std::to_string(s.context));
+  B_ = B;
+  T_ = T;
+  const size_t BT = static_cast<size_t>(B * T);
+  const int C = static_cast<int>(s.dim);
+  const float* w = params_.data();
+  auto check_ids = [&](const int32_t* ids, const char* what) {
+    for (size_t i = 0; i < BT; ++i)
+      if (ids[i] < 0 || ids[i] >= s.vocab)
+        throw std::invalid_argument(std::string("GptModel::forward: ") + what + " id " +
+                                    std::to_string(ids[i]) + " at position " +
+                                    std::to_string(i) + " is outside the vocabulary [0, " +
+                                    std::to_string(s.vocab) + ")");
+  };
+  if (has_embedding()) {
+    check_ids(tokens, "token");
+    backend_.copy_from_host(tokens_.data(), tokens, BT * sizeof(int32_t));
+    backend_.encoder_forward(residual_[0].data(), tokens_.data(), w + layout_.wte(),
+                             w + layout_.wpe(), static_cast<int>(B), static_cast<int>(T), C);
+  }
+  for (int64_t l = range_.begin; l < range_.end; ++l) {
+    const size_t i = static_cast<size_t>(l - range_.begin);
+    block_forward(l, blocks_[i], residual_[i].data(), residual_[i + 1].data());
+  }
+  if (!has_head()) return 0.0;
+  check_ids(targets, "target");
+  backend_.copy_from_host(targets_.data(), targets, BT * sizeof(int32_t));
+  const int N = static_cast<int>(BT);
+  const int V = static_cast<int>(s.vocab);
+  backend_.layernorm_forward(lnf_.data(), lnf_mean_.data(), lnf_rstd_.data(),
+                             residual_.back().data(), w + layout_.lnf_w(), w + layout_.lnf_b(),
+                             N, C);
+  backend_.matmul_forward(logits_.data(), lnf_.data(), w + layout_.wte(), nullptr, N, C, V);
+  backend_.softmax_cross_entropy_forward(logits_.data(), losses_.data(), targets_.data(), N, V);
+  return backend_.sum(losses_.data(), BT) / static_cast<double>(BT);
+}
+
+void GptModel::backward(float dloss) {
+  if (B_ == 0) throw std::logic_error("GptModel::backward called before forward");
+  const GptShape& s = layout_.shape();
+  const int N = static_cast<int>(B_ * T_);
+  const int C = static_cast<int>(s.dim);
+  const float* w = params_.data();
+  float* g = grads_.data();
+  if (has_head()) {
+    const int V = static_cast<int>(s.vocab);
+    backend_.softmax_cross_entropy_backward(logits_.data(), targets_.data(), N, V, dloss);
+    backend_.zero(dresidual_.data(), static_cast<size_t>(N) * C);
+    backend_.matmul_backward(dwidth1_.data(), g + layout_.wte(), nullptr, logits_.data(),
+                             lnf_.data(), w + layout_.wte(), N, C, V);
+    backend_.layernorm_backward(dresidual_.data(), g + layout_.lnf_w(), g + layout_.lnf_b(),
+                                dwidth1_.data(), residual_.back().data(), w + layout_.lnf_w(),
+                                lnf_mean_.data(), lnf_rstd_.data(), N, C);
+  }
+  for (int64_t l = range_.end - 1; l >= range_.begin; --l) {
+    const size_t i = static_cast<size_t>(l - range_.begin);
+    block_backward(l, blocks_[i], residual_[i].data());
+  }
+  if (has_embedding()) {
+    backend_.encoder_backward(g + layout_.wte(), g + layout_.wpe(), dresidual_.data(),
+                              tokens_.data(), static_cast<int>(B_), static_cast<int>(T_), C);
+  }
+}
+
+}  // namespace dseek::model

@@ -1,0 +1,96 @@
+// The GPT-2-style decoder: learned token and position embeddings, pre-LayerNorm blocks
+// (causal multi-head attention, GELU MLP of width 4C), a final LayerNorm and an output
+// head tied to the token embedding, with a cross-entropy loss.
+//
+// A GptModel runs a contiguous range of blocks [begin, end). The range that starts at
+// block 0 owns the embedding; the one that ends at the last block owns the head and the
+// loss. A middle range reads its input activations from stage_input() and leaves the
+// gradient for the previous range in stage_input_grad(); the pipeline stages of a later
+// issue move those buffers between workers. With the full range it is the whole model.
+//
+// Parameters and gradients are each one flat buffer laid out by ParamLayout (the whole
+// model's layout; a range touches only its own tensors, plus wte for the tied head).
+// Every activation buffer is allocated once for the largest micro-batch: a training step
+// allocates nothing.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "runtime/backend/backend.hpp"
+#include "runtime/backend/device_buffer.hpp"
+#include "runtime/model/param_layout.hpp"
+
+namespace dseek::model {
+
+struct LayerRange {
+  int64_t begin = 0;
+  int64_t end = 0;  // exclusive
+};
+
+class GptModel {
+ public:
+  GptModel(const GptShape& shape, LayerRange range, backend::Backend& backend,
+           int64_t max_micro_batch);
+  GptModel(const GptModel&) = delete;
+  GptModel& operator=(const GptModel&) = delete;
+
+  const ParamLayout& layout() const { return layout_; }
+  LayerRange range() const { return range_; }
+  bool has_embedding() const { return range_.begin == 0; }
+  bool has_head() const { return range_.end == layout_.shape().layers; }
+
+  float* params() { return params_.data(); }
+  float* grads() { return grads_.data(); }
+  size_t num_params() const { return layout_.total(); }
+
+  // GPT-2 initialisation as a pure function of (seed, parameter index): N(0, std) for
+  // matrices and embeddings, std / sqrt(2 L) for the residual output projections, zero
+  // biases, unit LayerNorm gains. Any range or shard of the model gets the same values.
+  void init_weights(uint64_t seed, double std);
+
+  // Runs the range on B sequences of T tokens (T <= context). `tokens` (B*T host ints)
+  // are needed by the first range; `targets` (B*T) by the last, which returns the mean
+  // loss. A range without the head returns 0 and leaves its output in stage_output().
+  double forward(const int32_t* tokens, const int32_t* targets, int64_t B, int64_t T);
+
+  // Backpropagates the last forward, ACCUMULATING into grads(): the loss gradient is
+  // dloss per token (1 / (B*T) for a mean over one micro-batch; divided further by the
+  // number of micro-batches for accumulation). A range without the head reads the
+  // gradient of its output from stage_output_grad().
+  void backward(float dloss);
+
+  void zero_grads();
+
+  // Activations crossing range boundaries, (B, T, C).
+  float* stage_input() { return residual_[0].data(); }
+  float* stage_output() { return residual_.back().data(); }
+  float* stage_input_grad() { return dresidual_.data(); }
+  float* stage_output_grad() { return dresidual_.data(); }
+
+ private:
+  struct BlockActivations {
+    backend::DeviceBuffer<float> ln1, ln1_mean, ln1_rstd, qkv, atty, att;
+    backend::DeviceBuffer<float> residual2, ln2, ln2_mean, ln2_rstd, fch, fch_gelu;
+  };
+  void block_forward(int64_t layer, BlockActivations& acts, const float* x, float* out);
+  void block_backward(int64_t layer, BlockActivations& acts, const float* x);
+
+  ParamLayout layout_;
+  LayerRange range_;
+  backend::Backend& backend_;
+  int64_t max_batch_;
+  int64_t B_ = 0, T_ = 0;  // shape of the last forward
+
+  backend::DeviceBuffer<float> params_, grads_;
+  backend::DeviceBuffer<int32_t> tokens_, targets_;
+  // residual_[i] is the input of block begin+i; residual_.back() the range's output.
+  std::vector<backend::DeviceBuffer<float>> residual_;
+  std::vector<BlockActivations> blocks_;
+  backend::DeviceBuffer<float> lnf_, lnf_mean_, lnf_rstd_, logits_, losses_;
+  // Backward scratch: the residual stream's gradient, and one buffer per width.
+  backend::DeviceBuffer<float> dresidual_, dwidth1_, dwidth3_, dwidth4_;
+  backend::DeviceBuffer<float> branch_out_;  // attention/MLP branch output before the add
+};
+
+}  // namespace dseek::model

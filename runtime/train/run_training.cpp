@@ -1,0 +1,123 @@
+// Implementation of run_training.hpp.
+#include "runtime/train/run_training.hpp"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <memory>
+#include <optional>
+
+#include "runtime/data/token_dataset.hpp"
+#include "runtime/metrics/event_log.hpp"
+#include "runtime/metrics/progress.hpp"
+#include "runtime/train/trainer.hpp"
+
+namespace dseek::train {
+
+namespace {
+using Clock = std::chrono::steady_clock;
+
+bool stop_requested(const RunOptions& options) {
+  return options.stop != nullptr && options.stop->load();
+}
+
+// The validation batches, or nothing when the data set has no validation split big
+// enough for one sample.
+std::unique_ptr<DatasetBatches> open_validation(const config::JobConfig& config,
+                                                metrics::Progress& progress) {
+  try {
+    return std::make_unique<DatasetBatches>(config.data.dir, data::Split::validation,
+                                            static_cast<uint64_t>(config.train.seed),
+                                            config.model.context);
+  } catch (const data::DataError& error) {
+    progress.line(std::string("no validation: ") + error.what());
+    return nullptr;
+  }
+}
+}  // namespace
+
+// Events number steps from 1: "step": 30 is the 30th completed step, and train_done's
+// step is the number of steps done.
+RunSummary run_training(const config::JobConfig& config, const RunOptions& options) {
+  const auto& t = config.train;
+  metrics::EventLog events(options.run_dir, config.cluster.node_id);
+  metrics::Progress progress(metrics::resolve_progress_mode(config.metrics.progress, options.console),
+                             t.steps, config.metrics.log_every, options.console);
+  DatasetBatches train_batches(config.data.dir, data::Split::train,
+                               static_cast<uint64_t>(t.seed), config.model.context);
+  auto val_batches = open_validation(config, progress);
+  Trainer trainer(config, train_batches);
+
+  events.emit("run_started",
+              util::JsonLine()
+                  .add("config", config.source)
+                  .add("pid", static_cast<int64_t>(::getpid()))
+                  .add("params", static_cast<uint64_t>(trainer.model().num_params()))
+                  .add("dim", config.model.dim).add("layers", config.model.layers)
+                  .add("heads", config.model.heads).add("context", config.model.context)
+                  .add("vocab", config.model.vocab).add("batch_size", t.batch_size)
+                  .add("micro_batch_size", trainer.micro_batch()).add("steps", t.steps)
+                  .add("threads", t.threads).add("data", config.data.dir)
+                  .add("train_tokens", train_batches.dataset().num_tokens()));
+  progress.line("dseek: " + std::to_string(trainer.model().num_params()) + " parameters, " +
+                std::to_string(train_batches.dataset().num_tokens()) + " training tokens, " +
+                std::to_string(t.steps) + " steps of " + std::to_string(t.batch_size) + " x " +
+                std::to_string(config.model.context) + " tokens; events in " +
+                events.path().string());
+
+  RunSummary summary;
+  const auto start = Clock::now();
+  auto run_eval = [&](int64_t step) {
+    if (!val_batches) return;
+    summary.val_loss = trainer.evaluate(*val_batches, t.eval_batches);
+    events.emit("eval", util::JsonLine().add("step", step + 1).add("val_loss", summary.val_loss));
+    progress.eval(step, summary.val_loss);
+  };
+  for (int64_t step = 0; step < t.steps; ++step) {
+    if (stop_requested(options)) {
+      summary.stopped_early = true;
+      break;
+    }
+    const StepReport r = trainer.train_step(step);
+    summary.steps_done = step + 1;
+    summary.final_loss = r.loss;
+    events.emit("step", util::JsonLine()
+                            .add("step", r.step + 1).add("loss", r.loss).add("lr", r.lr)
+                            .add("grad_norm", r.grad_norm).add("tokens_per_s", r.tokens_per_s)
+                            .add("step_ms", r.step_ms).add("compute_ms", r.compute_ms)
+                            .add("comm_ms", r.comm_ms).add("data_wait_ms", r.data_wait_ms));
+    const double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
+    const double eta = elapsed / static_cast<double>(step + 1) * static_cast<double>(t.steps - step - 1);
+    progress.step(step, r.loss, r.lr, r.tokens_per_s, eta);
+    const bool last = step + 1 == t.steps;
+    if (!last && t.eval_every > 0 && (step + 1) % t.eval_every == 0) run_eval(step);
+  }
+  if (summary.steps_done > 0) run_eval(summary.steps_done - 1);
+  summary.elapsed_s = std::chrono::duration<double>(Clock::now() - start).count();
+  summary.tokens_per_s = static_cast<double>(summary.steps_done * t.batch_size * config.model.context) /
+                         std::max(summary.elapsed_s, 1e-9);
+  summary.params_sha256 = trainer.params_sha256();
+  util::JsonLine done;
+  done.add("step", summary.steps_done).add("loss", summary.final_loss)
+      .add("params_sha256", summary.params_sha256).add("elapsed_s", summary.elapsed_s)
+      .add("tokens_per_s", summary.tokens_per_s);
+  if (summary.val_loss >= 0) done.add("val_loss", summary.val_loss);
+  if (summary.stopped_early) {
+    done.add("reason", "signal");
+    events.emit("train_stopped", done);
+  } else {
+    events.emit("train_done", done);
+  }
+  char line[256];
+  std::snprintf(line, sizeof line,
+                "%s after %lld steps in %s: loss %.4f, val_loss %s, %.0f tokens/s, params_sha256 %.16s...",
+                summary.stopped_early ? "stopped" : "done",
+                static_cast<long long>(summary.steps_done),
+                metrics::format_duration(summary.elapsed_s).c_str(), summary.final_loss,
+                summary.val_loss >= 0 ? std::to_string(summary.val_loss).c_str() : "n/a",
+                summary.tokens_per_s, summary.params_sha256.c_str());
+  progress.line(line);
+  return summary;
+}
+
+}  // namespace dseek::train

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Installs the Debian 12 packages that dseek's build, tests and benchmarks need.
+# Idempotent: packages already present are skipped, and apt is only touched when
+# something is missing. Usage: scripts/install-deps.sh [build|test|bench]
+#   build  compiler, CMake and the libraries (default)
+#   test   build + PyTorch (the numerical reference of the tests)
+#   bench  test + the peers the benchmarks run side by side (OpenMPI)
+set -euo pipefail
+
+profile=${1:-build}
+build_pkgs=(g++ make cmake pkgconf ninja-build ccache git
+            libcaf-dev libssl-dev libucx-dev ucx-utils libcapnp-dev capnproto
+            libtomlplusplus-dev catch2 libopenblas-dev libxxhash-dev
+            libpython3.11-stdlib)  # its Python sources are the default training text
+test_pkgs=(python3 python3-torch python3-numpy)
+bench_pkgs=(libopenmpi-dev openmpi-bin)
+
+wanted=("${build_pkgs[@]}")
+case "$profile" in
+  build) ;;
+  test) wanted+=("${test_pkgs[@]}") ;;
+  bench) wanted+=("${test_pkgs[@]}" "${bench_pkgs[@]}") ;;
+  *) echo "install-deps.sh: unknown profile '$profile' (build|test|bench)" >&2; exit 2 ;;
+esac
+
+missing=()
+for p in "${wanted[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "install-deps.sh: all ${#wanted[@]} packages of profile '$profile' are present"
+  exit 0
+fi
+
+sudo_cmd=()
+[ "$(id -u)" -eq 0 ] || sudo_cmd=(sudo)
+echo "install-deps.sh: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+"${sudo_cmd[@]}" apt-get update -q
+"${sudo_cmd[@]}" apt-get install -y -q --no-install-recommends "${missing[@]}"

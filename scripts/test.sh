@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# The whole test suite, from a fresh Debian 12 machine: installs the build and test
+# dependencies (PyTorch is the numerical reference), builds, and runs every test with
+# ctest. Extra arguments go to ctest, e.g. `scripts/test.sh -L unit`.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/install-deps.sh test
+scripts/build.sh
+cd build
+ctest --output-on-failure --no-tests=error --timeout 900 "$@"

@@ -1,0 +1,124 @@
+#!/usr/bin/python3
+"""PyTorch reference of dseek's GPT model, used by tests/unit/test_gpt_pytorch.cpp.
+
+The C++ test writes a case file (the model shape, the flat fp32 parameter buffer in
+dseek's ParamLayout order, a batch, and the optimizer settings); this script rebuilds
+the same model in PyTorch (float64, eager, no fused kernels), and writes back the loss,
+the gradient of every parameter, and the parameters after a few AdamW steps with
+global-norm clipping, in the same flat order.
+
+Case file (little-endian): int64 C, L, NH, T, V, B, steps; float64 weight_decay, beta1,
+beta2, eps, grad_clip; float64 lr[steps]; float32 params[P]; int32 tokens[B*T];
+int32 targets[B*T].
+Result file: float64 loss; float64 grads[P]; float64 params_after[P];
+float64 losses[steps].
+"""
+import math
+import struct
+import sys
+
+import torch
+import torch.nn.functional as F
+
+
+def param_shapes(C, L, T, V):
+    """Names and shapes in dseek's flat order (runtime/model/param_layout.cpp)."""
+    shapes = [("wte", (V, C)), ("wpe", (T, C))]
+    for l in range(L):
+        p = f"h.{l}."
+        shapes += [(p + "ln1.weight", (C,)), (p + "ln1.bias", (C,)),
+                   (p + "attn.qkv.weight", (3 * C, C)), (p + "attn.qkv.bias", (3 * C,)),
+                   (p + "attn.proj.weight", (C, C)), (p + "attn.proj.bias", (C,)),
+                   (p + "ln2.weight", (C,)), (p + "ln2.bias", (C,)),
+                   (p + "mlp.fc.weight", (4 * C, C)), (p + "mlp.fc.bias", (4 * C,)),
+                   (p + "mlp.proj.weight", (C, 4 * C)), (p + "mlp.proj.bias", (C,))]
+    shapes += [("lnf.weight", (C,)), ("lnf.bias", (C,))]
+    return shapes
+
+
+def gpt_loss(w, tokens, targets, C, L, NH, T):
+    B = tokens.shape[0]
+    hs = C // NH
+    x = w["wte"][tokens] + w["wpe"][:T]
+    mask = torch.ones(T, T, dtype=torch.bool).tril()
+    for l in range(L):
+        p = f"h.{l}."
+        h = F.layer_norm(x, (C,), w[p + "ln1.weight"], w[p + "ln1.bias"], eps=1e-5)
+        qkv = h @ w[p + "attn.qkv.weight"].T + w[p + "attn.qkv.bias"]
+        q, k, v = qkv.split(C, dim=2)
+        q = q.view(B, T, NH, hs).transpose(1, 2)
+        k = k.view(B, T, NH, hs).transpose(1, 2)
+        v = v.view(B, T, NH, hs).transpose(1, 2)
+        att = (q @ k.transpose(-2, -1)) / math.sqrt(hs)
+        att = att.masked_fill(~mask, float("-inf")).softmax(dim=-1)
+        y = (att @ v).transpose(1, 2).reshape(B, T, C)
+        x = x + y @ w[p + "attn.proj.weight"].T + w[p + "attn.proj.bias"]
+        h = F.layer_norm(x, (C,), w[p + "ln2.weight"], w[p + "ln2.bias"], eps=1e-5)
+        h = F.gelu(h @ w[p + "mlp.fc.weight"].T + w[p + "mlp.fc.bias"], approximate="tanh")
+        x = x + h @ w[p + "mlp.proj.weight"].T + w[p + "mlp.proj.bias"]
+    x = F.layer_norm(x, (C,), w["lnf.weight"], w["lnf.bias"], eps=1e-5)
+    logits = x @ w["wte"].T  # tied head
+    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
+
+
+def main():
+    case_path, result_path = sys.argv[1], sys.argv[2]
+    data = open(case_path, "rb").read()
+    C, L, NH, T, V, B, steps = struct.unpack_from("<7q", data, 0)
+    off = 56
+    weight_decay, beta1, beta2, eps, grad_clip = struct.unpack_from("<5d", data, off)
+    off += 40
+    lrs = struct.unpack_from(f"<{steps}d", data, off)
+    off += 8 * steps
+    shapes = param_shapes(C, L, T, V)
+    P = sum(math.prod(s) for _, s in shapes)
+    flat = torch.frombuffer(bytearray(data[off:off + 4 * P]), dtype=torch.float32)
+    off += 4 * P
+    tokens = torch.frombuffer(bytearray(data[off:off + 4 * B * T]), dtype=torch.int32)
+    off += 4 * B * T
+    targets = torch.frombuffer(bytearray(data[off:off + 4 * B * T]), dtype=torch.int32)
+    tokens = tokens.long().view(B, T)
+    targets = targets.long().view(B, T)
+
+    torch.set_default_dtype(torch.float64)
+    w, start = {}, 0
+    for name, shape in shapes:
+        n = math.prod(shape)
+        w[name] = flat[start:start + n].double().view(shape).clone().requires_grad_(True)
+        start += n
+    names = [name for name, _ in shapes]
+
+    loss = gpt_loss(w, tokens, targets, C, L, NH, T)
+    loss.backward()
+    first_loss = loss.item()
+    grads = torch.cat([w[n].grad.reshape(-1) for n in names])
+
+    # The same update dseek makes: decay on matrices and embeddings only.
+    decay = [w[n] for n, s in shapes if len(s) == 2]
+    no_decay = [w[n] for n, s in shapes if len(s) != 2]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": weight_decay},
+                             {"params": no_decay, "weight_decay": 0.0}],
+                            lr=lrs[0] if steps else 0.0, betas=(beta1, beta2), eps=eps)
+    losses = []
+    for step in range(steps):
+        if step > 0:
+            opt.zero_grad()
+            loss = gpt_loss(w, tokens, targets, C, L, NH, T)
+            loss.backward()
+        losses.append(loss.item())
+        if grad_clip > 0:
+            torch.nn.utils.clip_grad_norm_([w[n] for n in names], grad_clip)
+        for group in opt.param_groups:
+            group["lr"] = lrs[step]
+        opt.step()
+    after = torch.cat([w[n].detach().reshape(-1) for n in names])
+
+    with open(result_path, "wb") as out:
+        out.write(struct.pack("<d", first_loss))
+        out.write(grads.double().numpy().tobytes())
+        out.write(after.double().numpy().tobytes())
+        out.write(struct.pack(f"<{steps}d", *losses))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,382 @@
+// Tests of the job configuration: loading, error messages, --set overrides, relations,
+// the feature gate, the TOML round trip, and that the shipped reference and configs are
+// current.
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <sstream>
+#include <string>
+
+#include "runtime/config/load.hpp"
+#include "support/test_paths.hpp"
+
+namespace config = dseek::config;
+using Catch::Matchers::Contains;
+using Catch::Matchers::Equals;
+
+namespace {
+
+// The ConfigError message `action` throws; fails the test when it throws nothing.
+std::string error_of(const std::function<void()>& action) {
+  try {
+    action();
+  } catch (const config::ConfigError& error) {
+    return error.what();
+  }
+  FAIL("expected a ConfigError");
+  return {};
+}
+
+std::string load_error(const std::string& text, const std::vector<std::string>& overrides = {}) {
+  return error_of([&] { config::load_config_text(text, "x.toml", overrides); });
+}
+
+std::string read_file(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// Every field differs from its default, and the strings need escaping.
+constexpr const char* kFullConfig = R"(
+[model]
+dim = 64
+layers = 2
+heads = 8
+context = 32
+vocab = 300
+init_std = 0.015
+
+[train]
+batch_size = 12
+micro_batch_size = 4
+steps = 7
+seed = -5
+threads = 2
+lr = 3e-4
+min_lr = 0
+warmup_steps = 3
+weight_decay = 0.0
+beta1 = 0.8
+beta2 = 0.99
+eps = 1e-6
+grad_clip = 0.5
+eval_every = 2
+eval_batches = 1
+precision = "bf16"
+run_dir = "runs/a \"quoted\" \\ dir"
+
+[data]
+dir = "data/tiny"
+prefetch = 0
+
+[cluster]
+nodes = 3
+node_id = 2
+coordinator = "10.0.0.1:9000"
+
+[parallel]
+data = 3
+tensor = 2
+pipeline = 2
+zero = 1
+
+[comm]
+backend = "nccl"
+compression = "topk+int8"
+topk_fraction = 1
+
+[checkpoint]
+every_steps = 5
+dir = "ckpt"
+keep_last = 1
+
+[metrics]
+log_every = 1
+progress = "plain"
+prometheus_port = 9100
+
+[[faults]]
+kind = "kill"
+node = 1
+step = 4
+
+[[faults]]
+kind = "crash_actor"
+after_seconds = 2.5
+actor = "worker"
+)";
+
+}  // namespace
+
+TEST_CASE("config: an empty file gives the defaults", "[config]") {
+  auto loaded = config::load_config_text("", "empty.toml");
+  CHECK(loaded.source == "empty.toml");
+  CHECK(config::to_toml(loaded) == config::to_toml(config::JobConfig{}));
+  CHECK(loaded.model.dim == 256);
+  CHECK(loaded.train.lr == 1e-3);
+  CHECK(loaded.train.precision == "fp32");
+  CHECK(loaded.faults.empty());
+  CHECK(config::default_config().source == "defaults");
+  CHECK_NOTHROW(config::validate(config::default_config()));
+  CHECK_NOTHROW(config::check_supported(config::default_config()));
+}
+
+TEST_CASE("config: a full file sets every section", "[config]") {
+  auto loaded = config::load_config_text(kFullConfig, "full.toml");
+  CHECK(loaded.model.dim == 64);
+  CHECK(loaded.model.init_std == 0.015);
+  CHECK(loaded.train.micro_batch_size == 4);
+  CHECK(loaded.train.seed == -5);
+  CHECK(loaded.train.lr == 3e-4);
+  CHECK(loaded.train.min_lr == 0.0);
+  CHECK(loaded.train.precision == "bf16");
+  CHECK(loaded.train.run_dir == "runs/a \"quoted\" \\ dir");
+  CHECK(loaded.data.dir == "data/tiny");
+  CHECK(loaded.cluster.node_id == 2);
+  CHECK(loaded.cluster.coordinator == "10.0.0.1:9000");
+  CHECK(loaded.parallel.zero == 1);
+  CHECK(loaded.comm.compression == "topk+int8");
+  CHECK(loaded.comm.topk_fraction == 1.0);
+  CHECK(loaded.checkpoint.every_steps == 5);
+  CHECK(loaded.metrics.progress == "plain");
+  CHECK(loaded.metrics.prometheus_port == 9100);
+  REQUIRE(loaded.faults.size() == 2);
+  CHECK(loaded.faults[0].kind == "kill");
+  CHECK(loaded.faults[0].node == 1);
+  CHECK(loaded.faults[0].step == 4);
+  CHECK(loaded.faults[0].after_seconds == -1);
+  CHECK(loaded.faults[1].kind == "crash_actor");
+  CHECK(loaded.faults[1].after_seconds == 2.5);
+  CHECK(loaded.faults[1].actor == "worker");
+}
+
+TEST_CASE("config: an unknown key names file, line, column and key", "[config]") {
+  auto message = load_error("[model]\ndim = 64\n  dimm = 3\n");
+  CHECK_THAT(message, Contains("x.toml:3:3"));
+  CHECK_THAT(message, Contains("model.dimm: unknown key"));
+  CHECK_THAT(message, Contains("did you mean model.dim?"));
+}
+
+TEST_CASE("config: an unknown section is an error", "[config]") {
+  auto message = load_error("[model]\ndim = 64\n\n[modle]\nheads = 2\n");
+  CHECK_THAT(message, Contains("x.toml:4:"));
+  CHECK_THAT(message, Contains("[modle]: unknown section"));
+  CHECK_THAT(load_error("model = 3\n"), Contains("model: expected a table"));
+}
+
+TEST_CASE("config: a value of the wrong type is an error", "[config]") {
+  CHECK_THAT(load_error("[model]\n\ndim = \"abc\"\n"),
+             Equals("x.toml:3:7: model.dim: expected an integer, got string \"abc\""));
+  CHECK_THAT(load_error("[train]\nprecision = 16\n"),
+             Contains("train.precision: expected one of fp32, bf16, fp8, got integer 16"));
+  CHECK_THAT(load_error("[data]\ndir = true\n"),
+             Contains("data.dir: expected a string, got boolean true"));
+}
+
+TEST_CASE("config: a value out of range is an error", "[config]") {
+  CHECK_THAT(load_error("[model]\nheads = 0\n"),
+             Equals("x.toml:2:9: model.heads: must be >= 1, got 0"));
+  CHECK_THAT(load_error("[train]\nbeta2 = 1.0\n"), Contains("train.beta2: must be >= 0 and < 1"));
+  CHECK_THAT(load_error("[train]\nlr = 0\n"), Contains("train.lr: must be > 0, got 0.0"));
+  CHECK_THAT(load_error("[train]\nlr = nan\n"), Contains("train.lr: expected a finite number"));
+  CHECK_THAT(load_error("[metrics]\nprometheus_port = 70000\n"),
+             Contains("metrics.prometheus_port: must be >= 0 and <= 65535"));
+  CHECK_THAT(load_error("[comm]\ncompression = \"zip\"\n"),
+             Contains("comm.compression: expected one of none, topk, int8, topk+int8, got \"zip\""));
+}
+
+TEST_CASE("config: a float for an integer key is rejected", "[config]") {
+  CHECK_THAT(load_error("[train]\nsteps = 10.0\n"),
+             Equals("x.toml:2:9: train.steps: expected an integer, got float 10.0"));
+}
+
+TEST_CASE("config: an integer for a float key is accepted", "[config]") {
+  auto loaded = config::load_config_text("[train]\nlr = 1\nmin_lr = 0\n", "x.toml");
+  CHECK(loaded.train.lr == 1.0);
+  CHECK(loaded.train.min_lr == 0.0);
+}
+
+TEST_CASE("config: a TOML syntax error names file, line and column", "[config]") {
+  CHECK_THAT(load_error("[model]\ndim = = 3\n"), Contains("x.toml:2:"));
+}
+
+TEST_CASE("config: a missing file is an error naming it", "[config]") {
+  dseek::testing::ScratchDir scratch("config-missing");
+  auto path = scratch / "nope.toml";
+  CHECK_THAT(error_of([&] { config::load_config(path); }), Contains(path.string()));
+}
+
+TEST_CASE("config: a file on disk loads and names its source", "[config]") {
+  dseek::testing::ScratchDir scratch("config-file");
+  auto path = scratch / "job.toml";
+  std::ofstream(path) << "[model]\ndim = 32\nheads = 2\n";
+  auto loaded = config::load_config(path, {"model.layers=1"});
+  CHECK(loaded.source == path.string());
+  CHECK(loaded.model.dim == 32);
+  CHECK(loaded.model.layers == 1);
+  std::ofstream(path) << "[model]\ndim = 3.5\n";
+  CHECK_THAT(error_of([&] { config::load_config(path); }), Contains(path.string() + ":2:7:"));
+}
+
+TEST_CASE("config: --set overrides a key and is validated", "[config]") {
+  auto loaded = config::load_config_text("[model]\ndim = 64\n", "x.toml",
+                                         {"model.dim=128", "train.lr = 0.5", "model.heads=8"});
+  CHECK(loaded.model.dim == 128);
+  CHECK(loaded.model.heads == 8);
+  CHECK(loaded.train.lr == 0.5);
+  CHECK_THAT(load_error("", {"model.dim=abc"}),
+             Equals("--set model.dim=abc: model.dim: expected an integer, got string \"abc\""));
+  CHECK_THAT(load_error("", {"model.dim=0"}),
+             Equals("--set model.dim=0: model.dim: must be >= 1, got 0"));
+  CHECK_THAT(load_error("", {"train.steps=1.5"}), Contains("expected an integer, got float 1.5"));
+  CHECK_THAT(load_error("", {"model.dim"}), Contains("expected section.key=value"));
+  // Overrides go through validate() like the file does.
+  CHECK_THAT(load_error("", {"model.dim=100", "model.heads=3"}), Contains("model.heads"));
+}
+
+TEST_CASE("config: --set of an unknown key is an error", "[config]") {
+  CHECK_THAT(load_error("", {"model.dimm=3"}),
+             Equals("--set model.dimm=3: model.dimm: unknown key (did you mean model.dim?)"));
+  CHECK_THAT(load_error("", {"nothing.here=3"}), Contains("nothing.here: unknown key"));
+}
+
+TEST_CASE("config: --set takes a bare word as a string", "[config]") {
+  auto loaded = config::load_config_text(
+      "", "x.toml",
+      {"data.dir=data/my corpus", "metrics.progress=plain", "train.run_dir=2024",
+       "checkpoint.dir=\"quoted dir\"", "train.precision=fp32"});
+  CHECK(loaded.data.dir == "data/my corpus");
+  CHECK(loaded.metrics.progress == "plain");
+  CHECK(loaded.train.run_dir == "2024");
+  CHECK(loaded.checkpoint.dir == "quoted dir");
+  CHECK_THAT(load_error("", {"metrics.progress=fancy"}),
+             Contains("metrics.progress: expected one of auto, bar, plain, off, got \"fancy\""));
+}
+
+TEST_CASE("config: --set faults replaces the fault list", "[config]") {
+  auto loaded = config::load_config_text(
+      "[cluster]\nnodes = 2\n", "x.toml",
+      {"faults=[{kind = \"hang\", node = 1, step = 3, seconds = 2}]"});
+  REQUIRE(loaded.faults.size() == 1);
+  CHECK(loaded.faults[0].kind == "hang");
+  CHECK(loaded.faults[0].seconds == 2.0);
+  CHECK_THAT(load_error("", {"faults=3"}), Contains("faults: expected an array of tables"));
+}
+
+TEST_CASE("config: faults entries are checked", "[config]") {
+  CHECK_THAT(load_error("[[faults]]\nkind = \"explode\"\nstep = 1\n"),
+             Contains("x.toml:2:8: faults[0].kind: expected one of kill, hang"));
+  CHECK_THAT(load_error("[[faults]]\nstep = 1\n"), Contains("faults[0].kind: missing"));
+  CHECK_THAT(load_error("[[faults]]\nkind = \"kill\"\nstep = 1\nnod = 0\n"),
+             Contains("x.toml:4:1: faults[0].nod: unknown key"));
+  CHECK_THAT(load_error("[[faults]]\nkind = \"kill\"\n"),
+             Contains("faults[0]: set step or after_seconds"));
+  CHECK_THAT(load_error("[[faults]]\nkind = \"kill\"\nstep = 1\nnode = 1\n"),
+             Contains("faults[0].node (1) must be < cluster.nodes (1)"));
+  CHECK_THAT(load_error("[faults]\nkind = \"kill\"\n"),
+             Contains("faults: expected an array of tables"));
+}
+
+TEST_CASE("config: model.dim must be divisible by model.heads", "[config]") {
+  auto message = load_error("[model]\ndim = 100\nheads = 3\n");
+  CHECK_THAT(message, Contains("x.toml: "));
+  CHECK_THAT(message, Contains("model.dim (100)"));
+  CHECK_THAT(message, Contains("model.heads (3)"));
+  CHECK_NOTHROW(config::load_config_text("[model]\ndim = 96\nheads = 3\n", "x.toml"));
+}
+
+TEST_CASE("config: the other relations between keys are checked", "[config]") {
+  CHECK_THAT(load_error("[train]\nbatch_size = 10\nmicro_batch_size = 4\n"),
+             Contains("train.batch_size (10) must be divisible by train.micro_batch_size (4)"));
+  CHECK_THAT(load_error("[train]\nlr = 0.001\nmin_lr = 0.01\n"),
+             Contains("train.min_lr (0.01) must be <= train.lr (0.001)"));
+  CHECK_THAT(load_error("[cluster]\nnodes = 2\nnode_id = 2\n"),
+             Contains("cluster.node_id (2) must be < cluster.nodes (2)"));
+  for (const char* endpoint : {"localhost", "host:0", "host:70000", ":80", "host:8x", "host:"}) {
+    INFO(endpoint);
+    CHECK_THAT(load_error("[cluster]\ncoordinator = \"" + std::string(endpoint) + "\"\n"),
+               Contains("cluster.coordinator: expected host:port"));
+  }
+  // validate() also catches a config built in code, which never met the loader.
+  auto job = config::default_config();
+  job.model.layers = 0;
+  CHECK_THAT(error_of([&] { config::validate(job); }),
+             Equals("defaults: model.layers: must be >= 1, got 0"));
+}
+
+TEST_CASE("config: check_supported rejects features this build lacks", "[config]") {
+  auto multi_node = config::load_config_text("[cluster]\nnodes = 2\n", "x.toml");
+  auto message = error_of([&] { config::check_supported(multi_node); });
+  CHECK_THAT(message, Contains("x.toml: cluster.nodes = 2: not implemented yet in this build"));
+  CHECK_THAT(message, Contains("multi-node jobs come with the actor runtime"));
+  for (const char* setting :
+       {"parallel.data=2", "parallel.tensor=2", "parallel.pipeline=2", "parallel.zero=1",
+        "comm.compression=int8", "checkpoint.every_steps=10", "metrics.prometheus_port=9100",
+        "train.precision=bf16", "comm.backend=nccl"}) {
+    INFO(setting);
+    auto job = config::load_config_text("", "x.toml", {setting});
+    CHECK_THAT(error_of([&] { config::check_supported(job); }), Contains("not implemented yet"));
+  }
+  auto faulty = config::load_config_text("[[faults]]\nkind = \"slow\"\nstep = 1\nms = 5\n", "x");
+  CHECK_THAT(error_of([&] { config::check_supported(faulty); }), Contains("[[faults]]"));
+}
+
+TEST_CASE("config: to_toml round-trips", "[config]") {
+  auto full = config::load_config_text(kFullConfig, "full.toml");
+  auto text = config::to_toml(full);
+  auto again = config::load_config_text(text, "again.toml");
+  CHECK(config::to_toml(again) == text);
+  CHECK(again.train.run_dir == full.train.run_dir);
+  CHECK(again.train.lr == full.train.lr);
+  CHECK(again.faults.size() == 2);
+
+  // Awkward floats and strings survive too.
+  auto job = config::default_config();
+  job.train.lr = 0.1 + 0.2;
+  job.train.eps = 1e-300;
+  job.model.init_std = 1e20;
+  job.data.dir = "tab\there\nnewline \x01 \xc3\xa9";
+  auto reread = config::load_config_text(config::to_toml(job), "x");
+  CHECK(reread.train.lr == job.train.lr);
+  CHECK(reread.train.eps == job.train.eps);
+  CHECK(reread.model.init_std == job.model.init_std);
+  CHECK(reread.data.dir == job.data.dir);
+  CHECK(config::to_toml(reread) == config::to_toml(job));
+}
+
+TEST_CASE("config: describe_markdown lists every key", "[config]") {
+  auto reference = config::describe_markdown();
+  auto defaults = config::to_toml(config::default_config());
+  std::istringstream lines(defaults);
+  std::string section;
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind("[", 0) == 0) section = line.substr(1, line.size() - 2);
+    auto equals = line.find(" = ");
+    if (equals == std::string::npos) continue;
+    std::string row = "| `" + section + "." + line.substr(0, equals) + "` |";
+    INFO(row);
+    CHECK_THAT(reference, Contains(row));
+  }
+  CHECK_THAT(reference, Contains("| `faults.kind` | enum | *required* |"));
+  CHECK_THAT(reference, Contains("| `model.dim` | int | `256` | >= 1 |"));
+}
+
+TEST_CASE("config: config/REFERENCE.md is describe_markdown()", "[config]") {
+  auto path = dseek::testing::source_dir() / "config" / "REFERENCE.md";
+  REQUIRE(std::filesystem::exists(path));
+  INFO("regenerate it: dseek config --describe > config/REFERENCE.md");
+  CHECK(read_file(path) == config::describe_markdown());
+}
+
+TEST_CASE("config: every config/*.toml of the source tree is valid", "[config]") {
+  auto dir = dseek::testing::source_dir() / "config";
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    if (entry.path().extension() != ".toml") continue;
+    INFO(entry.path().string());
+    CHECK_NOTHROW(config::validate(config::load_config(entry.path())));
+  }
+}
