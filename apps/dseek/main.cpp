@@ -14,6 +14,8 @@ constexpr const char* kUsage =
     "  config --check FILE [--set k=v] validate a config, print it resolved\n"
     "  data prepare --input DIR --output DIR [--val-fraction F] [--shard-tokens N]\n"
     "                                 turn text files into token shards\n"
+    "  data verify DIR                re-check every shard's checksum\n"
+    "  data info DIR                  print a prepared data set's index\n"
     "  bench train [--config FILE] [--threads N] [--set k=v ...]\n"
     "                                 time training steps, print one JSON line\n"
     "  devices                        list the CUDA devices this build can use\n";

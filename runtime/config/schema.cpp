@@ -2,6 +2,8 @@
 // and print a key's value. Adding a key: a field in job_config.hpp, one line here.
 #include "runtime/config/schema.hpp"
 
+#include "runtime/util/json_line.hpp"
+
 #include <algorithm>
 #include <array>
 #include <charconv>
@@ -279,27 +281,9 @@ std::string format_value(const Value& value) {
   return text;
 }
 
-std::string quote(std::string_view text) {
-  std::string out = "\"";
-  for (char c : text) {
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\t': out += "\\t"; break;
-      case '\r': out += "\\r"; break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) {
-          char escape[8];
-          std::snprintf(escape, sizeof escape, "\\u%04X", static_cast<unsigned char>(c));
-          out += escape;
-        } else {
-          out += c;
-        }
-    }
-  }
-  return out + "\"";
-}
+// TOML basic strings escape as JSON strings do (the control characters, quote and
+// backslash), so one function serves both.
+std::string quote(std::string_view text) { return util::json_quote(text); }
 
 std::string describe_constraint(const Spec& spec) {
   std::string out;

@@ -16,9 +16,9 @@ std::string json_quote(std::string_view text) {
       case '\r': out += "\\r"; break;
       case '\t': out += "\\t"; break;
       default:
-        if (static_cast<unsigned char>(c) < 0x20) {
+        if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) {  // 0x7f: TOML needs it too
           char escaped[8];
-          std::snprintf(escaped, sizeof escaped, "\\u%04x", c);
+          std::snprintf(escaped, sizeof escaped, "\\u%04x", static_cast<unsigned char>(c));
           out += escaped;
         } else {
           out += c;
@@ -46,7 +46,7 @@ JsonLine& JsonLine::add(std::string_view name, double value) {
     body_ += "null";  // JSON has no NaN or infinity
   } else {
     char text[32];
-    std::snprintf(text, sizeof text, "%.15g", value);  // enough for Unix time in µs
+    std::snprintf(text, sizeof text, "%.16g", value);  // Unix time to the microsecond
     body_ += text;
   }
   return *this;
