@@ -3,6 +3,7 @@
 
 #include <cblas.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -22,6 +23,7 @@ CpuBackend::CpuBackend(int threads) : pool_(resolve_threads(threads)) {
   // sgemm runs single-threaded inside our chunks (see thread_pool.hpp).
   openblas_set_num_threads(1);
   scratch_.resize(static_cast<size_t>(pool_.size()));
+  partials_.resize(static_cast<size_t>(pool_.size()));
 }
 
 std::unique_ptr<Backend> make_cpu_backend(int threads) {
@@ -59,30 +61,28 @@ float* CpuBackend::scratch(int thread, size_t floats) {
   return buffer.data();
 }
 
-double CpuBackend::sum_squares(const float* x, size_t n) {
-  std::vector<double> partial(static_cast<size_t>(pool_.size()), 0.0);
+// Per-thread partial sums in double, added in thread order: deterministic for a thread
+// count. `term` maps an element to what is summed.
+template <class Term>
+double CpuBackend::reduce_sum(const float* x, size_t n, Term term) {
+  std::fill(partials_.begin(), partials_.end(), 0.0);
   pool_.parallel_for(n, [&](size_t begin, size_t end, int thread) {
     double total = 0.0;
 #pragma omp simd reduction(+ : total)
-    for (size_t i = begin; i < end; ++i) total += static_cast<double>(x[i]) * x[i];
-    partial[static_cast<size_t>(thread)] = total;
+    for (size_t i = begin; i < end; ++i) total += term(static_cast<double>(x[i]));
+    partials_[static_cast<size_t>(thread)] = total;
   }, 1 << 15);
   double total = 0.0;
-  for (double value : partial) total += value;
+  for (double value : partials_) total += value;
   return total;
 }
 
+double CpuBackend::sum_squares(const float* x, size_t n) {
+  return reduce_sum(x, n, [](double v) { return v * v; });
+}
+
 double CpuBackend::sum(const float* x, size_t n) {
-  std::vector<double> partial(static_cast<size_t>(pool_.size()), 0.0);
-  pool_.parallel_for(n, [&](size_t begin, size_t end, int thread) {
-    double total = 0.0;
-#pragma omp simd reduction(+ : total)
-    for (size_t i = begin; i < end; ++i) total += x[i];
-    partial[static_cast<size_t>(thread)] = total;
-  }, 1 << 15);
-  double total = 0.0;
-  for (double value : partial) total += value;
-  return total;
+  return reduce_sum(x, n, [](double v) { return v; });
 }
 
 }  // namespace dseek::backend

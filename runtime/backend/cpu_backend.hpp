@@ -59,8 +59,12 @@ class CpuBackend final : public Backend {
   // state steps allocate nothing.
   float* scratch(int thread, size_t floats);
 
+  template <class Term>
+  double reduce_sum(const float* x, size_t n, Term term);
+
   util::ThreadPool pool_;
   std::vector<std::vector<float>> scratch_;
+  std::vector<double> partials_;  // one per thread, for the reductions
 };
 
 }  // namespace dseek::backend
