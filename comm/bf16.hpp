@@ -1,0 +1,25 @@
+// bfloat16 <-> float conversions (round to nearest even), for reducing bf16 buffers in
+// fp32. Header-only so the reduction loops inline and vectorise.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+
+namespace dseek::comm {
+
+inline float bf16_to_float(uint16_t v) {
+  uint32_t bits = static_cast<uint32_t>(v) << 16;
+  float f;
+  std::memcpy(&f, &bits, sizeof f);
+  return f;
+}
+
+inline uint16_t float_to_bf16(float f) {
+  uint32_t bits;
+  std::memcpy(&bits, &f, sizeof bits);
+  if ((bits & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((bits >> 16) | 0x40u);  // NaN stays NaN
+  bits += 0x7fffu + ((bits >> 16) & 1u);
+  return static_cast<uint16_t>(bits >> 16);
+}
+
+}  // namespace dseek::comm

@@ -1,0 +1,69 @@
+// Basic vocabulary of the data plane: element types, reduction operators, the error
+// type every failed operation reports, and the options a communicator is built with.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+
+namespace dseek::comm {
+
+// Element types a buffer can hold. bf16 is stored as uint16 and reduced in fp32.
+// u8 is raw bytes: valid for broadcast, all_gather, send/recv, not for reductions.
+enum class DataType : uint8_t { f32, bf16, u8 };
+
+enum class ReduceOp : uint8_t { sum, avg, max };
+
+size_t element_size(DataType type);
+const char* to_string(DataType type);
+const char* to_string(ReduceOp op);
+
+// Why an operation failed. The communicator is unusable after any failure: every
+// failure poisons the whole epoch (like NCCL's asynchronous errors), because the ranks
+// no longer agree on which messages belong to which operation.
+enum class ErrorKind : uint8_t {
+  aborted,           // abort() was called (here or because another op failed)
+  timeout,           // the operation ran past its deadline
+  peer_failed,       // the transport reported a dead or unreachable peer
+  transport,         // any other transport error
+  invalid_argument,  // the call itself was wrong (bad rank, type, size)
+  shut_down,         // the communicator was destroyed with the operation pending
+};
+
+const char* to_string(ErrorKind kind);
+
+class CommError : public std::runtime_error {
+ public:
+  CommError(ErrorKind kind, const std::string& what) : std::runtime_error(what), kind_(kind) {}
+  ErrorKind kind() const { return kind_; }
+
+ private:
+  ErrorKind kind_;
+};
+
+struct CommOptions {
+  // Every operation fails with ErrorKind::timeout if it is not done this long after it
+  // was issued: a dead or hung peer never hangs the others.
+  std::chrono::milliseconds op_timeout{60000};
+  // Large collectives are cut into chunks of this many bytes and pipelined: the reduce of
+  // chunk k overlaps the transfer of chunk k+1.
+  size_t chunk_bytes = 512 * 1024;
+  // How many chunks one collective keeps in flight at once.
+  int pipeline_depth = 4;
+  // Buffers up to this many bytes use the latency-optimised algorithms (direct exchange)
+  // instead of the ring.
+  size_t small_message_bytes = 32 * 1024;
+  // Use the host-aware all-reduce (intra-host reduce, inter-host all-reduce, intra-host
+  // broadcast) when a group spans several hosts and some host holds several of its ranks.
+  bool hierarchical = true;
+  // Ask the transport to fail operations on a dead peer at once. UCX 1.13 can only do
+  // that without shared memory (local ranks then use TCP loopback, ~10x slower), so it is
+  // off by default and a dead peer is noticed by op_timeout.
+  bool peer_failure_detection = false;
+  // The world epoch this communicator belongs to (reported in errors, never reused).
+  uint64_t epoch = 0;
+};
+
+}  // namespace dseek::comm

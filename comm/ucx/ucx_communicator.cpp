@@ -1,0 +1,361 @@
+// The UCX Communicator: chooses an algorithm per call (direct exchange for small
+// buffers, the pipelined ring for large ones, the hierarchical all-reduce when the group
+// spans hosts), numbers operations in issue order, and hands them to the progress
+// engine. Sub-groups share the parent's transport and progress thread.
+#include "comm/ucx/ucx_communicator.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <map>
+#include <mutex>
+#include <set>
+
+#include "comm/barrier.hpp"
+#include "comm/bootstrap/bootstrap.hpp"
+#include "comm/broadcast.hpp"
+#include "comm/direct_allreduce.hpp"
+#include "comm/point_to_point.hpp"
+#include "comm/progress_engine.hpp"
+#include "comm/reduce_kernels.hpp"
+#include "comm/reduce_to_root.hpp"
+#include "comm/ring_collective.hpp"
+#include "comm/sequence_operation.hpp"
+#include "comm/tags.hpp"
+#include "comm/ucx/ucx_transport.hpp"
+
+namespace dseek::comm {
+
+namespace {
+
+// What a root communicator and its sub-groups share: connections, progress thread, and
+// the tag contexts in use in this process (a hash collision is refused, not ignored).
+struct UcxWorld {
+  std::unique_ptr<UcxTransport> transport;
+  std::unique_ptr<ProgressEngine> engine;
+  std::mutex mutex;
+  std::multiset<uint32_t> contexts;
+
+  ~UcxWorld() {
+    engine.reset();  // joins the progress thread: the transport is ours again
+    transport->close(std::chrono::milliseconds(2000));
+  }
+  void claim(uint32_t context) {
+    std::lock_guard lock(mutex);
+    if (contexts.count(context) != 0)
+      throw CommError(ErrorKind::invalid_argument,
+                      "communicator context collision (" + std::to_string(context) + "): create the groups in another order");
+    contexts.insert(context);
+  }
+  void release(uint32_t context) {
+    std::lock_guard lock(mutex);
+    if (auto it = contexts.find(context); it != contexts.end()) contexts.erase(it);
+  }
+};
+
+struct AtomicCounters {
+  std::atomic<uint64_t> operations{0};
+};
+
+// A group plus the sequence numbers of the operations issued on it.
+struct GroupState {
+  std::shared_ptr<const GroupInfo> info;
+  uint32_t next_seq = 0;
+  std::vector<uint32_t> send_seq, recv_seq;  // point to point, per peer
+};
+
+class UcxCommunicator final : public Communicator {
+ public:
+  UcxCommunicator(std::shared_ptr<UcxWorld> world, GroupInfo info, CommOptions options, bool owns_world)
+      : world_(std::move(world)), options_(options), owns_world_(owns_world) {
+    main_.info = std::make_shared<const GroupInfo>(std::move(info));
+    const GroupInfo& g = *main_.info;
+    main_.send_seq.assign(static_cast<size_t>(g.size()), 0);
+    main_.recv_seq.assign(static_cast<size_t>(g.size()), 0);
+    world_->claim(g.context);
+    claimed_.push_back(g.context);
+    plan_hierarchy();
+  }
+
+  ~UcxCommunicator() override {
+    if (owns_world_ && !world_->engine->broken()) {
+      // Barrier before closing connections, so no peer still needs ours (bounded).
+      try {
+        barrier().wait(std::min<std::chrono::milliseconds>(options_.op_timeout, std::chrono::seconds(10)));
+      } catch (...) {
+      }
+    }
+    for (uint32_t c : claimed_) world_->release(c);
+  }
+
+  int rank() const override { return main_.info->index; }
+  int size() const override { return main_.info->size(); }
+  uint64_t epoch() const override { return options_.epoch; }
+  const std::vector<int>& world_ranks() const override { return main_.info->members; }
+
+  using Communicator::all_reduce;
+
+  Work all_reduce(const void* in, void* out, size_t count, DataType type, ReduceOp op) override {
+    require_reducible(type);
+    const std::string name = describe("all_reduce", count, type, &op);
+    const float scale = op == ReduceOp::avg ? 1.0f / static_cast<float>(size()) : 1.0f;
+    const ReduceOp base = op == ReduceOp::avg ? ReduceOp::sum : op;
+    const size_t bytes = count * element_size(type);
+    std::lock_guard lock(mutex_);
+    auto work = new_work(name);
+    if (count == 0) return finished(work);
+    if (hierarchical_) {
+      std::vector<std::unique_ptr<Operation>> parts;
+      const bool several_local = local_.info->size() > 1;
+      if (several_local)
+        parts.push_back(std::make_unique<ReduceToRoot>(ctx(local_, work), in, out, count, type, base, 0));
+      if (local_.info->index == 0)
+        parts.push_back(flat_all_reduce(leaders_, work, several_local ? out : in, out, count, type, base, scale, bytes));
+      if (several_local) parts.push_back(std::make_unique<Broadcast>(ctx(local_, work), out, bytes, 0));
+      return submit(std::make_unique<SequenceOperation>(ctx(main_, work, false), std::move(parts)), work);
+    }
+    return submit(flat_all_reduce(main_, work, in, out, count, type, base, scale, bytes), work);
+  }
+
+  Work reduce_scatter(const void* in, void* out, size_t count, DataType type, ReduceOp op) override {
+    require_reducible(type);
+    const float scale = op == ReduceOp::avg ? 1.0f / static_cast<float>(size()) : 1.0f;
+    const ReduceOp base = op == ReduceOp::avg ? ReduceOp::sum : op;
+    std::lock_guard lock(mutex_);
+    auto work = new_work(describe("reduce_scatter", count, type, &op));
+    if (count == 0) return finished(work);
+    return submit(std::make_unique<RingCollective>(ctx(main_, work), RingCollective::Kind::reduce_scatter, in, out,
+                                                   count, type, base, scale),
+                  work);
+  }
+
+  Work all_gather(const void* in, void* out, size_t count, DataType type) override {
+    std::lock_guard lock(mutex_);
+    auto work = new_work(describe("all_gather", count, type, nullptr));
+    if (count == 0) return finished(work);
+    return submit(std::make_unique<RingCollective>(ctx(main_, work), RingCollective::Kind::all_gather, in, out, count,
+                                                   type, ReduceOp::sum, 1.0f),
+                  work);
+  }
+
+  Work broadcast(void* buffer, size_t count, DataType type, int root) override {
+    check_rank(root, "broadcast root");
+    std::lock_guard lock(mutex_);
+    auto work = new_work(describe("broadcast", count, type, nullptr) + " from " + std::to_string(root));
+    if (count == 0) return finished(work);
+    return submit(std::make_unique<Broadcast>(ctx(main_, work), buffer, count * element_size(type), root), work);
+  }
+
+  Work send(const void* data, size_t count, DataType type, int peer) override {
+    return point_to_point(true, const_cast<void*>(data), count, type, peer);
+  }
+  Work recv(void* data, size_t count, DataType type, int peer) override {
+    return point_to_point(false, data, count, type, peer);
+  }
+
+  Work barrier() override {
+    std::lock_guard lock(mutex_);
+    auto work = new_work("barrier");
+    return submit(std::make_unique<Barrier>(ctx(main_, work)), work);
+  }
+
+  void abort(const std::string& reason) override {
+    world_->engine->abort(ErrorKind::aborted, "aborted: " + reason);
+  }
+
+  std::unique_ptr<Communicator> subgroup(const std::vector<int>& group_ranks) override {
+    std::lock_guard lock(mutex_);
+    const uint32_t index = children_++;
+    if (group_ranks.empty()) throw CommError(ErrorKind::invalid_argument, "subgroup of no ranks");
+    GroupInfo info;
+    info.context = derive_context(main_.info->context, 3, index);
+    info.index = -1;
+    std::set<int> seen;
+    for (size_t i = 0; i < group_ranks.size(); ++i) {
+      const int g = group_ranks[i];
+      check_rank(g, "subgroup member");
+      if (!seen.insert(g).second) throw CommError(ErrorKind::invalid_argument, "subgroup lists a rank twice");
+      info.members.push_back(main_.info->world_of(g));
+      info.hosts.push_back(main_.info->hosts[static_cast<size_t>(g)]);
+      if (g == rank()) info.index = static_cast<int>(i);
+    }
+    if (info.index < 0) return nullptr;
+    return std::make_unique<UcxCommunicator>(world_, std::move(info), options_, false);
+  }
+
+  CommCounters counters() const override {
+    CommCounters c;
+    c.bytes_sent = bytes_->bytes_sent();
+    c.bytes_received = bytes_->bytes_received();
+    c.operations = counters_.operations.load();
+    return c;
+  }
+
+ private:
+  // Host-aware plan: the local group (ranks on this host, leader first) and the leaders'
+  // group (the first rank of every host). Used when the group spans hosts and at least
+  // one host holds several of its ranks.
+  void plan_hierarchy() {
+    const GroupInfo& g = *main_.info;
+    std::vector<std::string> host_order;
+    std::map<std::string, std::vector<int>> by_host;
+    for (int r = 0; r < g.size(); ++r) {
+      const std::string& h = g.hosts[static_cast<size_t>(r)];
+      if (by_host.find(h) == by_host.end()) host_order.push_back(h);
+      by_host[h].push_back(r);
+    }
+    const bool some_shared = std::any_of(by_host.begin(), by_host.end(), [](auto& kv) { return kv.second.size() > 1; });
+    hierarchical_ = options_.hierarchical && host_order.size() > 1 && some_shared;
+    if (!hierarchical_) return;
+    const std::string& my_host = g.hosts[static_cast<size_t>(g.index)];
+    const uint32_t host_index =
+        static_cast<uint32_t>(std::find(host_order.begin(), host_order.end(), my_host) - host_order.begin());
+    GroupInfo local, leaders;
+    local.context = derive_context(g.context, 1, host_index);
+    for (int r : by_host[my_host]) {
+      if (r == g.index) local.index = static_cast<int>(local.members.size());
+      local.members.push_back(g.world_of(r));
+      local.hosts.push_back(my_host);
+    }
+    leaders.context = derive_context(g.context, 2, 0);
+    leaders.index = -1;
+    for (const auto& h : host_order) {
+      const int leader = by_host[h].front();
+      if (leader == g.index) leaders.index = static_cast<int>(leaders.members.size());
+      leaders.members.push_back(g.world_of(leader));
+      leaders.hosts.push_back(h);
+    }
+    world_->claim(local.context);
+    claimed_.push_back(local.context);
+    local_.info = std::make_shared<const GroupInfo>(std::move(local));
+    if (leaders.index >= 0) {
+      world_->claim(leaders.context);
+      claimed_.push_back(leaders.context);
+      leaders_.info = std::make_shared<const GroupInfo>(std::move(leaders));
+    }
+  }
+
+  std::unique_ptr<Operation> flat_all_reduce(GroupState& group, const std::shared_ptr<WorkState>& work, const void* in,
+                                             void* out, size_t count, DataType type, ReduceOp op, float scale,
+                                             size_t bytes) {
+    if (bytes <= options_.small_message_bytes && group.info->size() > 1)
+      return std::make_unique<DirectAllReduce>(ctx(group, work), in, out, count, type, op, scale);
+    return std::make_unique<RingCollective>(ctx(group, work), RingCollective::Kind::all_reduce, in, out, count, type, op,
+                                            scale);
+  }
+
+  Work point_to_point(bool is_send, void* data, size_t count, DataType type, int peer) {
+    check_rank(peer, is_send ? "send peer" : "recv peer");
+    if (peer == rank()) throw CommError(ErrorKind::invalid_argument, "send/recv to oneself");
+    std::lock_guard lock(mutex_);
+    auto work = new_work(std::string(is_send ? "send" : "recv") + "(" + std::to_string(count) + " " + to_string(type) +
+                         (is_send ? " to " : " from ") + std::to_string(peer) + ")");
+    auto& seqs = is_send ? main_.send_seq : main_.recv_seq;
+    const uint32_t pair_seq = seqs[static_cast<size_t>(peer)]++;
+    return submit(std::make_unique<PointToPoint>(ctx(main_, work, false), is_send, peer, pair_seq, data,
+                                                 count * element_size(type)),
+                  work);
+  }
+
+  void check_rank(int r, const char* what) const {
+    if (r < 0 || r >= size())
+      throw CommError(ErrorKind::invalid_argument, std::string(what) + " " + std::to_string(r) + " is not a rank of a group of " +
+                                                       std::to_string(size()));
+  }
+
+  std::string describe(const char* op, size_t count, DataType type, const ReduceOp* red) const {
+    std::string s = std::string(op) + "(" + std::to_string(count) + " " + to_string(type);
+    if (red != nullptr) s += std::string(" ") + to_string(*red);
+    return s + ") epoch " + std::to_string(options_.epoch) + " rank " + std::to_string(rank()) + "/" +
+           std::to_string(size());
+  }
+
+  std::shared_ptr<WorkState> new_work(const std::string& name) {
+    ++counters_.operations;
+    return std::make_shared<WorkState>(name, std::chrono::steady_clock::now() + options_.op_timeout);
+  }
+
+  Work finished(const std::shared_ptr<WorkState>& work) {
+    work->complete();
+    return Work(work);
+  }
+
+  // An operation context on `group`, taking the group's next sequence number.
+  OpContext ctx(GroupState& group, const std::shared_ptr<WorkState>& work, bool take_seq = true) {
+    OpContext c;
+    c.transport = world_->transport.get();
+    c.pool = &world_->engine->pool();
+    c.group = group.info;
+    c.options = options_;
+    c.seq = take_seq ? group.next_seq++ : 0;
+    c.work = work;
+    c.totals = bytes_;
+    return c;
+  }
+
+  Work submit(std::unique_ptr<Operation> op, const std::shared_ptr<WorkState>& work) {
+    world_->engine->submit(std::move(op));
+    return Work(work);
+  }
+
+  std::shared_ptr<UcxWorld> world_;
+  CommOptions options_;
+  bool owns_world_;
+  std::mutex mutex_;  // issue order = sequence order
+  GroupState main_, local_, leaders_;
+  bool hierarchical_ = false;
+  uint32_t children_ = 0;
+  std::vector<uint32_t> claimed_;
+  AtomicCounters counters_;
+  std::shared_ptr<WorkState> bytes_ = std::make_shared<WorkState>("totals", std::chrono::steady_clock::time_point{});
+};
+
+}  // namespace
+
+UcxCommunicatorBuilder::UcxCommunicatorBuilder(int world_rank, int world_size, CommOptions options)
+    : rank_(world_rank), size_(world_size), options_(options),
+      transport_(std::make_unique<UcxTransport>(world_rank, world_size, options.peer_failure_detection)) {
+  if (world_size > kMaxWorldRanks)
+    throw CommError(ErrorKind::invalid_argument, "at most " + std::to_string(kMaxWorldRanks) + " ranks");
+}
+
+UcxCommunicatorBuilder::~UcxCommunicatorBuilder() = default;
+
+const std::string& UcxCommunicatorBuilder::address() const {
+  if (!transport_) throw CommError(ErrorKind::invalid_argument, "builder already connected");
+  return transport_->address();
+}
+
+std::unique_ptr<Communicator> UcxCommunicatorBuilder::connect(const std::vector<std::string>& addresses,
+                                                              const std::vector<std::string>& hosts) {
+  if (!transport_) throw CommError(ErrorKind::invalid_argument, "builder already connected");
+  if (static_cast<int>(hosts.size()) != size_)
+    throw CommError(ErrorKind::invalid_argument, "expected " + std::to_string(size_) + " host names");
+  transport_->connect(addresses);
+  auto world = std::make_shared<UcxWorld>();
+  world->transport = std::move(transport_);
+  world->engine = std::make_unique<ProgressEngine>(*world->transport);
+  GroupInfo info;
+  info.context = derive_context(0, 0, 0);
+  info.index = rank_;
+  info.hosts = hosts;
+  for (int r = 0; r < size_; ++r) info.members.push_back(r);
+  auto comm = std::make_unique<UcxCommunicator>(world, std::move(info), options_, true);
+  // Wire up and check every rank is there before anyone issues real work.
+  comm->barrier().wait();
+  return comm;
+}
+
+std::unique_ptr<Communicator> connect_ucx(Bootstrap& bootstrap, const std::string& host, const CommOptions& options) {
+  UcxCommunicatorBuilder builder(bootstrap.rank(), bootstrap.size(), options);
+  const auto all = bootstrap.all_gather(pack_strings({host, builder.address()}), options.op_timeout);
+  std::vector<std::string> addresses, hosts;
+  for (const auto& record : all) {
+    auto parts = unpack_strings(record);
+    if (parts.size() != 2) throw CommError(ErrorKind::invalid_argument, "malformed bootstrap record");
+    hosts.push_back(std::move(parts[0]));
+    addresses.push_back(std::move(parts[1]));
+  }
+  return builder.connect(addresses, hosts);
+}
+
+}  // namespace dseek::comm

@@ -1,0 +1,45 @@
+// Building a Communicator over UCX. Two ways:
+//  - two-phase, for callers that exchange addresses themselves (the actor layer through
+//    its coordinator): UcxCommunicatorBuilder b(rank, size); send b.address() to every
+//    peer; b.connect(addresses, hosts) with every rank's address and host name;
+//  - with a Bootstrap (bootstrap/bootstrap.hpp) that does the exchange: connect_ucx().
+// Host names choose the algorithms: ranks with equal host names are local to each other
+// (tests give ranks fake host names to exercise the hierarchical all-reduce).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "comm/communicator.hpp"
+
+namespace dseek::comm {
+
+class Bootstrap;
+class UcxTransport;
+
+class UcxCommunicatorBuilder {
+ public:
+  UcxCommunicatorBuilder(int world_rank, int world_size, CommOptions options = {});
+  ~UcxCommunicatorBuilder();
+  UcxCommunicatorBuilder(const UcxCommunicatorBuilder&) = delete;
+  UcxCommunicatorBuilder& operator=(const UcxCommunicatorBuilder&) = delete;
+
+  // The bytes every peer needs to reach this rank.
+  const std::string& address() const;
+  // addresses[r], hosts[r]: every world rank's address and host. Connects, then runs a
+  // barrier (bounded by op_timeout) so a missing rank fails here, not in the first op.
+  // The builder is spent afterwards.
+  std::unique_ptr<Communicator> connect(const std::vector<std::string>& addresses,
+                                        const std::vector<std::string>& hosts);
+
+ private:
+  int rank_, size_;
+  CommOptions options_;
+  std::unique_ptr<UcxTransport> transport_;
+};
+
+// Exchanges (host, address) through `bootstrap` and connects.
+std::unique_ptr<Communicator> connect_ucx(Bootstrap& bootstrap, const std::string& host, const CommOptions& options = {});
+
+}  // namespace dseek::comm

@@ -1,0 +1,55 @@
+// The UCX (ucp) implementation of Transport: one ucp context and worker per communicator
+// world, tag send/receive, shared memory between local processes and TCP across hosts
+// (UCX picks), failure reports from the endpoints' error handlers, and sleeping on the
+// worker's event fd so many ranks on few cores still progress.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "comm/transport.hpp"
+
+namespace dseek::comm {
+
+class UcxTransport final : public Transport {
+ public:
+  // Creates the ucp context and worker; connect() must follow before any send.
+  // `peer_failure_detection` asks UCX to fail requests to a dead peer at once (its PEER
+  // error mode); UCX 1.13 then refuses the shared-memory transports (no peer failure
+  // handler), so local ranks talk over TCP loopback, ~10x slower. Without it a dead peer
+  // is noticed by the operation deadline.
+  UcxTransport(int world_rank, int world_size, bool peer_failure_detection = false);
+  ~UcxTransport() override;
+  UcxTransport(const UcxTransport&) = delete;
+  UcxTransport& operator=(const UcxTransport&) = delete;
+
+  // This worker's address: the bytes every peer needs to connect (exchanged by the caller).
+  const std::string& address() const { return address_; }
+  // Creates an endpoint to every other rank (connections are made lazily by UCX on the
+  // first message; the communicator warms them up with a barrier).
+  void connect(const std::vector<std::string>& addresses);
+
+  int world_rank() const override { return rank_; }
+  int world_size() const override { return size_; }
+  IoPtr send(int peer, uint64_t tag, const void* data, size_t bytes) override;
+  IoPtr recv(int peer, uint64_t tag, void* data, size_t bytes) override;
+  bool progress() override;
+  void wait_for_activity(std::chrono::microseconds max_wait) override;
+  void wake() override;
+  bool peer_failed(int peer) const override;
+  void close(std::chrono::milliseconds timeout) override;
+
+ protected:
+  void release(Io* io) override;
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
+  int rank_;
+  int size_;
+  bool peer_failure_detection_;
+  std::string address_;
+};
+
+}  // namespace dseek::comm

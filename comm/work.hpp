@@ -1,0 +1,86 @@
+// The handle every asynchronous operation returns. Compute overlaps communication by
+// issuing an operation, working, then calling wait(). Every wait is bounded: wait()
+// without an argument returns by the operation's own deadline (CommOptions::op_timeout).
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+
+#include "comm/types.hpp"
+
+namespace dseek::comm {
+
+// Shared between the handle (user thread) and the operation (progress thread).
+class WorkState {
+ public:
+  explicit WorkState(std::string name, std::chrono::steady_clock::time_point deadline)
+      : name_(std::move(name)), deadline_(deadline), issued_(std::chrono::steady_clock::now()) {}
+
+  const std::string& name() const { return name_; }
+  std::chrono::steady_clock::time_point deadline() const { return deadline_; }
+
+  // Called once, from the progress thread.
+  void complete();
+  void fail(ErrorKind kind, const std::string& why);
+
+  bool finished() const;
+  // Waits until finished or `until`; true when finished.
+  bool wait_until(std::chrono::steady_clock::time_point until) const;
+  // Throws the operation's CommError if it failed; nothing otherwise.
+  void rethrow() const;
+  std::optional<CommError> error() const;
+  std::chrono::nanoseconds duration() const;
+
+  void add_sent(uint64_t bytes) { sent_.fetch_add(bytes, std::memory_order_relaxed); }
+  void add_received(uint64_t bytes) { received_.fetch_add(bytes, std::memory_order_relaxed); }
+  uint64_t bytes_sent() const { return sent_.load(std::memory_order_relaxed); }
+  uint64_t bytes_received() const { return received_.load(std::memory_order_relaxed); }
+
+ private:
+  std::string name_;
+  std::chrono::steady_clock::time_point deadline_;
+  std::chrono::steady_clock::time_point issued_;
+  std::chrono::steady_clock::time_point finished_at_{};
+  mutable std::mutex mutex_;
+  mutable std::condition_variable cv_;
+  bool finished_ = false;
+  std::optional<CommError> error_;
+  // Written by the progress thread, readable any time.
+  std::atomic<uint64_t> sent_{0};
+  std::atomic<uint64_t> received_{0};
+};
+
+class Work {
+ public:
+  Work() = default;
+  explicit Work(std::shared_ptr<WorkState> state) : state_(std::move(state)) {}
+
+  // True when the operation has finished successfully; throws CommError when it failed;
+  // false while it is still running. Never blocks.
+  bool test() const;
+  // Waits at most `timeout`: true when done, throws CommError when it failed, false when
+  // the timeout passed first (the operation keeps running and can be waited on again).
+  bool wait(std::chrono::milliseconds timeout) const;
+  // Waits until the operation is done or its own deadline has passed (then it has failed
+  // with ErrorKind::timeout); throws CommError on failure.
+  void wait() const;
+
+  bool valid() const { return state_ != nullptr; }
+  const std::string& name() const;
+  // Bytes this operation sent to and received from peers (final once it finished).
+  uint64_t bytes_sent() const;
+  uint64_t bytes_received() const;
+  // Time from issue to completion (0 while running).
+  std::chrono::nanoseconds duration() const;
+
+ private:
+  std::shared_ptr<WorkState> state_;
+};
+
+}  // namespace dseek::comm

@@ -1,0 +1,67 @@
+// All-reduce scenarios: every op, type and size against the serial reference, in and
+// out of place, several operations in flight at once, and the byte counters.
+#include <chrono>
+
+#include "rank/rank_env.hpp"
+
+namespace dseek::comm::test {
+namespace {
+
+void check_all_reduce(RankEnv& env, DataType type, ReduceOp op, size_t count, bool in_place, int salt) {
+  auto in = make_input(type, count, env.rank, salt);
+  std::vector<uint8_t> out_buf = in_place ? std::vector<uint8_t>{} : std::vector<uint8_t>(in.size(), 0xAB);
+  void* out = in_place ? in.data() : out_buf.data();
+  const auto original = in;
+  env.comm->all_reduce(in.data(), out, count, type, op).wait();
+  const auto& result = in_place ? in : out_buf;
+  const std::string where = label("all_reduce", type, count, std::string(" ") + to_string(op) + (in_place ? " in place" : ""));
+  for (size_t i = 0; i < count; ++i) expect_close(get(result, type, i), reference(op, env.size, i, salt), type, where + " index " + std::to_string(i));
+  if (!in_place) require(in == original, where + ": the input was modified");
+}
+
+const RegisterScenario all_reduce("all_reduce", [](RankEnv& env) {
+  int salt = 0;
+  for (DataType type : {DataType::f32, DataType::bf16})
+    for (ReduceOp op : {ReduceOp::sum, ReduceOp::avg, ReduceOp::max})
+      for (size_t count : test_sizes()) {
+        check_all_reduce(env, type, op, count, true, ++salt);
+        if (op == ReduceOp::sum) check_all_reduce(env, type, op, count, false, ++salt);
+      }
+});
+
+// Several all-reduces in flight at once (compute would overlap them), waited in reverse.
+const RegisterScenario all_reduce_async("all_reduce_async", [](RankEnv& env) {
+  std::vector<std::vector<uint8_t>> bufs;
+  std::vector<Work> works;
+  const std::vector<size_t> counts{100003, 7, 5000, 65536, 1, 33333};
+  for (size_t j = 0; j < counts.size(); ++j) bufs.push_back(make_input(DataType::f32, counts[j], env.rank, 100 + static_cast<int>(j)));
+  for (size_t j = 0; j < counts.size(); ++j)
+    works.push_back(env.comm->all_reduce(bufs[j].data(), counts[j], DataType::f32, ReduceOp::sum));
+  for (size_t j = counts.size(); j-- > 0;) {
+    require(works[j].wait(std::chrono::seconds(30)), "async all_reduce did not finish");
+    for (size_t i = 0; i < counts[j]; ++i)
+      expect_close(get(bufs[j], DataType::f32, i), reference(ReduceOp::sum, env.size, i, 100 + static_cast<int>(j)),
+                   DataType::f32, "async all_reduce " + std::to_string(j));
+  }
+});
+
+// Byte counters: a ring all-reduce sends and receives 2(N-1)/N of the buffer per rank.
+const RegisterScenario all_reduce_counters("all_reduce_counters", [](RankEnv& env) {
+  const size_t count = 1 << 18;  // 1 MiB of f32: the ring
+  auto buf = make_input(DataType::f32, count, env.rank, 7);
+  const auto before = env.comm->counters();
+  Work w = env.comm->all_reduce(buf.data(), count, DataType::f32, ReduceOp::sum);
+  w.wait();
+  const auto after = env.comm->counters();
+  const double expected = 2.0 * (env.size - 1) / env.size * static_cast<double>(count * 4);
+  const double slack = 4.0 * env.size;  // uneven shards
+  require(std::abs(static_cast<double>(w.bytes_sent()) - expected) <= slack * 4,
+          "bytes sent " + std::to_string(w.bytes_sent()) + ", expected about " + std::to_string(expected));
+  require(std::abs(static_cast<double>(w.bytes_received()) - expected) <= slack * 4,
+          "bytes received " + std::to_string(w.bytes_received()) + ", expected about " + std::to_string(expected));
+  require(after.bytes_sent - before.bytes_sent == w.bytes_sent(), "communicator counter disagrees with the op's");
+  require(after.operations == before.operations + 1, "operation counter did not advance by one");
+});
+
+}  // namespace
+}  // namespace dseek::comm::test
