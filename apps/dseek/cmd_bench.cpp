@@ -100,6 +100,7 @@ int bench_train(const Args& args) {
 }  // namespace
 
 int cmd_bench(const Args& args) {
+  if (!args.empty() && args[0] == "allreduce") return cmd_bench_allreduce(Args(args.begin() + 1, args.end()));
   if (args.empty() || args[0] != "train") {
     std::fprintf(stderr, "%s", kUsage);
     return 2;

@@ -18,6 +18,8 @@ constexpr const char* kUsage =
     "  data info DIR                  print a prepared data set's index\n"
     "  bench train [--config FILE] [--threads N] [--set k=v ...]\n"
     "                                 time training steps, print one JSON line\n"
+    "  bench allreduce --ranks N --bytes B[,B2,...] [--iters K] [--dtype f32|bf16]\n"
+    "                                 all-reduce bandwidth between N local processes\n"
     "  devices                        list the CUDA devices this build can use\n";
 
 }  // namespace

@@ -1,0 +1,282 @@
+#include "actors/cluster/coordinator.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <ctime>
+#include <map>
+#include <set>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include <caf/actor_cast.hpp>
+#include <caf/actor_system.hpp>
+#include <caf/event_based_actor.hpp>
+#include <caf/io/middleman.hpp>
+#include <caf/io/publish.hpp>
+#include <caf/stateful_actor.hpp>
+#include <caf/system_messages.hpp>
+
+namespace dseek::actors {
+namespace {
+
+using clock = std::chrono::steady_clock;
+using check_atom = caf::atom_constant<caf::atom("clcheck")>;
+
+constexpr std::size_t max_pending_challenges = 1024;
+
+std::int64_t ms_between(clock::time_point a, clock::time_point b) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(b - a).count();
+}
+
+struct member_entry {
+  std::int64_t node_id = 0;
+  caf::actor agent;
+  std::string host;
+  std::uint64_t joined_epoch = 0;
+  clock::time_point last_heartbeat;
+};
+
+struct pending_challenge {
+  std::int64_t node_id = 0;
+  clock::time_point expires;
+};
+
+struct coordinator_state {
+  explicit coordinator_state(caf::event_based_actor* s) : self(s) {}
+
+  caf::event_based_actor* self;
+  coordinator_config cfg;
+  std::string secret;
+  std::map<std::int64_t, member_entry> members; // by node id = rank order
+  std::set<std::int64_t> ever_joined;
+  std::unordered_map<std::string, pending_challenge> challenges;
+  std::uint64_t epoch = 0;
+  std::chrono::milliseconds check_interval{150};
+  clock::time_point last_check = clock::now();
+
+  static inline const char* name = "dseek.coordinator";
+
+  template <class... Ts>
+  void log(const char* fmt, Ts... xs) {
+    if (!cfg.log)
+      return;
+    char buf[512];
+    std::snprintf(buf, sizeof buf, fmt, xs...);
+    std::fprintf(stderr, "[dseek coordinator] %s\n", buf);
+    std::fflush(stderr);
+  }
+
+  epoch_started snapshot() const {
+    epoch_started ev;
+    ev.epoch = epoch;
+    ev.world_size = static_cast<std::int32_t>(members.size());
+    std::int32_t rank = 0;
+    for (auto& [id, m] : members)
+      ev.members.push_back(member_info{id, rank++, m.host, m.joined_epoch});
+    return ev;
+  }
+
+  template <class Event>
+  void broadcast(const Event& ev) {
+    for (auto& [id, m] : members)
+      self->send(m.agent, ev);
+    if (cfg.listener)
+      self->send(cfg.listener, ev);
+  }
+
+  // Removes a member (no epoch change yet). Returns the event to send.
+  node_lost remove(std::int64_t node_id, std::string reason, std::int64_t detection_ms,
+                   clock::time_point now) {
+    node_lost ev;
+    auto i = members.find(node_id);
+    if (i == members.end())
+      return ev;
+    ev.lost_node = node_id;
+    ev.reason = std::move(reason);
+    ev.detection_ms = detection_ms;
+    ev.since_heartbeat_ms = ms_between(i->second.last_heartbeat, now);
+    self->demonitor(i->second.agent);
+    members.erase(i);
+    return ev;
+  }
+
+  void lose(std::int64_t node_id, std::string reason, std::int64_t detection_ms) {
+    auto now = clock::now();
+    auto ev = remove(node_id, std::move(reason), detection_ms, now);
+    ev.epoch = ++epoch;
+    log("node %lld lost (%s; detected %lld ms after the failure, last heartbeat %lld ms "
+        "ago): epoch %llu, world %zu",
+        static_cast<long long>(node_id), ev.reason.c_str(),
+        static_cast<long long>(ev.detection_ms), static_cast<long long>(ev.since_heartbeat_ms),
+        static_cast<unsigned long long>(epoch), members.size());
+    broadcast(ev);
+    broadcast(snapshot());
+  }
+
+  caf::error refuse(std::int64_t node_id, const std::string& host, cluster_errc code,
+                    std::string why) {
+    log("refused join of node %lld (host %s): %s: %s", static_cast<long long>(node_id),
+        host.c_str(), to_string(code).c_str(), why.c_str());
+    if (cfg.listener)
+      self->send(cfg.listener, join_refused{node_id, "", to_string(code) + ": " + why});
+    return make_error(code, caf::make_message(std::move(why)));
+  }
+
+  void purge_challenges(clock::time_point now) {
+    for (auto i = challenges.begin(); i != challenges.end();) {
+      if (i->second.expires <= now)
+        i = challenges.erase(i);
+      else
+        ++i;
+    }
+  }
+
+  caf::result<join_challenge> on_hello(std::int64_t node_id) {
+    auto now = clock::now();
+    purge_challenges(now);
+    if (challenges.size() >= max_pending_challenges)
+      return make_error(cluster_errc::busy, caf::make_message(std::string{"too many pending joins"}));
+    join_challenge ch;
+    try {
+      ch.nonce = make_nonce();
+    } catch (const std::exception& e) {
+      return make_error(cluster_errc::busy, caf::make_message(std::string{e.what()}));
+    }
+    challenges[ch.nonce] = pending_challenge{node_id, now + cfg.settings.challenge_lifetime};
+    return ch;
+  }
+
+  caf::result<epoch_started> on_join(join_proof& p) {
+    auto now = clock::now();
+    auto i = challenges.find(p.nonce);
+    if (i == challenges.end())
+      return refuse(p.node_id, p.host, cluster_errc::bad_challenge, "unknown or used nonce");
+    auto ch = i->second;
+    challenges.erase(i);
+    if (ch.expires <= now)
+      return refuse(p.node_id, p.host, cluster_errc::bad_challenge, "challenge expired");
+    if (ch.node_id != p.node_id)
+      return refuse(p.node_id, p.host, cluster_errc::bad_challenge,
+                    "nonce was issued to node " + std::to_string(ch.node_id));
+    if (!verify_join_mac(secret, p.nonce, p.node_id, p.mac))
+      return refuse(p.node_id, p.host, cluster_errc::auth_failed,
+                    "HMAC does not match (wrong cluster secret?)");
+    if (!p.agent)
+      return refuse(p.node_id, p.host, cluster_errc::bad_challenge, "no agent handle");
+    auto existing = members.find(p.node_id);
+    if (existing != members.end() && existing->second.agent == p.agent)
+      return snapshot(); // a repeated join of the same incarnation
+    ++epoch;
+    if (existing != members.end()) {
+      auto lost = remove(p.node_id, "replaced by a new incarnation", 0, now);
+      lost.epoch = epoch;
+      log("node %lld replaced by a new incarnation", static_cast<long long>(p.node_id));
+      broadcast(lost);
+    }
+    bool rejoined = !ever_joined.insert(p.node_id).second;
+    member_entry m;
+    m.node_id = p.node_id;
+    m.agent = p.agent;
+    m.host = p.host;
+    m.joined_epoch = epoch;
+    m.last_heartbeat = now;
+    self->monitor(m.agent);
+    members.emplace(p.node_id, std::move(m));
+    log("node %lld (%s) %s: epoch %llu, world %zu", static_cast<long long>(p.node_id),
+        p.host.c_str(), rejoined ? "rejoined" : "joined",
+        static_cast<unsigned long long>(epoch), members.size());
+    broadcast(node_joined{p.node_id, p.host, epoch, rejoined});
+    auto ev = snapshot();
+    broadcast(ev);
+    return ev;
+  }
+
+  caf::result<std::uint64_t> on_heartbeat(std::int64_t node_id) {
+    auto i = members.find(node_id);
+    auto sender = caf::actor_cast<caf::actor>(self->current_sender());
+    if (i == members.end() || i->second.agent != sender)
+      return make_error(cluster_errc::not_a_member,
+                        caf::make_message("node " + std::to_string(node_id)
+                                          + " is not a member of epoch "
+                                          + std::to_string(epoch)));
+    i->second.last_heartbeat = clock::now();
+    return epoch;
+  }
+
+  void on_down(const caf::down_msg& dm) {
+    for (auto& [id, m] : members) {
+      if (m.agent.address() == dm.source) {
+        auto node = id;
+        lose(node, "down: " + self->system().render(dm.reason), 0);
+        return;
+      }
+    }
+  }
+
+  void on_check() {
+    auto now = clock::now();
+    auto late = now - last_check;
+    last_check = now;
+    self->delayed_send(self, check_interval, check_atom::value);
+    // This actor (or its whole process) was stalled: heartbeats may still be
+    // queued behind this timer. Give everyone a fresh start instead of
+    // declaring the world dead.
+    if (late > 2 * check_interval + cfg.settings.heartbeat_timeout / 2) {
+      log("check timer %lld ms late: heartbeat deadlines reset",
+          static_cast<long long>(std::chrono::duration_cast<std::chrono::milliseconds>(late).count()));
+      for (auto& [id, m] : members)
+        m.last_heartbeat = now;
+      return;
+    }
+    std::vector<std::pair<std::int64_t, std::int64_t>> silent; // node, ms since heartbeat
+    for (auto& [id, m] : members) {
+      auto age = ms_between(m.last_heartbeat, now);
+      if (age > cfg.settings.heartbeat_timeout.count())
+        silent.emplace_back(id, age);
+    }
+    for (auto& [id, age] : silent)
+      lose(id, "heartbeat timeout (" + std::to_string(age) + " ms without a heartbeat)", age);
+  }
+};
+
+caf::behavior coordinator_impl(caf::stateful_actor<coordinator_state>* self,
+                               coordinator_config cfg, std::string secret) {
+  auto& st = self->state;
+  st.cfg = std::move(cfg);
+  st.secret = std::move(secret);
+  auto timeout = st.cfg.settings.heartbeat_timeout;
+  st.check_interval = std::max(std::chrono::milliseconds{10}, timeout / 10);
+  st.last_check = clock::now();
+  self->set_down_handler([self](caf::down_msg& dm) { self->state.on_down(dm); });
+  self->delayed_send(self, st.check_interval, check_atom::value);
+  return {
+      [self](hello_atom, std::int64_t node_id) { return self->state.on_hello(node_id); },
+      [self](join_atom, join_proof& p) { return self->state.on_join(p); },
+      [self](heartbeat_atom, std::int64_t node_id, std::uint64_t) {
+        return self->state.on_heartbeat(node_id);
+      },
+      [self](members_atom) { return self->state.snapshot(); },
+      [self](check_atom) { self->state.on_check(); },
+  };
+}
+
+} // namespace
+
+caf::expected<caf::actor> spawn_coordinator(caf::actor_system& sys, coordinator_config cfg) {
+  auto secret = resolve_secret(cfg.settings);
+  if (!secret)
+    return make_error(cluster_errc::no_secret,
+                      caf::make_message(std::string{
+                          "set the cluster secret (setting or DSEEK_CLUSTER_SECRET)"}));
+  return sys.spawn(coordinator_impl, std::move(cfg), std::move(*secret));
+}
+
+caf::expected<std::uint16_t> publish_coordinator(caf::actor_system& sys,
+                                                 const caf::actor& coordinator,
+                                                 std::uint16_t port, const std::string& host) {
+  return sys.middleman().publish(coordinator, port, host.c_str(), true);
+}
+
+} // namespace dseek::actors

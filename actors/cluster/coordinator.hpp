@@ -1,0 +1,73 @@
+// The cluster coordinator: membership, rank table and world epochs.
+//
+//   coordinator_config cc;
+//   cc.settings.secret = "...";            // or DSEEK_CLUSTER_SECRET
+//   cc.listener = events;                  // optional
+//   auto coord = spawn_coordinator(sys, cc);          // expected<caf::actor>
+//   auto port = publish_coordinator(sys, *coord, 7420); // expected<uint16_t>
+//
+// Nodes join through a node_agent (node_agent.hpp): hello -> a random nonce;
+// join_proof with HMAC-SHA256(secret, nonce || node_id) -> admitted, or
+// refused with auth_failed / bad_challenge (logged on stderr, sent to the
+// listener as join_refused; the members and the epoch are not touched).
+//
+// Every membership change starts a new epoch (numbered from 1) and sends
+// every member (and the listener) node_joined / node_lost and then
+// epoch_started with the rank table (ranks in node id order). The
+// coordinator process is not itself a member: a node that trains runs an
+// agent, the coordinator's node included (it joins its local coordinator).
+// A node id that comes back (a restarted process) rejoins in a later epoch; a
+// new incarnation of a node id that is still a member replaces it (node_lost
+// "replaced", then node_joined, in one epoch).
+//
+// Failure detection: the coordinator monitors every member's agent: a dead
+// process or connection is a down message (~ms). A hung node (SIGSTOP, a
+// stuck host) is declared lost when no heartbeat came for
+// settings.heartbeat_timeout. Heartbeats of a node that is no longer a member
+// are answered with not_a_member (the agent then rejoins).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include <caf/actor.hpp>
+#include <caf/expected.hpp>
+#include <caf/fwd.hpp>
+#include <caf/replies_to.hpp>
+#include <caf/typed_actor.hpp>
+
+#include "actors/cluster/cluster_messages.hpp"
+#include "actors/cluster/cluster_settings.hpp"
+
+namespace dseek::actors {
+
+// The coordinator's interface (the implementation is dynamically typed: it
+// also takes down messages and its own timers). Remote agents hold it as a
+// caf::actor.
+using coordinator_actor = caf::typed_actor<
+    caf::replies_to<hello_atom, std::int64_t>::with<join_challenge>,
+    caf::replies_to<join_atom, join_proof>::with<epoch_started>,
+    // (node id, sequence number) -> the current epoch; error not_a_member.
+    caf::replies_to<heartbeat_atom, std::int64_t, std::uint64_t>::with<std::uint64_t>,
+    // The current epoch and rank table (epoch 0: nobody joined yet).
+    caf::replies_to<members_atom>::with<epoch_started>>;
+
+struct coordinator_config {
+  ClusterSettings settings;
+  // Optional: gets node_joined, node_lost, epoch_started, join_refused.
+  caf::actor listener;
+  // Log lines on stderr ("[dseek coordinator] ..."): joins, losses, refusals.
+  bool log = true;
+};
+
+// Errors: cluster_errc::no_secret when neither the setting nor
+// DSEEK_CLUSTER_SECRET gives a secret.
+caf::expected<caf::actor> spawn_coordinator(caf::actor_system& sys, coordinator_config cfg);
+
+// io::publish with reuse: port 0 picks a free port. Returns the port.
+caf::expected<std::uint16_t> publish_coordinator(caf::actor_system& sys,
+                                                 const caf::actor& coordinator,
+                                                 std::uint16_t port,
+                                                 const std::string& host = "127.0.0.1");
+
+} // namespace dseek::actors

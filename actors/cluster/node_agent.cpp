@@ -1,0 +1,265 @@
+#include "actors/cluster/node_agent.hpp"
+
+#include <chrono>
+#include <cstdio>
+#include <set>
+#include <utility>
+
+#include <caf/actor_cast.hpp>
+#include <caf/actor_system.hpp>
+#include <caf/event_based_actor.hpp>
+#include <caf/io/middleman.hpp>
+#include <caf/io/middleman_actor.hpp>
+#include <caf/node_id.hpp>
+#include <caf/stateful_actor.hpp>
+#include <caf/system_messages.hpp>
+
+namespace dseek::actors {
+namespace {
+
+using clock = std::chrono::steady_clock;
+// Internal timers; they carry the join attempt generation so stale ones are ignored.
+using retry_atom = caf::atom_constant<caf::atom("clretry")>;
+using beat_atom = caf::atom_constant<caf::atom("clbeat")>;
+
+struct agent_state {
+  explicit agent_state(caf::event_based_actor* s) : self(s) {}
+
+  caf::event_based_actor* self;
+  node_agent_config cfg;
+  std::string secret;
+  host_port target;
+  caf::actor coord;
+  std::uint32_t attempt = 0;     // failed attempts of the current join
+  std::uint64_t generation = 0;  // bumped by every (re)join; stale callbacks check it
+  bool joined = false;
+  std::uint64_t epoch = 0;       // last epoch_started passed on
+  std::uint64_t seq = 0;
+  clock::time_point last_ack;
+  clock::time_point last_beat;   // when on_beat last ran
+
+  static inline const char* name = "dseek.node_agent";
+
+  template <class... Ts>
+  void log(const char* fmt, Ts... xs) {
+    if (!cfg.log)
+      return;
+    char buf[512];
+    std::snprintf(buf, sizeof buf, fmt, xs...);
+    std::fprintf(stderr, "[dseek node %lld] %s\n", static_cast<long long>(cfg.node_id), buf);
+    std::fflush(stderr);
+  }
+
+  template <class Event>
+  void emit(Event ev) {
+    if (cfg.listener)
+      self->send(cfg.listener, std::move(ev));
+  }
+
+  std::string render(const caf::error& e) { return self->system().render(e); }
+
+  void fail(cluster_errc code, const std::string& kind, const std::string& why) {
+    log("%s (coordinator %s): %s", kind.c_str(), cfg.coordinator.c_str(), why.c_str());
+    emit(agent_event{kind, cfg.node_id, cfg.coordinator, why});
+    self->quit(make_error(code, caf::make_message(cfg.coordinator, why)));
+  }
+
+  // -- joining -------------------------------------------------------------------
+
+  void start_join() {
+    ++generation;
+    joined = false;
+    attempt = 0;
+    connect();
+  }
+
+  // A step of the join failed: retry or give up.
+  void step_failed(const std::string& why) {
+    ++attempt;
+    if (attempt > cfg.settings.join_retries) {
+      fail(cluster_errc::connect_failed, "join_failed",
+           "cannot join the coordinator at " + cfg.coordinator + " after "
+               + std::to_string(attempt) + " attempts: " + why);
+      return;
+    }
+    if (attempt == 1 || attempt % 10 == 0)
+      log("join attempt %u to %s failed (%s); retrying", attempt, cfg.coordinator.c_str(),
+          why.c_str());
+    self->delayed_send(self, cfg.settings.join_retry_delay, retry_atom::value, generation);
+  }
+
+  void connect() {
+    auto gen = generation;
+    if (coord) {
+      hello(gen);
+      return;
+    }
+    auto mm = self->system().middleman().actor_handle();
+    self->request(mm, cfg.settings.connect_timeout, caf::connect_atom::value, target.host,
+                  target.port)
+        .then(
+            [this, gen](const caf::node_id&, caf::strong_actor_ptr& ptr,
+                        const std::set<std::string>&) {
+              if (gen != generation)
+                return;
+              auto h = caf::actor_cast<caf::actor>(std::move(ptr));
+              if (!h) {
+                step_failed("no actor published at " + cfg.coordinator);
+                return;
+              }
+              coord = std::move(h);
+              self->monitor(coord);
+              hello(gen);
+            },
+            [this, gen](caf::error& err) {
+              if (gen == generation)
+                step_failed("connect to " + cfg.coordinator + ": " + render(err));
+            });
+  }
+
+  void hello(std::uint64_t gen) {
+    self->request(coord, cfg.settings.connect_timeout, hello_atom::value, cfg.node_id)
+        .then(
+            [this, gen](join_challenge& ch) {
+              if (gen != generation)
+                return;
+              join_proof p;
+              p.node_id = cfg.node_id;
+              p.host = cfg.advertise_host;
+              p.mac = join_mac(secret, ch.nonce, cfg.node_id);
+              p.nonce = std::move(ch.nonce);
+              p.agent = caf::actor_cast<caf::actor>(self);
+              prove(gen, std::move(p));
+            },
+            [this, gen](caf::error& err) {
+              if (gen == generation)
+                step_failed("hello: " + render(err));
+            });
+  }
+
+  void prove(std::uint64_t gen, join_proof p) {
+    self->request(coord, cfg.settings.connect_timeout, join_atom::value, std::move(p))
+        .then(
+            [this, gen](epoch_started& ev) {
+              if (gen != generation)
+                return;
+              joined = true;
+              last_ack = clock::now();
+              last_beat = last_ack;
+              log("joined %s: epoch %llu, world %d", cfg.coordinator.c_str(),
+                  static_cast<unsigned long long>(ev.epoch), ev.world_size);
+              on_epoch(std::move(ev));
+              self->send(self, beat_atom::value, generation);
+            },
+            [this, gen](caf::error& err) {
+              if (gen != generation)
+                return;
+              if (err.category() == cluster_category
+                  && err.code() == static_cast<std::uint8_t>(cluster_errc::auth_failed)) {
+                auto why = render(err);
+                log("join refused by %s: %s", cfg.coordinator.c_str(), why.c_str());
+                emit(join_refused{cfg.node_id, cfg.coordinator, why});
+                self->quit(err);
+                return;
+              }
+              step_failed("join: " + render(err));
+            });
+  }
+
+  // -- membership ------------------------------------------------------------------
+
+  void on_epoch(epoch_started ev) {
+    if (ev.epoch <= epoch)
+      return; // already passed on (the join reply repeats the broadcast)
+    epoch = ev.epoch;
+    emit(std::move(ev));
+  }
+
+  void on_beat(std::uint64_t gen) {
+    if (gen != generation || !joined)
+      return;
+    auto now = clock::now();
+    auto late = now - last_beat;
+    last_beat = now;
+    // This process itself was stopped or starved (the timer is late): the
+    // coordinator's silence is not evidence. Ask it again first; if this node
+    // was declared lost meanwhile, the reply says not_a_member.
+    if (late > cfg.settings.heartbeat_interval + cfg.settings.heartbeat_timeout / 2)
+      last_ack = now;
+    if (now - last_ack > cfg.settings.heartbeat_timeout) {
+      fail(cluster_errc::coordinator_lost, "coordinator_lost",
+           "no heartbeat reply from " + cfg.coordinator + " for "
+               + std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                    now - last_ack)
+                                    .count())
+               + " ms");
+      return;
+    }
+    self->request(coord, cfg.settings.heartbeat_timeout, heartbeat_atom::value, cfg.node_id,
+                  seq++)
+        .then(
+            [this, gen](std::uint64_t) {
+              if (gen == generation)
+                last_ack = clock::now();
+            },
+            [this, gen](caf::error& err) {
+              if (gen != generation || !joined)
+                return;
+              if (err.category() == cluster_category
+                  && err.code() == static_cast<std::uint8_t>(cluster_errc::not_a_member)) {
+                auto why = render(err);
+                log("evicted by %s (%s); joining again", cfg.coordinator.c_str(), why.c_str());
+                emit(agent_event{"evicted", cfg.node_id, cfg.coordinator, why});
+                start_join();
+              }
+              // Timeouts: the silence check above decides.
+            });
+    self->delayed_send(self, cfg.settings.heartbeat_interval, beat_atom::value, gen);
+  }
+
+  void on_down(const caf::down_msg& dm) {
+    if (coord && dm.source == coord.address()) {
+      coord = nullptr;
+      fail(cluster_errc::coordinator_lost, "coordinator_lost",
+           "coordinator at " + cfg.coordinator + " is down: " + render(dm.reason));
+    }
+  }
+};
+
+caf::behavior agent_impl(caf::stateful_actor<agent_state>* self, node_agent_config cfg,
+                         std::string secret, host_port target) {
+  auto& st = self->state;
+  st.cfg = std::move(cfg);
+  st.secret = std::move(secret);
+  st.target = std::move(target);
+  self->set_down_handler([self](caf::down_msg& dm) { self->state.on_down(dm); });
+  st.start_join();
+  return {
+      [self](retry_atom, std::uint64_t gen) {
+        if (gen == self->state.generation)
+          self->state.connect();
+      },
+      [self](beat_atom, std::uint64_t gen) { self->state.on_beat(gen); },
+      [self](epoch_started& ev) { self->state.on_epoch(std::move(ev)); },
+      [self](node_joined& ev) { self->state.emit(std::move(ev)); },
+      [self](node_lost& ev) { self->state.emit(std::move(ev)); },
+  };
+}
+
+} // namespace
+
+caf::expected<caf::actor> spawn_node_agent(caf::actor_system& sys, node_agent_config cfg) {
+  auto secret = resolve_secret(cfg.settings);
+  if (!secret)
+    return make_error(cluster_errc::no_secret,
+                      caf::make_message(std::string{
+                          "set the cluster secret (setting or DSEEK_CLUSTER_SECRET)"}));
+  auto target = parse_host_port(cfg.coordinator);
+  if (!target || target->port == 0)
+    return make_error(cluster_errc::connect_failed,
+                      caf::make_message(cfg.coordinator,
+                                        std::string{"not a host:port coordinator address"}));
+  return sys.spawn(agent_impl, std::move(cfg), std::move(*secret), std::move(*target));
+}
+
+} // namespace dseek::actors

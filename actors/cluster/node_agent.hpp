@@ -1,0 +1,56 @@
+// A node's member of the cluster: connects to the coordinator, joins with the
+// cluster secret, heartbeats, and passes the membership events on.
+//
+//   node_agent_config ac;
+//   ac.node_id = 2;
+//   ac.coordinator = "10.0.0.1:7420";
+//   ac.settings.secret = "...";          // or DSEEK_CLUSTER_SECRET
+//   ac.listener = events;                // optional
+//   auto agent = spawn_node_agent(sys, ac);   // expected<caf::actor>
+//
+// Connecting goes through the middleman actor (connect_atom) with
+// settings.connect_timeout, so a peer that accepts TCP but never handshakes
+// cannot block it. A failed connect or handshake step is retried
+// settings.join_retries times, settings.join_retry_delay apart; then the
+// agent sends agent_event{"join_failed"} and exits with
+// cluster_errc::connect_failed (context: "host:port", why). A refused proof
+// (wrong secret) is not retried: join_refused to the listener, exit with
+// cluster_errc::auth_failed.
+//
+// Once joined it heartbeats every settings.heartbeat_interval (a request; the
+// reply is the current epoch). The listener gets every epoch_started (once
+// per epoch, in order), node_joined and node_lost from the coordinator. If
+// the coordinator dies (down message) or stops answering for
+// settings.heartbeat_timeout, the agent sends agent_event{"coordinator_lost"}
+// and exits with cluster_errc::coordinator_lost (a supervisor restarts it and
+// it joins again). If the coordinator answers not_a_member (this node was
+// declared lost, e.g. after a pause), it sends agent_event{"evicted"} and
+// joins again, in a later epoch.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include <caf/actor.hpp>
+#include <caf/expected.hpp>
+#include <caf/fwd.hpp>
+
+#include "actors/cluster/cluster_messages.hpp"
+#include "actors/cluster/cluster_settings.hpp"
+
+namespace dseek::actors {
+
+struct node_agent_config {
+  std::int64_t node_id = 0;
+  std::string coordinator = "127.0.0.1:7420"; // host:port
+  std::string advertise_host = "127.0.0.1";   // this node's address in the rank table
+  ClusterSettings settings;
+  // Optional: epoch_started, node_joined, node_lost, join_refused, agent_event.
+  caf::actor listener;
+  bool log = true; // "[dseek node N] ..." lines on stderr
+};
+
+// Errors: no_secret; connect_failed for a malformed coordinator address.
+caf::expected<caf::actor> spawn_node_agent(caf::actor_system& sys, node_agent_config cfg);
+
+} // namespace dseek::actors

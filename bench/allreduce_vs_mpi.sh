@@ -1,0 +1,124 @@
+#!/usr/bin/env bash
+# Side-by-side all-reduce bandwidth on one host: `dseek bench allreduce` (UCX data plane)
+# against OpenMPI's MPI_Allreduce (bench/peers/mpi_allreduce.c) and torch.distributed's
+# Gloo backend (bench/peers/gloo_allreduce.py), plus one-thread memcpy as the ceiling.
+#
+#   bench/allreduce_vs_mpi.sh [--ranks "2 4"] [--sizes 4K,64K,1M,4M,16M,64M] [--runs 3]
+#                             [--iters 20] [--warmup 5]
+#
+# fp32 sum, in place. Every peer times alike: warm-up calls, then each timed call after a
+# barrier, a call's time = the slowest rank's, median over iters; busbw = 2(N-1)/N x
+# bytes / time (nccl-tests). Runs are interleaved (dseek, OpenMPI, Gloo, memcpy, then
+# again, the order rotated each run) so machine noise hits all; the table shows the
+# median over runs of each busbw and the ratios dseek/OpenMPI, dseek/Gloo and
+# dseek/memcpy. More ranks than cores oversubscribe (mpirun --oversubscribe).
+# The output is meant to be pasted into bench/RESULTS.md. Exits non-zero if a run fails.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+ranks="2 4" sizes=4K,64K,1M,4M,16M,64M runs=3 iters=20 warmup=5
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --ranks) ranks=$2; shift 2 ;;
+    --sizes) sizes=$2; shift 2 ;;
+    --runs) runs=$2; shift 2 ;;
+    --iters) iters=$2; shift 2 ;;
+    --warmup) warmup=$2; shift 2 ;;
+    -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
+    *) echo "unknown argument: $1" >&2; exit 2 ;;
+  esac
+done
+dseek=${DSEEK_BIN:-build/bin/dseek}
+py=/usr/bin/python3  # Debian's python3-torch is visible to this interpreter only
+[[ -x $dseek ]] || { echo "dseek binary not found: $dseek (set DSEEK_BIN)" >&2; exit 1; }
+command -v mpicc >/dev/null && command -v mpirun >/dev/null ||
+  { echo "mpicc/mpirun not found (apt-get install openmpi-bin libopenmpi-dev)" >&2; exit 1; }
+
+tmp=$(mktemp -d -t allreduce-bench-XXXXXX)
+trap 'rm -rf "$tmp"' EXIT
+mpicc -O2 -o "$tmp/mpi_allreduce" bench/peers/mpi_allreduce.c
+
+# K/M/G suffixes to bytes, for the peers that take plain numbers.
+bytes=$("$py" -c '
+import sys
+m = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+print(",".join(str(int(s[:-1]) * m[s[-1].upper()] if s[-1].upper() in m else int(s)) for s in sys.argv[1].split(",")))' "$sizes")
+
+results=$tmp/results.jsonl
+timeout_s=300
+run_peer() {  # run_peer NAME RANKS: one run of one side, its JSON lines appended to $results
+  local name=$1 n=$2 out=$tmp/out.txt
+  case $name in
+    dseek) timeout "$timeout_s" "$dseek" bench allreduce --ranks "$n" --bytes "$bytes" --iters "$iters" \
+             --warmup "$warmup" --timeout "$timeout_s" >"$out" ;;
+    openmpi) timeout "$timeout_s" mpirun --allow-run-as-root --oversubscribe -np "$n" \
+               "$tmp/mpi_allreduce" --bytes "$bytes" --iters "$iters" --warmup "$warmup" >"$out" ;;
+    gloo) OMP_NUM_THREADS=1 timeout "$timeout_s" "$py" bench/peers/gloo_allreduce.py --ranks "$n" \
+            --bytes "$bytes" --iters "$iters" --warmup "$warmup" >"$out" ;;
+    memcpy) timeout 60 "$dseek" bench allreduce --memcpy-bytes 64M --iters "$iters" >"$out" ;;
+  esac || { echo "$name at $n ranks failed:" >&2; cat "$out" >&2; exit 1; }
+  grep '^{' "$out" >>"$results" || { echo "$name at $n ranks printed no result" >&2; exit 1; }
+}
+
+echo "# dseek vs OpenMPI vs Gloo all-reduce (fp32 sum, in place, one host), $(date -u '+%Y-%m-%d %H:%M UTC')"
+echo "machine: $(lscpu | sed -n 's/^Model name: *//p' | head -1), nproc $(nproc)"
+echo "OpenMPI $(mpirun --version 2>/dev/null | sed -n 's/.*(Open MPI) //p' | head -1)," \
+     "PyTorch $("$py" -c 'import torch; print(torch.__version__)') (gloo), UCX $(ucx_info -v 2>/dev/null | sed -n "s/^# Version //p" | head -1)"
+echo "sizes $sizes; ranks $ranks; $runs runs per side, interleaved; $warmup warm-up + $iters timed calls per size"
+echo
+
+start=$SECONDS
+sides=(dseek openmpi gloo)
+for ((r = 0; r < runs; r++)); do
+  for n in $ranks; do
+    for ((k = 0; k < ${#sides[@]}; k++)); do
+      run_peer "${sides[(k + r) % ${#sides[@]}]}" "$n"
+    done
+  done
+  run_peer memcpy 1
+  echo "run $((r + 1))/$runs done ($((SECONDS - start)) s)" >&2
+done
+
+"$py" - "$results" <<'PY'
+import collections, json, statistics, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+bw = collections.defaultdict(list)
+memcpy = [r["gbps"] for r in rows if r["bench"] == "memcpy"]
+for r in rows:
+    if r["bench"] == "allreduce":
+        bw[(r["impl"], r["ranks"], r["bytes"])].append(r["busbw_gbps"])
+med = {k: statistics.median(v) for k, v in bw.items()}
+mc = statistics.median(memcpy)
+def size(b):
+    for unit, s in (("G", 1 << 30), ("M", 1 << 20), ("K", 1 << 10)):
+        if b >= s and b % s == 0:
+            return f"{b // s} {unit}iB"
+    return f"{b} B"
+def ratio(a, b):
+    return f"{a / b:.2f}" if a and b else "-"
+print(f"memcpy 64 MiB, one thread: {mc:.2f} GB/s (median of {len(memcpy)} runs: "
+      + ", ".join(f"{x:.2f}" for x in memcpy) + ")")
+print()
+print("busbw GB/s, median over runs (2(N-1)/N x bytes / time)")
+print()
+print("| ranks | size | dseek | OpenMPI | Gloo | dseek/OpenMPI | dseek/Gloo | dseek/memcpy |")
+print("|---:|---:|---:|---:|---:|---:|---:|---:|")
+for ranks, b in sorted({(k[1], k[2]) for k in med}):
+    d, m, g = (med.get((impl, ranks, b)) for impl in ("dseek", "openmpi", "gloo"))
+    f = lambda x: f"{x:.3f}" if x is not None else "-"
+    print(f"| {ranks} | {size(b)} | {f(d)} | {f(m)} | {f(g)} | {ratio(d, m)} | {ratio(d, g)} | {ratio(d, mc)} |")
+print()
+print("median time per call, us")
+print()
+times = collections.defaultdict(list)
+for r in rows:
+    if r["bench"] == "allreduce":
+        times[(r["impl"], r["ranks"], r["bytes"])].append(r["time_us_median"])
+print("| ranks | size | dseek | OpenMPI | Gloo |")
+print("|---:|---:|---:|---:|---:|")
+for ranks, b in sorted({(k[1], k[2]) for k in times}):
+    t = [times.get((impl, ranks, b)) for impl in ("dseek", "openmpi", "gloo")]
+    print(f"| {ranks} | {size(b)} | " + " | ".join(f"{statistics.median(x):.1f}" if x else "-" for x in t) + " |")
+PY
+echo
+echo "total $((SECONDS - start)) s"
