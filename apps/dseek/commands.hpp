@@ -13,7 +13,8 @@ using Args = std::vector<std::string>;
 int cmd_config(const Args& args);   // config --describe | --check FILE [--set k=v ...]
 int cmd_data(const Args& args);     // data prepare --input DIR --output DIR [...]
 int cmd_bench(const Args& args);    // bench train [--config FILE] [--threads N] [--set k=v]
-int cmd_devices(const Args& args);  // devices: the CUDA devices this build can use
+int cmd_devices(const Args& args);
+int cmd_ckpt(const Args& args);     // ckpt ls DIR | inspect PATH | verify PATH | export PATH ...  // devices: the CUDA devices this build can use
 // bench allreduce --ranks N --bytes B[,B2,...] [--iters K] | --memcpy-bytes B
 // (reached through cmd_bench: `dseek bench allreduce ...`)
 int cmd_bench_allreduce(const Args& args);

@@ -20,7 +20,12 @@ constexpr const char* kUsage =
     "                                 time training steps, print one JSON line\n"
     "  bench allreduce --ranks N --bytes B[,B2,...] [--iters K] [--dtype f32|bf16]\n"
     "                                 all-reduce bandwidth between N local processes\n"
-    "  devices                        list the CUDA devices this build can use\n";
+    "  devices                        list the CUDA devices this build can use\n"
+    "  ckpt ls DIR                    committed checkpoints: step, size, time\n"
+    "  ckpt inspect PATH              a checkpoint's layout, tensors and shapes\n"
+    "  ckpt verify PATH               check every checksum (exit 1 naming the bad one)\n"
+    "  ckpt export PATH --format safetensors --output FILE\n"
+    "                                 the parameters as a .safetensors file\n";
 
 }  // namespace
 
@@ -36,6 +41,7 @@ int main(int argc, char** argv) {
     if (command == "data") return dseek::tool::cmd_data(args);
     if (command == "bench") return dseek::tool::cmd_bench(args);
     if (command == "devices") return dseek::tool::cmd_devices(args);
+    if (command == "ckpt") return dseek::tool::cmd_ckpt(args);
   } catch (const std::exception& error) {
     std::fprintf(stderr, "dseek %s: %s\n", command.c_str(), error.what());
     return 1;

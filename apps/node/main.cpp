@@ -3,10 +3,11 @@
 // the run directory. (Joining a multi-node job comes with the actor runtime.)
 //
 //   dseek-node --config job.toml [--set section.key=value ...] [--run-dir DIR]
-//              [--node-id K] [--coordinator HOST:PORT]
+//              [--node-id K] [--coordinator HOST:PORT] [--resume latest|PATH]
 //
 // SIGINT or SIGTERM stops the run at the next step boundary with a train_stopped
-// event and exit code 0; a second signal exits at once.
+// event and exit code 0 (and, when checkpoints are on, a checkpoint to resume from);
+// a second signal exits at once.
 #include <atomic>
 #include <csignal>
 #include <cstdio>
@@ -17,7 +18,9 @@
 
 #include <unistd.h>
 
+#include "runtime/checkpoint/error.hpp"
 #include "runtime/config/load.hpp"
+#include "runtime/config/schema.hpp"
 #include "runtime/data/token_dataset.hpp"
 #include "runtime/train/run_training.hpp"
 
@@ -25,7 +28,7 @@ namespace {
 
 constexpr const char* kUsage =
     "usage: dseek-node --config FILE [--set section.key=value ...] [--run-dir DIR]\n"
-    "                  [--node-id K] [--coordinator HOST:PORT]\n";
+    "                  [--node-id K] [--coordinator HOST:PORT] [--resume latest|PATH]\n";
 
 std::atomic<bool> g_stop{false};
 
@@ -64,6 +67,9 @@ bool parse_args(int argc, char** argv, NodeArgs& args, std::string& error) {
     else if (is("--set")) args.overrides.push_back(value("--set"));
     else if (is("--run-dir")) args.run_dir = value("--run-dir");
     else if (is("--node-id")) args.overrides.push_back("cluster.node_id=" + value("--node-id"));
+    else if (is("--resume"))
+      args.overrides.push_back("checkpoint.resume=" +
+                               dseek::config::schema::quote(value("--resume")));
     else if (is("--coordinator"))
       args.overrides.push_back("cluster.coordinator=\"" + value("--coordinator") + "\"");
     else error = "unknown argument '" + arg + "'";
@@ -100,6 +106,8 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "dseek-node: config error: %s\n", e.what());
   } catch (const dseek::data::DataError& e) {
     std::fprintf(stderr, "dseek-node: data error: %s\n", e.what());
+  } catch (const dseek::checkpoint::CheckpointError& e) {
+    std::fprintf(stderr, "dseek-node: checkpoint error: %s\n", e.what());
   } catch (const std::exception& e) {
     std::fprintf(stderr, "dseek-node: %s\n", e.what());
   }

@@ -37,6 +37,8 @@ struct TrainConfig {
   int64_t eval_batches = 4;      // validation batches of batch_size sequences
   std::string precision = "fp32";  // fp32 (bf16 and fp8 come with the GPU backend)
   std::string run_dir = "runs/default";  // events and outputs go under it
+  int64_t stop_after_steps = 0;     // end the run after this step with a checkpoint; 0 = off
+  double stop_after_minutes = 0;    // end the run after this long with a checkpoint; 0 = off
 };
 
 struct DataConfig {
@@ -67,6 +69,8 @@ struct CheckpointConfig {
   int64_t every_steps = 0;  // steps between checkpoints; 0 = none
   std::string dir = "";     // empty = RUN_DIR/checkpoints
   int64_t keep_last = 3;    // old checkpoints kept
+  std::string resume = "";  // "" = fresh start, "latest", or a checkpoint directory
+  bool async = true;        // write on a background thread (false: the step waits)
 };
 
 struct MetricsConfig {

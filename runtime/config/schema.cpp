@@ -134,6 +134,14 @@ const std::vector<Key<JobConfig>>& job_keys() {
                                      "compute precision; bf16 and fp8 come with the GPU backend"),
       job<&J::train, &Tr::run_dir>("train.run_dir", any(),
                                    "directory the run's events and outputs go under"),
+      job<&J::train, &Tr::stop_after_steps>(
+          "train.stop_after_steps", at_least(0),
+          "end the run after this many steps of this invocation (a resumed run counts from "
+          "its checkpoint) with a checkpoint to resume from; 0 = off"),
+      job<&J::train, &Tr::stop_after_minutes>(
+          "train.stop_after_minutes", at_least(0),
+          "end the run at the first step boundary after this many minutes, with a "
+          "checkpoint; 0 = off"),
 
       job<&J::data, &Da::dir>("data.dir", any(),
                               "directory of token shards written by `dseek data prepare`"),
@@ -169,6 +177,14 @@ const std::vector<Key<JobConfig>>& job_keys() {
                                     "checkpoint directory; empty = RUN_DIR/checkpoints"),
       job<&J::checkpoint, &Ck::keep_last>("checkpoint.keep_last", at_least(1),
                                           "newest checkpoints kept; older ones are deleted"),
+      job<&J::checkpoint, &Ck::resume>(
+          "checkpoint.resume", any(),
+          "\"\" = start fresh, \"latest\" = newest committed checkpoint that verifies (none: "
+          "start fresh), or a checkpoint directory"),
+      job<&J::checkpoint, &Ck::async>(
+          "checkpoint.async", any(),
+          "write checkpoints on a background thread while training goes on; false = the "
+          "step waits for the write"),
 
       job<&J::metrics, &Me::log_every>("metrics.log_every", at_least(1),
                                        "steps between plain log lines"),

@@ -35,6 +35,8 @@ class AdamW {
   StepStats step(float* params, const float* grads, double lr);
 
   int64_t steps_taken() const { return step_; }
+  // Resuming from a checkpoint: the step count drives the bias correction.
+  void set_steps_taken(int64_t steps) { step_ = steps; }
   float* first_moment() { return m_.data(); }
   float* second_moment() { return v_.data(); }
 

@@ -10,6 +10,7 @@
 #include "runtime/data/token_dataset.hpp"
 #include "runtime/metrics/event_log.hpp"
 #include "runtime/metrics/progress.hpp"
+#include "runtime/train/checkpointing.hpp"
 #include "runtime/train/trainer.hpp"
 
 namespace dseek::train {
@@ -65,7 +66,12 @@ RunSummary run_training(const config::JobConfig& config, const RunOptions& optio
                 std::to_string(config.model.context) + " tokens; events in " +
                 events.path().string());
 
+  Checkpointing checkpoints(config, options.run_dir, trainer, events, progress);
+  const int64_t first_step = checkpoints.resume();
+
   RunSummary summary;
+  summary.steps_done = first_step;
+  std::string stop_reason;
   const auto start = Clock::now();
   auto run_eval = [&](int64_t step) {
     if (!val_batches) return;
@@ -73,9 +79,20 @@ RunSummary run_training(const config::JobConfig& config, const RunOptions& optio
     events.emit("eval", util::JsonLine().add("step", step + 1).add("val_loss", summary.val_loss));
     progress.eval(step, summary.val_loss);
   };
-  for (int64_t step = 0; step < t.steps; ++step) {
+  for (int64_t step = first_step; step < t.steps; ++step) {
     if (stop_requested(options)) {
-      summary.stopped_early = true;
+      stop_reason = "signal";
+      break;
+    }
+    // stop_after_* count this invocation's steps and time, so a job cut into slices
+    // (a preemptible allocation) can be resumed again and again with the same config.
+    if (t.stop_after_steps > 0 && step - first_step >= t.stop_after_steps) {
+      stop_reason = "stop_after_steps";
+      break;
+    }
+    if (t.stop_after_minutes > 0 &&
+        std::chrono::duration<double>(Clock::now() - start).count() >= t.stop_after_minutes * 60) {
+      stop_reason = "stop_after_minutes";
       break;
     }
     const StepReport r = trainer.train_step(step);
@@ -87,14 +104,19 @@ RunSummary run_training(const config::JobConfig& config, const RunOptions& optio
                             .add("step_ms", r.step_ms).add("compute_ms", r.compute_ms)
                             .add("comm_ms", r.comm_ms).add("data_wait_ms", r.data_wait_ms));
     const double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
-    const double eta = elapsed / static_cast<double>(step + 1) * static_cast<double>(t.steps - step - 1);
+    const double eta = elapsed / static_cast<double>(step + 1 - first_step) *
+                       static_cast<double>(t.steps - step - 1);
     progress.step(step, r.loss, r.lr, r.tokens_per_s, eta);
     const bool last = step + 1 == t.steps;
     if (!last && t.eval_every > 0 && (step + 1) % t.eval_every == 0) run_eval(step);
+    checkpoints.after_step(step + 1);
   }
+  summary.stopped_early = !stop_reason.empty();
   if (summary.steps_done > 0) run_eval(summary.steps_done - 1);
+  checkpoints.final(summary.steps_done);
   summary.elapsed_s = std::chrono::duration<double>(Clock::now() - start).count();
-  summary.tokens_per_s = static_cast<double>(summary.steps_done * t.batch_size * config.model.context) /
+  summary.tokens_per_s = static_cast<double>((summary.steps_done - first_step) * t.batch_size *
+                                             config.model.context) /
                          std::max(summary.elapsed_s, 1e-9);
   summary.params_sha256 = trainer.params_sha256();
   util::JsonLine done;
@@ -103,7 +125,7 @@ RunSummary run_training(const config::JobConfig& config, const RunOptions& optio
       .add("tokens_per_s", summary.tokens_per_s);
   if (summary.val_loss >= 0) done.add("val_loss", summary.val_loss);
   if (summary.stopped_early) {
-    done.add("reason", "signal");
+    done.add("reason", stop_reason);
     events.emit("train_stopped", done);
   } else {
     events.emit("train_done", done);

@@ -83,6 +83,22 @@ double Trainer::evaluate(BatchSource& batches, int64_t eval_batches) {
   return total / static_cast<double>(count);
 }
 
+void Trainer::snapshot(float* params, float* adam_m, float* adam_v) {
+  const size_t bytes = model_->num_params() * sizeof(float);
+  backend_->copy_to_host(params, model_->params(), bytes);
+  backend_->copy_to_host(adam_m, optimizer_->first_moment(), bytes);
+  backend_->copy_to_host(adam_v, optimizer_->second_moment(), bytes);
+}
+
+void Trainer::restore(const float* params, const float* adam_m, const float* adam_v,
+                      int64_t optimizer_steps) {
+  const size_t bytes = model_->num_params() * sizeof(float);
+  backend_->copy_from_host(model_->params(), params, bytes);
+  backend_->copy_from_host(optimizer_->first_moment(), adam_m, bytes);
+  backend_->copy_from_host(optimizer_->second_moment(), adam_v, bytes);
+  optimizer_->set_steps_taken(optimizer_steps);
+}
+
 std::string Trainer::params_sha256() {
   std::vector<float> host(model_->num_params());
   backend_->copy_to_host(host.data(), model_->params(), host.size() * sizeof(float));

@@ -40,6 +40,14 @@ class Trainer {
   // Mean loss over eval_batches fixed batches of `batches` (no gradient).
   double evaluate(BatchSource& batches, int64_t eval_batches);
 
+  // Copies parameters and AdamW moments (layout order, model().num_params() floats each)
+  // to host memory: the checkpoint snapshot.
+  void snapshot(float* params, float* adam_m, float* adam_v);
+  // Puts back a checkpoint's state: parameters, moments and AdamW's step count.
+  void restore(const float* params, const float* adam_m, const float* adam_v,
+               int64_t optimizer_steps);
+  int64_t optimizer_steps() const { return optimizer_->steps_taken(); }
+
   // SHA-256 of the fp32 parameters (the train_done event's params_sha256).
   std::string params_sha256();
   model::GptModel& model() { return *model_; }

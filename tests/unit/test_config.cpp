@@ -315,7 +315,7 @@ TEST_CASE("config: check_supported rejects features this build lacks", "[config]
   CHECK_THAT(message, Contains("multi-node jobs come with the actor runtime"));
   for (const char* setting :
        {"parallel.data=2", "parallel.tensor=2", "parallel.pipeline=2", "parallel.zero=1",
-        "comm.compression=int8", "checkpoint.every_steps=10", "metrics.prometheus_port=9100",
+        "comm.compression=int8", "metrics.prometheus_port=9100",
         "train.precision=bf16", "comm.backend=nccl"}) {
     INFO(setting);
     auto job = config::load_config_text("", "x.toml", {setting});

@@ -1,0 +1,138 @@
+// `dseek ckpt`: list the committed checkpoints of a directory, show one's layout and
+// tensors, verify every checksum, or export its parameters as safetensors.
+#include <cinttypes>
+#include <cstdio>
+#include <ctime>
+#include <string>
+
+#include "dseek/commands.hpp"
+#include "runtime/checkpoint/error.hpp"
+#include "runtime/checkpoint/load.hpp"
+#include "runtime/checkpoint/manifest.hpp"
+#include "runtime/checkpoint/safetensors.hpp"
+#include "runtime/checkpoint/store.hpp"
+
+namespace dseek::tool {
+namespace {
+
+namespace ck = dseek::checkpoint;
+
+constexpr const char* kUsage =
+    "usage: dseek ckpt ls DIR          committed checkpoints under DIR: step, size, time\n"
+    "       dseek ckpt inspect PATH    a checkpoint's layout, tensors, shapes and sizes\n"
+    "       dseek ckpt verify PATH     check every file and checksum (exit 1 if bad)\n"
+    "       dseek ckpt export PATH --format safetensors --output FILE\n"
+    "                                  write the parameters as a .safetensors file\n";
+
+int usage(const std::string& problem) {
+  if (!problem.empty()) std::fprintf(stderr, "dseek ckpt: %s\n", problem.c_str());
+  std::fputs(kUsage, stderr);
+  return 2;
+}
+
+std::string format_time(double unix_s) {
+  std::time_t seconds = static_cast<std::time_t>(unix_s);
+  std::tm local{};
+  localtime_r(&seconds, &local);
+  char text[64];
+  std::strftime(text, sizeof text, "%Y-%m-%d %H:%M:%S", &local);
+  return text;
+}
+
+int list(const std::string& dir) {
+  auto committed = ck::list_committed(dir);
+  if (committed.empty()) {
+    std::printf("no committed checkpoints under %s\n", dir.c_str());
+    return 0;
+  }
+  std::printf("%-10s %12s  %-19s  %s\n", "step", "bytes", "written", "path");
+  for (const auto& entry : committed) {
+    std::string written = "?";
+    try {
+      written = format_time(ck::read_manifest(entry.path).created_unix_s);
+    } catch (const ck::CheckpointError&) {
+      written = "bad manifest";
+    }
+    std::printf("%-10" PRId64 " %12" PRIu64 "  %-19s  %s\n", entry.step,
+                ck::directory_bytes(entry.path), written.c_str(), entry.path.c_str());
+  }
+  return 0;
+}
+
+std::string shape_text(const std::vector<int64_t>& shape) {
+  std::string out = "[";
+  for (size_t d = 0; d < shape.size(); ++d) {
+    if (d > 0) out += ", ";
+    out += std::to_string(shape[d]);
+  }
+  return out + "]";
+}
+
+int inspect(const std::string& path) {
+  const ck::Manifest m = ck::read_manifest(path);
+  std::printf("checkpoint %s: format %u, step %" PRId64 ", written %s\n", path.c_str(),
+              m.format_version, m.step, format_time(m.created_unix_s).c_str());
+  std::printf("layout: world size %u, data %u, tensor %u, pipeline %u, zero %u\n", m.world_size,
+              m.data_parallel, m.tensor_parallel, m.pipeline_parallel, m.zero_stage);
+  std::printf("data position: seed %" PRId64 ", next step %" PRId64
+              "; optimizer steps %" PRId64 ", loss scale %g\n",
+              m.seed, m.next_step, m.optimizer_steps, m.loss_scale);
+  for (const auto& file : m.files) {
+    std::printf("file %s: %" PRIu64 " bytes\n", file.name.c_str(), file.bytes);
+  }
+  std::printf("%zu tensor shards:\n", m.tensors.size());
+  std::printf("  %-7s %-28s %-14s %12s %12s  %-11s %12s  %s\n", "role", "name", "shape",
+              "slice_off", "elements", "file", "byte_off", "xxh64");
+  uint64_t params = 0;
+  for (const auto& t : m.tensors) {
+    if (t.role == ck::Role::param) params += t.slice_count;
+    std::printf("  %-7s %-28s %-14s %12" PRIu64 " %12" PRIu64 "  %-11s %12" PRIu64 "  %016" PRIx64 "\n",
+                ck::role_name(t.role), t.name.c_str(), shape_text(t.shape).c_str(), t.slice_offset,
+                t.slice_count, t.file.c_str(), t.byte_offset, t.xxhash64);
+  }
+  std::printf("parameters: %" PRIu64 " (%" PRIu64 " bytes fp32)\n", params, params * 4);
+  return 0;
+}
+
+int verify(const std::string& path) {
+  try {
+    const ck::Manifest m = ck::verify(path);
+    std::printf("ok: %s, step %" PRId64 ", %zu tensor shards in %zu files, every checksum matches\n",
+                path.c_str(), m.step, m.tensors.size(), m.files.size());
+    return 0;
+  } catch (const ck::CheckpointError& error) {
+    std::fprintf(stderr, "dseek ckpt verify: BAD: %s\n", error.what());
+    return 1;
+  }
+}
+
+int export_checkpoint(const Args& args) {
+  std::string path, format, output;
+  for (size_t i = 1; i < args.size(); ++i) {
+    auto next = [&]() -> std::string { return i + 1 < args.size() ? args[++i] : std::string(); };
+    if (args[i] == "--format") format = next();
+    else if (args[i] == "--output") output = next();
+    else if (path.empty() && args[i].rfind("--", 0) != 0) path = args[i];
+    else return usage("unknown argument '" + args[i] + "'");
+  }
+  if (path.empty() || output.empty()) return usage("export needs PATH and --output FILE");
+  if (format != "safetensors") return usage("--format must be safetensors");
+  const uint64_t tensors = ck::export_safetensors(path, output);
+  std::printf("wrote %s: %" PRIu64 " tensors (parameters)\n", output.c_str(), tensors);
+  return 0;
+}
+
+}  // namespace
+
+int cmd_ckpt(const Args& args) {
+  if (args.empty()) return usage("");
+  const std::string& sub = args[0];
+  if (sub == "export") return export_checkpoint(args);
+  if (args.size() != 2) return usage(sub + " takes one path");
+  if (sub == "ls") return list(args[1]);
+  if (sub == "inspect") return inspect(args[1]);
+  if (sub == "verify") return verify(args[1]);
+  return usage("unknown subcommand '" + sub + "'");
+}
+
+}  // namespace dseek::tool

@@ -1,0 +1,128 @@
+// Implementation of checkpointing.hpp.
+#include "runtime/train/checkpointing.hpp"
+
+#include <algorithm>
+#include <chrono>
+
+#include "runtime/checkpoint/load.hpp"
+#include "runtime/checkpoint/store.hpp"
+#include "runtime/config/load.hpp"
+
+namespace dseek::train {
+
+Checkpointing::Checkpointing(const config::JobConfig& config, const std::filesystem::path& run_dir,
+                             Trainer& trainer, metrics::EventLog& events,
+                             metrics::Progress& progress)
+    : config_(config), trainer_(trainer), events_(events), progress_(progress),
+      root_(checkpoint::checkpoint_root(config, run_dir)),
+      enabled_(config.checkpoint.every_steps > 0 || config.train.stop_after_steps > 0 ||
+               config.train.stop_after_minutes > 0 || !config.checkpoint.resume.empty()) {
+  if (!enabled_) return;
+  writer_ = std::make_unique<checkpoint::CheckpointWriter>(
+      checkpoint::WriteOptions{root_, config.checkpoint.keep_last, false}, config.checkpoint.async);
+  auto& snapshot = writer_->buffer();
+  snapshot.seed = config.train.seed;
+  snapshot.config_toml = config::to_toml(config);
+  snapshot.tensors = trainer.model().layout().tensors();
+  const size_t n = trainer.model().num_params();
+  snapshot.params.resize(n);
+  snapshot.adam_m.resize(n);
+  snapshot.adam_v.resize(n);
+}
+
+Checkpointing::~Checkpointing() = default;
+
+int64_t Checkpointing::resume() {
+  const std::string& resume = config_.checkpoint.resume;
+  if (resume.empty()) return 0;
+  auto loaded = checkpoint::load_for_resume(
+      resume, root_, trainer_.model().layout(),
+      [&](const std::string& error, const std::filesystem::path& next) {
+        events_.emit("checkpoint_fallback",
+                     util::JsonLine().add("error", error).add("fallback", next.string()));
+        progress_.line("checkpoint: " + error + "; falling back to " + next.string());
+      });
+  if (!loaded) {
+    events_.emit("resume_none", util::JsonLine().add("dir", root_.string()));
+    progress_.line("checkpoint: no committed checkpoint under " + root_.string() +
+                   ", starting from step 0");
+    return 0;
+  }
+  const auto& m = loaded->manifest;
+  if (m.seed != config_.train.seed) {
+    progress_.line("checkpoint: warning: " + loaded->dir.string() + " was written with seed " +
+                   std::to_string(m.seed) + ", this run uses " +
+                   std::to_string(config_.train.seed) + " (the sample order changes)");
+  }
+  trainer_.restore(loaded->params.data(), loaded->adam_m.data(), loaded->adam_v.data(),
+                   m.optimizer_steps);
+  events_.emit("resumed", util::JsonLine().add("step", m.step).add("path", loaded->dir.string()));
+  progress_.line("checkpoint: resumed from " + loaded->dir.string() + " at step " +
+                 std::to_string(m.step));
+  last_committed_ = m.step;  // no need to write it again
+  return m.next_step;
+}
+
+void Checkpointing::submit(int64_t done) {
+  bool fail = false;
+  for (const auto& fault : config_.faults) {
+    fail |= fault.kind == "fail_checkpoint_write" && fault.step == done &&
+            (fault.node < 0 || fault.node == config_.cluster.node_id);
+  }
+  const auto start = std::chrono::steady_clock::now();
+  auto& snapshot = writer_->buffer();
+  trainer_.snapshot(snapshot.params.data(), snapshot.adam_m.data(), snapshot.adam_v.data());
+  snapshot.step = done;
+  snapshot.optimizer_steps = trainer_.optimizer_steps();
+  snapshot_ms_[done] =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  writer_->submit(fail);
+}
+
+void Checkpointing::after_step(int64_t done) {
+  if (!enabled_) return;
+  report_finished();
+  const int64_t every = config_.checkpoint.every_steps;
+  if (every <= 0 || done % every != 0) return;
+  if (writer_->busy()) {
+    events_.emit("checkpoint_skipped",
+                 util::JsonLine().add("step", done).add("reason", "previous write in progress")
+                     .add("in_progress_step", writer_->in_flight_step()));
+    return;
+  }
+  submit(done);
+  report_finished();  // a synchronous write has finished already
+}
+
+void Checkpointing::final(int64_t done) {
+  if (!enabled_) return;
+  writer_->wait();
+  report_finished();
+  if (done > 0 && last_committed_ != done) {
+    submit(done);
+    writer_->wait();
+    report_finished();
+  }
+}
+
+void Checkpointing::report_finished() {
+  for (auto& outcome : writer_->take_outcomes()) {
+    const double snapshot_ms = snapshot_ms_[outcome.step];
+    snapshot_ms_.erase(outcome.step);
+    if (outcome.ok) {
+      last_committed_ = std::max(last_committed_, outcome.step);
+      events_.emit("checkpoint_committed",
+                   util::JsonLine().add("step", outcome.step).add("bytes", outcome.result.bytes)
+                       .add("snapshot_ms", snapshot_ms).add("write_ms", outcome.result.write_ms)
+                       .add("write_cpu_ms", outcome.result.cpu_ms)
+                       .add("path", outcome.result.path.string()));
+    } else {
+      events_.emit("checkpoint_failed",
+                   util::JsonLine().add("step", outcome.step).add("error", outcome.error));
+      progress_.line("checkpoint of step " + std::to_string(outcome.step) +
+                     " failed, training goes on: " + outcome.error);
+    }
+  }
+}
+
+}  // namespace dseek::train

@@ -1,0 +1,55 @@
+// The checkpoints of a single-node run: resuming from one at the start, a snapshot every
+// checkpoint.every_steps steps handed to the background CheckpointWriter, one at the end
+// (or at an early stop), and the events that say what happened to each
+// (checkpoint_committed, checkpoint_skipped, checkpoint_failed, checkpoint_fallback,
+// resumed). A failed checkpoint never stops training; the next one is tried.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <memory>
+
+#include "runtime/checkpoint/writer_thread.hpp"
+#include "runtime/config/job_config.hpp"
+#include "runtime/metrics/event_log.hpp"
+#include "runtime/metrics/progress.hpp"
+#include "runtime/train/trainer.hpp"
+
+namespace dseek::train {
+
+class Checkpointing {
+ public:
+  Checkpointing(const config::JobConfig& config, const std::filesystem::path& run_dir,
+                Trainer& trainer, metrics::EventLog& events, metrics::Progress& progress);
+  ~Checkpointing();
+
+  // Applies checkpoint.resume; returns the step to continue from (0 = fresh start).
+  // Throws CheckpointError when the asked-for checkpoint (and every fallback) fails.
+  int64_t resume();
+  // After `done` steps: a periodic checkpoint when one is due (skipped while the last
+  // write is still in flight). Also reports writes that finished.
+  void after_step(int64_t done);
+  // The checkpoint of the run's end or early stop (unless `done` is committed already),
+  // waited for.
+  void final(int64_t done);
+  // Checkpoints are written at all: checkpoint.every_steps > 0, an early-stop key set,
+  // or a resumed run (which was checkpointed before, so its end should be too).
+  bool enabled() const { return enabled_; }
+
+ private:
+  void submit(int64_t done);
+  void report_finished();
+
+  const config::JobConfig& config_;
+  Trainer& trainer_;
+  metrics::EventLog& events_;
+  metrics::Progress& progress_;
+  std::filesystem::path root_;
+  bool enabled_;
+  int64_t last_committed_ = -1;
+  std::map<int64_t, double> snapshot_ms_;  // of writes not yet reported
+  std::unique_ptr<checkpoint::CheckpointWriter> writer_;
+};
+
+}  // namespace dseek::train
