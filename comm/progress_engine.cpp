@@ -1,8 +1,9 @@
-// The progress loop (see progress_engine.hpp).
+// The progress engine (see progress_engine.hpp).
 #include "comm/progress_engine.hpp"
 
 #include <sched.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 
@@ -13,21 +14,57 @@ using Clock = std::chrono::steady_clock;
 // Upper bound on one sleep with work in flight, in case an event is missed.
 constexpr auto kBusySleep = std::chrono::microseconds(2000);
 constexpr auto kIdleSleep = std::chrono::microseconds(100000);
+// Upper bound on the progress thread's stand-aside while a caller drives (and after one
+// left with nothing left to do).
+constexpr auto kStandAside = std::chrono::milliseconds(20);
 }  // namespace
 
 ProgressEngine::ProgressEngine(Transport& transport) : transport_(transport) {
   if (const char* v = std::getenv("DSEEK_COMM_SPIN_US")) spin_ = std::chrono::microseconds(std::atol(v));
   if (const char* v = std::getenv("DSEEK_COMM_YIELD_US")) yield_ = std::chrono::microseconds(std::atol(v));
+  if (const char* v = std::getenv("DSEEK_COMM_CALLER_DRIVES")) caller_drives_ = std::atol(v) != 0;
+  if (const char* v = std::getenv("DSEEK_COMM_WAKE_ON_SUBMIT")) wake_on_submit_ = std::atol(v) != 0;
   thread_ = std::thread([this] { run(); });
 }
 
 ProgressEngine::~ProgressEngine() { stop(); }
 
 void ProgressEngine::stop() {
-  if (!thread_.joinable()) return;
-  stop_ = true;
+  // Once stopped, the transport may be gone (a Work handle can keep the engine alive
+  // past its world): never touch it again.
+  if (stop_done_.exchange(true)) return;
+  {
+    std::lock_guard lock(waiters_mutex_);
+    stop_ = true;
+  }
+  waiters_cv_.notify_all();
   transport_.wake();
-  thread_.join();
+  if (thread_.joinable()) thread_.join();
+  {
+    // The thread failed everything under the worker lock; make sure (also when it was
+    // already gone) and wait for the callers still inside drive() to leave.
+    std::lock_guard lock(worker_mutex_);
+    if (!stopped_) {
+      std::vector<std::unique_ptr<Operation>> left;
+      left.swap(active_);
+      {
+        std::lock_guard queue_lock(mutex_);
+        for (auto& op : submitted_) left.push_back(std::move(op));
+        submitted_.clear();
+        if (!broken_) broken_.emplace(ErrorKind::shut_down, "communicator destroyed");
+        broken_flag_ = true;
+      }
+      fail_all(left, ErrorKind::shut_down, "communicator destroyed while the operation was pending");
+      stopped_ = true;
+    }
+  }
+  std::unique_lock lock(waiters_mutex_);
+  while (waiters_.load() != 0) {
+    lock.unlock();
+    transport_.wake();
+    lock.lock();
+    waiters_cv_.wait_for(lock, std::chrono::milliseconds(1));
+  }
 }
 
 void ProgressEngine::submit(std::unique_ptr<Operation> op) {
@@ -43,8 +80,30 @@ void ProgressEngine::submit(std::unique_ptr<Operation> op) {
       return;
     }
     submitted_.push_back(std::move(op));
+    has_work_ = true;
   }
-  transport_.wake();
+  // Start it from this thread when nobody else is driving (no hand-off).
+  bool started = false;
+  {
+    std::unique_lock lock(worker_mutex_, std::defer_lock);
+    if (caller_drives_ && lock.try_lock() && !stopped_) {
+      poll_locked();
+      started = true;
+    }
+  }
+  // Someone else drives: make sure it sees the new operation (it may sleep on the fd).
+  if (!started) transport_.wake();
+  // Nobody waits: get the thread going, so the operation also moves while the caller
+  // computes. Not when ranks outnumber cores: the woken thread would preempt a peer (the
+  // thread still wakes on network events, or within kStandAside after standing aside).
+  if (wake_on_submit_ && !oversubscribed_.load(std::memory_order_relaxed) && waiters_.load() == 0 && has_work_.load()) {
+    if (thread_parked_.load()) {
+      { std::lock_guard lock(waiters_mutex_); }
+      waiters_cv_.notify_one();
+    } else if (started && thread_sleeping_.load()) {
+      transport_.wake();
+    }
+  }
 }
 
 void ProgressEngine::abort(ErrorKind kind, const std::string& reason) {
@@ -66,89 +125,184 @@ void ProgressEngine::fail_all(std::vector<std::unique_ptr<Operation>>& ops, Erro
   ops.clear();  // destroying an operation cancels its messages in flight
 }
 
-void ProgressEngine::run() {
-  std::vector<std::unique_ptr<Operation>> active;
+std::chrono::microseconds ProgressEngine::spin_for(bool /*caller*/) const {
+  return oversubscribed_.load(std::memory_order_relaxed) ? std::chrono::microseconds(0) : spin_;
+}
+
+bool ProgressEngine::poll_locked() {
+  // Take new operations (and learn about abort).
+  std::deque<std::unique_ptr<Operation>> fresh;
+  std::optional<CommError> broken;
+  {
+    std::lock_guard lock(mutex_);
+    fresh.swap(submitted_);
+    if (broken_flag_) broken = broken_;
+  }
+  if (broken) {
+    for (auto& op : fresh) active_.push_back(std::move(op));
+    fresh.clear();
+    const bool any = !active_.empty();
+    fail_all(active_, broken->kind(), broken->what());
+    update_has_work_locked();
+    return any;
+  }
+  bool activity = !fresh.empty();
+  for (auto& op : fresh) {
+    try {
+      op->start();
+      active_.push_back(std::move(op));
+    } catch (const CommError& e) {
+      op->work().fail(e.kind(), e.what());
+      abort(ErrorKind::aborted, std::string("an earlier operation failed: ") + op->work().name() + ": " + e.what());
+    }
+  }
+
+  if (transport_.progress()) activity = true;
+
+  const auto now = Clock::now();
+  for (size_t i = 0; i < active_.size();) {
+    Operation& op = *active_[i];
+    bool done = false;
+    try {
+      done = op.advance();
+      if (!done && now > op.work().deadline())
+        throw CommError(ErrorKind::timeout, "timed out (a peer is dead, hung, or did not issue the same operation)");
+    } catch (const CommError& e) {
+      op.work().fail(e.kind(), e.what());
+      // The ranks no longer agree on what is in flight: the epoch is over.
+      abort(ErrorKind::aborted, std::string("an earlier operation failed: ") + op.work().name() + ": " + e.what());
+      activity = true;
+      active_.erase(active_.begin() + static_cast<std::ptrdiff_t>(i));
+      continue;
+    }
+    if (done) {
+      op.work().complete();
+      activity = true;
+      active_.erase(active_.begin() + static_cast<std::ptrdiff_t>(i));
+      continue;
+    }
+    ++i;
+  }
+  update_has_work_locked();
+  return activity;
+}
+
+void ProgressEngine::update_has_work_locked() {
+  std::lock_guard lock(mutex_);
+  has_work_ = !active_.empty() || !submitted_.empty();
+}
+
+bool ProgressEngine::busy_locked() {
+  if (!active_.empty()) return true;
+  std::lock_guard lock(mutex_);
+  return !submitted_.empty();
+}
+
+void ProgressEngine::poke() {
+  std::unique_lock lock(worker_mutex_, std::try_to_lock);
+  if (lock.owns_lock() && !stopped_) poll_locked();
+}
+
+void ProgressEngine::drive(const WorkState& state, Clock::time_point until) {
+  {
+    std::lock_guard lock(waiters_mutex_);
+    if (stop_) return;
+    waiters_.fetch_add(1);
+  }
   auto last_activity = Clock::now();
-  for (;;) {
-    // Take new operations (and learn about abort/stop).
-    std::deque<std::unique_ptr<Operation>> fresh;
-    std::optional<CommError> broken;
+  while (!state.finished() && !stop_.load(std::memory_order_relaxed)) {
+    auto now = Clock::now();
+    if (now >= until) break;
+    bool activity = false;
+    bool may_sleep = false;
+    const auto idle = now - last_activity;
     {
-      std::lock_guard lock(mutex_);
-      fresh.swap(submitted_);
-      if (broken_flag_) broken = broken_;
+      std::lock_guard lock(worker_mutex_);
+      if (stopped_) break;
+      activity = poll_locked();
+      if (state.finished()) break;
+      if (!activity && idle >= yield_) may_sleep = transport_.arm();
     }
-    if (broken) {
-      for (auto& op : fresh) active.push_back(std::move(op));
-      fresh.clear();
-      fail_all(active, broken->kind(), broken->what());
-    }
-    if (stop_) {
-      for (auto& op : fresh) active.push_back(std::move(op));
-      fresh.clear();
-      fail_all(active, ErrorKind::shut_down, "communicator destroyed while the operation was pending");
-      std::lock_guard lock(mutex_);
-      if (!broken_) broken_.emplace(ErrorKind::shut_down, "communicator destroyed");
-      broken_flag_ = true;
-      for (auto& op : submitted_) op->work().fail(ErrorKind::shut_down, "communicator destroyed");
-      submitted_.clear();
-      return;
-    }
-    bool activity = !fresh.empty();
-    for (auto& op : fresh) {
-      try {
-        op->start();
-        active.push_back(std::move(op));
-      } catch (const CommError& e) {
-        op->work().fail(e.kind(), e.what());
-        abort(ErrorKind::aborted, std::string("an earlier operation failed: ") + op->work().name() + ": " + e.what());
-      }
-    }
-
-    if (transport_.progress()) activity = true;
-
-    const auto now = Clock::now();
-    for (size_t i = 0; i < active.size();) {
-      Operation& op = *active[i];
-      bool done = false;
-      try {
-        done = op.advance();
-        if (!done && now > op.work().deadline())
-          throw CommError(ErrorKind::timeout,
-                          "timed out (a peer is dead, hung, or did not issue the same operation)");
-      } catch (const CommError& e) {
-        op.work().fail(e.kind(), e.what());
-        // The ranks no longer agree on what is in flight: the epoch is over.
-        abort(ErrorKind::aborted, std::string("an earlier operation failed: ") + op.work().name() + ": " + e.what());
-        done = true;
-        activity = true;
-        active.erase(active.begin() + static_cast<std::ptrdiff_t>(i));
-        continue;
-      }
-      if (done) {
-        op.work().complete();
-        activity = true;
-        active.erase(active.begin() + static_cast<std::ptrdiff_t>(i));
-        continue;
-      }
-      ++i;
-    }
-
     if (activity) {
       last_activity = Clock::now();
       continue;
     }
-    const auto idle = Clock::now() - last_activity;
-    if (active.empty()) {
-      transport_.wait_for_activity(kIdleSleep);
-    } else if (idle < spin_) {
-      continue;
-    } else if (idle < yield_) {
+    if (idle < spin_for(true)) continue;
+    if (idle < yield_) {
       sched_yield();
-    } else {
-      transport_.wait_for_activity(kBusySleep);
+      continue;
+    }
+    if (may_sleep) {
+      now = Clock::now();
+      if (now >= until) break;
+      transport_.wait_for_activity(std::min<std::chrono::microseconds>(
+          kBusySleep, std::chrono::duration_cast<std::chrono::microseconds>(until - now) + std::chrono::microseconds(1)));
     }
   }
+  {
+    std::lock_guard lock(waiters_mutex_);
+    waiters_.fetch_sub(1);
+  }
+  // Hand over to the thread only when something is left to move (a needless wake-up
+  // preempts a peer rank when ranks outnumber cores).
+  if (has_work_.load()) waiters_cv_.notify_all();
+}
+
+void ProgressEngine::run() {
+  auto last_activity = Clock::now();
+  for (;;) {
+    if (stop_) break;
+    if (waiters_.load() > 0) {
+      // A caller drives: stand aside until it leaves with work left (or a while passed:
+      // then sleep on the network as usual, so idle-time messages still move).
+      std::unique_lock lock(waiters_mutex_);
+      thread_parked_ = true;
+      waiters_cv_.wait_for(lock, kStandAside,
+                           [&] { return stop_.load() || (waiters_.load() == 0 && has_work_.load()); });
+      thread_parked_ = false;
+      last_activity = Clock::now();
+      continue;
+    }
+    bool activity = false;
+    bool busy = false;
+    bool may_sleep = false;
+    const auto idle = Clock::now() - last_activity;
+    {
+      std::lock_guard lock(worker_mutex_);
+      if (stopped_) break;
+      activity = poll_locked();
+      busy = busy_locked();
+      if (!activity && (!busy || idle >= yield_)) {
+        may_sleep = transport_.arm();
+        if (may_sleep) thread_sleeping_ = true;  // before unlocking: submit() sees it
+      }
+    }
+    if (activity) {
+      last_activity = Clock::now();
+      continue;
+    }
+    if (may_sleep) {
+      if (waiters_.load() == 0 && !stop_) transport_.wait_for_activity(busy ? kBusySleep : kIdleSleep);
+      thread_sleeping_ = false;
+      continue;
+    }
+    if (busy && idle < spin_for(false)) continue;
+    if (busy) sched_yield();
+  }
+  // Stopping: fail what is left (under the worker lock: a caller may still be polling).
+  std::lock_guard lock(worker_mutex_);
+  if (stopped_) return;
+  std::vector<std::unique_ptr<Operation>> left;
+  left.swap(active_);
+  {
+    std::lock_guard queue_lock(mutex_);
+    for (auto& op : submitted_) left.push_back(std::move(op));
+    submitted_.clear();
+    if (!broken_) broken_.emplace(ErrorKind::shut_down, "communicator destroyed");
+    broken_flag_ = true;
+  }
+  fail_all(left, ErrorKind::shut_down, "communicator destroyed while the operation was pending");
+  stopped_ = true;
 }
 
 }  // namespace dseek::comm

@@ -1,12 +1,28 @@
-// The progress thread: it owns the transport's worker, starts submitted operations in
+// The progress engine: it owns the transport's worker, starts submitted operations in
 // issue order, drives all running ones concurrently, enforces their deadlines, and
-// fails everything at once on abort(). Between bursts of work it spins briefly, then
-// yields, then sleeps on the transport's event fd, so ranks that outnumber cores still
-// progress and an idle communicator costs no CPU.
+// fails everything at once on abort().
+//
+// Progress runs in whichever thread holds the worker lock:
+// - the caller that issues an operation starts it at once (no hand-off) when the lock is
+//   free;
+// - a caller that waits on a Work drives progress itself (WorkDriver): it polls the
+//   network directly and sees its completion without a thread switch;
+// - the progress thread drives only while nobody waits (compute overlapping
+//   communication), and sleeps while a caller drives.
+// Whoever drives and finds nothing to do spins briefly, then yields, then sleeps on the
+// transport's event fd, so an idle communicator costs no CPU. When this host runs more
+// ranks than it has cores, it yields at once instead of spinning (a spinning rank takes
+// the core from the peer it is waiting for), and submit() does not wake the thread (the
+// woken thread would preempt a peer; it still wakes on network events).
+//
+// Knobs (environment, for measurements): DSEEK_COMM_SPIN_US, DSEEK_COMM_YIELD_US (see
+// below), DSEEK_COMM_CALLER_DRIVES=0 (only the thread drives: the old hand-off),
+// DSEEK_COMM_WAKE_ON_SUBMIT=0.
 #pragma once
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <deque>
 #include <memory>
 #include <mutex>
@@ -18,13 +34,14 @@
 #include "comm/operation.hpp"
 #include "comm/staging_pool.hpp"
 #include "comm/transport.hpp"
+#include "comm/work.hpp"
 
 namespace dseek::comm {
 
-class ProgressEngine {
+class ProgressEngine final : public WorkDriver {
  public:
   explicit ProgressEngine(Transport& transport);
-  ~ProgressEngine();  // fails what is left with ErrorKind::shut_down, joins the thread
+  ~ProgressEngine() override;  // fails what is left with ErrorKind::shut_down, joins the thread
   ProgressEngine(const ProgressEngine&) = delete;
   ProgressEngine& operator=(const ProgressEngine&) = delete;
 
@@ -36,28 +53,64 @@ class ProgressEngine {
   // The error that broke the engine, if any.
   std::optional<CommError> broken() const;
 
-  // Owned by the progress thread; operations use it from there.
+  // Used by operations, under the worker lock.
   StagingPool& pool() { return pool_; }
 
-  // Stops the thread after failing what is left; the transport is free afterwards.
+  // More ranks than cores on this host: yield instead of spinning.
+  void set_oversubscribed(bool oversubscribed) { oversubscribed_ = oversubscribed; }
+  // False (DSEEK_COMM_CALLER_DRIVES=0): only the progress thread drives (the old hand-off;
+  // kept for comparison).
+  bool caller_drives() const { return caller_drives_; }
+
+  // Fails what is left, stops the thread and waits for every driving caller to leave;
+  // the transport is never touched again afterwards. Idempotent.
   void stop();
+
+  // WorkDriver: a waiting caller drives progress (thread-safe).
+  void drive(const WorkState& state, std::chrono::steady_clock::time_point until) override;
+  void poke() override;
 
  private:
   void run();
+  // One round of progress: start submitted operations, progress the transport, advance
+  // the running operations, enforce deadlines. Needs worker_mutex_. True on activity.
+  bool poll_locked();
+  // Whether anything is running or queued (under worker_mutex_).
+  bool busy_locked();
+  void update_has_work_locked();
   void fail_all(std::vector<std::unique_ptr<Operation>>& ops, ErrorKind kind, const std::string& why);
+  std::chrono::microseconds spin_for(bool caller) const;
 
   Transport& transport_;
   StagingPool pool_;
-  mutable std::mutex mutex_;
+  mutable std::mutex mutex_;  // submitted_, broken_
   std::deque<std::unique_ptr<Operation>> submitted_;
   std::optional<CommError> broken_;
   std::atomic<bool> broken_flag_{false};
   std::atomic<bool> stop_{false};
+  std::atomic<bool> stop_done_{false};
+  std::atomic<bool> oversubscribed_{false};
+
+  // The worker lock: the transport and the running operations belong to its holder.
+  std::mutex worker_mutex_;
+  std::vector<std::unique_ptr<Operation>> active_;
+  bool stopped_ = false;  // the transport is not to be touched again
+
+  // Callers inside drive(); the progress thread stands aside while there are any.
+  std::mutex waiters_mutex_;
+  std::condition_variable waiters_cv_;
+  std::atomic<int> waiters_{0};
+  std::atomic<bool> thread_sleeping_{false};
+  std::atomic<bool> thread_parked_{false};
+  std::atomic<bool> has_work_{false};  // operations running or queued (written under mutex_)
+
   // After the last progress: busy-poll spin_ (lowest latency), then poll with
   // sched_yield until yield_ (other ranks on the same core run), then sleep on the event
   // fd. DSEEK_COMM_SPIN_US / DSEEK_COMM_YIELD_US override them (microseconds).
-  std::chrono::microseconds spin_{30};
-  std::chrono::microseconds yield_{300};
+  std::chrono::microseconds spin_{50};
+  std::chrono::microseconds yield_{500};
+  bool caller_drives_ = true;
+  bool wake_on_submit_ = true;
   std::thread thread_;
 };
 

@@ -5,7 +5,8 @@
 // fabric later) plugs in without touching them. NCCL, which brings its own collectives,
 // sits one level up as another Communicator instead (see communicator.hpp).
 //
-// Threading: every member except wake() is called from the progress thread only.
+// Threading: the callers serialise every member (the progress engine's worker lock),
+// except wake() and wait_for_activity(), which any thread may call at any time.
 #pragma once
 
 #include <chrono>
@@ -50,7 +51,11 @@ class Transport {
 
   // Move whatever can move now; true when anything completed or arrived.
   virtual bool progress() = 0;
-  // Sleep until network activity, wake(), or `max_wait`, whichever comes first.
+  // Prepare a sleep (serialised like progress()): false when events are already pending,
+  // so the caller must not sleep but progress again.
+  virtual bool arm() = 0;
+  // Sleep until network activity since the last arm(), wake(), or `max_wait`, whichever
+  // comes first. Thread-safe; needs no lock (a wake-up may be spurious).
   virtual void wait_for_activity(std::chrono::microseconds max_wait) = 0;
   // Thread-safe: end a wait_for_activity() early.
   virtual void wake() = 0;

@@ -8,6 +8,7 @@ void WorkState::complete() {
   if (finished_) return;
   finished_ = true;
   finished_at_ = std::chrono::steady_clock::now();
+  done_.store(true, std::memory_order_release);
   cv_.notify_all();
 }
 
@@ -17,15 +18,16 @@ void WorkState::fail(ErrorKind kind, const std::string& why) {
   finished_ = true;
   finished_at_ = std::chrono::steady_clock::now();
   error_.emplace(kind, name_ + ": " + why);
+  done_.store(true, std::memory_order_release);
   cv_.notify_all();
 }
 
-bool WorkState::finished() const {
-  std::lock_guard lock(mutex_);
-  return finished_;
-}
-
 bool WorkState::wait_until(std::chrono::steady_clock::time_point until) const {
+  if (finished()) return true;
+  if (driver_) {
+    driver_->drive(*this, until);
+    if (finished()) return true;
+  }
   std::unique_lock lock(mutex_);
   return cv_.wait_until(lock, until, [&] { return finished_; });
 }
@@ -55,6 +57,7 @@ void require(const std::shared_ptr<WorkState>& s) {
 
 bool Work::test() const {
   require(state_);
+  state_->poke();
   if (!state_->finished()) return false;
   state_->rethrow();
   return true;

@@ -6,14 +6,19 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdlib>
 #include <map>
 #include <mutex>
 #include <set>
+#include <thread>
+
+#include <sched.h>
 
 #include "comm/barrier.hpp"
 #include "comm/bootstrap/bootstrap.hpp"
 #include "comm/broadcast.hpp"
 #include "comm/direct_allreduce.hpp"
+#include "comm/direct_rsag.hpp"
 #include "comm/point_to_point.hpp"
 #include "comm/progress_engine.hpp"
 #include "comm/reduce_kernels.hpp"
@@ -31,12 +36,13 @@ namespace {
 // the tag contexts in use in this process (a hash collision is refused, not ignored).
 struct UcxWorld {
   std::unique_ptr<UcxTransport> transport;
-  std::unique_ptr<ProgressEngine> engine;
+  std::shared_ptr<ProgressEngine> engine;  // Work handles keep it (stopped) as their driver
   std::mutex mutex;
   std::multiset<uint32_t> contexts;
 
   ~UcxWorld() {
-    engine.reset();  // joins the progress thread: the transport is ours again
+    engine->stop();  // joins the progress thread, waits out driving callers: the transport is ours again
+    engine.reset();
     transport->close(std::chrono::milliseconds(2000));
   }
   void claim(uint32_t context) {
@@ -239,6 +245,10 @@ class UcxCommunicator final : public Communicator {
                                              size_t bytes) {
     if (bytes <= options_.small_message_bytes && group.info->size() > 1)
       return std::make_unique<DirectAllReduce>(ctx(group, work), in, out, count, type, op, scale);
+    static const long rsag_env = [] { const char* v = std::getenv("DSEEK_COMM_RSAG_MAX"); return v ? std::atol(v) : -1L; }();
+    const size_t rsag_max = rsag_env >= 0 ? static_cast<size_t>(rsag_env) : options_.direct_rsag_max_bytes;
+    if (bytes <= rsag_max && group.info->size() > 2)
+      return std::make_unique<DirectRsAgAllReduce>(ctx(group, work), in, out, count, type, op, scale);
     return std::make_unique<RingCollective>(ctx(group, work), RingCollective::Kind::all_reduce, in, out, count, type, op,
                                             scale);
   }
@@ -271,7 +281,9 @@ class UcxCommunicator final : public Communicator {
 
   std::shared_ptr<WorkState> new_work(const std::string& name) {
     ++counters_.operations;
-    return std::make_shared<WorkState>(name, std::chrono::steady_clock::now() + options_.op_timeout);
+    auto work = std::make_shared<WorkState>(name, std::chrono::steady_clock::now() + options_.op_timeout);
+    if (world_->engine->caller_drives()) work->set_driver(world_->engine);  // a wait drives progress from the waiting thread
+    return work;
   }
 
   Work finished(const std::shared_ptr<WorkState>& work) {
@@ -314,6 +326,10 @@ class UcxCommunicator final : public Communicator {
 UcxCommunicatorBuilder::UcxCommunicatorBuilder(int world_rank, int world_size, CommOptions options)
     : rank_(world_rank), size_(world_size), options_(options),
       transport_(std::make_unique<UcxTransport>(world_rank, world_size, options.peer_failure_detection)) {
+  // Measurement knobs: the ring's chunk size and pipeline depth (DSEEK_COMM_CHUNK_BYTES,
+  // DSEEK_COMM_PIPELINE_DEPTH) override the options.
+  if (const char* v = std::getenv("DSEEK_COMM_CHUNK_BYTES")) options_.chunk_bytes = static_cast<size_t>(std::atol(v));
+  if (const char* v = std::getenv("DSEEK_COMM_PIPELINE_DEPTH")) options_.pipeline_depth = std::atoi(v);
   if (world_size > kMaxWorldRanks)
     throw CommError(ErrorKind::invalid_argument, "at most " + std::to_string(kMaxWorldRanks) + " ranks");
 }
@@ -333,7 +349,17 @@ std::unique_ptr<Communicator> UcxCommunicatorBuilder::connect(const std::vector<
   transport_->connect(addresses);
   auto world = std::make_shared<UcxWorld>();
   world->transport = std::move(transport_);
-  world->engine = std::make_unique<ProgressEngine>(*world->transport);
+  world->engine = std::make_shared<ProgressEngine>(*world->transport);
+  {
+    // More ranks on this host than cores: waiting ranks yield instead of spinning.
+    const std::string& mine = hosts[static_cast<size_t>(rank_)];
+    const long local = std::count(hosts.begin(), hosts.end(), mine);
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    long cores = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 0;
+    if (cores <= 0) cores = static_cast<long>(std::thread::hardware_concurrency());
+    world->engine->set_oversubscribed(cores > 0 && local > cores);
+  }
   GroupInfo info;
   info.context = derive_context(0, 0, 0);
   info.index = rank_;

@@ -23,7 +23,9 @@ namespace dseek::comm {
 namespace {
 
 // The transport's Io (a distinct type, so it is always freed as what it is).
-struct UcxIo : Io {};
+struct UcxIo : Io {
+  int* cancels = nullptr;  // the transport's count of cancelled requests still in flight
+};
 
 void finish(UcxIo* io, ucs_status_t status, size_t received, bool is_recv) {
   io->impl = nullptr;
@@ -36,7 +38,10 @@ void finish(UcxIo* io, ucs_status_t status, size_t received, bool is_recv) {
     io->error = "message of " + std::to_string(received) + " bytes where " +
                 std::to_string(io->bytes) + " were expected";
   }
-  if (io->released) delete io;
+  if (io->released) {
+    if (io->cancels != nullptr) --*io->cancels;
+    delete io;
+  }
 }
 
 void on_send_done(void* request, ucs_status_t status, void* user_data) {
@@ -72,6 +77,7 @@ struct UcxTransport::State {
   std::vector<ucp_ep_h> eps;
   std::vector<PeerSlot> slots;
   std::vector<char> failed;
+  int cancels = 0;  // released requests whose (cancelled) completion has not run yet
   bool closed = false;
 };
 
@@ -89,7 +95,9 @@ UcxTransport::UcxTransport(int world_rank, int world_size, bool peer_failure_det
 
   ucp_worker_params_t wparams{};
   wparams.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
-  wparams.thread_mode = UCS_THREAD_MODE_SINGLE;  // only the progress thread touches it
+  // One thread at a time (the progress engine's worker lock), but not always the same one:
+  // a waiting caller drives progress itself.
+  wparams.thread_mode = UCS_THREAD_MODE_SERIALIZED;
   DSEEK_UCX_CHECK(ucp_worker_create(state_->context, &wparams, &state_->worker));
   DSEEK_UCX_CHECK(ucp_worker_get_efd(state_->worker, &state_->worker_fd));
   state_->wake_fd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
@@ -196,6 +204,8 @@ void UcxTransport::release(Io* io) {
   }
   // Still in flight: cancel it; its callback runs (with UCS_ERR_CANCELED) and frees it.
   uio->released = true;
+  uio->cancels = &state_->cancels;
+  ++state_->cancels;
   ucp_request_cancel(state_->worker, uio->impl);
 }
 
@@ -206,13 +216,17 @@ bool UcxTransport::progress() {
   return any;
 }
 
+bool UcxTransport::arm() {
+  if (state_->worker == nullptr) return true;
+  // UCS_ERR_BUSY means events are already pending: do not sleep.
+  return ucp_worker_arm(state_->worker) != UCS_ERR_BUSY;
+}
+
 void UcxTransport::wait_for_activity(std::chrono::microseconds max_wait) {
-  if (state_->worker == nullptr) {
+  if (state_->worker_fd < 0 || state_->wake_fd < 0) {
     std::this_thread::sleep_for(max_wait);
     return;
   }
-  // Arm first: UCS_ERR_BUSY means events are already pending, so do not sleep.
-  if (ucp_worker_arm(state_->worker) == UCS_ERR_BUSY) return;
   pollfd fds[2] = {{state_->worker_fd, POLLIN, 0}, {state_->wake_fd, POLLIN, 0}};
   timespec ts{};
   ts.tv_sec = static_cast<time_t>(max_wait.count() / 1000000);
@@ -237,6 +251,9 @@ void UcxTransport::close(std::chrono::milliseconds timeout) {
   if (s.closed) return;
   s.closed = true;
   const auto deadline = std::chrono::steady_clock::now() + timeout;
+  // Let cancelled requests complete (their callbacks free them) before the worker goes.
+  while (s.worker != nullptr && s.cancels > 0 && std::chrono::steady_clock::now() < deadline)
+    ucp_worker_progress(s.worker);
   std::vector<ucs_status_ptr_t> pending;
   for (size_t p = 0; p < s.eps.size(); ++p) {
     if (s.eps[p] == nullptr) continue;
@@ -261,6 +278,7 @@ void UcxTransport::close(std::chrono::milliseconds timeout) {
     }
   }
   // Requests that outlived the deadline are abandoned with the worker (bounded teardown).
+  s.worker_fd = -1;
   if (s.worker != nullptr) ucp_worker_destroy(s.worker);
   s.worker = nullptr;
   if (s.context != nullptr) ucp_cleanup(s.context);

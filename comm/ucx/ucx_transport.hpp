@@ -35,6 +35,7 @@ class UcxTransport final : public Transport {
   IoPtr send(int peer, uint64_t tag, const void* data, size_t bytes) override;
   IoPtr recv(int peer, uint64_t tag, void* data, size_t bytes) override;
   bool progress() override;
+  bool arm() override;
   void wait_for_activity(std::chrono::microseconds max_wait) override;
   void wake() override;
   bool peer_failed(int peer) const override;

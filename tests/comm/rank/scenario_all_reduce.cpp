@@ -1,6 +1,7 @@
 // All-reduce scenarios: every op, type and size against the serial reference, in and
 // out of place, several operations in flight at once, and the byte counters.
 #include <chrono>
+#include <thread>
 
 #include "rank/rank_env.hpp"
 
@@ -27,6 +28,40 @@ const RegisterScenario all_reduce("all_reduce", [](RankEnv& env) {
         check_all_reduce(env, type, op, count, true, ++salt);
         if (op == ReduceOp::sum) check_all_reduce(env, type, op, count, false, ++salt);
       }
+  // Past CommOptions::direct_rsag_max_bytes (2 MiB): the pipelined ring on 3+ ranks too.
+  const size_t ring_count = (size_t{2} << 20) / 4 + 4099;
+  check_all_reduce(env, DataType::f32, ReduceOp::sum, ring_count, true, ++salt);
+  check_all_reduce(env, DataType::f32, ReduceOp::sum, ring_count, false, ++salt);
+  check_all_reduce(env, DataType::bf16, ReduceOp::avg, ring_count * 2, true, ++salt);
+});
+
+// Waits from threads other than the issuer, several at once, and test() polling: the
+// waiting threads drive progress themselves and must not trip over each other.
+const RegisterScenario all_reduce_threads("all_reduce_threads", [](RankEnv& env) {
+  const std::vector<size_t> counts{5, 6000, 100003, 300001, 17, 700001};  // direct, rsag / ring
+  std::vector<std::vector<uint8_t>> bufs;
+  for (size_t j = 0; j < counts.size(); ++j) bufs.push_back(make_input(DataType::f32, counts[j], env.rank, 300 + static_cast<int>(j)));
+  for (int round = 0; round < 3; ++round) {
+    std::vector<Work> works;
+    for (size_t j = 0; j < counts.size(); ++j)
+      works.push_back(env.comm->all_reduce(bufs[j].data(), counts[j], DataType::f32, ReduceOp::max));
+    std::vector<std::thread> waiters;
+    for (size_t j = 0; j + 1 < counts.size(); ++j)
+      waiters.emplace_back([&works, j] { works[j].wait(); });
+    // The last one by test() polling only.
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (!works.back().test()) {
+      require(std::chrono::steady_clock::now() < until, "test() never saw the all_reduce finish");
+      std::this_thread::yield();
+    }
+    for (auto& t : waiters) t.join();
+    for (size_t j = 0; j < counts.size(); ++j) {
+      require(works[j].test(), "all_reduce not finished after its wait");
+      for (size_t i = 0; i < counts[j]; ++i)
+        expect_close(get(bufs[j], DataType::f32, i), reference(ReduceOp::max, env.size, i, 300 + static_cast<int>(j)),
+                     DataType::f32, "threaded all_reduce " + std::to_string(j));
+    }
+  }
 });
 
 // Several all-reduces in flight at once (compute would overlap them), waited in reverse.
