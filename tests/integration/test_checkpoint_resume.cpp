@@ -16,75 +16,26 @@
 #include <thread>
 #include <vector>
 
+#include "support/node_runs.hpp"
 #include "support/process.hpp"
 #include "support/test_paths.hpp"
 
-using dseek::testing::binary_dir;
-using dseek::testing::run_process;
-using dseek::testing::ScratchDir;
-using dseek::testing::source_dir;
+using namespace dseek::testing;
 using Catch::Matchers::Contains;
 using namespace std::chrono_literals;
 namespace fs = std::filesystem;
 
 namespace {
 
-std::string bin(const char* name) { return (binary_dir() / "bin" / name).string(); }
-
-const fs::path& prepared_text() {
-  static ScratchDir dir("ckpt-data");
-  static bool ready = false;
-  if (!ready) {
-    auto result = run_process({bin("dseek"), "data", "prepare", "--input", "/usr/lib/python3.11",
-                               "--output", (dir / "text").string(), "--max-bytes", "2000000"},
-                              60s);
-    INFO(result.output);
-    REQUIRE(result.exit_code == 0);
-    ready = true;
-  }
-  static const fs::path path = dir / "text";
-  return path;
-}
-
-std::vector<std::string> tiny_job(const fs::path& run_dir, int steps,
+// The shared tiny job with evaluations every 7 steps (so resumed runs cross them).
+std::vector<std::string> ckpt_job(const fs::path& run_dir, int steps,
                                   std::vector<std::string> extra = {}) {
-  std::vector<std::string> job = {
-      bin("dseek-node"), "--config", (source_dir() / "config/single.toml").string(),
-      "--run-dir", run_dir.string(),
-      "--set", "data.dir=\"" + prepared_text().string() + "\"",
-      "--set", "model.dim=64", "--set", "model.layers=2", "--set", "model.heads=4",
-      "--set", "model.context=64", "--set", "train.batch_size=8",
-      "--set", "train.steps=" + std::to_string(steps), "--set", "train.warmup_steps=5",
-      "--set", "train.eval_every=7", "--set", "train.threads=2",
-      "--set", "metrics.progress=\"plain\""};
-  job.insert(job.end(), extra.begin(), extra.end());
-  return job;
-}
-
-std::vector<std::string> read_lines(const fs::path& file) {
-  std::ifstream in(file);
-  std::vector<std::string> lines;
-  for (std::string line; std::getline(in, line);) lines.push_back(line);
-  return lines;
+  extra.insert(extra.begin(), {"--set", "train.eval_every=7"});
+  return dseek::testing::tiny_job(run_dir, steps, extra);
 }
 
 std::vector<std::string> events(const fs::path& run, const std::string& event) {
-  std::vector<std::string> found;
-  for (const auto& line : read_lines(run / "node-0/events.jsonl"))
-    if (line.find("\"event\":\"" + event + "\"") != std::string::npos) found.push_back(line);
-  return found;
-}
-
-double number_field(const std::string& line, const std::string& key) {
-  std::smatch match;
-  REQUIRE(std::regex_search(line, match, std::regex("\"" + key + "\":([-0-9.eE+]+)")));
-  return std::stod(match[1]);
-}
-
-std::string string_field(const std::string& line, const std::string& key) {
-  std::smatch match;
-  REQUIRE(std::regex_search(line, match, std::regex("\"" + key + "\":\"([^\"]*)\"")));
-  return match[1];
+  return node_events(run, event);
 }
 
 std::string run_ok(const std::vector<std::string>& job) {
@@ -116,11 +67,11 @@ void flip_byte(const fs::path& file, std::streamoff offset) {
 TEST_CASE("a run stopped after 8 steps and resumed ends with the same parameters",
           "[checkpoint][resume]") {
   ScratchDir straight("ckpt-straight"), stopped("ckpt-stopped"), spare("ckpt-spare");
-  run_ok(tiny_job(straight.path(), 20));
+  run_ok(ckpt_job(straight.path(), 20));
   const std::string expected = final_sha(straight.path());
 
   // Synchronous writes, so that no periodic checkpoint is skipped on a busy machine.
-  run_ok(tiny_job(stopped.path(), 20,
+  run_ok(ckpt_job(stopped.path(), 20,
                   {"--set", "train.stop_after_steps=8", "--set", "checkpoint.every_steps=3",
                    "--set", "checkpoint.async=false"}));
   const auto stop = events(stopped.path(), "train_stopped");
@@ -137,7 +88,7 @@ TEST_CASE("a run stopped after 8 steps and resumed ends with the same parameters
   fs::copy(stopped / "checkpoints", spare / "checkpoints", fs::copy_options::recursive);
 
   // THE test: resume the stopped run to step 20.
-  run_ok(tiny_job(stopped.path(), 20, {"--resume", "latest"}));
+  run_ok(ckpt_job(stopped.path(), 20, {"--resume", "latest"}));
   const auto resumed = events(stopped.path(), "resumed");
   REQUIRE(resumed.size() == 1);
   CHECK(number_field(resumed[0], "step") == 8);
@@ -147,7 +98,7 @@ TEST_CASE("a run stopped after 8 steps and resumed ends with the same parameters
   // arrives at the same parameters.
   const fs::path bad = spare / "checkpoints/step-00000008/params.bin";
   flip_byte(bad, 70000);  // inside wpe (wte is 256 x 64 floats = 65536 bytes)
-  auto output = run_ok(tiny_job(spare.path(), 20, {"--set", "checkpoint.resume=\"latest\""}));
+  auto output = run_ok(ckpt_job(spare.path(), 20, {"--set", "checkpoint.resume=\"latest\""}));
   CHECK_THAT(output, Contains(bad.string()));
   CHECK_THAT(output, Contains("tensor wpe"));
   CHECK_THAT(output, Contains("falling back to"));
@@ -180,7 +131,7 @@ TEST_CASE("a run stopped after 8 steps and resumed ends with the same parameters
   // A truncated file or a garbled manifest, asked for by path: an error naming it.
   const fs::path six = spare / "checkpoints/step-00000006";
   fs::resize_file(six / "adam_m.bin", 1000);
-  auto truncated = run_process(tiny_job(spare.path(), 20, {"--resume", six.string()}), 60s);
+  auto truncated = run_process(ckpt_job(spare.path(), 20, {"--resume", six.string()}), 60s);
   CHECK(truncated.exit_code == 1);
   CHECK_THAT(truncated.output, Contains((six / "adam_m.bin").string()));
   CHECK_THAT(truncated.output, Contains("truncated"));
@@ -192,7 +143,7 @@ TEST_CASE("a run stopped after 8 steps and resumed ends with the same parameters
 
 TEST_CASE("a failed checkpoint write is reported and training goes on", "[checkpoint][faults]") {
   ScratchDir run("ckpt-fault");
-  run_ok(tiny_job(run.path(), 12,
+  run_ok(ckpt_job(run.path(), 12,
                   {"--set", "checkpoint.every_steps=3", "--set", "checkpoint.keep_last=10",
                    "--set", "checkpoint.async=false",
                    "--set", "faults=[{kind = \"fail_checkpoint_write\", step = 6}]"}));
@@ -213,7 +164,7 @@ TEST_CASE("a failed checkpoint write is reported and training goes on", "[checkp
   // fails with the path named, and training still finishes.
   ScratchDir full("ckpt-unwritable");
   std::ofstream(full / "not-a-dir") << "x";
-  run_ok(tiny_job(full.path(), 6,
+  run_ok(ckpt_job(full.path(), 6,
                   {"--set", "checkpoint.every_steps=3",
                    "--set", "checkpoint.dir=\"" + (full / "not-a-dir/ckpt").string() + "\"",
                    "--set", "checkpoint.async=false"}));
@@ -226,7 +177,7 @@ TEST_CASE("a failed checkpoint write is reported and training goes on", "[checkp
 
 TEST_CASE("SIGTERM with checkpoints on leaves a checkpoint of the last step", "[checkpoint][signal]") {
   ScratchDir run("ckpt-signal");
-  auto job = tiny_job(run.path(), 100000, {"--set", "checkpoint.every_steps=100000"});
+  auto job = ckpt_job(run.path(), 100000, {"--set", "checkpoint.every_steps=100000"});
   std::thread killer([&] {
     for (int i = 0; i < 300; ++i) {
       std::this_thread::sleep_for(100ms);
@@ -252,7 +203,7 @@ TEST_CASE("SIGTERM with checkpoints on leaves a checkpoint of the last step", "[
 TEST_CASE("a checkpoint due while the last write runs is skipped, not queued",
           "[checkpoint][skip]") {
   ScratchDir run("ckpt-skip");
-  run_ok(tiny_job(run.path(), 30, {"--set", "checkpoint.every_steps=1",
+  run_ok(ckpt_job(run.path(), 30, {"--set", "checkpoint.every_steps=1",
                                    "--set", "checkpoint.keep_last=100"}));
   // Every due checkpoint is accounted for: committed or skipped (with the step of the
   // write in flight), never both, and none twice. Whether any is skipped depends on the
@@ -279,7 +230,7 @@ TEST_CASE("a checkpoint due while the last write runs is skipped, not queued",
 TEST_CASE("stop_after_minutes ends a run with a checkpoint", "[checkpoint][stop]") {
   ScratchDir run("ckpt-minutes");
   // 6 ms: the first step boundary is already past it.
-  run_ok(tiny_job(run.path(), 1000, {"--set", "train.stop_after_minutes=0.0001"}));
+  run_ok(ckpt_job(run.path(), 1000, {"--set", "train.stop_after_minutes=0.0001"}));
   const auto stop = events(run.path(), "train_stopped");
   REQUIRE(stop.size() == 1);
   CHECK(string_field(stop[0], "reason") == "stop_after_minutes");
