@@ -44,19 +44,7 @@ void ProgressEngine::stop() {
     // The thread failed everything under the worker lock; make sure (also when it was
     // already gone) and wait for the callers still inside drive() to leave.
     std::lock_guard lock(worker_mutex_);
-    if (!stopped_) {
-      std::vector<std::unique_ptr<Operation>> left;
-      left.swap(active_);
-      {
-        std::lock_guard queue_lock(mutex_);
-        for (auto& op : submitted_) left.push_back(std::move(op));
-        submitted_.clear();
-        if (!broken_) broken_.emplace(ErrorKind::shut_down, "communicator destroyed");
-        broken_flag_ = true;
-      }
-      fail_all(left, ErrorKind::shut_down, "communicator destroyed while the operation was pending");
-      stopped_ = true;
-    }
+    fail_remaining_and_stop();
   }
   std::unique_lock lock(waiters_mutex_);
   while (waiters_.load() != 0) {
@@ -291,6 +279,10 @@ void ProgressEngine::run() {
   }
   // Stopping: fail what is left (under the worker lock: a caller may still be polling).
   std::lock_guard lock(worker_mutex_);
+  fail_remaining_and_stop();
+}
+
+void ProgressEngine::fail_remaining_and_stop() {
   if (stopped_) return;
   std::vector<std::unique_ptr<Operation>> left;
   left.swap(active_);

@@ -79,6 +79,9 @@ class ProgressEngine final : public WorkDriver {
   bool busy_locked();
   void update_has_work_locked();
   void fail_all(std::vector<std::unique_ptr<Operation>>& ops, ErrorKind kind, const std::string& why);
+  // Fails every pending and queued operation and marks the engine stopped; the caller
+  // holds worker_mutex_. Idempotent.
+  void fail_remaining_and_stop();
   std::chrono::microseconds spin_for(bool caller) const;
 
   Transport& transport_;
