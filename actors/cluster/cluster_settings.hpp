@@ -13,6 +13,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstdio>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -43,6 +44,16 @@ std::optional<std::string> resolve_secret(const ClusterSettings& settings);
 
 // 32 random bytes from OpenSSL's RAND_bytes, hex encoded. Throws
 // std::runtime_error if the generator fails.
+// One log line "[<who>] <printf message>" on stderr, flushed (Debian's CAF has no
+// logging); the coordinator and the node agents share it.
+template <class... Ts>
+void log_line(const char* who, const char* fmt, Ts... xs) {
+  char message[512];
+  std::snprintf(message, sizeof message, fmt, xs...);
+  std::fprintf(stderr, "[%s] %s\n", who, message);
+  std::fflush(stderr);
+}
+
 std::string make_nonce();
 
 // hex(HMAC-SHA256(secret, nonce || decimal node_id)). The nonce is used as

@@ -60,12 +60,7 @@ struct coordinator_state {
 
   template <class... Ts>
   void log(const char* fmt, Ts... xs) {
-    if (!cfg.log)
-      return;
-    char buf[512];
-    std::snprintf(buf, sizeof buf, fmt, xs...);
-    std::fprintf(stderr, "[dseek coordinator] %s\n", buf);
-    std::fflush(stderr);
+    if (cfg.log) log_line("dseek coordinator", fmt, xs...);
   }
 
   epoch_started snapshot() const {

@@ -42,12 +42,9 @@ struct agent_state {
 
   template <class... Ts>
   void log(const char* fmt, Ts... xs) {
-    if (!cfg.log)
-      return;
-    char buf[512];
-    std::snprintf(buf, sizeof buf, fmt, xs...);
-    std::fprintf(stderr, "[dseek node %lld] %s\n", static_cast<long long>(cfg.node_id), buf);
-    std::fflush(stderr);
+    if (!cfg.log) return;
+    const std::string who = "dseek node " + std::to_string(cfg.node_id);
+    log_line(who.c_str(), fmt, xs...);
   }
 
   template <class Event>

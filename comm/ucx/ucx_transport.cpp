@@ -141,6 +141,22 @@ void UcxTransport::connect(const std::vector<std::string>& addresses) {
   }
 }
 
+namespace {
+// Records what an *_nbx call returned: NULL means it completed at once and no callback
+// will come; an error pointer fails the transfer; anything else is the request the
+// callback will complete.
+void track(UcxIo* io, ucs_status_ptr_t req) {
+  if (req == nullptr) {
+    io->done = true;
+  } else if (UCS_PTR_IS_ERR(req)) {
+    io->done = io->failed = true;
+    io->error = ucs_status_string(UCS_PTR_STATUS(req));
+  } else {
+    io->impl = req;
+  }
+}
+}  // namespace
+
 IoPtr UcxTransport::send(int peer, uint64_t tag, const void* data, size_t bytes) {
   auto* io = new UcxIo;
   io->bytes = bytes;
@@ -156,15 +172,7 @@ IoPtr UcxTransport::send(int peer, uint64_t tag, const void* data, size_t bytes)
   param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
   param.cb.send = on_send_done;
   param.user_data = io;
-  ucs_status_ptr_t req = ucp_tag_send_nbx(state_->eps[static_cast<size_t>(peer)], data, bytes, tag, &param);
-  if (req == nullptr) {
-    io->done = true;  // completed at once: no callback comes
-  } else if (UCS_PTR_IS_ERR(req)) {
-    io->done = io->failed = true;
-    io->error = ucs_status_string(UCS_PTR_STATUS(req));
-  } else {
-    io->impl = req;
-  }
+  track(io, ucp_tag_send_nbx(state_->eps[static_cast<size_t>(peer)], data, bytes, tag, &param));
   return result;
 }
 
@@ -184,15 +192,8 @@ IoPtr UcxTransport::recv(int peer, uint64_t tag, void* data, size_t bytes) {
   param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
   param.cb.recv = on_recv_done;
   param.user_data = io;
-  ucs_status_ptr_t req = ucp_tag_recv_nbx(state_->worker, data, bytes, tag, ~uint64_t{0}, &param);
-  if (req == nullptr) {
-    io->done = true;  // not expected with NO_IMM_CMPL; the length was not reported
-  } else if (UCS_PTR_IS_ERR(req)) {
-    io->done = io->failed = true;
-    io->error = ucs_status_string(UCS_PTR_STATUS(req));
-  } else {
-    io->impl = req;
-  }
+  // NULL (done at once) is not expected with NO_IMM_CMPL; the length would be unknown.
+  track(io, ucp_tag_recv_nbx(state_->worker, data, bytes, tag, ~uint64_t{0}, &param));
   return result;
 }
 
