@@ -50,6 +50,24 @@ struct ClusterConfig {
   int64_t nodes = 1;    // nodes in the job
   int64_t node_id = 0;  // this node's id, 0..nodes-1
   std::string coordinator = "127.0.0.1:7420";  // host:port of the coordinator node
+  int64_t coordinator_node = 0;  // the node id that runs the coordinator
+  std::string advertise_host = "127.0.0.1";  // this node's address for its peers
+  std::string secret = "";  // join secret; "" = env DSEEK_CLUSTER_SECRET (never written out)
+  int64_t heartbeat_interval_ms = 250;
+  int64_t heartbeat_timeout_ms = 1500;  // a node silent this long is lost (hung)
+  int64_t join_retries = 20;
+  int64_t join_retry_delay_ms = 250;
+  int64_t connect_timeout_ms = 2000;
+  double start_timeout_s = 120;  // wait this long for the whole world to join
+  int64_t max_restarts = 3;      // dseek launch: restarts of a dead local node
+  std::string tls_ca = "";       // PEM of the cluster CA; "" = no TLS
+  std::string tls_cert = "";     // this node's certificate (signed by tls_ca)
+  std::string tls_key = "";      // its private key
+};
+
+struct ElasticConfig {
+  double rejoin_seconds = 10;  // wait this long for a lost node to come back
+  int64_t min_nodes = 1;       // below this many nodes the job fails
 };
 
 struct ParallelConfig {
@@ -61,6 +79,7 @@ struct ParallelConfig {
 
 struct CommConfig {
   std::string backend = "ucx";       // data plane: ucx (host memory) or nccl (GPU)
+  int64_t timeout_ms = 30000;        // limit of one collective
   std::string compression = "none";  // none, topk, int8, topk+int8
   double topk_fraction = 0.05;       // fraction of gradient entries kept by topk
 };
@@ -96,6 +115,7 @@ struct JobConfig {
   TrainConfig train;
   DataConfig data;
   ClusterConfig cluster;
+  ElasticConfig elastic;
   ParallelConfig parallel;
   CommConfig comm;
   CheckpointConfig checkpoint;

@@ -62,6 +62,7 @@ using Mo = ModelConfig;
 using Tr = TrainConfig;
 using Da = DataConfig;
 using Cl = ClusterConfig;
+using El = ElasticConfig;
 using Pa = ParallelConfig;
 using Co = CommConfig;
 using Ck = CheckpointConfig;
@@ -153,6 +154,43 @@ const std::vector<Key<JobConfig>>& job_keys() {
                                      "this node's id, 0 .. cluster.nodes - 1"),
       job<&J::cluster, &Cl::coordinator>("cluster.coordinator", any(),
                                          "host:port of the coordinator node"),
+      job<&J::cluster, &Cl::coordinator_node>("cluster.coordinator_node", at_least(0),
+                                              "the node id that runs the coordinator"),
+      job<&J::cluster, &Cl::advertise_host>("cluster.advertise_host", any(),
+                                            "this node's address as its peers reach it"),
+      job<&J::cluster, &Cl::secret>(
+          "cluster.secret", any(),
+          "shared join secret (HMAC challenge-response, never sent); \"\" = the environment "
+          "variable DSEEK_CLUSTER_SECRET. Never written to checkpoints or `config --check`"),
+      job<&J::cluster, &Cl::heartbeat_interval_ms>("cluster.heartbeat_interval_ms",
+                                                   at_least(10), "heartbeat period"),
+      job<&J::cluster, &Cl::heartbeat_timeout_ms>(
+          "cluster.heartbeat_timeout_ms", at_least(50),
+          "a node without heartbeat this long is declared lost (hung)"),
+      job<&J::cluster, &Cl::join_retries>("cluster.join_retries", at_least(0),
+                                          "retries of connecting to the coordinator"),
+      job<&J::cluster, &Cl::join_retry_delay_ms>("cluster.join_retry_delay_ms", at_least(1),
+                                                 "pause between join attempts"),
+      job<&J::cluster, &Cl::connect_timeout_ms>("cluster.connect_timeout_ms", at_least(1),
+                                                "limit of one connect or handshake step"),
+      job<&J::cluster, &Cl::start_timeout_s>(
+          "cluster.start_timeout_s", at_least(1),
+          "training starts when all cluster.nodes joined; fail if that takes longer"),
+      job<&J::cluster, &Cl::max_restarts>(
+          "cluster.max_restarts", at_least(0),
+          "`dseek launch` restarts a local node that died this many times"),
+      job<&J::cluster, &Cl::tls_ca>("cluster.tls_ca", any(),
+                                    "PEM file of the cluster CA; \"\" = no TLS"),
+      job<&J::cluster, &Cl::tls_cert>("cluster.tls_cert", any(),
+                                      "this node's PEM certificate, signed by tls_ca"),
+      job<&J::cluster, &Cl::tls_key>("cluster.tls_key", any(), "PEM private key of tls_cert"),
+
+      job<&J::elastic, &El::rejoin_seconds>(
+          "elastic.rejoin_seconds", at_least(0),
+          "after a node loss, wait this long for the node to come back before continuing "
+          "without it"),
+      job<&J::elastic, &El::min_nodes>("elastic.min_nodes", at_least(1),
+                                       "the job fails when fewer nodes remain"),
 
       job<&J::parallel, &Pa::data>("parallel.data", at_least(1), "data-parallel replicas"),
       job<&J::parallel, &Pa::tensor>("parallel.tensor", at_least(1),
@@ -165,6 +203,8 @@ const std::vector<Key<JobConfig>>& job_keys() {
 
       job<&J::comm, &Co::backend>("comm.backend", one_of({"ucx", "nccl"}),
                                   "data plane: ucx (host memory) or nccl (GPU memory)"),
+      job<&J::comm, &Co::timeout_ms>("comm.timeout_ms", at_least(100),
+                                     "limit of one collective; a dead peer fails it sooner"),
       job<&J::comm, &Co::compression>("comm.compression",
                                       one_of({"none", "topk", "int8", "topk+int8"}),
                                       "gradient compression on the data plane"),
@@ -222,6 +262,7 @@ const std::vector<Section>& sections() {
       {"train", "The optimizer, its schedule, and where the run writes."},
       {"data", "The token shards the job trains on."},
       {"cluster", "The nodes of the job and how they find each other."},
+      {"elastic", "What the job does when it loses a node."},
       {"parallel", "How the batch and the model are split across ranks."},
       {"comm", "The data plane that moves tensors between ranks."},
       {"checkpoint", "Saving training state to resume from."},

@@ -15,6 +15,8 @@ void write_keys(std::string& out, const Root& root, const std::vector<schema::Ke
                 std::string_view section) {
   for (const auto& key : keys) {
     if (key.section() != section) continue;
+    // The join secret stays out of every file and output this text goes to.
+    if (key.name == "cluster.secret") continue;
     out += std::string(key.leaf()) + " = " + schema::format_value(key.get(root)) + "\n";
   }
 }

@@ -70,6 +70,25 @@ void validate(const JobConfig& config) {
     fail(config, "cluster.coordinator: expected host:port with a port in 1..65535, got " +
                      schema::quote(cluster.coordinator));
   }
+  if (cluster.coordinator_node >= cluster.nodes) {
+    fail(config, "cluster.coordinator_node (" + std::to_string(cluster.coordinator_node) +
+                     ") must be < cluster.nodes (" + std::to_string(cluster.nodes) + ")");
+  }
+  if (cluster.heartbeat_timeout_ms <= cluster.heartbeat_interval_ms) {
+    fail(config, "cluster.heartbeat_timeout_ms (" + std::to_string(cluster.heartbeat_timeout_ms) +
+                     ") must be > cluster.heartbeat_interval_ms (" +
+                     std::to_string(cluster.heartbeat_interval_ms) + ")");
+  }
+  const bool any_tls = !cluster.tls_ca.empty() || !cluster.tls_cert.empty() ||
+                       !cluster.tls_key.empty();
+  if (any_tls && (cluster.tls_ca.empty() || cluster.tls_cert.empty() || cluster.tls_key.empty())) {
+    fail(config, "cluster.tls_ca, cluster.tls_cert and cluster.tls_key go together: set all "
+                 "three for TLS, or none");
+  }
+  if (config.elastic.min_nodes > cluster.nodes) {
+    fail(config, "elastic.min_nodes (" + std::to_string(config.elastic.min_nodes) +
+                     ") must be <= cluster.nodes (" + std::to_string(cluster.nodes) + ")");
+  }
   for (size_t i = 0; i < config.faults.size(); ++i) {
     const auto& fault = config.faults[i];
     std::string name = "faults[" + std::to_string(i) + "]";
@@ -79,6 +98,12 @@ void validate(const JobConfig& config) {
     }
     if (fault.step < 0 && fault.after_seconds < 0) {
       fail(config, name + ": set step or after_seconds, else the fault never fires");
+    }
+    if (fault.kind == "drop_messages" && fault.fraction <= 0) {
+      fail(config, name + ".fraction: drop_messages needs a fraction in (0, 1]");
+    }
+    if (fault.kind == "slow" && fault.ms <= 0) {
+      fail(config, name + ".ms: slow needs the extra milliseconds per step (ms > 0)");
     }
     if (fault.kind == "crash_actor" && fault.actor.empty()) {
       fail(config, name + ".actor: crash_actor needs the name of the actor to crash");
