@@ -41,7 +41,11 @@ std::unique_ptr<DatasetBatches> open_validation(const config::JobConfig& config,
 // step is the number of steps done.
 RunSummary run_training(const config::JobConfig& config, const RunOptions& options) {
   const auto& t = config.train;
-  metrics::EventLog events(options.run_dir, config.cluster.node_id);
+  std::unique_ptr<metrics::EventLog> own_events;
+  if (options.events == nullptr) {
+    own_events = std::make_unique<metrics::EventLog>(options.run_dir, config.cluster.node_id);
+  }
+  metrics::EventLog& events = options.events != nullptr ? *options.events : *own_events;
   metrics::Progress progress(metrics::resolve_progress_mode(config.metrics.progress, options.console),
                              t.steps, config.metrics.log_every, options.console);
   DatasetBatches train_batches(config.data.dir, data::Split::train,
@@ -95,6 +99,7 @@ RunSummary run_training(const config::JobConfig& config, const RunOptions& optio
       stop_reason = "stop_after_minutes";
       break;
     }
+    if (options.before_step) options.before_step(step);
     const StepReport r = trainer.train_step(step);
     summary.steps_done = step + 1;
     summary.final_loss = r.loss;

@@ -8,9 +8,14 @@
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
+#include <functional>
 #include <string>
 
 #include "runtime/config/job_config.hpp"
+
+namespace dseek::metrics {
+class EventLog;
+}
 
 namespace dseek::train {
 
@@ -18,6 +23,12 @@ struct RunOptions {
   std::filesystem::path run_dir;            // events go to run_dir/node-<id>/
   const std::atomic<bool>* stop = nullptr;  // set (by a signal) to stop at a step boundary
   std::FILE* console = stderr;              // progress and summary
+  // The node's event log when the caller shares it (the node's actors write cluster
+  // events to the same file); null: run_training opens its own.
+  metrics::EventLog* events = nullptr;
+  // Called at every step boundary with the 0-based step about to run (fault injection:
+  // kill, hang and slow at a step).
+  std::function<void(int64_t step)> before_step;
 };
 
 struct RunSummary {
