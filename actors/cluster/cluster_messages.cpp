@@ -13,6 +13,7 @@ std::string to_string(cluster_errc x) {
     case cluster_errc::connect_failed: return "connect_failed";
     case cluster_errc::coordinator_lost: return "coordinator_lost";
     case cluster_errc::busy: return "busy";
+    case cluster_errc::stale_epoch: return "stale_epoch";
   }
   return "cluster_errc(?)";
 }
@@ -43,7 +44,9 @@ void register_cluster_types(caf::actor_system_config& cfg) {
   cfg.add_message_type<join_challenge>("dseek::actors::join_challenge");
   cfg.add_message_type<join_proof>("dseek::actors::join_proof");
   cfg.add_message_type<member_info>("dseek::actors::member_info");
+  cfg.add_message_type<worker_assignment>("dseek::actors::worker_assignment");
   cfg.add_message_type<epoch_started>("dseek::actors::epoch_started");
+  cfg.add_message_type<rendezvous_result>("dseek::actors::rendezvous_result");
   cfg.add_message_type<node_joined>("dseek::actors::node_joined");
   cfg.add_message_type<node_lost>("dseek::actors::node_lost");
   cfg.add_message_type<join_refused>("dseek::actors::join_refused");

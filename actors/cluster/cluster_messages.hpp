@@ -8,6 +8,10 @@
 //   agent -> coord  (hello_atom, node_id)             -> join_challenge
 //   agent -> coord  (join_atom, join_proof)           -> epoch_started | error
 //   agent -> coord  (heartbeat_atom, node_id, seq)    -> uint64_t epoch | not_a_member
+//   agent -> coord  (leave_atom, node_id)             -> ok (graceful leave: node_lost "left")
+//   any   -> coord  (rendezvous_atom, epoch, rank, payload) -> rendezvous_result, once every
+//                   rank of that epoch contributed (the data plane's address exchange);
+//                   error stale_epoch if the epoch is not (or no longer) the current one
 //   coord -> agents epoch_started, node_joined, node_lost (asynchronous)
 #pragma once
 
@@ -30,6 +34,8 @@ using hello_atom = caf::atom_constant<caf::atom("clhello")>;
 using join_atom = caf::atom_constant<caf::atom("cljoin")>;
 using heartbeat_atom = caf::atom_constant<caf::atom("clheartbt")>;
 using members_atom = caf::atom_constant<caf::atom("clmembers")>;
+using leave_atom = caf::atom_constant<caf::atom("clleave")>;
+using rendezvous_atom = caf::atom_constant<caf::atom("clrendez")>;
 
 // -- the join handshake ----------------------------------------------------------
 
@@ -75,18 +81,44 @@ typename Inspector::result_type inspect(Inspector& f, member_info& x) {
   return f(caf::meta::type_name("member_info"), x.node_id, x.rank, x.host, x.joined_epoch);
 }
 
+// One line of the coordinator's plan: which node runs which worker in an epoch.
+// Today every member runs one data-parallel worker whose rank is its rank in the
+// table; pipeline stages and tensor ranks add roles.
+struct worker_assignment {
+  std::int64_t node_id = 0;
+  std::string role;      // "worker"
+  std::int32_t rank = 0; // data-parallel rank
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, worker_assignment& x) {
+  return f(caf::meta::type_name("worker_assignment"), x.node_id, x.role, x.rank);
+}
+
 // A new world epoch: sent to every member (and the listeners) on every
 // membership change. Everything built for an older epoch (communicators) is
-// stale from here on.
+// stale from here on. Nodes reconcile their workers to `plan`.
 struct epoch_started {
   std::uint64_t epoch = 0;
   std::int32_t world_size = 0;
   std::vector<member_info> members; // the rank table, by rank
+  std::vector<worker_assignment> plan;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, epoch_started& x) {
-  return f(caf::meta::type_name("epoch_started"), x.epoch, x.world_size, x.members);
+  return f(caf::meta::type_name("epoch_started"), x.epoch, x.world_size, x.members, x.plan);
+}
+
+// The reply to a rendezvous: every rank's payload, by rank.
+struct rendezvous_result {
+  std::uint64_t epoch = 0;
+  std::vector<std::string> payloads;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, rendezvous_result& x) {
+  return f(caf::meta::type_name("rendezvous_result"), x.epoch, x.payloads);
 }
 
 // A node was admitted; `epoch` is the epoch that includes it.
@@ -170,6 +202,9 @@ enum class cluster_errc : std::uint8_t {
   coordinator_lost,
   // The coordinator refuses joins for now (too many pending challenges).
   busy,
+  // A rendezvous for an epoch that is not the current one, or that ended before
+  // every rank arrived. Context: (std::string why).
+  stale_epoch,
 };
 
 std::string to_string(cluster_errc x);

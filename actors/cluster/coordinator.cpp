@@ -15,8 +15,10 @@
 #include <caf/event_based_actor.hpp>
 #include <caf/io/middleman.hpp>
 #include <caf/io/publish.hpp>
+#include <caf/openssl/publish.hpp>
 #include <caf/stateful_actor.hpp>
 #include <caf/system_messages.hpp>
+#include <caf/typed_response_promise.hpp>
 
 namespace dseek::actors {
 namespace {
@@ -43,6 +45,13 @@ struct pending_challenge {
   clock::time_point expires;
 };
 
+// The contributions to the current epoch's rendezvous so far, and who waits for the result.
+struct rendezvous_round {
+  std::uint64_t epoch = 0;
+  std::map<std::int32_t, std::string> payloads;
+  std::map<std::int32_t, caf::typed_response_promise<rendezvous_result>> waiting;
+};
+
 struct coordinator_state {
   explicit coordinator_state(caf::event_based_actor* s) : self(s) {}
 
@@ -53,6 +62,7 @@ struct coordinator_state {
   std::set<std::int64_t> ever_joined;
   std::unordered_map<std::string, pending_challenge> challenges;
   std::uint64_t epoch = 0;
+  rendezvous_round round;
   std::chrono::milliseconds check_interval{150};
   clock::time_point last_check = clock::now();
 
@@ -68,9 +78,60 @@ struct coordinator_state {
     ev.epoch = epoch;
     ev.world_size = static_cast<std::int32_t>(members.size());
     std::int32_t rank = 0;
-    for (auto& [id, m] : members)
+    for (auto& [id, m] : members) {
+      ev.plan.push_back(worker_assignment{id, "worker", rank});
       ev.members.push_back(member_info{id, rank++, m.host, m.joined_epoch});
+    }
     return ev;
+  }
+
+  // Every epoch change ends the rendezvous of the old epoch: its waiters get
+  // stale_epoch and build for the new epoch instead.
+  void end_rendezvous(const std::string& why) {
+    for (auto& [rank, promise] : round.waiting)
+      promise.deliver(make_error(cluster_errc::stale_epoch, caf::make_message(why)));
+    round = rendezvous_round{};
+  }
+
+  caf::result<rendezvous_result> on_rendezvous(std::uint64_t for_epoch, std::int32_t rank,
+                                               std::string& payload) {
+    if (for_epoch != epoch || rank < 0 || rank >= static_cast<std::int32_t>(members.size()))
+      return make_error(cluster_errc::stale_epoch,
+                        caf::make_message("rendezvous for epoch " + std::to_string(for_epoch)
+                                          + " rank " + std::to_string(rank)
+                                          + ", but the current epoch is "
+                                          + std::to_string(epoch) + " with "
+                                          + std::to_string(members.size()) + " ranks"));
+    if (round.epoch != epoch)
+      round = rendezvous_round{epoch, {}, {}};
+    // A rank that asks again (its worker restarted) replaces its contribution.
+    if (auto old = round.waiting.find(rank); old != round.waiting.end()) {
+      old->second.deliver(make_error(cluster_errc::stale_epoch,
+                                     caf::make_message(std::string{"superseded by a new request"})));
+      round.waiting.erase(old);
+    }
+    round.payloads[rank] = std::move(payload);
+    auto promise = self->make_response_promise<rendezvous_result>();
+    round.waiting.emplace(rank, promise);
+    if (round.payloads.size() == members.size()) {
+      rendezvous_result result;
+      result.epoch = epoch;
+      for (auto& [r, p] : round.payloads)
+        result.payloads.push_back(std::move(p));
+      for (auto& [r, waiter] : round.waiting)
+        waiter.deliver(result);
+      round = rendezvous_round{};
+    }
+    return promise;
+  }
+
+  caf::result<caf::ok_atom> on_leave(std::int64_t node_id) {
+    auto i = members.find(node_id);
+    auto sender = caf::actor_cast<caf::actor>(self->current_sender());
+    if (i == members.end() || i->second.agent != sender)
+      return caf::ok_atom::value; // already gone
+    lose(node_id, "left", 0);
+    return caf::ok_atom::value;
   }
 
   template <class Event>
@@ -101,6 +162,8 @@ struct coordinator_state {
     auto now = clock::now();
     auto ev = remove(node_id, std::move(reason), detection_ms, now);
     ev.epoch = ++epoch;
+    end_rendezvous("epoch " + std::to_string(epoch) + " started: node "
+                   + std::to_string(node_id) + " " + ev.reason);
     log("node %lld lost (%s; detected %lld ms after the failure, last heartbeat %lld ms "
         "ago): epoch %llu, world %zu",
         static_cast<long long>(node_id), ev.reason.c_str(),
@@ -164,6 +227,8 @@ struct coordinator_state {
     if (existing != members.end() && existing->second.agent == p.agent)
       return snapshot(); // a repeated join of the same incarnation
     ++epoch;
+    end_rendezvous("epoch " + std::to_string(epoch) + " started: node "
+                   + std::to_string(p.node_id) + " joined");
     if (existing != members.end()) {
       auto lost = remove(p.node_id, "replaced by a new incarnation", 0, now);
       lost.epoch = epoch;
@@ -253,6 +318,10 @@ caf::behavior coordinator_impl(caf::stateful_actor<coordinator_state>* self,
         return self->state.on_heartbeat(node_id);
       },
       [self](members_atom) { return self->state.snapshot(); },
+      [self](leave_atom, std::int64_t node_id) { return self->state.on_leave(node_id); },
+      [self](rendezvous_atom, std::uint64_t epoch, std::int32_t rank, std::string& payload) {
+        return self->state.on_rendezvous(epoch, rank, payload);
+      },
       [self](check_atom) { self->state.on_check(); },
   };
 }
@@ -270,7 +339,10 @@ caf::expected<caf::actor> spawn_coordinator(caf::actor_system& sys, coordinator_
 
 caf::expected<std::uint16_t> publish_coordinator(caf::actor_system& sys,
                                                  const caf::actor& coordinator,
-                                                 std::uint16_t port, const std::string& host) {
+                                                 std::uint16_t port, const std::string& host,
+                                                 bool tls) {
+  if (tls)
+    return caf::openssl::publish(coordinator, port, host.c_str(), true);
   return sys.middleman().publish(coordinator, port, host.c_str(), true);
 }
 

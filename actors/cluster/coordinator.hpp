@@ -50,7 +50,12 @@ using coordinator_actor = caf::typed_actor<
     // (node id, sequence number) -> the current epoch; error not_a_member.
     caf::replies_to<heartbeat_atom, std::int64_t, std::uint64_t>::with<std::uint64_t>,
     // The current epoch and rank table (epoch 0: nobody joined yet).
-    caf::replies_to<members_atom>::with<epoch_started>>;
+    caf::replies_to<members_atom>::with<epoch_started>,
+    // Graceful leave of a member (node_lost "left", a new epoch).
+    caf::replies_to<leave_atom, std::int64_t>::with<caf::ok_atom>,
+    // (epoch, rank, payload) -> every rank's payload once all arrived.
+    caf::replies_to<rendezvous_atom, std::uint64_t, std::int32_t, std::string>::with<
+        rendezvous_result>>;
 
 struct coordinator_config {
   ClusterSettings settings;
@@ -64,10 +69,13 @@ struct coordinator_config {
 // DSEEK_CLUSTER_SECRET gives a secret.
 caf::expected<caf::actor> spawn_coordinator(caf::actor_system& sys, coordinator_config cfg);
 
-// io::publish with reuse: port 0 picks a free port. Returns the port.
+// io::publish with reuse: port 0 picks a free port. Returns the port. With tls,
+// openssl::publish: only peers with a certificate of the cluster CA connect (the
+// actor system must have loaded caf::openssl::manager).
 caf::expected<std::uint16_t> publish_coordinator(caf::actor_system& sys,
                                                  const caf::actor& coordinator,
                                                  std::uint16_t port,
-                                                 const std::string& host = "127.0.0.1");
+                                                 const std::string& host = "127.0.0.1",
+                                                 bool tls = false);
 
 } // namespace dseek::actors

@@ -1,4 +1,7 @@
 #include "actors/cluster/node_agent.hpp"
+#include "actors/cluster/coordinator.hpp"
+
+#include "actors/faults/crash_request.hpp"
 
 #include <chrono>
 #include <cstdio>
@@ -10,6 +13,7 @@
 #include <caf/event_based_actor.hpp>
 #include <caf/io/middleman.hpp>
 #include <caf/io/middleman_actor.hpp>
+#include <caf/openssl/manager.hpp>
 #include <caf/node_id.hpp>
 #include <caf/stateful_actor.hpp>
 #include <caf/system_messages.hpp>
@@ -91,7 +95,8 @@ struct agent_state {
       hello(gen);
       return;
     }
-    auto mm = self->system().middleman().actor_handle();
+    auto mm = cfg.tls ? self->system().openssl_manager().actor_handle()
+                      : self->system().middleman().actor_handle();
     self->request(mm, cfg.settings.connect_timeout, caf::connect_atom::value, target.host,
                   target.port)
         .then(
@@ -192,8 +197,13 @@ struct agent_state {
                + " ms");
       return;
     }
+    const auto this_seq = seq++;
+    if (dropped(this_seq)) {
+      self->delayed_send(self, cfg.settings.heartbeat_interval, beat_atom::value, gen);
+      return;
+    }
     self->request(coord, cfg.settings.heartbeat_timeout, heartbeat_atom::value, cfg.node_id,
-                  seq++)
+                  this_seq)
         .then(
             [this, gen](std::uint64_t) {
               if (gen == generation)
@@ -214,6 +224,26 @@ struct agent_state {
     self->delayed_send(self, cfg.settings.heartbeat_interval, beat_atom::value, gen);
   }
 
+  // Deterministic: heartbeat `n` is dropped when the fractional part of n times the
+  // golden ratio is below the fraction, which spreads the drops evenly.
+  bool dropped(std::uint64_t n) const {
+    if (!cfg.drop_heartbeats)
+      return false;
+    const double fraction = cfg.drop_heartbeats->load();
+    if (fraction <= 0)
+      return false;
+    const double x = static_cast<double>(n) * 0.6180339887498949;
+    return x - static_cast<double>(static_cast<std::uint64_t>(x)) < fraction;
+  }
+
+  void leave() {
+    if (joined && coord) {
+      log("leaving the job");
+      self->send(coord, leave_atom::value, cfg.node_id);
+    }
+    joined = false;
+  }
+
   void on_down(const caf::down_msg& dm) {
     if (coord && dm.source == coord.address()) {
       coord = nullptr;
@@ -230,6 +260,11 @@ caf::behavior agent_impl(caf::stateful_actor<agent_state>* self, node_agent_conf
   st.secret = std::move(secret);
   st.target = std::move(target);
   self->set_down_handler([self](caf::down_msg& dm) { self->state.on_down(dm); });
+  self->set_exit_handler([self](caf::exit_msg& em) {
+    if (em.reason == caf::exit_reason::user_shutdown || em.reason == caf::exit_reason::normal)
+      self->state.leave();
+    self->quit(em.reason);
+  });
   st.start_join();
   return {
       [self](retry_atom, std::uint64_t gen) {
@@ -240,6 +275,16 @@ caf::behavior agent_impl(caf::stateful_actor<agent_state>* self, node_agent_conf
       [self](epoch_started& ev) { self->state.on_epoch(std::move(ev)); },
       [self](node_joined& ev) { self->state.emit(std::move(ev)); },
       [self](node_lost& ev) { self->state.emit(std::move(ev)); },
+      [self](rendezvous_atom, std::uint64_t epoch, std::int32_t rank,
+             std::string& payload) -> caf::result<rendezvous_result> {
+        auto& st = self->state;
+        if (!st.joined || !st.coord)
+          return make_error(cluster_errc::stale_epoch,
+                            caf::make_message(std::string{"this node is not a member now"}));
+        return self->delegate(caf::actor_cast<coordinator_actor>(st.coord),
+                              rendezvous_atom::value, epoch, rank, std::move(payload));
+      },
+      [](crash_atom) { crash_now("membership"); },
   };
 }
 

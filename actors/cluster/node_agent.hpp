@@ -26,9 +26,16 @@
 // it joins again). If the coordinator answers not_a_member (this node was
 // declared lost, e.g. after a pause), it sends agent_event{"evicted"} and
 // joins again, in a later epoch.
+//
+// On an orderly stop (exit_reason::user_shutdown from its supervisor) it leaves
+// the job first (node_lost "left" on the others, no false failure). It forwards
+// (rendezvous_atom, epoch, rank, payload) to the coordinator for the node's
+// workers, and crashes on crash_atom (fault injection).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include <caf/actor.hpp>
@@ -48,6 +55,13 @@ struct node_agent_config {
   // Optional: epoch_started, node_joined, node_lost, join_refused, agent_event.
   caf::actor listener;
   bool log = true; // "[dseek node N] ..." lines on stderr
+  // Connect through libcaf_openssl (the actor system must have loaded
+  // caf::openssl::manager with the cluster CA, this node's certificate and key).
+  bool tls = false;
+  // Fault injection (drop_messages): the fraction of heartbeats this agent does not
+  // send, chosen deterministically by sequence number. 1.0 makes the node look hung to
+  // the coordinator while it runs. Null: none dropped.
+  std::shared_ptr<std::atomic<double>> drop_heartbeats;
 };
 
 // Errors: no_secret; connect_failed for a malformed coordinator address.

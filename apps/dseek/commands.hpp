@@ -14,6 +14,7 @@ int cmd_config(const Args& args);   // config --describe | --check FILE [--set k
 int cmd_data(const Args& args);     // data prepare --input DIR --output DIR [...]
 int cmd_bench(const Args& args);    // bench train [--config FILE] [--threads N] [--set k=v]
 int cmd_devices(const Args& args);
+int cmd_launch(const Args& args);   // launch --nodes N CONFIG [--set k=v ...]: N local nodes
 int cmd_ckpt(const Args& args);     // ckpt ls DIR | inspect PATH | verify PATH | export PATH ...  // devices: the CUDA devices this build can use
 // bench allreduce --ranks N --bytes B[,B2,...] [--iters K] | --memcpy-bytes B
 // (reached through cmd_bench: `dseek bench allreduce ...`)

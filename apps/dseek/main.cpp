@@ -10,6 +10,7 @@ namespace {
 constexpr const char* kUsage =
     "usage: dseek <command> [args]\n"
     "commands:\n"
+    "  launch --nodes N CONFIG [--set k=v ...]  run N local dseek-nodes (see launch --help)\n"
     "  config --describe              print the reference of every config key\n"
     "  config --check FILE [--set k=v] validate a config, print it resolved\n"
     "  data prepare --input DIR --output DIR [--val-fraction F] [--shard-tokens N]\n"
@@ -42,6 +43,7 @@ int main(int argc, char** argv) {
     if (command == "bench") return dseek::tool::cmd_bench(args);
     if (command == "devices") return dseek::tool::cmd_devices(args);
     if (command == "ckpt") return dseek::tool::cmd_ckpt(args);
+    if (command == "launch") return dseek::tool::cmd_launch(args);
   } catch (const std::exception& error) {
     std::fprintf(stderr, "dseek %s: %s\n", command.c_str(), error.what());
     return 1;

@@ -1,6 +1,8 @@
-// dseek-node: the daemon that runs on each host of a job. Today it runs the
-// single-node job: it loads and validates the config, trains, and writes events under
-// the run directory. (Joining a multi-node job comes with the actor runtime.)
+// dseek-node: the daemon that runs on each host of a job. It loads and validates the
+// config, then runs the node's actor tree (actors/node/run_node.hpp): the coordinator if
+// this is the coordinator node, the node agent that joins it, the health monitor, the
+// fault injector and the worker that trains once every node joined. Events go to
+// RUN_DIR/node-<id>/events.jsonl.
 //
 //   dseek-node --config job.toml [--set section.key=value ...] [--run-dir DIR]
 //              [--node-id K] [--coordinator HOST:PORT] [--resume latest|PATH]
@@ -11,6 +13,7 @@
 #include <atomic>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <string>
@@ -18,11 +21,11 @@
 
 #include <unistd.h>
 
+#include "actors/node/run_node.hpp"
 #include "runtime/checkpoint/error.hpp"
 #include "runtime/config/load.hpp"
 #include "runtime/config/schema.hpp"
 #include "runtime/data/token_dataset.hpp"
-#include "runtime/train/run_training.hpp"
 
 namespace {
 
@@ -97,11 +100,14 @@ int main(int argc, char** argv) {
     dseek::config::check_supported(config);
     std::signal(SIGINT, on_signal);
     std::signal(SIGTERM, on_signal);
-    dseek::train::RunOptions options;
+    dseek::actors::node_options options;
     options.run_dir = args.run_dir.empty() ? config.train.run_dir : args.run_dir;
     options.stop = &g_stop;
-    dseek::train::run_training(config, options);
-    return 0;
+    // `dseek launch` tells a restarted node which incarnation it is.
+    if (const char* restart = std::getenv("DSEEK_LAUNCH_RESTART")) {
+      options.incarnation = std::atoll(restart);
+    }
+    return dseek::actors::run_node(config, options);
   } catch (const dseek::config::ConfigError& e) {
     std::fprintf(stderr, "dseek-node: config error: %s\n", e.what());
   } catch (const dseek::data::DataError& e) {

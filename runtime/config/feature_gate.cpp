@@ -10,12 +10,13 @@
 namespace dseek::config {
 
 namespace {
-// The single-node trainer injects fail_checkpoint_write itself, at a step (the
-// checkpoint of that step fails); every other kind, and a timed one, needs the actor
-// runtime.
+// The node's actors inject kill, hang, crash_actor, drop_messages and slow (at a step or
+// after a time); the trainer injects fail_checkpoint_write at a step. corrupt_gradient
+// needs the gradient checksums of the distributed issue.
 bool has_unsupported_fault(const JobConfig& config) {
   for (const auto& fault : config.faults) {
-    if (fault.kind != "fail_checkpoint_write" || fault.step < 0) return true;
+    if (fault.kind == "corrupt_gradient") return true;
+    if (fault.kind == "fail_checkpoint_write" && fault.step < 0) return true;
   }
   return false;
 }
@@ -28,8 +29,6 @@ void check_supported(const JobConfig& config) {
     std::string_view reason;
   };
   const Gate gates[] = {
-      {config.cluster.nodes > 1, "cluster.nodes",
-       "multi-node jobs come with the actor runtime"},
       {config.parallel.data > 1, "parallel.data",
        "data parallelism comes with the actor runtime"},
       {config.parallel.tensor > 1, "parallel.tensor",
@@ -47,8 +46,8 @@ void check_supported(const JobConfig& config) {
       {config.train.precision != "fp32", "train.precision",
        "bf16 and fp8 come with the GPU backend"},
       {has_unsupported_fault(config), "faults",
-       "fault injection comes with the actor runtime (this build injects only "
-       "kind = \"fail_checkpoint_write\" with a step)"},
+       "corrupt_gradient needs the gradient checksums of data-parallel training, and "
+       "fail_checkpoint_write fires at a step only"},
   };
   for (const auto& gate : gates) {
     if (!gate.requested) continue;

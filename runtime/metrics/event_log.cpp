@@ -26,12 +26,15 @@ EventLog::~EventLog() {
 }
 
 void EventLog::emit(std::string_view event, const util::JsonLine& fields) {
+  emit_raw(event, fields.str());
+}
+
+void EventLog::emit_raw(std::string_view event, const std::string& rest) {
   const double now = std::chrono::duration<double>(
                          std::chrono::system_clock::now().time_since_epoch()).count();
   util::JsonLine head;
   head.add("ts", now).add("node", node_id_).add("event", event);
   std::string line = head.str();
-  const std::string rest = fields.str();
   if (rest.size() > 2) {  // not "{}": splice the fields into the same object
     line.pop_back();
     line += ',';

@@ -23,6 +23,8 @@ class EventLog {
   EventLog& operator=(const EventLog&) = delete;
 
   void emit(std::string_view event, const util::JsonLine& fields = {});
+  // The same with the fields already rendered as a JSON object ("{...}").
+  void emit_raw(std::string_view event, const std::string& fields_json);
   const std::filesystem::path& path() const { return path_; }
 
  private:

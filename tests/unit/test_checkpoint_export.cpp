@@ -75,10 +75,10 @@ TEST_CASE("config: checkpoint keys and the fail_checkpoint_write fault", "[confi
 
   auto other = dseek::config::load_config_text(
       "[[faults]]\nkind = \"fail_checkpoint_write\"\nstep = 1\n"
-      "[[faults]]\nkind = \"kill\"\nstep = 2\n", "x");
+      "[[faults]]\nkind = \"fail_checkpoint_write\"\nafter_seconds = 2\n", "x");
   try {
     dseek::config::check_supported(other);
-    FAIL("a kill fault was accepted");
+    FAIL("a timed fail_checkpoint_write fault was accepted");
   } catch (const dseek::config::ConfigError& error) {
     CHECK_THAT(std::string(error.what()), Contains("not implemented yet"));
   }

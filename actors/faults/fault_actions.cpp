@@ -1,0 +1,99 @@
+// Implementation of fault_actions.hpp.
+#include "actors/faults/fault_actions.hpp"
+
+#include <signal.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <stdexcept>
+
+#include <caf/actor_system.hpp>
+
+#include "actors/faults/crash_request.hpp"
+#include "actors/node/node_registry.hpp"
+#include "runtime/metrics/event_log.hpp"
+
+namespace dseek::actors {
+
+namespace {
+
+caf::atom_value registry_name(const std::string& actor) {
+  if (actor == "health_monitor") return names::health_monitor;
+  if (actor == "metrics_exporter") return names::metrics_exporter;
+  if (actor == "membership") return names::membership;
+  if (actor == "fault_injector") return names::fault_injector;
+  return names::worker;
+}
+
+// Stops this process; a forked child (it only sleeps and signals: safe after fork in a
+// threaded process) continues it after `seconds`.
+void stop_process(double seconds) {
+  if (seconds >= 0) {
+    const pid_t parent = ::getpid();
+    const pid_t waker = ::fork();
+    if (waker == 0) {
+      struct timespec pause;
+      pause.tv_sec = static_cast<time_t>(seconds);
+      pause.tv_nsec = static_cast<long>((seconds - std::floor(seconds)) * 1e9);
+      while (::nanosleep(&pause, &pause) != 0) {
+      }
+      ::kill(parent, SIGCONT);
+      ::_exit(0);
+    }
+  }
+  ::raise(SIGSTOP);
+}
+
+}  // namespace
+
+const std::vector<std::string>& crashable_actors() {
+  static const std::vector<std::string> list = {"health_monitor", "metrics_exporter",
+                                                "membership", "fault_injector", "worker"};
+  return list;
+}
+
+void check_fault_targets(const std::vector<config::FaultSpec>& faults) {
+  for (size_t i = 0; i < faults.size(); ++i) {
+    if (faults[i].kind != "crash_actor") continue;
+    bool known = false;
+    std::string all;
+    for (const auto& name : crashable_actors()) {
+      known = known || name == faults[i].actor;
+      all += (all.empty() ? "" : ", ") + name;
+    }
+    if (!known)
+      throw std::invalid_argument("faults[" + std::to_string(i) + "].actor = \"" +
+                                  faults[i].actor + "\": no such actor in a node (known: " +
+                                  all + ")");
+  }
+}
+
+FaultActions::FaultActions(caf::actor_system& sys, std::shared_ptr<metrics::EventLog> events)
+    : sys_(sys), events_(std::move(events)) {}
+
+void FaultActions::fire(const config::FaultSpec& fault, const std::string& trigger) {
+  util::JsonLine line;
+  line.add("kind", fault.kind).add("trigger", trigger);
+  if (fault.kind == "hang") line.add("seconds", fault.seconds);
+  if (fault.kind == "crash_actor") line.add("actor", fault.actor);
+  if (fault.kind == "drop_messages") line.add("fraction", fault.fraction);
+  if (fault.kind == "slow") line.add("ms", fault.ms);
+  events_->emit("fault_injected", line);
+  std::fprintf(stderr, "dseek-node: injecting fault %s (%s)\n", fault.kind.c_str(),
+               trigger.c_str());
+  std::fflush(stderr);
+  if (fault.kind == "kill") {
+    ::raise(SIGKILL);
+  } else if (fault.kind == "hang") {
+    stop_process(fault.seconds);
+  } else if (fault.kind == "crash_actor") {
+    names::send_to(sys_, registry_name(fault.actor), crash_atom::value);
+  } else if (fault.kind == "drop_messages") {
+    drop_heartbeats_->store(fault.fraction);
+  } else if (fault.kind == "slow") {
+    slow_ms_ += fault.ms;
+  }
+}
+
+}  // namespace dseek::actors

@@ -1,0 +1,51 @@
+// What each fault kind does to this node, for real:
+//   kill           the process dies by SIGKILL (no cleanup, as a crashed host)
+//   hang           the process stops (SIGSTOP) for `seconds` (a forked waker sends
+//                  SIGCONT) or forever: no heartbeat, no step, no reply
+//   crash_actor    the named actor of the node's tree throws (its supervisor restarts it)
+//   drop_messages  the node's agent stops sending that fraction of its heartbeats
+//   slow           every later step takes `ms` longer
+// Each writes a `fault_injected` event to the node's log first, synchronously, so the
+// line is on disk before a kill or a stop.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include <caf/fwd.hpp>
+
+#include "runtime/config/job_config.hpp"
+
+namespace dseek::metrics {
+class EventLog;
+}
+
+namespace dseek::actors {
+
+// The actor names crash_actor accepts.
+const std::vector<std::string>& crashable_actors();
+// Throws std::invalid_argument naming the fault and the known names when a crash_actor
+// fault names no actor of the tree.
+void check_fault_targets(const std::vector<config::FaultSpec>& faults);
+
+class FaultActions {
+ public:
+  FaultActions(caf::actor_system& sys, std::shared_ptr<metrics::EventLog> events);
+
+  // Injects one fault; `trigger` says what fired it ("step 12", "after 3.0 s").
+  void fire(const config::FaultSpec& fault, const std::string& trigger);
+  // The extra milliseconds every step sleeps (slow faults so far).
+  int64_t slow_ms() const { return slow_ms_.load(); }
+  // Shared with the node agent (node_agent_config::drop_heartbeats).
+  std::shared_ptr<std::atomic<double>> drop_heartbeats() const { return drop_heartbeats_; }
+
+ private:
+  caf::actor_system& sys_;
+  std::shared_ptr<metrics::EventLog> events_;
+  std::atomic<int64_t> slow_ms_{0};
+  std::shared_ptr<std::atomic<double>> drop_heartbeats_ = std::make_shared<std::atomic<double>>(0.0);
+};
+
+}  // namespace dseek::actors

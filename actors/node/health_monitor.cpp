@@ -1,0 +1,92 @@
+// Implementation of health_monitor.hpp.
+#include "actors/node/health_monitor.hpp"
+
+#include <algorithm>
+#include <cstdint>
+
+#include <caf/actor_system.hpp>
+#include <caf/event_based_actor.hpp>
+#include <caf/stateful_actor.hpp>
+
+#include "actors/faults/crash_request.hpp"
+#include "actors/node/node_messages.hpp"
+#include "actors/node/node_registry.hpp"
+#include "runtime/util/json_line.hpp"
+
+namespace dseek::actors {
+
+namespace {
+
+using clock = std::chrono::steady_clock;
+using check_atom = caf::atom_constant<caf::atom("dshcheck")>;
+
+struct health_state {
+  health_settings settings;
+  std::int64_t last_step = 0;
+  clock::time_point last_progress{};
+  std::chrono::milliseconds slowest_step{0};
+  bool seen_step = false;
+  bool stalled = false;
+  static inline const char* name = "dseek.health_monitor";
+};
+
+std::int64_t ms(clock::duration d) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(d).count();
+}
+
+caf::behavior health_monitor(caf::stateful_actor<health_state>* self, health_settings settings) {
+  names::register_as(self, names::health_monitor);
+  self->state.settings = settings;
+  self->delayed_send(self, settings.check_interval, check_atom::value);
+  return {
+      [self](const step_progress& p) {
+        auto& st = self->state;
+        const auto now = clock::now();
+        if (st.seen_step) {
+          // Remember how slow steps get, decaying so that one slow step long ago (a
+          // checkpoint, an epoch change) does not hide a stall forever.
+          auto took = std::chrono::duration_cast<std::chrono::milliseconds>(now - st.last_progress);
+          st.slowest_step = std::max(took, st.slowest_step * 9 / 10);
+        }
+        if (st.stalled) {
+          st.stalled = false;
+          names::send_to(self->system(), names::metrics_exporter,
+                         node_event{"worker_resumed",
+                                    util::JsonLine().add("step", p.step)
+                                        .add("stalled_ms", ms(now - st.last_progress)).str()});
+        }
+        st.seen_step = true;
+        st.last_step = p.step;
+        st.last_progress = now;
+      },
+      [self](check_atom) {
+        auto& st = self->state;
+        self->delayed_send(self, st.settings.check_interval, check_atom::value);
+        if (!st.seen_step || st.stalled) return;
+        const auto limit = std::max(st.settings.min_stall,
+                                    std::chrono::milliseconds(static_cast<int64_t>(
+                                        st.settings.stall_factor *
+                                        static_cast<double>(st.slowest_step.count()))));
+        const auto quiet = clock::now() - st.last_progress;
+        if (quiet > limit) {
+          st.stalled = true;
+          names::send_to(self->system(), names::metrics_exporter,
+                         node_event{"worker_stalled",
+                                    util::JsonLine().add("last_step", st.last_step)
+                                        .add("quiet_ms", ms(quiet))
+                                        .add("limit_ms", static_cast<int64_t>(limit.count()))
+                                        .str()});
+        }
+      },
+      [self](caf::get_atom) { return self->state.last_step; },
+      [](crash_atom) { crash_now("health_monitor"); },
+  };
+}
+
+}  // namespace
+
+caf::actor spawn_health_monitor(caf::actor_system& sys, health_settings settings) {
+  return sys.spawn(health_monitor, settings);
+}
+
+}  // namespace dseek::actors

@@ -1,0 +1,43 @@
+// Messages between the actors of one node (dseek-node's tree): the worker's progress to
+// the health monitor, the end of the job to the node's main loop, and the lines the
+// metrics exporter writes to the node's event log. Local to the process: never sent to
+// another node, so not announced.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include <caf/allowed_unsafe_message_type.hpp>
+#include <caf/atom.hpp>
+
+namespace dseek::actors {
+
+using step_atom = caf::atom_constant<caf::atom("dsstep")>;
+
+// The worker finished a step (to the health monitor).
+struct step_progress {
+  std::int64_t step = 0;  // completed steps
+  double loss = 0;
+};
+
+// The worker's training ended (to the node's main loop): done, stopped, or failed.
+struct job_finished {
+  bool ok = true;               // false: `error` says why
+  bool stopped_early = false;   // a signal or train.stop_after_*
+  std::string error;
+  std::int64_t steps_done = 0;
+  std::string params_sha256;
+};
+
+// One line for the node's events.jsonl: the event name and its fields as a JSON
+// object ("{...}", possibly "{}").
+struct node_event {
+  std::string event;
+  std::string fields_json;
+};
+
+}  // namespace dseek::actors
+
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(dseek::actors::step_progress)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(dseek::actors::job_finished)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(dseek::actors::node_event)

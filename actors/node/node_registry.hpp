@@ -1,0 +1,42 @@
+// The names under which a node's actors register themselves in CAF's local registry.
+// A supervisor restarts a crashed actor under a new handle; whoever sends to it looks the
+// name up at send time, so nobody holds a stale handle across a restart.
+#pragma once
+
+#include <utility>
+
+#include <caf/actor.hpp>
+#include <caf/actor_cast.hpp>
+#include <caf/actor_registry.hpp>
+#include <caf/actor_system.hpp>
+#include <caf/atom.hpp>
+#include <caf/send.hpp>
+
+namespace dseek::actors::names {
+
+constexpr caf::atom_value metrics_exporter = caf::atom("dsmetrics");
+constexpr caf::atom_value health_monitor = caf::atom("dshealth");
+constexpr caf::atom_value membership = caf::atom("dsagent");
+constexpr caf::atom_value worker = caf::atom("dsworker");
+constexpr caf::atom_value fault_injector = caf::atom("dsfaults");
+
+// Registers `self` under `name` (replacing a dead predecessor).
+template <class Self>
+void register_as(Self* self, caf::atom_value name) {
+  self->system().registry().put(name, caf::actor_cast<caf::strong_actor_ptr>(self->ctrl()));
+}
+
+// The actor now registered under `name`, or an invalid handle.
+inline caf::actor lookup(caf::actor_system& sys, caf::atom_value name) {
+  return caf::actor_cast<caf::actor>(sys.registry().get(name));
+}
+
+// Sends to the actor registered under `name`; nothing if there is none right now (it is
+// being restarted).
+template <class... Ts>
+void send_to(caf::actor_system& sys, caf::atom_value name, Ts&&... xs) {
+  if (auto target = lookup(sys, name))
+    caf::anon_send(target, std::forward<Ts>(xs)...);
+}
+
+}  // namespace dseek::actors::names

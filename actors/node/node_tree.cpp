@@ -1,0 +1,126 @@
+// Implementation of node_tree.hpp.
+#include "actors/node/node_tree.hpp"
+
+#include <stdexcept>
+
+#include <caf/actor_system.hpp>
+#include <caf/io/middleman.hpp>
+
+#include "actors/cluster/coordinator.hpp"
+#include "actors/cluster/node_agent.hpp"
+#include "actors/faults/fault_actions.hpp"
+#include "actors/faults/fault_injector.hpp"
+#include "actors/node/health_monitor.hpp"
+#include "actors/node/metrics_exporter.hpp"
+
+namespace dseek::actors {
+
+namespace {
+using std::chrono::milliseconds;
+}
+
+ClusterSettings cluster_settings_of(const config::ClusterConfig& cluster) {
+  ClusterSettings s;
+  s.secret = cluster.secret;
+  s.heartbeat_interval = milliseconds(cluster.heartbeat_interval_ms);
+  s.heartbeat_timeout = milliseconds(cluster.heartbeat_timeout_ms);
+  s.join_retries = static_cast<std::uint32_t>(cluster.join_retries);
+  s.join_retry_delay = milliseconds(cluster.join_retry_delay_ms);
+  s.connect_timeout = milliseconds(cluster.connect_timeout_ms);
+  return s;
+}
+
+supervisor_config node_supervisor_config(const node_tree_setup& setup) {
+  const auto& config = setup.worker.config;
+  supervisor_config node;
+  node.name = "node_supervisor";
+  node.strategy = restart_strategy::one_for_one;
+  node.max_restarts = 5;
+  node.restart_period = std::chrono::seconds(30);
+  node.listener = setup.worker.router;
+
+  auto events = setup.worker.events;
+  node.children.push_back({"metrics_exporter",
+                           [events](caf::actor_system& sys) {
+                             return spawn_metrics_exporter(sys, events);
+                           },
+                           restart_policy::permanent, milliseconds(2000)});
+  node.children.push_back({"health_monitor",
+                           [](caf::actor_system& sys) { return spawn_health_monitor(sys); },
+                           restart_policy::permanent, milliseconds(2000)});
+
+  node_agent_config agent;
+  agent.node_id = config.cluster.node_id;
+  agent.coordinator = setup.coordinator;
+  agent.advertise_host = config.cluster.advertise_host;
+  agent.settings = cluster_settings_of(config.cluster);
+  agent.listener = setup.worker.router;
+  agent.drop_heartbeats = setup.worker.fault_actions->drop_heartbeats();
+  agent.tls = !config.cluster.tls_ca.empty();
+  node.children.push_back({"membership",
+                           [agent](caf::actor_system& sys) {
+                             auto spawned = spawn_node_agent(sys, agent);
+                             if (!spawned) throw std::runtime_error(sys.render(spawned.error()));
+                             return *spawned;
+                           },
+                           restart_policy::permanent, milliseconds(2000)});
+
+  auto plan = setup.worker.faults;
+  auto actions = setup.worker.fault_actions;
+  auto start = setup.node_start;
+  node.children.push_back({"fault_injector",
+                           [plan, actions, start](caf::actor_system& sys) {
+                             return spawn_fault_injector(sys, plan, actions, start);
+                           },
+                           restart_policy::permanent, milliseconds(1000)});
+
+  supervisor_config group;
+  group.name = "worker_group";
+  group.strategy = restart_strategy::one_for_all;
+  group.max_restarts = 3;
+  group.restart_period = std::chrono::seconds(60);
+  group.listener = setup.worker.router;
+  auto worker = setup.worker;
+  // The worker's orderly stop waits for the step in flight and the final checkpoint.
+  group.children.push_back({"worker",
+                            [worker](caf::actor_system& sys) { return spawn_worker(sys, worker); },
+                            restart_policy::transient, milliseconds(120000)});
+  node.children.push_back(supervisor_child(std::move(group), restart_policy::transient));
+  return node;
+}
+
+supervisor_config job_supervisor_config(const config::JobConfig& config, caf::actor router,
+                                        caf::actor refusal_logger,
+                                        std::uint16_t port, const std::string& host,
+                                        std::shared_ptr<std::atomic<std::uint16_t>> published_port) {
+  supervisor_config job;
+  job.name = "job_supervisor";
+  job.strategy = restart_strategy::one_for_one;
+  job.max_restarts = 3;
+  job.restart_period = std::chrono::seconds(30);
+  job.listener = router;
+  coordinator_config cc;
+  cc.settings = cluster_settings_of(config.cluster);
+  cc.listener = refusal_logger;
+  const bool tls = !config.cluster.tls_ca.empty();
+  job.children.push_back(
+      {"coordinator",
+       [cc, port, host, published_port, tls](caf::actor_system& sys) {
+         auto coordinator = spawn_coordinator(sys, cc);
+         if (!coordinator) throw std::runtime_error(sys.render(coordinator.error()));
+         // A restart publishes on the port the first start got (port 0 = any).
+         const std::uint16_t wanted = published_port->load() != 0 ? published_port->load() : port;
+         auto bound = publish_coordinator(sys, *coordinator, wanted, host, tls);
+         if (!bound) {
+           caf::anon_send_exit(*coordinator, caf::exit_reason::kill);
+           throw std::runtime_error("cannot publish the coordinator on " + host + ":" +
+                                    std::to_string(wanted) + ": " + sys.render(bound.error()));
+         }
+         published_port->store(*bound);
+         return *coordinator;
+       },
+       restart_policy::permanent, milliseconds(2000)});
+  return job;
+}
+
+}  // namespace dseek::actors

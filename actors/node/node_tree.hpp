@@ -1,0 +1,49 @@
+// The actor tree of one dseek node (DESIGN.md "Supervision and recovery"):
+//
+//   job_supervisor (coordinator node only)   `- coordinator, published on its port
+//   node_supervisor (one_for_one)
+//     |- metrics_exporter   the node's events.jsonl
+//     |- health_monitor     step watchdog
+//     |- membership         the node agent: join, heartbeats, epochs, graceful leave
+//     |- fault_injector     timed [[faults]]
+//     `- worker_group (one_for_all)
+//          `- worker        the training (transient: a finished job is not restarted)
+//
+// Children start in this order and stop in reverse: the worker stops (final checkpoint)
+// before the node leaves the job. Every supervisor reports to the event router.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+
+#include <caf/actor.hpp>
+#include <caf/fwd.hpp>
+
+#include "actors/cluster/cluster_settings.hpp"
+#include "actors/node/worker.hpp"
+#include "actors/supervision/supervisor.hpp"
+
+namespace dseek::actors {
+
+// The cluster settings of a job config.
+ClusterSettings cluster_settings_of(const config::ClusterConfig& cluster);
+
+struct node_tree_setup {
+  worker_setup worker;        // config, run dir, events, faults, router, main
+  std::string coordinator;    // host:port the agent joins
+  std::chrono::steady_clock::time_point node_start;
+};
+
+// The node supervisor's spec, ready for spawn_supervisor().
+supervisor_config node_supervisor_config(const node_tree_setup& setup);
+
+// The job supervisor of the coordinator node: the coordinator, published on `port`
+// (0: any free port) of `host`. A restarted coordinator is published again on the same
+// port. `published_port` receives the port once the first start published it.
+supervisor_config job_supervisor_config(const config::JobConfig& config, caf::actor router,
+                                        caf::actor refusal_logger,
+                                        std::uint16_t port, const std::string& host,
+                                        std::shared_ptr<std::atomic<std::uint16_t>> published_port);
+
+}  // namespace dseek::actors

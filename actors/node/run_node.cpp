@@ -1,0 +1,202 @@
+// Implementation of run_node.hpp.
+#include "actors/node/run_node.hpp"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <stdexcept>
+#include <string>
+#include <thread>
+
+#include <caf/actor_system.hpp>
+#include <caf/actor_system_config.hpp>
+#include <caf/io/middleman.hpp>
+#include <caf/openssl/manager.hpp>
+#include <caf/scoped_actor.hpp>
+
+#include "actors/cluster/cluster_messages.hpp"
+#include "actors/cluster/coordinator.hpp"
+#include "actors/faults/fault_actions.hpp"
+#include "actors/faults/fault_plan.hpp"
+#include "actors/message_types.hpp"
+#include "actors/node/event_router.hpp"
+#include "actors/node/node_messages.hpp"
+#include "actors/node/node_tree.hpp"
+#include "runtime/metrics/event_log.hpp"
+
+namespace dseek::actors {
+
+namespace {
+
+using clock = std::chrono::steady_clock;
+using namespace std::chrono_literals;
+
+// The secret a node joins with. A single-node job needs none from the user: its only
+// member is itself, so it makes a private one.
+void resolve_job_secret(config::JobConfig& config) {
+  const char* env = std::getenv("DSEEK_CLUSTER_SECRET");
+  if (!config.cluster.secret.empty() || (env != nullptr && *env != '\0')) return;
+  if (config.cluster.nodes > 1)
+    throw std::runtime_error(
+        "a multi-node job needs a cluster secret, the same on every node: set cluster.secret "
+        "in the config or the environment variable DSEEK_CLUSTER_SECRET (dseek launch makes "
+        "one for its local nodes)");
+  config.cluster.secret = make_nonce();
+}
+
+class node_system_config : public caf::actor_system_config {
+ public:
+  explicit node_system_config(const config::ClusterConfig& cluster) {
+    register_message_types(*this);
+    load<caf::io::middleman>();
+    if (!cluster.tls_ca.empty()) {
+      load<caf::openssl::manager>();
+      openssl_cafile = cluster.tls_ca;
+      openssl_certificate = cluster.tls_cert;
+      openssl_key = cluster.tls_key;
+    }
+  }
+};
+
+// Waits for the job supervisor to publish the coordinator; returns its port or throws
+// with the supervisor's reason.
+std::uint16_t await_publication(caf::scoped_actor& main, const supervisor_actor& job,
+                                const std::atomic<std::uint16_t>& port, const std::string& where) {
+  main->monitor(job);
+  const auto deadline = clock::now() + 30s;
+  std::string failure;
+  while (port.load() == 0 && failure.empty() && clock::now() < deadline) {
+    main->receive([&](caf::down_msg& down) { failure = main->system().render(down.reason); },
+                  caf::after(10ms) >> [] {});
+  }
+  main->demonitor(job.address());
+  if (port.load() == 0)
+    throw std::runtime_error("cannot start the coordinator on " + where + ": " +
+                             (failure.empty() ? "timeout" : failure));
+  return port.load();
+}
+
+// The coordinator node stays up until the other nodes left (or `limit`), so that a node
+// finishing a little later does not lose its coordinator.
+void await_members_leaving(caf::scoped_actor& main, const supervisor_actor& job,
+                           std::chrono::milliseconds limit) {
+  caf::actor coordinator;
+  main->request(job, 5s, which_children_atom::value)
+      .receive([&](std::vector<child_info>& children) {
+                 if (!children.empty()) coordinator = children.front().handle;
+               },
+               [](caf::error&) {});
+  if (!coordinator) return;
+  const auto deadline = clock::now() + limit;
+  bool announced = false;
+  while (clock::now() < deadline) {
+    int members = 0;
+    main->request(coordinator, 2s, members_atom::value)
+        .receive([&](epoch_started& e) { members = e.world_size; }, [](caf::error&) {});
+    if (members == 0) return;
+    if (!announced) {
+      std::fprintf(stderr, "dseek-node: waiting for %d node(s) to leave the job\n", members);
+      announced = true;
+    }
+    std::this_thread::sleep_for(100ms);
+  }
+}
+
+}  // namespace
+
+int run_node(const config::JobConfig& job_config, const node_options& options) {
+  config::JobConfig config = job_config;
+  check_fault_targets(config.faults);
+  resolve_job_secret(config);
+  const auto node_start = clock::now();
+  const auto& cluster = config.cluster;
+  const bool runs_coordinator = cluster.node_id == cluster.coordinator_node;
+  const auto coordinator_at = parse_host_port(cluster.coordinator);
+  if (!coordinator_at) throw std::runtime_error("cluster.coordinator: not host:port: " + cluster.coordinator);
+
+  node_system_config system_config(cluster);
+  caf::actor_system sys{system_config};
+  auto events = std::make_shared<metrics::EventLog>(options.run_dir, cluster.node_id);
+  events->emit("node_started", util::JsonLine()
+                                   .add("pid", static_cast<int64_t>(::getpid()))
+                                   .add("nodes", cluster.nodes)
+                                   .add("coordinator", cluster.coordinator)
+                                   .add("runs_coordinator", runs_coordinator)
+                                   .add("incarnation", options.incarnation)
+                                   .add("tls", !cluster.tls_ca.empty()));
+  caf::scoped_actor main{sys};
+  auto router = spawn_event_router(sys, main);
+
+  supervisor_actor job;
+  caf::actor refusals;
+  std::string coordinator_address = cluster.coordinator;
+  if (runs_coordinator) {
+    // A single-node job listens on any free port of loopback: nothing joins it from
+    // outside, and two such jobs on one machine must not collide.
+    const bool alone = cluster.nodes == 1;
+    const std::uint16_t port = alone ? 0 : coordinator_at->port;
+    const std::string host = alone ? "127.0.0.1" : coordinator_at->host;
+    auto published = std::make_shared<std::atomic<std::uint16_t>>(0);
+    refusals = spawn_refusal_logger(sys);
+    job = spawn_supervisor(sys, job_supervisor_config(config, router, refusals, port, host, published));
+    const auto bound = await_publication(main, job, *published, host + ":" + std::to_string(port));
+    coordinator_address = host + ":" + std::to_string(bound);
+  }
+
+  worker_setup worker;
+  worker.config = config;
+  worker.run_dir = options.run_dir;
+  worker.events = events;
+  worker.faults = std::make_shared<FaultPlan>(config.faults, cluster.node_id, options.incarnation);
+  worker.fault_actions = std::make_shared<FaultActions>(sys, events);
+  worker.router = router;
+  worker.node_main = caf::actor_cast<caf::actor>(main);
+  node_tree_setup tree{worker, coordinator_address, node_start};
+  auto node = spawn_supervisor(sys, node_supervisor_config(tree));
+  main->monitor(node);
+
+  std::string failure;
+  bool finished = false;
+  bool signalled = false;
+  while (!finished && failure.empty()) {
+    if (options.stop != nullptr && options.stop->load()) {
+      signalled = true;
+      break;
+    }
+    main->receive(
+        [&](job_finished& result) {
+          finished = true;
+          if (!result.ok) failure = result.error;
+        },
+        [&](join_refused& refused) {
+          failure = "the coordinator at " + refused.coordinator + " refused this node: " +
+                    refused.reason;
+        },
+        [&](agent_event& event) { failure = event.reason; },
+        [&](caf::down_msg& down) {
+          failure = "the node supervisor stopped: " + sys.render(down.reason);
+        },
+        caf::after(100ms) >> [] {});
+  }
+  main->demonitor(node.address());
+  events->emit(failure.empty() ? "node_stopping" : "node_failed",
+               util::JsonLine()
+                   .add("reason", failure.empty() ? (signalled ? "signal" : "job finished") : failure));
+  if (!failure.empty()) std::fprintf(stderr, "dseek-node: %s\n", failure.c_str());
+
+  // Reverse start order: the worker stops (final checkpoint), then the node leaves.
+  main->request(node, std::chrono::seconds(300), shutdown_atom::value)
+      .receive([](caf::ok_atom) {}, [](caf::error&) {});
+  if (job) {
+    await_members_leaving(main, job, failure.empty() ? std::chrono::milliseconds(120000)
+                                                     : std::chrono::milliseconds(3000));
+    main->request(job, 10s, shutdown_atom::value).receive([](caf::ok_atom) {}, [](caf::error&) {});
+  }
+  caf::anon_send_exit(router, caf::exit_reason::user_shutdown);
+  if (refusals) caf::anon_send_exit(refusals, caf::exit_reason::user_shutdown);
+  return failure.empty() ? 0 : 1;
+}
+
+}  // namespace dseek::actors

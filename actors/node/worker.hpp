@@ -1,0 +1,46 @@
+// The worker actor of a node: waits until the whole world joined (an epoch with
+// cluster.nodes members), then runs the node's training on a thread it owns (compute
+// never blocks the actor scheduler), reporting each step to the health monitor and
+// firing the step faults of the node's FaultPlan at step boundaries. When training ends
+// it sends job_finished to the node's main loop and exits normally.
+//
+// An orderly stop (user_shutdown from its supervisor) stops the training at the next
+// step boundary (with its final checkpoint) before the actor exits. A crash (a
+// crash_actor fault, an exception) stops the thread the same way; the restarted worker
+// resumes from the newest checkpoint when the job writes checkpoints.
+#pragma once
+
+#include <atomic>
+#include <filesystem>
+#include <memory>
+
+#include <caf/actor.hpp>
+#include <caf/fwd.hpp>
+
+#include "runtime/config/job_config.hpp"
+
+namespace dseek::metrics {
+class EventLog;
+}
+
+namespace dseek::actors {
+
+class FaultActions;
+class FaultPlan;
+
+struct worker_setup {
+  config::JobConfig config;
+  std::filesystem::path run_dir;
+  std::shared_ptr<metrics::EventLog> events;
+  std::shared_ptr<FaultPlan> faults;
+  std::shared_ptr<FaultActions> fault_actions;
+  caf::actor router;     // asked for the latest epoch at start
+  caf::actor node_main;  // gets job_finished
+  // How many times a worker of this node was started (the first start is 1): later
+  // starts resume from the newest checkpoint.
+  std::shared_ptr<std::atomic<int>> starts = std::make_shared<std::atomic<int>>(0);
+};
+
+caf::actor spawn_worker(caf::actor_system& sys, const worker_setup& setup);
+
+}  // namespace dseek::actors

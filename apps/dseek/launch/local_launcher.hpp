@@ -1,0 +1,47 @@
+// The event loop of `dseek launch`: runs the N nodes of a job as local processes, puts
+// their output on the launcher's stdout and stderr with a "[node k] " prefix per line,
+// restarts a node that dies (up to max_restarts times per node id), and stops the job
+// on a failure beyond that, on --timeout, or on SIGINT/SIGTERM (a second one kills).
+// cmd_launch.cpp turns the command line and the config into a LaunchPlan; this file
+// knows nothing about configs. One ChildProcess (child_process.hpp) per running node,
+// one LinePrefixer (line_prefixer.hpp) per node and stream.
+//
+// Single-threaded: poll() over every child's pipes and a signalfd (SIGCHLD, SIGINT,
+// SIGTERM, SIGHUP), with the nearest deadline as the poll timeout; nothing busy-waits.
+#pragma once
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+namespace dseek::tool::launch {
+
+struct LaunchPlan {
+  std::string node_binary;               // the program every node runs
+  std::string config_path;
+  std::string run_dir;
+  int nodes = 1;
+  std::string coordinator;               // "127.0.0.1:PORT"
+  std::vector<std::string> node_sets;    // --set values for every node, in order
+  std::vector<std::string> extra_env;    // "NAME=value" added to every node's environment
+  int max_restarts = 3;                  // restarts per node id before the job fails
+  std::chrono::milliseconds timeout{0};  // the whole job; 0 = none
+  std::chrono::milliseconds stop_grace{10'000};  // after SIGTERM, before SIGKILL
+};
+
+// Exit codes of run_local_job().
+inline constexpr int kJobSucceeded = 0;
+inline constexpr int kJobFailed = 1;
+inline constexpr int kJobTimedOut = 124;
+inline constexpr int kJobKilled = 130;  // a second signal
+
+// Runs the job to its end and returns its exit code; every child is reaped before it
+// returns. Leaves SIGCHLD, SIGINT, SIGTERM and SIGHUP blocked and SIGPIPE ignored
+// (meant to be the last thing the process does).
+int run_local_job(const LaunchPlan& plan);
+
+// The command line of node `node_id` (argv[0] is the node binary). No secret is ever on
+// it: secrets travel in the environment.
+std::vector<std::string> node_command_line(const LaunchPlan& plan, int node_id);
+
+}  // namespace dseek::tool::launch
