@@ -48,6 +48,7 @@ caf::behavior event_router(caf::stateful_actor<router_state>* self, caf::actor n
       [=](const node_joined& e) {
         log("node_joined", util::JsonLine().add("joined_node", e.node_id).add("host", e.host)
                                .add("epoch", e.epoch).add("rejoined", e.rejoined));
+        names::send_to(self->system(), names::worker, e);
       },
       [=](const node_lost& e) {
         log("node_lost", util::JsonLine().add("lost_node", e.lost_node).add("reason", e.reason)

@@ -12,6 +12,7 @@
 #include "actors/faults/fault_injector.hpp"
 #include "actors/node/health_monitor.hpp"
 #include "actors/node/metrics_exporter.hpp"
+#include "actors/node/node_registry.hpp"
 
 namespace dseek::actors {
 
@@ -61,6 +62,8 @@ supervisor_config node_supervisor_config(const node_tree_setup& setup) {
                            [agent](caf::actor_system& sys) {
                              auto spawned = spawn_node_agent(sys, agent);
                              if (!spawned) throw std::runtime_error(sys.render(spawned.error()));
+                             // The worker's thread reaches the coordinator through it.
+                             sys.registry().put(names::membership, *spawned);
                              return *spawned;
                            },
                            restart_policy::permanent, milliseconds(2000)});

@@ -25,6 +25,7 @@
 #include "actors/node/node_messages.hpp"
 #include "actors/node/node_tree.hpp"
 #include "runtime/metrics/event_log.hpp"
+#include "runtime/train/run_training.hpp"
 
 namespace dseek::actors {
 
@@ -153,6 +154,8 @@ int run_node(const config::JobConfig& job_config, const node_options& options) {
   worker.fault_actions = std::make_shared<FaultActions>(sys, events);
   worker.router = router;
   worker.node_main = caf::actor_cast<caf::actor>(main);
+  worker.incarnation = options.incarnation;
+  worker.replica = std::make_shared<train::TrainingState>();
   node_tree_setup tree{worker, coordinator_address, node_start};
   auto node = spawn_supervisor(sys, node_supervisor_config(tree));
   main->monitor(node);

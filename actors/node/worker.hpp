@@ -1,8 +1,10 @@
-// The worker actor of a node: waits until the whole world joined (an epoch with
-// cluster.nodes members), then runs the node's training on a thread it owns (compute
+// The worker actor of a node: runs the node's training on a thread it owns (compute
 // never blocks the actor scheduler), reporting each step to the health monitor and
-// firing the step faults of the node's FaultPlan at step boundaries. When training ends
-// it sends job_finished to the node's main loop and exits normally.
+// firing the step faults of the node's FaultPlan at step boundaries. A single-node job
+// trains at once; a multi-node job trains data-parallel once the whole world joined,
+// and recovers from lost nodes (elastic_training.hpp): the worker passes every epoch to
+// its thread and aborts the thread's communicator when a node is lost or joins. When
+// training ends it sends job_finished to the node's main loop and exits normally.
 //
 // An orderly stop (user_shutdown from its supervisor) stops the training at the next
 // step boundary (with its final checkpoint) before the actor exits. A crash (a
@@ -11,7 +13,9 @@
 #pragma once
 
 #include <atomic>
+#include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <memory>
 
 #include <caf/actor.hpp>
@@ -21,6 +25,9 @@
 
 namespace dseek::metrics {
 class EventLog;
+}
+namespace dseek::train {
+struct TrainingState;
 }
 
 namespace dseek::actors {
@@ -39,6 +46,13 @@ struct worker_setup {
   // How many times a worker of this node was started (the first start is 1): later
   // starts resume from the newest checkpoint.
   std::shared_ptr<std::atomic<int>> starts = std::make_shared<std::atomic<int>>(0);
+  // How many times `dseek launch` restarted this node (0: the first process).
+  int64_t incarnation = 0;
+  // The state of the last completed step, kept for the node's lifetime (it survives a
+  // restart of the worker actor): what the node recovers from, and gives to peers.
+  std::shared_ptr<train::TrainingState> replica;
+  // Set by the worker: run at every step boundary (health progress, step faults, slow).
+  std::function<void(int64_t step)> before_step;
 };
 
 caf::actor spawn_worker(caf::actor_system& sys, const worker_setup& setup);

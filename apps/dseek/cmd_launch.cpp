@@ -35,11 +35,12 @@ constexpr const char* kUsage =
     "usage: dseek launch --nodes N [--run-dir DIR] [--timeout SECONDS] [--stop-grace SECONDS]\n"
     "                    CONFIG [--set section.key=value ...]\n"
     "  starts N local dseek-node processes (node ids 0..N-1) on 127.0.0.1, prefixes their\n"
-    "  output with [node K], restarts a node that dies up to cluster.max_restarts times,\n"
-    "  and exits with the job's status (124 after --timeout; SIGINT/SIGTERM stop the\n"
-    "  nodes, a second one kills them). --stop-grace: seconds between SIGTERM and SIGKILL\n"
-    "  when stopping (default 10). The node binary is dseek-node next to dseek, or\n"
-    "  $DSEEK_NODE_BINARY.\n";
+    "  output with [node K], restarts a node that dies up to cluster.max_restarts times\n"
+    "  (then the job goes on without it while elastic.min_nodes remain, unless it runs the\n"
+    "  coordinator), and exits with the job's status (124 after --timeout; SIGINT/SIGTERM\n"
+    "  stop the nodes, a second one kills them). --stop-grace: seconds between SIGTERM and\n"
+    "  SIGKILL when stopping, and how long nodes may lag once the job finished on another\n"
+    "  (default 10). The node binary is dseek-node next to dseek, or $DSEEK_NODE_BINARY.\n";
 
 constexpr const char* kSecretVariable = "DSEEK_CLUSTER_SECRET";
 
@@ -229,6 +230,8 @@ int cmd_launch(const Args& args) {
   plan.coordinator = "127.0.0.1:" + std::to_string(pick_free_port());
   plan.node_sets = parsed.sets;
   plan.max_restarts = static_cast<int>(std::min<int64_t>(job.cluster.max_restarts, 1'000'000));
+  plan.min_nodes = static_cast<int>(job.elastic.min_nodes);
+  plan.coordinator_node = static_cast<int>(job.cluster.coordinator_node);
   plan.timeout = to_milliseconds(parsed.timeout_s);
   plan.stop_grace = to_milliseconds(parsed.stop_grace_s);
   arrange_secret(job, plan);

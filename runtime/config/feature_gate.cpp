@@ -29,18 +29,12 @@ void check_supported(const JobConfig& config) {
     std::string_view reason;
   };
   const Gate gates[] = {
-      {config.parallel.data > 1, "parallel.data",
-       "data parallelism comes with the actor runtime"},
       {config.parallel.tensor > 1, "parallel.tensor",
        "tensor parallelism is not written yet"},
       {config.parallel.pipeline > 1, "parallel.pipeline",
        "pipeline parallelism is not written yet"},
-      {config.parallel.zero > 0, "parallel.zero",
-       "ZeRO sharding comes with data parallelism"},
       {config.comm.backend != "ucx", "comm.backend",
        "the NCCL data plane comes with the GPU backend"},
-      {config.comm.compression != "none", "comm.compression",
-       "gradient compression is not written yet"},
       {config.metrics.prometheus_port != 0, "metrics.prometheus_port",
        "the /metrics endpoint is not written yet"},
       {config.train.precision != "fp32", "train.precision",

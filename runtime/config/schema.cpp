@@ -192,7 +192,10 @@ const std::vector<Key<JobConfig>>& job_keys() {
       job<&J::elastic, &El::min_nodes>("elastic.min_nodes", at_least(1),
                                        "the job fails when fewer nodes remain"),
 
-      job<&J::parallel, &Pa::data>("parallel.data", at_least(1), "data-parallel replicas"),
+      job<&J::parallel, &Pa::data>(
+          "parallel.data", at_least(1),
+          "data-parallel replicas; 1 = one per node of the world (a world that shrinks after "
+          "a node loss keeps training with fewer); otherwise it must equal cluster.nodes"),
       job<&J::parallel, &Pa::tensor>("parallel.tensor", at_least(1),
                                      "tensor-parallel ranks per replica"),
       job<&J::parallel, &Pa::pipeline>("parallel.pipeline", at_least(1),

@@ -70,6 +70,13 @@ void validate(const JobConfig& config) {
     fail(config, "cluster.coordinator: expected host:port with a port in 1..65535, got " +
                      schema::quote(cluster.coordinator));
   }
+  const auto& parallel = config.parallel;
+  if (parallel.data > 1 && parallel.data * parallel.tensor * parallel.pipeline != cluster.nodes) {
+    fail(config, "parallel.data (" + std::to_string(parallel.data) + ") x parallel.tensor (" +
+                     std::to_string(parallel.tensor) + ") x parallel.pipeline (" +
+                     std::to_string(parallel.pipeline) + ") must equal cluster.nodes (" +
+                     std::to_string(cluster.nodes) + ")");
+  }
   if (cluster.coordinator_node >= cluster.nodes) {
     fail(config, "cluster.coordinator_node (" + std::to_string(cluster.coordinator_node) +
                      ") must be < cluster.nodes (" + std::to_string(cluster.nodes) + ")");

@@ -180,13 +180,33 @@ double GptModel::forward(const int32_t* tokens, const int32_t* targets, int64_t 
   return backend_.sum(losses_.data(), BT) / static_cast<double>(BT);
 }
 
-void GptModel::backward(float dloss) {
+std::vector<ParamRange> GptModel::gradient_ranges_in_backward_order() const {
+  const GptShape& s = layout_.shape();
+  const size_t C = static_cast<size_t>(s.dim);
+  std::vector<ParamRange> ranges;
+  if (has_head()) ranges.push_back({layout_.lnf_w(), layout_.lnf_b() + C - layout_.lnf_w()});
+  for (int64_t l = range_.end - 1; l >= range_.begin; --l)
+    ranges.push_back({layout_.block_begin(l), layout_.block_end(l) - layout_.block_begin(l)});
+  if (has_embedding()) {
+    const size_t end = layout_.wpe() + static_cast<size_t>(s.context) * C;
+    ranges.push_back({layout_.wte(), end - layout_.wte()});
+  } else if (has_head()) {
+    ranges.push_back({layout_.wte(), static_cast<size_t>(s.vocab) * C});
+  }
+  return ranges;
+}
+
+void GptModel::backward(float dloss, const GradientsReady& on_ready) {
   if (B_ == 0) throw std::logic_error("GptModel::backward called before forward");
   const GptShape& s = layout_.shape();
   const int N = static_cast<int>(B_ * T_);
   const int C = static_cast<int>(s.dim);
+  const size_t Cs = static_cast<size_t>(C);
   const float* w = params_.data();
   float* g = grads_.data();
+  auto ready = [&](size_t offset, size_t end) {
+    if (on_ready) on_ready(ParamRange{offset, end - offset});
+  };
   if (has_head()) {
     const int V = static_cast<int>(s.vocab);
     backend_.softmax_cross_entropy_backward(logits_.data(), targets_.data(), N, V, dloss);
@@ -196,14 +216,19 @@ void GptModel::backward(float dloss) {
     backend_.layernorm_backward(dresidual_.data(), g + layout_.lnf_w(), g + layout_.lnf_b(),
                                 dwidth1_.data(), residual_.back().data(), w + layout_.lnf_w(),
                                 lnf_mean_.data(), lnf_rstd_.data(), N, C);
+    ready(layout_.lnf_w(), layout_.lnf_b() + Cs);
   }
   for (int64_t l = range_.end - 1; l >= range_.begin; --l) {
     const size_t i = static_cast<size_t>(l - range_.begin);
     block_backward(l, blocks_[i], residual_[i].data());
+    ready(layout_.block_begin(l), layout_.block_end(l));
   }
   if (has_embedding()) {
     backend_.encoder_backward(g + layout_.wte(), g + layout_.wpe(), dresidual_.data(),
                               tokens_.data(), static_cast<int>(B_), static_cast<int>(T_), C);
+    ready(layout_.wte(), layout_.wpe() + static_cast<size_t>(s.context) * Cs);
+  } else if (has_head()) {
+    ready(layout_.wte(), layout_.wte() + static_cast<size_t>(s.vocab) * Cs);
   }
 }
 

@@ -12,9 +12,15 @@
 // model's layout; a range touches only its own tensors, plus wte for the tied head).
 // Every activation buffer is allocated once for the largest micro-batch: a training step
 // allocates nothing.
+//
+// Backward can say when a range of the gradient buffer is final (GradientsReady): the
+// head's LayerNorm first, then each block from the last to the first, then the
+// embeddings (the tied wte gets its last contribution at the very end). A data-parallel
+// trainer starts reducing the late layers while the early ones are still computed.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "runtime/backend/backend.hpp"
@@ -27,6 +33,10 @@ struct LayerRange {
   int64_t begin = 0;
   int64_t end = 0;  // exclusive
 };
+
+// Called during backward with a range of the flat gradient buffer that this backward
+// will not touch again.
+using GradientsReady = std::function<void(ParamRange range)>;
 
 class GptModel {
  public:
@@ -58,7 +68,16 @@ class GptModel {
   // dloss per token (1 / (B*T) for a mean over one micro-batch; divided further by the
   // number of micro-batches for accumulation). A range without the head reads the
   // gradient of its output from stage_output_grad().
-  void backward(float dloss);
+  // `on_ready`, when set, is called with each range of gradients as it becomes final, in
+  // the order of gradient_ranges_in_backward_order().
+  void backward(float dloss, const GradientsReady& on_ready = nullptr);
+
+  // The ranges backward reports to GradientsReady, in its order: for the whole model a
+  // partition of the flat buffer ([lnf], block L-1, ..., block 0, [wte, wpe]), each
+  // adjacent to the one before it. A range without the embedding reports the head's wte
+  // contribution last (the embedding range adds its own: the tied weight is summed
+  // across the pipeline by whoever owns it).
+  std::vector<ParamRange> gradient_ranges_in_backward_order() const;
 
   void zero_grads();
 

@@ -23,6 +23,16 @@ struct GptShape {
   int64_t vocab = 0;    // V
 };
 
+// A contiguous range of the flat buffers, in floats: the unit in which gradients become
+// final during backward, are reduced across data-parallel replicas, and are owned by one
+// ZeRO shard.
+struct ParamRange {
+  size_t offset = 0;
+  size_t count = 0;
+  size_t end() const { return offset + count; }
+  bool operator==(const ParamRange&) const = default;
+};
+
 struct ParamTensor {
   std::string name;
   size_t offset = 0;              // in floats, into the flat buffer

@@ -1,38 +1,111 @@
 // Implementation of adamw.hpp.
 #include "runtime/optim/adamw.hpp"
 
+#include <algorithm>
 #include <cmath>
+#include <stdexcept>
+#include <string>
 
 namespace dseek::optim {
 
+namespace {
+size_t total_count(const std::vector<model::ParamRange>& ranges) {
+  size_t total = 0;
+  for (const auto& range : ranges) total += range.count;
+  return total;
+}
+
+void check_owned(const std::vector<model::ParamRange>& owned, size_t total) {
+  std::vector<model::ParamRange> sorted = owned;
+  std::sort(sorted.begin(), sorted.end(),
+            [](const auto& a, const auto& b) { return a.offset < b.offset; });
+  for (size_t i = 0; i < sorted.size(); ++i) {
+    if (sorted[i].end() > total)
+      throw std::invalid_argument("AdamW: owned range [" + std::to_string(sorted[i].offset) +
+                                  ", " + std::to_string(sorted[i].end()) +
+                                  ") is outside the " + std::to_string(total) + " parameters");
+    if (i > 0 && sorted[i - 1].end() > sorted[i].offset)
+      throw std::invalid_argument("AdamW: owned ranges overlap at " +
+                                  std::to_string(sorted[i].offset));
+  }
+}
+}  // namespace
+
 AdamW::AdamW(backend::Backend& backend, const model::ParamLayout& layout, AdamWSettings settings)
-    : backend_(backend), settings_(settings), total_(layout.total()),
-      m_(backend, layout.total()), v_(backend, layout.total()) {
-  for (const auto& tensor : layout.tensors()) {
-    if (!runs_.empty() && runs_.back().decay == tensor.decay &&
-        runs_.back().offset + runs_.back().size == tensor.offset) {
-      runs_.back().size += tensor.size();
-    } else {
-      runs_.push_back({tensor.offset, tensor.size(), tensor.decay});
+    : AdamW(backend, layout, settings, {model::ParamRange{0, layout.total()}}) {}
+
+AdamW::AdamW(backend::Backend& backend, const model::ParamLayout& layout, AdamWSettings settings,
+             std::vector<model::ParamRange> owned)
+    : backend_(backend), settings_(settings), owned_(std::move(owned)),
+      owned_count_(total_count(owned_)), m_(backend, owned_count_), v_(backend, owned_count_) {
+  check_owned(owned_, layout.total());
+  plan_runs(layout);
+}
+
+// Each owned range cut where the decay setting changes; neighbours that continue each
+// other in both the parameters and the moments are merged, so the whole-buffer
+// optimizer makes one call per decay run, as before sharding existed.
+void AdamW::plan_runs(const model::ParamLayout& layout) {
+  size_t moment_offset = 0;
+  for (const auto& range : owned_) {
+    for (const auto& tensor : layout.tensors()) {
+      const size_t begin = std::max(range.offset, tensor.offset);
+      const size_t end = std::min(range.end(), tensor.offset + tensor.size());
+      if (begin >= end) continue;
+      const size_t moment = moment_offset + (begin - range.offset);
+      if (!runs_.empty()) {
+        Run& last = runs_.back();
+        if (last.decay == tensor.decay && last.offset + last.size == begin &&
+            last.moment_offset + last.size == moment) {
+          last.size += end - begin;
+          continue;
+        }
+      }
+      runs_.push_back({begin, moment, end - begin, tensor.decay});
     }
+    moment_offset += range.count;
   }
 }
 
 StepStats AdamW::step(float* params, const float* grads, double lr) {
+  double squares = 0.0;
+  for (const auto& range : owned_) squares += backend_.sum_squares(grads + range.offset, range.count);
+  return step_with_norm(params, grads, lr, std::sqrt(squares));
+}
+
+StepStats AdamW::step_with_norm(float* params, const float* grads, double lr, double grad_norm) {
   StepStats stats;
-  stats.grad_norm = std::sqrt(backend_.sum_squares(grads, total_));
+  stats.grad_norm = grad_norm;
   if (settings_.grad_clip > 0.0 && stats.grad_norm > settings_.grad_clip)
     stats.clip_scale = settings_.grad_clip / (stats.grad_norm + 1e-6);
   ++step_;
   for (const Run& run : runs_) {
-    backend_.adamw_update(params + run.offset, grads + run.offset, m_.data() + run.offset,
-                          v_.data() + run.offset, run.size, static_cast<float>(lr),
+    backend_.adamw_update(params + run.offset, grads + run.offset, m_.data() + run.moment_offset,
+                          v_.data() + run.moment_offset, run.size, static_cast<float>(lr),
                           static_cast<float>(settings_.beta1), static_cast<float>(settings_.beta2),
                           static_cast<float>(settings_.eps),
                           run.decay ? static_cast<float>(settings_.weight_decay) : 0.0f, step_,
                           static_cast<float>(stats.clip_scale));
   }
   return stats;
+}
+
+void AdamW::moments_to_host(float* adam_m, float* adam_v) {
+  size_t moment = 0;
+  for (const auto& range : owned_) {
+    backend_.copy_to_host(adam_m + range.offset, m_.data() + moment, range.count * sizeof(float));
+    backend_.copy_to_host(adam_v + range.offset, v_.data() + moment, range.count * sizeof(float));
+    moment += range.count;
+  }
+}
+
+void AdamW::moments_from_host(const float* adam_m, const float* adam_v) {
+  size_t moment = 0;
+  for (const auto& range : owned_) {
+    backend_.copy_from_host(m_.data() + moment, adam_m + range.offset, range.count * sizeof(float));
+    backend_.copy_from_host(v_.data() + moment, adam_v + range.offset, range.count * sizeof(float));
+    moment += range.count;
+  }
 }
 
 }  // namespace dseek::optim

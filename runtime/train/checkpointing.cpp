@@ -2,6 +2,7 @@
 #include "runtime/train/checkpointing.hpp"
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 
 #include "runtime/checkpoint/load.hpp"
@@ -16,15 +17,24 @@ Checkpointing::Checkpointing(const config::JobConfig& config, const std::filesys
     : config_(config), trainer_(trainer), events_(events), progress_(progress),
       root_(checkpoint::checkpoint_root(config, run_dir)),
       enabled_(config.checkpoint.every_steps > 0 || config.train.stop_after_steps > 0 ||
-               config.train.stop_after_minutes > 0 || !config.checkpoint.resume.empty()) {
+               config.train.stop_after_minutes > 0 || !config.checkpoint.resume.empty()),
+      collective_(trainer.snapshot_is_collective()) {
   if (!enabled_) return;
+  const size_t n = trainer.model().num_params();
+  if (trainer.reducer() != nullptr && trainer.reducer()->rank() != 0) {
+    if (collective_) {
+      gather_params_.resize(n);
+      gather_m_.resize(n);
+      gather_v_.resize(n);
+    }
+    return;
+  }
   writer_ = std::make_unique<checkpoint::CheckpointWriter>(
       checkpoint::WriteOptions{root_, config.checkpoint.keep_last, false}, config.checkpoint.async);
   auto& snapshot = writer_->buffer();
   snapshot.seed = config.train.seed;
   snapshot.config_toml = config::to_toml(config);
   snapshot.tensors = trainer.model().layout().tensors();
-  const size_t n = trainer.model().num_params();
   snapshot.params.resize(n);
   snapshot.adam_m.resize(n);
   snapshot.adam_v.resize(n);
@@ -63,7 +73,18 @@ int64_t Checkpointing::resume() {
   return m.next_step;
 }
 
+bool Checkpointing::replica0_decides(bool value) {
+  if (!collective_) return value;
+  std::array<double, 1> decision{writer_ != nullptr && value ? 1.0 : 0.0};
+  trainer_.reducer()->sum_over_ranks(decision);
+  return decision[0] > 0.0;
+}
+
 void Checkpointing::submit(int64_t done) {
+  if (!writer_) {  // another replica: its part of the collective snapshot, not written
+    trainer_.snapshot(gather_params_.data(), gather_m_.data(), gather_v_.data());
+    return;
+  }
   bool fail = false;
   for (const auto& fault : config_.faults) {
     fail |= fault.kind == "fail_checkpoint_write" && fault.step == done &&
@@ -80,14 +101,16 @@ void Checkpointing::submit(int64_t done) {
 }
 
 void Checkpointing::after_step(int64_t done) {
-  if (!enabled_) return;
+  if (!enabled_ || (!writer_ && !collective_)) return;
   report_finished();
   const int64_t every = config_.checkpoint.every_steps;
   if (every <= 0 || done % every != 0) return;
-  if (writer_->busy()) {
-    events_.emit("checkpoint_skipped",
-                 util::JsonLine().add("step", done).add("reason", "previous write in progress")
-                     .add("in_progress_step", writer_->in_flight_step()));
+  if (replica0_decides(writer_ && writer_->busy())) {
+    if (writer_) {
+      events_.emit("checkpoint_skipped",
+                   util::JsonLine().add("step", done).add("reason", "previous write in progress")
+                       .add("in_progress_step", writer_->in_flight_step()));
+    }
     return;
   }
   submit(done);
@@ -95,17 +118,18 @@ void Checkpointing::after_step(int64_t done) {
 }
 
 void Checkpointing::final(int64_t done) {
-  if (!enabled_) return;
-  writer_->wait();
+  if (!enabled_ || (!writer_ && !collective_)) return;
+  if (writer_) writer_->wait();
   report_finished();
-  if (done > 0 && last_committed_ != done) {
+  if (replica0_decides(writer_ && done > 0 && last_committed_ != done)) {
     submit(done);
-    writer_->wait();
+    if (writer_) writer_->wait();
     report_finished();
   }
 }
 
 void Checkpointing::report_finished() {
+  if (!writer_) return;
   for (auto& outcome : writer_->take_outcomes()) {
     const double snapshot_ms = snapshot_ms_[outcome.step];
     snapshot_ms_.erase(outcome.step);

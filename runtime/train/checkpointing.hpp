@@ -3,12 +3,21 @@
 // (or at an early stop), and the events that say what happened to each
 // (checkpoint_committed, checkpoint_skipped, checkpoint_failed, checkpoint_fallback,
 // resumed). A failed checkpoint never stops training; the next one is tried.
+//
+// Data parallel (the trainer has a GradientReducer): every replica resumes from the same
+// checkpoint (the directory must be readable by all); replica 0 alone writes. With ZeRO
+// >= 1 a snapshot gathers the optimizer moments from every replica, so all replicas
+// take part in every snapshot: whether one is taken (replica 0's writer may still be
+// busy, the last one may be committed already) is replica 0's decision, shared with a
+// small collective. The checkpoint always holds the whole, unsharded state: it resumes
+// on any world size and ZeRO stage.
 #pragma once
 
 #include <cstdint>
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <vector>
 
 #include "runtime/checkpoint/writer_thread.hpp"
 #include "runtime/config/job_config.hpp"
@@ -40,6 +49,8 @@ class Checkpointing {
  private:
   void submit(int64_t done);
   void report_finished();
+  // Replica 0's `value`, on every replica (collective) when snapshots are collective.
+  bool replica0_decides(bool value);
 
   const config::JobConfig& config_;
   Trainer& trainer_;
@@ -47,9 +58,11 @@ class Checkpointing {
   metrics::Progress& progress_;
   std::filesystem::path root_;
   bool enabled_;
+  bool collective_;  // snapshots gather sharded state: every replica takes part
   int64_t last_committed_ = -1;
   std::map<int64_t, double> snapshot_ms_;  // of writes not yet reported
-  std::unique_ptr<checkpoint::CheckpointWriter> writer_;
+  std::unique_ptr<checkpoint::CheckpointWriter> writer_;  // replica 0 (or the single node)
+  std::vector<float> gather_params_, gather_m_, gather_v_;  // other replicas' snapshot space
 };
 
 }  // namespace dseek::train

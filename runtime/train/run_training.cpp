@@ -3,6 +3,7 @@
 
 #include <unistd.h>
 
+#include <array>
 #include <chrono>
 #include <memory>
 #include <optional>
@@ -11,6 +12,7 @@
 #include "runtime/metrics/event_log.hpp"
 #include "runtime/metrics/progress.hpp"
 #include "runtime/train/checkpointing.hpp"
+#include "runtime/train/gradient_reducer.hpp"
 #include "runtime/train/trainer.hpp"
 
 namespace dseek::train {
@@ -20,6 +22,25 @@ using Clock = std::chrono::steady_clock;
 
 bool stop_requested(const RunOptions& options) {
   return options.stop != nullptr && options.stop->load();
+}
+
+// Why this run stops before `step`, or "" to go on. Data parallel: every replica must
+// stop at the same step (the steps are collective), so a signal or the time limit seen
+// by any replica stops all of them; stop_after_steps is the same everywhere already.
+std::string stop_reason_before(const config::TrainConfig& t, const RunOptions& options,
+                               int64_t step, int64_t first_step, Clock::time_point start) {
+  const bool signal = stop_requested(options);
+  // stop_after_* count this invocation's steps and time, so a job cut into slices
+  // (a preemptible allocation) can be resumed again and again with the same config.
+  const bool minutes =
+      t.stop_after_minutes > 0 &&
+      std::chrono::duration<double>(Clock::now() - start).count() >= t.stop_after_minutes * 60;
+  std::array<double, 2> votes{signal ? 1.0 : 0.0, minutes ? 1.0 : 0.0};
+  if (options.reducer != nullptr) options.reducer->sum_over_ranks(votes);
+  if (votes[0] > 0) return "signal";
+  if (t.stop_after_steps > 0 && step - first_step >= t.stop_after_steps) return "stop_after_steps";
+  if (votes[1] > 0) return "stop_after_minutes";
+  return "";
 }
 
 // The validation batches, or nothing when the data set has no validation split big
@@ -51,19 +72,25 @@ RunSummary run_training(const config::JobConfig& config, const RunOptions& optio
   DatasetBatches train_batches(config.data.dir, data::Split::train,
                                static_cast<uint64_t>(t.seed), config.model.context);
   auto val_batches = open_validation(config, progress);
-  Trainer trainer(config, train_batches);
+  Trainer trainer(config, train_batches, options.reducer);
 
-  events.emit("run_started",
-              util::JsonLine()
-                  .add("config", config.source)
-                  .add("pid", static_cast<int64_t>(::getpid()))
-                  .add("params", static_cast<uint64_t>(trainer.model().num_params()))
-                  .add("dim", config.model.dim).add("layers", config.model.layers)
-                  .add("heads", config.model.heads).add("context", config.model.context)
-                  .add("vocab", config.model.vocab).add("batch_size", t.batch_size)
-                  .add("micro_batch_size", trainer.micro_batch()).add("steps", t.steps)
-                  .add("threads", t.threads).add("data", config.data.dir)
-                  .add("train_tokens", train_batches.dataset().num_tokens()));
+  util::JsonLine started;
+  started.add("config", config.source)
+      .add("pid", static_cast<int64_t>(::getpid()))
+      .add("params", static_cast<uint64_t>(trainer.model().num_params()))
+      .add("dim", config.model.dim).add("layers", config.model.layers)
+      .add("heads", config.model.heads).add("context", config.model.context)
+      .add("vocab", config.model.vocab).add("batch_size", t.batch_size)
+      .add("micro_batch_size", trainer.micro_batch()).add("steps", t.steps)
+      .add("threads", t.threads).add("data", config.data.dir)
+      .add("train_tokens", train_batches.dataset().num_tokens());
+  if (options.reducer != nullptr) {
+    started.add("dp_rank", options.reducer->rank())
+        .add("dp_size", options.reducer->world_size())
+        .add("zero", config.parallel.zero)
+        .add("compression", config.comm.compression);
+  }
+  events.emit("run_started", started);
   progress.line("dseek: " + std::to_string(trainer.model().num_params()) + " parameters, " +
                 std::to_string(train_batches.dataset().num_tokens()) + " training tokens, " +
                 std::to_string(t.steps) + " steps of " + std::to_string(t.batch_size) + " x " +
@@ -71,7 +98,15 @@ RunSummary run_training(const config::JobConfig& config, const RunOptions& optio
                 events.path().string());
 
   Checkpointing checkpoints(config, options.run_dir, trainer, events, progress);
-  const int64_t first_step = checkpoints.resume();
+  int64_t first_step = 0;
+  if (options.start_from != nullptr && options.start_from->steps_done >= 0) {
+    const auto& state = *options.start_from;
+    trainer.restore(state.params.data(), state.adam_m.data(), state.adam_v.data(),
+                    state.optimizer_steps);
+    first_step = state.steps_done;
+  } else {
+    first_step = checkpoints.resume();
+  }
 
   RunSummary summary;
   summary.steps_done = first_step;
@@ -84,30 +119,24 @@ RunSummary run_training(const config::JobConfig& config, const RunOptions& optio
     progress.eval(step, summary.val_loss);
   };
   for (int64_t step = first_step; step < t.steps; ++step) {
-    if (stop_requested(options)) {
-      stop_reason = "signal";
-      break;
-    }
-    // stop_after_* count this invocation's steps and time, so a job cut into slices
-    // (a preemptible allocation) can be resumed again and again with the same config.
-    if (t.stop_after_steps > 0 && step - first_step >= t.stop_after_steps) {
-      stop_reason = "stop_after_steps";
-      break;
-    }
-    if (t.stop_after_minutes > 0 &&
-        std::chrono::duration<double>(Clock::now() - start).count() >= t.stop_after_minutes * 60) {
-      stop_reason = "stop_after_minutes";
-      break;
-    }
+    stop_reason = stop_reason_before(t, options, step, first_step, start);
+    if (!stop_reason.empty()) break;
     if (options.before_step) options.before_step(step);
     const StepReport r = trainer.train_step(step);
     summary.steps_done = step + 1;
     summary.final_loss = r.loss;
-    events.emit("step", util::JsonLine()
-                            .add("step", r.step + 1).add("loss", r.loss).add("lr", r.lr)
-                            .add("grad_norm", r.grad_norm).add("tokens_per_s", r.tokens_per_s)
-                            .add("step_ms", r.step_ms).add("compute_ms", r.compute_ms)
-                            .add("comm_ms", r.comm_ms).add("data_wait_ms", r.data_wait_ms));
+    util::JsonLine step_event;
+    step_event.add("step", r.step + 1).add("loss", r.loss).add("lr", r.lr)
+        .add("grad_norm", r.grad_norm).add("tokens_per_s", r.tokens_per_s)
+        .add("step_ms", r.step_ms).add("compute_ms", r.compute_ms)
+        .add("comm_ms", r.comm_ms).add("data_wait_ms", r.data_wait_ms);
+    if (options.reducer != nullptr) {
+      step_event.add("comm_bytes_sent", r.comm_bytes_sent)
+          .add("comm_bytes_received", r.comm_bytes_received)
+          .add("grad_bytes", r.gradient_bytes)
+          .add("grad_encoded_bytes", r.encoded_gradient_bytes);
+    }
+    events.emit("step", step_event);
     const double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
     const double eta = elapsed / static_cast<double>(step + 1 - first_step) *
                        static_cast<double>(t.steps - step - 1);
@@ -115,6 +144,7 @@ RunSummary run_training(const config::JobConfig& config, const RunOptions& optio
     const bool last = step + 1 == t.steps;
     if (!last && t.eval_every > 0 && (step + 1) % t.eval_every == 0) run_eval(step);
     checkpoints.after_step(step + 1);
+    if (options.after_step) options.after_step(step + 1, trainer);
   }
   summary.stopped_early = !stop_reason.empty();
   if (summary.steps_done > 0) run_eval(summary.steps_done - 1);

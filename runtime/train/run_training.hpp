@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "runtime/config/job_config.hpp"
 
@@ -18,6 +19,20 @@ class EventLog;
 }
 
 namespace dseek::train {
+
+class GradientReducer;
+
+class Trainer;
+
+// The whole training state after `steps_done` steps, in host memory: what a data-parallel
+// node keeps of its last completed step to recover from a lost peer without the disk
+// (ZeRO 0: every replica holds all of it). The data position is the step: the sample
+// order is a function of (seed, step).
+struct TrainingState {
+  int64_t steps_done = -1;  // -1: no state
+  int64_t optimizer_steps = 0;
+  std::vector<float> params, adam_m, adam_v;
+};
 
 struct RunOptions {
   std::filesystem::path run_dir;            // events go to run_dir/node-<id>/
@@ -29,6 +44,14 @@ struct RunOptions {
   // Called at every step boundary with the 0-based step about to run (fault injection:
   // kill, hang and slow at a step).
   std::function<void(int64_t step)> before_step;
+  // Data parallel: this replica's gradient reducer (its rank and world size); null for a
+  // single-node run. Not owned.
+  GradientReducer* reducer = nullptr;
+  // Start from this state instead of the weights' init or checkpoint.resume (recovery
+  // from memory or a peer). Not owned.
+  const TrainingState* start_from = nullptr;
+  // Called after every completed step (and its checkpoint) with the steps done.
+  std::function<void(int64_t steps_done, Trainer& trainer)> after_step;
 };
 
 struct RunSummary {
@@ -38,7 +61,7 @@ struct RunSummary {
   std::string params_sha256;
   bool stopped_early = false;
   double elapsed_s = 0.0;
-  double tokens_per_s = 0.0;  // over the whole run
+  double tokens_per_s = 0.0;  // over the whole run (global batch tokens)
 };
 
 RunSummary run_training(const config::JobConfig& config, const RunOptions& options);

@@ -1,7 +1,10 @@
 // Implementation of trainer.hpp.
 #include "runtime/train/trainer.hpp"
 
+#include <array>
 #include <chrono>
+#include <cmath>
+#include <stdexcept>
 #include <vector>
 
 #include "runtime/util/sha256.hpp"
@@ -13,56 +16,146 @@ using Clock = std::chrono::steady_clock;
 double ms_since(Clock::time_point start) {
   return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
 }
+
+// The sequences of the global batch that `reducer`'s replica computes, checked.
+struct Slice {
+  int64_t first = 0, size = 0;
+};
+Slice slice_of(const config::TrainConfig& t, const GradientReducer* reducer) {
+  if (reducer == nullptr) return {0, t.batch_size};
+  const int64_t world = reducer->world_size();
+  const int64_t rank = reducer->rank();
+  if (world < 1 || rank < 0 || rank >= world)
+    throw std::invalid_argument("Trainer: replica " + std::to_string(rank) + " of " +
+                                std::to_string(world) + " is not a valid data-parallel rank");
+  if (t.batch_size % world != 0)
+    throw std::invalid_argument(
+        "train.batch_size = " + std::to_string(t.batch_size) +
+        " does not split evenly over the data-parallel world size " + std::to_string(world) +
+        ": every replica computes the same number of sequences of the global batch");
+  const int64_t size = t.batch_size / world;
+  if (t.micro_batch_size > 0 && size % t.micro_batch_size != 0)
+    throw std::invalid_argument(
+        "train.micro_batch_size = " + std::to_string(t.micro_batch_size) +
+        " does not divide a replica's slice of train.batch_size (" +
+        std::to_string(t.batch_size) + " / world size " + std::to_string(world) + " = " +
+        std::to_string(size) + " sequences)");
+  return {rank * size, size};
+}
 }  // namespace
 
 model::GptShape shape_of(const config::ModelConfig& m) {
   return model::GptShape{m.dim, m.layers, m.heads, m.context, m.vocab};
 }
 
-Trainer::Trainer(const config::JobConfig& config, BatchSource& train_batches)
-    : config_(config), batches_(train_batches),
+Trainer::Trainer(const config::JobConfig& config, BatchSource& train_batches,
+                 GradientReducer* reducer)
+    : config_(config), batches_(train_batches), reducer_(reducer),
       backend_(backend::make_cpu_backend(static_cast<int>(config.train.threads))),
-      micro_batch_(config.train.micro_batch_size > 0 ? config.train.micro_batch_size
-                                                     : config.train.batch_size) {
+      micro_batch_(0) {
   const auto& t = config.train;
+  const Slice slice = slice_of(t, reducer);
+  slice_first_ = slice.first;
+  slice_size_ = slice.size;
+  micro_batch_ = t.micro_batch_size > 0 ? t.micro_batch_size : slice_size_;
   model_ = std::make_unique<model::GptModel>(shape_of(config.model),
                                              model::LayerRange{0, config.model.layers},
                                              *backend_, micro_batch_);
   model_->init_weights(static_cast<uint64_t>(t.seed), config.model.init_std);
-  optimizer_ = std::make_unique<optim::AdamW>(
-      *backend_, model_->layout(),
-      optim::AdamWSettings{t.beta1, t.beta2, t.eps, t.weight_decay, t.grad_clip});
+  const optim::AdamWSettings settings{t.beta1, t.beta2, t.eps, t.weight_decay, t.grad_clip};
+  if (reducer_ != nullptr) {
+    reducer_->attach(model_->grads(), model_->num_params(),
+                     model_->gradient_ranges_in_backward_order());
+  }
+  if (reducer_ != nullptr && reducer_->shards_optimizer_state()) {
+    optimizer_ = std::make_unique<optim::AdamW>(*backend_, model_->layout(), settings,
+                                                reducer_->shard());
+  } else {
+    optimizer_ = std::make_unique<optim::AdamW>(*backend_, model_->layout(), settings);
+  }
   schedule_ = optim::LrSchedule{t.lr, t.min_lr, t.warmup_steps, t.steps};
   const size_t tokens = static_cast<size_t>(micro_batch_ * config.model.context);
   inputs_.resize(tokens);
   targets_.resize(tokens);
 }
 
+// The reducer may still be writing into the gradient buffer if a step was cut short.
+Trainer::~Trainer() {
+  if (reducer_ != nullptr) reducer_->detach();
+}
+
+double Trainer::accumulate(int64_t step, int64_t first, int64_t count, int64_t micro_steps,
+                           const model::GradientsReady& on_ready, StepReport& report) {
+  const int64_t batch = config_.train.batch_size;
+  const int64_t T = config_.model.context;
+  // Each micro-batch's mean loss, scaled so the accumulated gradient (summed over
+  // replicas) is the gradient of the mean over the whole global batch.
+  const float dloss = 1.0f / static_cast<float>(micro_batch_ * T) / static_cast<float>(micro_steps);
+  double loss = 0.0;
+  for (int64_t start = first; start < first + count; start += micro_batch_) {
+    const auto data_start = Clock::now();
+    batches_.fill(static_cast<uint64_t>(step), batch, start, micro_batch_, T, inputs_.data(),
+                  targets_.data());
+    report.data_wait_ms += ms_since(data_start);
+    loss += model_->forward(inputs_.data(), targets_.data(), micro_batch_, T) /
+            static_cast<double>(micro_steps);
+    const bool last = start + micro_batch_ >= first + count;
+    model_->backward(dloss, last ? on_ready : nullptr);
+  }
+  return loss;
+}
+
 StepReport Trainer::train_step(int64_t step) {
+  if (reducer_ != nullptr) return data_parallel_step(step);
   const auto start = Clock::now();
   const int64_t batch = config_.train.batch_size;
   const int64_t T = config_.model.context;
-  const int64_t micro_steps = batch / micro_batch_;
   StepReport report;
   report.step = step;
   report.lr = schedule_.at(step);
-  // Each micro-batch's mean loss, scaled so the accumulated gradient is the gradient of
-  // the mean over the whole batch.
-  const float dloss = 1.0f / static_cast<float>(micro_batch_ * T) / static_cast<float>(micro_steps);
   model_->zero_grads();
-  for (int64_t micro = 0; micro < micro_steps; ++micro) {
-    const auto data_start = Clock::now();
-    batches_.fill(static_cast<uint64_t>(step), batch, micro * micro_batch_, micro_batch_, T,
-                  inputs_.data(), targets_.data());
-    report.data_wait_ms += ms_since(data_start);
-    report.loss += model_->forward(inputs_.data(), targets_.data(), micro_batch_, T) /
-                   static_cast<double>(micro_steps);
-    model_->backward(dloss);
-  }
+  report.loss = accumulate(step, 0, batch, batch / micro_batch_, nullptr, report);
   const auto stats = optimizer_->step(model_->params(), model_->grads(), report.lr);
   report.grad_norm = stats.grad_norm;
   report.step_ms = ms_since(start);
   report.compute_ms = report.step_ms - report.data_wait_ms;
+  report.tokens_per_s = static_cast<double>(batch * T) / (report.step_ms / 1000.0);
+  return report;
+}
+
+StepReport Trainer::data_parallel_step(int64_t step) {
+  const auto start = Clock::now();
+  const int64_t batch = config_.train.batch_size;
+  const int64_t T = config_.model.context;
+  StepReport report;
+  report.step = step;
+  report.lr = schedule_.at(step);
+  model_->zero_grads();
+  reducer_->begin_step(step);
+  const double local_loss =
+      accumulate(step, slice_first_, slice_size_, batch / micro_batch_,
+                 [this](model::ParamRange range) { reducer_->gradients_ready(range); }, report);
+  reducer_->finish();
+  // Each replica squares its shard only (also for ZeRO 0, where it holds the whole sum):
+  // the global norm is then added up in the same order whatever the ZeRO stage.
+  double shard_squares = 0.0;
+  for (const auto& range : reducer_->shard())
+    shard_squares += backend_->sum_squares(model_->grads() + range.offset, range.count);
+  std::array<double, 2> sums{local_loss, shard_squares};
+  reducer_->sum_over_ranks(sums);
+  report.loss = sums[0];
+  const auto stats = optimizer_->step_with_norm(model_->params(), model_->grads(), report.lr,
+                                                std::sqrt(sums[1]));
+  if (reducer_->shards_optimizer_state()) reducer_->gather_shards(model_->params());
+  const ReducerTraffic traffic = reducer_->step_traffic();
+  report.grad_norm = stats.grad_norm;
+  report.comm_ms = traffic.exposed_ms;
+  report.comm_bytes_sent = traffic.bytes_sent;
+  report.comm_bytes_received = traffic.bytes_received;
+  report.gradient_bytes = traffic.gradient_bytes;
+  report.encoded_gradient_bytes = traffic.encoded_bytes;
+  report.step_ms = ms_since(start);
+  report.compute_ms = report.step_ms - report.data_wait_ms - report.comm_ms;
   report.tokens_per_s = static_cast<double>(batch * T) / (report.step_ms / 1000.0);
   return report;
 }
@@ -73,29 +166,40 @@ double Trainer::evaluate(BatchSource& batches, int64_t eval_batches) {
   double total = 0.0;
   int64_t count = 0;
   for (int64_t b = 0; b < eval_batches; ++b) {
-    for (int64_t first = 0; first < batch; first += micro_batch_) {
+    for (int64_t first = slice_first_; first < slice_first_ + slice_size_; first += micro_batch_) {
       batches.fill(static_cast<uint64_t>(b), batch, first, micro_batch_, T, inputs_.data(),
                    targets_.data());
       total += model_->forward(inputs_.data(), targets_.data(), micro_batch_, T);
       ++count;
     }
   }
+  if (reducer_ != nullptr) {
+    std::array<double, 2> sums{total, static_cast<double>(count)};
+    reducer_->sum_over_ranks(sums);
+    return sums[0] / sums[1];
+  }
   return total / static_cast<double>(count);
+}
+
+bool Trainer::snapshot_is_collective() const {
+  return reducer_ != nullptr && reducer_->shards_optimizer_state();
 }
 
 void Trainer::snapshot(float* params, float* adam_m, float* adam_v) {
   const size_t bytes = model_->num_params() * sizeof(float);
   backend_->copy_to_host(params, model_->params(), bytes);
-  backend_->copy_to_host(adam_m, optimizer_->first_moment(), bytes);
-  backend_->copy_to_host(adam_v, optimizer_->second_moment(), bytes);
+  optimizer_->moments_to_host(adam_m, adam_v);
+  if (snapshot_is_collective()) {
+    reducer_->gather_shards(adam_m);
+    reducer_->gather_shards(adam_v);
+  }
 }
 
 void Trainer::restore(const float* params, const float* adam_m, const float* adam_v,
                       int64_t optimizer_steps) {
   const size_t bytes = model_->num_params() * sizeof(float);
   backend_->copy_from_host(model_->params(), params, bytes);
-  backend_->copy_from_host(optimizer_->first_moment(), adam_m, bytes);
-  backend_->copy_from_host(optimizer_->second_moment(), adam_v, bytes);
+  optimizer_->moments_from_host(adam_m, adam_v);
   optimizer_->set_steps_taken(optimizer_steps);
 }
 

@@ -1,8 +1,16 @@
-// Training of one model replica on one node: micro-batch accumulation, global-norm
-// clipping, AdamW with the warm-up + cosine schedule, evaluation, and the timings each
-// step reports. The single-node job drives it directly (run_training.hpp); the
-// distributed issue wraps it in worker actors and adds the gradient reduction between
-// backward and the optimizer step.
+// Training of one model replica: micro-batch accumulation, global-norm clipping, AdamW
+// with the warm-up + cosine schedule, evaluation, and the timings each step reports.
+// The single-node job drives it directly (run_training.hpp).
+//
+// Data parallel: given a GradientReducer (gradient_reducer.hpp), replica r of R computes
+// sequences [r*B/R, (r+1)*B/R) of the global batch of B = train.batch_size sequences
+// (the sample order is a function of (seed, step), so the global batch is the same for
+// any R), in micro-batches of train.micro_batch_size (0 = the whole slice). Its loss
+// gradient is scaled as the single node scales it (1 / (tokens per micro-batch x
+// micro-batches of the GLOBAL batch)), so the sum over replicas is the single-node
+// gradient of the mean over the global batch. Clipping uses the norm of that sum; every
+// replica applies the same update (ZeRO >= 1: each its shard, then the parameters are
+// gathered). Without a reducer the numbers are exactly the single-node ones.
 #pragma once
 
 #include <cstdint>
@@ -16,47 +24,76 @@
 #include "runtime/optim/adamw.hpp"
 #include "runtime/optim/lr_schedule.hpp"
 #include "runtime/train/batch_source.hpp"
+#include "runtime/train/gradient_reducer.hpp"
 
 namespace dseek::train {
 
 struct StepReport {
   int64_t step = 0;
-  double loss = 0.0;         // mean over the step's batch
+  double loss = 0.0;         // mean over the step's (global) batch
   double lr = 0.0;
-  double grad_norm = 0.0;    // before clipping
+  double grad_norm = 0.0;    // of the global gradient, before clipping
   double step_ms = 0.0;      // wall time of the whole step
   double compute_ms = 0.0;   // forward, backward and optimizer
   double comm_ms = 0.0;      // exposed communication (0 on one node)
   double data_wait_ms = 0.0; // waiting for batches
-  double tokens_per_s = 0.0;
+  double tokens_per_s = 0.0; // of the global batch
+  // Data parallel only (0 on one node): this replica's traffic in the step.
+  uint64_t comm_bytes_sent = 0;
+  uint64_t comm_bytes_received = 0;
+  uint64_t gradient_bytes = 0;          // fp32 gradient bytes reduced
+  uint64_t encoded_gradient_bytes = 0;  // after compression
 };
 
 class Trainer {
  public:
-  Trainer(const config::JobConfig& config, BatchSource& train_batches);
+  // `reducer` null: one node. Otherwise this trainer is replica reducer->rank() of
+  // reducer->world_size(); throws std::invalid_argument when train.batch_size does not
+  // split evenly into replicas and micro-batches.
+  Trainer(const config::JobConfig& config, BatchSource& train_batches,
+          GradientReducer* reducer = nullptr);
+  ~Trainer();
+  Trainer(const Trainer&) = delete;
+  Trainer& operator=(const Trainer&) = delete;
 
-  // Runs optimizer step `step` (0-based) on its global batch.
+  // Runs optimizer step `step` (0-based) on its global batch (collective with a reducer).
   StepReport train_step(int64_t step);
-  // Mean loss over eval_batches fixed batches of `batches` (no gradient).
+  // Mean loss over eval_batches fixed batches of `batches` (no gradient). With a
+  // reducer each replica evaluates its slice and the mean is over all (collective).
   double evaluate(BatchSource& batches, int64_t eval_batches);
 
   // Copies parameters and AdamW moments (layout order, model().num_params() floats each)
-  // to host memory: the checkpoint snapshot.
+  // to host memory: the checkpoint snapshot. With a sharded optimizer (ZeRO >= 1) the
+  // moments are gathered from every replica: collective, every replica calls it.
   void snapshot(float* params, float* adam_m, float* adam_v);
-  // Puts back a checkpoint's state: parameters, moments and AdamW's step count.
+  // Puts back a checkpoint's state: parameters, moments (this replica's shard of them
+  // when sharded) and AdamW's step count.
   void restore(const float* params, const float* adam_m, const float* adam_v,
                int64_t optimizer_steps);
   int64_t optimizer_steps() const { return optimizer_->steps_taken(); }
+  // Whether snapshot() is a collective (ZeRO >= 1 over a reducer).
+  bool snapshot_is_collective() const;
 
   // SHA-256 of the fp32 parameters (the train_done event's params_sha256).
   std::string params_sha256();
   model::GptModel& model() { return *model_; }
   backend::Backend& backend() { return *backend_; }
   int64_t micro_batch() const { return micro_batch_; }
+  GradientReducer* reducer() const { return reducer_; }
 
  private:
+  // Forward and backward of sequences [first, first + count) of `step`'s global batch
+  // in micro-batches, accumulating gradients; the last micro-batch's backward reports
+  // finished gradients to `on_ready`. Returns the sum of micro-batch losses / micro_steps.
+  double accumulate(int64_t step, int64_t first, int64_t count, int64_t micro_steps,
+                    const model::GradientsReady& on_ready, StepReport& report);
+  StepReport data_parallel_step(int64_t step);
+
   config::JobConfig config_;
   BatchSource& batches_;
+  GradientReducer* reducer_;
+  int64_t slice_first_ = 0;  // this replica's sequences of the global batch
+  int64_t slice_size_ = 0;
   std::unique_ptr<backend::Backend> backend_;
   std::unique_ptr<model::GptModel> model_;
   std::unique_ptr<optim::AdamW> optimizer_;

@@ -198,6 +198,18 @@ TEST_CASE("dseek launch stops the job with exit 1 when a node fails past max_res
   require_all_gone(job.pid_dir());
 }
 
+TEST_CASE("dseek launch gives up a node past max_restarts and the job goes on without it",
+          "[launch]") {
+  FakeJob job("launch-give-up");
+  auto result = job.run(3, {{0, "ok"}, {1, "fail"}, {2, "ok"}},
+                        {"--set", "cluster.max_restarts=1", "--set", "elastic.min_nodes=2"});
+  INFO(result.output);
+  CHECK(result.exit_code == 0);
+  CHECK(contains(result.output, "[launch] node 1 failed 2 times; the job goes on with 2 nodes"));
+  CHECK(contains(result.output, "[launch] job done: 3 nodes, 1 restart, exit 0"));
+  require_all_gone(job.pid_dir());
+}
+
 TEST_CASE("dseek launch forwards SIGTERM and the nodes stop orderly with exit 0", "[launch]") {
   FakeJob job("launch-sigterm");
   // Once both nodes are up, SIGTERM their parent: the launcher.

@@ -74,7 +74,7 @@ dir = "data/tiny"
 prefetch = 0
 
 [cluster]
-nodes = 3
+nodes = 12
 node_id = 2
 coordinator = "10.0.0.1:9000"
 
@@ -309,11 +309,16 @@ TEST_CASE("config: the other relations between keys are checked", "[config]") {
 }
 
 TEST_CASE("config: check_supported rejects features this build lacks", "[config]") {
-  auto multi_node = config::load_config_text("[cluster]\nnodes = 2\n", "x.toml");
+  // Data parallelism over the nodes, ZeRO and compression run.
+  auto multi_node = config::load_config_text(
+      "[cluster]\nnodes = 2\n[parallel]\ndata = 2\nzero = 1\n[comm]\ncompression = \"int8\"\n",
+      "x.toml");
   CHECK_NOTHROW(config::check_supported(multi_node));
+  CHECK_THAT(error_of([&] { config::load_config_text("[parallel]\ndata = 2\n", "x.toml"); }),
+             Contains("parallel.data (2) x parallel.tensor (1) x parallel.pipeline (1) must "
+                      "equal cluster.nodes (1)"));
   for (const char* setting :
-       {"parallel.data=2", "parallel.tensor=2", "parallel.pipeline=2", "parallel.zero=1",
-        "comm.compression=int8", "metrics.prometheus_port=9100",
+       {"parallel.tensor=2", "parallel.pipeline=2", "metrics.prometheus_port=9100",
         "train.precision=bf16", "comm.backend=nccl"}) {
     INFO(setting);
     auto job = config::load_config_text("", "x.toml", {setting});

@@ -82,13 +82,15 @@ struct NodeSlot {
   int id;
   int restarts = 0;
   bool finished = false;  // exited 0: done, never restarted
+  bool given_up = false;  // failed past max_restarts; the job went on without it
   std::optional<ChildProcess> child;
   LinePrefixer out, err;
 
   LinePrefixer& prefixer(Stream stream) { return stream == Stream::out ? out : err; }
 };
 
-enum class StopReason { none, node_failed, timed_out, signaled };
+// lagging: the job finished on some nodes and the rest did not follow (hung, cut off).
+enum class StopReason { none, node_failed, timed_out, signaled, lagging };
 
 class Launcher {
  public:
@@ -125,6 +127,8 @@ class Launcher {
   int total_restarts_ = 0;
   std::optional<Clock::time_point> job_deadline_;
   std::optional<Clock::time_point> kill_deadline_;
+  // Once a node finished the job, the others get stop_grace to finish too.
+  std::optional<Clock::time_point> finish_deadline_;
 };
 
 void Launcher::watch_signals() {
@@ -202,6 +206,8 @@ void Launcher::on_exit(NodeSlot& slot, ExitStatus status) {
   if (status.success()) {
     slot.finished = true;
     say(node + " " + status.describe());
+    if (!finish_deadline_ && stop_reason_ == StopReason::none)
+      finish_deadline_ = Clock::now() + plan_.stop_grace;
     return;
   }
   if (stop_reason_ != StopReason::none) {  // stopping: no restarts
@@ -217,7 +223,17 @@ void Launcher::on_exit(NodeSlot& slot, ExitStatus status) {
   } else {
     say(node + " " + status.describe());
   }
-  say(node + " failed " + plural(slot.restarts + 1, "time") + "; stopping the job");
+  slot.given_up = true;
+  const auto alive = std::count_if(slots_.begin(), slots_.end(),
+                                   [](const auto& s) { return !s.given_up; });
+  if (slot.id != plan_.coordinator_node && alive >= plan_.min_nodes) {
+    say(node + " failed " + plural(slot.restarts + 1, "time") + "; the job goes on with " +
+        plural(static_cast<int>(alive), "node") + " (elastic.min_nodes = " +
+        std::to_string(plan_.min_nodes) + ")");
+    return;
+  }
+  say(node + " failed " + plural(slot.restarts + 1, "time") + "; stopping the job" +
+      (slot.id == plan_.coordinator_node ? " (it runs the coordinator)" : ""));
   begin_stop(StopReason::node_failed);
 }
 
@@ -260,6 +276,17 @@ void Launcher::check_deadlines() {
     say("job timed out after " + seconds_text(plan_.timeout) + "; stopping every node");
     begin_stop(StopReason::timed_out);
   }
+  if (finish_deadline_ && now >= *finish_deadline_ && stop_reason_ == StopReason::none) {
+    std::string left;
+    for (const auto& slot : slots_)
+      if (slot.child) left += (left.empty() ? "" : ", ") + std::to_string(slot.id);
+    finish_deadline_.reset();
+    if (!left.empty()) {
+      say("node(s) " + left + " still running " + seconds_text(plan_.stop_grace) +
+          " after the job finished; stopping them");
+      begin_stop(StopReason::lagging);
+    }
+  }
   if (kill_deadline_ && now >= *kill_deadline_) {
     std::string left;
     for (const auto& slot : slots_)
@@ -272,7 +299,7 @@ void Launcher::check_deadlines() {
 
 int Launcher::poll_timeout_ms() const {
   std::optional<Clock::time_point> nearest;
-  for (const auto& deadline : {job_deadline_, kill_deadline_})
+  for (const auto& deadline : {job_deadline_, kill_deadline_, finish_deadline_})
     if (deadline && (!nearest || *deadline < *nearest)) nearest = deadline;
   if (!nearest) return -1;
   auto left = std::chrono::ceil<std::chrono::milliseconds>(*nearest - Clock::now());
@@ -287,9 +314,14 @@ int Launcher::exit_code() const {
   if (killed_by_second_signal_) return kJobKilled;
   if (stop_reason_ == StopReason::timed_out) return kJobTimedOut;
   if (stop_reason_ == StopReason::node_failed) return kJobFailed;
-  bool all_finished = std::all_of(slots_.begin(), slots_.end(),
-                                  [](const auto& slot) { return slot.finished; });
-  return all_finished ? kJobSucceeded : kJobFailed;
+  // The job succeeded when the coordinator node and at least min_nodes nodes finished
+  // it; a node given up or stopped after the others finished did not fail it.
+  const auto finished = std::count_if(slots_.begin(), slots_.end(),
+                                      [](const auto& slot) { return slot.finished; });
+  const bool coordinator_finished = slots_[static_cast<size_t>(plan_.coordinator_node)].finished;
+  if (stop_reason_ == StopReason::signaled)
+    return finished == static_cast<long>(slots_.size()) ? kJobSucceeded : kJobFailed;
+  return coordinator_finished && finished >= plan_.min_nodes ? kJobSucceeded : kJobFailed;
 }
 
 int Launcher::run() {

@@ -24,9 +24,15 @@ struct LaunchPlan {
   std::string coordinator;               // "127.0.0.1:PORT"
   std::vector<std::string> node_sets;    // --set values for every node, in order
   std::vector<std::string> extra_env;    // "NAME=value" added to every node's environment
-  int max_restarts = 3;                  // restarts per node id before the job fails
+  int max_restarts = 3;                  // restarts per node id before it is given up
+  // A node given up (past max_restarts) ends the job only when it is the coordinator
+  // node or fewer than min_nodes would be left (the job's elastic.min_nodes).
+  int min_nodes = 1;
+  int coordinator_node = 0;
   std::chrono::milliseconds timeout{0};  // the whole job; 0 = none
-  std::chrono::milliseconds stop_grace{10'000};  // after SIGTERM, before SIGKILL
+  // After SIGTERM, before SIGKILL; and how long nodes still running (hung, or cut off)
+  // get once the job finished on another node before they are stopped.
+  std::chrono::milliseconds stop_grace{10'000};
 };
 
 // Exit codes of run_local_job().

@@ -1,0 +1,36 @@
+// Connects a node's worker to the data plane for one world epoch: builds this rank's UCX
+// endpoint, exchanges (host, address) with every rank through the coordinator's
+// rendezvous (the node agent forwards it), and connects. Called from the worker's
+// training thread (it blocks, bounded by the timeouts). Tensors then move over UCX,
+// never through CAF messages (DESIGN.md).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <stdexcept>
+
+#include <caf/fwd.hpp>
+
+#include "actors/cluster/cluster_messages.hpp"
+#include "comm/communicator.hpp"
+#include "runtime/config/job_config.hpp"
+
+namespace dseek::actors {
+
+// The rendezvous of an epoch did not complete (the epoch changed meanwhile, or the
+// coordinator is gone): try again in a later epoch.
+struct rendezvous_failed : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// This node's data-parallel rank in `epoch`'s plan; -1 if the plan has no worker here.
+int32_t rank_in_plan(const epoch_started& epoch, int64_t node_id);
+
+// Throws rendezvous_failed when the rendezvous fails (the epoch changed meanwhile, no
+// coordinator) and comm::CommError when connecting fails.
+std::unique_ptr<comm::Communicator> connect_data_plane(caf::actor_system& sys,
+                                                       const epoch_started& epoch,
+                                                       const config::JobConfig& config);
+
+}  // namespace dseek::actors

@@ -1,0 +1,185 @@
+// Implementation of elastic_training.hpp.
+#include "actors/node/elastic_training.hpp"
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "actors/node/data_plane_link.hpp"
+#include "actors/training/run_data_parallel.hpp"
+#include "actors/training/state_sync.hpp"
+#include "comm/types.hpp"
+#include "runtime/metrics/event_log.hpp"
+#include "runtime/model/param_layout.hpp"
+#include "runtime/train/trainer.hpp"
+
+namespace dseek::actors {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+bool has_worker_here(const epoch_started& epoch, int64_t node_id) {
+  return rank_in_plan(epoch, node_id) >= 0;
+}
+
+double ms_since(Clock::time_point t) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
+}
+
+// The world this node may train in next.
+struct WorldPolicy {
+  const config::JobConfig& config;
+  bool first;                      // the job's first world: all nodes
+  std::uint64_t after_epoch;       // the epoch that failed (later ones only)
+  Clock::time_point failed_at;
+
+  bool accepts(const epoch_started& e) const {
+    if (e.epoch <= after_epoch || !has_worker_here(e, config.cluster.node_id)) return false;
+    if (e.world_size >= config.cluster.nodes) return true;
+    if (first) return false;
+    const double waited_s = ms_since(failed_at) / 1000.0;
+    return waited_s >= config.elastic.rejoin_seconds && e.world_size >= config.elastic.min_nodes;
+  }
+};
+
+// A communicator that failed can take seconds to tear down (its transfers to a hung peer
+// are given up after a bounded wait): tear it down on the side while the next world is
+// built, and wait for that before returning.
+class RetiredCommunicators {
+ public:
+  ~RetiredCommunicators() {
+    for (auto& thread : threads_) thread.join();
+  }
+  void retire(std::unique_ptr<comm::Communicator> communicator) {
+    if (communicator)
+      threads_.emplace_back([dead = std::move(communicator)]() mutable { dead.reset(); });
+  }
+
+ private:
+  std::vector<std::thread> threads_;
+};
+
+}  // namespace
+
+job_finished run_elastic_training(const worker_setup& setup, int starts, caf::actor_system& sys,
+                                  EpochBoard& board, const std::atomic<bool>& stop) {
+  const auto& config = setup.config;
+  train::TrainingState& replica = *setup.replica;
+  const size_t param_count = model::ParamLayout(train::shape_of(config.model)).total();
+  const bool keeps_memory_state = config.parallel.zero == 0;
+  auto& events = *setup.events;
+
+  WorldPolicy policy{config, starts == 1 && setup.incarnation == 0, 0, Clock::now()};
+  bool recovering = !policy.first;  // a restarted node or worker recovers too
+  const auto node_start = Clock::now();
+  const auto start_limit = std::chrono::milliseconds(
+      static_cast<int64_t>(config.cluster.start_timeout_s * 1000));
+  job_finished result;
+  RetiredCommunicators retired;
+  while (true) {
+    if (stop.load()) {
+      result.stopped_early = true;
+      return result;
+    }
+    const auto waited_from = recovering ? policy.failed_at : node_start;
+    const auto limit = waited_from + start_limit +
+                       std::chrono::milliseconds(static_cast<int64_t>(
+                           policy.first ? 0 : config.elastic.rejoin_seconds * 1000));
+    auto epoch = board.wait_for([&](const epoch_started& e) { return policy.accepts(e); }, limit);
+    if (!epoch) {
+      if (stop.load()) {
+        result.stopped_early = true;
+        return result;
+      }
+      const auto latest = board.latest();
+      result.ok = false;
+      result.error = (policy.first ? std::string("the job did not start: ")
+                                   : std::string("the job could not continue: ")) +
+                     std::to_string(latest.world_size) + " of " +
+                     std::to_string(config.cluster.nodes) + " nodes are members (need " +
+                     std::to_string(policy.first ? config.cluster.nodes : config.elastic.min_nodes) +
+                     ") after waiting " +
+                     std::to_string(static_cast<int64_t>(ms_since(waited_from) / 1000)) + " s";
+      return result;
+    }
+    std::unique_ptr<comm::Communicator> communicator;
+    try {
+      communicator = connect_data_plane(sys, *epoch, config);
+      board.attach(communicator.get(), epoch->epoch);
+      StateAgreement agreement;
+      if (keeps_memory_state) agreement = share_freshest_state(*communicator, replica, param_count);
+
+      config::JobConfig session = config;
+      const int rank = communicator->rank();
+      if (rank != 0) session.metrics.progress = "off";  // one progress display per job
+      std::string source = agreement.received ? "peer" : "memory";
+      if (agreement.steps_done < 0 && recovering) {
+        source = "disk";
+        if (session.checkpoint.every_steps > 0 && session.checkpoint.resume.empty())
+          session.checkpoint.resume = "latest";
+      }
+      events.emit("worker_started",
+                  util::JsonLine().add("epoch", epoch->epoch)
+                      .add("world_size", static_cast<int64_t>(epoch->world_size))
+                      .add("rank", static_cast<int64_t>(rank))
+                      .add("state_step", agreement.steps_done).add("state_source", source));
+
+      train::RunOptions options;
+      options.run_dir = setup.run_dir;
+      options.stop = &stop;
+      options.events = setup.events.get();
+      options.before_step = setup.before_step;
+      options.start_from = agreement.steps_done >= 0 ? &replica : nullptr;
+      const auto failed_at = policy.failed_at;
+      const int64_t from_step = agreement.steps_done >= 0 ? agreement.steps_done : 0;
+      options.after_step = [&recovering, &replica, &events, keeps_memory_state, param_count,
+                            epoch, failed_at, from_step, source](int64_t steps_done,
+                                                               train::Trainer& trainer) {
+        if (keeps_memory_state) {
+          replica.params.resize(param_count);
+          replica.adam_m.resize(param_count);
+          replica.adam_v.resize(param_count);
+          trainer.snapshot(replica.params.data(), replica.adam_m.data(), replica.adam_v.data());
+          replica.optimizer_steps = trainer.optimizer_steps();
+          replica.steps_done = steps_done;
+        }
+        if (recovering) {
+          recovering = false;
+          events.emit("recovered", util::JsonLine().add("from_step", from_step)
+                                       .add("source", source)
+                                       .add("recovery_ms", ms_since(failed_at))
+                                       .add("epoch", epoch->epoch)
+                                       .add("world_size", static_cast<int64_t>(epoch->world_size)));
+        }
+      };
+      const auto summary = run_data_parallel(session, options, *communicator);
+      board.attach(nullptr, 0);
+      result.stopped_early = summary.stopped_early;
+      result.steps_done = summary.steps_done;
+      result.params_sha256 = summary.params_sha256;
+      return result;
+    } catch (const comm::CommError& error) {
+      board.attach(nullptr, 0);
+      events.emit("training_interrupted",
+                  util::JsonLine().add("epoch", epoch->epoch).add("error", error.what())
+                      .add("last_step", replica.steps_done));
+    } catch (const rendezvous_failed& error) {
+      board.attach(nullptr, 0);
+      events.emit("training_interrupted",
+                  util::JsonLine().add("epoch", epoch->epoch).add("error", error.what())
+                      .add("last_step", replica.steps_done));
+    }
+    retired.retire(std::move(communicator));
+    if (!recovering) {
+      recovering = true;
+      policy.failed_at = Clock::now();
+    }
+    policy.first = false;
+    policy.after_epoch = epoch->epoch;
+  }
+}
+
+}  // namespace dseek::actors

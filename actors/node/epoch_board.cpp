@@ -1,0 +1,58 @@
+// Implementation of epoch_board.hpp.
+#include "actors/node/epoch_board.hpp"
+
+#include "comm/communicator.hpp"
+
+namespace dseek::actors {
+
+void EpochBoard::post(const epoch_started& epoch) {
+  std::lock_guard lock(mutex_);
+  if (epoch.epoch <= latest_.epoch) return;
+  latest_ = epoch;
+  changed_.notify_all();
+}
+
+void EpochBoard::abort_before(std::uint64_t epoch, const std::string& why) {
+  std::lock_guard lock(mutex_);
+  if (epoch > abort_epoch_) {
+    abort_epoch_ = epoch;
+    abort_why_ = why;
+  }
+  if (communicator_ != nullptr && communicator_epoch_ < epoch) communicator_->abort(why);
+}
+
+void EpochBoard::close() {
+  std::lock_guard lock(mutex_);
+  closed_ = true;
+  if (communicator_ != nullptr) communicator_->abort("the worker is stopping");
+  changed_.notify_all();
+}
+
+std::optional<epoch_started> EpochBoard::wait_for(
+    const std::function<bool(const epoch_started&)>& accept,
+    std::chrono::steady_clock::time_point limit) {
+  std::unique_lock lock(mutex_);
+  // Re-checks at least every 100 ms: `accept` may depend on the time too.
+  while (!closed_) {
+    if (accept(latest_)) return latest_;
+    if (std::chrono::steady_clock::now() >= limit) return std::nullopt;
+    changed_.wait_for(lock, std::chrono::milliseconds(100));
+  }
+  return std::nullopt;
+}
+
+epoch_started EpochBoard::latest() const {
+  std::lock_guard lock(mutex_);
+  return latest_;
+}
+
+void EpochBoard::attach(comm::Communicator* communicator, std::uint64_t epoch) {
+  std::lock_guard lock(mutex_);
+  communicator_ = communicator;
+  communicator_epoch_ = epoch;
+  if (communicator_ == nullptr) return;
+  if (closed_) communicator_->abort("the worker is stopping");
+  else if (abort_epoch_ > epoch) communicator_->abort(abort_why_);
+}
+
+}  // namespace dseek::actors

@@ -1,0 +1,54 @@
+// Where the worker actor and its training thread meet: the actor posts every new epoch;
+// the thread waits for an epoch it can train in, and registers the communicator it
+// trains over so that a membership change (a node lost, or one that joins and must be
+// taken in) aborts it at once: survivors fail fast instead of waiting for a collective's
+// timeout. A node that left after the job ended does not abort anything. Thread-safe.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <mutex>
+#include <optional>
+#include <string>
+
+#include "actors/cluster/cluster_messages.hpp"
+
+namespace dseek::comm {
+class Communicator;
+}
+
+namespace dseek::actors {
+
+class EpochBoard {
+ public:
+  // The actor side.
+  void post(const epoch_started& epoch);
+  // Aborts the registered communicator (if it belongs to an older epoch than `epoch`).
+  void abort_before(std::uint64_t epoch, const std::string& why);
+  // Wakes every wait for good (the worker is stopping).
+  void close();
+
+  // The thread side. Waits until `accept(latest epoch)` is true, the board is closed
+  // (nullopt) or `limit` passed (nullopt).
+  std::optional<epoch_started> wait_for(const std::function<bool(const epoch_started&)>& accept,
+                                        std::chrono::steady_clock::time_point limit);
+  epoch_started latest() const;
+  // The communicator of `epoch` the thread trains over now (nullptr: none). A
+  // communicator registered for an epoch that is already over is aborted at once.
+  void attach(comm::Communicator* communicator, std::uint64_t epoch);
+
+ private:
+  mutable std::mutex mutex_;
+  std::condition_variable changed_;
+  epoch_started latest_;
+  bool closed_ = false;
+  comm::Communicator* communicator_ = nullptr;
+  std::uint64_t communicator_epoch_ = 0;
+  // The newest membership change asked to abort; a communicator of an older epoch
+  // attached later is aborted at once.
+  std::uint64_t abort_epoch_ = 0;
+  std::string abort_why_;
+};
+
+}  // namespace dseek::actors

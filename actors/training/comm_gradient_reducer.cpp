@@ -1,0 +1,215 @@
+// Implementation of comm_gradient_reducer.hpp.
+#include "actors/training/comm_gradient_reducer.hpp"
+
+#include <chrono>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+
+namespace dseek::actors {
+
+namespace {
+using Clock = std::chrono::steady_clock;
+
+// Adds the lifetime of the scope to a millisecond counter: the time the trainer's thread
+// was blocked on the data plane.
+class ExposedTimer {
+ public:
+  explicit ExposedTimer(double& total_ms) : total_ms_(total_ms), start_(Clock::now()) {}
+  ~ExposedTimer() {
+    total_ms_ += std::chrono::duration<double, std::milli>(Clock::now() - start_).count();
+  }
+  ExposedTimer(const ExposedTimer&) = delete;
+  ExposedTimer& operator=(const ExposedTimer&) = delete;
+
+ private:
+  double& total_ms_;
+  Clock::time_point start_;
+};
+
+std::string show(const model::ParamRange& range) {
+  return "[" + std::to_string(range.offset) + ", " + std::to_string(range.end()) + ")";
+}
+}  // namespace
+
+CommGradientReducer::CommGradientReducer(comm::Communicator& comm, ReducerSettings settings)
+    : comm_(comm), settings_(std::move(settings)) {
+  check_reducer_settings(settings_);
+}
+
+CommGradientReducer::~CommGradientReducer() { detach(); }
+
+// Reductions still in flight (an exception mid-step) must not outlive the buffers the
+// data plane writes into: the epoch is over anyway (the replicas no longer agree on the
+// step), so abort and drain.
+void CommGradientReducer::detach() noexcept {
+  bool pending = false;
+  for (const auto& op : in_flight_) pending |= op.issued;
+  if (pending) {
+    comm_.abort("gradient reducer detached in the middle of a step");
+    for (size_t b = 0; b < in_flight_.size(); ++b) {
+      if (!in_flight_[b].issued) continue;
+      try {
+        if (compressed_[b]) compressed_[b]->finish(grads_ + buckets_[b].range.offset, comm::ReduceOp::sum);
+        else in_flight_[b].work.wait();
+      } catch (...) {  // expected: aborted
+      }
+    }
+  }
+  grads_ = nullptr;
+  total_ = 0;
+  backward_order_.clear();
+  buckets_.clear();
+  shard_.clear();
+  staging_.clear();
+  compressed_.clear();
+  in_flight_.clear();
+  in_step_ = false;
+}
+
+void CommGradientReducer::attach(float* grads, size_t total,
+                                 const std::vector<model::ParamRange>& backward_order) {
+  if (grads_ != nullptr) throw std::logic_error("CommGradientReducer::attach while attached (detach first)");
+  buckets_ = plan_gradient_buckets(backward_order, total, settings_.bucket_bytes, comm_.rank(),
+                                   comm_.size());
+  grads_ = grads;
+  total_ = total;
+  backward_order_ = backward_order;
+  shard_ = shard_of(buckets_);
+  size_t shard_floats = 0;
+  for (const auto& range : shard_) shard_floats += range.count;
+  if (settings_.zero_stage > 0) staging_.resize(shard_floats);
+  in_flight_.resize(buckets_.size());
+  compressed_.resize(buckets_.size());
+  if (settings_.compression != "none") {
+    comm::CompressedAllReduceOptions options;
+    options.codec = settings_.compression;
+    options.topk_fraction = settings_.topk_fraction;
+    for (auto& bucket : compressed_) bucket = std::make_unique<comm::CompressedAllReduce>(options);
+  }
+}
+
+void CommGradientReducer::require_attached(const char* call) const {
+  if (grads_ == nullptr)
+    throw std::logic_error(std::string("CommGradientReducer::") + call + " before attach()");
+}
+
+void CommGradientReducer::begin_step(int64_t /*step*/) {
+  require_attached("begin_step");
+  in_step_ = true;
+  next_range_ = 0;
+  next_issue_ = 0;
+  exposed_ms_ = 0.0;
+  encoded_bytes_ = 0;
+  counters_at_begin_ = comm_.counters();
+}
+
+void CommGradientReducer::gradients_ready(model::ParamRange range) {
+  if (!in_step_) throw std::logic_error("CommGradientReducer::gradients_ready outside a step");
+  if (next_range_ >= backward_order_.size() || !(range == backward_order_[next_range_]))
+    throw std::logic_error("CommGradientReducer::gradients_ready: got " + show(range) + ", expected " +
+                           (next_range_ < backward_order_.size() ? show(backward_order_[next_range_])
+                                                                 : std::string("no more ranges")));
+  ++next_range_;
+  if (settings_.zero_stage == 1) return;  // stage 1 reduces after backward
+  while (next_issue_ < buckets_.size() &&
+         buckets_[next_issue_].first_unit + buckets_[next_issue_].units <= next_range_) {
+    issue(next_issue_++);
+  }
+}
+
+void CommGradientReducer::issue(size_t b) {
+  const GradientBucket& bucket = buckets_[b];
+  float* data = grads_ + bucket.range.offset;
+  if (compressed_[b]) {
+    compressed_[b]->begin(comm_, data, bucket.range.count);  // encodes now, on this thread
+  } else if (settings_.zero_stage == 0) {
+    in_flight_[b].work = comm_.all_reduce(data, bucket.range.count, comm::DataType::f32, comm::ReduceOp::sum);
+  } else {
+    in_flight_[b].work = comm_.reduce_scatter(data, staging_.data() + bucket.piece_offset, bucket.range.count,
+                                              comm::DataType::f32, comm::ReduceOp::sum);
+  }
+  in_flight_[b].issued = true;
+}
+
+void CommGradientReducer::complete(size_t b) {
+  const GradientBucket& bucket = buckets_[b];
+  InFlight& op = in_flight_[b];
+  op.issued = false;
+  if (compressed_[b]) {
+    compressed_[b]->finish(grads_ + bucket.range.offset, comm::ReduceOp::sum);
+    encoded_bytes_ += compressed_[b]->last().encoded_bytes;
+    return;
+  }
+  op.work.wait();
+  op.work = comm::Work();
+  encoded_bytes_ += bucket.range.count * sizeof(float);
+  if (settings_.zero_stage > 0 && bucket.piece.count > 0) {
+    std::memcpy(grads_ + bucket.piece.offset, staging_.data() + bucket.piece_offset,
+                bucket.piece.count * sizeof(float));
+  }
+}
+
+void CommGradientReducer::finish() {
+  if (!in_step_) throw std::logic_error("CommGradientReducer::finish without begin_step");
+  if (next_range_ != backward_order_.size())
+    throw std::logic_error("CommGradientReducer::finish: the gradients of " +
+                           show(backward_order_[next_range_]) +
+                           " (and of every range after it in backward order) were never reported ready");
+  ExposedTimer timer(exposed_ms_);
+  while (next_issue_ < buckets_.size()) issue(next_issue_++);
+  for (size_t b = 0; b < buckets_.size(); ++b) complete(b);
+}
+
+void CommGradientReducer::sum_over_ranks(std::span<double> values) {
+  if (values.empty()) return;
+  ExposedTimer timer(exposed_ms_);
+  const size_t slot = values.size() * sizeof(double);
+  const size_t ranks = static_cast<size_t>(comm_.size());
+  const size_t mine = static_cast<size_t>(comm_.rank()) * slot;
+  gathered_values_.resize(ranks * slot);
+  std::memcpy(gathered_values_.data() + mine, values.data(), slot);
+  comm_.all_gather(gathered_values_.data() + mine, gathered_values_.data(), ranks * slot, comm::DataType::u8)
+      .wait();
+  for (size_t i = 0; i < values.size(); ++i) {
+    double sum = 0.0;
+    for (size_t r = 0; r < ranks; ++r) {
+      double value;
+      std::memcpy(&value, gathered_values_.data() + r * slot + i * sizeof(double), sizeof value);
+      sum += value;
+    }
+    values[i] = sum;
+  }
+}
+
+void CommGradientReducer::gather_shards(float* buffer) {
+  require_attached("gather_shards");
+  ExposedTimer timer(exposed_ms_);
+  std::vector<comm::Work> works;
+  works.reserve(buckets_.size());
+  for (const auto& bucket : buckets_) {
+    works.push_back(comm_.all_gather(buffer + bucket.piece.offset, buffer + bucket.range.offset,
+                                     bucket.range.count, comm::DataType::f32));
+  }
+  for (auto& work : works) work.wait();
+}
+
+train::ReducerTraffic CommGradientReducer::step_traffic() const {
+  const comm::CommCounters now = comm_.counters();
+  train::ReducerTraffic traffic;
+  traffic.exposed_ms = exposed_ms_;
+  traffic.bytes_sent = now.bytes_sent - counters_at_begin_.bytes_sent;
+  traffic.bytes_received = now.bytes_received - counters_at_begin_.bytes_received;
+  traffic.gradient_bytes = total_ * sizeof(float);
+  traffic.encoded_bytes = encoded_bytes_;
+  return traffic;
+}
+
+comm::CompressedTraffic CommGradientReducer::compressed_total() const {
+  comm::CompressedTraffic total;
+  for (const auto& bucket : compressed_)
+    if (bucket) total += bucket->total();
+  return total;
+}
+
+}  // namespace dseek::actors

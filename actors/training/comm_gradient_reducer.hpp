@@ -1,0 +1,94 @@
+// The data-parallel GradientReducer (runtime/train/gradient_reducer.hpp) over a
+// comm::Communicator: one replica per rank of the communicator's group.
+//
+// The gradient buffer is cut into buckets (gradient_buckets.hpp). Per bucket, issued
+// asynchronously as soon as backward has finished its last range (in bucket order, the
+// same on every replica):
+//   ZeRO 0            all_reduce (sum) in place
+//   ZeRO 0 + codec    CompressedAllReduce, one per bucket (it keeps that bucket's
+//                     error-feedback residual): encode here, all-gather of messages
+//   ZeRO 2            reduce_scatter (sum) into this replica's piece
+//   ZeRO 1            reduce_scatter too, all issued in finish() (no overlap)
+// finish() waits for them in bucket order; the time it and the other blocking calls
+// spend is the step's exposed communication. Reduce-scatter results are copied back into
+// the gradient buffer at their own offsets, so the optimizer and the norm read the same
+// addresses whatever the stage (and ZeRO 0/1/2 agree bit for bit where the sums agree).
+//
+// Not thread-safe: the trainer's thread makes every call. A CommError from the data
+// plane (timeout, dead peer, abort) propagates: the epoch is over, the caller rebuilds.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "actors/training/gradient_buckets.hpp"
+#include "actors/training/reducer_settings.hpp"
+#include "comm/communicator.hpp"
+#include "comm/compressed_allreduce.hpp"
+#include "runtime/train/gradient_reducer.hpp"
+
+namespace dseek::actors {
+
+class CommGradientReducer final : public train::GradientReducer {
+ public:
+  // `comm` must outlive the reducer. Throws std::invalid_argument on bad settings.
+  CommGradientReducer(comm::Communicator& comm, ReducerSettings settings);
+  ~CommGradientReducer() override;
+  CommGradientReducer(const CommGradientReducer&) = delete;
+  CommGradientReducer& operator=(const CommGradientReducer&) = delete;
+
+  int rank() const override { return comm_.rank(); }
+  int world_size() const override { return comm_.size(); }
+  bool shards_optimizer_state() const override { return settings_.zero_stage > 0; }
+
+  void attach(float* grads, size_t total, const std::vector<model::ParamRange>& backward_order) override;
+  void detach() noexcept override;
+  const std::vector<model::ParamRange>& shard() const override { return shard_; }
+
+  void begin_step(int64_t step) override;
+  void gradients_ready(model::ParamRange range) override;
+  void finish() override;
+
+  void sum_over_ranks(std::span<double> values) override;
+  void gather_shards(float* buffer) override;
+
+  train::ReducerTraffic step_traffic() const override;
+
+  const ReducerSettings& settings() const { return settings_; }
+  const std::vector<GradientBucket>& buckets() const { return buckets_; }
+  // The compressed all-reduces' traffic since construction (zero without a codec).
+  comm::CompressedTraffic compressed_total() const;
+
+ private:
+  struct InFlight {
+    comm::Work work;
+    bool issued = false;
+  };
+  void issue(size_t bucket);
+  void complete(size_t bucket);
+  void require_attached(const char* call) const;
+
+  comm::Communicator& comm_;
+  ReducerSettings settings_;
+  float* grads_ = nullptr;
+  size_t total_ = 0;
+  std::vector<model::ParamRange> backward_order_;
+  std::vector<GradientBucket> buckets_;
+  std::vector<model::ParamRange> shard_;
+  std::vector<float> staging_;  // reduce-scatter outputs: this replica's pieces, packed
+  std::vector<std::unique_ptr<comm::CompressedAllReduce>> compressed_;  // per bucket
+  std::vector<InFlight> in_flight_;                                     // per bucket
+  std::vector<std::byte> gathered_values_;                              // sum_over_ranks
+
+  // The step in progress.
+  bool in_step_ = false;
+  size_t next_range_ = 0;  // the next backward_order_ index gradients_ready() expects
+  size_t next_issue_ = 0;  // the next bucket to issue
+  double exposed_ms_ = 0.0;
+  comm::CommCounters counters_at_begin_;
+  uint64_t encoded_bytes_ = 0;
+};
+
+}  // namespace dseek::actors

@@ -1,0 +1,45 @@
+// Implementation of reducer_settings.hpp.
+#include "actors/training/reducer_settings.hpp"
+
+#include <stdexcept>
+
+#include "runtime/config/load.hpp"
+
+namespace dseek::actors {
+
+namespace {
+// "" when the settings can run, else why not.
+std::string refusal(const ReducerSettings& settings) {
+  if (settings.zero_stage < 0 || settings.zero_stage > 2)
+    return "parallel.zero = " + std::to_string(settings.zero_stage) + ": the ZeRO stage is 0, 1 or 2";
+  if (settings.compression != "none" && settings.compression != "topk" &&
+      settings.compression != "int8" && settings.compression != "topk+int8")
+    return "comm.compression = \"" + settings.compression +
+           "\": the codecs are none, topk, int8 and topk+int8";
+  if (settings.compression != "none" && settings.zero_stage != 0)
+    return "comm.compression = \"" + settings.compression + "\" with parallel.zero = " +
+           std::to_string(settings.zero_stage) +
+           ": compressed gradients are all-reduced (all-gather of codec messages), which "
+           "ZeRO's reduce-scatter cannot do; use parallel.zero = 0 with compression, or "
+           "comm.compression = \"none\" with ZeRO";
+  if (settings.bucket_bytes < sizeof(float))
+    return "gradient bucket of " + std::to_string(settings.bucket_bytes) + " bytes is smaller than one float";
+  return "";
+}
+}  // namespace
+
+ReducerSettings reducer_settings(const config::JobConfig& config) {
+  ReducerSettings settings;
+  settings.zero_stage = static_cast<int>(config.parallel.zero);
+  settings.compression = config.comm.compression;
+  settings.topk_fraction = config.comm.topk_fraction;
+  if (const std::string why = refusal(settings); !why.empty())
+    throw config::ConfigError(config.source + ": " + why);
+  return settings;
+}
+
+void check_reducer_settings(const ReducerSettings& settings) {
+  if (const std::string why = refusal(settings); !why.empty()) throw std::invalid_argument(why);
+}
+
+}  // namespace dseek::actors

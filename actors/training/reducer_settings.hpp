@@ -1,0 +1,35 @@
+// The settings of a data-parallel gradient reduction and how a job config chooses them:
+// the ZeRO stage (parallel.zero), gradient compression (comm.compression,
+// comm.topk_fraction) and the bucket size. Combinations this build cannot run are
+// refused here, with the keys named, before any replica starts training.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "runtime/config/job_config.hpp"
+
+namespace dseek::actors {
+
+struct ReducerSettings {
+  // 0: all-reduce of gradients, every replica runs the whole AdamW.
+  // 1: optimizer state sharded: reduce-scatter of the gradients after backward, each
+  //    replica updates its shard, then the parameters are all-gathered.
+  // 2: as 1, with each bucket's reduce-scatter started as backward finishes it.
+  int zero_stage = 0;
+  std::string compression = "none";  // none | topk | int8 | topk+int8 (ZeRO 0 only)
+  double topk_fraction = 0.05;
+  // Gradient bytes per bucket (whole backward ranges are never split; ~one GPT block
+  // per bucket at GPT-2 small sizes).
+  size_t bucket_bytes = size_t{4} << 20;
+};
+
+// The settings of `config`; throws config::ConfigError (naming parallel.zero and
+// comm.compression) for compression with ZeRO > 0, which this build does not run.
+ReducerSettings reducer_settings(const config::JobConfig& config);
+
+// The same checks on settings built by hand (std::invalid_argument).
+void check_reducer_settings(const ReducerSettings& settings);
+
+}  // namespace dseek::actors

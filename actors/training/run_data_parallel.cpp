@@ -1,0 +1,20 @@
+// Implementation of run_data_parallel.hpp.
+#include "actors/training/run_data_parallel.hpp"
+
+#include "actors/training/comm_gradient_reducer.hpp"
+
+namespace dseek::actors {
+
+train::RunSummary run_data_parallel(const config::JobConfig& config, train::RunOptions options,
+                                    comm::Communicator& comm) {
+  return run_data_parallel(config, std::move(options), comm, reducer_settings(config));
+}
+
+train::RunSummary run_data_parallel(const config::JobConfig& config, train::RunOptions options,
+                                    comm::Communicator& comm, const ReducerSettings& settings) {
+  CommGradientReducer reducer(comm, settings);
+  options.reducer = &reducer;
+  return train::run_training(config, options);
+}
+
+}  // namespace dseek::actors

@@ -1,0 +1,80 @@
+// What the Trainer needs from data parallelism, without knowing how bytes move: the
+// reduction of gradients across replicas (overlapped with backward), the ZeRO shard this
+// replica owns, and a few small collectives (step statistics, putting sharded buffers
+// back together). The implementation over the data plane is
+// actors/training/comm_gradient_reducer.hpp; runtime/ never sees comm/ (DESIGN.md).
+//
+// One step, as the Trainer drives it (every replica the same calls in the same order):
+//
+//   begin_step(step)
+//   ... micro-batches; during the LAST one's backward, gradients_ready(range) for every
+//       range of attach()'s list, in that order, as backward finishes it ...
+//   finish()                      the summed gradient is in the buffer (at least on shard())
+//   sum_over_ranks({loss, sum of squares of the shard})
+//   optimizer update (shard() only when shards_optimizer_state())
+//   gather_shards(params)         ZeRO >= 1: every replica gets the whole parameters
+//   step_traffic()                the step's exposed communication time and bytes
+//
+// A Trainer without a reducer (nullptr) is the single-node trainer, unchanged.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "runtime/model/param_layout.hpp"
+
+namespace dseek::train {
+
+// One step's communication on this replica.
+struct ReducerTraffic {
+  double exposed_ms = 0.0;      // time the trainer waited on communication
+  uint64_t bytes_sent = 0;      // by the data plane, every operation of the step
+  uint64_t bytes_received = 0;
+  uint64_t gradient_bytes = 0;  // fp32 bytes of the gradients reduced (4 per element)
+  uint64_t encoded_bytes = 0;   // what compression made of them (= gradient_bytes without)
+};
+
+class GradientReducer {
+ public:
+  virtual ~GradientReducer() = default;
+
+  virtual int rank() const = 0;
+  virtual int world_size() const = 0;
+  // ZeRO >= 1: the optimizer state and update of shard() belong to this replica only.
+  virtual bool shards_optimizer_state() const = 0;
+
+  // Once, before the first step: the flat gradient buffer (`total` floats) and the
+  // ranges backward finalises, in its order (a partition of the buffer).
+  virtual void attach(float* grads, size_t total,
+                      const std::vector<model::ParamRange>& backward_order) = 0;
+  // The buffer of attach() is going away (the Trainer's destructor): reductions still
+  // running on it (a step cut short by an exception) are stopped first, which ends the
+  // data plane's epoch. attach() may be called again afterwards.
+  virtual void detach() noexcept = 0;
+  // This replica's part of the buffer (valid after attach): the shards of all replicas
+  // partition it. After finish() the reduced gradient is there (everywhere for ZeRO 0).
+  virtual const std::vector<model::ParamRange>& shard() const = 0;
+
+  virtual void begin_step(int64_t step) = 0;
+  // `range` (one of attach()'s) holds its final local gradient for this step; the
+  // reduction of its bucket may start at once. The buffer there is not written again
+  // before finish().
+  virtual void gradients_ready(model::ParamRange range) = 0;
+  // Waits for every reduction of the step: the gradient summed over replicas is in the
+  // buffer on shard() (on the whole buffer for ZeRO 0).
+  virtual void finish() = 0;
+
+  // values[i] = the sum of values[i] over the replicas, added in rank order so every
+  // replica gets the same bits. Blocking; collective.
+  virtual void sum_over_ranks(std::span<double> values) = 0;
+  // `buffer` (the flat layout, total floats) becomes whole on every replica: each one
+  // contributes its shard(). Blocking; collective.
+  virtual void gather_shards(float* buffer) = 0;
+
+  // Communication since begin_step.
+  virtual ReducerTraffic step_traffic() const = 0;
+};
+
+}  // namespace dseek::train
