@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The main job, from a fresh Debian 12 machine: installs what the build needs, builds,
 # prepares the default training text (the Python standard library's sources, from
-# Debian's libpython3.11-stdlib) once, and trains the default config on this machine.
-# Extra arguments go to dseek-node, e.g. `scripts/run-main.sh --set train.steps=50`.
+# Debian's libpython3.11-stdlib) once, and trains the default config data-parallel on
+# two local nodes (`dseek launch --nodes 2`; DSEEK_NODES=N for another count).
+# Extra arguments go to `dseek launch`, e.g. `scripts/run-main.sh --set train.steps=50`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh build
@@ -12,4 +13,4 @@ if [ ! -f "$data_dir/index.capnp" ]; then
   rm -rf "$data_dir"
   build/bin/dseek data prepare --input /usr/lib/python3.11 --output "$data_dir"
 fi
-exec build/bin/dseek-node --config config/single.toml "$@"
+exec build/bin/dseek launch --nodes "${DSEEK_NODES:-2}" config/single.toml "$@"

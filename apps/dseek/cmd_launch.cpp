@@ -12,6 +12,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -193,6 +194,18 @@ void arrange_secret(const config::JobConfig& job, launch::LaunchPlan& plan) {
   plan.extra_env.push_back(std::string(kSecretVariable) + "=" + random_secret());
 }
 
+// N nodes on one machine each using every core would fight over them: a config that
+// says train.threads = 0 (all cores) gets the cores shared out (as torchrun sets
+// OMP_NUM_THREADS), unless --set chose the count.
+void share_cores(const config::JobConfig& job, launch::LaunchPlan& plan) {
+  if (job.train.threads != 0) return;
+  const long cores = std::max(1L, ::sysconf(_SC_NPROCESSORS_ONLN));
+  const long each = std::max(1L, cores / plan.nodes);
+  plan.node_sets.push_back("train.threads=" + std::to_string(each));
+  std::fprintf(stderr, "[launch] train.threads = 0 (all cores): %ld thread(s) per node for %d nodes on %ld cores\n",
+               each, plan.nodes, cores);
+}
+
 }  // namespace
 
 int cmd_launch(const Args& args) {
@@ -235,6 +248,7 @@ int cmd_launch(const Args& args) {
   plan.timeout = to_milliseconds(parsed.timeout_s);
   plan.stop_grace = to_milliseconds(parsed.stop_grace_s);
   arrange_secret(job, plan);
+  share_cores(job, plan);
   return launch::run_local_job(plan);
 }
 
