@@ -94,9 +94,10 @@ void CommGradientReducer::require_attached(const char* call) const {
     throw std::logic_error(std::string("CommGradientReducer::") + call + " before attach()");
 }
 
-void CommGradientReducer::begin_step(int64_t /*step*/) {
+void CommGradientReducer::begin_step(int64_t step) {
   require_attached("begin_step");
   in_step_ = true;
+  step_ = step;
   next_range_ = 0;
   next_issue_ = 0;
   exposed_ms_ = 0.0;
@@ -130,6 +131,7 @@ void CommGradientReducer::issue(size_t b) {
                                               comm::DataType::f32, comm::ReduceOp::sum);
   }
   in_flight_[b].issued = true;
+  if (b == 0 && settings_.after_first_bucket) settings_.after_first_bucket(step_);
 }
 
 void CommGradientReducer::complete(size_t b) {
@@ -159,6 +161,16 @@ void CommGradientReducer::finish() {
   ExposedTimer timer(exposed_ms_);
   while (next_issue_ < buckets_.size()) issue(next_issue_++);
   for (size_t b = 0; b < buckets_.size(); ++b) complete(b);
+}
+
+std::vector<uint64_t> CommGradientReducer::gather_u64(uint64_t mine) {
+  ExposedTimer timer(exposed_ms_);
+  std::vector<uint64_t> all(static_cast<size_t>(comm_.size()));
+  all[static_cast<size_t>(comm_.rank())] = mine;
+  comm_.all_gather(&all[static_cast<size_t>(comm_.rank())], all.data(), all.size() * sizeof(uint64_t),
+                   comm::DataType::u8)
+      .wait();
+  return all;
 }
 
 void CommGradientReducer::sum_over_ranks(std::span<double> values) {

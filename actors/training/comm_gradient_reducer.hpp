@@ -52,6 +52,7 @@ class CommGradientReducer final : public train::GradientReducer {
   void finish() override;
 
   void sum_over_ranks(std::span<double> values) override;
+  std::vector<uint64_t> gather_u64(uint64_t mine) override;
   void gather_shards(float* buffer) override;
 
   train::ReducerTraffic step_traffic() const override;
@@ -84,6 +85,7 @@ class CommGradientReducer final : public train::GradientReducer {
 
   // The step in progress.
   bool in_step_ = false;
+  int64_t step_ = 0;
   size_t next_range_ = 0;  // the next backward_order_ index gradients_ready() expects
   size_t next_issue_ = 0;  // the next bucket to issue
   double exposed_ms_ = 0.0;

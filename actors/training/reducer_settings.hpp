@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include "runtime/config/job_config.hpp"
@@ -23,6 +24,9 @@ struct ReducerSettings {
   // Gradient bytes per bucket (whole backward ranges are never split; ~one GPT block
   // per bucket at GPT-2 small sizes).
   size_t bucket_bytes = size_t{4} << 20;
+  // Called (with the step) once the step's first bucket is on the wire: fault injection
+  // "during the reduction" (a kill or hang while the peers are mid-collective).
+  std::function<void(int64_t step)> after_first_bucket;
 };
 
 // The settings of `config`; throws config::ConfigError (naming parallel.zero and

@@ -11,11 +11,12 @@ namespace dseek::config {
 
 namespace {
 // The node's actors inject kill, hang, crash_actor, drop_messages and slow (at a step or
-// after a time); the trainer injects fail_checkpoint_write at a step. corrupt_gradient
-// needs the gradient checksums of the distributed issue.
+// after a time); the trainer injects fail_checkpoint_write at a step, and
+// corrupt_gradient at a step of a multi-node job (the replicas' checksums catch it).
 bool has_unsupported_fault(const JobConfig& config) {
   for (const auto& fault : config.faults) {
-    if (fault.kind == "corrupt_gradient") return true;
+    if (fault.kind == "corrupt_gradient" && (fault.step < 0 || config.cluster.nodes < 2))
+      return true;
     if (fault.kind == "fail_checkpoint_write" && fault.step < 0) return true;
   }
   return false;
@@ -40,8 +41,8 @@ void check_supported(const JobConfig& config) {
       {config.train.precision != "fp32", "train.precision",
        "bf16 and fp8 come with the GPU backend"},
       {has_unsupported_fault(config), "faults",
-       "corrupt_gradient needs the gradient checksums of data-parallel training, and "
-       "fail_checkpoint_write fires at a step only"},
+       "corrupt_gradient fires at a step of a multi-node job (it is caught by comparing "
+       "replicas), and fail_checkpoint_write at a step only"},
   };
   for (const auto& gate : gates) {
     if (!gate.requested) continue;

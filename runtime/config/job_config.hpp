@@ -39,6 +39,7 @@ struct TrainConfig {
   std::string run_dir = "runs/default";  // events and outputs go under it
   int64_t stop_after_steps = 0;     // end the run after this step with a checkpoint; 0 = off
   double stop_after_minutes = 0;    // end the run after this long with a checkpoint; 0 = off
+  int64_t replica_check_every = 1;  // steps between checksum comparisons of the replicas
 };
 
 struct DataConfig {
@@ -108,6 +109,7 @@ struct FaultSpec {
   double fraction = 0;         // drop_messages: fraction of messages dropped
   int64_t ms = 0;              // slow: extra milliseconds per step
   std::string actor;           // crash_actor: the actor's name
+  std::string during = "step";  // kill/hang: at the step boundary, or "reduction"
 };
 
 struct JobConfig {

@@ -144,6 +144,13 @@ const std::vector<Key<JobConfig>>& job_keys() {
           "end the run at the first step boundary after this many minutes, with a "
           "checkpoint; 0 = off"),
 
+      job<&J::train, &Tr::replica_check_every>(
+          "train.replica_check_every", at_least(0),
+          "data parallel: steps between comparisons of the replicas' checksums (of the "
+          "reduced gradients under ZeRO 0, and of the parameters); a replica that disagrees "
+          "with the majority (with two, with rank 0) is reported (sdc_detected) and leaves "
+          "the job; 0 = off"),
+
       job<&J::data, &Da::dir>("data.dir", any(),
                               "directory of token shards written by `dseek data prepare`"),
       job<&J::data, &Da::prefetch>("data.prefetch", at_least(0),
@@ -255,6 +262,9 @@ const std::vector<Key<FaultSpec>>& fault_keys() {
                            "drop_messages: fraction of messages dropped"),
       fault<&Fa::ms>("faults.ms", at_least(0), "slow: extra milliseconds per step"),
       fault<&Fa::actor>("faults.actor", any(), "crash_actor: name of the actor to crash"),
+      fault<&Fa::during>("faults.during", one_of({"step", "reduction"}),
+                         "kill and hang at a step: at its start, or once its first gradient "
+                         "bucket is on the wire (the peers are mid-collective)"),
   };
   return keys;
 }

@@ -112,6 +112,10 @@ void validate(const JobConfig& config) {
     if (fault.kind == "slow" && fault.ms <= 0) {
       fail(config, name + ".ms: slow needs the extra milliseconds per step (ms > 0)");
     }
+    if (fault.during == "reduction" &&
+        ((fault.kind != "kill" && fault.kind != "hang") || fault.step < 0)) {
+      fail(config, name + ".during = \"reduction\" applies to kill and hang at a step");
+    }
     if (fault.kind == "crash_actor" && fault.actor.empty()) {
       fail(config, name + ".actor: crash_actor needs the name of the actor to crash");
     }

@@ -69,6 +69,8 @@ class GradientReducer {
   // values[i] = the sum of values[i] over the replicas, added in rank order so every
   // replica gets the same bits. Blocking; collective.
   virtual void sum_over_ranks(std::span<double> values) = 0;
+  // Every replica's `mine`, by rank (the replicas' checksums). Blocking; collective.
+  virtual std::vector<uint64_t> gather_u64(uint64_t mine) = 0;
   // `buffer` (the flat layout, total floats) becomes whole on every replica: each one
   // contributes its shard(). Blocking; collective.
   virtual void gather_shards(float* buffer) = 0;

@@ -73,6 +73,20 @@ RunSummary run_training(const config::JobConfig& config, const RunOptions& optio
                                static_cast<uint64_t>(t.seed), config.model.context);
   auto val_batches = open_validation(config, progress);
   Trainer trainer(config, train_batches, options.reducer);
+  trainer.set_after_reduction(options.after_reduction);
+  // Every replica reports a disagreement; the one in the minority then throws
+  // ReplicaMismatch out of the step and leaves the job.
+  trainer.set_on_disagreement([&events, &trainer](int64_t step, const std::string& checked,
+                                                  const std::vector<int>& ranks) {
+    std::string list;
+    bool this_replica = false;
+    for (int rank : ranks) {
+      list += (list.empty() ? "" : ",") + std::to_string(rank);
+      this_replica = this_replica || rank == trainer.dp_rank();
+    }
+    events.emit("sdc_detected", util::JsonLine().add("step", step + 1).add("checked", checked)
+                                    .add("ranks", list).add("this_replica", this_replica));
+  });
 
   util::JsonLine started;
   started.add("config", config.source)

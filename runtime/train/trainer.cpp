@@ -1,6 +1,8 @@
 // Implementation of trainer.hpp.
 #include "runtime/train/trainer.hpp"
 
+#include "runtime/train/replica_check.hpp"
+
 #include <array>
 #include <chrono>
 #include <cmath>
@@ -136,6 +138,13 @@ StepReport Trainer::data_parallel_step(int64_t step) {
       accumulate(step, slice_first_, slice_size_, batch / micro_batch_,
                  [this](model::ParamRange range) { reducer_->gradients_ready(range); }, report);
   reducer_->finish();
+  if (after_reduction_) after_reduction_(step, model_->grads(), model_->num_params());
+  const int64_t every = config_.train.replica_check_every;
+  const bool check = every > 0 && step % every == 0;
+  // Under ZeRO 0 every replica holds the same reduced gradient: compare it before it is
+  // used; sharded stages hold different pieces, so only the parameters are compared.
+  if (check && !reducer_->shards_optimizer_state())
+    check_replicas(step, "gradients", model_->grads(), model_->num_params());
   // Each replica squares its shard only (also for ZeRO 0, where it holds the whole sum):
   // the global norm is then added up in the same order whatever the ZeRO stage.
   double shard_squares = 0.0;
@@ -147,6 +156,7 @@ StepReport Trainer::data_parallel_step(int64_t step) {
   const auto stats = optimizer_->step_with_norm(model_->params(), model_->grads(), report.lr,
                                                 std::sqrt(sums[1]));
   if (reducer_->shards_optimizer_state()) reducer_->gather_shards(model_->params());
+  if (check) check_replicas(step, "parameters", model_->params(), model_->num_params());
   const ReducerTraffic traffic = reducer_->step_traffic();
   report.grad_norm = stats.grad_norm;
   report.comm_ms = traffic.exposed_ms;
@@ -158,6 +168,17 @@ StepReport Trainer::data_parallel_step(int64_t step) {
   report.compute_ms = report.step_ms - report.data_wait_ms - report.comm_ms;
   report.tokens_per_s = static_cast<double>(batch * T) / (report.step_ms / 1000.0);
   return report;
+}
+
+int Trainer::dp_rank() const { return reducer_ != nullptr ? reducer_->rank() : 0; }
+
+void Trainer::check_replicas(int64_t step, const char* checked, const float* data,
+                             size_t count) {
+  const std::vector<int> off = compare_replicas(*reducer_, data, count);
+  if (off.empty()) return;
+  if (on_disagreement_) on_disagreement_(step, checked, off);
+  for (int rank : off)
+    if (rank == reducer_->rank()) throw ReplicaMismatch(step, checked, off);
 }
 
 double Trainer::evaluate(BatchSource& batches, int64_t eval_batches) {

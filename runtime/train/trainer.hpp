@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -57,7 +58,20 @@ class Trainer {
   Trainer& operator=(const Trainer&) = delete;
 
   // Runs optimizer step `step` (0-based) on its global batch (collective with a reducer).
+  // Throws ReplicaMismatch (replica_check.hpp) when this replica disagrees with the
+  // others' checksums (every train.replica_check_every steps).
   StepReport train_step(int64_t step);
+
+  // Data parallel: run on the reduced gradients before the update (fault injection:
+  // corrupt_gradient), and told when a replica check names disagreeing ranks (on every
+  // replica, before the one in the minority throws).
+  using GradientHook = std::function<void(int64_t step, float* grads, size_t count)>;
+  using DisagreementHook =
+      std::function<void(int64_t step, const std::string& checked, const std::vector<int>& ranks)>;
+  void set_after_reduction(GradientHook hook) { after_reduction_ = std::move(hook); }
+  void set_on_disagreement(DisagreementHook hook) { on_disagreement_ = std::move(hook); }
+  // This replica's data-parallel rank (0 on one node).
+  int dp_rank() const;
   // Mean loss over eval_batches fixed batches of `batches` (no gradient). With a
   // reducer each replica evaluates its slice and the mean is over all (collective).
   double evaluate(BatchSource& batches, int64_t eval_batches);
@@ -82,6 +96,8 @@ class Trainer {
   GradientReducer* reducer() const { return reducer_; }
 
  private:
+  // Compares `count` floats at `data` across the replicas; throws if this one is off.
+  void check_replicas(int64_t step, const char* checked, const float* data, size_t count);
   // Forward and backward of sequences [first, first + count) of `step`'s global batch
   // in micro-batches, accumulating gradients; the last micro-batch's backward reports
   // finished gradients to `on_ready`. Returns the sum of micro-batch losses / micro_steps.
@@ -100,6 +116,8 @@ class Trainer {
   optim::LrSchedule schedule_;
   int64_t micro_batch_;
   std::vector<int32_t> inputs_, targets_;  // one micro-batch, reused every step
+  GradientHook after_reduction_;
+  DisagreementHook on_disagreement_;
 };
 
 // The model shape of a config.

@@ -1,0 +1,34 @@
+// Silent data corruption checks between data-parallel replicas: every replica hashes a
+// buffer that must be bit-identical everywhere (the reduced gradients under ZeRO 0, the
+// parameters after the update), the hashes are gathered, and the replicas that disagree
+// with the majority are named. With two replicas there is no majority: rank 0 is
+// trusted. A replica that finds itself in the minority throws ReplicaMismatch and leaves
+// the job (its node restarts and takes a healthy peer's state); the others go on.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace dseek::train {
+
+class GradientReducer;
+
+struct ReplicaMismatch : std::runtime_error {
+  ReplicaMismatch(int64_t at_step, std::string checked, std::vector<int> bad_ranks);
+  int64_t step;
+  std::string what_checked;  // "gradients" or "parameters"
+  std::vector<int> ranks;    // the replicas that disagree with the majority
+};
+
+// The ranks whose hash differs from the majority's (ties: the hash of the lowest rank
+// among the most common ones). Empty when all agree.
+std::vector<int> ranks_off_majority(const std::vector<uint64_t>& hashes);
+
+// Collective over the reducer's replicas: hashes `count` floats at `data` and compares.
+// Returns the disagreeing ranks (empty: all agree).
+std::vector<int> compare_replicas(GradientReducer& reducer, const float* data, size_t count);
+
+}  // namespace dseek::train
