@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <optional>
 #include <set>
 #include <utility>
 
@@ -41,6 +42,12 @@ struct agent_state {
   std::uint64_t seq = 0;
   clock::time_point last_ack;
   clock::time_point last_beat;   // when on_beat last ran
+  // When the oldest heartbeat sent since the last reply went out; unset while every
+  // sent heartbeat is answered. Silence is counted from here, not from last_ack: a
+  // heartbeat this node chose not to send (drop_messages) cannot go unanswered, so a
+  // node that drops all of them looks hung to the coordinator but does not itself
+  // declare the coordinator lost (the fault is one-sided, as its name says).
+  std::optional<clock::time_point> unanswered_since;
 
   static inline const char* name = "dseek.node_agent";
 
@@ -115,8 +122,21 @@ struct agent_state {
             },
             [this, gen](caf::error& err) {
               if (gen == generation)
-                step_failed("connect to " + cfg.coordinator + ": " + render(err));
+                step_failed("connect to " + cfg.coordinator + ": " + render(err)
+                            + handshake_hint(err));
             });
+  }
+
+  // A connection closed during the handshake is, in practice, a TLS mismatch: CAF does
+  // not say more, so the log says what to check.
+  std::string handshake_hint(const caf::error& err) const {
+    if (err != caf::sec::disconnect_during_handshake)
+      return "";
+    if (cfg.tls)
+      return " (TLS handshake refused: the coordinator and this node need certificates "
+             "signed by the same cluster CA, cluster.tls_ca)";
+    return " (does the coordinator use TLS? then this node needs cluster.tls_ca, tls_cert "
+           "and tls_key too)";
   }
 
   void hello(std::uint64_t gen) {
@@ -148,6 +168,7 @@ struct agent_state {
               joined = true;
               last_ack = clock::now();
               last_beat = last_ack;
+              unanswered_since.reset();
               log("joined %s: epoch %llu, world %d", cfg.coordinator.c_str(),
                   static_cast<unsigned long long>(ev.epoch), ev.world_size);
               on_epoch(std::move(ev));
@@ -186,9 +207,12 @@ struct agent_state {
     // This process itself was stopped or starved (the timer is late): the
     // coordinator's silence is not evidence. Ask it again first; if this node
     // was declared lost meanwhile, the reply says not_a_member.
-    if (late > cfg.settings.heartbeat_interval + cfg.settings.heartbeat_timeout / 2)
+    if (late > cfg.settings.heartbeat_interval + cfg.settings.heartbeat_timeout / 2) {
       last_ack = now;
-    if (now - last_ack > cfg.settings.heartbeat_timeout) {
+      if (unanswered_since)
+        unanswered_since = now;
+    }
+    if (unanswered_since && now - *unanswered_since > cfg.settings.heartbeat_timeout) {
       fail(cluster_errc::coordinator_lost, "coordinator_lost",
            "no heartbeat reply from " + cfg.coordinator + " for "
                + std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -202,12 +226,16 @@ struct agent_state {
       self->delayed_send(self, cfg.settings.heartbeat_interval, beat_atom::value, gen);
       return;
     }
+    if (!unanswered_since)
+      unanswered_since = now;
     self->request(coord, cfg.settings.heartbeat_timeout, heartbeat_atom::value, cfg.node_id,
                   this_seq)
         .then(
             [this, gen](std::uint64_t) {
-              if (gen == generation)
-                last_ack = clock::now();
+              if (gen != generation)
+                return;
+              last_ack = clock::now();
+              unanswered_since.reset();
             },
             [this, gen](caf::error& err) {
               if (gen != generation || !joined)
@@ -277,11 +305,11 @@ caf::behavior agent_impl(caf::stateful_actor<agent_state>* self, node_agent_conf
       [self](node_lost& ev) { self->state.emit(std::move(ev)); },
       [self](rendezvous_atom, std::uint64_t epoch, std::int32_t rank,
              std::string& payload) -> caf::result<rendezvous_result> {
-        auto& st = self->state;
-        if (!st.joined || !st.coord)
+        auto& state = self->state;
+        if (!state.joined || !state.coord)
           return make_error(cluster_errc::stale_epoch,
                             caf::make_message(std::string{"this node is not a member now"}));
-        return self->delegate(caf::actor_cast<coordinator_actor>(st.coord),
+        return self->delegate(caf::actor_cast<coordinator_actor>(state.coord),
                               rendezvous_atom::value, epoch, rank, std::move(payload));
       },
       [](crash_atom) { crash_now("membership"); },

@@ -20,7 +20,7 @@
 // Once joined it heartbeats every settings.heartbeat_interval (a request; the
 // reply is the current epoch). The listener gets every epoch_started (once
 // per epoch, in order), node_joined and node_lost from the coordinator. If
-// the coordinator dies (down message) or stops answering for
+// the coordinator dies (down message) or leaves a sent heartbeat unanswered for
 // settings.heartbeat_timeout, the agent sends agent_event{"coordinator_lost"}
 // and exits with cluster_errc::coordinator_lost (a supervisor restarts it and
 // it joins again). If the coordinator answers not_a_member (this node was
@@ -56,11 +56,14 @@ struct node_agent_config {
   caf::actor listener;
   bool log = true; // "[dseek node N] ..." lines on stderr
   // Connect through libcaf_openssl (the actor system must have loaded
-  // caf::openssl::manager with the cluster CA, this node's certificate and key).
+  // caf::openssl::manager with the cluster CA, this node's certificate and key). A peer
+  // that refuses the certificate closes the connection during the handshake; that
+  // failure is retried like any connect failure, and its message names the TLS setup.
   bool tls = false;
   // Fault injection (drop_messages): the fraction of heartbeats this agent does not
   // send, chosen deterministically by sequence number. 1.0 makes the node look hung to
-  // the coordinator while it runs. Null: none dropped.
+  // the coordinator while it runs; the agent itself counts silence only from the
+  // heartbeats it sent, so it does not declare the coordinator lost. Null: none dropped.
   std::shared_ptr<std::atomic<double>> drop_heartbeats;
 };
 

@@ -1,7 +1,9 @@
 // Implementation of fault_actions.hpp.
 #include "actors/faults/fault_actions.hpp"
 
+#include <errno.h>
 #include <signal.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -29,9 +31,10 @@ caf::atom_value registry_name(const std::string& actor) {
 // Stops this process; a forked child (it only sleeps and signals: safe after fork in a
 // threaded process) continues it after `seconds`.
 void stop_process(double seconds) {
+  pid_t waker = -1;
   if (seconds >= 0) {
     const pid_t parent = ::getpid();
-    const pid_t waker = ::fork();
+    waker = ::fork();
     if (waker == 0) {
       struct timespec pause;
       pause.tv_sec = static_cast<time_t>(seconds);
@@ -43,6 +46,13 @@ void stop_process(double seconds) {
     }
   }
   ::raise(SIGSTOP);
+  // Continued: reap the waker, which exits right after its SIGCONT (else it stays a
+  // zombie for the rest of the node's life). Continued early by someone else, this
+  // (the hanging) thread waits out the waker.
+  if (waker > 0) {
+    while (::waitpid(waker, nullptr, 0) < 0 && errno == EINTR) {
+    }
+  }
 }
 
 }  // namespace

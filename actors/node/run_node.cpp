@@ -18,6 +18,7 @@
 
 #include "actors/cluster/cluster_messages.hpp"
 #include "actors/cluster/coordinator.hpp"
+#include "actors/cluster/tls_files.hpp"
 #include "actors/faults/fault_actions.hpp"
 #include "actors/faults/fault_plan.hpp"
 #include "actors/message_types.hpp"
@@ -117,6 +118,9 @@ int run_node(const config::JobConfig& job_config, const node_options& options) {
   const auto coordinator_at = parse_host_port(cluster.coordinator);
   if (!coordinator_at) throw std::runtime_error("cluster.coordinator: not host:port: " + cluster.coordinator);
 
+  // libcaf_openssl reads these at the first connection and terminates the process on a
+  // file it cannot load; check them now, with a message that names the file.
+  if (!cluster.tls_ca.empty()) check_tls_files(cluster.tls_ca, cluster.tls_cert, cluster.tls_key);
   node_system_config system_config(cluster);
   caf::actor_system sys{system_config};
   auto events = std::make_shared<metrics::EventLog>(options.run_dir, cluster.node_id);

@@ -325,20 +325,7 @@ TEST_CASE("dseek launch keeps the cluster secret off the nodes' command lines", 
 
 TEST_CASE("dseek launch --nodes 1 runs the real dseek-node", "[launch]") {
   ScratchDir run("launch-real-node");
-  // tiny_job() is dseek-node's command line; the launcher takes the same config, run
-  // directory and --set arguments.
-  const auto node_job = tiny_job(run.path(), 10);
-  std::string config;
-  std::vector<std::string> sets;
-  for (size_t i = 1; i < node_job.size(); ++i) {
-    if (node_job[i] == "--config") config = node_job[++i];
-    else if (node_job[i] == "--run-dir") ++i;
-    else sets.push_back(node_job[i]);
-  }
-  std::vector<std::string> command = {bin("dseek"), "launch", "--nodes", "1",
-                                      "--run-dir", run.path().string(), config};
-  command.insert(command.end(), sets.begin(), sets.end());
-  auto result = run_process(command, 120s, {"DSEEK_NODE_BINARY="});
+  auto result = run_process(tiny_launch(run.path(), 1, 10), 120s, {"DSEEK_NODE_BINARY="});
   INFO(result.output);
   REQUIRE(result.exit_code == 0);
   CHECK(contains(result.output, "[node 0] step 10/10"));

@@ -3,8 +3,14 @@
 
 #include <catch2/catch.hpp>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <fstream>
 #include <regex>
+#include <thread>
 
 #include "support/process.hpp"
 #include "support/test_paths.hpp"
@@ -30,19 +36,54 @@ const std::filesystem::path& prepared_text() {
   return path;
 }
 
+namespace {
+
+std::string tiny_config() { return (source_dir() / "config/single.toml").string(); }
+
+// The --set arguments that shrink config/single.toml to the tiny job.
+std::vector<std::string> tiny_settings(int steps) {
+  return {"--set", "data.dir=\"" + prepared_text().string() + "\"",
+          "--set", "model.dim=64", "--set", "model.layers=2", "--set", "model.heads=4",
+          "--set", "model.context=64", "--set", "train.batch_size=8",
+          "--set", "train.steps=" + std::to_string(steps), "--set", "train.warmup_steps=5",
+          "--set", "train.eval_every=20", "--set", "train.threads=2",
+          "--set", "metrics.progress=\"plain\""};
+}
+
+}  // namespace
+
 std::vector<std::string> tiny_job(const std::filesystem::path& run_dir, int steps,
                                   const std::vector<std::string>& extra) {
-  std::vector<std::string> job = {
-      bin("dseek-node"), "--config", (source_dir() / "config/single.toml").string(),
-      "--run-dir", run_dir.string(),
-      "--set", "data.dir=\"" + prepared_text().string() + "\"",
-      "--set", "model.dim=64", "--set", "model.layers=2", "--set", "model.heads=4",
-      "--set", "model.context=64", "--set", "train.batch_size=8",
-      "--set", "train.steps=" + std::to_string(steps), "--set", "train.warmup_steps=5",
-      "--set", "train.eval_every=20", "--set", "train.threads=2",
-      "--set", "metrics.progress=\"plain\""};
+  std::vector<std::string> job = {bin("dseek-node"), "--config", tiny_config(),
+                                  "--run-dir", run_dir.string()};
+  const auto settings = tiny_settings(steps);
+  job.insert(job.end(), settings.begin(), settings.end());
   job.insert(job.end(), extra.begin(), extra.end());
   return job;
+}
+
+std::vector<std::string> tiny_launch(const std::filesystem::path& run_dir, int nodes, int steps,
+                                     const std::vector<std::string>& extra) {
+  std::vector<std::string> job = {bin("dseek"), "launch", "--nodes", std::to_string(nodes),
+                                  "--run-dir", run_dir.string(), tiny_config()};
+  const auto settings = tiny_settings(steps);
+  job.insert(job.end(), settings.begin(), settings.end());
+  job.insert(job.end(), extra.begin(), extra.end());
+  return job;
+}
+
+int free_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  REQUIRE(fd >= 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t length = sizeof address;
+  const bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0 &&
+                  ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) == 0;
+  ::close(fd);
+  REQUIRE(ok);
+  return ntohs(address.sin_port);
 }
 
 std::vector<std::string> read_lines(const std::filesystem::path& file) {
@@ -62,7 +103,27 @@ std::vector<std::string> events_named(const std::vector<std::string>& lines,
 
 std::vector<std::string> node_events(const std::filesystem::path& run_dir,
                                      const std::string& event) {
-  return events_named(read_lines(run_dir / "node-0/events.jsonl"), event);
+  return node_events(run_dir, 0, event);
+}
+
+std::vector<std::string> node_events(const std::filesystem::path& run_dir, int node_id,
+                                     const std::string& event) {
+  auto lines = read_lines(run_dir / ("node-" + std::to_string(node_id)) / "events.jsonl");
+  // The last line of a file being written may be incomplete.
+  if (!lines.empty() && (lines.back().empty() || lines.back().back() != '}')) lines.pop_back();
+  return events_named(lines, event);
+}
+
+std::string wait_for_event(const std::filesystem::path& run_dir, int node_id,
+                           const std::string& event, std::chrono::milliseconds timeout,
+                           const std::function<bool(const std::string&)>& match) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    for (const auto& line : node_events(run_dir, node_id, event))
+      if (!match || match(line)) return line;
+    if (std::chrono::steady_clock::now() >= deadline) return "";
+    std::this_thread::sleep_for(20ms);
+  }
 }
 
 double number_field(const std::string& line, const std::string& key) {

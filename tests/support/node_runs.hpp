@@ -3,7 +3,9 @@
 // readers for the events.jsonl a run leaves behind.
 #pragma once
 
+#include <chrono>
 #include <filesystem>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -19,14 +21,28 @@ const std::filesystem::path& prepared_text();
 // --set wins).
 std::vector<std::string> tiny_job(const std::filesystem::path& run_dir, int steps,
                                   const std::vector<std::string>& extra = {});
+// `dseek launch --nodes N` of the same tiny job (config, data, model, --set values), its
+// nodes writing to run_dir/node-<id>/; `extra` comes last.
+std::vector<std::string> tiny_launch(const std::filesystem::path& run_dir, int nodes, int steps,
+                                     const std::vector<std::string>& extra = {});
+// A TCP port on 127.0.0.1 that was free a moment ago (for a coordinator the test starts).
+int free_port();
 
 std::vector<std::string> read_lines(const std::filesystem::path& file);
 // The lines of `lines` whose event is `event`.
 std::vector<std::string> events_named(const std::vector<std::string>& lines,
                                       const std::string& event);
-// The events `event` of node 0 of the run in `run_dir`.
+// The events `event` of node 0 (or of node `node_id`) of the run in `run_dir`; only whole
+// lines, so that a file being written can be read.
 std::vector<std::string> node_events(const std::filesystem::path& run_dir,
                                      const std::string& event);
+std::vector<std::string> node_events(const std::filesystem::path& run_dir, int node_id,
+                                     const std::string& event);
+// Polls node `node_id`'s events until one named `event` satisfies `match` (any, when
+// empty) and returns it; "" after `timeout`.
+std::string wait_for_event(const std::filesystem::path& run_dir, int node_id,
+                           const std::string& event, std::chrono::milliseconds timeout,
+                           const std::function<bool(const std::string&)>& match = {});
 // A field of one JSON event line (REQUIREs that it is there).
 double number_field(const std::string& line, const std::string& key);
 std::string string_field(const std::string& line, const std::string& key);

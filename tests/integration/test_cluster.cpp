@@ -1,0 +1,520 @@
+// The actor runtime of dseek-node with real processes on 127.0.0.1: `dseek launch` jobs
+// whose nodes join, are killed, hang, drop their heartbeats, are slowed, lose an actor
+// or are stopped by a signal; and nodes started one by one, as on separate hosts, that
+// bring a wrong secret or a certificate of another CA. Each test reads the events.jsonl
+// the nodes write. Every wait is bounded, and no node process outlives its test: the
+// pids of every node_started event are checked (and killed if a test failed).
+//
+// The detection latencies (node_lost on node 0 minus fault_injected on the faulty node;
+// both are wall-clock timestamps of one host) are printed as warnings.
+#include <catch2/catch.hpp>
+
+#include <signal.h>
+#include <sys/types.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "actors/spawned_process.hpp"
+#include "support/node_runs.hpp"
+#include "support/process.hpp"
+#include "support/test_paths.hpp"
+
+using namespace dseek::testing;
+using dseek::test::SpawnedProcess;
+using namespace std::chrono_literals;
+namespace fs = std::filesystem;
+
+namespace {
+
+// One training thread per node and no evaluation but the last: a job's nodes share
+// 2 cores with another test.
+const std::vector<std::string> kOneThread = {"--set", "train.threads=1", "--set",
+                                             "train.eval_every=0"};
+
+std::vector<std::string> operator+(std::vector<std::string> a, const std::vector<std::string>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+// --set faults=[...] from the inline TOML tables in `tables`.
+std::vector<std::string> faults(const std::string& tables) {
+  return {"--set", "faults=[" + tables + "]"};
+}
+
+// The launcher runs this build's dseek-node, whatever the environment says.
+std::vector<std::string> launch_env() { return {"DSEEK_NODE_BINARY=" + bin("dseek-node")}; }
+
+// The arguments that make a tiny_job() node `node_id` of a job of `nodes` whose
+// coordinator the test chose (node 0 runs it).
+std::vector<std::string> member_of(const std::string& coordinator, int node_id, int nodes = 2) {
+  return {"--node-id", std::to_string(node_id), "--coordinator", coordinator,
+          "--set", "cluster.nodes=" + std::to_string(nodes)};
+}
+
+bool contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
+std::string slurp(const fs::path& file) {
+  std::ifstream in(file);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+double ts(const std::string& event) { return number_field(event, "ts"); }
+
+double ms_between(const std::string& earlier, const std::string& later) {
+  return (ts(later) - ts(earlier)) * 1000.0;
+}
+
+// The first event `event` of node `node_id` whose number field `key` is `value`; "" if none.
+std::string event_with(const fs::path& run, int node_id, const std::string& event,
+                       const std::string& key, double value) {
+  for (const auto& line : node_events(run, node_id, event))
+    if (number_field(line, key) == value) return line;
+  return "";
+}
+
+std::string fault_of(const fs::path& run, int node_id, const std::string& kind) {
+  for (const auto& line : node_events(run, node_id, "fault_injected"))
+    if (string_field(line, "kind") == kind) return line;
+  return "";
+}
+
+// A running dseek-node with this pid (not a zombie, not a reused pid).
+bool node_process_alive(pid_t pid) {
+  const fs::path proc = "/proc/" + std::to_string(pid);
+  std::string command;
+  std::getline(std::ifstream(proc / "cmdline"), command, '\0');
+  if (!contains(command, "dseek-node")) return false;
+  std::string stat;
+  std::getline(std::ifstream(proc / "stat"), stat);
+  const auto name_end = stat.rfind(')');
+  return name_end != std::string::npos && name_end + 2 < stat.size() && stat[name_end + 2] != 'Z';
+}
+
+std::vector<pid_t> node_pids(const fs::path& run, int node_id) {
+  std::vector<pid_t> pids;
+  for (const auto& line : node_events(run, node_id, "node_started"))
+    pids.push_back(static_cast<pid_t>(number_field(line, "pid")));
+  return pids;
+}
+
+// Every node process of the run is gone; any that is not is killed, so that a failing
+// test leaves nothing behind either.
+void require_no_node_left(const fs::path& run, int nodes) {
+  for (int node = 0; node < nodes; ++node) {
+    for (pid_t pid : node_pids(run, node)) {
+      INFO("node " << node << " pid " << pid);
+      const bool alive = node_process_alive(pid);
+      if (alive) ::kill(pid, SIGKILL);
+      CHECK_FALSE(alive);
+    }
+  }
+}
+
+// A job started in the background (a launcher, or node 0 started by hand) with its output
+// in a file; the test signals it and waits for it.
+struct Background {
+  Background(const std::vector<std::string>& argv, const fs::path& log,
+             const std::vector<std::string>& env)
+      : log_file(log), process(SpawnedProcess::start(argv, log.string(), env)) {}
+
+  std::string output() const { return slurp(log_file); }
+
+  fs::path log_file;
+  SpawnedProcess process;
+};
+
+}  // namespace
+
+TEST_CASE("three nodes join one job, train and leave", "[cluster]") {
+  ScratchDir run("cluster-join");
+  auto result = run_process(tiny_launch(run.path(), 3, 10, kOneThread), 120s, launch_env());
+  INFO(result.output);
+  REQUIRE(result.exit_code == 0);
+  CHECK(contains(result.output, "[launch] job done: 3 nodes, 0 restarts, exit 0"));
+  std::string first_sha;
+  for (int node = 0; node < 3; ++node) {
+    INFO("node " << node);
+    CHECK_FALSE(event_with(run.path(), node, "epoch_started", "world_size", 3).empty());
+    const auto done = node_events(run.path(), node, "train_done");
+    REQUIRE(done.size() == 1);
+    // Same seed, same data order: the same model on every node.
+    if (node == 0) first_sha = string_field(done[0], "params_sha256");
+    CHECK(string_field(done[0], "params_sha256") == first_sha);
+    CHECK(node_events(run.path(), node, "node_stopping").size() == 1);
+  }
+  require_no_node_left(run.path(), 3);
+}
+
+TEST_CASE("a killed node is seen at once, restarted by the launcher, and rejoins",
+          "[cluster][faults]") {
+  ScratchDir run("cluster-kill");
+  // Nodes 0 and 2 sleep 80 ms per step (no CPU) so that they still train when node 1
+  // comes back.
+  const auto job = tiny_launch(run.path(), 3, 30,
+                               kOneThread + faults(R"({kind = "kill", node = 1, step = 3},
+                                   {kind = "slow", node = 0, step = 0, ms = 80},
+                                   {kind = "slow", node = 2, step = 0, ms = 80})"));
+  auto result = run_process(job, 120s, launch_env());
+  INFO(result.output);
+  REQUIRE(result.exit_code == 0);
+  CHECK(contains(result.output, "[launch] node 1 killed by signal SIGKILL; restarting (1/3)"));
+  CHECK(contains(result.output, "[launch] job done: 3 nodes, 1 restart, exit 0"));
+
+  // The kill fired once: the restarted node 1 (incarnation 1) does not fire it again.
+  const auto killed = fault_of(run.path(), 1, "kill");
+  REQUIRE_FALSE(killed.empty());
+  CHECK(node_events(run.path(), 1, "fault_injected").size() == 1);
+
+  for (int node : {0, 2}) {
+    INFO("node " << node);
+    const auto lost = event_with(run.path(), node, "node_lost", "lost_node", 1);
+    REQUIRE_FALSE(lost.empty());
+    CHECK(string_field(lost, "reason").rfind("down", 0) == 0);  // the down message
+    const auto epoch = event_with(run.path(), node, "epoch_started", "epoch",
+                                  number_field(lost, "epoch"));
+    REQUIRE_FALSE(epoch.empty());
+    CHECK(number_field(epoch, "world_size") == 2);
+  }
+  const double latency_ms =
+      ms_between(killed, event_with(run.path(), 0, "node_lost", "lost_node", 1));
+  WARN("detection latency (kill): " << latency_ms << " ms");
+  CHECK(latency_ms < 1000);
+
+  // Node 1's second incarnation rejoined, into a world of 3 again.
+  const auto started = node_events(run.path(), 1, "node_started");
+  REQUIRE(started.size() == 2);
+  CHECK(number_field(started[1], "incarnation") == 1);
+  std::string rejoined;
+  for (const auto& line : node_events(run.path(), 1, "node_joined"))
+    if (number_field(line, "joined_node") == 1 && contains(line, "\"rejoined\":true")) rejoined = line;
+  REQUIRE_FALSE(rejoined.empty());
+  const auto epoch = event_with(run.path(), 1, "epoch_started", "epoch", number_field(rejoined, "epoch"));
+  REQUIRE_FALSE(epoch.empty());
+  CHECK(number_field(epoch, "world_size") == 3);
+  CHECK(node_events(run.path(), 1, "train_done").size() == 1);
+  require_no_node_left(run.path(), 3);
+}
+
+TEST_CASE("a hung node is declared lost by heartbeat timeout and rejoins when it wakes",
+          "[cluster][faults]") {
+  ScratchDir run("cluster-hang");
+  // Node 0 (the coordinator's node) sleeps 200 ms per step (no CPU) so that it still
+  // runs when node 1 wakes up 4 s later.
+  const auto job = tiny_launch(run.path(), 2, 30,
+                               kOneThread + faults(R"({kind = "hang", node = 1, step = 3, seconds = 4},
+                                   {kind = "slow", node = 0, step = 0, ms = 200})"));
+  auto result = run_process(job, 120s, launch_env());
+  INFO(result.output);
+  REQUIRE(result.exit_code == 0);
+  CHECK(contains(result.output, "[launch] job done: 2 nodes, 0 restarts, exit 0"));
+
+  const auto hang = fault_of(run.path(), 1, "hang");
+  REQUIRE_FALSE(hang.empty());
+  const auto lost = event_with(run.path(), 0, "node_lost", "lost_node", 1);
+  REQUIRE_FALSE(lost.empty());
+  CHECK(contains(string_field(lost, "reason"), "heartbeat timeout"));
+  const double latency_ms = ms_between(hang, lost);
+  WARN("detection latency (hang): " << latency_ms << " ms");
+  CHECK(latency_ms < 3000);
+
+  // Awake again, node 1 hears that it is no longer a member and joins again.
+  std::string evicted;
+  for (const auto& line : node_events(run.path(), 1, "membership"))
+    if (string_field(line, "kind") == "evicted") evicted = line;
+  REQUIRE_FALSE(evicted.empty());
+  CHECK(ts(evicted) > ts(hang) + 3.5);  // after the 4 s pause, not during it
+  std::string rejoined;
+  for (const auto& line : node_events(run.path(), 1, "node_joined"))
+    if (contains(line, "\"rejoined\":true") && ts(line) >= ts(evicted)) rejoined = line;
+  REQUIRE_FALSE(rejoined.empty());
+  CHECK(node_events(run.path(), 1, "train_done").size() == 1);
+  require_no_node_left(run.path(), 2);
+}
+
+TEST_CASE("a node without the cluster secret is refused and the job waits for the right one",
+          "[cluster][security]") {
+  ScratchDir run("cluster-secret");
+  const std::string coordinator = "127.0.0.1:" + std::to_string(free_port());
+  Background node0(tiny_job(run.path(), 10, kOneThread + member_of(coordinator, 0)),
+                   run / "node0.log", {"DSEEK_CLUSTER_SECRET=secret-A"});
+  const auto ready = wait_for_event(run.path(), 0, "epoch_started", 60s);
+  INFO(node0.output());
+  REQUIRE_FALSE(ready.empty());
+
+  auto wrong = run_process(tiny_job(run.path(), 10, kOneThread + member_of(coordinator, 1)),
+                           60s, {"DSEEK_CLUSTER_SECRET=secret-B"});
+  INFO(wrong.output);
+  CHECK(wrong.exit_code == 1);
+  CHECK(contains(wrong.output, "dseek-node: the coordinator at " + coordinator +
+                                   " refused this node"));
+  CHECK_FALSE(contains(wrong.output, "secret-B"));
+  const auto refused = wait_for_event(run.path(), 0, "join_refused", 10s);
+  REQUIRE_FALSE(refused.empty());
+  CHECK(number_field(refused, "refused_node") == 1);
+  CHECK(contains(refused, "auth_failed"));
+  // Node 0 keeps waiting for its world of 2.
+  CHECK(node0.process.running());
+  CHECK(node_events(run.path(), 0, "run_started").empty());
+
+  auto right = run_process(tiny_job(run.path(), 10, kOneThread + member_of(coordinator, 1)),
+                           120s, {"DSEEK_CLUSTER_SECRET=secret-A"});
+  INFO(right.output);
+  CHECK(right.exit_code == 0);
+  const auto node0_code = node0.process.wait_for(60s);
+  INFO(node0.output());
+  CHECK(node0_code == 0);
+  CHECK_FALSE(event_with(run.path(), 0, "epoch_started", "world_size", 2).empty());
+  CHECK(node_events(run.path(), 0, "train_done").size() == 1);
+  CHECK(node_events(run.path(), 1, "train_done").size() == 1);
+  require_no_node_left(run.path(), 2);
+}
+
+TEST_CASE("a crashed health monitor is restarted and training is undisturbed",
+          "[cluster][faults]") {
+  ScratchDir faulty("cluster-crash"), clean("cluster-crash-clean");
+  auto crashed = run_process(
+      tiny_job(faulty.path(), 12,
+               kOneThread + faults(R"({kind = "crash_actor", actor = "health_monitor", step = 5})")),
+      120s);
+  INFO(crashed.output);
+  REQUIRE(crashed.exit_code == 0);
+  auto reference = run_process(tiny_job(clean.path(), 12, kOneThread), 120s);
+  INFO(reference.output);
+  REQUIRE(reference.exit_code == 0);
+
+  const auto restarted = node_events(faulty.path(), "actor_restarted");
+  REQUIRE(restarted.size() == 1);
+  CHECK(string_field(restarted[0], "actor") == "health_monitor");
+  CHECK(string_field(restarted[0], "supervisor") == "node_supervisor");
+  CHECK_FALSE(fault_of(faulty.path(), 0, "crash_actor").empty());
+  const auto done = node_events(faulty.path(), "train_done");
+  const auto reference_done = node_events(clean.path(), "train_done");
+  REQUIRE(done.size() == 1);
+  REQUIRE(reference_done.size() == 1);
+  CHECK(number_field(done[0], "step") == 12);
+  CHECK(string_field(done[0], "params_sha256") == string_field(reference_done[0], "params_sha256"));
+}
+
+TEST_CASE("SIGTERM to the launcher stops every node orderly", "[cluster]") {
+  ScratchDir run("cluster-sigterm");
+  Background launcher(tiny_launch(run.path(), 2, 100000, kOneThread), run / "launch.log",
+                      launch_env());
+  // Both nodes train; then SIGTERM goes to the launcher alone (the nodes have their own
+  // process groups).
+  for (int node : {0, 1}) {
+    const auto step = wait_for_event(run.path(), node, "step", 60s);
+    INFO("node " << node << "\n" << launcher.output());
+    REQUIRE_FALSE(step.empty());
+  }
+  launcher.process.signal(SIGTERM);
+  const auto code = launcher.process.wait_for(60s);
+  const auto output = launcher.output();
+  INFO(output);
+  REQUIRE(code.has_value());
+  CHECK(*code == 0);
+  CHECK(contains(output, "[launch] stopping (SIGTERM); a second signal kills"));
+  CHECK_FALSE(contains(output, "restarting"));
+  for (int node : {0, 1}) {
+    INFO("node " << node);
+    CHECK(node_events(run.path(), node, "train_stopped").size() == 1);
+    const auto stopping = node_events(run.path(), node, "node_stopping");
+    REQUIRE(stopping.size() == 1);
+    CHECK(string_field(stopping[0], "reason") == "signal");
+  }
+  require_no_node_left(run.path(), 2);
+}
+
+TEST_CASE("a node that drops all its heartbeats is declared lost while it runs on",
+          "[cluster][faults]") {
+  ScratchDir run("cluster-drop");
+  Background launcher(
+      tiny_launch(run.path(), 2, 100000,
+                  kOneThread + faults(R"({kind = "drop_messages", node = 1, after_seconds = 1.0, fraction = 1.0})")),
+      run / "launch.log", launch_env());
+  const auto lost = wait_for_event(run.path(), 0, "node_lost", 60s, [](const std::string& line) {
+    return number_field(line, "lost_node") == 1;
+  });
+  INFO(launcher.output());
+  REQUIRE_FALSE(lost.empty());
+  CHECK(contains(string_field(lost, "reason"), "heartbeat timeout"));
+  const auto drop = fault_of(run.path(), 1, "drop_messages");
+  REQUIRE_FALSE(drop.empty());
+  WARN("detection latency (drop_messages 1.0): " << ms_between(drop, lost) << " ms");
+  CHECK(ms_between(drop, lost) < 3000);
+
+  // Node 1 trains on after it was declared lost, and its agent, which sent nothing, does
+  // not declare the coordinator lost either.
+  const auto later = wait_for_event(run.path(), 1, "step", 30s, [&](const std::string& line) {
+    return ts(line) > ts(lost) + 0.5;
+  });
+  CHECK_FALSE(later.empty());
+  const auto pids = node_pids(run.path(), 1);
+  REQUIRE(pids.size() == 1);
+  CHECK(node_process_alive(pids[0]));
+  CHECK(node_events(run.path(), 1, "membership").empty());
+
+  // The end: the launcher stops both nodes orderly.
+  launcher.process.signal(SIGTERM);
+  const auto code = launcher.process.wait_for(60s);
+  const auto output = launcher.output();
+  INFO(output);
+  REQUIRE(code.has_value());
+  CHECK(*code == 0);
+  CHECK(node_events(run.path(), 1, "train_stopped").size() == 1);
+  require_no_node_left(run.path(), 2);
+}
+
+TEST_CASE("a slow fault slows every later step", "[cluster][faults]") {
+  ScratchDir run("cluster-slow");
+  auto result = run_process(
+      tiny_job(run.path(), 8, kOneThread + faults(R"({kind = "slow", step = 3, ms = 200})")),
+      120s);
+  INFO(result.output);
+  REQUIRE(result.exit_code == 0);
+  const auto steps = node_events(run.path(), "step");
+  REQUIRE(steps.size() == 8);
+  // The fault fires before 0-based step 3, the one whose event says step 4; from then on
+  // every step takes 200 ms longer. The worker sleeps at the step boundary, before the
+  // trainer's clock starts, so the steps' own step_ms does not show the sleep in this
+  // build: the cadence of the step events (wall clock) does.
+  for (size_t i = 3; i < steps.size(); ++i) {
+    INFO("step " << number_field(steps[i], "step"));
+    CHECK(ms_between(steps[i - 1], steps[i]) >= 200);
+  }
+}
+
+namespace {
+
+// A cluster CA and node certificates made with the openssl program (EC P-256: fast).
+struct TestPki {
+  explicit TestPki(const fs::path& where) : dir(where) {
+    std::ofstream(dir / "openssl.cnf") << "[req]\n"
+                                          "distinguished_name = dn\n"
+                                          "prompt = no\n"
+                                          "[dn]\n"
+                                          "CN = dseek test\n"
+                                          "[ca_ext]\n"
+                                          "basicConstraints = critical, CA:TRUE\n"
+                                          "keyUsage = critical, keyCertSign, cRLSign\n"
+                                          "[node_ext]\n"
+                                          "basicConstraints = critical, CA:FALSE\n"
+                                          "keyUsage = critical, digitalSignature, keyEncipherment\n"
+                                          "extendedKeyUsage = serverAuth, clientAuth\n";
+  }
+
+  static bool available() { return run_process({"openssl", "version"}, 10s).exit_code == 0; }
+
+  void openssl(std::vector<std::string> args) const {
+    args.insert(args.begin(), "openssl");
+    auto result = run_process(args, 30s);
+    INFO(result.output);
+    REQUIRE(result.exit_code == 0);
+  }
+
+  std::string file(const std::string& name) const { return (dir / name).string(); }
+
+  const std::vector<std::string> ec_key = {"-newkey", "ec", "-pkeyopt",
+                                           "ec_paramgen_curve:prime256v1", "-nodes"};
+
+  void make_ca(const std::string& name) const {
+    openssl(std::vector<std::string>{"req", "-x509", "-config", file("openssl.cnf"),
+                                     "-extensions", "ca_ext", "-days", "2",
+                                     "-subj", "/CN=" + name, "-keyout", file(name + ".key"),
+                                     "-out", file(name + ".pem")} + ec_key);
+  }
+
+  void make_node(const std::string& ca, const std::string& name, int serial) const {
+    openssl(std::vector<std::string>{"req", "-new", "-config", file("openssl.cnf"),
+                                     "-subj", "/CN=" + name, "-keyout", file(name + ".key"),
+                                     "-out", file(name + ".csr")} + ec_key);
+    openssl({"x509", "-req", "-in", file(name + ".csr"), "-CA", file(ca + ".pem"),
+             "-CAkey", file(ca + ".key"), "-set_serial", std::to_string(serial),
+             "-extfile", file("openssl.cnf"), "-extensions", "node_ext", "-days", "2",
+             "-out", file(name + ".pem")});
+  }
+
+  // The --set values of a node that trusts `ca` and shows certificate `name`.
+  std::vector<std::string> settings(const std::string& ca, const std::string& name) const {
+    return {"--set", "cluster.tls_ca=\"" + file(ca + ".pem") + "\"",
+            "--set", "cluster.tls_cert=\"" + file(name + ".pem") + "\"",
+            "--set", "cluster.tls_key=\"" + file(name + ".key") + "\""};
+  }
+
+  fs::path dir;
+};
+
+}  // namespace
+
+TEST_CASE("nodes with certificates of the cluster CA join over TLS, another CA's are refused",
+          "[cluster][security][tls]") {
+  if (!TestPki::available()) {
+    WARN("the openssl program is missing: the TLS test is skipped");
+    return;
+  }
+  ScratchDir keys("cluster-tls-keys"), run("cluster-tls");
+  TestPki pki(keys.path());
+  pki.make_ca("cluster-ca");
+  pki.make_node("cluster-ca", "node0", 10);
+  pki.make_node("cluster-ca", "node1", 11);
+  pki.make_ca("other-ca");
+  pki.make_node("other-ca", "intruder", 12);
+
+  const std::string coordinator = "127.0.0.1:" + std::to_string(free_port());
+  const std::vector<std::string> secret = {"DSEEK_CLUSTER_SECRET=tls-test-secret"};
+  Background node0(tiny_job(run.path(), 10, kOneThread + member_of(coordinator, 0) +
+                                                pki.settings("cluster-ca", "node0")),
+                   run / "node0.log", secret);
+  const auto ready = wait_for_event(run.path(), 0, "epoch_started", 60s);
+  INFO(node0.output());
+  REQUIRE_FALSE(ready.empty());
+
+  // Another CA's node that trusts its own CA: it has the secret, but the coordinator's
+  // TLS handshake refuses its certificate, at every attempt.
+  const std::vector<std::string> one_retry = {"--set", "cluster.join_retries=1"};
+  auto intruder = run_process(
+      tiny_job(run.path(), 10, kOneThread + member_of(coordinator, 1) + one_retry +
+                                   pki.settings("other-ca", "intruder")),
+      60s, secret);
+  INFO(intruder.output);
+  CHECK(intruder.exit_code == 1);
+  CHECK(contains(intruder.output, "cannot join the coordinator at " + coordinator));
+  CHECK(contains(intruder.output, "TLS handshake refused"));
+  // With the cluster CA named but another CA's certificate, it stops before connecting.
+  auto mixed = run_process(
+      tiny_job(run.path(), 10, kOneThread + member_of(coordinator, 1) + one_retry +
+                                   pki.settings("cluster-ca", "intruder")),
+      60s, secret);
+  INFO(mixed.output);
+  CHECK(mixed.exit_code == 1);
+  CHECK(contains(mixed.output, "cluster.tls_cert"));
+  CHECK(contains(mixed.output, "not accepted by the cluster CA"));
+  CHECK(node0.process.running());
+  CHECK(node_events(run.path(), 0, "run_started").empty());
+
+  auto member = run_process(tiny_job(run.path(), 10, kOneThread + member_of(coordinator, 1) +
+                                                         pki.settings("cluster-ca", "node1")),
+                            120s, secret);
+  INFO(member.output);
+  CHECK(member.exit_code == 0);
+  const auto node0_code = node0.process.wait_for(60s);
+  INFO(node0.output());
+  CHECK(node0_code == 0);
+  CHECK_FALSE(event_with(run.path(), 0, "epoch_started", "world_size", 2).empty());
+  for (int node : {0, 1}) {
+    INFO("node " << node);
+    const auto started = node_events(run.path(), node, "node_started");
+    REQUIRE_FALSE(started.empty());
+    CHECK(contains(started.back(), "\"tls\":true"));
+    CHECK(node_events(run.path(), node, "train_done").size() == 1);
+  }
+  require_no_node_left(run.path(), 2);
+}
