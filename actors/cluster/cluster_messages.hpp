@@ -8,7 +8,8 @@
 //   agent -> coord  (hello_atom, node_id)             -> join_challenge
 //   agent -> coord  (join_atom, join_proof)           -> epoch_started | error
 //   agent -> coord  (heartbeat_atom, node_id, seq)    -> uint64_t epoch | not_a_member
-//   agent -> coord  (leave_atom, node_id)             -> ok (graceful leave: node_lost "left")
+//   agent -> coord  (leave_atom, node_id, why)        -> ok (orderly leave: node_lost "left",
+//                   or "left: <why>" when the node leaves because it failed)
 //   any   -> coord  (rendezvous_atom, epoch, rank, payload) -> rendezvous_result, once every
 //                   rank of that epoch contributed (the data plane's address exchange);
 //                   error stale_epoch if the epoch is not (or no longer) the current one

@@ -125,12 +125,12 @@ struct coordinator_state {
     return promise;
   }
 
-  caf::result<caf::ok_atom> on_leave(std::int64_t node_id) {
+  caf::result<caf::ok_atom> on_leave(std::int64_t node_id, const std::string& why) {
     auto i = members.find(node_id);
     auto sender = caf::actor_cast<caf::actor>(self->current_sender());
     if (i == members.end() || i->second.agent != sender)
       return caf::ok_atom::value; // already gone
-    lose(node_id, "left", 0);
+    lose(node_id, why.empty() ? std::string{"left"} : "left: " + why, 0);
     return caf::ok_atom::value;
   }
 
@@ -318,7 +318,9 @@ caf::behavior coordinator_impl(caf::stateful_actor<coordinator_state>* self,
         return self->state.on_heartbeat(node_id);
       },
       [self](members_atom) { return self->state.snapshot(); },
-      [self](leave_atom, std::int64_t node_id) { return self->state.on_leave(node_id); },
+      [self](leave_atom, std::int64_t node_id, const std::string& why) {
+        return self->state.on_leave(node_id, why);
+      },
       [self](rendezvous_atom, std::uint64_t epoch, std::int32_t rank, std::string& payload) {
         return self->state.on_rendezvous(epoch, rank, payload);
       },

@@ -51,8 +51,9 @@ using coordinator_actor = caf::typed_actor<
     caf::replies_to<heartbeat_atom, std::int64_t, std::uint64_t>::with<std::uint64_t>,
     // The current epoch and rank table (epoch 0: nobody joined yet).
     caf::replies_to<members_atom>::with<epoch_started>,
-    // Graceful leave of a member (node_lost "left", a new epoch).
-    caf::replies_to<leave_atom, std::int64_t>::with<caf::ok_atom>,
+    // Orderly leave of a member (node_lost "left", or "left: <why>" for a node that
+    // leaves because it failed; a new epoch).
+    caf::replies_to<leave_atom, std::int64_t, std::string>::with<caf::ok_atom>,
     // (epoch, rank, payload) -> every rank's payload once all arrived.
     caf::replies_to<rendezvous_atom, std::uint64_t, std::int32_t, std::string>::with<
         rendezvous_result>>;

@@ -42,6 +42,7 @@ struct agent_state {
   std::uint64_t seq = 0;
   clock::time_point last_ack;
   clock::time_point last_beat;   // when on_beat last ran
+  std::string leave_reason;      // why this node leaves ("": the job ended or was stopped)
   // When the oldest heartbeat sent since the last reply went out; unset while every
   // sent heartbeat is answered. Silence is counted from here, not from last_ack: a
   // heartbeat this node chose not to send (drop_messages) cannot go unanswered, so a
@@ -267,7 +268,7 @@ struct agent_state {
   void leave() {
     if (joined && coord) {
       log("leaving the job");
-      self->send(coord, leave_atom::value, cfg.node_id);
+      self->send(coord, leave_atom::value, cfg.node_id, leave_reason);
     }
     joined = false;
   }
@@ -295,6 +296,9 @@ caf::behavior agent_impl(caf::stateful_actor<agent_state>* self, node_agent_conf
   });
   st.start_join();
   return {
+      // The node is about to leave because it failed: say why when it leaves, so that
+      // the others treat it as a lost node rather than one that finished.
+      [self](leave_atom, const std::string& why) { self->state.leave_reason = why; },
       [self](retry_atom, std::uint64_t gen) {
         if (gen == self->state.generation)
           self->state.connect();

@@ -28,7 +28,8 @@
 // joins again, in a later epoch.
 //
 // On an orderly stop (exit_reason::user_shutdown from its supervisor) it leaves
-// the job first (node_lost "left" on the others, no false failure). It forwards
+// the job first (node_lost "left" on the others, no false failure); after a local
+// (leave_atom, why) the leave says "left: why" (the node leaves because it failed). It forwards
 // (rendezvous_atom, epoch, rank, payload) to the coordinator for the node's
 // workers, and crashes on crash_atom (fault injection).
 #pragma once

@@ -7,7 +7,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cmath>
+#include <cstring>
+#include <thread>
 #include <stdexcept>
 
 #include <caf/actor_system.hpp>
@@ -103,6 +106,20 @@ void FaultActions::fire(const config::FaultSpec& fault, const std::string& trigg
     drop_heartbeats_->store(fault.fraction);
   } else if (fault.kind == "slow") {
     slow_ms_ += fault.ms;
+  } else if (fault.kind == "corrupt_gradient") {
+    corrupt_next_ = true;
+  }
+}
+
+void FaultActions::in_step(float* grads, size_t count) {
+  if (const int64_t ms = slow_ms_.load(); ms > 0)
+    std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+  if (corrupt_next_.exchange(false) && count > 0) {
+    // One flipped exponent bit: the kind of error ECC-less memory or a faulty unit makes.
+    uint32_t bits;
+    std::memcpy(&bits, &grads[count / 2], sizeof bits);
+    bits ^= 1u << 27;
+    std::memcpy(&grads[count / 2], &bits, sizeof bits);
   }
 }
 

@@ -4,7 +4,10 @@
 //                  SIGCONT) or forever: no heartbeat, no step, no reply
 //   crash_actor    the named actor of the node's tree throws (its supervisor restarts it)
 //   drop_messages  the node's agent stops sending that fraction of its heartbeats
-//   slow           every later step takes `ms` longer
+//   slow           every later step takes `ms` longer (inside the step, before the update)
+//   corrupt_gradient  the step's reduced gradient on this node is altered before the
+//                  update (as a bad memory or a bad kernel would): the replica checks
+//                  catch it
 // Each writes a `fault_injected` event to the node's log first, synchronously, so the
 // line is on disk before a kill or a stop.
 #pragma once
@@ -38,6 +41,8 @@ class FaultActions {
   void fire(const config::FaultSpec& fault, const std::string& trigger);
   // The extra milliseconds every step sleeps (slow faults so far).
   int64_t slow_ms() const { return slow_ms_.load(); }
+  // Inside a step, on the reduced gradients: the slow sleep and a pending corruption.
+  void in_step(float* grads, size_t count);
   // Shared with the node agent (node_agent_config::drop_heartbeats).
   std::shared_ptr<std::atomic<double>> drop_heartbeats() const { return drop_heartbeats_; }
 
@@ -45,6 +50,7 @@ class FaultActions {
   caf::actor_system& sys_;
   std::shared_ptr<metrics::EventLog> events_;
   std::atomic<int64_t> slow_ms_{0};
+  std::atomic<bool> corrupt_next_{false};
   std::shared_ptr<std::atomic<double>> drop_heartbeats_ = std::make_shared<std::atomic<double>>(0.0);
 };
 

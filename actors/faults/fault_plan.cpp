@@ -7,8 +7,8 @@ FaultPlan::FaultPlan(const std::vector<config::FaultSpec>& faults, int64_t node_
                      int64_t incarnation) {
   if (incarnation > 0) return;
   for (const auto& fault : faults) {
-    // fail_checkpoint_write and corrupt_gradient are injected by the trainer itself.
-    if (fault.kind == "fail_checkpoint_write" || fault.kind == "corrupt_gradient") continue;
+    // fail_checkpoint_write is injected by the checkpoint code itself.
+    if (fault.kind == "fail_checkpoint_write") continue;
     if (fault.node == -1 || fault.node == node_id) faults_.push_back(fault);
   }
   fired_.assign(faults_.size(), false);
@@ -19,6 +19,18 @@ std::vector<config::FaultSpec> FaultPlan::due_at_step(int64_t step) {
   std::vector<config::FaultSpec> due;
   for (size_t i = 0; i < faults_.size(); ++i) {
     if (fired_[i] || faults_[i].step < 0 || faults_[i].step > step) continue;
+    if (faults_[i].during == "reduction") continue;
+    fired_[i] = true;
+    due.push_back(faults_[i]);
+  }
+  return due;
+}
+
+std::vector<config::FaultSpec> FaultPlan::due_in_reduction(int64_t step) {
+  std::lock_guard lock(mutex_);
+  std::vector<config::FaultSpec> due;
+  for (size_t i = 0; i < faults_.size(); ++i) {
+    if (fired_[i] || faults_[i].during != "reduction" || faults_[i].step != step) continue;
     fired_[i] = true;
     due.push_back(faults_[i]);
   }

@@ -23,6 +23,9 @@ class FaultPlan {
 
   // The step faults due before 0-based step `step` runs, each returned once.
   std::vector<config::FaultSpec> due_at_step(int64_t step);
+  // The faults of step `step` with during = "reduction" (its first gradient bucket is on
+  // the wire), each returned once.
+  std::vector<config::FaultSpec> due_in_reduction(int64_t step);
   // The timed faults (after_seconds >= 0) not fired yet, with their index, for the
   // injector's timers; claim(index) marks one fired (false if it already was).
   std::vector<std::pair<size_t, config::FaultSpec>> pending_timed();

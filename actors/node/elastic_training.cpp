@@ -2,11 +2,14 @@
 #include "actors/node/elastic_training.hpp"
 
 #include <chrono>
+#include <exception>
 #include <memory>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "actors/faults/fault_actions.hpp"
+#include "actors/faults/fault_plan.hpp"
 #include "actors/node/data_plane_link.hpp"
 #include "actors/training/run_data_parallel.hpp"
 #include "actors/training/state_sync.hpp"
@@ -48,6 +51,30 @@ struct WorldPolicy {
 // A communicator that failed can take seconds to tear down (its transfers to a hung peer
 // are given up after a bounded wait): tear it down on the side while the next world is
 // built, and wait for that before returning.
+// Keeps `communicator` registered with the board while it lives, however the scope ends
+// (an exception out of the training must not leave the board a dangling pointer). When
+// the training leaves by an exception, the communicator is aborted: its orderly teardown
+// (a barrier with the peers) would wait for peers that are still mid-step.
+class BoardRegistration {
+ public:
+  BoardRegistration(EpochBoard& board, comm::Communicator* communicator, std::uint64_t epoch)
+      : board_(board), communicator_(communicator), exceptions_(std::uncaught_exceptions()) {
+    board_.attach(communicator, epoch);
+  }
+  ~BoardRegistration() {
+    board_.attach(nullptr, 0);
+    if (std::uncaught_exceptions() > exceptions_)
+      communicator_->abort("this replica's training failed");
+  }
+  BoardRegistration(const BoardRegistration&) = delete;
+  BoardRegistration& operator=(const BoardRegistration&) = delete;
+
+ private:
+  EpochBoard& board_;
+  comm::Communicator* communicator_;
+  int exceptions_;
+};
+
 class RetiredCommunicators {
  public:
   ~RetiredCommunicators() {
@@ -108,7 +135,7 @@ job_finished run_elastic_training(const worker_setup& setup, int starts, caf::ac
     std::unique_ptr<comm::Communicator> communicator;
     try {
       communicator = connect_data_plane(sys, *epoch, config);
-      board.attach(communicator.get(), epoch->epoch);
+      BoardRegistration registration(board, communicator.get(), epoch->epoch);
       StateAgreement agreement;
       if (keeps_memory_state) agreement = share_freshest_state(*communicator, replica, param_count);
 
@@ -132,6 +159,7 @@ job_finished run_elastic_training(const worker_setup& setup, int starts, caf::ac
       options.stop = &stop;
       options.events = setup.events.get();
       options.before_step = setup.before_step;
+      options.after_reduction = setup.in_step;
       options.start_from = agreement.steps_done >= 0 ? &replica : nullptr;
       const auto failed_at = policy.failed_at;
       const int64_t from_step = agreement.steps_done >= 0 ? agreement.steps_done : 0;
@@ -155,19 +183,23 @@ job_finished run_elastic_training(const worker_setup& setup, int starts, caf::ac
                                        .add("world_size", static_cast<int64_t>(epoch->world_size)));
         }
       };
-      const auto summary = run_data_parallel(session, options, *communicator);
-      board.attach(nullptr, 0);
+      ReducerSettings settings = reducer_settings(session);
+      auto plan = setup.faults;
+      auto actions = setup.fault_actions;
+      settings.after_first_bucket = [plan, actions](int64_t step) {
+        for (const auto& fault : plan->due_in_reduction(step))
+          actions->fire(fault, "step " + std::to_string(step) + ", during the reduction");
+      };
+      const auto summary = run_data_parallel(session, options, *communicator, settings);
       result.stopped_early = summary.stopped_early;
       result.steps_done = summary.steps_done;
       result.params_sha256 = summary.params_sha256;
       return result;
     } catch (const comm::CommError& error) {
-      board.attach(nullptr, 0);
       events.emit("training_interrupted",
                   util::JsonLine().add("epoch", epoch->epoch).add("error", error.what())
                       .add("last_step", replica.steps_done));
     } catch (const rendezvous_failed& error) {
-      board.attach(nullptr, 0);
       events.emit("training_interrupted",
                   util::JsonLine().add("epoch", epoch->epoch).add("error", error.what())
                       .add("last_step", replica.steps_done));

@@ -24,6 +24,7 @@
 #include "actors/message_types.hpp"
 #include "actors/node/event_router.hpp"
 #include "actors/node/node_messages.hpp"
+#include "actors/node/node_registry.hpp"
 #include "actors/node/node_tree.hpp"
 #include "runtime/metrics/event_log.hpp"
 #include "runtime/train/run_training.hpp"
@@ -192,6 +193,8 @@ int run_node(const config::JobConfig& job_config, const node_options& options) {
                util::JsonLine()
                    .add("reason", failure.empty() ? (signalled ? "signal" : "job finished") : failure));
   if (!failure.empty()) std::fprintf(stderr, "dseek-node: %s\n", failure.c_str());
+  // A node that fails leaves as a lost node: its peers abort their collectives with it.
+  if (!failure.empty()) names::send_to(sys, names::membership, leave_atom::value, failure);
 
   // Reverse start order: the worker stops (final checkpoint), then the node leaves.
   main->request(node, std::chrono::seconds(300), shutdown_atom::value)

@@ -59,6 +59,7 @@ job_finished train_alone(const worker_setup& setup, int starts, const std::atomi
   options.stop = &stop;
   options.events = setup.events.get();
   options.before_step = setup.before_step;
+  options.after_reduction = setup.in_step;
   job_finished result;
   const auto summary = train::run_training(config, options);
   result.stopped_early = summary.stopped_early;
@@ -74,8 +75,6 @@ std::function<void(int64_t)> step_boundary(caf::actor_system& sys, const worker_
     names::send_to(sys, names::health_monitor, step_progress{step, 0.0});
     for (const auto& fault : faults->due_at_step(step))
       actions->fire(fault, "step " + std::to_string(step));
-    if (const int64_t ms = actions->slow_ms(); ms > 0)
-      std::this_thread::sleep_for(std::chrono::milliseconds(ms));
   };
 }
 
@@ -88,6 +87,8 @@ void start_training(caf::stateful_actor<worker_state>* self) {
   auto& sys = self->system();
   worker_setup setup = st.setup;
   setup.before_step = step_boundary(sys, setup);
+  auto actions = setup.fault_actions;
+  setup.in_step = [actions](int64_t, float* grads, size_t count) { actions->in_step(grads, count); };
   training->thread = std::thread([setup, starts, &sys, training, me] {
     job_finished result;
     try {

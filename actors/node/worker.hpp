@@ -51,8 +51,10 @@ struct worker_setup {
   // The state of the last completed step, kept for the node's lifetime (it survives a
   // restart of the worker actor): what the node recovers from, and gives to peers.
   std::shared_ptr<train::TrainingState> replica;
-  // Set by the worker: run at every step boundary (health progress, step faults, slow).
+  // Set by the worker: run at every step boundary (health progress, step faults), and
+  // inside every step on the final gradients (slow, corrupt_gradient).
   std::function<void(int64_t step)> before_step;
+  std::function<void(int64_t step, float* grads, size_t count)> in_step;
 };
 
 caf::actor spawn_worker(caf::actor_system& sys, const worker_setup& setup);

@@ -50,8 +50,8 @@ struct RunOptions {
   // Start from this state instead of the weights' init or checkpoint.resume (recovery
   // from memory or a peer). Not owned.
   const TrainingState* start_from = nullptr;
-  // Data parallel: run on the reduced gradients of a step before the update (fault
-  // injection: corrupt_gradient).
+  // Run inside every step on its final (reduced) gradients before the update (fault
+  // injection: slow, corrupt_gradient).
   std::function<void(int64_t step, float* grads, size_t count)> after_reduction;
   // Called after every completed step (and its checkpoint) with the steps done.
   std::function<void(int64_t steps_done, Trainer& trainer)> after_step;

@@ -117,6 +117,7 @@ StepReport Trainer::train_step(int64_t step) {
   report.lr = schedule_.at(step);
   model_->zero_grads();
   report.loss = accumulate(step, 0, batch, batch / micro_batch_, nullptr, report);
+  if (after_reduction_) after_reduction_(step, model_->grads(), model_->num_params());
   const auto stats = optimizer_->step(model_->params(), model_->grads(), report.lr);
   report.grad_norm = stats.grad_norm;
   report.step_ms = ms_since(start);

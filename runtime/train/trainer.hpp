@@ -62,9 +62,9 @@ class Trainer {
   // others' checksums (every train.replica_check_every steps).
   StepReport train_step(int64_t step);
 
-  // Data parallel: run on the reduced gradients before the update (fault injection:
-  // corrupt_gradient), and told when a replica check names disagreeing ranks (on every
-  // replica, before the one in the minority throws).
+  // Run on the step's final (with replicas: reduced) gradients before the update (fault
+  // injection: slow, corrupt_gradient); and, with replicas, told when a replica check
+  // names disagreeing ranks (on every replica, before the one in the minority throws).
   using GradientHook = std::function<void(int64_t step, float* grads, size_t count)>;
   using DisagreementHook =
       std::function<void(int64_t step, const std::string& checked, const std::vector<int>& ranks)>;
