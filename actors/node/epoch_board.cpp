@@ -21,10 +21,10 @@ void EpochBoard::abort_before(std::uint64_t epoch, const std::string& why) {
   if (communicator_ != nullptr && communicator_epoch_ < epoch) communicator_->abort(why);
 }
 
-void EpochBoard::close() {
+void EpochBoard::close(bool abort) {
   std::lock_guard lock(mutex_);
   closed_ = true;
-  if (communicator_ != nullptr) communicator_->abort("the worker is stopping");
+  if (abort && communicator_ != nullptr) communicator_->abort("the worker stopped");
   changed_.notify_all();
 }
 
@@ -51,8 +51,7 @@ void EpochBoard::attach(comm::Communicator* communicator, std::uint64_t epoch) {
   communicator_ = communicator;
   communicator_epoch_ = epoch;
   if (communicator_ == nullptr) return;
-  if (closed_) communicator_->abort("the worker is stopping");
-  else if (abort_epoch_ > epoch) communicator_->abort(abort_why_);
+  if (abort_epoch_ > epoch) communicator_->abort(abort_why_);
 }
 
 }  // namespace dseek::actors

@@ -26,8 +26,10 @@ class EpochBoard {
   void post(const epoch_started& epoch);
   // Aborts the registered communicator (if it belongs to an older epoch than `epoch`).
   void abort_before(std::uint64_t epoch, const std::string& why);
-  // Wakes every wait for good (the worker is stopping).
-  void close();
+  // Wakes every wait for good (the worker is stopping). `abort`: also abort the
+  // communicator (the worker crashed: its peers must not wait for it); an orderly stop
+  // leaves it to finish the step, where the replicas agree to stop together.
+  void close(bool abort);
 
   // The thread side. Waits until `accept(latest epoch)` is true, the board is closed
   // (nullopt) or `limit` passed (nullopt).

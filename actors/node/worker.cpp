@@ -27,16 +27,16 @@ namespace {
 
 using done_atom = caf::atom_constant<caf::atom("dsdone")>;
 
-// The training thread; destroying it stops the training at the next step boundary (and
-// any wait for a world at once) and joins it. The actor's state owns it, so this happens
-// however the actor ends.
+// The training thread; destroying it (the actor crashed or was killed) aborts its
+// communicator, so that the peers recover without this replica, ends any wait for a
+// world, and joins it. The actor's state owns it, so this happens however the actor ends.
 struct training_thread {
   std::atomic<bool> stop{false};
   EpochBoard board;
   std::thread thread;
   ~training_thread() {
     stop = true;
-    board.close();
+    board.close(/*abort=*/true);
     if (thread.joinable()) thread.join();
   }
 };
@@ -124,7 +124,7 @@ caf::behavior worker(caf::stateful_actor<worker_state>* self, worker_setup setup
     s.stopping = true;
     s.stop_reason = em.reason;
     s.training->stop = true;
-    s.training->board.close();
+    s.training->board.close(/*abort=*/false);
   });
   return {
       [self](const epoch_started& epoch) { self->state.training->board.post(epoch); },

@@ -71,6 +71,19 @@ void validate(const JobConfig& config) {
                      schema::quote(cluster.coordinator));
   }
   const auto& parallel = config.parallel;
+  // Data parallelism splits every global batch over the nodes (and a world that shrank
+  // after a node loss over the survivors; that is checked when it happens).
+  if (cluster.nodes > 1 && train.batch_size % cluster.nodes != 0) {
+    fail(config, "train.batch_size (" + std::to_string(train.batch_size) +
+                     ") must be divisible by cluster.nodes (" + std::to_string(cluster.nodes) +
+                     "): every node trains an equal slice of the global batch");
+  }
+  if (cluster.nodes > 1 && train.micro_batch_size > 0 &&
+      (train.batch_size / cluster.nodes) % train.micro_batch_size != 0) {
+    fail(config, "train.micro_batch_size (" + std::to_string(train.micro_batch_size) +
+                     ") must divide each node's slice of the batch (train.batch_size / "
+                     "cluster.nodes = " + std::to_string(train.batch_size / cluster.nodes) + ")");
+  }
   if (parallel.data > 1 && parallel.data * parallel.tensor * parallel.pipeline != cluster.nodes) {
     fail(config, "parallel.data (" + std::to_string(parallel.data) + ") x parallel.tensor (" +
                      std::to_string(parallel.tensor) + ") x parallel.pipeline (" +

@@ -44,7 +44,7 @@ std::string tiny_config() { return (source_dir() / "config/single.toml").string(
 std::vector<std::string> tiny_settings(int steps) {
   return {"--set", "data.dir=\"" + prepared_text().string() + "\"",
           "--set", "model.dim=64", "--set", "model.layers=2", "--set", "model.heads=4",
-          "--set", "model.context=64", "--set", "train.batch_size=8",
+          "--set", "model.context=64", "--set", "train.batch_size=12",
           "--set", "train.steps=" + std::to_string(steps), "--set", "train.warmup_steps=5",
           "--set", "train.eval_every=20", "--set", "train.threads=2",
           "--set", "metrics.progress=\"plain\""};

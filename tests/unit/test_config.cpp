@@ -51,7 +51,7 @@ vocab = 300
 init_std = 0.015
 
 [train]
-batch_size = 12
+batch_size = 48
 micro_batch_size = 4
 steps = 7
 seed = -5
