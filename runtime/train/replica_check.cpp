@@ -12,7 +12,10 @@ namespace dseek::train {
 namespace {
 std::string describe(int64_t step, const std::string& checked, const std::vector<int>& ranks) {
   std::string list;
-  for (int rank : ranks) list += (list.empty() ? "" : ", ") + std::to_string(rank);
+  for (int rank : ranks) {
+    if (!list.empty()) list += ", ";
+    list += std::to_string(rank);
+  }
   return "replica check at step " + std::to_string(step + 1) + ": the " + checked +
          " of rank(s) " + list + " differ from the other replicas' (silent data corruption)";
 }

@@ -12,6 +12,7 @@
 #include "runtime/metrics/event_log.hpp"
 #include "runtime/metrics/progress.hpp"
 #include "runtime/train/checkpointing.hpp"
+#include "runtime/train/prefetching_batches.hpp"
 #include "runtime/train/gradient_reducer.hpp"
 #include "runtime/train/trainer.hpp"
 
@@ -72,7 +73,12 @@ RunSummary run_training(const config::JobConfig& config, const RunOptions& optio
   DatasetBatches train_batches(config.data.dir, data::Split::train,
                                static_cast<uint64_t>(t.seed), config.model.context);
   auto val_batches = open_validation(config, progress);
-  Trainer trainer(config, train_batches, options.reducer);
+  // data.prefetch steps of batches are made ready on a thread while the steps compute.
+  std::unique_ptr<PrefetchingBatches> prefetched;
+  if (config.data.prefetch > 0)
+    prefetched = std::make_unique<PrefetchingBatches>(train_batches, config.data.prefetch);
+  BatchSource& batches = prefetched ? static_cast<BatchSource&>(*prefetched) : train_batches;
+  Trainer trainer(config, batches, options.reducer);
   trainer.set_after_reduction(options.after_reduction);
   // Every replica reports a disagreement; the one in the minority then throws
   // ReplicaMismatch out of the step and leaves the job.
@@ -81,7 +87,8 @@ RunSummary run_training(const config::JobConfig& config, const RunOptions& optio
     std::string list;
     bool this_replica = false;
     for (int rank : ranks) {
-      list += (list.empty() ? "" : ",") + std::to_string(rank);
+      if (!list.empty()) list += ',';
+      list += std::to_string(rank);
       this_replica = this_replica || rank == trainer.dp_rank();
     }
     events.emit("sdc_detected", util::JsonLine().add("step", step + 1).add("checked", checked)
