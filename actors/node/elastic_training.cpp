@@ -10,6 +10,7 @@
 
 #include "actors/faults/fault_actions.hpp"
 #include "actors/faults/fault_plan.hpp"
+#include "actors/node/checkpoint_writer.hpp"
 #include "actors/node/data_plane_link.hpp"
 #include "actors/training/run_data_parallel.hpp"
 #include "actors/training/state_sync.hpp"
@@ -161,6 +162,7 @@ job_finished run_elastic_training(const worker_setup& setup, int starts, caf::ac
       options.before_step = setup.before_step;
       options.after_reduction = setup.in_step;
       options.start_from = agreement.steps_done >= 0 ? &replica : nullptr;
+      options.checkpoint_sink = checkpoint_sink_for(sys);  // the node's checkpoint_writer
       const auto failed_at = policy.failed_at;
       const int64_t from_step = agreement.steps_done >= 0 ? agreement.steps_done : 0;
       options.after_step = [&recovering, &replica, &events, keeps_memory_state, param_count,
@@ -176,7 +178,11 @@ job_finished run_elastic_training(const worker_setup& setup, int starts, caf::ac
         }
         if (recovering) {
           recovering = false;
-          events.emit("recovered", util::JsonLine().add("from_step", from_step)
+          // From disk, the step the run resumed at is known only inside run_training (the
+          // newest checkpoint it loaded): this is the first step completed after it.
+          // (from_step is 0 there, which reported every disk recovery as from step 0.)
+          const int64_t resumed_at = source == "disk" ? steps_done - 1 : from_step;
+          events.emit("recovered", util::JsonLine().add("from_step", resumed_at)
                                        .add("source", source)
                                        .add("recovery_ms", ms_since(failed_at))
                                        .add("epoch", epoch->epoch)

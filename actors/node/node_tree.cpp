@@ -10,6 +10,7 @@
 #include "actors/cluster/node_agent.hpp"
 #include "actors/faults/fault_actions.hpp"
 #include "actors/faults/fault_injector.hpp"
+#include "actors/node/checkpoint_writer.hpp"
 #include "actors/node/health_monitor.hpp"
 #include "actors/node/metrics_exporter.hpp"
 #include "actors/node/node_registry.hpp"
@@ -49,6 +50,12 @@ supervisor_config node_supervisor_config(const node_tree_setup& setup) {
   node.children.push_back({"health_monitor",
                            [](caf::actor_system& sys) { return spawn_health_monitor(sys); },
                            restart_policy::permanent, milliseconds(2000)});
+  // Started before the worker group, so stopped after it: the worker's final
+  // checkpoint is written before this actor is asked to stop. Its shutdown timeout
+  // covers a write in flight on a slow disk.
+  node.children.push_back({"checkpoint_writer",
+                           [](caf::actor_system& sys) { return spawn_checkpoint_writer(sys); },
+                           restart_policy::permanent, milliseconds(60000)});
 
   node_agent_config agent;
   agent.node_id = config.cluster.node_id;

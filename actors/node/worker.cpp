@@ -14,6 +14,7 @@
 #include "actors/faults/crash_request.hpp"
 #include "actors/faults/fault_actions.hpp"
 #include "actors/faults/fault_plan.hpp"
+#include "actors/node/checkpoint_writer.hpp"
 #include "actors/node/elastic_training.hpp"
 #include "actors/node/epoch_board.hpp"
 #include "actors/node/node_messages.hpp"
@@ -26,6 +27,12 @@ namespace dseek::actors {
 namespace {
 
 using done_atom = caf::atom_constant<caf::atom("dsdone")>;
+using grace_atom = caf::atom_constant<caf::atom("dsgrace")>;
+
+// An orderly stop lets the step in flight finish with the peers; if a collective does not
+// come back within this (a peer that is gone without this node hearing of it), the
+// communicator is aborted so that the stop cannot hang on it.
+constexpr auto kStopGrace = std::chrono::seconds(5);
 
 // The training thread; destroying it (the actor crashed or was killed) aborts its
 // communicator, so that the peers recover without this replica, ends any wait for a
@@ -50,7 +57,8 @@ struct worker_state {
 };
 
 // The single-node job: no data plane, no world to wait for.
-job_finished train_alone(const worker_setup& setup, int starts, const std::atomic<bool>& stop) {
+job_finished train_alone(const worker_setup& setup, int starts, caf::actor_system& sys,
+                         const std::atomic<bool>& stop) {
   config::JobConfig config = setup.config;
   // A restarted worker resumes from the newest checkpoint, if the job writes them.
   if (starts > 1 && config.checkpoint.every_steps > 0) config.checkpoint.resume = "latest";
@@ -60,6 +68,7 @@ job_finished train_alone(const worker_setup& setup, int starts, const std::atomi
   options.events = setup.events.get();
   options.before_step = setup.before_step;
   options.after_reduction = setup.in_step;
+  options.checkpoint_sink = checkpoint_sink_for(sys);
   job_finished result;
   const auto summary = train::run_training(config, options);
   result.stopped_early = summary.stopped_early;
@@ -94,7 +103,7 @@ void start_training(caf::stateful_actor<worker_state>* self) {
     try {
       result = setup.config.cluster.nodes > 1
                    ? run_elastic_training(setup, starts, sys, training->board, training->stop)
-                   : train_alone(setup, starts, training->stop);
+                   : train_alone(setup, starts, sys, training->stop);
     } catch (const std::exception& error) {
       result.ok = false;
       result.error = error.what();
@@ -125,6 +134,7 @@ caf::behavior worker(caf::stateful_actor<worker_state>* self, worker_setup setup
     s.stop_reason = em.reason;
     s.training->stop = true;
     s.training->board.close(/*abort=*/false);
+    self->delayed_send(self, kStopGrace, grace_atom::value);
   });
   return {
       [self](const epoch_started& epoch) { self->state.training->board.post(epoch); },
@@ -144,6 +154,9 @@ caf::behavior worker(caf::stateful_actor<worker_state>* self, worker_setup setup
         if (s.training && s.training->thread.joinable()) s.training->thread.join();
         caf::anon_send(s.setup.node_main, std::move(result));
         self->quit(s.stopping ? s.stop_reason : caf::error{});
+      },
+      [self](grace_atom) {
+        if (self->state.training) self->state.training->board.close(/*abort=*/true);
       },
       [](crash_atom) { crash_now("worker"); },
   };

@@ -5,8 +5,11 @@
 
 #include <time.h>
 
+#include <algorithm>
 #include <bit>
 #include <chrono>
+#include <cstdlib>
+#include <thread>
 
 #include <xxhash.h>
 
@@ -31,6 +34,34 @@ double thread_cpu_ms() {
   return static_cast<double>(now.tv_sec) * 1e3 + static_cast<double>(now.tv_nsec) / 1e6;
 }
 
+// Test hook, not a user setting (so it is in no user documentation): when the variable
+// DSEEK_TEST_CHECKPOINT_HOLD_STEP=N is set, the write of any step >= N pauses after its
+// first data file, params.bin, is on disk and before the rest, for 60 s. This is a
+// checkpoint caught mid-write, for tests/integration/test_checkpoint_nodes.cpp to kill
+// the writing node there; without it the few milliseconds of a write are hard to hit.
+// "Any step >= N": an asynchronous writer may skip step N while the last write runs.
+void hold_for_tests(int64_t step) {
+  const char* value = std::getenv("DSEEK_TEST_CHECKPOINT_HOLD_STEP");
+  if (value == nullptr || *value == '\0') return;
+  char* end = nullptr;
+  const long long from = std::strtoll(value, &end, 10);
+  if (*end != '\0' || step < from) return;
+  std::this_thread::sleep_for(std::chrono::seconds(60));
+}
+
+// A failed write on a full file system: the error (which names the file) plus what is
+// free under `root` once the partial checkpoint is gone, and what one needs. Any other
+// failure as it is.
+std::string explain_full_disk(const std::string& error, const fs::path& root,
+                              uint64_t needed_bytes) {
+  std::error_code ignored;
+  const auto space = fs::space(root, ignored);
+  if (ignored || space.available >= needed_bytes) return error;
+  return error + " (the file system of " + root.string() + " is full: " +
+         std::to_string(space.available) + " bytes free, a checkpoint needs about " +
+         std::to_string(needed_bytes) + "; the committed checkpoints are untouched)";
+}
+
 struct DataBuffer {
   const char* file;
   Role role;
@@ -39,7 +70,7 @@ struct DataBuffer {
 
 // Writes one flat buffer as a data file and adds one shard entry per tensor.
 void write_buffer(const fs::path& dir, const DataBuffer& buffer, const Snapshot& snapshot,
-                  bool fail_midway, Manifest& manifest) {
+                  bool fail_midway, bool hold, Manifest& manifest) {
   const fs::path path = dir / buffer.file;
   const auto& values = *buffer.values;
   const uint64_t bytes = values.size() * sizeof(float);
@@ -69,6 +100,7 @@ void write_buffer(const fs::path& dir, const DataBuffer& buffer, const Snapshot&
   file.write(values.data(), bytes);
   file.sync_and_close();
   manifest.files.push_back({buffer.file, bytes});
+  if (hold) hold_for_tests(snapshot.step);
 }
 
 }  // namespace
@@ -80,13 +112,16 @@ WriteResult write_checkpoint(const Snapshot& snapshot, const WriteOptions& optio
   const fs::path final_dir = options.root / name;
   const fs::path temp_dir =
       options.root / ("." + name + ".tmp-" + std::to_string(static_cast<long long>(::getpid())));
+  const uint64_t needed =
+      (snapshot.params.size() + snapshot.adam_m.size() + snapshot.adam_v.size()) * sizeof(float);
   std::error_code error;
   fs::create_directories(options.root, error);
   if (error) throw CheckpointError("cannot create " + options.root.string() + ": " + error.message());
   fs::remove_all(temp_dir, error);
   if (!fs::create_directory(temp_dir, error) || error) {
-    throw CheckpointError("cannot create " + temp_dir.string() + ": " +
-                          (error ? error.message() : std::string("exists")));
+    throw CheckpointError(explain_full_disk("cannot create " + temp_dir.string() + ": " +
+                                                (error ? error.message() : std::string("exists")),
+                                            options.root, needed));
   }
   try {
     Manifest manifest;
@@ -94,6 +129,8 @@ WriteResult write_checkpoint(const Snapshot& snapshot, const WriteOptions& optio
     manifest.optimizer_steps = snapshot.optimizer_steps;
     manifest.config_toml = snapshot.config_toml;
     manifest.seed = snapshot.seed;
+    manifest.world_size = manifest.data_parallel = std::max<uint32_t>(snapshot.world_size, 1);
+    manifest.zero_stage = snapshot.zero_stage;
     manifest.next_step = snapshot.step;
     manifest.loss_scale = 1.0;
     manifest.created_unix_s =
@@ -102,8 +139,8 @@ WriteResult write_checkpoint(const Snapshot& snapshot, const WriteOptions& optio
                                   {"adam_m.bin", Role::adam_m, &snapshot.adam_m},
                                   {"adam_v.bin", Role::adam_v, &snapshot.adam_v}};
     for (const auto& buffer : buffers) {
-      write_buffer(temp_dir, buffer, snapshot, options.fail_midway && buffer.role == Role::param,
-                   manifest);
+      const bool first = buffer.role == Role::param;
+      write_buffer(temp_dir, buffer, snapshot, options.fail_midway && first, first, manifest);
     }
     write_manifest(temp_dir / kManifestFile, manifest);
     io::OutputFile(temp_dir / kCommittedFile).sync_and_close();
@@ -116,6 +153,9 @@ WriteResult write_checkpoint(const Snapshot& snapshot, const WriteOptions& optio
     }
     io::rename_path(temp_dir, final_dir);
     io::sync_directory(options.root);
+  } catch (const CheckpointError& failure) {
+    fs::remove_all(temp_dir, error);
+    throw CheckpointError(explain_full_disk(failure.what(), options.root, needed));
   } catch (...) {
     fs::remove_all(temp_dir, error);
     throw;

@@ -20,6 +20,10 @@ struct Snapshot {
   int64_t optimizer_steps = 0;  // AdamW's counter
   int64_t seed = 0;
   std::string config_toml;
+  // The world that took it, recorded in the manifest for the record (`dseek ckpt
+  // inspect`): the buffers always hold the whole, unsharded state, which loads into any
+  // world size and ZeRO stage.
+  uint32_t world_size = 1, zero_stage = 0;
   std::vector<model::ParamTensor> tensors;  // the layout of the flat buffers
   std::vector<float> params, adam_m, adam_v;
 };
@@ -42,7 +46,8 @@ struct WriteResult {
   double cpu_ms = 0.0;
 };
 
-// Throws CheckpointError naming the file on failure (the temporary directory is removed).
+// Throws CheckpointError naming the file on failure (the temporary directory is removed);
+// when the file system is full the message says how much is free and how much is needed.
 WriteResult write_checkpoint(const Snapshot& snapshot, const WriteOptions& options);
 
 }  // namespace dseek::checkpoint

@@ -5,7 +5,6 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include <exception>
 #include <utility>
 
 namespace dseek::checkpoint {
@@ -35,24 +34,9 @@ int64_t CheckpointWriter::in_flight_step() const {
   return snapshot_.step;
 }
 
-WriteOutcome CheckpointWriter::write_now(bool fail_midway) {
-  WriteOutcome outcome;
-  outcome.step = snapshot_.step;
-  WriteOptions options = options_;
-  options.fail_midway = fail_midway;
-  try {
-    outcome.result = write_checkpoint(snapshot_, options);
-    outcome.ok = true;
-  } catch (const std::exception& error) {
-    // A failed checkpoint never stops training: the caller reports it and tries the next.
-    outcome.error = error.what();
-  }
-  return outcome;
-}
-
 void CheckpointWriter::submit(bool fail_midway) {
   if (!async_) {
-    WriteOutcome outcome = write_now(fail_midway);
+    WriteOutcome outcome = write_reporting(snapshot_, options_, fail_midway);
     std::lock_guard lock(mutex_);
     outcomes_.push_back(std::move(outcome));
     return;
@@ -86,7 +70,8 @@ void CheckpointWriter::run() {
     if (pending_) {
       const bool fail = fail_midway_;
       lock.unlock();
-      WriteOutcome outcome = write_now(fail);  // the snapshot is ours while pending_
+      // The snapshot is ours while pending_.
+      WriteOutcome outcome = write_reporting(snapshot_, options_, fail);
       lock.lock();
       outcomes_.push_back(std::move(outcome));
       pending_ = false;

@@ -4,8 +4,8 @@
 // it (write.hpp). While a write is in flight the buffer is busy and the next checkpoint
 // due is skipped, never queued, so at most one snapshot's memory and one write exist.
 //
-// This is a plain class owning a std::thread; the checkpoint_writer actor of the design
-// (DESIGN.md, node supervisor tree) wraps it when the actor runtime lands.
+// This is the default CheckpointSink (sink.hpp), a plain class owning a std::thread;
+// dseek-node hands its snapshots to the node's checkpoint_writer actor instead.
 #pragma once
 
 #include <condition_variable>
@@ -14,41 +14,28 @@
 #include <thread>
 #include <vector>
 
-#include "runtime/checkpoint/write.hpp"
+#include "runtime/checkpoint/sink.hpp"
 
 namespace dseek::checkpoint {
 
-struct WriteOutcome {
-  int64_t step = 0;
-  bool ok = false;
-  std::string error;  // when !ok
-  WriteResult result;  // when ok
-};
-
-class CheckpointWriter {
+class CheckpointWriter final : public CheckpointSink {
  public:
   // async = false writes in submit() itself (the synchronous baseline of the benchmark).
   CheckpointWriter(WriteOptions options, bool async);
-  ~CheckpointWriter();  // finishes the write in flight, then joins
+  ~CheckpointWriter() override;  // finishes the write in flight, then joins
   CheckpointWriter(const CheckpointWriter&) = delete;
   CheckpointWriter& operator=(const CheckpointWriter&) = delete;
 
-  // A write is in flight: buffer() must not be touched, and submit() must not be called.
-  bool busy() const;
-  // The snapshot buffer to fill before submit(); only while !busy().
-  Snapshot& buffer() { return snapshot_; }
-  // Writes buffer(); fail_midway injects the fail_checkpoint_write fault.
-  void submit(bool fail_midway);
-  // Waits until no write is in flight.
-  void wait();
-  // The outcomes of the writes finished since the last call, oldest first.
-  std::vector<WriteOutcome> take_outcomes();
-  // The step of the write in flight (meaningful while busy()).
-  int64_t in_flight_step() const;
+  bool busy() const override;
+  Snapshot& buffer() override { return snapshot_; }
+  void submit(bool fail_midway) override;
+  void wait() override;
+  std::vector<WriteOutcome> take_outcomes() override;
+  int64_t in_flight_step() const override;
+  const char* kind() const override { return "thread"; }
 
  private:
   void run();
-  WriteOutcome write_now(bool fail_midway);
 
   WriteOptions options_;
   bool async_;

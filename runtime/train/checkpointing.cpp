@@ -7,13 +7,15 @@
 
 #include "runtime/checkpoint/load.hpp"
 #include "runtime/checkpoint/store.hpp"
+#include "runtime/checkpoint/writer_thread.hpp"
 #include "runtime/config/load.hpp"
 
 namespace dseek::train {
 
 Checkpointing::Checkpointing(const config::JobConfig& config, const std::filesystem::path& run_dir,
                              Trainer& trainer, metrics::EventLog& events,
-                             metrics::Progress& progress)
+                             metrics::Progress& progress,
+                             const checkpoint::CheckpointSinkFactory& make_sink)
     : config_(config), trainer_(trainer), events_(events), progress_(progress),
       root_(checkpoint::checkpoint_root(config, run_dir)),
       enabled_(config.checkpoint.every_steps > 0 || config.train.stop_after_steps > 0 ||
@@ -29,10 +31,16 @@ Checkpointing::Checkpointing(const config::JobConfig& config, const std::filesys
     }
     return;
   }
-  writer_ = std::make_unique<checkpoint::CheckpointWriter>(
-      checkpoint::WriteOptions{root_, config.checkpoint.keep_last, false}, config.checkpoint.async);
+  const checkpoint::WriteOptions where{root_, config.checkpoint.keep_last, false};
+  if (make_sink) writer_ = make_sink(where);
+  // The default writes on a thread, or in submit() itself when checkpoint.async is off.
+  if (!writer_) writer_ = std::make_unique<checkpoint::CheckpointWriter>(where, config.checkpoint.async);
   auto& snapshot = writer_->buffer();
   snapshot.seed = config.train.seed;
+  if (trainer.reducer() != nullptr) {
+    snapshot.world_size = static_cast<uint32_t>(trainer.reducer()->world_size());
+    snapshot.zero_stage = static_cast<uint32_t>(config.parallel.zero);
+  }
   snapshot.config_toml = config::to_toml(config);
   snapshot.tensors = trainer.model().layout().tensors();
   snapshot.params.resize(n);
@@ -66,9 +74,17 @@ int64_t Checkpointing::resume() {
   }
   trainer_.restore(loaded->params.data(), loaded->adam_m.data(), loaded->adam_v.data(),
                    m.optimizer_steps);
-  events_.emit("resumed", util::JsonLine().add("step", m.step).add("path", loaded->dir.string()));
+  // The checkpoint holds the whole state, so the layouts may differ: say both.
+  const int64_t world = trainer_.reducer() != nullptr ? trainer_.reducer()->world_size() : 1;
+  const int64_t zero = trainer_.reducer() != nullptr ? config_.parallel.zero : 0;
+  events_.emit("resumed", util::JsonLine().add("step", m.step).add("path", loaded->dir.string())
+                              .add("written_world_size", static_cast<int64_t>(m.world_size))
+                              .add("written_zero", static_cast<int64_t>(m.zero_stage))
+                              .add("world_size", world).add("zero", zero));
   progress_.line("checkpoint: resumed from " + loaded->dir.string() + " at step " +
-                 std::to_string(m.step));
+                 std::to_string(m.step) + " (written by a world of " +
+                 std::to_string(m.world_size) + ", ZeRO " + std::to_string(m.zero_stage) +
+                 "; this one: " + std::to_string(world) + ", ZeRO " + std::to_string(zero) + ")");
   last_committed_ = m.step;  // no need to write it again
   return m.next_step;
 }
@@ -98,6 +114,8 @@ void Checkpointing::submit(int64_t done) {
   snapshot_ms_[done] =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   writer_->submit(fail);
+  // checkpoint.async = false: the step waits for the write, whoever writes.
+  if (!config_.checkpoint.async) writer_->wait();
 }
 
 void Checkpointing::after_step(int64_t done) {
@@ -139,7 +157,7 @@ void Checkpointing::report_finished() {
                    util::JsonLine().add("step", outcome.step).add("bytes", outcome.result.bytes)
                        .add("snapshot_ms", snapshot_ms).add("write_ms", outcome.result.write_ms)
                        .add("write_cpu_ms", outcome.result.cpu_ms)
-                       .add("path", outcome.result.path.string()));
+                       .add("path", outcome.result.path.string()).add("writer", writer_->kind()));
     } else {
       events_.emit("checkpoint_failed",
                    util::JsonLine().add("step", outcome.step).add("error", outcome.error));

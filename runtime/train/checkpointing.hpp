@@ -1,8 +1,14 @@
-// The checkpoints of a single-node run: resuming from one at the start, a snapshot every
-// checkpoint.every_steps steps handed to the background CheckpointWriter, one at the end
-// (or at an early stop), and the events that say what happened to each
-// (checkpoint_committed, checkpoint_skipped, checkpoint_failed, checkpoint_fallback,
-// resumed). A failed checkpoint never stops training; the next one is tried.
+// The checkpoints of a run: resuming from one at the start, a snapshot every
+// checkpoint.every_steps steps handed to a CheckpointSink (the run's own writer thread,
+// or the node's checkpoint_writer actor when the caller passes one), one at the end
+// (or at an early stop), and the events that say what happened to each:
+//   checkpoint_committed  step, bytes, snapshot_ms (the copy training waited for),
+//                         write_ms, write_cpu_ms, path, writer ("thread" | "actor")
+//   checkpoint_skipped    step, reason, in_progress_step
+//   checkpoint_failed     step, error (names the file; says when the disk is full)
+//   checkpoint_fallback   error, fallback
+//   resumed               step, path, written_world_size, written_zero, world_size, zero
+// A failed checkpoint never stops training; the next one is tried.
 //
 // Data parallel (the trainer has a GradientReducer): every replica resumes from the same
 // checkpoint (the directory must be readable by all); replica 0 alone writes. With ZeRO
@@ -10,7 +16,8 @@
 // take part in every snapshot: whether one is taken (replica 0's writer may still be
 // busy, the last one may be committed already) is replica 0's decision, shared with a
 // small collective. The checkpoint always holds the whole, unsharded state: it resumes
-// on any world size and ZeRO stage.
+// on any world size and ZeRO stage; its manifest records the world size and ZeRO stage
+// that wrote it, and the resumed event says both layouts.
 #pragma once
 
 #include <cstdint>
@@ -19,7 +26,7 @@
 #include <memory>
 #include <vector>
 
-#include "runtime/checkpoint/writer_thread.hpp"
+#include "runtime/checkpoint/sink.hpp"
 #include "runtime/config/job_config.hpp"
 #include "runtime/metrics/event_log.hpp"
 #include "runtime/metrics/progress.hpp"
@@ -29,8 +36,10 @@ namespace dseek::train {
 
 class Checkpointing {
  public:
+  // `make_sink`: replica 0's sink; null: a CheckpointWriter thread.
   Checkpointing(const config::JobConfig& config, const std::filesystem::path& run_dir,
-                Trainer& trainer, metrics::EventLog& events, metrics::Progress& progress);
+                Trainer& trainer, metrics::EventLog& events, metrics::Progress& progress,
+                const checkpoint::CheckpointSinkFactory& make_sink = {});
   ~Checkpointing();
 
   // Applies checkpoint.resume; returns the step to continue from (0 = fresh start).
@@ -61,7 +70,7 @@ class Checkpointing {
   bool collective_;  // snapshots gather sharded state: every replica takes part
   int64_t last_committed_ = -1;
   std::map<int64_t, double> snapshot_ms_;  // of writes not yet reported
-  std::unique_ptr<checkpoint::CheckpointWriter> writer_;  // replica 0 (or the single node)
+  std::unique_ptr<checkpoint::CheckpointSink> writer_;  // replica 0 (or the single node)
   std::vector<float> gather_params_, gather_m_, gather_v_;  // other replicas' snapshot space
 };
 

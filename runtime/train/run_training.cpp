@@ -118,7 +118,8 @@ RunSummary run_training(const config::JobConfig& config, const RunOptions& optio
                 std::to_string(config.model.context) + " tokens; events in " +
                 events.path().string());
 
-  Checkpointing checkpoints(config, options.run_dir, trainer, events, progress);
+  Checkpointing checkpoints(config, options.run_dir, trainer, events, progress,
+                            options.checkpoint_sink);
   int64_t first_step = 0;
   if (options.start_from != nullptr && options.start_from->steps_done >= 0) {
     const auto& state = *options.start_from;

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "runtime/checkpoint/sink.hpp"
 #include "runtime/config/job_config.hpp"
 
 namespace dseek::metrics {
@@ -55,6 +56,9 @@ struct RunOptions {
   std::function<void(int64_t step, float* grads, size_t count)> after_reduction;
   // Called after every completed step (and its checkpoint) with the steps done.
   std::function<void(int64_t steps_done, Trainer& trainer)> after_step;
+  // Makes the sink that persists this run's checkpoints (dseek-node: the node's
+  // checkpoint_writer actor); null: a writer thread of the run's own.
+  checkpoint::CheckpointSinkFactory checkpoint_sink;
 };
 
 struct RunSummary {

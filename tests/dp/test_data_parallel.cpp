@@ -147,13 +147,13 @@ TEST_CASE("data parallel: settings that cannot run are refused naming their keys
     ScratchDir dir("dp-bad-batch");
     auto run = run_job(2, dir.path(), tiny_settings({"train.batch_size=9", "train.micro_batch_size=0"}));
     CHECK_FALSE(run.ok);
-    CHECK_THAT(run.report, Contains("train.batch_size = 9") && Contains("world size 2"));
+    CHECK_THAT(run.report, Contains("train.batch_size (9) must be divisible by cluster.nodes (2)"));
   }
   SECTION("a slice that does not split into micro-batches") {
     ScratchDir dir("dp-bad-micro");
     auto run = run_job(2, dir.path(), tiny_settings({"train.micro_batch_size=4"}));
     CHECK_FALSE(run.ok);
-    CHECK_THAT(run.report, Contains("train.micro_batch_size = 4") && Contains("6 sequences"));
+    CHECK_THAT(run.report, Contains("train.micro_batch_size (4) must divide each node's slice"));
   }
   SECTION("compression with ZeRO") {
     ScratchDir dir("dp-bad-zero");
