@@ -36,19 +36,6 @@ namespace {
 const std::vector<std::string> kOneThread = {"--set", "train.threads=1", "--set",
                                              "train.eval_every=0"};
 
-std::vector<std::string> operator+(std::vector<std::string> a, const std::vector<std::string>& b) {
-  a.insert(a.end(), b.begin(), b.end());
-  return a;
-}
-
-// --set faults=[...] from the inline TOML tables in `tables`.
-std::vector<std::string> faults(const std::string& tables) {
-  return {"--set", "faults=[" + tables + "]"};
-}
-
-// The launcher runs this build's dseek-node, whatever the environment says.
-std::vector<std::string> launch_env() { return {"DSEEK_NODE_BINARY=" + bin("dseek-node")}; }
-
 // The arguments that make a tiny_job() node `node_id` of a job of `nodes` whose
 // coordinator the test chose (node 0 runs it).
 std::vector<std::string> member_of(const std::string& coordinator, int node_id, int nodes = 2) {
@@ -71,52 +58,6 @@ double ts(const std::string& event) { return number_field(event, "ts"); }
 
 double ms_between(const std::string& earlier, const std::string& later) {
   return (ts(later) - ts(earlier)) * 1000.0;
-}
-
-// The first event `event` of node `node_id` whose number field `key` is `value`; "" if none.
-std::string event_with(const fs::path& run, int node_id, const std::string& event,
-                       const std::string& key, double value) {
-  for (const auto& line : node_events(run, node_id, event))
-    if (number_field(line, key) == value) return line;
-  return "";
-}
-
-std::string fault_of(const fs::path& run, int node_id, const std::string& kind) {
-  for (const auto& line : node_events(run, node_id, "fault_injected"))
-    if (string_field(line, "kind") == kind) return line;
-  return "";
-}
-
-// A running dseek-node with this pid (not a zombie, not a reused pid).
-bool node_process_alive(pid_t pid) {
-  const fs::path proc = "/proc/" + std::to_string(pid);
-  std::string command;
-  std::getline(std::ifstream(proc / "cmdline"), command, '\0');
-  if (!contains(command, "dseek-node")) return false;
-  std::string stat;
-  std::getline(std::ifstream(proc / "stat"), stat);
-  const auto name_end = stat.rfind(')');
-  return name_end != std::string::npos && name_end + 2 < stat.size() && stat[name_end + 2] != 'Z';
-}
-
-std::vector<pid_t> node_pids(const fs::path& run, int node_id) {
-  std::vector<pid_t> pids;
-  for (const auto& line : node_events(run, node_id, "node_started"))
-    pids.push_back(static_cast<pid_t>(number_field(line, "pid")));
-  return pids;
-}
-
-// Every node process of the run is gone; any that is not is killed, so that a failing
-// test leaves nothing behind either.
-void require_no_node_left(const fs::path& run, int nodes) {
-  for (int node = 0; node < nodes; ++node) {
-    for (pid_t pid : node_pids(run, node)) {
-      INFO("node " << node << " pid " << pid);
-      const bool alive = node_process_alive(pid);
-      if (alive) ::kill(pid, SIGKILL);
-      CHECK_FALSE(alive);
-    }
-  }
 }
 
 // A job started in the background (a launcher, or node 0 started by hand) with its output

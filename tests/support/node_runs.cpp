@@ -5,6 +5,7 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -136,6 +137,59 @@ std::string string_field(const std::string& line, const std::string& key) {
   std::smatch match;
   REQUIRE(std::regex_search(line, match, std::regex("\"" + key + "\":\"([^\"]*)\"")));
   return match[1];
+}
+
+std::vector<std::string> operator+(std::vector<std::string> a, const std::vector<std::string>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+std::vector<std::string> faults(const std::string& tables) {
+  return {"--set", "faults=[" + tables + "]"};
+}
+
+std::vector<std::string> launch_env() { return {"DSEEK_NODE_BINARY=" + bin("dseek-node")}; }
+
+std::string event_with(const std::filesystem::path& run_dir, int node_id, const std::string& event,
+                       const std::string& key, double value) {
+  for (const auto& line : node_events(run_dir, node_id, event))
+    if (number_field(line, key) == value) return line;
+  return "";
+}
+
+std::string fault_of(const std::filesystem::path& run_dir, int node_id, const std::string& kind) {
+  for (const auto& line : node_events(run_dir, node_id, "fault_injected"))
+    if (string_field(line, "kind") == kind) return line;
+  return "";
+}
+
+bool node_process_alive(pid_t pid) {
+  const std::filesystem::path proc = "/proc/" + std::to_string(pid);
+  std::string command;
+  std::getline(std::ifstream(proc / "cmdline"), command, '\0');
+  if (command.find("dseek-node") == std::string::npos) return false;
+  std::string stat;
+  std::getline(std::ifstream(proc / "stat"), stat);
+  const auto name_end = stat.rfind(')');
+  return name_end != std::string::npos && name_end + 2 < stat.size() && stat[name_end + 2] != 'Z';
+}
+
+std::vector<pid_t> node_pids(const std::filesystem::path& run_dir, int node_id) {
+  std::vector<pid_t> pids;
+  for (const auto& line : node_events(run_dir, node_id, "node_started"))
+    pids.push_back(static_cast<pid_t>(number_field(line, "pid")));
+  return pids;
+}
+
+void require_no_node_left(const std::filesystem::path& run_dir, int nodes) {
+  for (int node = 0; node < nodes; ++node) {
+    for (pid_t pid : node_pids(run_dir, node)) {
+      INFO("node " << node << " pid " << pid);
+      const bool alive = node_process_alive(pid);
+      if (alive) ::kill(pid, SIGKILL);
+      CHECK_FALSE(alive);
+    }
+  }
 }
 
 }  // namespace dseek::testing

@@ -3,6 +3,8 @@
 // readers for the events.jsonl a run leaves behind.
 #pragma once
 
+#include <sys/types.h>
+
 #include <chrono>
 #include <filesystem>
 #include <functional>
@@ -46,5 +48,27 @@ std::string wait_for_event(const std::filesystem::path& run_dir, int node_id,
 // A field of one JSON event line (REQUIREs that it is there).
 double number_field(const std::string& line, const std::string& key);
 std::string string_field(const std::string& line, const std::string& key);
+
+// What the multi-node tests (`dseek launch` jobs) share.
+
+// `a` followed by `b`: tiny_launch(..., kOneThread + faults("...")).
+std::vector<std::string> operator+(std::vector<std::string> a, const std::vector<std::string>& b);
+// --set faults=[...] from the inline TOML tables in `tables`.
+std::vector<std::string> faults(const std::string& tables);
+// The environment that makes the launcher run this build's dseek-node, whatever the
+// environment says.
+std::vector<std::string> launch_env();
+// The first event `event` of node `node_id` whose number field `key` is `value`; "" if none.
+std::string event_with(const std::filesystem::path& run_dir, int node_id, const std::string& event,
+                       const std::string& key, double value);
+// Node `node_id`'s first fault_injected event of kind `kind`; "" if none.
+std::string fault_of(const std::filesystem::path& run_dir, int node_id, const std::string& kind);
+// A running dseek-node with this pid (not a zombie, not a reused pid).
+bool node_process_alive(pid_t pid);
+// The pids of node `node_id`'s processes (one per incarnation: its node_started events).
+std::vector<pid_t> node_pids(const std::filesystem::path& run_dir, int node_id);
+// Every node process of the run is gone; any that is not is killed, so that a failing
+// test leaves nothing behind either (CHECKs).
+void require_no_node_left(const std::filesystem::path& run_dir, int nodes);
 
 }  // namespace dseek::testing
