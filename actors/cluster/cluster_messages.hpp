@@ -98,17 +98,28 @@ typename Inspector::result_type inspect(Inspector& f, worker_assignment& x) {
 
 // A new world epoch: sent to every member (and the listeners) on every
 // membership change. Everything built for an older epoch (communicators) is
-// stale from here on. Nodes reconcile their workers to `plan`.
+// stale from here on. Nodes reconcile their workers to `plan`. Epochs are
+// numbered per coordinator incarnation (`coordinator_id`, random): a coordinator
+// that was restarted numbers from 1 again, and its epochs are newer than any of
+// its predecessor's (is_newer_epoch).
 struct epoch_started {
   std::uint64_t epoch = 0;
   std::int32_t world_size = 0;
   std::vector<member_info> members; // the rank table, by rank
   std::vector<worker_assignment> plan;
+  std::uint64_t coordinator_id = 0;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, epoch_started& x) {
-  return f(caf::meta::type_name("epoch_started"), x.epoch, x.world_size, x.members, x.plan);
+  return f(caf::meta::type_name("epoch_started"), x.epoch, x.world_size, x.members, x.plan,
+           x.coordinator_id);
+}
+
+// `candidate` comes after `known`: a later epoch of the same coordinator, or any
+// epoch of another one (the old coordinator is gone).
+inline bool is_newer_epoch(const epoch_started& candidate, const epoch_started& known) {
+  return candidate.coordinator_id != known.coordinator_id || candidate.epoch > known.epoch;
 }
 
 // The reply to a rendezvous: every rank's payload, by rank.

@@ -62,6 +62,7 @@ struct coordinator_state {
   std::set<std::int64_t> ever_joined;
   std::unordered_map<std::string, pending_challenge> challenges;
   std::uint64_t epoch = 0;
+  std::uint64_t coordinator_id = 0;  // random per incarnation (epoch_started.coordinator_id)
   rendezvous_round round;
   std::chrono::milliseconds check_interval{150};
   clock::time_point last_check = clock::now();
@@ -76,6 +77,7 @@ struct coordinator_state {
   epoch_started snapshot() const {
     epoch_started ev;
     ev.epoch = epoch;
+    ev.coordinator_id = coordinator_id;
     ev.world_size = static_cast<std::int32_t>(members.size());
     std::int32_t rank = 0;
     for (auto& [id, m] : members) {
@@ -306,6 +308,7 @@ caf::behavior coordinator_impl(caf::stateful_actor<coordinator_state>* self,
   auto& st = self->state;
   st.cfg = std::move(cfg);
   st.secret = std::move(secret);
+  st.coordinator_id = std::stoull(make_nonce().substr(0, 15), nullptr, 16) + 1;
   auto timeout = st.cfg.settings.heartbeat_timeout;
   st.check_interval = std::max(std::chrono::milliseconds{10}, timeout / 10);
   st.last_check = clock::now();

@@ -39,6 +39,7 @@ struct agent_state {
   std::uint64_t generation = 0;  // bumped by every (re)join; stale callbacks check it
   bool joined = false;
   std::uint64_t epoch = 0;       // last epoch_started passed on
+  std::uint64_t coordinator_id = 0;  // ... and the coordinator incarnation it came from
   std::uint64_t seq = 0;
   clock::time_point last_ack;
   clock::time_point last_beat;   // when on_beat last ran
@@ -193,9 +194,10 @@ struct agent_state {
   // -- membership ------------------------------------------------------------------
 
   void on_epoch(epoch_started ev) {
-    if (ev.epoch <= epoch)
+    if (ev.coordinator_id == coordinator_id && ev.epoch <= epoch)
       return; // already passed on (the join reply repeats the broadcast)
     epoch = ev.epoch;
+    coordinator_id = ev.coordinator_id;
     emit(std::move(ev));
   }
 

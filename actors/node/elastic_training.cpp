@@ -38,10 +38,12 @@ struct WorldPolicy {
   const config::JobConfig& config;
   bool first;                      // the job's first world: all nodes
   std::uint64_t after_epoch;       // the epoch that failed (later ones only)
+  std::uint64_t after_coordinator; // ... of this coordinator (any epoch of a new one is later)
   Clock::time_point failed_at;
 
   bool accepts(const epoch_started& e) const {
-    if (e.epoch <= after_epoch || !has_worker_here(e, config.cluster.node_id)) return false;
+    const bool later = e.coordinator_id != after_coordinator || e.epoch > after_epoch;
+    if (!later || e.epoch == 0 || !has_worker_here(e, config.cluster.node_id)) return false;
     if (e.world_size >= config.cluster.nodes) return true;
     if (first) return false;
     const double waited_s = ms_since(failed_at) / 1000.0;
@@ -100,7 +102,7 @@ job_finished run_elastic_training(const worker_setup& setup, int starts, caf::ac
   const bool keeps_memory_state = config.parallel.zero == 0;
   auto& events = *setup.events;
 
-  WorldPolicy policy{config, starts == 1 && setup.incarnation == 0, 0, Clock::now()};
+  WorldPolicy policy{config, starts == 1 && setup.incarnation == 0, 0, 0, Clock::now()};
   bool recovering = !policy.first;  // a restarted node or worker recovers too
   const auto node_start = Clock::now();
   const auto start_limit = std::chrono::milliseconds(
@@ -205,10 +207,16 @@ job_finished run_elastic_training(const worker_setup& setup, int starts, caf::ac
       events.emit("training_interrupted",
                   util::JsonLine().add("epoch", epoch->epoch).add("error", error.what())
                       .add("last_step", replica.steps_done));
+      // This epoch's world is broken for every rank: wait for a later one.
+      policy.after_epoch = epoch->epoch;
+      policy.after_coordinator = epoch->coordinator_id;
     } catch (const rendezvous_failed& error) {
       events.emit("training_interrupted",
                   util::JsonLine().add("epoch", epoch->epoch).add("error", error.what())
                       .add("last_step", replica.steps_done));
+      // The exchange did not complete (the epoch moved on, or this node's agent was
+      // being replaced): try again with whatever epoch is current, the same one included.
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
     }
     retired.retire(std::move(communicator));
     if (!recovering) {
@@ -216,7 +224,6 @@ job_finished run_elastic_training(const worker_setup& setup, int starts, caf::ac
       policy.failed_at = Clock::now();
     }
     policy.first = false;
-    policy.after_epoch = epoch->epoch;
   }
 }
 

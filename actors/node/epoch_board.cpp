@@ -7,7 +7,14 @@ namespace dseek::actors {
 
 void EpochBoard::post(const epoch_started& epoch) {
   std::lock_guard lock(mutex_);
-  if (epoch.epoch <= latest_.epoch) return;
+  if (!is_newer_epoch(epoch, latest_)) return;
+  if (epoch.coordinator_id != latest_.coordinator_id) {
+    // A new coordinator (the old one's node died and came back): its epochs are numbered
+    // afresh, and the world of the old one is over.
+    abort_epoch_ = 0;
+    if (communicator_ != nullptr && latest_.coordinator_id != 0)
+      communicator_->abort("the coordinator changed");
+  }
   latest_ = epoch;
   changed_.notify_all();
 }

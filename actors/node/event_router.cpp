@@ -58,7 +58,7 @@ caf::behavior event_router(caf::stateful_actor<router_state>* self, caf::actor n
         names::send_to(self->system(), names::worker, e);
       },
       [=](const epoch_started& e) {
-        if (e.epoch <= self->state.last_epoch.epoch) return;
+        if (!is_newer_epoch(e, self->state.last_epoch)) return;
         self->state.last_epoch = e;
         log("epoch_started", util::JsonLine().add("epoch", e.epoch)
                                  .add("world_size", static_cast<int64_t>(e.world_size))

@@ -20,10 +20,18 @@ constexpr caf::atom_value membership = caf::atom("dsagent");
 constexpr caf::atom_value worker = caf::atom("dsworker");
 constexpr caf::atom_value fault_injector = caf::atom("dsfaults");
 
-// Registers `self` under `name` (replacing a dead predecessor).
+// Registers `handle` under `name`, replacing a predecessor (CAF 0.17's put() keeps an
+// existing entry, dead or not: erase first).
+template <class Handle>
+void register_handle(caf::actor_system& sys, caf::atom_value name, const Handle& handle) {
+  sys.registry().erase(name);
+  sys.registry().put(name, caf::actor_cast<caf::strong_actor_ptr>(handle));
+}
+
+// Registers `self` under `name`.
 template <class Self>
 void register_as(Self* self, caf::atom_value name) {
-  self->system().registry().put(name, caf::actor_cast<caf::strong_actor_ptr>(self->ctrl()));
+  register_handle(self->system(), name, self->ctrl());
 }
 
 // The actor now registered under `name`, or an invalid handle.

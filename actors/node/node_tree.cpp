@@ -70,7 +70,7 @@ supervisor_config node_supervisor_config(const node_tree_setup& setup) {
                              auto spawned = spawn_node_agent(sys, agent);
                              if (!spawned) throw std::runtime_error(sys.render(spawned.error()));
                              // The worker's thread reaches the coordinator through it.
-                             sys.registry().put(names::membership, *spawned);
+                             names::register_handle(sys, names::membership, *spawned);
                              return *spawned;
                            },
                            restart_policy::permanent, milliseconds(2000)});
