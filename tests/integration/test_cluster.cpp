@@ -145,6 +145,37 @@ TEST_CASE("a killed node is seen at once, restarted by the launcher, and rejoins
   require_no_node_left(run.path(), 3);
 }
 
+TEST_CASE("a killed coordinator node comes back and the job ends as if nothing happened",
+          "[cluster][faults]") {
+  // Node 0 runs the coordinator. Killed, it is restarted by the launcher with a new
+  // coordinator on the same port; the other nodes' agents join it, the world is rebuilt
+  // and node 0 takes the state of the last completed step from a peer.
+  ScratchDir clean("cluster-coordinator-clean");
+  ScratchDir faulty("cluster-coordinator-kill");
+  auto reference = run_process(tiny_launch(clean.path(), 3, 30, kOneThread), 120s, launch_env());
+  INFO(reference.output);
+  REQUIRE(reference.exit_code == 0);
+  auto result = run_process(
+      tiny_launch(faulty.path(), 3, 30, kOneThread + faults(R"({kind = "kill", node = 0, step = 10})")),
+      120s, launch_env());
+  INFO(result.output);
+  REQUIRE(result.exit_code == 0);
+  CHECK(contains(result.output, "[launch] node 0 killed by signal SIGKILL; restarting (1/3)"));
+  const auto expected = node_events(clean.path(), 0, "train_done");
+  REQUIRE(expected.size() == 1);
+  for (int node : {0, 1, 2}) {
+    INFO("node " << node);
+    const auto done = node_events(faulty.path(), node, "train_done");
+    REQUIRE(done.size() == 1);
+    CHECK(string_field(done[0], "params_sha256") == string_field(expected[0], "params_sha256"));
+    const auto recovered = node_events(faulty.path(), node, "recovered");
+    REQUIRE(recovered.size() == 1);
+    CHECK(string_field(recovered[0], "source") == (node == 0 ? "peer" : "memory"));
+    CHECK(number_field(recovered[0], "from_step") == 10);
+  }
+  require_no_node_left(faulty.path(), 3);
+}
+
 TEST_CASE("a hung node is declared lost by heartbeat timeout and rejoins when it wakes",
           "[cluster][faults]") {
   ScratchDir run("cluster-hang");
