@@ -50,7 +50,7 @@ void CommGradientReducer::detach() noexcept {
     for (size_t b = 0; b < in_flight_.size(); ++b) {
       if (!in_flight_[b].issued) continue;
       try {
-        if (compressed_[b]) compressed_[b]->finish(grads_ + buckets_[b].range.offset, comm::ReduceOp::sum);
+        if (in_flight_[b].compressed) compressed_[b]->finish(grads_ + buckets_[b].range.offset, comm::ReduceOp::sum);
         else in_flight_[b].work.wait();
       } catch (...) {  // expected: aborted
       }
@@ -122,7 +122,10 @@ void CommGradientReducer::gradients_ready(model::ParamRange range) {
 void CommGradientReducer::issue(size_t b) {
   const GradientBucket& bucket = buckets_[b];
   float* data = grads_ + bucket.range.offset;
-  if (compressed_[b]) {
+  // The first compression_warmup_steps steps go uncompressed (as 1-bit Adam warms up):
+  // the optimizer's moments settle on whole gradients before sparse ones arrive.
+  in_flight_[b].compressed = compressed_[b] != nullptr && step_ >= settings_.compression_warmup_steps;
+  if (in_flight_[b].compressed) {
     compressed_[b]->begin(comm_, data, bucket.range.count);  // encodes now, on this thread
   } else if (settings_.zero_stage == 0) {
     in_flight_[b].work = comm_.all_reduce(data, bucket.range.count, comm::DataType::f32, comm::ReduceOp::sum);
@@ -138,7 +141,7 @@ void CommGradientReducer::complete(size_t b) {
   const GradientBucket& bucket = buckets_[b];
   InFlight& op = in_flight_[b];
   op.issued = false;
-  if (compressed_[b]) {
+  if (op.compressed) {
     compressed_[b]->finish(grads_ + bucket.range.offset, comm::ReduceOp::sum);
     encoded_bytes_ += compressed_[b]->last().encoded_bytes;
     return;

@@ -65,6 +65,7 @@ class CommGradientReducer final : public train::GradientReducer {
  private:
   struct InFlight {
     comm::Work work;
+    bool compressed = false;  // this step's bucket went through its codec
     bool issued = false;
   };
   void issue(size_t bucket);

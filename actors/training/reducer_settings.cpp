@@ -33,6 +33,7 @@ ReducerSettings reducer_settings(const config::JobConfig& config) {
   settings.zero_stage = static_cast<int>(config.parallel.zero);
   settings.compression = config.comm.compression;
   settings.topk_fraction = config.comm.topk_fraction;
+  settings.compression_warmup_steps = config.comm.compression_warmup_steps;
   if (const std::string why = refusal(settings); !why.empty())
     throw config::ConfigError(config.source + ": " + why);
   return settings;

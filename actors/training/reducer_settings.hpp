@@ -21,6 +21,7 @@ struct ReducerSettings {
   int zero_stage = 0;
   std::string compression = "none";  // none | topk | int8 | topk+int8 (ZeRO 0 only)
   double topk_fraction = 0.05;
+  int64_t compression_warmup_steps = 0;  // steps reduced uncompressed before the codec
   // Gradient bytes per bucket (whole backward ranges are never split; ~one GPT block
   // per bucket at GPT-2 small sizes).
   size_t bucket_bytes = size_t{4} << 20;

@@ -83,6 +83,7 @@ struct CommConfig {
   int64_t timeout_ms = 30000;        // limit of one collective
   std::string compression = "none";  // none, topk, int8, topk+int8
   double topk_fraction = 0.05;       // fraction of gradient entries kept by topk
+  int64_t compression_warmup_steps = 0;  // first steps reduced uncompressed
 };
 
 struct CheckpointConfig {

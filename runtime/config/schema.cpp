@@ -221,6 +221,10 @@ const std::vector<Key<JobConfig>>& job_keys() {
                                       "gradient compression on the data plane"),
       job<&J::comm, &Co::topk_fraction>("comm.topk_fraction", open_closed(0, 1),
                                         "fraction of gradient entries kept by topk"),
+      job<&J::comm, &Co::compression_warmup_steps>(
+          "comm.compression_warmup_steps", at_least(0),
+          "steps reduced uncompressed before comm.compression starts (the optimizer's "
+          "moments settle on whole gradients first; as 1-bit Adam's warm-up)"),
 
       job<&J::checkpoint, &Ck::every_steps>("checkpoint.every_steps", at_least(0),
                                             "steps between checkpoints; 0 = none"),

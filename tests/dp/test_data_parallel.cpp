@@ -142,6 +142,25 @@ TEST_CASE("data parallel: top-k 5% + INT8 cuts the bytes on the wire by at least
   CHECK(losses.back() < losses.front() - 0.2);
 }
 
+TEST_CASE("data parallel: compression starts after comm.compression_warmup_steps", "[dp]") {
+  const JobRun& plain = cached_run("zero0-2", 2, {"parallel.zero=0"});
+  const JobRun& warmed = cached_run("topk-int8-warm-2", 2,
+                                    {"parallel.zero=0", "comm.compression=\"topk+int8\"",
+                                     "comm.topk_fraction=0.05", "comm.compression_warmup_steps=4"});
+  require_identical_replicas(warmed);
+  // The warm-up steps are reduced exactly as without compression: the same losses, bit
+  // for bit; afterwards the codec runs.
+  const auto& losses = warmed.replicas[0].losses;
+  REQUIRE(losses.size() == plain.replicas[0].losses.size());
+  for (size_t step = 0; step < 5; ++step) CHECK(losses[step] == plain.replicas[0].losses[step]);
+  CHECK(losses[6] != plain.replicas[0].losses[6]);
+  // 4 of 12 steps whole, 8 at <= 10%: between 4/12 and (4 + 0.8)/12 of the raw bytes.
+  const double encoded = static_cast<double>(warmed.replicas[0].grad_encoded_bytes) /
+                         static_cast<double>(warmed.replicas[0].grad_bytes);
+  CHECK(encoded >= 4.0 / 12.0);
+  CHECK(encoded <= 4.8 / 12.0);
+}
+
 TEST_CASE("data parallel: settings that cannot run are refused naming their keys", "[dp]") {
   SECTION("a batch that does not split over the replicas") {
     ScratchDir dir("dp-bad-batch");
