@@ -48,15 +48,8 @@ py=/usr/bin/python3
   || { echo "dseek-node not found next to $dseek" >&2; exit 1; }
 t_begin=$SECONDS
 
-# Model shape and data dir from the config, with dseek's defaults (config/REFERENCE.md).
-read -r dim layers heads context vocab batch cfg_data < <("$py" - "$config" <<'PY'
-import sys, tomllib
-c = tomllib.load(open(sys.argv[1], "rb"))
-m, t, d = c.get("model", {}), c.get("train", {}), c.get("data", {})
-print(m.get("dim", 256), m.get("layers", 4), m.get("heads", 4), m.get("context", 128),
-      m.get("vocab", 256), t.get("batch_size", 16), d.get("dir", "-"))
-PY
-)
+source bench/lib/common.sh
+read -r dim layers heads context vocab batch cfg_data < <(model_shape "$config")
 (( batch % nodes == 0 )) || { echo "batch_size $batch is not divisible by --nodes $nodes" >&2; exit 2; }
 if [[ -z $data ]]; then
   if [[ $cfg_data != - && -f $cfg_data/index.capnp ]]; then data=$cfg_data; else data=data/python-stdlib; fi
@@ -72,7 +65,6 @@ data=$(cd "$data" && pwd)
 work=$(mktemp -d "${TMPDIR:-/tmp}/dp_vs_ddp.XXXXXX")
 if (( keep )); then echo "run directories kept under $work" >&2; else trap 'rm -rf "$work"' EXIT; fi
 
-median() { "$py" -c 'import sys, statistics; print(statistics.median(map(float, sys.argv[1:])))' "$@"; }
 div() { "$py" -c 'import sys; print(float(sys.argv[1]) / float(sys.argv[2]))' "$@"; }
 
 # Node 0's step events after warm-up: "tokens_per_s step_ms comm_ms mode".
@@ -111,17 +103,15 @@ torch_env=(timeout "$run_timeout" env OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 M
 shape=(--dim "$dim" --layers "$layers" --heads "$heads" --context "$context" --vocab "$vocab"
        --batch-size "$batch" --steps "$steps" --warmup "$warmup")
 # tokens_per_s from the last JSON line of a run's stdout.
-tps() { "$py" -c 'import sys, json; print(json.loads(sys.stdin.read().strip().splitlines()[-1])["tokens_per_s"])'; }
 
 echo "# dseek data-parallel vs PyTorch DDP (gloo) training throughput, $(date -u '+%Y-%m-%d %H:%M UTC')"
-echo "machine: $(lscpu | sed -n 's/^Model name: *//p' | head -1), nproc $(nproc), load average $(cut -d' ' -f1-3 /proc/loadavg) at start"
+machine_line ", load average $(cut -d' ' -f1-3 /proc/loadavg) at start"
 echo "model: $config: dim $dim, layers $layers, heads $heads, context $context, vocab $vocab;" \
      "global batch $batch ($((batch / nodes)) per process at $nodes); fp32"
 echo "processes: $nodes x 1 thread per side (dseek train.threads=1; PyTorch set_num_threads(1), OMP/OPENBLAS_NUM_THREADS=1, OMP_WAIT_POLICY=PASSIVE)"
 echo "steps: $warmup warm-up + $steps timed per run, tokens/s = median over timed steps; $rounds rounds of dseek x$nodes, dseek x1, PyTorch DDP x$nodes$( ((peer_scaling)) && echo ", PyTorch x1"), interleaved"
 echo "dseek: $dseek launch, data $data; PyTorch: $("$py" -c 'import torch; print(torch.__version__)') DDP gloo on 127.0.0.1, random tokens"
-echo "OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-<unset: auto-detected>} for both sides;" \
-     "kernel: $("$py" -c 'import ctypes; l = ctypes.CDLL("libopenblas.so.0"); l.openblas_get_corename.restype = ctypes.c_char_p; print(l.openblas_get_corename().decode())' 2>/dev/null || echo unknown)"
+blas_line
 echo
 
 dn=() d1=() pn=() p1=() eff=() peff=() steps_ms=() comms=() modes=()

@@ -31,26 +31,15 @@ dseek=${DSEEK_BIN:-build/bin/dseek}
 py=/usr/bin/python3
 [[ -x $dseek ]] || { echo "dseek binary not found: $dseek (set DSEEK_BIN)" >&2; exit 1; }
 
-# Model shape from the config, with dseek's defaults (config/REFERENCE.md).
-read -r dim layers heads context vocab batch < <("$py" - "$config" <<'PY'
-import sys, tomllib
-c = tomllib.load(open(sys.argv[1], "rb"))
-m, t = c.get("model", {}), c.get("train", {})
-print(m.get("dim", 256), m.get("layers", 4), m.get("heads", 4), m.get("context", 128),
-      m.get("vocab", 256), t.get("batch_size", 16))
-PY
-)
+source bench/lib/common.sh
+read -r dim layers heads context vocab batch _ < <(model_shape "$config")
 
-# tokens_per_s from the last JSON line of a run's stdout.
-tps() { "$py" -c 'import sys, json; print(json.loads(sys.stdin.read().strip().splitlines()[-1])["tokens_per_s"])'; }
-median() { "$py" -c 'import sys, statistics; print(statistics.median(map(float, sys.argv[1:])))' "$@"; }
 
 echo "# dseek vs PyTorch training throughput, $(date -u '+%Y-%m-%d %H:%M UTC')"
-echo "machine: $(lscpu | sed -n 's/^Model name: *//p' | head -1), nproc $(nproc)"
+machine_line
 echo "model: $config: dim $dim, layers $layers, heads $heads, context $context, vocab $vocab, batch $batch; fp32"
 echo "steps: $warmup warm-up + $steps timed per run, $runs runs per side, interleaved"
-echo "OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-<unset: auto-detected>} for both sides;" \
-     "kernel: $("$py" -c 'import ctypes; l = ctypes.CDLL("libopenblas.so.0"); l.openblas_get_corename.restype = ctypes.c_char_p; print(l.openblas_get_corename().decode())' 2>/dev/null || echo unknown)"
+blas_line
 echo "PyTorch: $("$py" -c 'import torch; print(torch.__version__)'), OMP_WAIT_POLICY=PASSIVE, OPENBLAS_NUM_THREADS=<threads>"
 echo
 

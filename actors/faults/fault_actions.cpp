@@ -23,12 +23,21 @@ namespace dseek::actors {
 
 namespace {
 
+// The actors crash_actor can name, and where each is registered.
+struct CrashableActor {
+  const char* name;
+  caf::atom_value registered_as;
+};
+constexpr CrashableActor kCrashable[] = {
+    {"health_monitor", names::health_monitor},   {"metrics_exporter", names::metrics_exporter},
+    {"membership", names::membership},           {"fault_injector", names::fault_injector},
+    {"worker", names::worker},
+};
+
 caf::atom_value registry_name(const std::string& actor) {
-  if (actor == "health_monitor") return names::health_monitor;
-  if (actor == "metrics_exporter") return names::metrics_exporter;
-  if (actor == "membership") return names::membership;
-  if (actor == "fault_injector") return names::fault_injector;
-  return names::worker;
+  for (const auto& known : kCrashable)
+    if (actor == known.name) return known.registered_as;
+  return names::worker;  // unreachable: check_fault_targets() refused other names at start
 }
 
 // Stops this process; a forked child (it only sleeps and signals: safe after fork in a
@@ -61,8 +70,11 @@ void stop_process(double seconds) {
 }  // namespace
 
 const std::vector<std::string>& crashable_actors() {
-  static const std::vector<std::string> list = {"health_monitor", "metrics_exporter",
-                                                "membership", "fault_injector", "worker"};
+  static const std::vector<std::string> list = [] {
+    std::vector<std::string> names;
+    for (const auto& known : kCrashable) names.emplace_back(known.name);
+    return names;
+  }();
   return list;
 }
 

@@ -10,7 +10,6 @@
 
 #include "actors/faults/fault_actions.hpp"
 #include "actors/faults/fault_plan.hpp"
-#include "actors/node/checkpoint_writer.hpp"
 #include "actors/node/data_plane_link.hpp"
 #include "actors/training/run_data_parallel.hpp"
 #include "actors/training/state_sync.hpp"
@@ -136,6 +135,11 @@ job_finished run_elastic_training(const worker_setup& setup, int starts, caf::ac
       return result;
     }
     std::unique_ptr<comm::Communicator> communicator;
+    auto report_interruption = [&](const std::exception& error) {
+      events.emit("training_interrupted",
+                  util::JsonLine().add("epoch", epoch->epoch).add("error", error.what())
+                      .add("last_step", replica.steps_done));
+    };
     try {
       communicator = connect_data_plane(sys, *epoch, config);
       BoardRegistration registration(board, communicator.get(), epoch->epoch);
@@ -157,14 +161,7 @@ job_finished run_elastic_training(const worker_setup& setup, int starts, caf::ac
                       .add("rank", static_cast<int64_t>(rank))
                       .add("state_step", agreement.steps_done).add("state_source", source));
 
-      train::RunOptions options;
-      options.run_dir = setup.run_dir;
-      options.stop = &stop;
-      options.events = setup.events.get();
-      options.before_step = setup.before_step;
-      options.after_reduction = setup.in_step;
-      options.start_from = agreement.steps_done >= 0 ? &replica : nullptr;
-      options.checkpoint_sink = checkpoint_sink_for(sys);  // the node's checkpoint_writer
+      train::RunOptions options = node_run_options(setup, sys, stop);
       const auto failed_at = policy.failed_at;
       const int64_t from_step = agreement.steps_done >= 0 ? agreement.steps_done : 0;
       options.after_step = [&recovering, &replica, &events, keeps_memory_state, param_count,
@@ -204,16 +201,12 @@ job_finished run_elastic_training(const worker_setup& setup, int starts, caf::ac
       result.params_sha256 = summary.params_sha256;
       return result;
     } catch (const comm::CommError& error) {
-      events.emit("training_interrupted",
-                  util::JsonLine().add("epoch", epoch->epoch).add("error", error.what())
-                      .add("last_step", replica.steps_done));
+      report_interruption(error);
       // This epoch's world is broken for every rank: wait for a later one.
       policy.after_epoch = epoch->epoch;
       policy.after_coordinator = epoch->coordinator_id;
     } catch (const rendezvous_failed& error) {
-      events.emit("training_interrupted",
-                  util::JsonLine().add("epoch", epoch->epoch).add("error", error.what())
-                      .add("last_step", replica.steps_done));
+      report_interruption(error);
       // The exchange did not complete (the epoch moved on, or this node's agent was
       // being replaced): try again with whatever epoch is current, the same one included.
       std::this_thread::sleep_for(std::chrono::milliseconds(200));

@@ -62,13 +62,7 @@ job_finished train_alone(const worker_setup& setup, int starts, caf::actor_syste
   config::JobConfig config = setup.config;
   // A restarted worker resumes from the newest checkpoint, if the job writes them.
   if (starts > 1 && config.checkpoint.every_steps > 0) config.checkpoint.resume = "latest";
-  train::RunOptions options;
-  options.run_dir = setup.run_dir;
-  options.stop = &stop;
-  options.events = setup.events.get();
-  options.before_step = setup.before_step;
-  options.after_reduction = setup.in_step;
-  options.checkpoint_sink = checkpoint_sink_for(sys);
+  train::RunOptions options = node_run_options(setup, sys, stop);
   job_finished result;
   const auto summary = train::run_training(config, options);
   result.stopped_early = summary.stopped_early;
@@ -163,6 +157,18 @@ caf::behavior worker(caf::stateful_actor<worker_state>* self, worker_setup setup
 }
 
 }  // namespace
+
+train::RunOptions node_run_options(const worker_setup& setup, caf::actor_system& sys,
+                                   const std::atomic<bool>& stop) {
+  train::RunOptions options;
+  options.run_dir = setup.run_dir;
+  options.stop = &stop;
+  options.events = setup.events.get();
+  options.before_step = setup.before_step;
+  options.after_reduction = setup.in_step;
+  options.checkpoint_sink = checkpoint_sink_for(sys);
+  return options;
+}
 
 caf::actor spawn_worker(caf::actor_system& sys, const worker_setup& setup) {
   return sys.spawn(worker, setup);

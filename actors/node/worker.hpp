@@ -28,6 +28,7 @@ class EventLog;
 }
 namespace dseek::train {
 struct TrainingState;
+struct RunOptions;
 }
 
 namespace dseek::actors {
@@ -58,5 +59,10 @@ struct worker_setup {
 };
 
 caf::actor spawn_worker(caf::actor_system& sys, const worker_setup& setup);
+
+// The run options both training paths (one node, elastic) start from: the run dir, the
+// stop flag, the node's event log, the step hooks and the node's checkpoint_writer.
+train::RunOptions node_run_options(const worker_setup& setup, caf::actor_system& sys,
+                                   const std::atomic<bool>& stop);
 
 }  // namespace dseek::actors
