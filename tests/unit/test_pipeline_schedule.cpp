@@ -1,0 +1,118 @@
+// Pipeline schedules (runtime/train/pipeline_schedule.hpp) simulated in the stage
+// engine's communication model: every schedule runs to the end without deadlock for a
+// range of (P, m, v); with uniform op costs and free communication the simulated idle
+// fraction equals the theory exactly ((p-1)/(m+p-1), (p-1)/(v*m+p-1) interleaved; the
+// simulation adds and subtracts a few small integers and thirds, so 1e-9 absolute);
+// 1F1B keeps at most P - s micro-batches' activations on stage s where GPipe keeps m;
+// shapes that cannot be scheduled are refused naming the key.
+#include <catch2/catch.hpp>
+
+#include <stdexcept>
+
+#include "runtime/train/pipeline_schedule.hpp"
+
+using namespace dseek::train;
+using Catch::Matchers::Contains;
+
+namespace {
+constexpr double kExact = 1e-9;
+
+SimulatedStep run(ScheduleKind kind, int64_t P, int64_t m, int64_t v, OpCosts costs = {}) {
+  const PipelineSchedule schedule(ScheduleShape{kind, P, m, v});
+  SimulatedStep step = simulate(schedule, costs);
+  INFO(schedule_name(kind) << " P=" << P << " m=" << m << " v=" << v << ": " << step.problem);
+  REQUIRE(step.problem.empty());
+  REQUIRE_FALSE(step.deadlock);
+  return step;
+}
+}  // namespace
+
+TEST_CASE("pipeline schedule: GPipe and 1F1B run without deadlock at the theoretical bubble",
+          "[pipeline][schedule]") {
+  for (auto kind : {ScheduleKind::gpipe, ScheduleKind::one_f_one_b}) {
+    for (int64_t P : {1, 2, 3, 4, 8}) {
+      for (int64_t m : {1, 2, 3, 4, 7, 8, 16}) {
+        for (OpCosts costs : {OpCosts{1, 2}, OpCosts{1, 1}, OpCosts{2, 3}}) {
+          const SimulatedStep step = run(kind, P, m, 1, costs);
+          const double theory = theoretical_bubble({kind, P, m, 1});
+          INFO(schedule_name(kind) << " P=" << P << " m=" << m);
+          CHECK(step.makespan == Approx((m + P - 1) * (costs.forward + costs.backward)).margin(kExact));
+          for (double bubble : step.bubble) CHECK(bubble == Approx(theory).margin(kExact));
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("pipeline schedule: interleaved 1F1B runs without deadlock at (p-1)/(v*m+p-1)",
+          "[pipeline][schedule]") {
+  for (int64_t P : {2, 3, 4}) {
+    for (int64_t v : {2, 3, 4}) {
+      for (int64_t groups : {1, 2, 3, 4}) {
+        const int64_t m = groups * P;
+        for (OpCosts costs : {OpCosts{1, 2}, OpCosts{1, 1}}) {
+          const SimulatedStep step = run(ScheduleKind::interleaved, P, m, v, costs);
+          const double theory = theoretical_bubble({ScheduleKind::interleaved, P, m, v});
+          INFO("P=" << P << " m=" << m << " v=" << v << " backward " << costs.backward);
+          for (double bubble : step.bubble) CHECK(bubble == Approx(theory).margin(kExact));
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("pipeline schedule: interleaving shrinks the bubble below 1F1B's", "[pipeline][schedule]") {
+  for (int64_t P : {2, 4}) {
+    for (int64_t m : {P, 2 * P, 4 * P}) {
+      const double plain = run(ScheduleKind::one_f_one_b, P, m, 1).bubble[0];
+      const SimulatedStep interleaved = run(ScheduleKind::interleaved, P, m, 2);
+      INFO("P=" << P << " m=" << m);
+      for (double bubble : interleaved.bubble) CHECK(bubble < plain);
+    }
+  }
+}
+
+TEST_CASE("pipeline schedule: 1F1B bounds the activations in flight by P, GPipe holds m",
+          "[pipeline][schedule]") {
+  for (int64_t P : {2, 4}) {
+    for (int64_t m : {8, 16}) {
+      const SimulatedStep one_f = run(ScheduleKind::one_f_one_b, P, m, 1);
+      const SimulatedStep gpipe = run(ScheduleKind::gpipe, P, m, 1);
+      for (int64_t s = 0; s < P; ++s) {
+        CHECK(one_f.max_in_flight[static_cast<size_t>(s)] == P - s);
+        CHECK(gpipe.max_in_flight[static_cast<size_t>(s)] == m);
+      }
+    }
+  }
+}
+
+TEST_CASE("pipeline schedule: messages and their order", "[pipeline][schedule]") {
+  const PipelineSchedule schedule({ScheduleKind::interleaved, 2, 4, 2});
+  // Virtual stages 0 (s0 c0), 1 (s1 c0), 2 (s0 c1), 3 (s1 c1).
+  CHECK(schedule.virtual_stage(0, 1) == 2);
+  CHECK_FALSE(schedule.input_of(0, {OpType::forward, 0, 0}).has_value());
+  CHECK(schedule.input_of(0, {OpType::forward, 1, 1}) == PipelineMessage{OpType::forward, 1, 1});
+  CHECK(schedule.input_of(0, {OpType::backward, 1, 0}) == PipelineMessage{OpType::backward, 1, 1});
+  CHECK_FALSE(schedule.output_of(1, {OpType::forward, 0, 1}).has_value());
+  CHECK_FALSE(schedule.input_of(1, {OpType::backward, 0, 1}).has_value());
+  // Each stage sends every micro-batch's tensors to the other: 3 messages per
+  // micro-batch from stage 0 (F c0, F c1, B c1), 3 from stage 1 (F c0, B c0, B c1).
+  for (int64_t from : {0, 1}) {
+    const auto messages = schedule.message_order(from, 1 - from);
+    CHECK(messages.size() == 12);
+    for (const auto& message : messages) CHECK(schedule.destination(message) == 1 - from);
+  }
+}
+
+TEST_CASE("pipeline schedule: shapes it cannot run are refused naming the key",
+          "[pipeline][schedule]") {
+  CHECK_THROWS_WITH(PipelineSchedule({ScheduleKind::interleaved, 4, 6, 2}),
+                    Contains("parallel.micro_batches") && Contains("multiple of parallel.pipeline"));
+  CHECK_THROWS_WITH(PipelineSchedule({ScheduleKind::interleaved, 2, 4, 1}),
+                    Contains("parallel.virtual_stages >= 2"));
+  CHECK_THROWS_WITH(PipelineSchedule({ScheduleKind::one_f_one_b, 2, 4, 2}),
+                    Contains("parallel.virtual_stages"));
+  CHECK_THROWS_WITH(PipelineSchedule({ScheduleKind::gpipe, 2, 0, 1}), Contains("parallel.micro_batches"));
+  CHECK_THROWS_WITH(schedule_kind_from_name("zb-h1"), Contains("parallel.schedule"));
+  CHECK(schedule_kind_from_name("1f1b") == ScheduleKind::one_f_one_b);
+}
