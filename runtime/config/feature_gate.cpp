@@ -32,8 +32,27 @@ void check_supported(const JobConfig& config) {
   const Gate gates[] = {
       {config.parallel.tensor > 1, "parallel.tensor",
        "tensor parallelism is not written yet"},
-      {config.parallel.pipeline > 1, "parallel.pipeline",
-       "pipeline parallelism is not written yet"},
+      // Pipeline parallelism runs one stage per node (train/run_pipeline_stage.hpp);
+      // what it does not combine with yet:
+      {config.parallel.pipeline > 1 && config.parallel.data > 1, "parallel.data",
+       "pipeline parallelism (parallel.pipeline > 1) does not combine with data "
+       "parallelism yet"},
+      {config.parallel.pipeline > 1 && config.parallel.zero > 0, "parallel.zero",
+       "ZeRO shards a data-parallel optimizer: not with parallel.pipeline > 1"},
+      {config.parallel.pipeline > 1 && config.comm.compression != "none", "comm.compression",
+       "gradient compression is for data-parallel reductions: not with parallel.pipeline > 1"},
+      {config.parallel.pipeline > 1 && config.checkpoint.every_steps > 0,
+       "checkpoint.every_steps", "checkpoints of pipeline-parallel jobs are not written yet"},
+      {config.parallel.pipeline > 1 && !config.checkpoint.resume.empty(), "checkpoint.resume",
+       "checkpoints of pipeline-parallel jobs are not written yet"},
+      {config.parallel.pipeline > 1 && !config.faults.empty(), "faults",
+       "recovery of pipeline-parallel jobs is not written yet, so faults are not injected "
+       "into them"},
+      {config.parallel.pipeline == 1 && (config.parallel.schedule != "1f1b" ||
+                                         config.parallel.virtual_stages != 1 ||
+                                         config.parallel.micro_batches != 0),
+       "parallel.schedule", "parallel.schedule, parallel.virtual_stages and "
+       "parallel.micro_batches apply to pipeline-parallel jobs (parallel.pipeline > 1)"},
       {config.comm.backend != "ucx", "comm.backend",
        "the NCCL data plane comes with the GPU backend"},
       {config.metrics.prometheus_port != 0, "metrics.prometheus_port",

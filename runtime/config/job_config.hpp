@@ -76,6 +76,11 @@ struct ParallelConfig {
   int64_t tensor = 1;    // tensor-parallel ranks per replica
   int64_t pipeline = 1;  // pipeline stages per replica
   int64_t zero = 0;      // ZeRO stage: 0, 1 (optimizer state) or 2 (and gradients)
+  // Pipeline parallelism (parallel.pipeline > 1).
+  std::string schedule = "1f1b";  // gpipe, 1f1b, interleaved
+  int64_t virtual_stages = 1;     // model chunks per stage (interleaved: >= 2)
+  int64_t micro_batches = 0;      // per step; 0 = train.batch_size / train.micro_batch_size
+  std::string partition = "uniform";  // uniform (block count) or balanced (measured cost)
 };
 
 struct CommConfig {

@@ -208,6 +208,24 @@ const std::vector<Key<JobConfig>>& job_keys() {
                                      "tensor-parallel ranks per replica"),
       job<&J::parallel, &Pa::pipeline>("parallel.pipeline", at_least(1),
                                        "pipeline stages per replica"),
+      job<&J::parallel, &Pa::schedule>(
+          "parallel.schedule", one_of({"gpipe", "1f1b", "interleaved"}),
+          "pipeline schedule: gpipe (all forwards, then all backwards), 1f1b (activations "
+          "of at most parallel.pipeline micro-batches per stage), interleaved (1f1b over "
+          "parallel.virtual_stages model chunks per stage: a smaller bubble)"),
+      job<&J::parallel, &Pa::virtual_stages>(
+          "parallel.virtual_stages", at_least(1),
+          "model chunks per pipeline stage; >= 2 with parallel.schedule = \"interleaved\", "
+          "1 otherwise"),
+      job<&J::parallel, &Pa::micro_batches>(
+          "parallel.micro_batches", at_least(0),
+          "micro-batches per step in the pipeline; 0 = train.batch_size / "
+          "train.micro_batch_size"),
+      job<&J::parallel, &Pa::partition>(
+          "parallel.partition", one_of({"uniform", "balanced"}),
+          "how blocks are split into pipeline stages: uniform (equal block counts) or "
+          "balanced (a profiling pass measures the embedding, each block and the head; the "
+          "split minimizes the slowest stage)"),
       job<&J::parallel, &Pa::zero>(
           "parallel.zero", between(0, 2),
           "ZeRO stage: 0 = off, 1 = shard optimizer state, 2 = and gradients"),

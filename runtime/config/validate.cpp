@@ -72,13 +72,21 @@ void validate(const JobConfig& config) {
   }
   const auto& parallel = config.parallel;
   // Data parallelism splits every global batch over the nodes (and a world that shrank
-  // after a node loss over the survivors; that is checked when it happens).
-  if (cluster.nodes > 1 && train.batch_size % cluster.nodes != 0) {
+  // after a node loss over the survivors; that is checked when it happens). A pipeline
+  // runs one stage per node, each on the whole batch (its micro-batches are checked
+  // with the schedule, train/pipeline_plan.cpp).
+  const bool data_parallel_nodes = parallel.pipeline == 1;
+  if (parallel.pipeline > 1 && parallel.data == 1 && parallel.pipeline != cluster.nodes) {
+    fail(config, "parallel.pipeline (" + std::to_string(parallel.pipeline) +
+                     ") must equal cluster.nodes (" + std::to_string(cluster.nodes) +
+                     "): one pipeline stage per node");
+  }
+  if (data_parallel_nodes && cluster.nodes > 1 && train.batch_size % cluster.nodes != 0) {
     fail(config, "train.batch_size (" + std::to_string(train.batch_size) +
                      ") must be divisible by cluster.nodes (" + std::to_string(cluster.nodes) +
                      "): every node trains an equal slice of the global batch");
   }
-  if (cluster.nodes > 1 && train.micro_batch_size > 0 &&
+  if (data_parallel_nodes && cluster.nodes > 1 && train.micro_batch_size > 0 &&
       (train.batch_size / cluster.nodes) % train.micro_batch_size != 0) {
     fail(config, "train.micro_batch_size (" + std::to_string(train.micro_batch_size) +
                      ") must divide each node's slice of the batch (train.batch_size / "

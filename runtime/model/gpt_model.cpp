@@ -13,7 +13,7 @@ namespace dseek::model {
 using backend::DeviceBuffer;
 
 GptModel::GptModel(const GptShape& shape, LayerRange range, backend::Backend& backend,
-                   int64_t max_micro_batch)
+                   int64_t max_micro_batch, int64_t activation_slots)
     : layout_(shape), range_(range), backend_(backend), max_batch_(max_micro_batch) {
   if (range.begin < 0 || range.end > shape.layers || range.begin > range.end)
     throw std::invalid_argument("GptModel: layer range [" + std::to_string(range.begin) + ", " +
@@ -21,16 +21,31 @@ GptModel::GptModel(const GptShape& shape, LayerRange range, backend::Backend& ba
                                 std::to_string(shape.layers) + ")");
   if (shape.dim % shape.heads != 0)
     throw std::invalid_argument("GptModel: dim must be divisible by heads");
+  if (activation_slots < 1) throw std::invalid_argument("GptModel: activation_slots must be >= 1");
   const size_t BT = static_cast<size_t>(max_micro_batch * shape.context);
   const size_t C = static_cast<size_t>(shape.dim);
   const size_t att = static_cast<size_t>(max_micro_batch * shape.heads) * shape.context *
                      shape.context;
   params_ = DeviceBuffer<float>(backend, layout_.total());
   grads_ = DeviceBuffer<float>(backend, layout_.total());
-  tokens_ = DeviceBuffer<int32_t>(backend, BT);
-  targets_ = DeviceBuffer<int32_t>(backend, BT);
-  for (int64_t l = range.begin; l <= range.end; ++l) residual_.emplace_back(backend, BT * C);
-  for (int64_t l = range.begin; l < range.end; ++l) {
+  for (int64_t i = 0; i < activation_slots; ++i) slots_.push_back(make_forward_state(BT, att));
+  slot_ = &slots_.front();
+  dresidual_ = DeviceBuffer<float>(backend, BT * C);
+  dwidth1_ = DeviceBuffer<float>(backend, BT * C);
+  dwidth3_ = DeviceBuffer<float>(backend, BT * 3 * C);
+  dwidth4_ = DeviceBuffer<float>(backend, BT * 4 * C);
+  branch_out_ = DeviceBuffer<float>(backend, BT * C);
+}
+
+GptModel::ForwardState GptModel::make_forward_state(size_t BT, size_t att) {
+  const GptShape& shape = layout_.shape();
+  const size_t C = static_cast<size_t>(shape.dim);
+  auto& backend = backend_;
+  ForwardState state;
+  state.tokens = DeviceBuffer<int32_t>(backend, BT);
+  state.targets = DeviceBuffer<int32_t>(backend, BT);
+  for (int64_t l = range_.begin; l <= range_.end; ++l) state.residual.emplace_back(backend, BT * C);
+  for (int64_t l = range_.begin; l < range_.end; ++l) {
     BlockActivations a;
     a.ln1 = DeviceBuffer<float>(backend, BT * C);
     a.ln1_mean = DeviceBuffer<float>(backend, BT);
@@ -44,20 +59,25 @@ GptModel::GptModel(const GptShape& shape, LayerRange range, backend::Backend& ba
     a.ln2_rstd = DeviceBuffer<float>(backend, BT);
     a.fch = DeviceBuffer<float>(backend, BT * 4 * C);
     a.fch_gelu = DeviceBuffer<float>(backend, BT * 4 * C);
-    blocks_.push_back(std::move(a));
+    state.blocks.push_back(std::move(a));
   }
   if (has_head()) {
-    lnf_ = DeviceBuffer<float>(backend, BT * C);
-    lnf_mean_ = DeviceBuffer<float>(backend, BT);
-    lnf_rstd_ = DeviceBuffer<float>(backend, BT);
-    logits_ = DeviceBuffer<float>(backend, BT * static_cast<size_t>(shape.vocab));
-    losses_ = DeviceBuffer<float>(backend, BT);
+    state.lnf = DeviceBuffer<float>(backend, BT * C);
+    state.lnf_mean = DeviceBuffer<float>(backend, BT);
+    state.lnf_rstd = DeviceBuffer<float>(backend, BT);
+    state.logits = DeviceBuffer<float>(backend, BT * static_cast<size_t>(shape.vocab));
+    state.losses = DeviceBuffer<float>(backend, BT);
   }
-  dresidual_ = DeviceBuffer<float>(backend, BT * C);
-  dwidth1_ = DeviceBuffer<float>(backend, BT * C);
-  dwidth3_ = DeviceBuffer<float>(backend, BT * 3 * C);
-  dwidth4_ = DeviceBuffer<float>(backend, BT * 4 * C);
-  branch_out_ = DeviceBuffer<float>(backend, BT * C);
+  return state;
+}
+
+void GptModel::select_activation_slot(int64_t slot) {
+  if (slot < 0 || slot >= activation_slots())
+    throw std::out_of_range("GptModel: activation slot " + std::to_string(slot) + " of " +
+                            std::to_string(activation_slots()));
+  slot_ = &slots_[static_cast<size_t>(slot)];
+  B_ = slot_->B;
+  T_ = slot_->T;
 }
 
 void GptModel::init_weights(uint64_t seed, double std) {
@@ -144,8 +164,8 @@ double GptModel::forward(const int32_t* tokens, const int32_t* targets, int64_t 
     throw std::invalid_argument("GptModel::forward: batch " + std::to_string(B) + " x " +
                                 std::to_string(T) + " exceeds the model's " +
                                 std::to_string(max_batch_) + " x " + std::to_string(s.context));
-  B_ = B;
-  T_ = T;
+  B_ = slot_->B = B;
+  T_ = slot_->T = T;
   const size_t BT = static_cast<size_t>(B * T);
   const int C = static_cast<int>(s.dim);
   const float* w = params_.data();
@@ -159,25 +179,25 @@ double GptModel::forward(const int32_t* tokens, const int32_t* targets, int64_t 
   };
   if (has_embedding()) {
     check_ids(tokens, "token");
-    backend_.copy_from_host(tokens_.data(), tokens, BT * sizeof(int32_t));
-    backend_.encoder_forward(residual_[0].data(), tokens_.data(), w + layout_.wte(),
+    backend_.copy_from_host(slot_->tokens.data(), tokens, BT * sizeof(int32_t));
+    backend_.encoder_forward(slot_->residual[0].data(), slot_->tokens.data(), w + layout_.wte(),
                              w + layout_.wpe(), static_cast<int>(B), static_cast<int>(T), C);
   }
   for (int64_t l = range_.begin; l < range_.end; ++l) {
     const size_t i = static_cast<size_t>(l - range_.begin);
-    block_forward(l, blocks_[i], residual_[i].data(), residual_[i + 1].data());
+    block_forward(l, slot_->blocks[i], slot_->residual[i].data(), slot_->residual[i + 1].data());
   }
   if (!has_head()) return 0.0;
   check_ids(targets, "target");
-  backend_.copy_from_host(targets_.data(), targets, BT * sizeof(int32_t));
+  backend_.copy_from_host(slot_->targets.data(), targets, BT * sizeof(int32_t));
   const int N = static_cast<int>(BT);
   const int V = static_cast<int>(s.vocab);
-  backend_.layernorm_forward(lnf_.data(), lnf_mean_.data(), lnf_rstd_.data(),
-                             residual_.back().data(), w + layout_.lnf_w(), w + layout_.lnf_b(),
+  backend_.layernorm_forward(slot_->lnf.data(), slot_->lnf_mean.data(), slot_->lnf_rstd.data(),
+                             slot_->residual.back().data(), w + layout_.lnf_w(), w + layout_.lnf_b(),
                              N, C);
-  backend_.matmul_forward(logits_.data(), lnf_.data(), w + layout_.wte(), nullptr, N, C, V);
-  backend_.softmax_cross_entropy_forward(logits_.data(), losses_.data(), targets_.data(), N, V);
-  return backend_.sum(losses_.data(), BT) / static_cast<double>(BT);
+  backend_.matmul_forward(slot_->logits.data(), slot_->lnf.data(), w + layout_.wte(), nullptr, N, C, V);
+  backend_.softmax_cross_entropy_forward(slot_->logits.data(), slot_->losses.data(), slot_->targets.data(), N, V);
+  return backend_.sum(slot_->losses.data(), BT) / static_cast<double>(BT);
 }
 
 std::vector<ParamRange> GptModel::gradient_ranges_in_backward_order() const {
@@ -209,23 +229,23 @@ void GptModel::backward(float dloss, const GradientsReady& on_ready) {
   };
   if (has_head()) {
     const int V = static_cast<int>(s.vocab);
-    backend_.softmax_cross_entropy_backward(logits_.data(), targets_.data(), N, V, dloss);
+    backend_.softmax_cross_entropy_backward(slot_->logits.data(), slot_->targets.data(), N, V, dloss);
     backend_.zero(dresidual_.data(), static_cast<size_t>(N) * C);
-    backend_.matmul_backward(dwidth1_.data(), g + layout_.wte(), nullptr, logits_.data(),
-                             lnf_.data(), w + layout_.wte(), N, C, V);
+    backend_.matmul_backward(dwidth1_.data(), g + layout_.wte(), nullptr, slot_->logits.data(),
+                             slot_->lnf.data(), w + layout_.wte(), N, C, V);
     backend_.layernorm_backward(dresidual_.data(), g + layout_.lnf_w(), g + layout_.lnf_b(),
-                                dwidth1_.data(), residual_.back().data(), w + layout_.lnf_w(),
-                                lnf_mean_.data(), lnf_rstd_.data(), N, C);
+                                dwidth1_.data(), slot_->residual.back().data(), w + layout_.lnf_w(),
+                                slot_->lnf_mean.data(), slot_->lnf_rstd.data(), N, C);
     ready(layout_.lnf_w(), layout_.lnf_b() + Cs);
   }
   for (int64_t l = range_.end - 1; l >= range_.begin; --l) {
     const size_t i = static_cast<size_t>(l - range_.begin);
-    block_backward(l, blocks_[i], residual_[i].data());
+    block_backward(l, slot_->blocks[i], slot_->residual[i].data());
     ready(layout_.block_begin(l), layout_.block_end(l));
   }
   if (has_embedding()) {
     backend_.encoder_backward(g + layout_.wte(), g + layout_.wpe(), dresidual_.data(),
-                              tokens_.data(), static_cast<int>(B_), static_cast<int>(T_), C);
+                              slot_->tokens.data(), static_cast<int>(B_), static_cast<int>(T_), C);
     ready(layout_.wte(), layout_.wpe() + static_cast<size_t>(s.context) * Cs);
   } else if (has_head()) {
     ready(layout_.wte(), layout_.wte() + static_cast<size_t>(s.vocab) * Cs);

@@ -11,7 +11,10 @@
 // Parameters and gradients are each one flat buffer laid out by ParamLayout (the whole
 // model's layout; a range touches only its own tensors, plus wte for the tied head).
 // Every activation buffer is allocated once for the largest micro-batch: a training step
-// allocates nothing.
+// allocates nothing. A pipeline stage keeps several micro-batches between their forward
+// and backward: it asks for `activation_slots` sets of the per-micro-batch activations
+// and selects one before each forward and its backward (the backward scratch buffers,
+// stage_output_grad() and stage_input_grad(), are shared by all slots).
 //
 // Backward can say when a range of the gradient buffer is final (GradientsReady): the
 // head's LayerNorm first, then each block from the last to the first, then the
@@ -41,7 +44,7 @@ using GradientsReady = std::function<void(ParamRange range)>;
 class GptModel {
  public:
   GptModel(const GptShape& shape, LayerRange range, backend::Backend& backend,
-           int64_t max_micro_batch);
+           int64_t max_micro_batch, int64_t activation_slots = 1);
   GptModel(const GptModel&) = delete;
   GptModel& operator=(const GptModel&) = delete;
 
@@ -81,9 +84,15 @@ class GptModel {
 
   void zero_grads();
 
-  // Activations crossing range boundaries, (B, T, C).
-  float* stage_input() { return residual_[0].data(); }
-  float* stage_output() { return residual_.back().data(); }
+  // The activation set the next forward fills and the next backward reads (0 until
+  // changed); std::out_of_range outside [0, activation_slots).
+  void select_activation_slot(int64_t slot);
+  int64_t activation_slots() const { return static_cast<int64_t>(slots_.size()); }
+
+  // Activations crossing range boundaries, (B, T, C); input and output are the
+  // selected slot's.
+  float* stage_input() { return slot_->residual[0].data(); }
+  float* stage_output() { return slot_->residual.back().data(); }
   float* stage_input_grad() { return dresidual_.data(); }
   float* stage_output_grad() { return dresidual_.data(); }
 
@@ -95,18 +104,26 @@ class GptModel {
   void block_forward(int64_t layer, BlockActivations& acts, const float* x, float* out);
   void block_backward(int64_t layer, BlockActivations& acts, const float* x);
 
+  // What one forward leaves for its backward.
+  struct ForwardState {
+    int64_t B = 0, T = 0;  // shape of the forward; B = 0 before the first
+    backend::DeviceBuffer<int32_t> tokens, targets;
+    // residual[i] is the input of block begin+i; residual.back() the range's output.
+    std::vector<backend::DeviceBuffer<float>> residual;
+    std::vector<BlockActivations> blocks;
+    backend::DeviceBuffer<float> lnf, lnf_mean, lnf_rstd, logits, losses;
+  };
+  ForwardState make_forward_state(size_t BT, size_t att);
+
   ParamLayout layout_;
   LayerRange range_;
   backend::Backend& backend_;
   int64_t max_batch_;
-  int64_t B_ = 0, T_ = 0;  // shape of the last forward
+  int64_t B_ = 0, T_ = 0;  // shape of the selected slot's forward
 
   backend::DeviceBuffer<float> params_, grads_;
-  backend::DeviceBuffer<int32_t> tokens_, targets_;
-  // residual_[i] is the input of block begin+i; residual_.back() the range's output.
-  std::vector<backend::DeviceBuffer<float>> residual_;
-  std::vector<BlockActivations> blocks_;
-  backend::DeviceBuffer<float> lnf_, lnf_mean_, lnf_rstd_, logits_, losses_;
+  std::vector<ForwardState> slots_;
+  ForwardState* slot_ = nullptr;
   // Backward scratch: the residual stream's gradient, and one buffer per width.
   backend::DeviceBuffer<float> dresidual_, dwidth1_, dwidth3_, dwidth4_;
   backend::DeviceBuffer<float> branch_out_;  // attention/MLP branch output before the add

@@ -1,0 +1,19 @@
+// The entry point for a process that is one stage of a pipeline-parallel job and
+// already has its communicator (rank r = stage r): the node's worker, and
+// tests/pipeline/pp_rank_main.cpp. Wraps the communicator in CommPipelineLinks and runs
+// train::run_pipeline_stage. Every rank calls it with the same config (but
+// cluster.node_id) and the same run_dir.
+#pragma once
+
+#include "comm/communicator.hpp"
+#include "runtime/config/job_config.hpp"
+#include "runtime/train/run_pipeline_stage.hpp"
+
+namespace dseek::actors {
+
+// Throws config::ConfigError for settings the pipeline cannot run, comm::CommError when
+// the data plane fails (the communicator is spent then).
+train::PipelineRunSummary run_pipeline(const config::JobConfig& config,
+                                       const train::RunOptions& options, comm::Communicator& comm);
+
+}  // namespace dseek::actors

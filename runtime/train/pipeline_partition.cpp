@@ -1,0 +1,124 @@
+// Implementation of pipeline_partition.hpp.
+#include "runtime/train/pipeline_partition.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <limits>
+#include <stdexcept>
+
+namespace dseek::train {
+
+double range_cost(const LayerCosts& costs, const model::LayerRange& range) {
+  double cost = 0.0;
+  for (int64_t l = range.begin; l < range.end; ++l) cost += costs.blocks[static_cast<size_t>(l)];
+  if (range.begin == 0) cost += costs.embedding;
+  if (range.end == static_cast<int64_t>(costs.blocks.size())) cost += costs.head;
+  return cost;
+}
+
+std::vector<model::LayerRange> uniform_partition(int64_t layers, int64_t parts) {
+  if (parts < 1 || layers < parts)
+    throw std::invalid_argument("the pipeline needs at least one block per virtual stage: " +
+                                std::to_string(layers) + " model.layers for " +
+                                std::to_string(parts) +
+                                " virtual stages (parallel.pipeline x parallel.virtual_stages)");
+  std::vector<model::LayerRange> ranges;
+  int64_t begin = 0;
+  for (int64_t p = 0; p < parts; ++p) {
+    const int64_t count = layers / parts + (p < layers % parts ? 1 : 0);
+    ranges.push_back({begin, begin + count});
+    begin += count;
+  }
+  return ranges;
+}
+
+std::vector<model::LayerRange> balanced_partition(const LayerCosts& costs, int64_t parts) {
+  const int64_t L = static_cast<int64_t>(costs.blocks.size());
+  uniform_partition(L, parts);  // the same precondition, the same message
+  // best[p][e]: the smallest possible max cost of cutting blocks [0, e) into p ranges;
+  // cut[p][e]: where the last of those ranges begins.
+  const double inf = std::numeric_limits<double>::infinity();
+  const auto P = static_cast<size_t>(parts);
+  const auto Ls = static_cast<size_t>(L);
+  std::vector<std::vector<double>> best(P + 1, std::vector<double>(Ls + 1, inf));
+  std::vector<std::vector<int64_t>> cut(P + 1, std::vector<int64_t>(Ls + 1, 0));
+  best[0][0] = 0.0;
+  for (int64_t p = 1; p <= parts; ++p) {
+    for (int64_t e = p; e <= L; ++e) {
+      for (int64_t b = p - 1; b < e; ++b) {
+        const double prior = best[static_cast<size_t>(p - 1)][static_cast<size_t>(b)];
+        if (prior == inf) continue;
+        const double candidate = std::max(prior, range_cost(costs, {b, e}));
+        if (candidate < best[static_cast<size_t>(p)][static_cast<size_t>(e)]) {
+          best[static_cast<size_t>(p)][static_cast<size_t>(e)] = candidate;
+          cut[static_cast<size_t>(p)][static_cast<size_t>(e)] = b;
+        }
+      }
+    }
+  }
+  std::vector<model::LayerRange> ranges(P);
+  int64_t end = L;
+  for (int64_t p = parts; p >= 1; --p) {
+    const int64_t begin = cut[static_cast<size_t>(p)][static_cast<size_t>(end)];
+    ranges[static_cast<size_t>(p - 1)] = {begin, end};
+    end = begin;
+  }
+  return ranges;
+}
+
+namespace {
+using Clock = std::chrono::steady_clock;
+
+// Forward + backward of one range on a fixed micro-batch; its fastest run in ms.
+double time_range(const model::GptShape& shape, backend::Backend& backend, model::LayerRange range,
+                  int64_t B, int repetitions) {
+  model::GptModel part(shape, range, backend, B);
+  part.init_weights(1, 0.02);
+  const size_t BT = static_cast<size_t>(B * shape.context);
+  std::vector<int32_t> tokens(BT);
+  for (size_t i = 0; i < BT; ++i) tokens[i] = static_cast<int32_t>(i % static_cast<size_t>(shape.vocab));
+  std::vector<float> activation(BT * static_cast<size_t>(shape.dim));
+  for (size_t i = 0; i < activation.size(); ++i) activation[i] = static_cast<float>(i % 17) * 0.01f;
+  double fastest = std::numeric_limits<double>::infinity();
+  for (int r = 0; r <= repetitions; ++r) {
+    if (!part.has_embedding())
+      backend.copy_from_host(part.stage_input(), activation.data(), activation.size() * sizeof(float));
+    const auto start = Clock::now();
+    part.forward(tokens.data(), tokens.data(), B, shape.context);
+    if (!part.has_head())
+      backend.copy_from_host(part.stage_output_grad(), activation.data(),
+                             activation.size() * sizeof(float));
+    part.backward(1.0f / static_cast<float>(BT));
+    const double ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+    if (r > 0) fastest = std::min(fastest, ms);  // run 0 warms caches and page-faults buffers
+  }
+  return fastest;
+}
+}  // namespace
+
+LayerCosts profile_layer_costs(const model::GptShape& shape, backend::Backend& backend,
+                               int64_t micro_batch, int repetitions) {
+  LayerCosts costs;
+  // An empty range at 0 is the embedding alone; one at L the head alone (GptModel).
+  costs.embedding = time_range(shape, backend, {0, 0}, micro_batch, repetitions);
+  for (int64_t l = 0; l < shape.layers; ++l)
+    costs.blocks.push_back(time_range(shape, backend, {l, l + 1}, micro_batch, repetitions));
+  costs.head = time_range(shape, backend, {shape.layers, shape.layers}, micro_batch, repetitions);
+  return costs;
+}
+
+std::string describe_partition(const std::vector<model::LayerRange>& ranges) {
+  std::string text;
+  for (const auto& range : ranges) {
+    if (!text.empty()) text += ' ';
+    // Separate appends: GCC 12 warns (-Wrestrict) on "[" + std::to_string(...).
+    text += '[';
+    text += std::to_string(range.begin);
+    text += ',';
+    text += std::to_string(range.end);
+    text += ')';
+  }
+  return text;
+}
+
+}  // namespace dseek::train

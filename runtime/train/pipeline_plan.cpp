@@ -1,0 +1,89 @@
+// Implementation of pipeline_plan.hpp.
+#include "runtime/train/pipeline_plan.hpp"
+
+#include <stdexcept>
+
+#include "runtime/config/load.hpp"
+#include "runtime/train/trainer.hpp"
+
+namespace dseek::train {
+
+namespace {
+[[noreturn]] void refuse(const config::JobConfig& config, const std::string& why) {
+  throw config::ConfigError(config.source + ": " + why);
+}
+}  // namespace
+
+int64_t pipeline_micro_batch_size(const config::JobConfig& config) {
+  const auto& t = config.train;
+  const int64_t m = config.parallel.micro_batches;
+  if (m == 0) {
+    if (t.micro_batch_size == 0)
+      refuse(config, "a pipeline needs micro-batches: set parallel.micro_batches or "
+                     "train.micro_batch_size");
+    return t.micro_batch_size;
+  }
+  if (t.batch_size % m != 0)
+    refuse(config, "parallel.micro_batches (" + std::to_string(m) +
+                       ") must divide train.batch_size (" + std::to_string(t.batch_size) + ")");
+  if (t.micro_batch_size > 0 && t.micro_batch_size * m != t.batch_size)
+    refuse(config, "parallel.micro_batches (" + std::to_string(m) + ") x train.micro_batch_size (" +
+                       std::to_string(t.micro_batch_size) + ") must equal train.batch_size (" +
+                       std::to_string(t.batch_size) + "); set only one of them");
+  return t.batch_size / m;
+}
+
+ScheduleShape schedule_shape_of(const config::JobConfig& config) {
+  ScheduleShape shape;
+  shape.stages = config.parallel.pipeline;
+  shape.micro_batches = config.train.batch_size / pipeline_micro_batch_size(config);
+  shape.virtual_stages = config.parallel.virtual_stages;
+  try {
+    shape.kind = schedule_kind_from_name(config.parallel.schedule);
+    check_schedule_shape(shape);
+  } catch (const std::invalid_argument& error) {
+    refuse(config, error.what());
+  }
+  if (config.model.layers < shape.total_virtual_stages())
+    refuse(config, "model.layers (" + std::to_string(config.model.layers) +
+                       ") must be at least parallel.pipeline x parallel.virtual_stages (" +
+                       std::to_string(shape.total_virtual_stages()) +
+                       "): every virtual stage runs at least one block");
+  return shape;
+}
+
+PipelinePlan plan_pipeline(const config::JobConfig& config, PipelineLinks& links,
+                           backend::Backend& backend) {
+  PipelinePlan plan;
+  plan.shape = schedule_shape_of(config);
+  plan.micro_batch_size = pipeline_micro_batch_size(config);
+  const int64_t parts = plan.shape.total_virtual_stages();
+  if (config.parallel.partition == "uniform") {
+    plan.ranges = uniform_partition(config.model.layers, parts);
+    return plan;
+  }
+  if (config.parallel.partition != "balanced")
+    refuse(config, "parallel.partition = \"" + config.parallel.partition +
+                       "\": expected uniform or balanced");
+  const model::GptShape shape = shape_of(config.model);
+  const size_t L = static_cast<size_t>(config.model.layers);
+  std::vector<double> values(L + 2, 0.0);
+  if (links.stage() == 0) {
+    const LayerCosts measured = profile_layer_costs(shape, backend, plan.micro_batch_size);
+    values[0] = measured.embedding;
+    for (size_t l = 0; l < L; ++l) values[1 + l] = measured.blocks[l];
+    values[L + 1] = measured.head;
+  }
+  links.broadcast_from_first(values);
+  plan.costs.embedding = values[0];
+  plan.costs.blocks.assign(values.begin() + 1, values.begin() + 1 + static_cast<std::ptrdiff_t>(L));
+  plan.costs.head = values[L + 1];
+  plan.ranges = balanced_partition(plan.costs, parts);
+  plan.stage_costs.assign(static_cast<size_t>(plan.shape.stages), 0.0);
+  for (int64_t g = 0; g < parts; ++g)
+    plan.stage_costs[static_cast<size_t>(g % plan.shape.stages)] +=
+        range_cost(plan.costs, plan.ranges[static_cast<size_t>(g)]);
+  return plan;
+}
+
+}  // namespace dseek::train

@@ -1,0 +1,39 @@
+// The plan of a pipeline-parallel job, the same on every stage: the schedule's shape
+// (parallel.schedule, parallel.pipeline, parallel.micro_batches, parallel.virtual_stages)
+// and the layer range of each virtual stage (parallel.partition). A balanced partition
+// profiles the layers on stage 0 and broadcasts the costs, so that every stage cuts the
+// model at the same places whatever its own timings.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "runtime/backend/backend.hpp"
+#include "runtime/config/job_config.hpp"
+#include "runtime/model/gpt_model.hpp"
+#include "runtime/train/pipeline_links.hpp"
+#include "runtime/train/pipeline_partition.hpp"
+#include "runtime/train/pipeline_schedule.hpp"
+
+namespace dseek::train {
+
+struct PipelinePlan {
+  ScheduleShape shape;
+  int64_t micro_batch_size = 0;             // sequences per micro-batch
+  std::vector<model::LayerRange> ranges;    // per virtual stage (chunk * P + stage)
+  LayerCosts costs;                         // balanced only: what the split was chosen on
+  std::vector<double> stage_costs;          // balanced only: predicted cost per stage
+};
+
+// The schedule shape and micro-batch size of `config`; throws config::ConfigError
+// naming the keys when they do not fit (micro-batches that do not split the batch,
+// interleaved without m % P == 0, fewer blocks than virtual stages).
+ScheduleShape schedule_shape_of(const config::JobConfig& config);
+int64_t pipeline_micro_batch_size(const config::JobConfig& config);
+
+// Collective over the stages when parallel.partition = "balanced" (the profile runs on
+// stage 0 with `backend`).
+PipelinePlan plan_pipeline(const config::JobConfig& config, PipelineLinks& links,
+                           backend::Backend& backend);
+
+}  // namespace dseek::train

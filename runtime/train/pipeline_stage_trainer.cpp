@@ -1,0 +1,374 @@
+// Implementation of pipeline_stage_trainer.hpp.
+#include "runtime/train/pipeline_stage_trainer.hpp"
+
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <cmath>
+#include <stdexcept>
+
+namespace dseek::train {
+
+namespace {
+using Clock = std::chrono::steady_clock;
+
+// Wall-clock microseconds: comparable between the stages' processes on one host, which
+// is what lets their spans share one trace.
+double now_us() {
+  return std::chrono::duration<double, std::micro>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
+// One virtual stage of this worker: its layers, the ranges it owns and their AdamW,
+// and which activation slot holds which micro-batch between forward and backward.
+struct PipelineStageTrainer::Chunk {
+  int64_t virtual_stage = 0;
+  std::unique_ptr<model::GptModel> model;
+  std::vector<model::ParamRange> owned;       // updated by this chunk's AdamW
+  std::vector<model::ParamRange> norm_ranges; // squared for the global norm (wte once)
+  std::vector<model::ParamRange> param_ranges;  // contributed to gather_params (wte once)
+  std::unique_ptr<optim::AdamW> optimizer;
+  std::vector<int64_t> free_slots;
+  std::map<int64_t, int64_t> slot_of_micro_batch;
+};
+
+PipelineStageTrainer::MessageKey PipelineStageTrainer::key_of(const PipelineMessage& message) {
+  return {static_cast<int>(message.type), message.micro_batch, message.from_virtual};
+}
+
+PipelineStageTrainer::PipelineStageTrainer(const config::JobConfig& config, BatchSource& batches,
+                                           PipelineLinks& links, PipelinePlan plan)
+    : config_(config), batches_(batches), links_(links), plan_(std::move(plan)),
+      schedule_(plan_.shape), stage_(links.stage()),
+      backend_(backend::make_cpu_backend(static_cast<int>(config.train.threads))) {
+  const auto& t = config.train;
+  const int64_t P = plan_.shape.stages;
+  if (P < 2 || links.stages() != P)
+    throw std::invalid_argument("PipelineStageTrainer: " + std::to_string(links.stages()) +
+                                " linked stages for parallel.pipeline = " + std::to_string(P) +
+                                " (a pipeline needs at least 2)");
+  const model::GptShape shape = shape_of(config.model);
+  const int64_t B = plan_.micro_batch_size;
+  activation_floats_ = static_cast<size_t>(B * shape.context * shape.dim);
+  inputs_.resize(static_cast<size_t>(B * shape.context));
+  targets_.resize(inputs_.size());
+  const optim::AdamWSettings settings{t.beta1, t.beta2, t.eps, t.weight_decay, t.grad_clip};
+  const int64_t chunks = plan_.shape.chunks();
+  for (int64_t c = 0; c < chunks; ++c) {
+    // Slots: the most micro-batches of this chunk between forward and backward.
+    int64_t in_flight = 0, slots = 1;
+    for (const PipelineOp& op : schedule_.ops(stage_)) {
+      if (op.chunk != c) continue;
+      in_flight += op.type == OpType::forward ? 1 : -1;
+      slots = std::max(slots, in_flight);
+    }
+    auto chunk = std::make_unique<Chunk>();
+    chunk->virtual_stage = schedule_.virtual_stage(stage_, c);
+    const model::LayerRange range = plan_.ranges[static_cast<size_t>(chunk->virtual_stage)];
+    chunk->model = std::make_unique<model::GptModel>(shape, range, *backend_, B, slots);
+    chunk->model->init_weights(static_cast<uint64_t>(t.seed), config.model.init_std);
+    const auto& layout = chunk->model->layout();
+    const model::ParamRange wte{layout.wte(), static_cast<size_t>(shape.vocab * shape.dim)};
+    for (const model::ParamRange& r : chunk->model->gradient_ranges_in_backward_order()) {
+      chunk->owned.push_back(r);
+      // The head's wte is the embedding's, counted by the first stage.
+      const bool head_copy_of_wte = !chunk->model->has_embedding() && r == wte;
+      if (!head_copy_of_wte) {
+        chunk->norm_ranges.push_back(r);
+        chunk->param_ranges.push_back(r);
+      }
+    }
+    chunk->optimizer = std::make_unique<optim::AdamW>(*backend_, layout, settings, chunk->owned);
+    for (int64_t s = slots - 1; s >= 0; --s) chunk->free_slots.push_back(s);
+    chunks_.push_back(std::move(chunk));
+  }
+  lr_schedule_ = optim::LrSchedule{t.lr, t.min_lr, t.warmup_steps, t.steps};
+  // A buffer per message of a step, in both directions.
+  for (int64_t peer = 0; peer < P; ++peer) {
+    if (peer == stage_) continue;
+    for (const auto& message : schedule_.message_order(peer, stage_))
+      recv_buffers_[key_of(message)].resize(activation_floats_);
+    for (const auto& message : schedule_.message_order(stage_, peer))
+      send_buffers_[key_of(message)].resize(activation_floats_);
+  }
+}
+
+PipelineStageTrainer::~PipelineStageTrainer() = default;
+
+size_t PipelineStageTrainer::owned_params() const {
+  size_t count = 0;
+  for (const auto& chunk : chunks_)
+    for (const auto& range : chunk->param_ranges) count += range.count;
+  return count;
+}
+
+void PipelineStageTrainer::record(SpanKind kind, int64_t micro_batch, int64_t chunk,
+                                  double start_us, double end_us) {
+  if (spans_.size() >= kMaxTraceSpans) return;
+  spans_.push_back({kind, micro_batch, chunk, start_us, end_us});
+}
+
+void PipelineStageTrainer::receive_into(const PipelineMessage& message, float* dst) {
+  const MessageKey key = key_of(message);
+  const double start = now_us();
+  links_.wait(pending_recvs_.at(key));
+  pending_recvs_.erase(key);
+  const double end = now_us();
+  recv_wait_ms_ += (end - start) / 1000.0;
+  record(message.type == OpType::forward ? SpanKind::recv_activation : SpanKind::recv_gradient,
+         message.micro_batch, schedule_.chunk_of(message.from_virtual), start, end);
+  const auto& buffer = recv_buffers_.at(key);
+  backend_->copy_from_host(dst, buffer.data(), buffer.size() * sizeof(float));
+}
+
+void PipelineStageTrainer::send_from(const PipelineMessage& message, const float* src) {
+  const double start = now_us();
+  auto& buffer = send_buffers_.at(key_of(message));
+  backend_->copy_to_host(buffer.data(), src, buffer.size() * sizeof(float));
+  pending_sends_.push_back(links_.post_send(buffer.data(), buffer.size(), schedule_.destination(message)));
+  record(message.type == OpType::forward ? SpanKind::send_activation : SpanKind::send_gradient,
+         message.micro_batch, schedule_.chunk_of(message.from_virtual), start, now_us());
+}
+
+void PipelineStageTrainer::run_forward(int64_t step, const PipelineOp& op) {
+  Chunk& chunk = *chunks_[static_cast<size_t>(op.chunk)];
+  model::GptModel& model = *chunk.model;
+  if (chunk.free_slots.empty())
+    throw std::logic_error("pipeline stage: no free activation slot (schedule and slots disagree)");
+  const int64_t slot = chunk.free_slots.back();
+  chunk.free_slots.pop_back();
+  chunk.slot_of_micro_batch[op.micro_batch] = slot;
+  model.select_activation_slot(slot);
+  if (const auto input = schedule_.input_of(stage_, op)) receive_into(*input, model.stage_input());
+  const int64_t B = plan_.micro_batch_size;
+  const int64_t T = config_.model.context;
+  if (model.has_embedding() || model.has_head())
+    batches_.fill(static_cast<uint64_t>(step), config_.train.batch_size, op.micro_batch * B, B, T,
+                  inputs_.data(), targets_.data());
+  const double start = now_us();
+  const double loss = model.forward(inputs_.data(), targets_.data(), B, T);
+  const double end = now_us();
+  busy_ms_ += (end - start) / 1000.0;
+  record(SpanKind::forward, op.micro_batch, op.chunk, start, end);
+  if (model.has_head()) loss_ += loss / static_cast<double>(plan_.shape.micro_batches);
+  if (const auto output = schedule_.output_of(stage_, op)) send_from(*output, model.stage_output());
+}
+
+void PipelineStageTrainer::run_backward(const PipelineOp& op) {
+  Chunk& chunk = *chunks_[static_cast<size_t>(op.chunk)];
+  model::GptModel& model = *chunk.model;
+  const auto slot = chunk.slot_of_micro_batch.find(op.micro_batch);
+  if (slot == chunk.slot_of_micro_batch.end())
+    throw std::logic_error("pipeline stage: backward of a micro-batch without its forward");
+  model.select_activation_slot(slot->second);
+  if (const auto input = schedule_.input_of(stage_, op)) receive_into(*input, model.stage_output_grad());
+  const double tokens = static_cast<double>(plan_.micro_batch_size * config_.model.context);
+  const float dloss = 1.0f / static_cast<float>(tokens) /
+                      static_cast<float>(plan_.shape.micro_batches);
+  const double start = now_us();
+  model.backward(dloss);
+  const double end = now_us();
+  busy_ms_ += (end - start) / 1000.0;
+  record(SpanKind::backward, op.micro_batch, op.chunk, start, end);
+  chunk.free_slots.push_back(slot->second);
+  chunk.slot_of_micro_batch.erase(slot);
+  if (const auto output = schedule_.output_of(stage_, op)) send_from(*output, model.stage_input_grad());
+}
+
+void PipelineStageTrainer::add_idle_spans(size_t first_span, double start_us, double end_us) {
+  std::vector<std::pair<double, double>> busy;
+  for (size_t i = first_span; i < spans_.size(); ++i) {
+    const SpanKind kind = spans_[i].kind;
+    // Waiting on a receive is idle time (the trace shows both, the recv on top).
+    if (kind != SpanKind::recv_activation && kind != SpanKind::recv_gradient)
+      busy.emplace_back(spans_[i].start_us, spans_[i].end_us);
+  }
+  std::sort(busy.begin(), busy.end());
+  double cursor = start_us;
+  constexpr double kMinIdleUs = 5.0;  // gaps of bookkeeping between spans are not bubbles
+  for (const auto& [begin, finish] : busy) {
+    if (begin - cursor > kMinIdleUs) record(SpanKind::idle, -1, -1, cursor, begin);
+    cursor = std::max(cursor, finish);
+  }
+  if (end_us - cursor > kMinIdleUs) record(SpanKind::idle, -1, -1, cursor, end_us);
+}
+
+PipelineStepReport PipelineStageTrainer::train_step(int64_t step) {
+  const auto step_start = Clock::now();
+  PipelineStepReport report;
+  report.step.step = step;
+  report.step.lr = lr_schedule_.at(step);
+  loss_ = busy_ms_ = recv_wait_ms_ = 0.0;
+  for (auto& chunk : chunks_) chunk->model->zero_grads();
+  // Every receive of the step, in each peer's sending order (pipeline_schedule.hpp).
+  for (int64_t peer = 0; peer < plan_.shape.stages; ++peer) {
+    if (peer == stage_) continue;
+    for (const auto& message : schedule_.message_order(peer, stage_)) {
+      auto& buffer = recv_buffers_.at(key_of(message));
+      pending_recvs_[key_of(message)] = links_.post_recv(buffer.data(), buffer.size(), peer);
+    }
+  }
+  const size_t first_span = spans_.size();
+  const double pipeline_start = now_us();
+  for (const PipelineOp& op : schedule_.ops(stage_)) {
+    if (op.type == OpType::forward) run_forward(step, op);
+    else run_backward(op);
+  }
+  for (PipelineLinks::Handle handle : pending_sends_) links_.wait(handle);
+  pending_sends_.clear();
+  // The pipeline has drained when every stage got here: the loss (the last stage's)
+  // goes to every stage with it.
+  std::array<double, 1> loss{loss_};
+  links_.sum_over_stages(loss);
+  const double pipeline_end = now_us();
+  add_idle_spans(first_span, pipeline_start, pipeline_end);
+  report.busy_ms = busy_ms_;
+  report.recv_wait_ms = recv_wait_ms_;
+  report.pipeline_ms = (pipeline_end - pipeline_start) / 1000.0;
+  report.bubble = report.pipeline_ms > 0 ? 1.0 - report.busy_ms / report.pipeline_ms : 0.0;
+  report.step.loss = loss[0];
+
+  const auto update_start = Clock::now();
+  const int64_t P = plan_.shape.stages;
+  Chunk& first_chunk = *chunks_.front();
+  Chunk& last_chunk = *chunks_.back();
+  const size_t wte_floats = static_cast<size_t>(config_.model.vocab * config_.model.dim);
+  if (stage_ == 0)
+    links_.sum_first_and_last(first_chunk.model->grads() + first_chunk.model->layout().wte(), wte_floats);
+  else if (stage_ == P - 1)
+    links_.sum_first_and_last(last_chunk.model->grads() + last_chunk.model->layout().wte(), wte_floats);
+  std::array<double, 1> squares{0.0};
+  for (auto& chunk : chunks_)
+    for (const auto& range : chunk->norm_ranges)
+      squares[0] += backend_->sum_squares(chunk->model->grads() + range.offset, range.count);
+  links_.sum_over_stages(squares);
+  const double norm = std::sqrt(squares[0]);
+  for (auto& chunk : chunks_)
+    chunk->optimizer->step_with_norm(chunk->model->params(), chunk->model->grads(),
+                                     report.step.lr, norm);
+  report.step.grad_norm = norm;
+  const double update_ms =
+      std::chrono::duration<double, std::milli>(Clock::now() - update_start).count();
+  report.step.step_ms =
+      std::chrono::duration<double, std::milli>(Clock::now() - step_start).count();
+  report.step.compute_ms = report.busy_ms + update_ms;
+  report.step.comm_ms = report.recv_wait_ms;
+  report.step.tokens_per_s = static_cast<double>(config_.train.batch_size * config_.model.context) /
+                             (report.step.step_ms / 1000.0);
+  return report;
+}
+
+double PipelineStageTrainer::evaluate(BatchSource& batches, int64_t eval_batches) {
+  // Forward only, micro-batch by micro-batch through the virtual stages in order: every
+  // stage handles (micro-batch, chunk) in the same lexicographic order, so blocking
+  // receives in consumption order match the senders' order.
+  const int64_t B = plan_.micro_batch_size;
+  const int64_t T = config_.model.context;
+  double total = 0.0;
+  int64_t count = 0;
+  std::vector<float> incoming(activation_floats_), outgoing(activation_floats_);
+  for (int64_t b = 0; b < eval_batches; ++b) {
+    for (int64_t mb = 0; mb < plan_.shape.micro_batches; ++mb) {
+      for (auto& chunk_ptr : chunks_) {
+        model::GptModel& model = *chunk_ptr->model;
+        model.select_activation_slot(0);
+        const int64_t g = chunk_ptr->virtual_stage;
+        if (g > 0) {
+          links_.wait(links_.post_recv(incoming.data(), incoming.size(), schedule_.stage_of(g - 1)));
+          backend_->copy_from_host(model.stage_input(), incoming.data(), incoming.size() * sizeof(float));
+        }
+        if (model.has_embedding() || model.has_head())
+          batches.fill(static_cast<uint64_t>(b), config_.train.batch_size, mb * B, B, T,
+                       inputs_.data(), targets_.data());
+        const double loss = model.forward(inputs_.data(), targets_.data(), B, T);
+        if (model.has_head()) {
+          total += loss;
+          ++count;
+        } else {
+          backend_->copy_to_host(outgoing.data(), model.stage_output(), outgoing.size() * sizeof(float));
+          links_.wait(links_.post_send(outgoing.data(), outgoing.size(), schedule_.stage_of(g + 1)));
+        }
+      }
+    }
+  }
+  std::array<double, 2> sums{total, static_cast<double>(count)};
+  links_.sum_over_stages(sums);
+  return sums[0] / sums[1];
+}
+
+std::vector<float> PipelineStageTrainer::gather_params() {
+  const model::ParamLayout& layout = chunks_.front()->model->layout();
+  std::vector<float> all(layout.total(), 0.0f);
+  for (auto& chunk : chunks_) {
+    std::vector<float> host(layout.total());
+    backend_->copy_to_host(host.data(), chunk->model->params(), host.size() * sizeof(float));
+    for (const auto& range : chunk->param_ranges)
+      std::copy_n(host.begin() + static_cast<std::ptrdiff_t>(range.offset), range.count,
+                  all.begin() + static_cast<std::ptrdiff_t>(range.offset));
+  }
+  // Every element is owned by one stage: the others add exact zeros.
+  links_.sum_over_stages(std::span<float>(all));
+  return all;
+}
+
+}  // namespace dseek::train
+
+namespace dseek::train {
+
+std::vector<metrics::TraceSpan> PipelineStageTrainer::gather_trace_spans() {
+  const int64_t P = plan_.shape.stages;
+  std::vector<double> counts(static_cast<size_t>(P), 0.0);
+  counts[static_cast<size_t>(stage_)] = static_cast<double>(spans_.size());
+  links_.sum_over_stages(counts);
+  size_t offset = 0, total = 0;
+  for (int64_t s = 0; s < P; ++s) {
+    if (s < stage_) offset += static_cast<size_t>(counts[static_cast<size_t>(s)]);
+    total += static_cast<size_t>(counts[static_cast<size_t>(s)]);
+  }
+  // Each stage fills its own rows; the others' are zeros, so the sum is a gather.
+  std::vector<double> rows(total * kSpanDoubles, 0.0);
+  for (size_t i = 0; i < spans_.size(); ++i) {
+    double* row = rows.data() + (offset + i) * kSpanDoubles;
+    row[0] = static_cast<double>(spans_[i].kind);
+    row[1] = static_cast<double>(spans_[i].micro_batch);
+    row[2] = static_cast<double>(spans_[i].chunk);
+    row[3] = spans_[i].start_us;
+    row[4] = spans_[i].end_us;
+  }
+  links_.sum_over_stages(rows);
+  std::vector<metrics::TraceSpan> spans;
+  size_t row_index = 0;
+  for (int64_t s = 0; s < P; ++s) {
+    for (size_t i = 0; i < static_cast<size_t>(counts[static_cast<size_t>(s)]); ++i, ++row_index) {
+      const double* row = rows.data() + row_index * kSpanDoubles;
+      static constexpr const char* kNames[] = {"forward", "backward", "send activation",
+                                               "send gradient", "recv activation",
+                                               "recv gradient", "idle"};
+      static constexpr const char* kCategories[] = {"forward", "backward", "send", "send",
+                                                    "recv", "recv", "idle"};
+      const auto kind = static_cast<size_t>(row[0]);
+      metrics::TraceSpan span;
+      span.process = s;
+      span.name = kNames[kind];
+      span.category = kCategories[kind];
+      // Sends and receives on their own lane: a receive wait overlaps the idle span.
+      span.thread = span.category == "send" || span.category == "recv" ? 1 : 0;
+      if (row[1] >= 0) {
+        span.name += " mb " + std::to_string(static_cast<int64_t>(row[1]));
+        if (plan_.shape.chunks() > 1) {
+          span.name += " chunk ";
+          span.name += std::to_string(static_cast<int64_t>(row[2]));
+        }
+      }
+      span.start_us = row[3];
+      span.duration_us = row[4] - row[3];
+      spans.push_back(std::move(span));
+    }
+  }
+  return spans;
+}
+
+}  // namespace dseek::train

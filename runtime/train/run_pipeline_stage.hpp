@@ -1,0 +1,31 @@
+// The training job of one pipeline stage from start to finish, the pipeline's
+// counterpart of run_training.hpp: plan the stages (pipeline_plan.hpp; the split is
+// printed and logged as a pipeline_plan event), run the steps with the stage trainer,
+// evaluate, report a step event per step (with the measured bubble and the schedule's
+// theoretical one), and at the end write RUN_DIR/trace.json (stage 0, every stage's
+// spans) and train_done with the whole model's params_sha256 (the same on every stage).
+// Every stage of `links` calls it with the same config (but cluster.node_id).
+//
+// Not in a pipeline run (refused by config::check_supported before it gets here):
+// checkpoints, resume, data parallelism across pipelines, ZeRO, compression, faults.
+#pragma once
+
+#include <vector>
+
+#include "runtime/config/job_config.hpp"
+#include "runtime/train/pipeline_links.hpp"
+#include "runtime/train/run_training.hpp"
+
+namespace dseek::train {
+
+struct PipelineRunSummary {
+  RunSummary run;
+  std::vector<float> final_params;  // the whole model's, layout order
+};
+
+// Uses options.run_dir, console, events, stop and before_step; the rest of RunOptions
+// is for data-parallel runs.
+PipelineRunSummary run_pipeline_stage(const config::JobConfig& config, const RunOptions& options,
+                                      PipelineLinks& links);
+
+}  // namespace dseek::train

@@ -1,0 +1,89 @@
+// Implementation of pp_job.hpp.
+#include "pipeline/pp_job.hpp"
+
+#include <fstream>
+#include <thread>
+
+#include "support/node_runs.hpp"
+#include "support/process.hpp"
+#include "support/test_paths.hpp"
+
+namespace dseek::testing::pp {
+
+namespace {
+StageRun read_stage(const std::filesystem::path& events) {
+  StageRun run;
+  run.lines = read_lines(events);
+  for (const auto& line : events_named(run.lines, "step")) {
+    run.losses.push_back(number_field(line, "loss"));
+    run.grad_norms.push_back(number_field(line, "grad_norm"));
+    if (line.find("\"bubble\":") != std::string::npos) {
+      run.bubbles.push_back(number_field(line, "bubble"));
+      run.bubble_theory.push_back(number_field(line, "bubble_theory"));
+    }
+  }
+  for (const auto& line : events_named(run.lines, "eval")) run.val_losses.push_back(number_field(line, "val_loss"));
+  const auto done = events_named(run.lines, "train_done");
+  if (!done.empty()) run.params_sha256 = string_field(done.back(), "params_sha256");
+  return run;
+}
+
+std::vector<float> read_params(const std::filesystem::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  std::vector<float> params;
+  if (!in) return params;
+  in.seekg(0, std::ios::end);
+  params.resize(static_cast<size_t>(in.tellg()) / sizeof(float));
+  in.seekg(0);
+  in.read(reinterpret_cast<char*>(params.data()), static_cast<std::streamsize>(params.size() * sizeof(float)));
+  return params;
+}
+}  // namespace
+
+std::vector<std::string> small_settings(const std::vector<std::string>& extra) {
+  std::vector<std::string> settings = {
+      "data.dir=\"" + prepared_text().string() + "\"",
+      "model.dim=64", "model.layers=4", "model.heads=4", "model.context=32",
+      "train.batch_size=12", "train.micro_batch_size=2", "train.steps=8",
+      "train.warmup_steps=2", "train.eval_every=4", "train.eval_batches=1", "train.threads=1",
+      "data.prefetch=0", "metrics.progress=\"off\""};
+  settings.insert(settings.end(), extra.begin(), extra.end());
+  return settings;
+}
+
+JobRun run_job(int stages, const std::filesystem::path& run_dir,
+               const std::vector<std::string>& settings, std::chrono::milliseconds timeout) {
+  const std::filesystem::path rendezvous = run_dir / "rendezvous";
+  std::filesystem::create_directories(rendezvous);
+  const std::filesystem::path params = run_dir / "params.f32";
+  std::vector<ProcessResult> results(static_cast<size_t>(stages));
+  std::vector<std::thread> threads;
+  for (int r = 0; r < stages; ++r) {
+    std::vector<std::string> argv{bin("dseek_pp_rank"), "--rank", std::to_string(r), "--size",
+                                  std::to_string(stages), "--bootstrap", "file:" + rendezvous.string(),
+                                  "--config", (source_dir() / "config/single.toml").string(),
+                                  "--run-dir", run_dir.string(), "--params-out", params.string()};
+    for (const auto& setting : settings) {
+      argv.push_back("--set");
+      argv.push_back(setting);
+    }
+    threads.emplace_back([&results, r, argv, timeout] {
+      results[static_cast<size_t>(r)] = run_process(argv, timeout);
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  JobRun job;
+  job.ok = true;
+  job.run_dir = run_dir;
+  for (int r = 0; r < stages; ++r) {
+    const auto& result = results[static_cast<size_t>(r)];
+    job.ok = job.ok && result.exit_code == 0 && !result.timed_out;
+    job.report += "--- rank " + std::to_string(r) + ": exit " + std::to_string(result.exit_code) +
+                  (result.timed_out ? " (timed out)" : "") + "\n" + result.output;
+    job.stages.push_back(read_stage(run_dir / ("node-" + std::to_string(r)) / "events.jsonl"));
+  }
+  job.final_params = read_params(params);
+  return job;
+}
+
+}  // namespace dseek::testing::pp

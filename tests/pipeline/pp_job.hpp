@@ -1,0 +1,40 @@
+// Running a small pipeline-parallel job for the pp tests: P dseek_pp_rank processes on
+// loopback (file bootstrap in a fresh directory, every process killed after a bounded
+// wait), or the single-node reference with P = 1, on the integration tests' prepared
+// text; and reading back what each stage reported and the final parameters.
+#pragma once
+
+#include <chrono>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace dseek::testing::pp {
+
+struct StageRun {
+  std::vector<double> losses;          // step events, in order
+  std::vector<double> grad_norms;
+  std::vector<double> bubbles;         // measured, per step
+  std::vector<double> bubble_theory;
+  std::vector<double> val_losses;
+  std::string params_sha256;
+  std::vector<std::string> lines;
+};
+
+struct JobRun {
+  bool ok = false;
+  std::string report;                 // every process's exit status and output
+  std::vector<StageRun> stages;
+  std::vector<float> final_params;    // the whole model (rank 0's --params-out)
+  std::filesystem::path run_dir;
+};
+
+// The small job: dim 64, 4 layers, 4 heads, context 32, batch 12 in micro-batches of 2
+// (6 micro-batches), 8 steps, 1 thread; `extra` ("key=value") come last and win.
+std::vector<std::string> small_settings(const std::vector<std::string>& extra = {});
+
+JobRun run_job(int stages, const std::filesystem::path& run_dir,
+               const std::vector<std::string>& settings,
+               std::chrono::milliseconds timeout = std::chrono::seconds(120));
+
+}  // namespace dseek::testing::pp
