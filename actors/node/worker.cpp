@@ -19,6 +19,7 @@
 #include "actors/node/epoch_board.hpp"
 #include "actors/node/node_messages.hpp"
 #include "actors/node/node_registry.hpp"
+#include "actors/node/pipeline_stage_training.hpp"
 #include "runtime/metrics/event_log.hpp"
 #include "runtime/train/run_training.hpp"
 
@@ -95,9 +96,12 @@ void start_training(caf::stateful_actor<worker_state>* self) {
   training->thread = std::thread([setup, starts, &sys, training, me] {
     job_finished result;
     try {
-      result = setup.config.cluster.nodes > 1
-                   ? run_elastic_training(setup, starts, sys, training->board, training->stop)
-                   : train_alone(setup, starts, sys, training->stop);
+      if (setup.config.parallel.pipeline > 1)
+        result = run_pipeline_stage_training(setup, sys, training->board, training->stop);
+      else
+        result = setup.config.cluster.nodes > 1
+                     ? run_elastic_training(setup, starts, sys, training->board, training->stop)
+                     : train_alone(setup, starts, sys, training->stop);
     } catch (const std::exception& error) {
       result.ok = false;
       result.error = error.what();

@@ -1,0 +1,22 @@
+// The training of one node of a pipeline-parallel job (parallel.pipeline > 1), as the
+// worker's thread runs it instead of the elastic data-parallel loop: wait for the whole
+// world, connect the data plane for that epoch (rank r = pipeline stage r), and run the
+// stage (actors::run_pipeline). A pipeline cannot lose a stage and go on yet: when the
+// data plane fails (a node died or hung and the epoch moved on), the job fails at once
+// with "recovery of pipeline-parallel jobs is not written yet" instead of waiting.
+#pragma once
+
+#include <atomic>
+
+#include <caf/fwd.hpp>
+
+#include "actors/node/epoch_board.hpp"
+#include "actors/node/node_messages.hpp"
+#include "actors/node/worker.hpp"
+
+namespace dseek::actors {
+
+job_finished run_pipeline_stage_training(const worker_setup& setup, caf::actor_system& sys,
+                                         EpochBoard& board, const std::atomic<bool>& stop);
+
+}  // namespace dseek::actors
