@@ -21,6 +21,12 @@ bool has_unsupported_fault(const JobConfig& config) {
   }
   return false;
 }
+
+bool has_fault_other_than_kill(const JobConfig& config) {
+  for (const auto& fault : config.faults)
+    if (fault.kind != "kill") return true;
+  return false;
+}
 }  // namespace
 
 void check_supported(const JobConfig& config) {
@@ -45,9 +51,9 @@ void check_supported(const JobConfig& config) {
        "checkpoint.every_steps", "checkpoints of pipeline-parallel jobs are not written yet"},
       {config.parallel.pipeline > 1 && !config.checkpoint.resume.empty(), "checkpoint.resume",
        "checkpoints of pipeline-parallel jobs are not written yet"},
-      {config.parallel.pipeline > 1 && !config.faults.empty(), "faults",
-       "recovery of pipeline-parallel jobs is not written yet, so faults are not injected "
-       "into them"},
+      {config.parallel.pipeline > 1 && has_fault_other_than_kill(config), "faults",
+       "recovery of pipeline-parallel jobs is not written yet: the only fault injected "
+       "into them is kill, to check that the job fails at once"},
       {config.parallel.pipeline == 1 && (config.parallel.schedule != "1f1b" ||
                                          config.parallel.virtual_stages != 1 ||
                                          config.parallel.micro_batches != 0),

@@ -350,10 +350,14 @@ TEST_CASE("config: pipeline parallelism runs alone, one stage per node", "[confi
   CHECK_THAT(error_of([&] { config::check_supported(with_data); }),
              Contains("parallel.data") && Contains("does not combine"));
   auto with_fault = config::load_config_text(
-      "[[faults]]\nkind = \"kill\"\nstep = 1\n", "x",
+      "[[faults]]\nkind = \"slow\"\nstep = 1\nms = 5\n", "x",
       {"cluster.nodes=2", "parallel.pipeline=2"});
   CHECK_THAT(error_of([&] { config::check_supported(with_fault); }),
              Contains("recovery of pipeline-parallel jobs is not written yet"));
+  // A kill is allowed: it checks that a pipeline that loses a node fails at once.
+  auto with_kill = config::load_config_text("[[faults]]\nkind = \"kill\"\nnode = 1\nstep = 3\n",
+                                            "x", {"cluster.nodes=2", "parallel.pipeline=2"});
+  CHECK_NOTHROW(config::check_supported(with_kill));
   // The schedule keys mean nothing without a pipeline: refused rather than ignored.
   auto stray = config::load_config_text("", "x.toml", {"parallel.virtual_stages=2"});
   CHECK_THAT(error_of([&] { config::check_supported(stray); }),

@@ -1,0 +1,62 @@
+// Pipeline parallelism through the node's actor tree: `dseek launch --nodes 2` with
+// parallel.pipeline = 2 runs one stage per dseek-node (the worker runs the stage on its
+// thread over the epoch's data plane) and ends with the same parameters on both; and a
+// pipeline that loses a node fails the job at once, naming what is missing, instead of
+// hanging or restarting the run from step 0.
+#include <catch2/catch.hpp>
+
+#include <chrono>
+
+#include "support/node_runs.hpp"
+#include "support/process.hpp"
+#include "support/test_paths.hpp"
+
+using namespace dseek::testing;
+using namespace std::chrono_literals;
+using Catch::Matchers::Contains;
+
+namespace {
+const std::vector<std::string> kPipeline = {
+    "--set", "parallel.pipeline=2", "--set", "train.micro_batch_size=4", "--set",
+    "train.threads=1", "--set", "train.eval_every=0", "--set", "parallel.schedule=\"gpipe\""};
+}  // namespace
+
+TEST_CASE("pipeline: dseek launch runs one stage per node", "[pp][launch]") {
+  ScratchDir run("pp-launch");
+  const auto result = run_process(tiny_launch(run.path(), 2, 12, kPipeline), 120s, launch_env());
+  INFO(result.output);
+  REQUIRE(result.exit_code == 0);
+  CHECK_THAT(result.output, Contains("dseek pipeline: gpipe, 2 stages x 1 chunks, 3 micro-batches of 4"));
+  const auto done0 = node_events(run.path(), 0, "train_done");
+  const auto done1 = node_events(run.path(), 1, "train_done");
+  REQUIRE(done0.size() == 1);
+  REQUIRE(done1.size() == 1);
+  CHECK(string_field(done0[0], "params_sha256") == string_field(done1[0], "params_sha256"));
+  CHECK(number_field(done0[0], "step") == 12);
+  const auto plan = node_events(run.path(), 1, "pipeline_plan");
+  REQUIRE(plan.size() == 1);
+  CHECK(string_field(plan[0], "ranges") == "[0,1) [1,2)");
+  CHECK(std::filesystem::exists(run.path() / "trace.json"));
+  const auto steps = node_events(run.path(), 1, "step");
+  REQUIRE(steps.size() == 12);
+  CHECK(number_field(steps.back(), "stage") == 1);
+  CHECK(number_field(steps.back(), "bubble") >= 0.0);
+}
+
+TEST_CASE("pipeline: a lost node fails the job at once", "[pp][launch]") {
+  ScratchDir run("pp-launch-kill");
+  const auto start = std::chrono::steady_clock::now();
+  const auto result = run_process(
+      tiny_launch(run.path(), 2, 400, kPipeline + faults(R"({kind = "kill", node = 1, step = 3})")),
+      120s, launch_env());
+  const auto elapsed = std::chrono::steady_clock::now() - start;
+  INFO(result.output);
+  CHECK_FALSE(result.timed_out);
+  CHECK(result.exit_code != 0);
+  CHECK(elapsed < 60s);
+  CHECK_THAT(result.output, Contains("recovery of pipeline-parallel jobs is not written yet"));
+  CHECK_THAT(result.output, Contains("0 restarts"));
+  const auto interrupted = node_events(run.path(), 0, "training_interrupted");
+  REQUIRE(interrupted.size() == 1);
+  CHECK_THAT(interrupted[0], Contains("recovery of pipeline-parallel jobs is not written yet"));
+}
