@@ -111,7 +111,7 @@ void PipelineStageTrainer::record(SpanKind kind, int64_t micro_batch, int64_t ch
   spans_.push_back({kind, micro_batch, chunk, start_us, end_us});
 }
 
-void PipelineStageTrainer::receive_into(const PipelineMessage& message, float* dst) {
+void PipelineStageTrainer::receive_into(const PipelineMessage& message, int64_t chunk, float* dst) {
   const MessageKey key = key_of(message);
   const double start = now_us();
   links_.wait(pending_recvs_.at(key));
@@ -119,7 +119,7 @@ void PipelineStageTrainer::receive_into(const PipelineMessage& message, float* d
   const double end = now_us();
   recv_wait_ms_ += (end - start) / 1000.0;
   record(message.type == OpType::forward ? SpanKind::recv_activation : SpanKind::recv_gradient,
-         message.micro_batch, schedule_.chunk_of(message.from_virtual), start, end);
+         message.micro_batch, chunk, start, end);
   const auto& buffer = recv_buffers_.at(key);
   backend_->copy_from_host(dst, buffer.data(), buffer.size() * sizeof(float));
 }
@@ -142,7 +142,7 @@ void PipelineStageTrainer::run_forward(int64_t step, const PipelineOp& op) {
   chunk.free_slots.pop_back();
   chunk.slot_of_micro_batch[op.micro_batch] = slot;
   model.select_activation_slot(slot);
-  if (const auto input = schedule_.input_of(stage_, op)) receive_into(*input, model.stage_input());
+  if (const auto input = schedule_.input_of(stage_, op)) receive_into(*input, op.chunk, model.stage_input());
   const int64_t B = plan_.micro_batch_size;
   const int64_t T = config_.model.context;
   if (model.has_embedding() || model.has_head())
@@ -164,7 +164,7 @@ void PipelineStageTrainer::run_backward(const PipelineOp& op) {
   if (slot == chunk.slot_of_micro_batch.end())
     throw std::logic_error("pipeline stage: backward of a micro-batch without its forward");
   model.select_activation_slot(slot->second);
-  if (const auto input = schedule_.input_of(stage_, op)) receive_into(*input, model.stage_output_grad());
+  if (const auto input = schedule_.input_of(stage_, op)) receive_into(*input, op.chunk, model.stage_output_grad());
   const double tokens = static_cast<double>(plan_.micro_batch_size * config_.model.context);
   const float dloss = 1.0f / static_cast<float>(tokens) /
                       static_cast<float>(plan_.shape.micro_batches);

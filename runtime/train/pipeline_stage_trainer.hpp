@@ -77,8 +77,8 @@ class PipelineStageTrainer {
 
   void run_forward(int64_t step, const PipelineOp& op);
   void run_backward(const PipelineOp& op);
-  // Waits for the message an op needs and copies it to `dst`.
-  void receive_into(const PipelineMessage& message, float* dst);
+  // Waits for the message an op of `chunk` needs and copies it to `dst`.
+  void receive_into(const PipelineMessage& message, int64_t chunk, float* dst);
   void send_from(const PipelineMessage& message, const float* src);
   // A span in a form that travels as doubles: what it was, then when.
   enum class SpanKind { forward, backward, send_activation, send_gradient, recv_activation,

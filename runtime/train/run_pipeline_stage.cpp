@@ -55,9 +55,8 @@ util::JsonLine plan_event(const PipelinePlan& plan, const config::JobConfig& con
       .add("ranges", describe_partition(plan.ranges))
       .add("bubble_theory", theoretical_bubble(plan.shape));
   if (!plan.stage_costs.empty()) {
-    std::vector<double> blocks = plan.costs.blocks;
     event.add("embedding_ms", plan.costs.embedding).add("head_ms", plan.costs.head)
-        .add("block_ms", format_costs(blocks)).add("stage_cost_ms", format_costs(plan.stage_costs));
+        .add("block_ms", format_costs(plan.costs.blocks)).add("stage_cost_ms", format_costs(plan.stage_costs));
   }
   return event;
 }
