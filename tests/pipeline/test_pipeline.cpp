@@ -21,6 +21,7 @@
 #include <cmath>
 #include <map>
 #include <memory>
+#include <tuple>
 
 #include "pipeline/pp_job.hpp"
 #include "support/node_runs.hpp"
@@ -99,6 +100,35 @@ TEST_CASE("pipeline: P=2 matches the single-node run for every schedule", "[pp]"
     CHECK(val_error <= kLossTolerance);
     CHECK(param_error <= kParamTolerance);
     CHECK(first.losses.back() < first.losses.front());
+  }
+}
+
+TEST_CASE("pipeline: P=4 (stages without embedding or head) matches the single-node run", "[pp]") {
+  // Four processes on two cores: slower, not different. Middle stages only receive
+  // activations and send gradients back; interleaved also sends from the last stage
+  // to the first (chunk 0 -> chunk 1).
+  const std::vector<std::string> eight_layers = {"model.layers=8", "train.batch_size=8"};
+  const std::vector<std::tuple<std::string, std::vector<std::string>, std::vector<std::string>>> cases = {
+      {"p4-1f1b", {"parallel.schedule=\"1f1b\""}, {}},
+      {"p4-interleaved", {"parallel.schedule=\"interleaved\"", "parallel.virtual_stages=2"}, eight_layers}};
+  for (const auto& [name, schedule, shape] : cases) {
+    const JobRun& single = cached_run(shape.empty() ? "single" : "single-8-layers", 1, shape);
+    std::vector<std::string> settings = shape;
+    settings.insert(settings.end(), schedule.begin(), schedule.end());
+    const JobRun& run = cached_run(name, 4, settings);
+    INFO(name << "\n" << run.report);
+    for (const auto& stage : run.stages) CHECK(stage.params_sha256 == run.stages[0].params_sha256);
+    const double loss_error = max_relative_difference(run.stages[0].losses, single.stages[0].losses);
+    REQUIRE(run.final_params.size() == single.final_params.size());
+    double param_error = 0.0;
+    for (size_t i = 0; i < run.final_params.size(); ++i)
+      param_error = std::max(param_error, static_cast<double>(std::abs(run.final_params[i] -
+                                                                       single.final_params[i])));
+    WARN(name << ": max relative loss difference " << loss_error << ", max parameter difference "
+              << param_error);
+    CHECK(run.stages[0].losses[0] == Approx(single.stages[0].losses[0]).epsilon(1e-12));
+    CHECK(loss_error <= kLossTolerance);
+    CHECK(param_error <= kParamTolerance);
   }
 }
 
