@@ -26,6 +26,7 @@
 #include "runtime/config/load.hpp"
 #include "runtime/config/schema.hpp"
 #include "runtime/data/token_dataset.hpp"
+#include "runtime/train/pipeline_plan.hpp"
 
 namespace {
 
@@ -98,6 +99,8 @@ int main(int argc, char** argv) {
   try {
     dseek::config::JobConfig config = dseek::config::load_config(args.config, args.overrides);
     dseek::config::check_supported(config);
+    // The pipeline's schedule and micro-batches, checked before this node joins.
+    if (config.parallel.pipeline > 1) dseek::train::schedule_shape_of(config);
     std::signal(SIGINT, on_signal);
     std::signal(SIGTERM, on_signal);
     dseek::actors::node_options options;

@@ -60,3 +60,15 @@ TEST_CASE("pipeline: a lost node fails the job at once", "[pp][launch]") {
   REQUIRE(interrupted.size() == 1);
   CHECK_THAT(interrupted[0], Contains("recovery of pipeline-parallel jobs is not written yet"));
 }
+
+TEST_CASE("pipeline: dseek config --check refuses a schedule that cannot run", "[pp][launch]") {
+  const auto result = run_process(
+      {bin("dseek"), "config", "--check", (source_dir() / "config/single.toml").string(), "--set",
+       "cluster.nodes=2", "--set", "parallel.pipeline=2", "--set", "parallel.schedule=interleaved",
+       "--set", "parallel.virtual_stages=2", "--set", "parallel.micro_batches=3", "--set",
+       "train.batch_size=12"},
+      30s);
+  INFO(result.output);
+  CHECK(result.exit_code == 1);
+  CHECK_THAT(result.output, Contains("parallel.micro_batches (3) to be a multiple of parallel.pipeline (2)"));
+}
