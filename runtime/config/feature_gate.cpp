@@ -56,9 +56,11 @@ void check_supported(const JobConfig& config) {
        "into them is kill, to check that the job fails at once"},
       {config.parallel.pipeline == 1 && (config.parallel.schedule != "1f1b" ||
                                          config.parallel.virtual_stages != 1 ||
-                                         config.parallel.micro_batches != 0),
-       "parallel.schedule", "parallel.schedule, parallel.virtual_stages and "
-       "parallel.micro_batches apply to pipeline-parallel jobs (parallel.pipeline > 1)"},
+                                         config.parallel.micro_batches != 0 ||
+                                         config.parallel.partition != "uniform"),
+       "parallel.schedule", "parallel.schedule, parallel.virtual_stages, "
+       "parallel.micro_batches and parallel.partition apply to pipeline-parallel jobs "
+       "(parallel.pipeline > 1)"},
       {config.comm.backend != "ucx", "comm.backend",
        "the NCCL data plane comes with the GPU backend"},
       {config.metrics.prometheus_port != 0, "metrics.prometheus_port",
