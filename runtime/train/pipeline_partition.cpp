@@ -69,18 +69,21 @@ std::vector<model::LayerRange> balanced_partition(const LayerCosts& costs, int64
 namespace {
 using Clock = std::chrono::steady_clock;
 
-// Forward + backward of one range on a fixed micro-batch; its fastest run in ms.
+// Forward + backward of one range on a fixed micro-batch, in ms: one run after a
+// warm-up run (which page-faults the fresh buffers in). The weights are zeros: dense
+// kernels take the same time whatever the values, and no init pass over the whole
+// layout is paid per part.
 double time_range(const model::GptShape& shape, backend::Backend& backend, model::LayerRange range,
-                  int64_t B, int repetitions) {
+                  int64_t B) {
   model::GptModel part(shape, range, backend, B);
-  part.init_weights(1, 0.02);
+  backend.zero(part.params(), part.num_params());
   const size_t BT = static_cast<size_t>(B * shape.context);
   std::vector<int32_t> tokens(BT);
   for (size_t i = 0; i < BT; ++i) tokens[i] = static_cast<int32_t>(i % static_cast<size_t>(shape.vocab));
   std::vector<float> activation(BT * static_cast<size_t>(shape.dim));
   for (size_t i = 0; i < activation.size(); ++i) activation[i] = static_cast<float>(i % 17) * 0.01f;
-  double fastest = std::numeric_limits<double>::infinity();
-  for (int r = 0; r <= repetitions; ++r) {
+  double ms = 0.0;
+  for (int run = 0; run < 2; ++run) {
     if (!part.has_embedding())
       backend.copy_from_host(part.stage_input(), activation.data(), activation.size() * sizeof(float));
     const auto start = Clock::now();
@@ -89,21 +92,29 @@ double time_range(const model::GptShape& shape, backend::Backend& backend, model
       backend.copy_from_host(part.stage_output_grad(), activation.data(),
                              activation.size() * sizeof(float));
     part.backward(1.0f / static_cast<float>(BT));
-    const double ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
-    if (r > 0) fastest = std::min(fastest, ms);  // run 0 warms caches and page-faults buffers
+    ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
   }
-  return fastest;
+  return ms;
 }
 }  // namespace
 
 LayerCosts profile_layer_costs(const model::GptShape& shape, backend::Backend& backend,
                                int64_t micro_batch, int repetitions) {
+  // Empty ranges at 0 and at L are the embedding alone and the head alone (GptModel).
+  std::vector<model::LayerRange> parts{{0, 0}};
+  for (int64_t l = 0; l < shape.layers; ++l) parts.push_back({l, l + 1});
+  parts.push_back({shape.layers, shape.layers});
+  // Repetitions go round all the parts, and each part keeps its fastest: a burst of
+  // other work on the machine slows one round of every part rather than every round of
+  // a few parts (which would skew the split towards them).
+  std::vector<double> fastest(parts.size(), std::numeric_limits<double>::infinity());
+  for (int r = 0; r < std::max(repetitions, 1); ++r)
+    for (size_t i = 0; i < parts.size(); ++i)
+      fastest[i] = std::min(fastest[i], time_range(shape, backend, parts[i], micro_batch));
   LayerCosts costs;
-  // An empty range at 0 is the embedding alone; one at L the head alone (GptModel).
-  costs.embedding = time_range(shape, backend, {0, 0}, micro_batch, repetitions);
-  for (int64_t l = 0; l < shape.layers; ++l)
-    costs.blocks.push_back(time_range(shape, backend, {l, l + 1}, micro_batch, repetitions));
-  costs.head = time_range(shape, backend, {shape.layers, shape.layers}, micro_batch, repetitions);
+  costs.embedding = fastest.front();
+  costs.blocks.assign(fastest.begin() + 1, fastest.end() - 1);
+  costs.head = fastest.back();
   return costs;
 }
 

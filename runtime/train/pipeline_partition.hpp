@@ -36,8 +36,8 @@ std::vector<model::LayerRange> uniform_partition(int64_t layers, int64_t parts);
 std::vector<model::LayerRange> balanced_partition(const LayerCosts& costs, int64_t parts);
 
 // Measures LayerCosts on `backend`: forward + backward of the embedding, each block and
-// the head alone on a micro-batch of `micro_batch` x context, the fastest of
-// `repetitions` runs after one warm-up.
+// the head alone on a micro-batch of `micro_batch` x context; `repetitions` rounds over
+// all the parts, each part's fastest round kept.
 LayerCosts profile_layer_costs(const model::GptShape& shape, backend::Backend& backend,
                                int64_t micro_batch, int repetitions = 3);
 
