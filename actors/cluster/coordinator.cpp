@@ -144,7 +144,8 @@ struct coordinator_state {
     // (Delegated by the node's agent: the sender is the node's worker, not its agent.)
     if (members.count(node_id) == 0)
       return make_error(cluster_errc::not_a_member,
-                        caf::make_message("node " + std::to_string(node_id) + " is not a member"));
+                        caf::make_message("node " + std::to_string(node_id) +
+                                          " is not a member of epoch " + std::to_string(epoch)));
     node_lost ev;
     ev.lost_node = node_id;
     ev.reason = "worker restarted: " + why;

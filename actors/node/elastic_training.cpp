@@ -2,6 +2,7 @@
 #include "actors/node/elastic_training.hpp"
 
 #include <chrono>
+#include <cstdio>
 #include <exception>
 #include <memory>
 #include <optional>
@@ -93,7 +94,11 @@ std::optional<epoch_started> announce_worker_restart(caf::actor_system& sys,
   caf::scoped_actor self{sys};
   self->request(agent, std::chrono::milliseconds(config.cluster.connect_timeout_ms),
                 restarted_atom::value, std::string("its worker group was restarted"))
-      .receive([&](epoch_started& epoch) { fresh = std::move(epoch); }, [](caf::error&) {});
+      .receive([&](epoch_started& epoch) { fresh = std::move(epoch); },
+               [&](caf::error& error) {
+                 std::fprintf(stderr, "dseek-node: the coordinator was not told of this node's "
+                              "restarted worker group: %s\n", sys.render(error).c_str());
+               });
   return fresh;
 }
 

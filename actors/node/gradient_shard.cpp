@@ -6,6 +6,7 @@
 #include <chrono>
 #include <memory>
 #include <string>
+#include <thread>
 #include <utility>
 
 #include <caf/actor_system.hpp>
@@ -180,7 +181,9 @@ class actor_optimizer final : public train::OptimizerShards {
 }  // namespace
 
 int gradient_shard_count(const config::JobConfig& config) {
-  return static_cast<int>(std::max<int64_t>(1, config.train.threads));
+  if (config.train.threads > 0) return static_cast<int>(config.train.threads);
+  // train.threads = 0: all cores, as the trainer's backend resolves it.
+  return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
 }
 
 caf::actor spawn_gradient_shard(caf::actor_system& sys, int index) {
