@@ -7,7 +7,8 @@
 //   - gradient_shard crashed under parallel.zero = 1: the worker group restarts (the
 //     worker with it), the job recovers from the newest checkpoint (the sharded
 //     optimizer state is whole in no replica's memory), and ends bit-identical to the
-//     fault-free ZeRO 1 run.
+//     fault-free ZeRO 1 run. Under ZeRO 0 the same crash recovers from the replicas'
+//     memory (each keeps the last completed step), without the disk.
 // Every wait is bounded, and no node process outlives its test.
 #include <catch2/catch.hpp>
 
@@ -126,4 +127,23 @@ TEST_CASE("a crashed gradient_shard restarts the worker group and the ZeRO 1 job
   }
   // The launcher did not restart any node: the node recovered inside its process.
   CHECK(faulty.launcher.output.find("restarting") == std::string::npos);
+}
+
+TEST_CASE("under ZeRO 0 a crashed gradient_shard's node recovers from memory",
+          "[node_actors][faults]") {
+  Job reference("node-actors-shard0-ref");
+  launch(reference, {});
+  const auto expected = require_finished(reference);
+
+  Job faulty("node-actors-shard0");
+  launch(faulty, faults(R"({kind = "crash_actor", actor = "gradient_shard", node = 1, step = 12})"));
+  CHECK(require_finished(faulty) == expected);
+  REQUIRE(restarts_of(faulty, 1, "worker").size() == 1);
+  for (int node : {0, 1}) {
+    INFO("node " << node);
+    const auto recovered = node_events(faulty.path(), node, "recovered");
+    REQUIRE(recovered.size() == 1);
+    CHECK(string_field(recovered[0], "source") == "memory");
+    CHECK(number_field(recovered[0], "from_step") == 12);
+  }
 }
