@@ -6,6 +6,7 @@
 // buffer and a ZeRO shard), and a request to a crashed shard fails at once.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <memory>
@@ -177,4 +178,44 @@ TEST_CASE("gradient_shard actors update bit for bit as one local AdamW", "[actor
                   actors::gradient_shard_lost);
   for (auto& shard : shards) caf::anon_send_exit(shard, caf::exit_reason::user_shutdown);
   for (int i = 0; i < kShards; ++i) sys.registry().erase(actors::names::gradient_shard(i));
+}
+
+// Not run by default ([.]): what the actors cost per update against the trainer's own
+// AdamW on the same threads, for the default model (config/single.toml's shape).
+//   build/bin/dseek_actors_tests "[.shard_timing]"
+TEST_CASE("gradient_shard update time against a local AdamW", "[.shard_timing]") {
+  node_system_config cfg;
+  caf::actor_system sys{cfg};
+  const model::ParamLayout layout(model::GptShape{192, 4, 4, 128, 256});
+  const size_t n = layout.total();
+  const optim::AdamWSettings settings{0.9, 0.95, 1e-8, 0.1, 1.0};
+  auto median_ms = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+  };
+  for (int threads : {1, 2}) {
+    std::vector<caf::actor> shards;
+    for (int i = 0; i < threads; ++i) shards.push_back(actors::spawn_gradient_shard(sys, i));
+    auto backend = backend::make_cpu_backend(threads);
+    const train::OptimizerSpec spec{*backend, layout, settings, {{0, n}}};
+    auto sharded = actors::gradient_shards_for(sys, threads)(spec);
+    train::LocalOptimizer local(spec);
+    Buffers a(n), b(n);
+    std::vector<double> actor_ms, local_ms;
+    for (int step = 0; step < 60; ++step) {
+      auto t0 = std::chrono::steady_clock::now();
+      sharded->update(a.params.data(), a.grads.data(), 1e-3, 2.5);
+      auto t1 = std::chrono::steady_clock::now();
+      local.update(b.params.data(), b.grads.data(), 1e-3, 2.5);
+      auto t2 = std::chrono::steady_clock::now();
+      actor_ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
+      local_ms.push_back(std::chrono::duration<double, std::milli>(t2 - t1).count());
+    }
+    CHECK(a.params == b.params);
+    WARN(n << " params, " << threads << " thread(s): gradient_shards " << median_ms(actor_ms)
+           << " ms, local AdamW " << median_ms(local_ms) << " ms per update (medians of 60)");
+    sharded.reset();
+    for (auto& shard : shards) caf::anon_send_exit(shard, caf::exit_reason::user_shutdown);
+    for (int i = 0; i < threads; ++i) sys.registry().erase(actors::names::gradient_shard(i));
+  }
 }
