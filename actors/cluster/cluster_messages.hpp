@@ -10,6 +10,9 @@
 //   agent -> coord  (heartbeat_atom, node_id, seq)    -> uint64_t epoch | not_a_member
 //   agent -> coord  (leave_atom, node_id, why)        -> ok (orderly leave: node_lost "left",
 //                   or "left: <why>" when the node leaves because it failed)
+//   agent -> coord  (restarted_atom, node_id, why)    -> epoch_started: the node's workers
+//                   restarted (their data plane is gone); a new epoch with the same members
+//                   (node_lost "worker restarted: <why>" first, so peers abort theirs)
 //   any   -> coord  (rendezvous_atom, epoch, rank, payload) -> rendezvous_result, once every
 //                   rank of that epoch contributed (the data plane's address exchange);
 //                   error stale_epoch if the epoch is not (or no longer) the current one
@@ -37,6 +40,7 @@ using heartbeat_atom = caf::atom_constant<caf::atom("clheartbt")>;
 using members_atom = caf::atom_constant<caf::atom("clmembers")>;
 using leave_atom = caf::atom_constant<caf::atom("clleave")>;
 using rendezvous_atom = caf::atom_constant<caf::atom("clrendez")>;
+using restarted_atom = caf::atom_constant<caf::atom("clrestart")>;
 
 // -- the join handshake ----------------------------------------------------------
 

@@ -136,6 +136,30 @@ struct coordinator_state {
     return caf::ok_atom::value;
   }
 
+  // A member's workers restarted (a crash in its worker group): their data plane is
+  // gone, and so is every peer's collective with them. A new epoch with the same
+  // members, announced as the loss of that node's workers, brings all ranks together
+  // again.
+  caf::result<epoch_started> on_worker_restart(std::int64_t node_id, const std::string& why) {
+    // (Delegated by the node's agent: the sender is the node's worker, not its agent.)
+    if (members.count(node_id) == 0)
+      return make_error(cluster_errc::not_a_member,
+                        caf::make_message("node " + std::to_string(node_id) +
+                                          " is not a member of epoch " + std::to_string(epoch)));
+    node_lost ev;
+    ev.lost_node = node_id;
+    ev.reason = "worker restarted: " + why;
+    ev.epoch = ++epoch;
+    end_rendezvous("epoch " + std::to_string(epoch) + " started: node " +
+                   std::to_string(node_id) + " " + ev.reason);
+    log("node %lld: %s; epoch %llu", static_cast<long long>(node_id), ev.reason.c_str(),
+        static_cast<unsigned long long>(epoch));
+    broadcast(ev);
+    auto now = snapshot();
+    broadcast(now);
+    return now;
+  }
+
   template <class Event>
   void broadcast(const Event& ev) {
     for (auto& [id, m] : members)
@@ -326,6 +350,9 @@ caf::behavior coordinator_impl(caf::stateful_actor<coordinator_state>* self,
       },
       [self](rendezvous_atom, std::uint64_t epoch, std::int32_t rank, std::string& payload) {
         return self->state.on_rendezvous(epoch, rank, payload);
+      },
+      [self](restarted_atom, std::int64_t node_id, const std::string& why) {
+        return self->state.on_worker_restart(node_id, why);
       },
       [self](check_atom) { self->state.on_check(); },
   };

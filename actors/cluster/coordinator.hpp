@@ -54,6 +54,8 @@ using coordinator_actor = caf::typed_actor<
     // Orderly leave of a member (node_lost "left", or "left: <why>" for a node that
     // leaves because it failed; a new epoch).
     caf::replies_to<leave_atom, std::int64_t, std::string>::with<caf::ok_atom>,
+    // A member's workers restarted (node id, why): a new epoch with the same members.
+    caf::replies_to<restarted_atom, std::int64_t, std::string>::with<epoch_started>,
     // (epoch, rank, payload) -> every rank's payload once all arrived.
     caf::replies_to<rendezvous_atom, std::uint64_t, std::int32_t, std::string>::with<
         rendezvous_result>>;

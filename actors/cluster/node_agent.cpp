@@ -318,6 +318,15 @@ caf::behavior agent_impl(caf::stateful_actor<agent_state>* self, node_agent_conf
         return self->delegate(caf::actor_cast<coordinator_actor>(state.coord),
                               rendezvous_atom::value, epoch, rank, std::move(payload));
       },
+      // The node's worker group restarted: the coordinator starts a new epoch.
+      [self](restarted_atom, std::string& why) -> caf::result<epoch_started> {
+        auto& state = self->state;
+        if (!state.joined || !state.coord)
+          return make_error(cluster_errc::stale_epoch,
+                            caf::make_message(std::string{"this node is not a member now"}));
+        return self->delegate(caf::actor_cast<coordinator_actor>(state.coord),
+                              restarted_atom::value, state.cfg.node_id, std::move(why));
+      },
       [](crash_atom) { crash_now("membership"); },
   };
 }

@@ -31,7 +31,9 @@
 // the job first (node_lost "left" on the others, no false failure); after a local
 // (leave_atom, why) the leave says "left: why" (the node leaves because it failed). It forwards
 // (rendezvous_atom, epoch, rank, payload) to the coordinator for the node's
-// workers, and crashes on crash_atom (fault injection).
+// workers, and (restarted_atom, why) -> epoch_started when the node's worker group
+// restarted (the coordinator starts a new epoch), and crashes on crash_atom (fault
+// injection).
 #pragma once
 
 #include <atomic>

@@ -32,6 +32,9 @@ constexpr CrashableActor kCrashable[] = {
     {"health_monitor", names::health_monitor},   {"metrics_exporter", names::metrics_exporter},
     {"membership", names::membership},           {"fault_injector", names::fault_injector},
     {"worker", names::worker},
+    {"data_prefetcher", names::data_prefetcher},
+    // The first of the worker group's gradient_shards (names::gradient_shard(0)).
+    {"gradient_shard", caf::atom("dsshard0")},
 };
 
 caf::atom_value registry_name(const std::string& actor) {

@@ -2,15 +2,20 @@
 #include "actors/node/elastic_training.hpp"
 
 #include <chrono>
+#include <cstdio>
 #include <exception>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include <caf/scoped_actor.hpp>
+
 #include "actors/faults/fault_actions.hpp"
 #include "actors/faults/fault_plan.hpp"
 #include "actors/node/data_plane_link.hpp"
+#include "actors/node/node_registry.hpp"
 #include "actors/training/run_data_parallel.hpp"
 #include "actors/training/state_sync.hpp"
 #include "comm/types.hpp"
@@ -77,6 +82,26 @@ class BoardRegistration {
   int exceptions_;
 };
 
+// A restarted worker group (a crash in it) left its peers in collectives with a data
+// plane that is gone: the coordinator starts a new epoch with the same members for all
+// of them (node_lost "worker restarted" aborts the peers' communicators). Returns that
+// epoch, or nothing when this node is no member now (it then waits as it would anyway).
+std::optional<epoch_started> announce_worker_restart(caf::actor_system& sys,
+                                                     const config::JobConfig& config) {
+  const auto agent = names::lookup(sys, names::membership);
+  if (!agent) return std::nullopt;
+  std::optional<epoch_started> fresh;
+  caf::scoped_actor self{sys};
+  self->request(agent, std::chrono::milliseconds(config.cluster.connect_timeout_ms),
+                restarted_atom::value, std::string("its worker group was restarted"))
+      .receive([&](epoch_started& epoch) { fresh = std::move(epoch); },
+               [&](caf::error& error) {
+                 std::fprintf(stderr, "dseek-node: the coordinator was not told of this node's "
+                              "restarted worker group: %s\n", sys.render(error).c_str());
+               });
+  return fresh;
+}
+
 class RetiredCommunicators {
  public:
   ~RetiredCommunicators() {
@@ -103,6 +128,12 @@ job_finished run_elastic_training(const worker_setup& setup, int starts, caf::ac
 
   WorldPolicy policy{config, starts == 1 && setup.incarnation == 0, 0, 0, Clock::now()};
   bool recovering = !policy.first;  // a restarted node or worker recovers too
+  if (starts > 1) {
+    if (auto fresh = announce_worker_restart(sys, config)) {
+      policy.after_epoch = fresh->epoch - 1;  // that epoch or a later one
+      policy.after_coordinator = fresh->coordinator_id;
+    }
+  }
   const auto node_start = Clock::now();
   const auto start_limit = std::chrono::milliseconds(
       static_cast<int64_t>(config.cluster.start_timeout_s * 1000));

@@ -11,6 +11,10 @@
 //     own, identical to its peers'), broadcast to the ranks without it; with ZeRO > 0, or
 //     when no replica has one, the newest checkpoint on disk.
 //
+// A worker that starts again in the same process (its worker group was restarted after a
+// crash in it) first has the coordinator start a new epoch with the same members: its
+// peers' collectives with the old worker are broken, and all of them meet in that epoch.
+//
 // Events: worker_started, training_interrupted (epoch, error), recovered (from_step,
 // source = memory | peer | disk, recovery_ms from the failure this node saw to the first
 // step completed after it), and the training's own events.

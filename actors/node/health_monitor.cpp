@@ -6,11 +6,14 @@
 
 #include <caf/actor_system.hpp>
 #include <caf/event_based_actor.hpp>
+#include <caf/scoped_actor.hpp>
 #include <caf/stateful_actor.hpp>
 
+#include "actors/cluster/cluster_messages.hpp"
 #include "actors/faults/crash_request.hpp"
 #include "actors/node/node_messages.hpp"
 #include "actors/node/node_registry.hpp"
+#include "runtime/metrics/event_log.hpp"
 #include "runtime/util/json_line.hpp"
 
 namespace dseek::actors {
@@ -78,6 +81,17 @@ caf::behavior health_monitor(caf::stateful_actor<health_state>* self, health_set
                                         .str()});
         }
       },
+      [self](const sdc_report& report) {
+        const auto& d = report.disagreement;
+        names::send_to(self->system(), names::metrics_exporter,
+                       node_event{"sdc_detected", train::sdc_detected_fields(d).str()});
+        // This replica is off the majority: the node leaves the job for it. The peers go
+        // on without it (they are told by the coordinator as of a lost node).
+        if (d.this_replica)
+          names::send_to(self->system(), names::membership, leave_atom::value,
+                         std::string(train::ReplicaMismatch(d.step, d.checked, d.ranks).what()));
+        return caf::ok_atom::value;
+      },
       [self](caf::get_atom) { return self->state.last_step; },
       [](crash_atom) { crash_now("health_monitor"); },
   };
@@ -87,6 +101,19 @@ caf::behavior health_monitor(caf::stateful_actor<health_state>* self, health_set
 
 caf::actor spawn_health_monitor(caf::actor_system& sys, health_settings settings) {
   return sys.spawn(health_monitor, settings);
+}
+
+std::function<void(const train::ReplicaDisagreement&)> sdc_reporter(
+    caf::actor_system& sys, std::shared_ptr<metrics::EventLog> events) {
+  return [&sys, events](const train::ReplicaDisagreement& disagreement) {
+    bool taken = false;
+    if (auto monitor = names::lookup(sys, names::health_monitor)) {
+      caf::scoped_actor self{sys};
+      self->request(monitor, std::chrono::seconds(2), sdc_report{disagreement})
+          .receive([&](caf::ok_atom) { taken = true; }, [](caf::error&) {});
+    }
+    if (!taken) events->emit("sdc_detected", train::sdc_detected_fields(disagreement));
+  };
 }
 
 }  // namespace dseek::actors

@@ -1,7 +1,7 @@
-// Messages between the actors of one node (dseek-node's tree): the worker's progress to
-// the health monitor, the end of the job to the node's main loop, and the lines the
-// metrics exporter writes to the node's event log. Local to the process: never sent to
-// another node, so not announced.
+// Messages between the actors of one node (dseek-node's tree): the worker's progress and
+// replica-check disagreements to the health monitor, the end of the job to the node's
+// main loop, and the lines the metrics exporter writes to the node's event log. Local to
+// the process: never sent to another node, so not announced.
 #pragma once
 
 #include <cstdint>
@@ -9,6 +9,8 @@
 
 #include <caf/allowed_unsafe_message_type.hpp>
 #include <caf/atom.hpp>
+
+#include "runtime/train/replica_check.hpp"
 
 namespace dseek::actors {
 
@@ -20,6 +22,12 @@ struct step_progress {
   double loss = 0;
 };
 
+// A replica check of the worker's training found disagreeing replicas (to the health
+// monitor, which answers once it has reported it).
+struct sdc_report {
+  train::ReplicaDisagreement disagreement;
+};
+
 // The worker's training ended (to the node's main loop): done, stopped, or failed.
 struct job_finished {
   bool ok = true;               // false: `error` says why
@@ -27,6 +35,7 @@ struct job_finished {
   std::string error;
   std::int64_t steps_done = 0;
   std::string params_sha256;
+  bool group_broken = false;    // a gradient_shard was lost: the worker group restarts
 };
 
 // One line for the node's events.jsonl: the event name and its fields as a JSON
@@ -39,5 +48,6 @@ struct node_event {
 }  // namespace dseek::actors
 
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(dseek::actors::step_progress)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(dseek::actors::sdc_report)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(dseek::actors::job_finished)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(dseek::actors::node_event)

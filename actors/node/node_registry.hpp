@@ -3,6 +3,7 @@
 // name up at send time, so nobody holds a stale handle across a restart.
 #pragma once
 
+#include <string>
 #include <utility>
 
 #include <caf/actor.hpp>
@@ -19,6 +20,12 @@ constexpr caf::atom_value health_monitor = caf::atom("dshealth");
 constexpr caf::atom_value membership = caf::atom("dsagent");
 constexpr caf::atom_value worker = caf::atom("dsworker");
 constexpr caf::atom_value fault_injector = caf::atom("dsfaults");
+constexpr caf::atom_value data_prefetcher = caf::atom("dsprefetch");
+
+// The gradient_shard actor number `index` of the worker group ("dsshard0", ...).
+inline caf::atom_value gradient_shard(int index) {
+  return caf::atom_from_string("dsshard" + std::to_string(index));
+}
 
 // Registers `handle` under `name`, replacing a predecessor (CAF 0.17's put() keeps an
 // existing entry, dead or not: erase first).

@@ -11,6 +11,8 @@
 #include "actors/faults/fault_actions.hpp"
 #include "actors/faults/fault_injector.hpp"
 #include "actors/node/checkpoint_writer.hpp"
+#include "actors/node/data_prefetcher.hpp"
+#include "actors/node/gradient_shard.hpp"
 #include "actors/node/health_monitor.hpp"
 #include "actors/node/metrics_exporter.hpp"
 #include "actors/node/node_registry.hpp"
@@ -57,6 +59,13 @@ supervisor_config node_supervisor_config(const node_tree_setup& setup) {
                            [](caf::actor_system& sys) { return spawn_checkpoint_writer(sys); },
                            restart_policy::permanent, milliseconds(60000)});
 
+  const int64_t prefetch_depth = config.data.prefetch;
+  node.children.push_back({"data_prefetcher",
+                           [prefetch_depth](caf::actor_system& sys) {
+                             return spawn_data_prefetcher(sys, prefetch_depth);
+                           },
+                           restart_policy::permanent, milliseconds(2000)});
+
   node_agent_config agent;
   agent.node_id = config.cluster.node_id;
   agent.coordinator = setup.coordinator;
@@ -90,6 +99,14 @@ supervisor_config node_supervisor_config(const node_tree_setup& setup) {
   group.max_restarts = 3;
   group.restart_period = std::chrono::seconds(60);
   group.listener = setup.worker.router;
+  // The optimizer state: started before the worker, which finds them at its start, and
+  // stopped after it (its final checkpoint reads their moments).
+  for (int index = 0; index < gradient_shard_count(config); ++index)
+    group.children.push_back({"gradient_shard_" + std::to_string(index),
+                              [index](caf::actor_system& sys) {
+                                return spawn_gradient_shard(sys, index);
+                              },
+                              restart_policy::permanent, milliseconds(2000)});
   auto worker = setup.worker;
   // The worker's orderly stop waits for the step in flight and the final checkpoint.
   group.children.push_back({"worker",

@@ -3,14 +3,18 @@
 //   job_supervisor (coordinator node only)   `- coordinator, published on its port
 //   node_supervisor (one_for_one)
 //     |- metrics_exporter   the node's events.jsonl
-//     |- health_monitor     step watchdog
+//     |- health_monitor     step watchdog, replica checksum disagreements (sdc_detected)
+//     |- checkpoint_writer  persists checkpoint snapshots
+//     |- data_prefetcher    data.prefetch steps of batches ready ahead of the worker
 //     |- membership         the node agent: join, heartbeats, epochs, graceful leave
 //     |- fault_injector     timed [[faults]]
 //     `- worker_group (one_for_all)
+//          |- gradient_shard_0 .. _{N-1}   the optimizer state, N = train.threads
 //          `- worker        the training (transient: a finished job is not restarted)
 //
 // Children start in this order and stop in reverse: the worker stops (final checkpoint)
-// before the node leaves the job. Every supervisor reports to the event router.
+// before the node leaves the job, and before its gradient_shards. Every supervisor
+// reports to the event router.
 #pragma once
 
 #include <chrono>

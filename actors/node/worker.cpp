@@ -15,8 +15,11 @@
 #include "actors/faults/fault_actions.hpp"
 #include "actors/faults/fault_plan.hpp"
 #include "actors/node/checkpoint_writer.hpp"
+#include "actors/node/data_prefetcher.hpp"
 #include "actors/node/elastic_training.hpp"
 #include "actors/node/epoch_board.hpp"
+#include "actors/node/gradient_shard.hpp"
+#include "actors/node/health_monitor.hpp"
 #include "actors/node/node_messages.hpp"
 #include "actors/node/node_registry.hpp"
 #include "actors/node/pipeline_stage_training.hpp"
@@ -43,8 +46,10 @@ struct training_thread {
   EpochBoard board;
   std::thread thread;
   ~training_thread() {
-    stop = true;
+    // Abort before the stop flag: a step boundary that saw the flag first would have the
+    // replicas vote to stop the whole job.
     board.close(/*abort=*/true);
+    stop = true;
     if (thread.joinable()) thread.join();
   }
 };
@@ -102,6 +107,11 @@ void start_training(caf::stateful_actor<worker_state>* self) {
         result = setup.config.cluster.nodes > 1
                      ? run_elastic_training(setup, starts, sys, training->board, training->stop)
                      : train_alone(setup, starts, sys, training->stop);
+    } catch (const gradient_shard_lost& error) {
+      // The worker group is being restarted (one_for_all): no failure of the job.
+      result.ok = false;
+      result.error = error.what();
+      result.group_broken = true;
     } catch (const std::exception& error) {
       result.ok = false;
       result.error = error.what();
@@ -115,6 +125,13 @@ caf::behavior worker(caf::stateful_actor<worker_state>* self, worker_setup setup
   st.setup = std::move(setup);
   ++*st.setup.starts;
   names::register_as(self, names::worker);
+  // The gradient_shards of this group hold the optimizer state the training updates: one
+  // that goes down takes the worker with it at once (as a crash: the training aborts its
+  // collectives), before its supervisor restarts the group.
+  for (const auto& shard :
+       running_gradient_shards(self->system(), gradient_shard_count(st.setup.config)))
+    self->monitor(shard);
+  self->set_down_handler([self](caf::down_msg& down) { self->quit(down.reason); });
   start_training(self);
   // Epochs that came before this worker existed (or before a restart of it).
   self->request(st.setup.router, std::chrono::seconds(10), caf::get_atom::value)
@@ -150,6 +167,11 @@ caf::behavior worker(caf::stateful_actor<worker_state>* self, worker_setup setup
       [self](done_atom, job_finished& result) {
         auto& s = self->state;
         if (s.training && s.training->thread.joinable()) s.training->thread.join();
+        // A lost gradient_shard: the group restarts; the node's job goes on.
+        if (result.group_broken) {
+          self->quit(caf::make_error(caf::sec::runtime_error, result.error));
+          return;
+        }
         caf::anon_send(s.setup.node_main, std::move(result));
         self->quit(s.stopping ? s.stop_reason : caf::error{});
       },
@@ -171,6 +193,9 @@ train::RunOptions node_run_options(const worker_setup& setup, caf::actor_system&
   options.before_step = setup.before_step;
   options.after_reduction = setup.in_step;
   options.checkpoint_sink = checkpoint_sink_for(sys);
+  options.optimizer_shards = gradient_shards_for(sys, gradient_shard_count(setup.config));
+  options.batch_prefetcher = prefetcher_for(sys);
+  options.report_disagreement = sdc_reporter(sys, setup.events);
   return options;
 }
 

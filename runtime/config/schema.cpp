@@ -154,8 +154,9 @@ const std::vector<Key<JobConfig>>& job_keys() {
       job<&J::data, &Da::dir>("data.dir", any(),
                               "directory of token shards written by `dseek data prepare`"),
       job<&J::data, &Da::prefetch>("data.prefetch", at_least(0),
-                                   "steps of batches kept ready ahead of the worker, "
-                                   "filled on a thread while steps compute; 0 = on demand"),
+                                   "steps of batches kept ready ahead of the worker while "
+                                   "steps compute (dseek-node: by the node's data_prefetcher "
+                                   "actor); 0 = on demand"),
 
       job<&J::cluster, &Cl::nodes>("cluster.nodes", at_least(1), "nodes in the job"),
       job<&J::cluster, &Cl::node_id>("cluster.node_id", at_least(0),

@@ -9,6 +9,10 @@
 // changed size after a node loss) is filled directly: never a wrong batch, at worst a
 // slower one. A batch is a pure function of the step, so prefetching changes nothing in
 // the results.
+//
+// This is the runtime-only prefetcher (a thread of the run's own); dseek-node uses its
+// node's data_prefetcher actor instead (actors/node/data_prefetcher.hpp, through
+// RunOptions::batch_prefetcher), which works the same way.
 #pragma once
 
 #include <condition_variable>

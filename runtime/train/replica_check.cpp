@@ -21,6 +21,16 @@ std::string describe(int64_t step, const std::string& checked, const std::vector
 }
 }  // namespace
 
+util::JsonLine sdc_detected_fields(const ReplicaDisagreement& disagreement) {
+  std::string list;
+  for (int rank : disagreement.ranks) {
+    if (!list.empty()) list += ',';
+    list += std::to_string(rank);
+  }
+  return util::JsonLine().add("step", disagreement.step + 1).add("checked", disagreement.checked)
+      .add("ranks", list).add("this_replica", disagreement.this_replica);
+}
+
 ReplicaMismatch::ReplicaMismatch(int64_t at_step, std::string checked, std::vector<int> bad_ranks)
     : std::runtime_error(describe(at_step, checked, bad_ranks)), step(at_step),
       what_checked(std::move(checked)), ranks(std::move(bad_ranks)) {}

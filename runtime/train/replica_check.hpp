@@ -12,9 +12,23 @@
 #include <string>
 #include <vector>
 
+#include "runtime/util/json_line.hpp"
+
 namespace dseek::train {
 
 class GradientReducer;
+
+// A replica check that found disagreeing replicas, as every replica sees it: the
+// sdc_detected event (written by run_training, or in dseek-node by the node's
+// health_monitor actor).
+struct ReplicaDisagreement {
+  int64_t step = 0;           // 0-based step of the check
+  std::string checked;        // "gradients" or "parameters"
+  std::vector<int> ranks;     // the replicas off the majority
+  bool this_replica = false;  // this replica is one of them: it leaves the job
+};
+// The sdc_detected event's fields: step (1-based), checked, ranks ("1,2"), this_replica.
+util::JsonLine sdc_detected_fields(const ReplicaDisagreement& disagreement);
 
 struct ReplicaMismatch : std::runtime_error {
   ReplicaMismatch(int64_t at_step, std::string checked, std::vector<int> bad_ranks);

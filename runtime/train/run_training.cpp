@@ -70,29 +70,33 @@ RunSummary run_training(const config::JobConfig& config, const RunOptions& optio
   metrics::EventLog& events = options.events != nullptr ? *options.events : *own_events;
   metrics::Progress progress(metrics::resolve_progress_mode(config.metrics.progress, options.console),
                              t.steps, config.metrics.log_every, options.console);
-  DatasetBatches train_batches(config.data.dir, data::Split::train,
-                               static_cast<uint64_t>(t.seed), config.model.context);
+  // Shared: a prefetcher outside this run (the node's data_prefetcher actor) may still
+  // hold it when the run ends.
+  const auto train_batches = std::make_shared<DatasetBatches>(
+      config.data.dir, data::Split::train, static_cast<uint64_t>(t.seed), config.model.context);
   auto val_batches = open_validation(config, progress);
-  // data.prefetch steps of batches are made ready on a thread while the steps compute.
-  std::unique_ptr<PrefetchingBatches> prefetched;
-  if (config.data.prefetch > 0)
-    prefetched = std::make_unique<PrefetchingBatches>(train_batches, config.data.prefetch);
-  BatchSource& batches = prefetched ? static_cast<BatchSource&>(*prefetched) : train_batches;
-  Trainer trainer(config, batches, options.reducer);
+  // data.prefetch steps of batches are made ready while the steps compute: by the
+  // caller's prefetcher, else on a thread of this run's own.
+  std::unique_ptr<BatchSource> prefetched;
+  if (config.data.prefetch > 0 && options.batch_prefetcher)
+    prefetched = options.batch_prefetcher(train_batches);
+  if (config.data.prefetch > 0 && !prefetched)
+    prefetched = std::make_unique<PrefetchingBatches>(*train_batches, config.data.prefetch);
+  BatchSource& batches = prefetched ? *prefetched : static_cast<BatchSource&>(*train_batches);
+  Trainer trainer(config, batches, options.reducer, options.optimizer_shards);
   trainer.set_after_reduction(options.after_reduction);
   // Every replica reports a disagreement; the one in the minority then throws
   // ReplicaMismatch out of the step and leaves the job.
-  trainer.set_on_disagreement([&events, &trainer](int64_t step, const std::string& checked,
-                                                  const std::vector<int>& ranks) {
-    std::string list;
-    bool this_replica = false;
-    for (int rank : ranks) {
-      if (!list.empty()) list += ',';
-      list += std::to_string(rank);
-      this_replica = this_replica || rank == trainer.dp_rank();
-    }
-    events.emit("sdc_detected", util::JsonLine().add("step", step + 1).add("checked", checked)
-                                    .add("ranks", list).add("this_replica", this_replica));
+  trainer.set_on_disagreement([&events, &trainer, &options](int64_t step,
+                                                            const std::string& checked,
+                                                            const std::vector<int>& ranks) {
+    ReplicaDisagreement disagreement{step, checked, ranks, false};
+    for (int rank : ranks)
+      disagreement.this_replica = disagreement.this_replica || rank == trainer.dp_rank();
+    if (options.report_disagreement)
+      options.report_disagreement(disagreement);
+    else
+      events.emit("sdc_detected", sdc_detected_fields(disagreement));
   });
 
   util::JsonLine started;
@@ -104,7 +108,7 @@ RunSummary run_training(const config::JobConfig& config, const RunOptions& optio
       .add("vocab", config.model.vocab).add("batch_size", t.batch_size)
       .add("micro_batch_size", trainer.micro_batch()).add("steps", t.steps)
       .add("threads", t.threads).add("data", config.data.dir)
-      .add("train_tokens", train_batches.dataset().num_tokens());
+      .add("train_tokens", train_batches->dataset().num_tokens());
   if (options.reducer != nullptr) {
     started.add("dp_rank", options.reducer->rank())
         .add("dp_size", options.reducer->world_size())
@@ -113,7 +117,7 @@ RunSummary run_training(const config::JobConfig& config, const RunOptions& optio
   }
   events.emit("run_started", started);
   progress.line("dseek: " + std::to_string(trainer.model().num_params()) + " parameters, " +
-                std::to_string(train_batches.dataset().num_tokens()) + " training tokens, " +
+                std::to_string(train_batches->dataset().num_tokens()) + " training tokens, " +
                 std::to_string(t.steps) + " steps of " + std::to_string(t.batch_size) + " x " +
                 std::to_string(config.model.context) + " tokens; events in " +
                 events.path().string());

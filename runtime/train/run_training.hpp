@@ -14,6 +14,9 @@
 
 #include "runtime/checkpoint/sink.hpp"
 #include "runtime/config/job_config.hpp"
+#include "runtime/train/batch_source.hpp"
+#include "runtime/train/optimizer_shards.hpp"
+#include "runtime/train/replica_check.hpp"
 
 namespace dseek::metrics {
 class EventLog;
@@ -59,6 +62,19 @@ struct RunOptions {
   // Makes the sink that persists this run's checkpoints (dseek-node: the node's
   // checkpoint_writer actor); null: a writer thread of the run's own.
   checkpoint::CheckpointSinkFactory checkpoint_sink;
+  // Holds the optimizer state and runs the update (dseek-node: the node's gradient_shard
+  // actors); empty: the trainer's own LocalOptimizer.
+  OptimizerShardsFactory optimizer_shards;
+  // Data parallel: reports a replica check that found disagreeing replicas (on every
+  // replica, before the one in the minority throws ReplicaMismatch and leaves the job).
+  // dseek-node: to the node's health_monitor, which writes sdc_detected. Empty:
+  // run_training writes sdc_detected itself.
+  std::function<void(const ReplicaDisagreement&)> report_disagreement;
+  // With data.prefetch > 0: makes the BatchSource that keeps the training batches ready
+  // ahead, given the data set's own (dseek-node: the node's data_prefetcher actor);
+  // empty, or a factory that returns null: a PrefetchingBatches thread of the run's own.
+  std::function<std::unique_ptr<BatchSource>(std::shared_ptr<BatchSource> source)>
+      batch_prefetcher;
 };
 
 struct RunSummary {

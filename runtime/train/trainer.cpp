@@ -51,7 +51,7 @@ model::GptShape shape_of(const config::ModelConfig& m) {
 }
 
 Trainer::Trainer(const config::JobConfig& config, BatchSource& train_batches,
-                 GradientReducer* reducer)
+                 GradientReducer* reducer, const OptimizerShardsFactory& make_optimizer)
     : config_(config), batches_(train_batches), reducer_(reducer),
       backend_(backend::make_cpu_backend(static_cast<int>(config.train.threads))),
       micro_batch_(0) {
@@ -69,12 +69,11 @@ Trainer::Trainer(const config::JobConfig& config, BatchSource& train_batches,
     reducer_->attach(model_->grads(), model_->num_params(),
                      model_->gradient_ranges_in_backward_order());
   }
-  if (reducer_ != nullptr && reducer_->shards_optimizer_state()) {
-    optimizer_ = std::make_unique<optim::AdamW>(*backend_, model_->layout(), settings,
-                                                reducer_->shard());
-  } else {
-    optimizer_ = std::make_unique<optim::AdamW>(*backend_, model_->layout(), settings);
-  }
+  std::vector<model::ParamRange> owned{model::ParamRange{0, model_->num_params()}};
+  if (reducer_ != nullptr && reducer_->shards_optimizer_state()) owned = reducer_->shard();
+  const OptimizerSpec spec{*backend_, model_->layout(), settings, std::move(owned)};
+  if (make_optimizer) optimizer_ = make_optimizer(spec);
+  if (!optimizer_) optimizer_ = std::make_unique<LocalOptimizer>(spec);
   schedule_ = optim::LrSchedule{t.lr, t.min_lr, t.warmup_steps, t.steps};
   const size_t tokens = static_cast<size_t>(micro_batch_ * config.model.context);
   inputs_.resize(tokens);
@@ -118,7 +117,9 @@ StepReport Trainer::train_step(int64_t step) {
   model_->zero_grads();
   report.loss = accumulate(step, 0, batch, batch / micro_batch_, nullptr, report);
   if (after_reduction_) after_reduction_(step, model_->grads(), model_->num_params());
-  const auto stats = optimizer_->step(model_->params(), model_->grads(), report.lr);
+  // The norm of the whole gradient, summed as AdamW::step sums it: the same bits.
+  const double norm = std::sqrt(backend_->sum_squares(model_->grads(), model_->num_params()));
+  const auto stats = optimizer_->update(model_->params(), model_->grads(), report.lr, norm);
   report.grad_norm = stats.grad_norm;
   report.step_ms = ms_since(start);
   report.compute_ms = report.step_ms - report.data_wait_ms;
@@ -154,8 +155,8 @@ StepReport Trainer::data_parallel_step(int64_t step) {
   std::array<double, 2> sums{local_loss, shard_squares};
   reducer_->sum_over_ranks(sums);
   report.loss = sums[0];
-  const auto stats = optimizer_->step_with_norm(model_->params(), model_->grads(), report.lr,
-                                                std::sqrt(sums[1]));
+  const auto stats = optimizer_->update(model_->params(), model_->grads(), report.lr,
+                                        std::sqrt(sums[1]));
   if (reducer_->shards_optimizer_state()) reducer_->gather_shards(model_->params());
   if (check) check_replicas(step, "parameters", model_->params(), model_->num_params());
   const ReducerTraffic traffic = reducer_->step_traffic();

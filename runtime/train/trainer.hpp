@@ -26,6 +26,7 @@
 #include "runtime/optim/lr_schedule.hpp"
 #include "runtime/train/batch_source.hpp"
 #include "runtime/train/gradient_reducer.hpp"
+#include "runtime/train/optimizer_shards.hpp"
 
 namespace dseek::train {
 
@@ -50,9 +51,10 @@ class Trainer {
  public:
   // `reducer` null: one node. Otherwise this trainer is replica reducer->rank() of
   // reducer->world_size(); throws std::invalid_argument when train.batch_size does not
-  // split evenly into replicas and micro-batches.
+  // split evenly into replicas and micro-batches. `make_optimizer` holds the optimizer
+  // state and runs the update (optimizer_shards.hpp); empty or null: a LocalOptimizer.
   Trainer(const config::JobConfig& config, BatchSource& train_batches,
-          GradientReducer* reducer = nullptr);
+          GradientReducer* reducer = nullptr, const OptimizerShardsFactory& make_optimizer = {});
   ~Trainer();
   Trainer(const Trainer&) = delete;
   Trainer& operator=(const Trainer&) = delete;
@@ -112,7 +114,7 @@ class Trainer {
   int64_t slice_size_ = 0;
   std::unique_ptr<backend::Backend> backend_;
   std::unique_ptr<model::GptModel> model_;
-  std::unique_ptr<optim::AdamW> optimizer_;
+  std::unique_ptr<OptimizerShards> optimizer_;
   optim::LrSchedule schedule_;
   int64_t micro_batch_;
   std::vector<int32_t> inputs_, targets_;  // one micro-batch, reused every step

@@ -1,0 +1,60 @@
+// The data_prefetcher actor of a node (DESIGN.md: node_supervisor's data_prefetcher*):
+// it keeps this node's slices of the next data.prefetch steps' batches ready ahead of
+// the worker, so that reading the data stalls a step only when it falls behind; the
+// step events' data_wait_ms shows when it does.
+//
+// The training thread does not talk CAF: its run gets a train::BatchSource from
+// prefetcher_for() through RunOptions::batch_prefetcher. That source asks the actor for
+// every slice the trainer wants (a request with a bounded wait), sending along the run's
+// own data set (a shared, thread-safe BatchSource). The actor learns what to build from
+// the requests, as PrefetchingBatches does: the slices asked for in step s are built for
+// steps s+1 .. s+depth. A slice it has ready is a hit; any other it builds on the spot
+// (a miss). The batch comes back as a pointer to an immutable buffer, which never leaves
+// the process. A batch is a pure function of (step, slice), so results do not change.
+//
+// When the actor is not there (crashed and being restarted) or does not answer in time,
+// the source fills the slice itself from the data set: never a wrong batch, at worst a
+// slower one. A restarted actor starts empty and learns again from the next requests.
+//
+// Building one slice is a copy of a few thousand tokens out of mapped shards: the actor
+// runs on CAF's scheduler and builds one slice per message, so requests and other actors
+// are never held up for long.
+//
+//   batch request -> batch (local only); (get_atom) -> prefetch_stats; crash_atom.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+
+#include <caf/actor.hpp>
+#include <caf/allowed_unsafe_message_type.hpp>
+#include <caf/fwd.hpp>
+
+#include "runtime/train/batch_source.hpp"
+
+namespace dseek::actors {
+
+// What the actor has done since it started (tests, tools).
+struct prefetch_stats {
+  std::uint64_t hits = 0;       // requests served from a slice built ahead
+  std::uint64_t misses = 0;     // requests built on the spot
+  std::uint64_t built_ahead = 0;
+  std::int64_t ready_through = -1;  // the furthest step with a slice ready (-1: none)
+};
+
+// Spawns the actor keeping `depth` steps ahead (data.prefetch); it registers itself
+// under names::data_prefetcher (a restarted one replaces its predecessor).
+caf::actor spawn_data_prefetcher(caf::actor_system& sys, std::int64_t depth);
+
+// For RunOptions::batch_prefetcher: a BatchSource served by the node's data_prefetcher,
+// filling from `source` itself when the actor cannot answer within `wait`. Null when no
+// data_prefetcher runs in `sys` (a training outside the node's tree): the run then
+// prefetches on a thread of its own.
+std::function<std::unique_ptr<train::BatchSource>(std::shared_ptr<train::BatchSource> source)>
+prefetcher_for(caf::actor_system& sys, std::chrono::milliseconds wait = std::chrono::seconds(2));
+
+}  // namespace dseek::actors
+
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(dseek::actors::prefetch_stats)

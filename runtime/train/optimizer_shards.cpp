@@ -1,0 +1,57 @@
+// Implementation of optimizer_shards.hpp.
+#include "runtime/train/optimizer_shards.hpp"
+
+#include <algorithm>
+
+namespace dseek::train {
+
+LocalOptimizer::LocalOptimizer(const OptimizerSpec& spec)
+    : adamw_(spec.backend, spec.layout, spec.settings, spec.owned) {}
+
+optim::StepStats LocalOptimizer::update(float* params, const float* grads, double lr,
+                                        double grad_norm) {
+  return adamw_.step_with_norm(params, grads, lr, grad_norm);
+}
+
+void LocalOptimizer::moments_to_host(float* adam_m, float* adam_v) {
+  adamw_.moments_to_host(adam_m, adam_v);
+}
+
+void LocalOptimizer::moments_from_host(const float* adam_m, const float* adam_v) {
+  adamw_.moments_from_host(adam_m, adam_v);
+}
+
+std::vector<std::vector<model::ParamRange>> split_owned(
+    const std::vector<model::ParamRange>& owned, int pieces, size_t align) {
+  size_t total = 0;
+  for (const auto& range : owned) total += range.count;
+  align = std::max<size_t>(align, 1);
+  const size_t wanted = static_cast<size_t>(std::max(pieces, 1));
+  const size_t count = std::max<size_t>(1, std::min(wanted, total / align));
+  // Piece p ends at element ceil(total * (p + 1) / count) of the owned elements, rounded
+  // up to `align`; the last piece takes the rest.
+  std::vector<std::vector<model::ParamRange>> result(count);
+  size_t piece = 0, done = 0;
+  auto piece_end = [&](size_t p) {
+    if (p + 1 == count) return total;
+    const size_t end = (total * (p + 1) + count - 1) / count;
+    return std::min(total, (end + align - 1) / align * align);
+  };
+  for (const auto& range : owned) {
+    size_t offset = range.offset, left = range.count;
+    while (left > 0) {
+      while (piece + 1 < count && done >= piece_end(piece)) ++piece;
+      const size_t take = std::min(left, piece_end(piece) - done);
+      result[piece].push_back(model::ParamRange{offset, take});
+      offset += take;
+      left -= take;
+      done += take;
+    }
+  }
+  result.erase(std::remove_if(result.begin(), result.end(),
+                              [](const auto& ranges) { return ranges.empty(); }),
+               result.end());
+  return result;
+}
+
+}  // namespace dseek::train

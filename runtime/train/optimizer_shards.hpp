@@ -1,0 +1,78 @@
+// Where a replica's optimizer state lives and who runs its update: the Trainer asks an
+// OptimizerShards for one AdamW update of the parameters this replica owns (the whole
+// buffer, or its ZeRO shard), given the global gradient norm it computed, and moves the
+// moments to and from host memory for checkpoints and recovery.
+//
+// Two implementations: LocalOptimizer (below), one optim::AdamW run on the trainer's own
+// thread and backend, the default for runtime-only users and tests/dp; and in dseek-node
+// the node's gradient_shard actors (actors/node/gradient_shard.hpp), which hold the
+// moments of contiguous pieces of the owned ranges and update them in parallel. The
+// Trainer picks one through an OptimizerShardsFactory (RunOptions::optimizer_shards);
+// the runtime sees only this interface, so it knows nothing of actors.
+//
+// Every implementation gives the same bits: an AdamW update is element-wise, so the
+// pieces an update is cut into do not change its result (optim/adamw.hpp).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "runtime/backend/backend.hpp"
+#include "runtime/model/param_layout.hpp"
+#include "runtime/optim/adamw.hpp"
+
+namespace dseek::train {
+
+// What an optimizer is built for: the parameters' layout (for weight decay), AdamW's
+// settings and the ranges of the flat buffer this replica owns (disjoint).
+struct OptimizerSpec {
+  backend::Backend& backend;  // the trainer's: where params and grads live
+  const model::ParamLayout& layout;
+  optim::AdamWSettings settings;
+  std::vector<model::ParamRange> owned;
+};
+
+class OptimizerShards {
+ public:
+  virtual ~OptimizerShards() = default;
+  // One AdamW step of the owned parameters from `grads` (both whole flat buffers) at
+  // learning rate `lr`, clipping by `grad_norm` (the norm of the whole gradient).
+  virtual optim::StepStats update(float* params, const float* grads, double lr,
+                                  double grad_norm) = 0;
+  // Moments to / from whole-buffer host arrays (layout order): owned ranges only.
+  virtual void moments_to_host(float* adam_m, float* adam_v) = 0;
+  virtual void moments_from_host(const float* adam_m, const float* adam_v) = 0;
+  // AdamW's step count (its bias correction); set when resuming.
+  virtual int64_t steps_taken() const = 0;
+  virtual void set_steps_taken(int64_t steps) = 0;
+};
+
+// Makes a trainer's optimizer; may return null, meaning "use a LocalOptimizer".
+using OptimizerShardsFactory =
+    std::function<std::unique_ptr<OptimizerShards>(const OptimizerSpec& spec)>;
+
+// One optim::AdamW over the owned ranges, on the caller's thread and backend.
+class LocalOptimizer final : public OptimizerShards {
+ public:
+  explicit LocalOptimizer(const OptimizerSpec& spec);
+  optim::StepStats update(float* params, const float* grads, double lr,
+                          double grad_norm) override;
+  void moments_to_host(float* adam_m, float* adam_v) override;
+  void moments_from_host(const float* adam_m, const float* adam_v) override;
+  int64_t steps_taken() const override { return adamw_.steps_taken(); }
+  void set_steps_taken(int64_t steps) override { adamw_.set_steps_taken(steps); }
+
+ private:
+  optim::AdamW adamw_;
+};
+
+// Cuts `owned` (disjoint ranges, in order) into at most `pieces` pieces of nearly equal
+// element counts, each a list of ranges, splitting a range where needed at multiples of
+// `align` elements (from its start). No piece is empty; fewer pieces when there are
+// fewer than `pieces` x `align` elements.
+std::vector<std::vector<model::ParamRange>> split_owned(
+    const std::vector<model::ParamRange>& owned, int pieces, size_t align = 16);
+
+}  // namespace dseek::train
