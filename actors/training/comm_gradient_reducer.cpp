@@ -1,6 +1,8 @@
 // Implementation of comm_gradient_reducer.hpp.
 #include "actors/training/comm_gradient_reducer.hpp"
 
+#include "comm/bf16.hpp"
+
 #include <chrono>
 #include <cstring>
 #include <stdexcept>
@@ -65,7 +67,7 @@ void CommGradientReducer::detach() noexcept {
   compressed_.clear();
   in_flight_.clear();
   local_variance_.reset();
-  variance_average_.reset();
+  variance_wire_.clear();
   refreshed_variance_.clear();
   variance_refreshed_ = false;
   in_step_ = false;
@@ -92,10 +94,7 @@ void CommGradientReducer::attach(float* grads, size_t total,
     for (auto& bucket : compressed_) bucket = std::make_unique<comm::CompressedAllReduce>(options);
     if (settings_.variance_refresh_steps > 0) {
       local_variance_ = std::make_unique<optim::LocalSecondMoment>(total, settings_.beta2);
-      comm::CompressedAllReduceOptions averaging;
-      averaging.codec = "bf16";
-      averaging.error_feedback = false;  // a fresh estimate each time: nothing to carry
-      variance_average_ = std::make_unique<comm::CompressedAllReduce>(averaging);
+      variance_wire_.resize(local_variance_->size_with_mass());
       refreshed_variance_.resize(total);
     }
   }
@@ -195,11 +194,16 @@ bool CommGradientReducer::refreshes_variance_at(int64_t step) const {
   return since >= 0 && since % settings_.variance_refresh_steps == 0;
 }
 
-// The replicas' estimates (values and mass) averaged in place, so each continues from the
-// common one; every replica decodes the same messages in rank order: the same bits.
+// The replicas' estimates (values and mass) averaged, and each continues from the common
+// one. bf16 keeps float32's exponent range, which values spanning many decades need (an
+// int8 block scale would flush the small ones to zero), at 2^-8 relative precision; the
+// all-reduce leaves the same bits on every replica.
 void CommGradientReducer::refresh_variance() {
-  variance_average_->all_reduce(comm_, local_variance_->data(), local_variance_->size_with_mass(),
-                                comm::ReduceOp::avg);
+  float* values = local_variance_->data();
+  const size_t count = variance_wire_.size();
+  for (size_t i = 0; i < count; ++i) variance_wire_[i] = comm::float_to_bf16(values[i]);
+  comm_.all_reduce(variance_wire_.data(), count, comm::DataType::bf16, comm::ReduceOp::avg).wait();
+  for (size_t i = 0; i < count; ++i) values[i] = comm::bf16_to_float(variance_wire_[i]);
   local_variance_->corrected(refreshed_variance_.data());
   variance_refreshed_ = true;
 }

@@ -24,7 +24,7 @@ struct ReducerSettings {
   int64_t compression_warmup_steps = 0;  // steps reduced uncompressed before the codec
   // With a codec, > 0: every replica keeps the running average of its squared local
   // gradients (optim::LocalSecondMoment, beta2 as AdamW's) and the replicas average it
-  // (bf16 all-gather) at step compression_warmup_steps and every this many steps after;
+  // (all-reduce in bf16) at step compression_warmup_steps and every this many steps after;
   // the optimizer takes it as its second moment (refreshed_second_moment()). 0: off.
   int64_t variance_refresh_steps = 0;
   double beta2 = 0.95;

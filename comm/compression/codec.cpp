@@ -7,7 +7,6 @@
 #include "comm/compression/int8_codec.hpp"
 #include "comm/compression/kernels.hpp"
 #include "comm/compression/topk_codec.hpp"
-#include "comm/compression/bf16_codec.hpp"
 #include "comm/compression/topk_int8_codec.hpp"
 
 namespace dseek::comm::compression {
@@ -18,7 +17,6 @@ std::string codec_name(CodecId id) {
     case CodecId::topk: return "topk";
     case CodecId::int8: return "int8";
     case CodecId::topk_int8: return "topk+int8";
-    case CodecId::bf16: return "bf16";
   }
   return "unknown(" + std::to_string(static_cast<unsigned>(id)) + ")";
 }
@@ -40,7 +38,7 @@ MessageHeader read_header(const std::byte* in, size_t bytes) {
     throw CodecError("gradient message has format version " + std::to_string(h.version) +
                      ", this build reads version " + std::to_string(kMessageVersion));
   }
-  if (h.codec < static_cast<uint8_t>(CodecId::none) || h.codec > static_cast<uint8_t>(CodecId::bf16)) {
+  if (h.codec < static_cast<uint8_t>(CodecId::none) || h.codec > static_cast<uint8_t>(CodecId::topk_int8)) {
     throw CodecError("gradient message has unknown codec id " + std::to_string(h.codec));
   }
   return h;
@@ -130,9 +128,8 @@ std::unique_ptr<Codec> make_codec(std::string_view name, double topk_fraction, s
   if (name == "topk") return std::make_unique<TopK>(topk_fraction);
   if (name == "int8") return std::make_unique<Int8Block>(int8_block_size);
   if (name == "topk+int8") return std::make_unique<TopKInt8>(topk_fraction, int8_block_size);
-  if (name == "bf16") return std::make_unique<Bf16>();
   throw std::invalid_argument("unknown gradient codec '" + std::string(name) +
-                              "' (expected none, topk, int8, topk+int8 or bf16)");
+                              "' (expected none, topk, int8 or topk+int8)");
 }
 
 }  // namespace dseek::comm::compression

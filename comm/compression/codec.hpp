@@ -13,8 +13,6 @@
 //                and int8 values round(g / scale)                          n + 4 ceil(n / B)
 //   "topk+int8"  top-k indices + the selected values int8-quantized with a
 //                per-block scale over the selected values (in index order)  5k + 4 ceil(k / B)
-//   "bf16"       every value rounded to bfloat16 (used for the replicas'
-//                second-moment estimates; not a comm.compression choice)   2n (padded to 4)
 //
 // plus a 32-byte header everywhere. For a given codec and n the encoded size is fixed and
 // equal to max_encoded_bytes(n), so the all-gather can use equal-size slots.
@@ -31,7 +29,6 @@
 //   int8       |g - decoded| <= scale / 2 (+ a few ulps of scale), scale = block max|g| / 127.
 //   topk+int8  kept elements within scale_b / 2 of g (scale_b over the selected values of
 //              their block), dropped ones as topk.
-//   bf16       |g - decoded| <= 2^-8 |g| (round to nearest even).
 // Non-finite input is propagated, never hidden: a NaN/inf in a top-k message travels as is
 // (NaN ranks as the largest magnitude); an int8 block holding one gets a NaN scale and
 // decodes to NaN, so a loss scaler that checks the reduced gradient still sees the overflow.
@@ -53,9 +50,9 @@
 
 namespace dseek::comm::compression {
 
-enum class CodecId : uint8_t { none = 1, topk = 2, int8 = 3, topk_int8 = 4, bf16 = 5 };
+enum class CodecId : uint8_t { none = 1, topk = 2, int8 = 3, topk_int8 = 4 };
 
-// "none", "topk", "int8", "topk+int8", "bf16"; "unknown(<id>)" for anything else.
+// "none", "topk", "int8", "topk+int8"; "unknown(<id>)" for anything else.
 std::string codec_name(CodecId id);
 
 // Thrown by decode_add (and read_header) on a malformed, truncated or mismatched message.
@@ -134,7 +131,7 @@ class Codec {
   mutable AtomicTrafficCounters received_;
 };
 
-// make_codec("none" | "topk" | "int8" | "topk+int8" | "bf16", topk_fraction, int8_block_size).
+// make_codec("none" | "topk" | "int8" | "topk+int8", topk_fraction, int8_block_size).
 // topk_fraction in (0, 1] (default 5%); int8_block_size >= 1 (default 256). Throws
 // std::invalid_argument on an unknown name or an out-of-range parameter.
 std::unique_ptr<Codec> make_codec(std::string_view name, double topk_fraction = 0.05,
