@@ -35,6 +35,10 @@ struct shard_update {
   double lr = 0, grad_norm = 0;
   std::int64_t steps_before = 0;  // AdamW's step count before this update
 };
+struct shard_second_moment {
+  std::uint64_t owner = 0;
+  const float* second_moment = nullptr;  // whole host buffer, layout order
+};
 struct shard_moments {
   std::uint64_t owner = 0;
   bool to_host = true;  // false: from host
@@ -47,6 +51,7 @@ struct shard_moments {
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(dseek::actors::detail::shard_assignment)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(dseek::actors::detail::shard_update)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(dseek::actors::detail::shard_moments)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(dseek::actors::detail::shard_second_moment)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(dseek::optim::StepStats)
 
 namespace dseek::actors {
@@ -55,6 +60,7 @@ namespace {
 
 using detail::shard_assignment;
 using detail::shard_moments;
+using detail::shard_second_moment;
 using detail::shard_update;
 
 // An update of ~1M floats takes milliseconds; this bounds a wait for an actor that is
@@ -104,6 +110,12 @@ caf::behavior gradient_shard(caf::stateful_actor<shard_state>* self, int index) 
           st.adamw->moments_from_host(m.adam_m, m.adam_v);
         return caf::ok_atom::value;
       },
+      [self](const shard_second_moment& v) -> caf::result<caf::ok_atom> {
+        auto& st = self->state;
+        if (!st.adamw || v.owner != st.owner) return not_assigned(st);
+        st.adamw->set_second_moment(v.second_moment);
+        return caf::ok_atom::value;
+      },
       [](crash_atom) { crash_now("gradient_shard"); },
   };
 }
@@ -151,6 +163,10 @@ class actor_optimizer final : public train::OptimizerShards {
     for_all([&](size_t) {
       return shard_moments{owner_, false, const_cast<float*>(adam_m), const_cast<float*>(adam_v)};
     }, "take its moments");
+  }
+  void set_second_moment(const float* second_moment) override {
+    for_all([&](size_t) { return shard_second_moment{owner_, second_moment}; },
+            "take the second moment");
   }
   int64_t steps_taken() const override { return steps_; }
   void set_steps_taken(int64_t steps) override { steps_ = steps; }

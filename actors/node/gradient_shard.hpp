@@ -21,7 +21,7 @@
 // throws gradient_shard_lost on the training thread.
 //
 // Messages (local to the process, not announced): the assignment, the update, moments
-// to / from host; crash_atom (crash_actor fault, which names shard 0).
+// to / from host, the given second moment (compressed gradients); crash_atom (crash_actor fault, which names shard 0).
 #pragma once
 
 #include <stdexcept>

@@ -1,6 +1,8 @@
 // Implementation of comm_gradient_reducer.hpp.
 #include "actors/training/comm_gradient_reducer.hpp"
 
+#include "comm/bf16.hpp"
+
 #include <chrono>
 #include <cstring>
 #include <stdexcept>
@@ -64,6 +66,10 @@ void CommGradientReducer::detach() noexcept {
   staging_.clear();
   compressed_.clear();
   in_flight_.clear();
+  local_variance_.reset();
+  variance_wire_.clear();
+  refreshed_variance_.clear();
+  variance_refreshed_ = false;
   in_step_ = false;
 }
 
@@ -86,6 +92,11 @@ void CommGradientReducer::attach(float* grads, size_t total,
     options.codec = settings_.compression;
     options.topk_fraction = settings_.topk_fraction;
     for (auto& bucket : compressed_) bucket = std::make_unique<comm::CompressedAllReduce>(options);
+    if (settings_.variance_refresh_steps > 0) {
+      local_variance_ = std::make_unique<optim::LocalSecondMoment>(total, settings_.beta2);
+      variance_wire_.resize(local_variance_->size_with_mass());
+      refreshed_variance_.resize(total);
+    }
   }
 }
 
@@ -102,6 +113,7 @@ void CommGradientReducer::begin_step(int64_t step) {
   next_issue_ = 0;
   exposed_ms_ = 0.0;
   encoded_bytes_ = 0;
+  variance_refreshed_ = false;
   counters_at_begin_ = comm_.counters();
 }
 
@@ -122,6 +134,10 @@ void CommGradientReducer::gradients_ready(model::ParamRange range) {
 void CommGradientReducer::issue(size_t b) {
   const GradientBucket& bucket = buckets_[b];
   float* data = grads_ + bucket.range.offset;
+  // Before the reduction overwrites it: the buffer holds this replica's share of the
+  // global mean gradient, world size times which estimates the global gradient.
+  if (local_variance_)
+    local_variance_->add(bucket.range.offset, data, bucket.range.count, static_cast<float>(comm_.size()));
   // The first compression_warmup_steps steps go uncompressed (as 1-bit Adam warms up):
   // the optimizer's moments settle on whole gradients before sparse ones arrive.
   in_flight_[b].compressed = compressed_[b] != nullptr && step_ >= settings_.compression_warmup_steps;
@@ -164,6 +180,36 @@ void CommGradientReducer::finish() {
   ExposedTimer timer(exposed_ms_);
   while (next_issue_ < buckets_.size()) issue(next_issue_++);
   for (size_t b = 0; b < buckets_.size(); ++b) complete(b);
+  if (local_variance_) {
+    local_variance_->end_step();
+    if (refreshes_variance_at(step_)) refresh_variance();
+  }
+}
+
+// From the first compressed step on (the optimizer takes the given v from then), every
+// variance_refresh_steps steps: a function of the step alone, so every replica, also one
+// that restarted, refreshes at the same steps.
+bool CommGradientReducer::refreshes_variance_at(int64_t step) const {
+  const int64_t since = step - settings_.compression_warmup_steps;
+  return since >= 0 && since % settings_.variance_refresh_steps == 0;
+}
+
+// The replicas' estimates (values and mass) averaged, and each continues from the common
+// one. bf16 keeps float32's exponent range, which values spanning many decades need (an
+// int8 block scale would flush the small ones to zero), at 2^-8 relative precision; the
+// all-reduce leaves the same bits on every replica.
+void CommGradientReducer::refresh_variance() {
+  float* values = local_variance_->data();
+  const size_t count = variance_wire_.size();
+  for (size_t i = 0; i < count; ++i) variance_wire_[i] = comm::float_to_bf16(values[i]);
+  comm_.all_reduce(variance_wire_.data(), count, comm::DataType::bf16, comm::ReduceOp::avg).wait();
+  for (size_t i = 0; i < count; ++i) values[i] = comm::bf16_to_float(variance_wire_[i]);
+  local_variance_->corrected(refreshed_variance_.data());
+  variance_refreshed_ = true;
+}
+
+const float* CommGradientReducer::refreshed_second_moment() {
+  return variance_refreshed_ ? refreshed_variance_.data() : nullptr;
 }
 
 std::vector<uint64_t> CommGradientReducer::gather_u64(uint64_t mine) {

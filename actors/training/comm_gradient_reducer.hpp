@@ -9,6 +9,11 @@
 //                     error-feedback residual): encode here, all-gather of messages
 //   ZeRO 2            reduce_scatter (sum) into this replica's piece
 //   ZeRO 1            reduce_scatter too, all issued in finish() (no overlap)
+// With a codec and settings.variance_refresh_steps > 0, each bucket's local gradient is
+// also squared into this replica's optim::LocalSecondMoment before it is sent, and at the
+// refresh steps finish() averages the replicas' estimates (an all-reduce in bf16: half the
+// bytes of a float32 gradient, counted as the step's) into the second moment the optimizer
+// then uses.
 // finish() waits for them in bucket order; the time it and the other blocking calls
 // spend is the step's exposed communication. Reduce-scatter results are copied back into
 // the gradient buffer at their own offsets, so the optimizer and the norm read the same
@@ -27,6 +32,7 @@
 #include "actors/training/reducer_settings.hpp"
 #include "comm/communicator.hpp"
 #include "comm/compressed_allreduce.hpp"
+#include "runtime/optim/local_second_moment.hpp"
 #include "runtime/train/gradient_reducer.hpp"
 
 namespace dseek::actors {
@@ -56,6 +62,7 @@ class CommGradientReducer final : public train::GradientReducer {
   void gather_shards(float* buffer) override;
 
   train::ReducerTraffic step_traffic() const override;
+  const float* refreshed_second_moment() override;
 
   const ReducerSettings& settings() const { return settings_; }
   const std::vector<GradientBucket>& buckets() const { return buckets_; }
@@ -71,6 +78,8 @@ class CommGradientReducer final : public train::GradientReducer {
   void issue(size_t bucket);
   void complete(size_t bucket);
   void require_attached(const char* call) const;
+  bool refreshes_variance_at(int64_t step) const;
+  void refresh_variance();
 
   comm::Communicator& comm_;
   ReducerSettings settings_;
@@ -83,6 +92,11 @@ class CommGradientReducer final : public train::GradientReducer {
   std::vector<std::unique_ptr<comm::CompressedAllReduce>> compressed_;  // per bucket
   std::vector<InFlight> in_flight_;                                     // per bucket
   std::vector<std::byte> gathered_values_;                              // sum_over_ranks
+  // The second-moment estimate (variance_refresh_steps > 0 with a codec).
+  std::unique_ptr<optim::LocalSecondMoment> local_variance_;
+  std::vector<uint16_t> variance_wire_;                           // its bf16 copy, averaged
+  std::vector<float> refreshed_variance_;                         // what the optimizer gets
+  bool variance_refreshed_ = false;                               // ... at this step
 
   // The step in progress.
   bool in_step_ = false;

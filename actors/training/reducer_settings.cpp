@@ -4,6 +4,7 @@
 #include <stdexcept>
 
 #include "runtime/config/load.hpp"
+#include "runtime/optim/adamw_settings.hpp"
 
 namespace dseek::actors {
 
@@ -22,6 +23,9 @@ std::string refusal(const ReducerSettings& settings) {
            ": compressed gradients are all-reduced (all-gather of codec messages), which "
            "ZeRO's reduce-scatter cannot do; use parallel.zero = 0 with compression, or "
            "comm.compression = \"none\" with ZeRO";
+  if (settings.variance_refresh_steps < 0)
+    return "comm.variance_refresh_steps = " + std::to_string(settings.variance_refresh_steps) +
+           ": it is a number of steps, >= 0";
   if (settings.bucket_bytes < sizeof(float))
     return "gradient bucket of " + std::to_string(settings.bucket_bytes) + " bytes is smaller than one float";
   return "";
@@ -34,6 +38,10 @@ ReducerSettings reducer_settings(const config::JobConfig& config) {
   settings.compression = config.comm.compression;
   settings.topk_fraction = config.comm.topk_fraction;
   settings.compression_warmup_steps = config.comm.compression_warmup_steps;
+  // The same condition as the optimizer's (adamw_settings): they must agree.
+  settings.variance_refresh_steps =
+      optim::second_moment_from_local_gradients(config) ? config.comm.variance_refresh_steps : 0;
+  settings.beta2 = config.train.beta2;
   if (const std::string why = refusal(settings); !why.empty())
     throw config::ConfigError(config.source + ": " + why);
   return settings;

@@ -22,6 +22,12 @@ struct ReducerSettings {
   std::string compression = "none";  // none | topk | int8 | topk+int8 (ZeRO 0 only)
   double topk_fraction = 0.05;
   int64_t compression_warmup_steps = 0;  // steps reduced uncompressed before the codec
+  // With a codec, > 0: every replica keeps the running average of its squared local
+  // gradients (optim::LocalSecondMoment, beta2 as AdamW's) and the replicas average it
+  // (all-reduce in bf16) at step compression_warmup_steps and every this many steps after;
+  // the optimizer takes it as its second moment (refreshed_second_moment()). 0: off.
+  int64_t variance_refresh_steps = 0;
+  double beta2 = 0.95;
   // Gradient bytes per bucket (whole backward ranges are never split; ~one GPT block
   // per bucket at GPT-2 small sizes).
   size_t bucket_bytes = size_t{4} << 20;

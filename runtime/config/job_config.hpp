@@ -89,6 +89,7 @@ struct CommConfig {
   std::string compression = "none";  // none, topk, int8, topk+int8
   double topk_fraction = 0.05;       // fraction of gradient entries kept by topk
   int64_t compression_warmup_steps = 0;  // first steps reduced uncompressed
+  int64_t variance_refresh_steps = 20;   // AdamW's v from dense local gradients, synced every N
 };
 
 struct CheckpointConfig {

@@ -244,6 +244,11 @@ const std::vector<Key<JobConfig>>& job_keys() {
           "comm.compression_warmup_steps", at_least(0),
           "steps reduced uncompressed before comm.compression starts (the optimizer's "
           "moments settle on whole gradients first; as 1-bit Adam's warm-up)"),
+      job<&J::comm, &Co::variance_refresh_steps>(
+          "comm.variance_refresh_steps", at_least(0),
+          "with comm.compression: AdamW's second moment is each replica's running average "
+          "of its own dense squared gradients, averaged across replicas (bf16) every this "
+          "many steps and fixed in between; 0 = from the compressed gradients"),
 
       job<&J::checkpoint, &Ck::every_steps>("checkpoint.every_steps", at_least(0),
                                             "steps between checkpoints; 0 = none"),

@@ -40,6 +40,11 @@ AdamW::AdamW(backend::Backend& backend, const model::ParamLayout& layout, AdamWS
       owned_count_(total_count(owned_)), m_(backend, owned_count_), v_(backend, owned_count_) {
   check_owned(owned_, layout.total());
   plan_runs(layout);
+  // The given-second-moment step runs on the host (a backend kernel does the standard one).
+  if (settings_.given_second_moment_after >= 0 && backend_.name() != "cpu")
+    throw std::invalid_argument("AdamW: a given second moment (comm.variance_refresh_steps with "
+                                "comm.compression) runs on the cpu backend only, not on " +
+                                backend_.name());
 }
 
 // Each owned range cut where the decay setting changes; neighbours that continue each
@@ -79,6 +84,10 @@ StepStats AdamW::step_with_norm(float* params, const float* grads, double lr, do
   if (settings_.grad_clip > 0.0 && stats.grad_norm > settings_.grad_clip)
     stats.clip_scale = settings_.grad_clip / (stats.grad_norm + 1e-6);
   ++step_;
+  if (uses_given_second_moment()) {
+    step_with_given_second_moment(params, grads, lr, static_cast<float>(stats.clip_scale));
+    return stats;
+  }
   for (const Run& run : runs_) {
     backend_.adamw_update(params + run.offset, grads + run.offset, m_.data() + run.moment_offset,
                           v_.data() + run.moment_offset, run.size, static_cast<float>(lr),
@@ -88,6 +97,42 @@ StepStats AdamW::step_with_norm(float* params, const float* grads, double lr, do
                           static_cast<float>(stats.clip_scale));
   }
   return stats;
+}
+
+bool AdamW::uses_given_second_moment() const {
+  return settings_.given_second_moment_after >= 0 && step_ > settings_.given_second_moment_after;
+}
+
+// The standard update (cpu_adamw.cpp, same order of operations) with v read, not written,
+// and no bias correction of v: the given estimate is already corrected.
+void AdamW::step_with_given_second_moment(float* params, const float* grads, double lr, float clip_scale) {
+  if (!second_moment_set_)
+    throw std::logic_error("AdamW: step " + std::to_string(step_) +
+                           " uses a given second moment, but none was given (set_second_moment)");
+  const float beta1 = static_cast<float>(settings_.beta1);
+  const float eps = static_cast<float>(settings_.eps);
+  const float step_size = static_cast<float>(lr) / (1.0f - std::pow(beta1, static_cast<float>(step_)));
+  for (const Run& run : runs_) {
+    const float decay = 1.0f - static_cast<float>(lr) * (run.decay ? static_cast<float>(settings_.weight_decay) : 0.0f);
+    float* p = params + run.offset;
+    const float* g = grads + run.offset;
+    float* m = m_.data() + run.moment_offset;
+    const float* v = v_.data() + run.moment_offset;
+    for (size_t i = 0; i < run.size; ++i) {
+      const float mi = beta1 * m[i] + (1.0f - beta1) * (g[i] * clip_scale);
+      m[i] = mi;
+      p[i] = p[i] * decay - step_size * mi / (std::sqrt(v[i]) + eps);
+    }
+  }
+}
+
+void AdamW::set_second_moment(const float* second_moment) {
+  size_t moment = 0;
+  for (const auto& range : owned_) {
+    backend_.copy_from_host(v_.data() + moment, second_moment + range.offset, range.count * sizeof(float));
+    moment += range.count;
+  }
+  second_moment_set_ = true;
 }
 
 void AdamW::moments_to_host(float* adam_m, float* adam_v) {
@@ -106,6 +151,7 @@ void AdamW::moments_from_host(const float* adam_m, const float* adam_v) {
     backend_.copy_from_host(v_.data() + moment, adam_v + range.offset, range.count * sizeof(float));
     moment += range.count;
   }
+  second_moment_set_ = true;
 }
 
 }  // namespace dseek::optim

@@ -10,6 +10,16 @@
 // of the whole gradient needs every shard). The update of an element is the same
 // arithmetic whichever ranges an optimizer owns, so shards put together give the
 // whole-buffer optimizer's parameters.
+//
+// Given second moment (for compressed gradients, see AdamWSettings::
+// given_second_moment_after): after a number of steps the optimizer stops updating v from
+// the gradients it is handed and uses the v it is given with set_second_moment() (an
+// estimate from the replicas' dense local gradients, refreshed every few steps by
+// actors/training/comm_gradient_reducer.hpp). With v fixed, the update is linear in the
+// first moment, so a coordinate whose gradient arrives K steps late (top-k with error
+// feedback) still moves by the sum of its K steps of gradient; with v taken from those
+// late, bunched arrivals it would move ~1/sqrt(K) as far (Tang et al. 2021, 1-bit Adam,
+// freeze the variance for the same reason).
 #pragma once
 
 #include <cstdint>
@@ -27,6 +37,11 @@ struct AdamWSettings {
   double eps = 1e-8;
   double weight_decay = 0.1;
   double grad_clip = 1.0;  // 0 = no clipping
+  // -1: v is the running average of the squared gradients (standard AdamW). N >= 0: the
+  // first N steps as standard; from step N+1 on, v is what set_second_moment() last gave
+  // (already bias-corrected) and the gradients do not change it. Host memory only (the
+  // CPU backend): std::invalid_argument otherwise.
+  int64_t given_second_moment_after = -1;
 };
 
 struct StepStats {
@@ -62,6 +77,11 @@ class AdamW {
   // are written / read.
   void moments_to_host(float* adam_m, float* adam_v);
   void moments_from_host(const float* adam_m, const float* adam_v);
+  // The second moment to use from now on (given_second_moment_after >= 0): a whole-buffer
+  // host array in layout order, bias-corrected; only the owned ranges are read.
+  void set_second_moment(const float* second_moment);
+  // The step uses a given second moment (see AdamWSettings::given_second_moment_after).
+  bool uses_given_second_moment() const;
 
  private:
   struct Run {  // a contiguous range with one decay setting
@@ -71,6 +91,7 @@ class AdamW {
     bool decay;
   };
   void plan_runs(const model::ParamLayout& layout);
+  void step_with_given_second_moment(float* params, const float* grads, double lr, float clip_scale);
 
   backend::Backend& backend_;
   AdamWSettings settings_;
@@ -79,6 +100,9 @@ class AdamW {
   std::vector<Run> runs_;
   backend::DeviceBuffer<float> m_, v_;
   int64_t step_ = 0;
+  // v holds a value to use (given, or restored from a snapshot): a step with a given
+  // second moment refuses to run on the zero v of a fresh optimizer.
+  bool second_moment_set_ = false;
 };
 
 }  // namespace dseek::optim

@@ -10,6 +10,7 @@
 //   ... micro-batches; during the LAST one's backward, gradients_ready(range) for every
 //       range of attach()'s list, in that order, as backward finishes it ...
 //   finish()                      the summed gradient is in the buffer (at least on shard())
+//   refreshed_second_moment()     with compression, every few steps: AdamW's v
 //   sum_over_ranks({loss, sum of squares of the shard})
 //   optimizer update (shard() only when shards_optimizer_state())
 //   gather_shards(params)         ZeRO >= 1: every replica gets the whole parameters
@@ -77,6 +78,12 @@ class GradientReducer {
 
   // Communication since begin_step.
   virtual ReducerTraffic step_traffic() const = 0;
+  // After finish(): a second moment for the optimizer to use from this step on (a whole
+  // host buffer in layout order, the same on every replica, valid until the next
+  // finish()), or nullptr when this step brings none. Compressing reducers estimate it
+  // from the replicas' dense local gradients (see optim::AdamWSettings::
+  // given_second_moment_after); the others never do.
+  virtual const float* refreshed_second_moment() { return nullptr; }
 };
 
 }  // namespace dseek::train

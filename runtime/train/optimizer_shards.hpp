@@ -44,6 +44,10 @@ class OptimizerShards {
   // Moments to / from whole-buffer host arrays (layout order): owned ranges only.
   virtual void moments_to_host(float* adam_m, float* adam_v) = 0;
   virtual void moments_from_host(const float* adam_m, const float* adam_v) = 0;
+  // The second moment to use from now on, when AdamW's settings give it
+  // (optim::AdamWSettings::given_second_moment_after; compressed gradients): a whole-
+  // buffer host array in layout order, read before the call returns.
+  virtual void set_second_moment(const float* second_moment) = 0;
   // AdamW's step count (its bias correction); set when resuming.
   virtual int64_t steps_taken() const = 0;
   virtual void set_steps_taken(int64_t steps) = 0;
@@ -61,6 +65,9 @@ class LocalOptimizer final : public OptimizerShards {
                           double grad_norm) override;
   void moments_to_host(float* adam_m, float* adam_v) override;
   void moments_from_host(const float* adam_m, const float* adam_v) override;
+  void set_second_moment(const float* second_moment) override {
+    adamw_.set_second_moment(second_moment);
+  }
   int64_t steps_taken() const override { return adamw_.steps_taken(); }
   void set_steps_taken(int64_t steps) override { adamw_.set_steps_taken(steps); }
 

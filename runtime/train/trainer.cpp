@@ -2,6 +2,7 @@
 #include "runtime/train/trainer.hpp"
 
 #include "runtime/train/replica_check.hpp"
+#include "runtime/optim/adamw_settings.hpp"
 
 #include <array>
 #include <chrono>
@@ -64,7 +65,7 @@ Trainer::Trainer(const config::JobConfig& config, BatchSource& train_batches,
                                              model::LayerRange{0, config.model.layers},
                                              *backend_, micro_batch_);
   model_->init_weights(static_cast<uint64_t>(t.seed), config.model.init_std);
-  const optim::AdamWSettings settings{t.beta1, t.beta2, t.eps, t.weight_decay, t.grad_clip};
+  const optim::AdamWSettings settings = optim::adamw_settings(config, reducer_ != nullptr);
   if (reducer_ != nullptr) {
     reducer_->attach(model_->grads(), model_->num_params(),
                      model_->gradient_ranges_in_backward_order());
@@ -140,6 +141,7 @@ StepReport Trainer::data_parallel_step(int64_t step) {
       accumulate(step, slice_first_, slice_size_, batch / micro_batch_,
                  [this](model::ParamRange range) { reducer_->gradients_ready(range); }, report);
   reducer_->finish();
+  if (const float* v = reducer_->refreshed_second_moment()) optimizer_->set_second_moment(v);
   if (after_reduction_) after_reduction_(step, model_->grads(), model_->num_params());
   const int64_t every = config_.train.replica_check_every;
   const bool check = every > 0 && step % every == 0;

@@ -126,8 +126,11 @@ TEST_CASE("data parallel: a ZeRO 2 run stopped and resumed ends with the same pa
 
 TEST_CASE("data parallel: top-k 5% + INT8 cuts the bytes on the wire by at least 90%", "[dp]") {
   const JobRun& plain = cached_run("zero0-2", 2, {"parallel.zero=0"});
-  const JobRun& packed =
-      cached_run("topk-int8-2", 2, {"parallel.zero=0", "comm.compression=\"topk+int8\"", "comm.topk_fraction=0.05"});
+  // The codec's bytes alone: the second-moment refreshes (half a gradient each, every 20
+  // steps by default) are the next test's; over 12 steps one refresh would be 4% of them.
+  const JobRun& packed = cached_run("topk-int8-2", 2,
+                                    {"parallel.zero=0", "comm.compression=\"topk+int8\"",
+                                     "comm.topk_fraction=0.05", "comm.variance_refresh_steps=0"});
   require_identical_replicas(packed);
   uint64_t plain_bytes = 0, packed_bytes = 0;
   for (const auto& replica : plain.replicas) plain_bytes += replica.comm_bytes_sent;
@@ -140,6 +143,32 @@ TEST_CASE("data parallel: top-k 5% + INT8 cuts the bytes on the wire by at least
   CHECK(saved >= 0.90);
   CHECK(packed.replicas[0].grad_encoded_bytes * 10 <= packed.replicas[0].grad_bytes);
   CHECK(losses.back() < losses.front() - 0.2);
+}
+
+TEST_CASE("data parallel: compressed training refreshes AdamW's second moment from local gradients",
+          "[dp]") {
+  const JobRun& packed = cached_run("topk-int8-2", 2,
+                                    {"parallel.zero=0", "comm.compression=\"topk+int8\"",
+                                     "comm.topk_fraction=0.05", "comm.variance_refresh_steps=0"});
+  const JobRun& refreshed = cached_run("topk-int8-refresh-2", 2,
+                                       {"parallel.zero=0", "comm.compression=\"topk+int8\"",
+                                        "comm.topk_fraction=0.05", "comm.variance_refresh_steps=4"});
+  // The averaged estimate is bit-identical on every replica, so the parameters are too.
+  require_identical_replicas(refreshed);
+  const auto& losses = refreshed.replicas[0].losses;
+  CHECK(losses.back() < losses.front() - 0.2);
+  // The first step is the same (the update differs from its end on); then the optimizer
+  // runs on another second moment.
+  CHECK(losses[0] == packed.replicas[0].losses[0]);
+  CHECK(losses[1] != packed.replicas[0].losses[1]);
+  // Refreshes at steps 0, 4 and 8, each a ring all-reduce of the estimate in bf16 (2 bytes
+  // per parameter, + the mass): on 2 replicas each sends half of it in the reduce-scatter
+  // and half in the all-gather. The rest of the traffic is the same as without them, byte
+  // for byte.
+  const uint64_t params = refreshed.replicas[0].grad_bytes / 12 / sizeof(float);
+  const uint64_t message = 2 * (params + 1);
+  for (size_t r = 0; r < 2; ++r)
+    CHECK(refreshed.replicas[r].comm_bytes_sent == packed.replicas[r].comm_bytes_sent + 3 * message);
 }
 
 TEST_CASE("data parallel: compression starts after comm.compression_warmup_steps", "[dp]") {

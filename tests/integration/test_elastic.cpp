@@ -387,7 +387,9 @@ TEST_CASE("top-k and INT8 compressed gradients cut the bytes on the wire by 90 p
 
   // Per step, each node sends its encoded gradient (top 5% of the entries as 4-byte
   // indices and INT8 values with a float scale per block: 6.3% of the float32 bytes) plus
-  // the small replica checks; uncompressed, a ring all-reduce of 2 sends 100%.
+  // the small replica checks, and every 20 steps (comm.variance_refresh_steps) its
+  // second-moment estimate in bf16 (a ring all-reduce: 50%): 8.8% over the run. Uncompressed, a ring
+  // all-reduce of 2 sends 100%.
   double sent_ratio = 0.0, encoded_ratio = 0.0;
   for (int node : {0, 1}) {
     const double grad_bytes = step_sum(*compressed, node, "grad_bytes");
@@ -404,16 +406,16 @@ TEST_CASE("top-k and INT8 compressed gradients cut the bytes on the wire by 90 p
                                    << ", uncompressed run " << plain_sent_ratio << "); val_loss "
                                    << compressed_val << " against " << plain_val
                                    << " uncompressed (" << 100 * gap << "% higher)");
-  CHECK(sent_ratio <= 0.10);
+  CHECK(sent_ratio <= 0.10);  // the whole run: every byte the data plane sent
   CHECK(encoded_ratio <= 0.10);
   CHECK(plain_sent_ratio >= 0.99);
   CHECK(compressed_val < 3.6);  // it learns: 5.55 (ln 256) at the start
-  // Top-k with error feedback under AdamW trains slower than the full gradient: a
-  // coordinate sent once every K steps carries K steps of gradient at once, which AdamW's
-  // second moment normalizes to about 1/sqrt(K) of the step it would have had. Measured
-  // on this job: 9.3% higher after 200 steps, 5.8% after 800 (dim 64, 2 layers); 5.3%
-  // after 2000 steps of a dim-32, 1-layer, 16-token model; the goal of 3% is not met by any
-  // configuration tried. This bound keeps what holds, so that a codec or reduction that
-  // breaks training shows.
-  CHECK(gap <= 0.12);
+  // AdamW's second moment comes from the replicas' dense local gradients (refreshed every
+  // 20 steps), not from the late, bunched top-k arrivals that shrank the steps of rarely
+  // sent coordinates: the gap fell from 9.3% (v from the compressed gradients) to 4.4% on
+  // this job. Over seeds 1337, 1, 2, 3, 4 it is 4.4, 3.2, 1.5, 3.5, 0.7% (mean 2.7%;
+  // before: 9.3, 8.6, 7.6, 6.7, 7.8%; bench/compression_gap.sh): this seed is the worst of
+  // the five, and the 3% goal holds on average, not here. The bound keeps what holds, with
+  // room for float rounding differences between machines (a 200-step run amplifies them).
+  CHECK(gap <= 0.05);
 }

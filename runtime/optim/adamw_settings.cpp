@@ -1,0 +1,19 @@
+// Implementation of adamw_settings.hpp.
+#include "runtime/optim/adamw_settings.hpp"
+
+namespace dseek::optim {
+
+bool second_moment_from_local_gradients(const config::JobConfig& config) {
+  return config.comm.compression != "none" && config.comm.variance_refresh_steps > 0;
+}
+
+AdamWSettings adamw_settings(const config::JobConfig& config, bool data_parallel) {
+  const auto& t = config.train;
+  AdamWSettings settings{t.beta1, t.beta2, t.eps, t.weight_decay, t.grad_clip};
+  // The warm-up steps reduce whole gradients: AdamW's own v is right for them.
+  if (data_parallel && second_moment_from_local_gradients(config))
+    settings.given_second_moment_after = config.comm.compression_warmup_steps;
+  return settings;
+}
+
+}  // namespace dseek::optim
