@@ -193,6 +193,7 @@ job_finished run_elastic_training(const worker_setup& setup, int starts, caf::ac
                       .add("state_step", agreement.steps_done).add("state_source", source));
 
       train::RunOptions options = node_run_options(setup, sys, stop);
+      options.start_from = agreement.steps_done >= 0 ? &replica : nullptr;
       const auto failed_at = policy.failed_at;
       const int64_t from_step = agreement.steps_done >= 0 ? agreement.steps_done : 0;
       options.after_step = [&recovering, &replica, &events, keeps_memory_state, param_count,

@@ -152,6 +152,16 @@ double recovered(const Job& job, int node, int from_step, const std::string& sou
   CHECK(number_field(events[0], "from_step") == from_step);
   CHECK(string_field(events[0], "source") == source);
   CHECK(number_field(events[0], "world_size") == world_size);
+  if (source != "disk") {
+    // A state from memory or a peer resumes at the step after it: no step is run twice
+    // (a replay from step 0 would give the same parameters, but lose the time).
+    double last = 0;
+    for (const auto& step : node_events(job.path(), node, "step")) {
+      const double number = number_field(step, "step");
+      CHECK(number > last);
+      last = number;
+    }
+  }
   return number_field(events[0], "recovery_ms");
 }
 
