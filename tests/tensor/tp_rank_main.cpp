@@ -25,6 +25,7 @@
 #include "runtime/backend/backend.hpp"
 #include "runtime/model/gpt_model.hpp"
 #include "runtime/model/tensor_parallel_gpt.hpp"
+#include "runtime/train/parallel_groups.hpp"
 #include "support/small_gpt.hpp"
 #include "tensor/tp_job_shape.hpp"
 
@@ -98,6 +99,8 @@ int main(int argc, char** argv) {
       const auto losses = train(model, *backend, args.steps);
       write_outputs(args, losses, std::vector<float>(model.params(), model.params() + model.num_params()));
     } else {
+      if (args.rank == 0)
+        std::printf("%s", dseek::train::ParallelGroups(1, 1, args.size).describe().c_str());
       dseek::comm::CommOptions options;
       options.op_timeout = std::chrono::seconds(30);
       dseek::comm::FileBootstrap bootstrap(args.bootstrap.substr(5), args.rank, args.size);
