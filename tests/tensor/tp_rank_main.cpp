@@ -6,6 +6,10 @@
 // differ only in how the model is split.
 //
 //   dseek_tp_rank --rank R --size T --bootstrap file:<dir> --out DIR [--steps N]
+//                 [--threads K] [--dim C --layers L --heads H --context T --vocab V --batch B]
+//
+// The shape flags (defaults: tp_job_shape.hpp) and --threads (default 1) are for
+// bench/tensor_parallel.sh; each run prints "tokens_per_s X" timed over steps 2..N.
 //
 // Writes DIR/losses-R.txt (one mean loss per step) and DIR/params-R.f32: the whole
 // model's flat buffer (raw fp32, ParamLayout order) with this rank's shard in place and
@@ -32,7 +36,9 @@
 namespace {
 
 struct Args {
-  int rank = 0, size = 1, steps = 4;
+  int rank = 0, size = 1, steps = 4, threads = 1;
+  dseek::model::GptShape shape = dseek::testing::tp::kShape;
+  int64_t batch = dseek::testing::tp::kBatch;
   std::string bootstrap, out;
 };
 
@@ -45,6 +51,13 @@ Args parse(int argc, char** argv) {
     else if (key == "--bootstrap") args.bootstrap = value;
     else if (key == "--out") args.out = value;
     else if (key == "--steps") args.steps = std::stoi(value);
+    else if (key == "--threads") args.threads = std::stoi(value);
+    else if (key == "--dim") args.shape.dim = std::stol(value);
+    else if (key == "--layers") args.shape.layers = std::stol(value);
+    else if (key == "--heads") args.shape.heads = std::stol(value);
+    else if (key == "--context") args.shape.context = std::stol(value);
+    else if (key == "--vocab") args.shape.vocab = std::stol(value);
+    else if (key == "--batch") args.batch = std::stol(value);
     else throw std::invalid_argument("unknown argument " + key);
   }
   if (args.out.empty()) throw std::invalid_argument("--out is required");
@@ -55,19 +68,29 @@ Args parse(int argc, char** argv) {
 
 // The training loop both runs share: mean loss per step, AdamW on the flat buffer (an
 // elementwise update, so a shard updates exactly as its part of the whole would).
+// The first step (page faults, UCX connections) is left out of the timing.
 template <class Model>
-std::vector<double> train(Model& model, dseek::backend::Backend& backend, int steps) {
+std::vector<double> train(Model& model, dseek::backend::Backend& backend, const Args& args) {
   using namespace dseek::testing::tp;
+  const auto& shape = args.shape;
   std::vector<float> m(model.num_params(), 0.0f), v(model.num_params(), 0.0f);
   std::vector<double> losses;
-  for (int step = 1; step <= steps; ++step) {
-    const auto batch = dseek::testing::random_batch(kBatch, kShape.context, kShape.vocab,
+  auto timed_from = std::chrono::steady_clock::now();
+  for (int step = 1; step <= args.steps; ++step) {
+    if (step == 2) timed_from = std::chrono::steady_clock::now();
+    const auto batch = dseek::testing::random_batch(args.batch, shape.context, shape.vocab,
                                                     static_cast<uint32_t>(100 + step));
     model.zero_grads();
-    losses.push_back(model.forward(batch.tokens.data(), batch.targets.data(), kBatch, kShape.context));
-    model.backward(1.0f / static_cast<float>(kBatch * kShape.context));
+    losses.push_back(model.forward(batch.tokens.data(), batch.targets.data(), args.batch, shape.context));
+    model.backward(1.0f / static_cast<float>(args.batch * shape.context));
     backend.adamw_update(model.params(), model.grads(), m.data(), v.data(), model.num_params(),
                          kLearningRate, 0.9f, 0.95f, 1e-8f, 0.0f, step, 1.0f);
+  }
+  if (args.steps > 1) {
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - timed_from).count();
+    std::printf("rank %d: tokens_per_s %.1f\n", args.rank,
+                static_cast<double>((args.steps - 1) * args.batch * shape.context) / seconds);
   }
   return losses;
 }
@@ -92,11 +115,11 @@ int main(int argc, char** argv) {
     using namespace dseek::testing::tp;
     const Args args = parse(argc, argv);
     rank = args.rank;
-    auto backend = dseek::backend::make_cpu_backend(1);
+    auto backend = dseek::backend::make_cpu_backend(args.threads);
     if (args.size == 1) {
-      dseek::model::GptModel model(kShape, {0, kShape.layers}, *backend, kBatch);
+      dseek::model::GptModel model(args.shape, {0, args.shape.layers}, *backend, args.batch);
       model.init_weights(kSeed, kInitStd);
-      const auto losses = train(model, *backend, args.steps);
+      const auto losses = train(model, *backend, args);
       write_outputs(args, losses, std::vector<float>(model.params(), model.params() + model.num_params()));
     } else {
       if (args.rank == 0)
@@ -106,9 +129,9 @@ int main(int argc, char** argv) {
       dseek::comm::FileBootstrap bootstrap(args.bootstrap.substr(5), args.rank, args.size);
       auto comm = dseek::comm::connect_ucx(bootstrap, "localhost", options);
       dseek::actors::CommTensorGroup group(*comm);
-      dseek::model::TensorParallelGpt model(kShape, group, *backend, kBatch);
+      dseek::model::TensorParallelGpt model(args.shape, group, *backend, args.batch);
       model.init_weights(kSeed, kInitStd);
-      const auto losses = train(model, *backend, args.steps);
+      const auto losses = train(model, *backend, args);
       std::vector<float> whole(model.layout().whole().total(), std::numeric_limits<float>::quiet_NaN());
       model.layout().gather(model.params(), whole.data());
       write_outputs(args, losses, whole);
