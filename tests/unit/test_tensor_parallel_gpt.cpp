@@ -9,6 +9,7 @@
 #include <barrier>
 #include <cmath>
 #include <functional>
+#include <mutex>
 #include <thread>
 #include <vector>
 
@@ -149,6 +150,7 @@ TEST_CASE("T tensor-parallel ranks train like the whole model", "[model][tensor]
     std::vector<std::vector<double>> losses(static_cast<size_t>(ranks));
     std::vector<float> gathered_grads(whole.num_params()), gathered_params(whole.num_params());
     std::vector<std::vector<float>> replicated_grads(static_cast<size_t>(ranks));
+    std::mutex gather_mutex;  // the ranks' shards overlap on the replicated floats
     ThreadGroup group(ranks);
     group.run([&](int rank, ThreadGroup::Member& member) {
       auto backend = dseek::backend::make_cpu_backend(1);
@@ -163,17 +165,20 @@ TEST_CASE("T tensor-parallel ranks train like the whole model", "[model][tensor]
             shard.forward(batch.tokens.data(), batch.targets.data(), B, kShape.context));
         shard.backward(1.0f / static_cast<float>(B * kShape.context));
         if (step == 1) {
-          layout.gather(shard.grads(), gathered_grads.data());  // disjoint but replicated
+          const std::lock_guard lock(gather_mutex);
+          layout.gather(shard.grads(), gathered_grads.data());
           for (size_t k = 0; k < shard.num_params(); ++k)
             if (layout.replicated(k)) replicated_grads[static_cast<size_t>(rank)].push_back(shard.grads()[k]);
         }
         backend->adamw_update(shard.params(), shard.grads(), sm.data(), sv.data(),
                               shard.num_params(), lr, 0.9f, 0.95f, 1e-8f, 0.0f, step, 1.0f);
       }
+      const std::lock_guard lock(gather_mutex);
       layout.gather(shard.params(), gathered_params.data());
     });
-    // The gathers above race only on replicated floats, which every rank holds equal:
-    // checked bitwise here.
+    // The replicated floats were gathered from whichever rank came last: every rank
+    // holds them bitwise equal (their gradients are checked here, the parameters in
+    // tests/tensor).
     for (int r = 1; r < ranks; ++r) CHECK(replicated_grads[static_cast<size_t>(r)] == replicated_grads[0]);
     for (int r = 0; r < ranks; ++r)
       for (int s = 0; s < steps; ++s)
