@@ -51,6 +51,17 @@ void validate(const JobConfig& config) {
     fail(config, "model.dim (" + std::to_string(model.dim) +
                      ") must be divisible by model.heads (" + std::to_string(model.heads) + ")");
   }
+  // Tensor parallelism splits the heads and the vocabulary evenly over the group
+  // (model/tensor_parallel_layout.hpp).
+  const int64_t tensor = config.parallel.tensor;
+  if (tensor > 1 && model.heads % tensor != 0) {
+    fail(config, "model.heads (" + std::to_string(model.heads) +
+                     ") must be divisible by parallel.tensor (" + std::to_string(tensor) + ")");
+  }
+  if (tensor > 1 && model.vocab % tensor != 0) {
+    fail(config, "model.vocab (" + std::to_string(model.vocab) +
+                     ") must be divisible by parallel.tensor (" + std::to_string(tensor) + ")");
+  }
   const auto& train = config.train;
   if (train.micro_batch_size != 0 && train.batch_size % train.micro_batch_size != 0) {
     fail(config, "train.batch_size (" + std::to_string(train.batch_size) +

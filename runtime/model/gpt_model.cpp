@@ -6,7 +6,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "runtime/model/init_rng.hpp"
+#include "runtime/model/initial_value.hpp"
 
 namespace dseek::model {
 
@@ -82,19 +82,10 @@ void GptModel::select_activation_slot(int64_t slot) {
 
 void GptModel::init_weights(uint64_t seed, double std) {
   std::vector<float> host(layout_.total(), 0.0f);
-  const double residual_std = std / std::sqrt(2.0 * static_cast<double>(layout_.shape().layers));
-  for (const ParamTensor& tensor : layout_.tensors()) {
-    const bool is_gain = tensor.name.ends_with("ln1.weight") ||
-                         tensor.name.ends_with("ln2.weight") || tensor.name == "lnf.weight";
-    const bool is_matrix = tensor.shape.size() == 2;
-    for (size_t i = 0; i < tensor.size(); ++i) {
-      const size_t index = tensor.offset + i;
-      if (is_gain) host[index] = 1.0f;
-      else if (is_matrix)
-        host[index] = static_cast<float>(
-            normal_at(seed, index) * (tensor.residual_projection ? residual_std : std));
-    }
-  }
+  for (const ParamTensor& tensor : layout_.tensors())
+    for (size_t i = 0; i < tensor.size(); ++i)
+      host[tensor.offset + i] =
+          initial_value(tensor, tensor.offset + i, seed, std, layout_.shape().layers);
   backend_.copy_from_host(params_.data(), host.data(), host.size() * sizeof(float));
 }
 

@@ -317,6 +317,15 @@ TEST_CASE("config: check_supported rejects features this build lacks", "[config]
   CHECK_THAT(error_of([&] { config::load_config_text("[parallel]\ndata = 2\n", "x.toml"); }),
              Contains("parallel.data (2) x parallel.tensor (1) x parallel.pipeline (1) must "
                       "equal cluster.nodes (1)"));
+  CHECK_THAT(error_of([&] {
+               config::load_config_text("[model]\nheads = 4\n[parallel]\ntensor = 3\n", "x.toml");
+             }),
+             Contains("model.heads (4) must be divisible by parallel.tensor (3)"));
+  CHECK_THAT(error_of([&] {
+               config::load_config_text("[model]\nheads = 4\nvocab = 255\n[parallel]\ntensor = 2\n",
+                                        "x.toml");
+             }),
+             Contains("model.vocab (255) must be divisible by parallel.tensor (2)"));
   for (const char* setting :
        {"parallel.tensor=2", "metrics.prometheus_port=9100",
         "train.precision=bf16", "comm.backend=nccl"}) {

@@ -1,0 +1,306 @@
+// Forward and backward of one tensor-parallel rank; see tensor_parallel_gpt.hpp. The
+// block code follows GptModel's line by line, with local widths and the all-reduces
+// Megatron-LM places after each row-parallel forward and column-parallel backward.
+#include "runtime/model/tensor_parallel_gpt.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+#include <string>
+
+#include "runtime/model/initial_value.hpp"
+#include "runtime/util/fast_math.hpp"
+
+namespace dseek::model {
+
+using backend::DeviceBuffer;
+
+TensorParallelGpt::TensorParallelGpt(const GptShape& shape, TensorGroup& group,
+                                     backend::Backend& backend, int64_t max_batch)
+    : layout_(shape, group.rank(), group.size()),
+      group_(group),
+      backend_(backend),
+      max_batch_(max_batch) {
+  if (backend.name() != "cpu")
+    throw std::invalid_argument(
+        "tensor parallelism (parallel.tensor > 1) runs on the CPU backend only (the "
+        "vocabulary-parallel embedding and cross-entropy are host loops); backend: " +
+        backend.name());
+  if (max_batch < 1) throw std::invalid_argument("TensorParallelGpt: max_batch must be >= 1");
+  const size_t BT = static_cast<size_t>(max_batch * shape.context);
+  const size_t C = static_cast<size_t>(shape.dim);
+  const size_t Cl = static_cast<size_t>(layout_.channels_local());
+  const size_t Hl = static_cast<size_t>(layout_.hidden_local());
+  const size_t att = static_cast<size_t>(max_batch * layout_.heads_local()) * shape.context *
+                     shape.context;
+  params_ = DeviceBuffer<float>(backend, layout_.total());
+  grads_ = DeviceBuffer<float>(backend, layout_.total());
+  for (int64_t l = 0; l <= shape.layers; ++l) residual_.emplace_back(backend, BT * C);
+  for (int64_t l = 0; l < shape.layers; ++l) {
+    BlockActivations a;
+    a.ln1 = DeviceBuffer<float>(backend, BT * C);
+    a.ln1_mean = DeviceBuffer<float>(backend, BT);
+    a.ln1_rstd = DeviceBuffer<float>(backend, BT);
+    a.qkv = DeviceBuffer<float>(backend, BT * 3 * Cl);
+    a.atty = DeviceBuffer<float>(backend, BT * Cl);
+    a.att = DeviceBuffer<float>(backend, att);
+    a.residual2 = DeviceBuffer<float>(backend, BT * C);
+    a.ln2 = DeviceBuffer<float>(backend, BT * C);
+    a.ln2_mean = DeviceBuffer<float>(backend, BT);
+    a.ln2_rstd = DeviceBuffer<float>(backend, BT);
+    a.fch = DeviceBuffer<float>(backend, BT * Hl);
+    a.fch_gelu = DeviceBuffer<float>(backend, BT * Hl);
+    blocks_.push_back(std::move(a));
+  }
+  lnf_ = DeviceBuffer<float>(backend, BT * C);
+  lnf_mean_ = DeviceBuffer<float>(backend, BT);
+  lnf_rstd_ = DeviceBuffer<float>(backend, BT);
+  logits_ = DeviceBuffer<float>(backend, BT * static_cast<size_t>(layout_.vocab_local()));
+  losses_ = DeviceBuffer<float>(backend, BT);
+  token_maxima_.resize(BT * static_cast<size_t>(group.size()));
+  exp_sum_and_target_.resize(2 * BT);
+  dresidual_ = DeviceBuffer<float>(backend, BT * C);
+  dwidth1_ = DeviceBuffer<float>(backend, BT * C);
+  dqkv_ = DeviceBuffer<float>(backend, BT * 3 * Cl);
+  datty_ = DeviceBuffer<float>(backend, BT * Cl);
+  dhidden_ = DeviceBuffer<float>(backend, BT * Hl);
+  branch_out_ = DeviceBuffer<float>(backend, BT * C);
+}
+
+void TensorParallelGpt::init_weights(uint64_t seed, double std) {
+  const ParamLayout& whole = layout_.whole();
+  const auto& tensors = whole.tensors();
+  std::vector<float> host(layout_.total(), 0.0f);
+  for (const ShardSegment& s : layout_.segments()) {
+    // The whole-model tensor holding the segment (a segment never crosses tensors).
+    auto it = std::upper_bound(tensors.begin(), tensors.end(), s.whole_offset,
+                               [](size_t offset, const ParamTensor& t) { return offset < t.offset; });
+    const ParamTensor& tensor = *std::prev(it);
+    for (size_t i = 0; i < s.count; ++i)
+      host[s.shard_offset + i] =
+          initial_value(tensor, s.whole_offset + i, seed, std, whole.shape().layers);
+  }
+  backend_.copy_from_host(params_.data(), host.data(), host.size() * sizeof(float));
+}
+
+void TensorParallelGpt::zero_grads() { backend_.zero(grads_.data(), grads_.size()); }
+
+void TensorParallelGpt::block_forward(int64_t layer, BlockActivations& a, const float* x,
+                                      float* out) {
+  const BlockParams& p = layout_.block(layer);
+  const float* w = params_.data();
+  const int N = static_cast<int>(B_ * T_);
+  const int C = static_cast<int>(layout_.whole().shape().dim);
+  const int Cl = static_cast<int>(layout_.channels_local());
+  const int Hl = static_cast<int>(layout_.hidden_local());
+  const int NHl = static_cast<int>(layout_.heads_local());
+  const size_t NC = static_cast<size_t>(N) * C;
+  const bool adds_bias = group_.rank() == 0;
+  auto& be = backend_;
+  be.layernorm_forward(a.ln1.data(), a.ln1_mean.data(), a.ln1_rstd.data(), x, w + p.ln1_w,
+                       w + p.ln1_b, N, C);
+  be.matmul_forward(a.qkv.data(), a.ln1.data(), w + p.qkv_w, w + p.qkv_b, N, C, 3 * Cl);
+  be.attention_forward(a.atty.data(), a.att.data(), a.qkv.data(), static_cast<int>(B_),
+                       static_cast<int>(T_), Cl, NHl);
+  be.matmul_forward(branch_out_.data(), a.atty.data(), w + p.attn_proj_w,
+                    adds_bias ? w + p.attn_proj_b : nullptr, N, Cl, C);
+  group_.all_reduce_sum(branch_out_.data(), NC);
+  be.residual_forward(a.residual2.data(), x, branch_out_.data(), NC);
+  be.layernorm_forward(a.ln2.data(), a.ln2_mean.data(), a.ln2_rstd.data(), a.residual2.data(),
+                       w + p.ln2_w, w + p.ln2_b, N, C);
+  be.matmul_forward(a.fch.data(), a.ln2.data(), w + p.fc_w, w + p.fc_b, N, C, Hl);
+  be.gelu_forward(a.fch_gelu.data(), a.fch.data(), static_cast<size_t>(N) * Hl);
+  be.matmul_forward(branch_out_.data(), a.fch_gelu.data(), w + p.fc_proj_w,
+                    adds_bias ? w + p.fc_proj_b : nullptr, N, Hl, C);
+  group_.all_reduce_sum(branch_out_.data(), NC);
+  be.residual_forward(out, a.residual2.data(), branch_out_.data(), NC);
+}
+
+void TensorParallelGpt::block_backward(int64_t layer, BlockActivations& a, const float* x) {
+  const BlockParams& p = layout_.block(layer);
+  const float* w = params_.data();
+  float* g = grads_.data();
+  const int N = static_cast<int>(B_ * T_);
+  const int C = static_cast<int>(layout_.whole().shape().dim);
+  const int Cl = static_cast<int>(layout_.channels_local());
+  const int Hl = static_cast<int>(layout_.hidden_local());
+  const int NHl = static_cast<int>(layout_.heads_local());
+  const size_t NC = static_cast<size_t>(N) * C;
+  auto& be = backend_;
+  float* dres = dresidual_.data();
+  float* dhidden = dhidden_.data();
+  // MLP branch: the row-parallel projection's input gradient is local; the
+  // column-parallel c_fc leaves a partial sum of d(ln2).
+  be.matmul_backward(dhidden, g + p.fc_proj_w, g + p.fc_proj_b, dres, a.fch_gelu.data(),
+                     w + p.fc_proj_w, N, Hl, C);
+  be.gelu_backward(dhidden, a.fch.data(), dhidden, static_cast<size_t>(N) * Hl);
+  be.matmul_backward(dwidth1_.data(), g + p.fc_w, g + p.fc_b, dhidden, a.ln2.data(), w + p.fc_w,
+                     N, C, Hl);
+  group_.all_reduce_sum(dwidth1_.data(), NC);
+  be.layernorm_backward(dres, g + p.ln2_w, g + p.ln2_b, dwidth1_.data(), a.residual2.data(),
+                        w + p.ln2_w, a.ln2_mean.data(), a.ln2_rstd.data(), N, C);
+  // Attention branch, the same pattern.
+  be.matmul_backward(datty_.data(), g + p.attn_proj_w, g + p.attn_proj_b, dres, a.atty.data(),
+                     w + p.attn_proj_w, N, Cl, C);
+  be.attention_backward(dqkv_.data(), datty_.data(), a.qkv.data(), a.att.data(),
+                        static_cast<int>(B_), static_cast<int>(T_), Cl, NHl);
+  be.matmul_backward(dwidth1_.data(), g + p.qkv_w, g + p.qkv_b, dqkv_.data(), a.ln1.data(),
+                     w + p.qkv_w, N, C, 3 * Cl);
+  group_.all_reduce_sum(dwidth1_.data(), NC);
+  be.layernorm_backward(dres, g + p.ln1_w, g + p.ln1_b, dwidth1_.data(), x, w + p.ln1_w,
+                        a.ln1_mean.data(), a.ln1_rstd.data(), N, C);
+}
+
+// Each rank writes the rows of the tokens in its vocabulary slice (zeros elsewhere); the
+// all-reduce assembles the lookup, then every rank adds the replicated wpe.
+void TensorParallelGpt::embedding_forward() {
+  const int64_t C = layout_.whole().shape().dim;
+  const int64_t v0 = layout_.vocab_begin(), vl = layout_.vocab_local();
+  const float* wte = params_.data() + layout_.wte();
+  const float* wpe = params_.data() + layout_.wpe();
+  float* out = residual_[0].data();
+  const int64_t N = B_ * T_;
+  std::fill(out, out + N * C, 0.0f);
+  for (int64_t n = 0; n < N; ++n) {
+    const int64_t local = tokens_[static_cast<size_t>(n)] - v0;
+    if (local < 0 || local >= vl) continue;
+    std::copy(wte + local * C, wte + (local + 1) * C, out + n * C);
+  }
+  group_.all_reduce_sum(out, static_cast<size_t>(N * C));
+  for (int64_t n = 0; n < N; ++n) {
+    const float* pos = wpe + (n % T_) * C;
+    for (int64_t c = 0; c < C; ++c) out[n * C + c] += pos[c];
+  }
+}
+
+void TensorParallelGpt::embedding_backward() {
+  const int64_t C = layout_.whole().shape().dim;
+  const int64_t v0 = layout_.vocab_begin(), vl = layout_.vocab_local();
+  float* dwte = grads_.data() + layout_.wte();
+  float* dwpe = grads_.data() + layout_.wpe();
+  const float* dout = dresidual_.data();
+  const int64_t N = B_ * T_;
+  for (int64_t n = 0; n < N; ++n) {
+    const float* row = dout + n * C;
+    float* pos = dwpe + (n % T_) * C;
+    for (int64_t c = 0; c < C; ++c) pos[c] += row[c];
+    const int64_t local = tokens_[static_cast<size_t>(n)] - v0;
+    if (local < 0 || local >= vl) continue;
+    float* emb = dwte + local * C;
+    for (int64_t c = 0; c < C; ++c) emb[c] += row[c];
+  }
+}
+
+// Vocabulary-parallel softmax cross-entropy (Megatron-LM): the logits of a token are
+// spread over the ranks, so its maximum, its sum of exponentials and its target logit are
+// each a reduction over the group. The maxima travel as one slot per rank in a sum
+// all-reduce (an exact maximum without a max collective); the sums and target logits
+// (zero on the ranks that do not hold the target) in a second one. The logits become
+// this rank's slice of the probabilities, as softmax_cross_entropy_forward leaves them.
+double TensorParallelGpt::cross_entropy_forward() {
+  const int64_t N = B_ * T_;
+  const int64_t vl = layout_.vocab_local(), v0 = layout_.vocab_begin();
+  const int ranks = group_.size();
+  float* logits = logits_.data();
+  std::fill(token_maxima_.begin(), token_maxima_.begin() + N * ranks, 0.0f);
+  for (int64_t n = 0; n < N; ++n) {
+    const float* row = logits + n * vl;
+    token_maxima_[static_cast<size_t>(n * ranks + group_.rank())] = *std::max_element(row, row + vl);
+  }
+  group_.all_reduce_sum(token_maxima_.data(), static_cast<size_t>(N * ranks));
+  float* sums = exp_sum_and_target_.data();
+  float* target_logits = sums + N;
+  for (int64_t n = 0; n < N; ++n) {
+    const float* slots = token_maxima_.data() + n * ranks;
+    const float max_value = *std::max_element(slots, slots + ranks);
+    float* row = logits + n * vl;
+    const int64_t target = targets_[static_cast<size_t>(n)] - v0;
+    target_logits[n] = target >= 0 && target < vl ? row[target] - max_value : 0.0f;
+    float total = 0.0f;
+    for (int64_t j = 0; j < vl; ++j) {
+      row[j] = util::exp_approx(row[j] - max_value);
+      total += row[j];
+    }
+    sums[n] = total;
+  }
+  group_.all_reduce_sum(exp_sum_and_target_.data(), static_cast<size_t>(2 * N));
+  float* losses = losses_.data();
+  for (int64_t n = 0; n < N; ++n) {
+    const float inverse = 1.0f / sums[n];
+    float* row = logits + n * vl;
+    for (int64_t j = 0; j < vl; ++j) row[j] *= inverse;
+    losses[n] = std::log(sums[n]) - target_logits[n];
+  }
+  return backend_.sum(losses, static_cast<size_t>(N)) / static_cast<double>(N);
+}
+
+void TensorParallelGpt::cross_entropy_backward(float dloss) {
+  const int64_t N = B_ * T_;
+  const int64_t vl = layout_.vocab_local(), v0 = layout_.vocab_begin();
+  float* probs = logits_.data();
+  for (int64_t n = 0; n < N; ++n) {
+    float* row = probs + n * vl;
+    for (int64_t j = 0; j < vl; ++j) row[j] *= dloss;
+    const int64_t target = targets_[static_cast<size_t>(n)] - v0;
+    if (target >= 0 && target < vl) row[target] -= dloss;
+  }
+}
+
+double TensorParallelGpt::forward(const int32_t* tokens, const int32_t* targets, int64_t B,
+                                  int64_t T) {
+  const GptShape& s = layout_.whole().shape();
+  if (B < 1 || B > max_batch_ || T < 1 || T > s.context)
+    throw std::invalid_argument("TensorParallelGpt::forward: batch " + std::to_string(B) + " x " +
+                                std::to_string(T) + " exceeds the model's " +
+                                std::to_string(max_batch_) + " x " + std::to_string(s.context));
+  B_ = B;
+  T_ = T;
+  const size_t BT = static_cast<size_t>(B * T);
+  for (size_t i = 0; i < BT; ++i)
+    if (tokens[i] < 0 || tokens[i] >= s.vocab || targets[i] < 0 || targets[i] >= s.vocab)
+      throw std::invalid_argument("TensorParallelGpt::forward: token or target id at position " +
+                                  std::to_string(i) + " is outside the vocabulary [0, " +
+                                  std::to_string(s.vocab) + ")");
+  tokens_.assign(tokens, tokens + BT);
+  targets_.assign(targets, targets + BT);
+  embedding_forward();
+  for (int64_t l = 0; l < s.layers; ++l) {
+    const size_t i = static_cast<size_t>(l);
+    block_forward(l, blocks_[i], residual_[i].data(), residual_[i + 1].data());
+  }
+  const int N = static_cast<int>(BT);
+  const int C = static_cast<int>(s.dim);
+  const float* w = params_.data();
+  backend_.layernorm_forward(lnf_.data(), lnf_mean_.data(), lnf_rstd_.data(),
+                             residual_.back().data(), w + layout_.lnf_w(), w + layout_.lnf_b(),
+                             N, C);
+  backend_.matmul_forward(logits_.data(), lnf_.data(), w + layout_.wte(), nullptr, N, C,
+                          static_cast<int>(layout_.vocab_local()));
+  return cross_entropy_forward();
+}
+
+void TensorParallelGpt::backward(float dloss) {
+  if (B_ == 0) throw std::logic_error("TensorParallelGpt::backward called before forward");
+  const GptShape& s = layout_.whole().shape();
+  const int N = static_cast<int>(B_ * T_);
+  const int C = static_cast<int>(s.dim);
+  const float* w = params_.data();
+  float* g = grads_.data();
+  cross_entropy_backward(dloss);
+  // The head is column-parallel over the vocabulary: d(lnf) is a partial sum.
+  backend_.matmul_backward(dwidth1_.data(), g + layout_.wte(), nullptr, logits_.data(),
+                           lnf_.data(), w + layout_.wte(), N, C,
+                           static_cast<int>(layout_.vocab_local()));
+  group_.all_reduce_sum(dwidth1_.data(), static_cast<size_t>(N) * C);
+  backend_.zero(dresidual_.data(), static_cast<size_t>(N) * C);
+  backend_.layernorm_backward(dresidual_.data(), g + layout_.lnf_w(), g + layout_.lnf_b(),
+                              dwidth1_.data(), residual_.back().data(), w + layout_.lnf_w(),
+                              lnf_mean_.data(), lnf_rstd_.data(), N, C);
+  for (int64_t l = s.layers - 1; l >= 0; --l) {
+    const size_t i = static_cast<size_t>(l);
+    block_backward(l, blocks_[i], residual_[i].data());
+  }
+  embedding_backward();
+}
+
+}  // namespace dseek::model

@@ -1,0 +1,220 @@
+// Tensor parallelism in one process: T ranks as threads joined by an in-memory
+// TensorGroup. The shards of TensorParallelLayout put together are the whole model, a
+// shard initialises to the whole model's values, and T = 2 or 4 ranks train like one
+// whole GptModel (losses, gradients and parameters after AdamW steps). The same model
+// over the data plane between processes is tested in tests/tensor (label tp).
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <barrier>
+#include <cmath>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "runtime/backend/backend.hpp"
+#include "runtime/model/gpt_model.hpp"
+#include "runtime/model/tensor_parallel_gpt.hpp"
+#include "support/small_gpt.hpp"
+
+using dseek::model::GptModel;
+using dseek::model::GptShape;
+using dseek::model::LayerRange;
+using dseek::model::TensorParallelGpt;
+using dseek::model::TensorParallelLayout;
+
+namespace {
+
+const GptShape kShape{.dim = 16, .layers = 2, .heads = 4, .context = 8, .vocab = 32};
+
+// Threads of one process as a tensor-parallel group. Every rank sums the ranks' buffers
+// in rank order, so all get the bitwise same result, as the data plane's all-reduce does.
+class ThreadGroup {
+ public:
+  explicit ThreadGroup(int ranks) : ranks_(ranks), inputs_(static_cast<size_t>(ranks)), sync_(ranks) {}
+
+  class Member : public dseek::model::TensorGroup {
+   public:
+    Member(ThreadGroup& group, int rank) : group_(group), rank_(rank) {}
+    int rank() const override { return rank_; }
+    int size() const override { return group_.ranks_; }
+    void all_reduce_sum(float* data, size_t count) override {
+      group_.inputs_[static_cast<size_t>(rank_)] = data;
+      group_.sync_.arrive_and_wait();
+      scratch_.assign(count, 0.0f);
+      for (const float* input : group_.inputs_)
+        for (size_t i = 0; i < count; ++i) scratch_[i] += input[i];
+      group_.sync_.arrive_and_wait();  // everyone has read every input
+      std::copy(scratch_.begin(), scratch_.end(), data);
+    }
+
+   private:
+    ThreadGroup& group_;
+    int rank_;
+    std::vector<float> scratch_;
+  };
+
+  // Runs body(rank, member) on one thread per rank.
+  void run(const std::function<void(int, Member&)>& body) {
+    std::vector<std::thread> threads;
+    for (int r = 0; r < ranks_; ++r)
+      threads.emplace_back([&, r] {
+        Member member(*this, r);
+        body(r, member);
+      });
+    for (auto& t : threads) t.join();
+  }
+
+ private:
+  int ranks_;
+  std::vector<const float*> inputs_;
+  std::barrier<> sync_;
+};
+
+}  // namespace
+
+TEST_CASE("tensor-parallel shards put together are the whole model", "[model][tensor]") {
+  auto backend = dseek::backend::make_cpu_backend(1);
+  GptModel whole(kShape, LayerRange{0, kShape.layers}, *backend, 1);
+  whole.init_weights(5, 0.02);
+  for (int ranks : {1, 2, 4}) {
+    // Non-replicated whole-model floats are held by exactly one rank, replicated ones by
+    // all; a shard initialised alone holds the whole model's values bitwise.
+    std::vector<int> holders(whole.num_params(), 0);
+    std::vector<float> assembled(whole.num_params(), 0.0f);
+    size_t held = 0;
+    for (int r = 0; r < ranks; ++r) {
+      const TensorParallelLayout layout(kShape, r, ranks);
+      for (const auto& s : layout.segments())
+        for (size_t i = 0; i < s.count; ++i) {
+          holders[s.whole_offset + i] += layout.replicated(s.shard_offset) ? 0 : 1;
+          held += layout.replicated(s.shard_offset) ? 0 : 1;
+        }
+      // Rank r's shard built alone (its init needs no communication).
+      struct Fixed : dseek::model::TensorGroup {
+        int r, n;
+        int rank() const override { return r; }
+        int size() const override { return n; }
+        void all_reduce_sum(float*, size_t) override {}
+      } fixed;
+      fixed.r = r;
+      fixed.n = ranks;
+      TensorParallelGpt shard(kShape, fixed, *backend, 1);
+      shard.init_weights(5, 0.02);
+      layout.gather(shard.params(), assembled.data());
+    }
+    size_t replicated_floats = 0;
+    const TensorParallelLayout first(kShape, 0, ranks);
+    for (const auto& s : first.segments())
+      if (first.replicated(s.shard_offset)) {
+        replicated_floats += s.count;
+        for (size_t i = 0; i < s.count; ++i) holders[s.whole_offset + i] = 1;
+      }
+    INFO("T = " << ranks);
+    CHECK(held + replicated_floats == whole.num_params());
+    CHECK(std::all_of(holders.begin(), holders.end(), [](int h) { return h == 1; }));
+    CHECK(std::equal(assembled.begin(), assembled.end(), whole.params()));
+  }
+}
+
+TEST_CASE("T tensor-parallel ranks train like the whole model", "[model][tensor]") {
+  // Tolerance: the ranks sum partial matmuls (over heads, MLP columns, vocabulary rows)
+  // in a different order than one sgemm does, and a row-parallel bias is added before
+  // the partial products instead of with them: float32 rounding differences of ~1e-7
+  // relative per sum, grown through 2 blocks and 3 AdamW steps. A wrong slice or a
+  // missing all-reduce is off by O(1). Losses within 1e-5 relative; gradients and
+  // parameters within 1e-4 * (max |g| of the tensor) + 1e-6.
+  const int steps = 3;
+  const int64_t B = 2;
+  const float lr = 1e-2f;
+  auto reference_backend = dseek::backend::make_cpu_backend(1);
+  GptModel whole(kShape, LayerRange{0, kShape.layers}, *reference_backend, B);
+  dseek::testing::init_nontrivial(whole, 9, 0.2);
+  std::vector<float> start(whole.params(), whole.params() + whole.num_params());
+  std::vector<float> m(whole.num_params(), 0.0f), v(whole.num_params(), 0.0f);
+  std::vector<double> whole_losses;
+  std::vector<float> first_grads;
+  for (int step = 1; step <= steps; ++step) {
+    auto batch = dseek::testing::random_batch(B, kShape.context, kShape.vocab, 40 + step);
+    whole.zero_grads();
+    whole_losses.push_back(whole.forward(batch.tokens.data(), batch.targets.data(), B, kShape.context));
+    whole.backward(1.0f / static_cast<float>(B * kShape.context));
+    if (step == 1) first_grads.assign(whole.grads(), whole.grads() + whole.num_params());
+    reference_backend->adamw_update(whole.params(), whole.grads(), m.data(), v.data(),
+                                    whole.num_params(), lr, 0.9f, 0.95f, 1e-8f, 0.0f, step, 1.0f);
+  }
+
+  for (int ranks : {2, 4}) {
+    INFO("T = " << ranks);
+    std::vector<std::vector<double>> losses(static_cast<size_t>(ranks));
+    std::vector<float> gathered_grads(whole.num_params()), gathered_params(whole.num_params());
+    std::vector<std::vector<float>> replicated_grads(static_cast<size_t>(ranks));
+    std::mutex gather_mutex;  // the ranks' shards overlap on the replicated floats
+    ThreadGroup group(ranks);
+    group.run([&](int rank, ThreadGroup::Member& member) {
+      auto backend = dseek::backend::make_cpu_backend(1);
+      TensorParallelGpt shard(kShape, member, *backend, B);
+      const auto& layout = shard.layout();
+      layout.scatter(start.data(), shard.params());
+      std::vector<float> sm(shard.num_params(), 0.0f), sv(shard.num_params(), 0.0f);
+      for (int step = 1; step <= steps; ++step) {
+        auto batch = dseek::testing::random_batch(B, kShape.context, kShape.vocab, 40 + step);
+        shard.zero_grads();
+        losses[static_cast<size_t>(rank)].push_back(
+            shard.forward(batch.tokens.data(), batch.targets.data(), B, kShape.context));
+        shard.backward(1.0f / static_cast<float>(B * kShape.context));
+        if (step == 1) {
+          const std::lock_guard lock(gather_mutex);
+          layout.gather(shard.grads(), gathered_grads.data());
+          for (size_t k = 0; k < shard.num_params(); ++k)
+            if (layout.replicated(k)) replicated_grads[static_cast<size_t>(rank)].push_back(shard.grads()[k]);
+        }
+        backend->adamw_update(shard.params(), shard.grads(), sm.data(), sv.data(),
+                              shard.num_params(), lr, 0.9f, 0.95f, 1e-8f, 0.0f, step, 1.0f);
+      }
+      const std::lock_guard lock(gather_mutex);
+      layout.gather(shard.params(), gathered_params.data());
+    });
+    // The replicated floats were gathered from whichever rank came last: every rank
+    // holds them bitwise equal (their gradients are checked here, the parameters in
+    // tests/tensor).
+    for (int r = 1; r < ranks; ++r) CHECK(replicated_grads[static_cast<size_t>(r)] == replicated_grads[0]);
+    for (int r = 0; r < ranks; ++r)
+      for (int s = 0; s < steps; ++s)
+        CHECK(std::abs(losses[static_cast<size_t>(r)][static_cast<size_t>(s)] - whole_losses[static_cast<size_t>(s)]) <=
+              1e-5 * whole_losses[static_cast<size_t>(s)]);
+    for (const auto& tensor : whole.layout().tensors()) {
+      INFO(tensor.name);
+      float grad_scale = 0.0f, param_scale = 0.0f;
+      for (size_t i = 0; i < tensor.size(); ++i) {
+        grad_scale = std::max(grad_scale, std::abs(first_grads[tensor.offset + i]));
+        param_scale = std::max(param_scale, std::abs(whole.params()[tensor.offset + i]));
+      }
+      double worst_grad = 0.0, worst_param = 0.0;
+      // The key bias's gradient is zero in exact arithmetic (softmax ignores a constant
+      // q.b added to every key's score), so both runs hold rounding noise of ~1e-9 there
+      // and AdamW's m / sqrt(v) turns any noise into steps of ~lr: its parameters are
+      // compared only through the gradient, which is checked.
+      const bool is_qkv_bias = tensor.name.ends_with("attn.qkv.bias");
+      for (size_t i = 0; i < tensor.size(); ++i) {
+        const size_t k = tensor.offset + i;
+        const bool key_bias = is_qkv_bias && i >= static_cast<size_t>(kShape.dim) &&
+                              i < static_cast<size_t>(2 * kShape.dim);
+        worst_grad = std::max(worst_grad, static_cast<double>(std::abs(gathered_grads[k] - first_grads[k])));
+        if (!key_bias)
+          worst_param = std::max(worst_param, static_cast<double>(std::abs(gathered_params[k] - whole.params()[k])));
+      }
+      CHECK(worst_grad <= 1e-4 * grad_scale + 1e-6);
+      CHECK(worst_param <= 1e-4 * param_scale + 1e-6);
+    }
+  }
+}
+
+TEST_CASE("a tensor-parallel size that does not divide the heads or vocabulary is refused",
+          "[model][tensor]") {
+  REQUIRE_THROWS_WITH(TensorParallelLayout(kShape, 0, 3),
+                      Catch::Contains("parallel.tensor = 3") && Catch::Contains("model.heads"));
+  const GptShape odd_vocab{.dim = 16, .layers = 1, .heads = 4, .context = 8, .vocab = 30};
+  REQUIRE_THROWS_WITH(TensorParallelLayout(odd_vocab, 0, 4), Catch::Contains("vocabulary"));
+}
