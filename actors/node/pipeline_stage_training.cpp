@@ -5,30 +5,13 @@
 #include <memory>
 #include <string>
 
+#include "actors/node/board_attachment.hpp"
 #include "actors/node/data_plane_link.hpp"
 #include "actors/training/run_pipeline.hpp"
 #include "comm/types.hpp"
 #include "runtime/metrics/event_log.hpp"
 
 namespace dseek::actors {
-
-namespace {
-// Keeps the communicator registered with the board (which aborts it when a node is
-// lost) while the stage trains, and unregisters it however the scope ends.
-class BoardAttachment {
- public:
-  BoardAttachment(EpochBoard& board, comm::Communicator* communicator, std::uint64_t epoch)
-      : board_(board) {
-    board_.attach(communicator, epoch);
-  }
-  ~BoardAttachment() { board_.attach(nullptr, 0); }
-  BoardAttachment(const BoardAttachment&) = delete;
-  BoardAttachment& operator=(const BoardAttachment&) = delete;
-
- private:
-  EpochBoard& board_;
-};
-}  // namespace
 
 job_finished run_pipeline_stage_training(const worker_setup& setup, caf::actor_system& sys,
                                          EpochBoard& board, const std::atomic<bool>& stop) {

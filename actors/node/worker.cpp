@@ -23,6 +23,7 @@
 #include "actors/node/node_messages.hpp"
 #include "actors/node/node_registry.hpp"
 #include "actors/node/pipeline_stage_training.hpp"
+#include "actors/node/tensor_parallel_training.hpp"
 #include "runtime/metrics/event_log.hpp"
 #include "runtime/train/run_training.hpp"
 
@@ -103,6 +104,8 @@ void start_training(caf::stateful_actor<worker_state>* self) {
     try {
       if (setup.config.parallel.pipeline > 1)
         result = run_pipeline_stage_training(setup, sys, training->board, training->stop);
+      else if (setup.config.parallel.tensor > 1)
+        result = run_tensor_parallel_training(setup, sys, training->board, training->stop);
       else
         result = setup.config.cluster.nodes > 1
                      ? run_elastic_training(setup, starts, sys, training->board, training->stop)

@@ -86,11 +86,18 @@ void validate(const JobConfig& config) {
   // after a node loss over the survivors; that is checked when it happens). A pipeline
   // runs one stage per node, each on the whole batch (its micro-batches are checked
   // with the schedule, train/pipeline_plan.cpp).
-  const bool data_parallel_nodes = parallel.pipeline == 1;
+  // A tensor-parallel group likewise runs one rank per node, each on the whole batch.
+  const bool data_parallel_nodes = parallel.pipeline == 1 && parallel.tensor == 1;
   if (parallel.pipeline > 1 && parallel.data == 1 && parallel.pipeline != cluster.nodes) {
     fail(config, "parallel.pipeline (" + std::to_string(parallel.pipeline) +
                      ") must equal cluster.nodes (" + std::to_string(cluster.nodes) +
                      "): one pipeline stage per node");
+  }
+  if (parallel.tensor > 1 && parallel.data == 1 && parallel.pipeline == 1 &&
+      parallel.tensor != cluster.nodes) {
+    fail(config, "parallel.tensor (" + std::to_string(parallel.tensor) +
+                     ") must equal cluster.nodes (" + std::to_string(cluster.nodes) +
+                     "): one tensor-parallel rank per node");
   }
   if (data_parallel_nodes && cluster.nodes > 1 && train.batch_size % cluster.nodes != 0) {
     fail(config, "train.batch_size (" + std::to_string(train.batch_size) +

@@ -1,0 +1,24 @@
+// The training of one node of a tensor-parallel job (parallel.tensor > 1, no pipeline,
+// no data parallelism), as the worker's thread runs it instead of the elastic
+// data-parallel loop: wait for the whole world, connect the data plane for that epoch
+// (rank r = tensor-parallel rank r, parallel_groups.hpp with one replica and one stage),
+// and run train::run_tensor_parallel over CommTensorGroup. A tensor-parallel group
+// cannot lose a rank and go on (every rank holds a slice of every layer): when the data
+// plane fails, the job fails at once with "recovery of tensor-parallel jobs is not
+// written yet" instead of waiting.
+#pragma once
+
+#include <atomic>
+
+#include <caf/fwd.hpp>
+
+#include "actors/node/epoch_board.hpp"
+#include "actors/node/node_messages.hpp"
+#include "actors/node/worker.hpp"
+
+namespace dseek::actors {
+
+job_finished run_tensor_parallel_training(const worker_setup& setup, caf::actor_system& sys,
+                                          EpochBoard& board, const std::atomic<bool>& stop);
+
+}  // namespace dseek::actors

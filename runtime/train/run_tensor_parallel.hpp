@@ -1,0 +1,26 @@
+// The training job of one rank of a tensor-parallel group from start to finish, the
+// tensor-parallel counterpart of run_pipeline_stage.hpp: the rank layout printed and
+// logged (parallel_layout, from parallel_groups.hpp), then the steps of
+// TensorParallelTrainer with the same events as every other path (run_started, step,
+// eval, train_done or train_stopped), train_done carrying the params_sha256 of the
+// GATHERED whole model (the same on every rank, and comparable with a single-node run
+// of the same config up to float rounding). Every rank of `group` calls it with the same
+// config (but cluster.node_id) and the same run_dir.
+//
+// Not in a tensor-parallel run (refused by config::check_supported before it gets here):
+// pipeline or data parallelism alongside, ZeRO, compression, checkpoints, resume, faults
+// other than kill.
+#pragma once
+
+#include "runtime/config/job_config.hpp"
+#include "runtime/model/tensor_group.hpp"
+#include "runtime/train/run_training.hpp"
+
+namespace dseek::train {
+
+// Uses options.run_dir, console, events, stop and before_step; the rest of RunOptions
+// is for data-parallel runs.
+RunSummary run_tensor_parallel(const config::JobConfig& config, const RunOptions& options,
+                               model::TensorGroup& group);
+
+}  // namespace dseek::train

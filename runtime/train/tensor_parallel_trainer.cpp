@@ -1,0 +1,189 @@
+// Implementation of tensor_parallel_trainer.hpp.
+#include "runtime/train/tensor_parallel_trainer.hpp"
+
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <cmath>
+#include <stdexcept>
+#include <string>
+#include <utility>
+
+namespace dseek::train {
+
+namespace {
+using Clock = std::chrono::steady_clock;
+
+double ms_between(Clock::time_point from, Clock::time_point to) {
+  return std::chrono::duration<double, std::milli>(to - from).count();
+}
+}  // namespace
+
+// The model's group with the time spent in its all-reduces counted: they block, so that
+// time is the step's exposed communication (comm_ms).
+class TensorParallelTrainer::TimedGroup final : public model::TensorGroup {
+ public:
+  explicit TimedGroup(model::TensorGroup& inner) : inner_(inner) {}
+  int rank() const override { return inner_.rank(); }
+  int size() const override { return inner_.size(); }
+  void all_reduce_sum(float* data, size_t count) override {
+    const auto start = Clock::now();
+    inner_.all_reduce_sum(data, count);
+    spent_ms_ += ms_between(start, Clock::now());
+  }
+  double take_spent_ms() { return std::exchange(spent_ms_, 0.0); }
+
+ private:
+  model::TensorGroup& inner_;
+  double spent_ms_ = 0.0;
+};
+
+TensorParallelTrainer::TensorParallelTrainer(const config::JobConfig& config, BatchSource& batches,
+                                             model::TensorGroup& group)
+    : config_(config), batches_(batches), group_(group),
+      timed_group_(std::make_unique<TimedGroup>(group)),
+      backend_(backend::make_cpu_backend(static_cast<int>(config.train.threads))) {
+  const auto& t = config.train;
+  micro_batch_ = t.micro_batch_size > 0 ? t.micro_batch_size : t.batch_size;
+  if (t.batch_size % micro_batch_ != 0)
+    throw std::invalid_argument("train.micro_batch_size = " + std::to_string(t.micro_batch_size) +
+                                " does not divide train.batch_size = " +
+                                std::to_string(t.batch_size) +
+                                " (every rank of a tensor-parallel group runs the whole batch)");
+  model_ = std::make_unique<model::TensorParallelGpt>(shape_of(config.model), *timed_group_,
+                                                      *backend_, micro_batch_);
+  model_->init_weights(static_cast<uint64_t>(t.seed), config.model.init_std);
+  settings_ = optim::AdamWSettings{t.beta1, t.beta2, t.eps, t.weight_decay, t.grad_clip};
+  lr_schedule_ = optim::LrSchedule{t.lr, t.min_lr, t.warmup_steps, t.steps};
+  m_ = backend::DeviceBuffer<float>(*backend_, model_->num_params());
+  v_ = backend::DeviceBuffer<float>(*backend_, model_->num_params());
+  plan_update_runs();
+  const size_t tokens = static_cast<size_t>(micro_batch_ * config.model.context);
+  inputs_.resize(tokens);
+  targets_.resize(tokens);
+}
+
+TensorParallelTrainer::~TensorParallelTrainer() = default;
+
+// Each segment of the shard cut where the whole model's tensor changes (for its decay
+// flag); neighbours with the same flag merge, as AdamW::plan_runs merges them. The
+// segments are also sorted into sharded and replicated ranges for the norm.
+void TensorParallelTrainer::plan_update_runs() {
+  const model::TensorParallelLayout& layout = model_->layout();
+  const auto& tensors = layout.whole().tensors();
+  for (const model::ShardSegment& segment : layout.segments()) {
+    auto& norm_ranges = layout.replicated(segment.shard_offset) ? replicated_ : sharded_;
+    norm_ranges.push_back({segment.shard_offset, segment.count});
+    const size_t whole_end = segment.whole_offset + segment.count;
+    for (const model::ParamTensor& tensor : tensors) {
+      const size_t begin = std::max(segment.whole_offset, tensor.offset);
+      const size_t end = std::min(whole_end, tensor.offset + tensor.size());
+      if (begin >= end) continue;
+      const size_t shard_begin = segment.shard_offset + (begin - segment.whole_offset);
+      if (!runs_.empty() && runs_.back().decay == tensor.decay &&
+          runs_.back().offset + runs_.back().count == shard_begin) {
+        runs_.back().count += end - begin;
+        continue;
+      }
+      runs_.push_back({shard_begin, end - begin, tensor.decay});
+    }
+  }
+}
+
+// The squares of the sharded tensors travel as one float (the group's all-reduce is
+// f32): ~1e-7 relative on the norm, below what the split's own rounding leaves.
+double TensorParallelTrainer::global_grad_norm() {
+  const float* grads = model_->grads();
+  double sharded = 0.0, replicated = 0.0;
+  for (const auto& range : sharded_) sharded += backend_->sum_squares(grads + range.offset, range.count);
+  for (const auto& range : replicated_)
+    replicated += backend_->sum_squares(grads + range.offset, range.count);
+  float group_squares = static_cast<float>(sharded);
+  timed_group_->all_reduce_sum(&group_squares, 1);
+  return std::sqrt(static_cast<double>(group_squares) + replicated);
+}
+
+double TensorParallelTrainer::sum_over_group(double value) {
+  float sum = static_cast<float>(value);
+  group_.all_reduce_sum(&sum, 1);
+  return static_cast<double>(sum);
+}
+
+StepReport TensorParallelTrainer::train_step(int64_t step) {
+  const auto start = Clock::now();
+  const int64_t batch = config_.train.batch_size;
+  const int64_t T = config_.model.context;
+  const int64_t micro_steps = batch / micro_batch_;
+  StepReport report;
+  report.step = step;
+  report.lr = lr_schedule_.at(step);
+  model_->zero_grads();
+  timed_group_->take_spent_ms();
+  const float dloss = 1.0f / static_cast<float>(micro_batch_ * T) / static_cast<float>(micro_steps);
+  double loss = 0.0;
+  for (int64_t first = 0; first < batch; first += micro_batch_) {
+    const auto wait_start = Clock::now();
+    batches_.fill(static_cast<uint64_t>(step), batch, first, micro_batch_, T, inputs_.data(),
+                  targets_.data());
+    report.data_wait_ms += ms_between(wait_start, Clock::now());
+    loss += model_->forward(inputs_.data(), targets_.data(), micro_batch_, T) /
+            static_cast<double>(micro_steps);
+    model_->backward(dloss);
+  }
+  report.loss = loss;
+  const double norm = global_grad_norm();
+  double clip_scale = 1.0;
+  if (settings_.grad_clip > 0.0 && norm > settings_.grad_clip)
+    clip_scale = settings_.grad_clip / (norm + 1e-6);  // as AdamW::step_with_norm
+  ++optimizer_steps_;
+  for (const UpdateRun& run : runs_) {
+    backend_->adamw_update(model_->params() + run.offset, model_->grads() + run.offset,
+                           m_.data() + run.offset, v_.data() + run.offset, run.count,
+                           static_cast<float>(report.lr), static_cast<float>(settings_.beta1),
+                           static_cast<float>(settings_.beta2), static_cast<float>(settings_.eps),
+                           run.decay ? static_cast<float>(settings_.weight_decay) : 0.0f,
+                           optimizer_steps_, static_cast<float>(clip_scale));
+  }
+  report.grad_norm = norm;
+  report.comm_ms = timed_group_->take_spent_ms();
+  report.step_ms = ms_between(start, Clock::now());
+  report.compute_ms = report.step_ms - report.comm_ms - report.data_wait_ms;
+  report.tokens_per_s = static_cast<double>(batch * T) / (report.step_ms / 1000.0);
+  return report;
+}
+
+// The model's loss is already the group's (the vocabulary-parallel cross-entropy
+// all-reduces it), so every rank returns the same mean without another reduction.
+double TensorParallelTrainer::evaluate(BatchSource& batches, int64_t eval_batches) {
+  const int64_t batch = config_.train.batch_size;
+  const int64_t T = config_.model.context;
+  double total = 0.0;
+  int64_t count = 0;
+  for (int64_t b = 0; b < eval_batches; ++b) {
+    for (int64_t first = 0; first < batch; first += micro_batch_) {
+      batches.fill(static_cast<uint64_t>(b), batch, first, micro_batch_, T, inputs_.data(),
+                   targets_.data());
+      total += model_->forward(inputs_.data(), targets_.data(), micro_batch_, T);
+      ++count;
+    }
+  }
+  return count > 0 ? total / static_cast<double>(count) : 0.0;
+}
+
+// Each rank writes its slices into zeros, rank 0 also the replicated tensors, and the
+// group sums: every element has one non-zero contribution, so the sum is exact.
+std::vector<float> TensorParallelTrainer::gather_params() {
+  const model::TensorParallelLayout& layout = model_->layout();
+  std::vector<float> shard(layout.total());
+  backend_->copy_to_host(shard.data(), model_->params(), shard.size() * sizeof(float));
+  std::vector<float> whole(layout.whole().total(), 0.0f);
+  for (const model::ShardSegment& segment : layout.segments()) {
+    if (layout.replicated(segment.shard_offset) && group_.rank() != 0) continue;
+    std::copy_n(shard.begin() + static_cast<std::ptrdiff_t>(segment.shard_offset), segment.count,
+                whole.begin() + static_cast<std::ptrdiff_t>(segment.whole_offset));
+  }
+  group_.all_reduce_sum(whole.data(), whole.size());
+  return whole;
+}
+
+}  // namespace dseek::train

@@ -1,0 +1,88 @@
+// Training of one rank of a tensor-parallel group (parallel.tensor = T, no pipeline, no
+// data parallelism): model::TensorParallelGpt holds this rank's Megatron shard, every
+// rank of the group reads the whole global batch (the same tokens), and a step is the
+// single-node Trainer's step with the model split:
+//
+//   - micro-batches of train.micro_batch_size (default: the whole batch) accumulate into
+//     the shard's gradients with the loss scaled as the single-node trainer scales it
+//     (1 / (tokens per micro-batch x micro-batches));
+//   - the global gradient norm counts every parameter of the whole model once: the
+//     squares of the sharded tensors are summed over the group, those of the replicated
+//     tensors (wpe, LayerNorms, row-parallel biases) are added once, since every rank
+//     holds the same values (tensor_group.hpp);
+//   - AdamW with the LR schedule updates the shard: an elementwise update, so each shard
+//     moves as its part of the whole model would, weight decay taken from the whole
+//     model's tensor of each element (ParamLayout's decay flag).
+//
+// gather_params() puts the whole model back together on every rank (collective), for
+// the params_sha256 a single-node run of the same config can be compared with.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "runtime/backend/backend.hpp"
+#include "runtime/backend/device_buffer.hpp"
+#include "runtime/config/job_config.hpp"
+#include "runtime/model/tensor_group.hpp"
+#include "runtime/model/tensor_parallel_gpt.hpp"
+#include "runtime/optim/adamw.hpp"
+#include "runtime/optim/lr_schedule.hpp"
+#include "runtime/train/batch_source.hpp"
+#include "runtime/train/trainer.hpp"
+
+namespace dseek::train {
+
+class TensorParallelTrainer {
+ public:
+  // Every rank of `group` constructs one with the same config. Builds the backend
+  // (train.threads) itself. Throws std::invalid_argument when train.micro_batch_size does
+  // not divide train.batch_size.
+  TensorParallelTrainer(const config::JobConfig& config, BatchSource& batches,
+                        model::TensorGroup& group);
+  ~TensorParallelTrainer();
+  TensorParallelTrainer(const TensorParallelTrainer&) = delete;
+  TensorParallelTrainer& operator=(const TensorParallelTrainer&) = delete;
+
+  // Optimizer step `step` (0-based), collective over the group. The loss, norm and
+  // learning rate are the same on every rank.
+  StepReport train_step(int64_t step);
+  // Mean loss over `eval_batches` batches of `batches` (forward only), on every rank.
+  double evaluate(BatchSource& batches, int64_t eval_batches);
+  // The whole model's parameters (ParamLayout order) on every rank: collective.
+  std::vector<float> gather_params();
+  // Parameters of this rank's shard (its slices plus the replicated tensors).
+  size_t shard_params() const { return model_->num_params(); }
+  int rank() const { return group_.rank(); }
+  int ranks() const { return group_.size(); }
+  // The sum over the group of one flag or count (stop requests): collective.
+  double sum_over_group(double value);
+
+ private:
+  class TimedGroup;
+  // A contiguous run of the shard whose elements share one weight-decay setting.
+  struct UpdateRun {
+    size_t offset = 0, count = 0;
+    bool decay = false;
+  };
+  void plan_update_runs();
+  double global_grad_norm();
+
+  config::JobConfig config_;
+  BatchSource& batches_;
+  model::TensorGroup& group_;
+  std::unique_ptr<TimedGroup> timed_group_;
+  std::unique_ptr<backend::Backend> backend_;
+  std::unique_ptr<model::TensorParallelGpt> model_;
+  optim::AdamWSettings settings_;
+  optim::LrSchedule lr_schedule_;
+  int64_t micro_batch_ = 0;
+  std::vector<UpdateRun> runs_;
+  std::vector<model::ParamRange> sharded_, replicated_;  // for the norm
+  backend::DeviceBuffer<float> m_, v_;
+  int64_t optimizer_steps_ = 0;
+  std::vector<int32_t> inputs_, targets_;
+};
+
+}  // namespace dseek::train
