@@ -1,7 +1,8 @@
 // Keeps a training's communicator registered with the node's EpochBoard (which aborts
 // it when a node is lost, so a collective blocked on a dead peer returns at once) while
 // the training runs, and unregisters it however the scope ends. Used by the paths that
-// cannot lose a node and go on (pipeline_stage_training, tensor_parallel_training).
+// cannot lose a node and go on (fixed_world_training, for pipeline_stage_training and
+// tensor_parallel_training).
 #pragma once
 
 #include <cstdint>

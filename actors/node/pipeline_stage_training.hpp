@@ -3,7 +3,9 @@
 // world, connect the data plane for that epoch (rank r = pipeline stage r), and run the
 // stage (actors::run_pipeline). A pipeline cannot lose a stage and go on yet: when the
 // data plane fails (a node died or hung and the epoch moved on), the job fails at once
-// with "recovery of pipeline-parallel jobs is not written yet" instead of waiting.
+// with "recovery of pipeline-parallel jobs is not written yet" instead of waiting. The
+// waiting, connecting and failing are fixed_world_training.hpp's, shared with
+// tensor_parallel_training.
 #pragma once
 
 #include <atomic>

@@ -5,7 +5,8 @@
 // and run train::run_tensor_parallel over CommTensorGroup. A tensor-parallel group
 // cannot lose a rank and go on (every rank holds a slice of every layer): when the data
 // plane fails, the job fails at once with "recovery of tensor-parallel jobs is not
-// written yet" instead of waiting.
+// written yet" instead of waiting. The waiting, connecting and failing are
+// fixed_world_training.hpp's, shared with pipeline_stage_training.
 #pragma once
 
 #include <atomic>

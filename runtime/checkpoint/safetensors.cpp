@@ -17,7 +17,9 @@ uint64_t export_safetensors(const std::filesystem::path& checkpoint_dir,
                        std::to_string(manifest.step) + "\"}";
   uint64_t offset = 0;
   for (const auto& t : tensors) {
-    header += "," + util::json_quote(t.name) + ":{\"dtype\":\"F32\",\"shape\":[";
+    // Two appends: `"," + std::string` trips GCC 12's -Wrestrict false positive.
+    header += ',';
+    header += util::json_quote(t.name) + ":{\"dtype\":\"F32\",\"shape\":[";
     for (size_t d = 0; d < t.shape.size(); ++d) {
       if (d > 0) header += ',';
       header += std::to_string(t.shape[d]);

@@ -2,7 +2,10 @@
 // This build trains single-node, fp32, on the CPU. Each feature that lands deletes its
 // line below; until then a job asking for it fails loudly instead of silently running
 // without it.
+#include <iterator>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "runtime/config/load.hpp"
 #include "runtime/config/schema.hpp"
@@ -27,50 +30,50 @@ bool has_fault_other_than_kill(const JobConfig& config) {
     if (fault.kind != "kill") return true;
   return false;
 }
+
+struct Gate {
+  bool requested;
+  std::string_view key;
+  std::string reason;
+};
+
+// What a path that runs one rank per node of a fixed world (`key` "parallel.tensor" or
+// "parallel.pipeline" > 1, `kind` "tensor" or "pipeline") does not combine with yet;
+// each reason names the key that asked for the path.
+void add_fixed_world_gates(std::vector<Gate>& gates, const JobConfig& config, bool requested,
+                           std::string_view key, std::string_view kind) {
+  const std::string asked = std::string(key) + " > 1";
+  const std::string jobs = std::string(kind) + "-parallel jobs";
+  gates.push_back({requested && config.parallel.data > 1, "parallel.data",
+                   std::string(kind) + " parallelism (" + asked +
+                       ") does not combine with data parallelism yet"});
+  gates.push_back({requested && config.parallel.zero > 0, "parallel.zero",
+                   "ZeRO shards a data-parallel optimizer: not with " + asked});
+  gates.push_back({requested && config.comm.compression != "none", "comm.compression",
+                   "gradient compression is for data-parallel reductions: not with " + asked});
+  gates.push_back({requested && config.checkpoint.every_steps > 0, "checkpoint.every_steps",
+                   "checkpoints of " + jobs + " are not written yet"});
+  gates.push_back({requested && !config.checkpoint.resume.empty(), "checkpoint.resume",
+                   "checkpoints of " + jobs + " are not written yet"});
+  gates.push_back({requested && has_fault_other_than_kill(config), "faults",
+                   "recovery of " + jobs + " is not written yet: the only fault injected "
+                   "into them is kill, to check that the job fails at once"});
+}
 }  // namespace
 
 void check_supported(const JobConfig& config) {
-  struct Gate {
-    bool requested;
-    std::string_view key;
-    std::string_view reason;
-  };
-  const Gate gates[] = {
-      // Tensor parallelism runs one tensor-parallel rank per node
-      // (train/run_tensor_parallel.hpp); what it does not combine with yet:
-      {config.parallel.tensor > 1 && config.parallel.pipeline > 1, "parallel.pipeline",
-       "tensor parallelism (parallel.tensor > 1) does not combine with pipeline "
-       "parallelism yet"},
-      {config.parallel.tensor > 1 && config.parallel.data > 1, "parallel.data",
-       "tensor parallelism (parallel.tensor > 1) does not combine with data "
-       "parallelism yet"},
-      {config.parallel.tensor > 1 && config.parallel.zero > 0, "parallel.zero",
-       "ZeRO shards a data-parallel optimizer: not with parallel.tensor > 1"},
-      {config.parallel.tensor > 1 && config.comm.compression != "none", "comm.compression",
-       "gradient compression is for data-parallel reductions: not with parallel.tensor > 1"},
-      {config.parallel.tensor > 1 && config.checkpoint.every_steps > 0,
-       "checkpoint.every_steps", "checkpoints of tensor-parallel jobs are not written yet"},
-      {config.parallel.tensor > 1 && !config.checkpoint.resume.empty(), "checkpoint.resume",
-       "checkpoints of tensor-parallel jobs are not written yet"},
-      {config.parallel.tensor > 1 && has_fault_other_than_kill(config), "faults",
-       "recovery of tensor-parallel jobs is not written yet: the only fault injected "
-       "into them is kill, to check that the job fails at once"},
-      // Pipeline parallelism runs one stage per node (train/run_pipeline_stage.hpp);
-      // what it does not combine with yet:
-      {config.parallel.pipeline > 1 && config.parallel.data > 1, "parallel.data",
-       "pipeline parallelism (parallel.pipeline > 1) does not combine with data "
-       "parallelism yet"},
-      {config.parallel.pipeline > 1 && config.parallel.zero > 0, "parallel.zero",
-       "ZeRO shards a data-parallel optimizer: not with parallel.pipeline > 1"},
-      {config.parallel.pipeline > 1 && config.comm.compression != "none", "comm.compression",
-       "gradient compression is for data-parallel reductions: not with parallel.pipeline > 1"},
-      {config.parallel.pipeline > 1 && config.checkpoint.every_steps > 0,
-       "checkpoint.every_steps", "checkpoints of pipeline-parallel jobs are not written yet"},
-      {config.parallel.pipeline > 1 && !config.checkpoint.resume.empty(), "checkpoint.resume",
-       "checkpoints of pipeline-parallel jobs are not written yet"},
-      {config.parallel.pipeline > 1 && has_fault_other_than_kill(config), "faults",
-       "recovery of pipeline-parallel jobs is not written yet: the only fault injected "
-       "into them is kill, to check that the job fails at once"},
+  const bool tensor = config.parallel.tensor > 1;
+  const bool pipeline = config.parallel.pipeline > 1;
+  std::vector<Gate> gates;
+  // Tensor parallelism runs one tensor-parallel rank per node
+  // (train/run_tensor_parallel.hpp), pipeline parallelism one stage per node
+  // (train/run_pipeline_stage.hpp); what they do not combine with yet:
+  gates.push_back({tensor && pipeline, "parallel.pipeline",
+                   "tensor parallelism (parallel.tensor > 1) does not combine with pipeline "
+                   "parallelism yet"});
+  add_fixed_world_gates(gates, config, tensor, "parallel.tensor", "tensor");
+  add_fixed_world_gates(gates, config, pipeline, "parallel.pipeline", "pipeline");
+  const Gate other_gates[] = {
       {config.parallel.pipeline == 1 && (config.parallel.schedule != "1f1b" ||
                                          config.parallel.virtual_stages != 1 ||
                                          config.parallel.micro_batches != 0 ||
@@ -88,6 +91,7 @@ void check_supported(const JobConfig& config) {
        "corrupt_gradient fires at a step of a multi-node job (it is caught by comparing "
        "replicas), and fail_checkpoint_write at a step only"},
   };
+  gates.insert(gates.end(), std::begin(other_gates), std::end(other_gates));
   for (const auto& gate : gates) {
     if (!gate.requested) continue;
     const auto* key = schema::find(schema::job_keys(), gate.key);
@@ -96,7 +100,7 @@ void check_supported(const JobConfig& config) {
       setting = std::string(gate.key) + " = " + schema::format_value(key->get(config));
     }
     throw ConfigError(config.source + ": " + setting + ": not implemented yet in this build (" +
-                      std::string(gate.reason) +
+                      gate.reason +
                       "); this build runs single-node fp32 CPU training only");
   }
 }

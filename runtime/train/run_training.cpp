@@ -14,13 +14,12 @@
 #include "runtime/train/checkpointing.hpp"
 #include "runtime/train/prefetching_batches.hpp"
 #include "runtime/train/gradient_reducer.hpp"
+#include "runtime/train/run_events.hpp"
 #include "runtime/train/trainer.hpp"
 
 namespace dseek::train {
 
 namespace {
-using Clock = std::chrono::steady_clock;
-
 bool stop_requested(const RunOptions& options) {
   return options.stop != nullptr && options.stop->load();
 }
@@ -29,33 +28,19 @@ bool stop_requested(const RunOptions& options) {
 // stop at the same step (the steps are collective), so a signal or the time limit seen
 // by any replica stops all of them; stop_after_steps is the same everywhere already.
 std::string stop_reason_before(const config::TrainConfig& t, const RunOptions& options,
-                               int64_t step, int64_t first_step, Clock::time_point start) {
+                               int64_t step, int64_t first_step, RunClock::time_point start) {
   const bool signal = stop_requested(options);
   // stop_after_* count this invocation's steps and time, so a job cut into slices
   // (a preemptible allocation) can be resumed again and again with the same config.
   const bool minutes =
       t.stop_after_minutes > 0 &&
-      std::chrono::duration<double>(Clock::now() - start).count() >= t.stop_after_minutes * 60;
+      std::chrono::duration<double>(RunClock::now() - start).count() >= t.stop_after_minutes * 60;
   std::array<double, 2> votes{signal ? 1.0 : 0.0, minutes ? 1.0 : 0.0};
   if (options.reducer != nullptr) options.reducer->sum_over_ranks(votes);
   if (votes[0] > 0) return "signal";
   if (t.stop_after_steps > 0 && step - first_step >= t.stop_after_steps) return "stop_after_steps";
   if (votes[1] > 0) return "stop_after_minutes";
   return "";
-}
-
-// The validation batches, or nothing when the data set has no validation split big
-// enough for one sample.
-std::unique_ptr<DatasetBatches> open_validation(const config::JobConfig& config,
-                                                metrics::Progress& progress) {
-  try {
-    return std::make_unique<DatasetBatches>(config.data.dir, data::Split::validation,
-                                            static_cast<uint64_t>(config.train.seed),
-                                            config.model.context);
-  } catch (const data::DataError& error) {
-    progress.line(std::string("no validation: ") + error.what());
-    return nullptr;
-  }
 }
 }  // namespace
 
@@ -64,12 +49,8 @@ std::unique_ptr<DatasetBatches> open_validation(const config::JobConfig& config,
 RunSummary run_training(const config::JobConfig& config, const RunOptions& options) {
   const auto& t = config.train;
   std::unique_ptr<metrics::EventLog> own_events;
-  if (options.events == nullptr) {
-    own_events = std::make_unique<metrics::EventLog>(options.run_dir, config.cluster.node_id);
-  }
-  metrics::EventLog& events = options.events != nullptr ? *options.events : *own_events;
-  metrics::Progress progress(metrics::resolve_progress_mode(config.metrics.progress, options.console),
-                             t.steps, config.metrics.log_every, options.console);
+  metrics::EventLog& events = open_run_events(config, options, own_events);
+  metrics::Progress progress = open_run_progress(config, options);
   // Shared: a prefetcher outside this run (the node's data_prefetcher actor) may still
   // hold it when the run ends.
   const auto train_batches = std::make_shared<DatasetBatches>(
@@ -137,12 +118,11 @@ RunSummary run_training(const config::JobConfig& config, const RunOptions& optio
   RunSummary summary;
   summary.steps_done = first_step;
   std::string stop_reason;
-  const auto start = Clock::now();
+  const auto start = RunClock::now();
   auto run_eval = [&](int64_t step) {
     if (!val_batches) return;
     summary.val_loss = trainer.evaluate(*val_batches, t.eval_batches);
-    events.emit("eval", util::JsonLine().add("step", step + 1).add("val_loss", summary.val_loss));
-    progress.eval(step, summary.val_loss);
+    report_eval(events, progress, step, summary.val_loss);
   };
   for (int64_t step = first_step; step < t.steps; ++step) {
     stop_reason = stop_reason_before(t, options, step, first_step, start);
@@ -151,11 +131,7 @@ RunSummary run_training(const config::JobConfig& config, const RunOptions& optio
     const StepReport r = trainer.train_step(step);
     summary.steps_done = step + 1;
     summary.final_loss = r.loss;
-    util::JsonLine step_event;
-    step_event.add("step", r.step + 1).add("loss", r.loss).add("lr", r.lr)
-        .add("grad_norm", r.grad_norm).add("tokens_per_s", r.tokens_per_s)
-        .add("step_ms", r.step_ms).add("compute_ms", r.compute_ms)
-        .add("comm_ms", r.comm_ms).add("data_wait_ms", r.data_wait_ms);
+    util::JsonLine step_event = step_event_fields(r.step + 1, r);
     if (options.reducer != nullptr) {
       step_event.add("comm_bytes_sent", r.comm_bytes_sent)
           .add("comm_bytes_received", r.comm_bytes_received)
@@ -163,10 +139,8 @@ RunSummary run_training(const config::JobConfig& config, const RunOptions& optio
           .add("grad_encoded_bytes", r.encoded_gradient_bytes);
     }
     events.emit("step", step_event);
-    const double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
-    const double eta = elapsed / static_cast<double>(step + 1 - first_step) *
-                       static_cast<double>(t.steps - step - 1);
-    progress.step(step, r.loss, r.lr, r.tokens_per_s, eta);
+    progress.step(step, r.loss, r.lr, r.tokens_per_s,
+                  eta_seconds(start, step + 1 - first_step, t.steps - step - 1));
     const bool last = step + 1 == t.steps;
     if (!last && t.eval_every > 0 && (step + 1) % t.eval_every == 0) run_eval(step);
     checkpoints.after_step(step + 1);
@@ -175,31 +149,10 @@ RunSummary run_training(const config::JobConfig& config, const RunOptions& optio
   summary.stopped_early = !stop_reason.empty();
   if (summary.steps_done > 0) run_eval(summary.steps_done - 1);
   checkpoints.final(summary.steps_done);
-  summary.elapsed_s = std::chrono::duration<double>(Clock::now() - start).count();
-  summary.tokens_per_s = static_cast<double>((summary.steps_done - first_step) * t.batch_size *
-                                             config.model.context) /
-                         std::max(summary.elapsed_s, 1e-9);
+  time_run(summary, config, summary.steps_done - first_step, start);
   summary.params_sha256 = trainer.params_sha256();
-  util::JsonLine done;
-  done.add("step", summary.steps_done).add("loss", summary.final_loss)
-      .add("params_sha256", summary.params_sha256).add("elapsed_s", summary.elapsed_s)
-      .add("tokens_per_s", summary.tokens_per_s);
-  if (summary.val_loss >= 0) done.add("val_loss", summary.val_loss);
-  if (summary.stopped_early) {
-    done.add("reason", stop_reason);
-    events.emit("train_stopped", done);
-  } else {
-    events.emit("train_done", done);
-  }
-  char line[256];
-  std::snprintf(line, sizeof line,
-                "%s after %lld steps in %s: loss %.4f, val_loss %s, %.0f tokens/s, params_sha256 %.16s...",
-                summary.stopped_early ? "stopped" : "done",
-                static_cast<long long>(summary.steps_done),
-                metrics::format_duration(summary.elapsed_s).c_str(), summary.final_loss,
-                summary.val_loss >= 0 ? std::to_string(summary.val_loss).c_str() : "n/a",
-                summary.tokens_per_s, summary.params_sha256.c_str());
-  progress.line(line);
+  emit_run_end(events, summary, stop_reason);
+  progress.line(run_end_line("", summary, true));
   return summary;
 }
 

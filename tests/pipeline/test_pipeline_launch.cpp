@@ -7,6 +7,7 @@
 
 #include <chrono>
 
+#include "support/lost_node_launch.hpp"
 #include "support/node_runs.hpp"
 #include "support/process.hpp"
 #include "support/test_paths.hpp"
@@ -44,21 +45,7 @@ TEST_CASE("pipeline: dseek launch runs one stage per node", "[pp][launch]") {
 }
 
 TEST_CASE("pipeline: a lost node fails the job at once", "[pp][launch]") {
-  ScratchDir run("pp-launch-kill");
-  const auto start = std::chrono::steady_clock::now();
-  const auto result = run_process(
-      tiny_launch(run.path(), 2, 400, kPipeline + faults(R"({kind = "kill", node = 1, step = 3})")),
-      120s, launch_env());
-  const auto elapsed = std::chrono::steady_clock::now() - start;
-  INFO(result.output);
-  CHECK_FALSE(result.timed_out);
-  CHECK(result.exit_code != 0);
-  CHECK(elapsed < 60s);
-  CHECK_THAT(result.output, Contains("recovery of pipeline-parallel jobs is not written yet"));
-  CHECK_THAT(result.output, Contains("0 restarts"));
-  const auto interrupted = node_events(run.path(), 0, "training_interrupted");
-  REQUIRE(interrupted.size() == 1);
-  CHECK_THAT(interrupted[0], Contains("recovery of pipeline-parallel jobs is not written yet"));
+  check_lost_node_fails_at_once("pp-launch-kill", kPipeline, "pipeline-parallel");
 }
 
 TEST_CASE("pipeline: dseek config --check refuses a schedule that cannot run", "[pp][launch]") {

@@ -21,6 +21,7 @@
 #include <chrono>
 #include <cmath>
 
+#include "support/lost_node_launch.hpp"
 #include "support/node_runs.hpp"
 #include "support/process.hpp"
 #include "support/test_paths.hpp"
@@ -86,19 +87,5 @@ TEST_CASE("tensor: dseek launch runs one tensor-parallel rank per node", "[tp][l
 }
 
 TEST_CASE("tensor: a lost node fails the job at once", "[tp][launch]") {
-  ScratchDir run("tp-launch-kill");
-  const auto start = std::chrono::steady_clock::now();
-  const auto result = run_process(
-      tiny_launch(run.path(), 2, 400, kTensor + faults(R"({kind = "kill", node = 1, step = 3})")),
-      120s, launch_env());
-  const auto elapsed = std::chrono::steady_clock::now() - start;
-  INFO(result.output);
-  CHECK_FALSE(result.timed_out);
-  CHECK(result.exit_code != 0);
-  CHECK(elapsed < 60s);
-  CHECK_THAT(result.output, Contains("recovery of tensor-parallel jobs is not written yet"));
-  CHECK_THAT(result.output, Contains("0 restarts"));
-  const auto interrupted = node_events(run.path(), 0, "training_interrupted");
-  REQUIRE(interrupted.size() == 1);
-  CHECK_THAT(interrupted[0], Contains("recovery of tensor-parallel jobs is not written yet"));
+  check_lost_node_fails_at_once("tp-launch-kill", kTensor, "tensor-parallel");
 }

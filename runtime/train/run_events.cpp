@@ -1,0 +1,105 @@
+// Implementation of run_events.hpp.
+#include "runtime/train/run_events.hpp"
+
+#include <algorithm>
+#include <cstdio>
+
+#include "runtime/data/token_dataset.hpp"
+
+namespace dseek::train {
+
+metrics::EventLog& open_run_events(const config::JobConfig& config, const RunOptions& options,
+                                   std::unique_ptr<metrics::EventLog>& own) {
+  if (options.events != nullptr) return *options.events;
+  own = std::make_unique<metrics::EventLog>(options.run_dir, config.cluster.node_id);
+  return *own;
+}
+
+metrics::Progress open_run_progress(const config::JobConfig& config, const RunOptions& options) {
+  return metrics::Progress(metrics::resolve_progress_mode(config.metrics.progress, options.console),
+                           config.train.steps, config.metrics.log_every, options.console);
+}
+
+std::unique_ptr<DatasetBatches> open_validation(const config::JobConfig& config,
+                                                metrics::Progress& progress) {
+  try {
+    return std::make_unique<DatasetBatches>(config.data.dir, data::Split::validation,
+                                            static_cast<uint64_t>(config.train.seed),
+                                            config.model.context);
+  } catch (const data::DataError& error) {
+    progress.line(std::string("no validation: ") + error.what());
+    return nullptr;
+  }
+}
+
+util::JsonLine step_event_fields(int64_t step_number, const StepReport& r) {
+  util::JsonLine fields;
+  fields.add("step", step_number).add("loss", r.loss).add("lr", r.lr)
+      .add("grad_norm", r.grad_norm).add("tokens_per_s", r.tokens_per_s)
+      .add("step_ms", r.step_ms).add("compute_ms", r.compute_ms)
+      .add("comm_ms", r.comm_ms).add("data_wait_ms", r.data_wait_ms);
+  return fields;
+}
+
+double eta_seconds(RunClock::time_point start, int64_t steps_run, int64_t steps_left) {
+  const double elapsed = std::chrono::duration<double>(RunClock::now() - start).count();
+  return elapsed / static_cast<double>(steps_run) * static_cast<double>(steps_left);
+}
+
+void report_eval(metrics::EventLog& events, metrics::Progress& progress, int64_t step,
+                 double val_loss) {
+  events.emit("eval", util::JsonLine().add("step", step + 1).add("val_loss", val_loss));
+  progress.eval(step, val_loss);
+}
+
+std::string collective_stop_reason(const config::TrainConfig& t, const RunOptions& options,
+                                   int64_t step,
+                                   const std::function<double(double)>& sum_over_ranks) {
+  const bool signal = options.stop != nullptr && options.stop->load();
+  if (sum_over_ranks(signal ? 1.0 : 0.0) > 0) return "signal";
+  if (t.stop_after_steps > 0 && step >= t.stop_after_steps) return "stop_after_steps";
+  return "";
+}
+
+void time_run(RunSummary& summary, const config::JobConfig& config, int64_t steps_run,
+              RunClock::time_point start) {
+  summary.elapsed_s = std::chrono::duration<double>(RunClock::now() - start).count();
+  summary.tokens_per_s =
+      static_cast<double>(steps_run * config.train.batch_size * config.model.context) /
+      std::max(summary.elapsed_s, 1e-9);
+}
+
+void emit_run_end(metrics::EventLog& events, const RunSummary& summary,
+                  const std::string& stop_reason) {
+  util::JsonLine done;
+  done.add("step", summary.steps_done).add("loss", summary.final_loss)
+      .add("params_sha256", summary.params_sha256).add("elapsed_s", summary.elapsed_s)
+      .add("tokens_per_s", summary.tokens_per_s);
+  if (summary.val_loss >= 0) done.add("val_loss", summary.val_loss);
+  if (summary.stopped_early) {
+    done.add("reason", stop_reason);
+    events.emit("train_stopped", done);
+  } else {
+    events.emit("train_done", done);
+  }
+}
+
+std::string run_end_line(std::string_view who, const RunSummary& summary, bool with_val_loss) {
+  std::string val_loss;
+  if (with_val_loss) {
+    val_loss = "val_loss ";
+    val_loss += summary.val_loss >= 0 ? std::to_string(summary.val_loss) : std::string("n/a");
+    val_loss += ", ";
+  }
+  char line[256];
+  std::snprintf(line, sizeof line,
+                "%.*s%s after %lld steps in %s: loss %.4f, %s%.0f tokens/s, params_sha256 %.16s...",
+                static_cast<int>(who.size()), who.data(),
+                summary.stopped_early ? "stopped" : "done",
+                static_cast<long long>(summary.steps_done),
+                metrics::format_duration(summary.elapsed_s).c_str(), summary.final_loss,
+                val_loss.c_str(), summary.tokens_per_s, summary.params_sha256.c_str());
+  return line;
+}
+
+}  // namespace dseek::train
