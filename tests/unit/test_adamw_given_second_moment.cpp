@@ -15,24 +15,19 @@
 #include "runtime/backend/backend.hpp"
 #include "runtime/model/param_layout.hpp"
 #include "runtime/optim/adamw.hpp"
+#include "support/random_values.hpp"
 #include "runtime/optim/local_second_moment.hpp"
 
 using dseek::model::GptShape;
 using dseek::model::ParamLayout;
 using dseek::optim::AdamW;
 using dseek::optim::AdamWSettings;
+using dseek::testing::random_values;
 using dseek::optim::LocalSecondMoment;
 
 namespace {
 const GptShape kShape{.dim = 16, .layers = 1, .heads = 2, .context = 8, .vocab = 32};
 
-std::vector<float> random_values(size_t n, uint32_t seed, float scale) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> normal(0.0f, scale);
-  std::vector<float> values(n);
-  for (float& v : values) v = normal(rng);
-  return values;
-}
 }  // namespace
 
 TEST_CASE("AdamW with a given second moment: standard first, then v fixed", "[optim][compression]") {

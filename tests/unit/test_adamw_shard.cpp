@@ -15,23 +15,17 @@
 #include "runtime/backend/backend.hpp"
 #include "runtime/model/param_layout.hpp"
 #include "runtime/optim/adamw.hpp"
+#include "support/random_values.hpp"
 
 using dseek::model::GptShape;
 using dseek::model::ParamLayout;
 using dseek::model::ParamRange;
 using dseek::optim::AdamW;
 using dseek::optim::AdamWSettings;
+using dseek::testing::random_values;
 
 namespace {
 const GptShape kShape{.dim = 16, .layers = 2, .heads = 2, .context = 8, .vocab = 32};
-
-std::vector<float> random_values(size_t n, uint32_t seed, float scale) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> normal(0.0f, scale);
-  std::vector<float> values(n);
-  for (float& v : values) v = normal(rng);
-  return values;
-}
 
 bool same_bits(const float* a, const float* b, size_t n) { return std::memcmp(a, b, n * sizeof(float)) == 0; }
 
