@@ -1,8 +1,9 @@
 // The training of one node of a tensor-parallel job (parallel.tensor > 1, no pipeline,
-// no data parallelism), as the worker's thread runs it instead of the elastic
-// data-parallel loop: wait for the whole world, connect the data plane for that epoch
-// (rank r = tensor-parallel rank r, parallel_groups.hpp with one replica and one stage),
-// and run train::run_tensor_parallel over CommTensorGroup. A tensor-parallel group
+// parallel.data replicas of the group), as the worker's thread runs it instead of the
+// elastic data-parallel loop: wait for the whole world, connect the data plane for that
+// epoch, cut its tensor and data groups (parallel_communicators.hpp, the layout of
+// parallel_groups.hpp with one stage: world rank = replica x T + tensor rank), and run
+// train::run_tensor_parallel over CommTensorGroup and CommReplicaGroup. A tensor-parallel group
 // cannot lose a rank and go on (every rank holds a slice of every layer): when the data
 // plane fails, the job fails at once with "recovery of tensor-parallel jobs is not
 // written yet" instead of waiting. The waiting, connecting and failing are

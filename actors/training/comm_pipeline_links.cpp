@@ -1,8 +1,9 @@
 // Implementation of comm_pipeline_links.hpp.
 #include "actors/training/comm_pipeline_links.hpp"
 
-#include <cstring>
 #include <stdexcept>
+
+#include "actors/training/ordered_double_sum.hpp"
 
 namespace dseek::actors {
 
@@ -40,22 +41,7 @@ void CommPipelineLinks::sum_first_and_last(float* data, size_t count) {
 }
 
 void CommPipelineLinks::sum_over_stages(std::span<double> values) {
-  if (values.empty()) return;
-  const size_t slot = values.size() * sizeof(double);
-  const size_t ranks = static_cast<size_t>(comm_.size());
-  const size_t mine = static_cast<size_t>(comm_.rank()) * slot;
-  gathered_.resize(ranks * slot);
-  std::memcpy(gathered_.data() + mine, values.data(), slot);
-  comm_.all_gather(gathered_.data() + mine, gathered_.data(), ranks * slot, comm::DataType::u8).wait();
-  for (size_t i = 0; i < values.size(); ++i) {
-    double sum = 0.0;
-    for (size_t r = 0; r < ranks; ++r) {
-      double value;
-      std::memcpy(&value, gathered_.data() + r * slot + i * sizeof(double), sizeof value);
-      sum += value;
-    }
-    values[i] = sum;
-  }
+  sum_doubles_in_rank_order(comm_, values, gathered_);
 }
 
 void CommPipelineLinks::sum_over_stages(std::span<float> values) {

@@ -38,15 +38,12 @@ struct Gate {
 };
 
 // What a path that runs one rank per node of a fixed world (`key` "parallel.tensor" or
-// "parallel.pipeline" > 1, `kind` "tensor" or "pipeline") does not combine with yet;
-// each reason names the key that asked for the path.
+// "parallel.pipeline" > 1, `kind` "tensor" or "pipeline", with parallel.data replicas)
+// does not combine with yet; each reason names the key that asked for the path.
 void add_fixed_world_gates(std::vector<Gate>& gates, const JobConfig& config, bool requested,
                            std::string_view key, std::string_view kind) {
   const std::string asked = std::string(key) + " > 1";
   const std::string jobs = std::string(kind) + "-parallel jobs";
-  gates.push_back({requested && config.parallel.data > 1, "parallel.data",
-                   std::string(kind) + " parallelism (" + asked +
-                       ") does not combine with data parallelism yet"});
   gates.push_back({requested && config.parallel.zero > 0, "parallel.zero",
                    "ZeRO shards a data-parallel optimizer: not with " + asked});
   gates.push_back({requested && config.comm.compression != "none", "comm.compression",
@@ -67,7 +64,8 @@ void check_supported(const JobConfig& config) {
   std::vector<Gate> gates;
   // Tensor parallelism runs one tensor-parallel rank per node
   // (train/run_tensor_parallel.hpp), pipeline parallelism one stage per node
-  // (train/run_pipeline_stage.hpp); what they do not combine with yet:
+  // (train/run_pipeline_stage.hpp), either with parallel.data replicas; what they do not
+  // combine with yet:
   gates.push_back({tensor && pipeline, "parallel.pipeline",
                    "tensor parallelism (parallel.tensor > 1) does not combine with pipeline "
                    "parallelism yet"});

@@ -204,7 +204,9 @@ const std::vector<Key<JobConfig>>& job_keys() {
       job<&J::parallel, &Pa::data>(
           "parallel.data", at_least(1),
           "data-parallel replicas; 1 = one per node of the world (a world that shrinks after "
-          "a node loss keeps training with fewer); otherwise it must equal cluster.nodes"),
+          "a node loss keeps training with fewer); otherwise parallel.data x "
+          "parallel.pipeline x parallel.tensor must equal cluster.nodes (replicas of a "
+          "pipeline or of a tensor-parallel group, each on its slice of the batch)"),
       job<&J::parallel, &Pa::tensor>("parallel.tensor", at_least(1),
                                      "tensor-parallel ranks per replica"),
       job<&J::parallel, &Pa::pipeline>("parallel.pipeline", at_least(1),
@@ -220,8 +222,8 @@ const std::vector<Key<JobConfig>>& job_keys() {
           "1 otherwise"),
       job<&J::parallel, &Pa::micro_batches>(
           "parallel.micro_batches", at_least(0),
-          "micro-batches per step in the pipeline; 0 = train.batch_size / "
-          "train.micro_batch_size"),
+          "micro-batches per step in each pipeline replica; 0 = train.batch_size / "
+          "parallel.data / train.micro_batch_size"),
       job<&J::parallel, &Pa::partition>(
           "parallel.partition", one_of({"uniform", "balanced"}),
           "how blocks are split into pipeline stages: uniform (equal block counts) or "

@@ -110,6 +110,19 @@ void validate(const JobConfig& config) {
                      ") must divide each node's slice of the batch (train.batch_size / "
                      "cluster.nodes = " + std::to_string(train.batch_size / cluster.nodes) + ")");
   }
+  // Replicas of a pipeline or a tensor-parallel group each run an equal slice of the
+  // batch (a pipeline's micro-batches are checked with its schedule).
+  if (!data_parallel_nodes && parallel.data > 1 && train.batch_size % parallel.data != 0) {
+    fail(config, "train.batch_size (" + std::to_string(train.batch_size) +
+                     ") must be divisible by parallel.data (" + std::to_string(parallel.data) +
+                     "): every replica trains an equal slice of the global batch");
+  }
+  if (parallel.tensor > 1 && parallel.pipeline == 1 && parallel.data > 1 &&
+      train.micro_batch_size > 0 && (train.batch_size / parallel.data) % train.micro_batch_size != 0) {
+    fail(config, "train.micro_batch_size (" + std::to_string(train.micro_batch_size) +
+                     ") must divide each replica's slice of the batch (train.batch_size / "
+                     "parallel.data = " + std::to_string(train.batch_size / parallel.data) + ")");
+  }
   if (parallel.data > 1 && parallel.data * parallel.tensor * parallel.pipeline != cluster.nodes) {
     fail(config, "parallel.data (" + std::to_string(parallel.data) + ") x parallel.tensor (" +
                      std::to_string(parallel.tensor) + ") x parallel.pipeline (" +

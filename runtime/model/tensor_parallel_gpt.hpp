@@ -11,8 +11,9 @@
 //
 // Replicated parameters (wpe, LayerNorms, row-parallel biases, lnf) get their gradient
 // computed identically on every rank from the all-reduced activations: no reduction of
-// them over the group is needed. (Data parallelism over tensor-parallel replicas would
-// sum each rank's shard buffer with the same shard of the other replicas; not written.) A row-parallel bias is added by rank 0 only,
+// them over the group is needed. (Data parallelism over replicas of the group sums each
+// rank's shard buffer with the same shard of the other replicas:
+// train/tensor_parallel_trainer.hpp.) A row-parallel bias is added by rank 0 only,
 // before the all-reduce, so the sum counts it once.
 //
 // The whole model is run (no layer range): a pipeline stage of a tensor-parallel group

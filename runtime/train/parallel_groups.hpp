@@ -25,6 +25,9 @@ class ParallelGroups {
   ParallelGroups(int data, int pipeline, int tensor);
 
   int world() const { return data_ * pipeline_ * tensor_; }
+  int data_size() const { return data_; }
+  int pipeline_size() const { return pipeline_; }
+  int tensor_size() const { return tensor_; }
   RankCoordinates coordinates(int rank) const;
   int rank_of(RankCoordinates c) const;
 

@@ -2,6 +2,7 @@
 #include "runtime/train/pipeline_plan.hpp"
 
 #include <stdexcept>
+#include <string>
 
 #include "runtime/config/load.hpp"
 #include "runtime/train/trainer.hpp"
@@ -17,26 +18,41 @@ namespace {
 int64_t pipeline_micro_batch_size(const config::JobConfig& config) {
   const auto& t = config.train;
   const int64_t m = config.parallel.micro_batches;
+  // With parallel.data = D replicas, each pipeline runs its slice of the global batch
+  // (replica_group.hpp) in m micro-batches.
+  const int64_t replicas = config.parallel.data;
+  if (t.batch_size % replicas != 0)
+    refuse(config, "train.batch_size (" + std::to_string(t.batch_size) +
+                       ") must be divisible by parallel.data (" + std::to_string(replicas) +
+                       "): every pipeline replica runs an equal slice of the global batch");
+  const int64_t slice = t.batch_size / replicas;
+  const std::string sliced =
+      replicas == 1 ? "train.batch_size (" + std::to_string(t.batch_size) + ")"
+                    : "each pipeline's slice of train.batch_size (" + std::to_string(t.batch_size) +
+                          " / parallel.data = " + std::to_string(slice) + ")";
   if (m == 0) {
     if (t.micro_batch_size == 0)
       refuse(config, "a pipeline needs micro-batches: set parallel.micro_batches or "
                      "train.micro_batch_size");
+    if (slice % t.micro_batch_size != 0)
+      refuse(config, "train.micro_batch_size (" + std::to_string(t.micro_batch_size) +
+                         ") must divide " + sliced);
     return t.micro_batch_size;
   }
-  if (t.batch_size % m != 0)
-    refuse(config, "parallel.micro_batches (" + std::to_string(m) +
-                       ") must divide train.batch_size (" + std::to_string(t.batch_size) + ")");
-  if (t.micro_batch_size > 0 && t.micro_batch_size * m != t.batch_size)
+  if (slice % m != 0)
+    refuse(config, "parallel.micro_batches (" + std::to_string(m) + ") must divide " + sliced);
+  if (t.micro_batch_size > 0 && t.micro_batch_size * m != slice)
     refuse(config, "parallel.micro_batches (" + std::to_string(m) + ") x train.micro_batch_size (" +
-                       std::to_string(t.micro_batch_size) + ") must equal train.batch_size (" +
-                       std::to_string(t.batch_size) + "); set only one of them");
-  return t.batch_size / m;
+                       std::to_string(t.micro_batch_size) + ") must equal " + sliced +
+                       "; set only one of them");
+  return slice / m;
 }
 
 ScheduleShape schedule_shape_of(const config::JobConfig& config) {
   ScheduleShape shape;
   shape.stages = config.parallel.pipeline;
-  shape.micro_batches = config.train.batch_size / pipeline_micro_batch_size(config);
+  shape.micro_batches =
+      config.train.batch_size / config.parallel.data / pipeline_micro_batch_size(config);
   shape.virtual_stages = config.parallel.virtual_stages;
   try {
     shape.kind = schedule_kind_from_name(config.parallel.schedule);
@@ -53,7 +69,7 @@ ScheduleShape schedule_shape_of(const config::JobConfig& config) {
 }
 
 PipelinePlan plan_pipeline(const config::JobConfig& config, PipelineLinks& links,
-                           backend::Backend& backend) {
+                           backend::Backend& backend, ReplicaGroup* replicas) {
   PipelinePlan plan;
   plan.shape = schedule_shape_of(config);
   plan.micro_batch_size = pipeline_micro_batch_size(config);
@@ -68,13 +84,18 @@ PipelinePlan plan_pipeline(const config::JobConfig& config, PipelineLinks& links
   const model::GptShape shape = shape_of(config.model);
   const size_t L = static_cast<size_t>(config.model.layers);
   std::vector<double> values(L + 2, 0.0);
-  if (links.stage() == 0) {
+  const bool measures = links.stage() == 0 && (replicas == nullptr || replicas->replica() == 0);
+  if (measures) {
     const LayerCosts measured = profile_layer_costs(shape, backend, plan.micro_batch_size);
     values[0] = measured.embedding;
     for (size_t l = 0; l < L; ++l) values[1 + l] = measured.blocks[l];
     values[L + 1] = measured.head;
   }
   links.broadcast_from_first(values);
+  // Every replica cuts where replica 0 measured (the others add zeros: exact).
+  if (replicas != nullptr) {
+    replicas->sum(values);
+  }
   plan.costs.embedding = values[0];
   plan.costs.blocks.assign(values.begin() + 1, values.begin() + 1 + static_cast<std::ptrdiff_t>(L));
   plan.costs.head = values[L + 1];

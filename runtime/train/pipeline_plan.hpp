@@ -2,7 +2,8 @@
 // (parallel.schedule, parallel.pipeline, parallel.micro_batches, parallel.virtual_stages)
 // and the layer range of each virtual stage (parallel.partition). A balanced partition
 // profiles the layers on stage 0 and broadcasts the costs, so that every stage cuts the
-// model at the same places whatever its own timings.
+// model at the same places whatever its own timings (and with parallel.data replicas,
+// replica 0's stage 0 measures for all of them).
 #pragma once
 
 #include <cstdint>
@@ -14,6 +15,7 @@
 #include "runtime/train/pipeline_links.hpp"
 #include "runtime/train/pipeline_partition.hpp"
 #include "runtime/train/pipeline_schedule.hpp"
+#include "runtime/train/replica_group.hpp"
 
 namespace dseek::train {
 
@@ -25,15 +27,17 @@ struct PipelinePlan {
   std::vector<double> stage_costs;          // balanced only: predicted cost per stage
 };
 
-// The schedule shape and micro-batch size of `config`; throws config::ConfigError
-// naming the keys when they do not fit (micro-batches that do not split the batch,
+// The schedule shape and micro-batch size of `config` (the micro-batches of one
+// pipeline replica's slice of the batch); throws config::ConfigError naming the keys
+// when they do not fit (micro-batches that do not split the slice,
 // interleaved without m % P == 0, fewer blocks than virtual stages).
 ScheduleShape schedule_shape_of(const config::JobConfig& config);
 int64_t pipeline_micro_batch_size(const config::JobConfig& config);
 
-// Collective over the stages when parallel.partition = "balanced" (the profile runs on
-// stage 0 with `backend`).
+// Collective over the stages (and `replicas`, the stage's data group, null with one
+// replica) when parallel.partition = "balanced" (the profile runs on stage 0 of
+// replica 0 with `backend`).
 PipelinePlan plan_pipeline(const config::JobConfig& config, PipelineLinks& links,
-                           backend::Backend& backend);
+                           backend::Backend& backend, ReplicaGroup* replicas = nullptr);
 
 }  // namespace dseek::train

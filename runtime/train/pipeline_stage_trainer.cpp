@@ -31,6 +31,7 @@ struct PipelineStageTrainer::Chunk {
   std::vector<model::ParamRange> owned;       // updated by this chunk's AdamW
   std::vector<model::ParamRange> norm_ranges; // squared for the global norm (wte once)
   std::vector<model::ParamRange> param_ranges;  // contributed to gather_params (wte once)
+  std::vector<model::ParamRange> owned_runs;  // `owned` merged into contiguous runs (replica sums)
   std::unique_ptr<optim::AdamW> optimizer;
   std::vector<int64_t> free_slots;
   std::map<int64_t, int64_t> slot_of_micro_batch;
@@ -41,8 +42,9 @@ PipelineStageTrainer::MessageKey PipelineStageTrainer::key_of(const PipelineMess
 }
 
 PipelineStageTrainer::PipelineStageTrainer(const config::JobConfig& config, BatchSource& batches,
-                                           PipelineLinks& links, PipelinePlan plan)
-    : config_(config), batches_(batches), links_(links), plan_(std::move(plan)),
+                                           PipelineLinks& links, PipelinePlan plan,
+                                           ReplicaGroup* replica_group)
+    : config_(config), batches_(batches), links_(links), replicas_(replica_group), plan_(std::move(plan)),
       schedule_(plan_.shape), stage_(links.stage()),
       backend_(backend::make_cpu_backend(static_cast<int>(config.train.threads))) {
   const auto& t = config.train;
@@ -54,6 +56,14 @@ PipelineStageTrainer::PipelineStageTrainer(const config::JobConfig& config, Batc
   const model::GptShape shape = shape_of(config.model);
   const int64_t B = plan_.micro_batch_size;
   activation_floats_ = static_cast<size_t>(B * shape.context * shape.dim);
+  const ReplicaSlice slice = replica_slice(t.batch_size, replicas(), replica());
+  if (slice.size != B * plan_.shape.micro_batches)
+    throw std::invalid_argument("PipelineStageTrainer: " + std::to_string(plan_.shape.micro_batches) +
+                                " micro-batches of " + std::to_string(B) +
+                                " do not make a replica's slice of " + std::to_string(slice.size) +
+                                " sequences");
+  slice_first_ = slice.first;
+  global_micro_batches_ = plan_.shape.micro_batches * replicas();
   inputs_.resize(static_cast<size_t>(B * shape.context));
   targets_.resize(inputs_.size());
   const optim::AdamWSettings settings{t.beta1, t.beta2, t.eps, t.weight_decay, t.grad_clip};
@@ -83,6 +93,16 @@ PipelineStageTrainer::PipelineStageTrainer(const config::JobConfig& config, Batc
       }
     }
     chunk->optimizer = std::make_unique<optim::AdamW>(*backend_, layout, settings, chunk->owned);
+    std::vector<model::ParamRange> sorted = chunk->owned;
+    std::sort(sorted.begin(), sorted.end(),
+              [](const model::ParamRange& a, const model::ParamRange& b) { return a.offset < b.offset; });
+    for (const model::ParamRange& r : sorted) {
+      if (!chunk->owned_runs.empty() &&
+          chunk->owned_runs.back().offset + chunk->owned_runs.back().count == r.offset)
+        chunk->owned_runs.back().count += r.count;
+      else
+        chunk->owned_runs.push_back(r);
+    }
     for (int64_t s = slots - 1; s >= 0; --s) chunk->free_slots.push_back(s);
     chunks_.push_back(std::move(chunk));
   }
@@ -141,14 +161,14 @@ void PipelineStageTrainer::run_forward(int64_t step, const PipelineOp& op) {
   const int64_t B = plan_.micro_batch_size;
   const int64_t T = config_.model.context;
   if (model.has_embedding() || model.has_head())
-    batches_.fill(static_cast<uint64_t>(step), config_.train.batch_size, op.micro_batch * B, B, T,
-                  inputs_.data(), targets_.data());
+    batches_.fill(static_cast<uint64_t>(step), config_.train.batch_size,
+                  slice_first_ + op.micro_batch * B, B, T, inputs_.data(), targets_.data());
   const double start = now_us();
   const double loss = model.forward(inputs_.data(), targets_.data(), B, T);
   const double end = now_us();
   busy_ms_ += (end - start) / 1000.0;
   record(SpanKind::forward, op.micro_batch, op.chunk, start, end);
-  if (model.has_head()) loss_ += loss / static_cast<double>(plan_.shape.micro_batches);
+  if (model.has_head()) loss_ += loss / static_cast<double>(global_micro_batches_);
   if (const auto output = schedule_.output_of(stage_, op)) send_from(*output, model.stage_output());
 }
 
@@ -162,7 +182,7 @@ void PipelineStageTrainer::run_backward(const PipelineOp& op) {
   if (const auto input = schedule_.input_of(stage_, op)) receive_into(*input, op.chunk, model.stage_output_grad());
   const double tokens = static_cast<double>(plan_.micro_batch_size * config_.model.context);
   const float dloss = 1.0f / static_cast<float>(tokens) /
-                      static_cast<float>(plan_.shape.micro_batches);
+                      static_cast<float>(global_micro_batches_);
   const double start = now_us();
   model.backward(dloss);
   const double end = now_us();
@@ -201,6 +221,7 @@ PipelineStepReport PipelineStageTrainer::train_step(int64_t step) {
   std::array<double, 1> loss{loss_};
   links_.sum_over_stages(loss);
   const double pipeline_end = now_us();
+  if (replicas_ != nullptr) replicas_->sum(loss);  // the other replicas' halves of the batch
   add_idle_spans(first_span, pipeline_start, pipeline_end);
   report.busy_ms = busy_ms_;
   report.recv_wait_ms = recv_wait_ms_;
@@ -217,6 +238,12 @@ PipelineStepReport PipelineStageTrainer::train_step(int64_t step) {
     links_.sum_first_and_last(first_chunk.model->grads() + first_chunk.model->layout().wte(), wte_floats);
   else if (stage_ == P - 1)
     links_.sum_first_and_last(last_chunk.model->grads() + last_chunk.model->layout().wte(), wte_floats);
+  double replica_ms = 0.0;
+  if (replicas_ != nullptr) {
+    const auto reduce_start = Clock::now();
+    sum_gradients_over_replicas();
+    replica_ms = std::chrono::duration<double, std::milli>(Clock::now() - reduce_start).count();
+  }
   std::array<double, 1> squares{0.0};
   for (auto& chunk : chunks_)
     for (const auto& range : chunk->norm_ranges)
@@ -231,11 +258,24 @@ PipelineStepReport PipelineStageTrainer::train_step(int64_t step) {
       std::chrono::duration<double, std::milli>(Clock::now() - update_start).count();
   report.step.step_ms =
       std::chrono::duration<double, std::milli>(Clock::now() - step_start).count();
-  report.step.compute_ms = report.busy_ms + update_ms;
-  report.step.comm_ms = report.recv_wait_ms;
+  report.step.compute_ms = report.busy_ms + update_ms - replica_ms;
+  report.step.comm_ms = report.recv_wait_ms + replica_ms;
   report.step.tokens_per_s = static_cast<double>(config_.train.batch_size * config_.model.context) /
                              (report.step.step_ms / 1000.0);
   return report;
+}
+
+void PipelineStageTrainer::sum_gradients_over_replicas() {
+  for (auto& chunk : chunks_)
+    for (const model::ParamRange& run : chunk->owned_runs)
+      replicas_->sum(chunk->model->grads() + run.offset, run.count);
+}
+
+double PipelineStageTrainer::sum_over_world(double value) {
+  std::array<double, 1> votes{value};
+  links_.sum_over_stages(votes);
+  if (replicas_ != nullptr) replicas_->sum(votes);
+  return votes[0];
 }
 
 double PipelineStageTrainer::evaluate(BatchSource& batches, int64_t eval_batches) {
@@ -258,8 +298,8 @@ double PipelineStageTrainer::evaluate(BatchSource& batches, int64_t eval_batches
           backend_->copy_from_host(model.stage_input(), incoming.data(), incoming.size() * sizeof(float));
         }
         if (model.has_embedding() || model.has_head())
-          batches.fill(static_cast<uint64_t>(b), config_.train.batch_size, mb * B, B, T,
-                       inputs_.data(), targets_.data());
+          batches.fill(static_cast<uint64_t>(b), config_.train.batch_size, slice_first_ + mb * B,
+                       B, T, inputs_.data(), targets_.data());
         const double loss = model.forward(inputs_.data(), targets_.data(), B, T);
         if (model.has_head()) {
           total += loss;
@@ -273,6 +313,7 @@ double PipelineStageTrainer::evaluate(BatchSource& batches, int64_t eval_batches
   }
   std::array<double, 2> sums{total, static_cast<double>(count)};
   links_.sum_over_stages(sums);
+  if (replicas_ != nullptr) replicas_->sum(sums);
   return sums[0] / sums[1];
 }
 

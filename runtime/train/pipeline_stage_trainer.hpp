@@ -12,6 +12,13 @@
 // AdamW updates the ranges it owns with that norm and the shared LR schedule, the first
 // and last stage updating their wte copies identically.
 //
+// With parallel.data = D replicas of the pipeline, each replica's micro-batches are its
+// slice of the global batch (replica_group.hpp), the loss gradient is scaled by the
+// global batch's micro-batch count (m x D, again the single node's scale), and after
+// the tied wte's sum each stage sums its gradients (and the loss) over its data group
+// (the same stage in every replica). Every replica then holds the same bits, so the
+// norm, which only runs over the stages, and the update are the same on all of them.
+//
 // Each step also measures the stage's bubble: 1 - (forward + backward compute) / (time
 // from the first op to the moment every stage drained the pipeline), and keeps trace
 // spans (forward, backward, send, recv, idle) for RUN_DIR/trace.json.
@@ -32,6 +39,7 @@
 #include "runtime/train/batch_source.hpp"
 #include "runtime/train/pipeline_links.hpp"
 #include "runtime/train/pipeline_plan.hpp"
+#include "runtime/train/replica_group.hpp"
 #include "runtime/train/trainer.hpp"
 
 namespace dseek::train {
@@ -46,17 +54,19 @@ struct PipelineStepReport {
 
 class PipelineStageTrainer {
  public:
-  // Every stage of `links` constructs one with the same config and plan. Builds the
-  // backend (train.threads) itself.
+  // Every stage of `links` constructs one with the same config and plan; `replica_group` is
+  // the stage's data group (null: one replica). Builds the backend (train.threads)
+  // itself.
   PipelineStageTrainer(const config::JobConfig& config, BatchSource& batches,
-                       PipelineLinks& links, PipelinePlan plan);
+                       PipelineLinks& links, PipelinePlan plan, ReplicaGroup* replica_group = nullptr);
   ~PipelineStageTrainer();
   PipelineStageTrainer(const PipelineStageTrainer&) = delete;
   PipelineStageTrainer& operator=(const PipelineStageTrainer&) = delete;
 
   // Optimizer step `step` (0-based), collective over the stages.
   PipelineStepReport train_step(int64_t step);
-  // Mean loss over `eval_batches` batches of `batches` (forward only), on every stage.
+  // Mean loss over `eval_batches` batches of `batches` (forward only), on every stage
+  // (each replica evaluates its slice; collective over the stages and the replicas).
   double evaluate(BatchSource& batches, int64_t eval_batches);
   // The whole model's parameters (layout order) on every stage: collective.
   std::vector<float> gather_params();
@@ -65,6 +75,11 @@ class PipelineStageTrainer {
 
   const PipelinePlan& plan() const { return plan_; }
   int64_t stage() const { return stage_; }
+  int replica() const { return replicas_ != nullptr ? replicas_->replica() : 0; }
+  int replicas() const { return replicas_ != nullptr ? replicas_->replicas() : 1; }
+  // The sum of one flag or count (stop votes) over the stages and the replicas:
+  // collective.
+  double sum_over_world(double value);
   // The trace spans of every stage's steps so far (collective; each stage keeps at most
   // kMaxTraceSpans, later ones are dropped), for write_chrome_trace.
   std::vector<metrics::TraceSpan> gather_trace_spans();
@@ -90,11 +105,14 @@ class PipelineStageTrainer {
   };
   static constexpr size_t kSpanDoubles = 5;
   void record(SpanKind kind, int64_t micro_batch, int64_t chunk, double start_us, double end_us);
+  // Sums every chunk's gradients over the replicas.
+  void sum_gradients_over_replicas();
   void add_idle_spans(size_t first_span, double start_us, double end_us);
 
   config::JobConfig config_;
   BatchSource& batches_;
   PipelineLinks& links_;
+  ReplicaGroup* replicas_;
   PipelinePlan plan_;
   PipelineSchedule schedule_;
   int64_t stage_;
@@ -102,6 +120,8 @@ class PipelineStageTrainer {
   std::vector<std::unique_ptr<Chunk>> chunks_;
   optim::LrSchedule lr_schedule_;
   size_t activation_floats_;  // one micro-batch's (B, T, C)
+  int64_t slice_first_ = 0;   // the replica's first sequence of the global batch
+  int64_t global_micro_batches_ = 0;  // m x replicas
   std::vector<int32_t> inputs_, targets_;
   // Per message of a step: its buffer, and the handle of its pending transfer.
   std::map<MessageKey, std::vector<float>> recv_buffers_, send_buffers_;

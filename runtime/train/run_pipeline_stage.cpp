@@ -3,7 +3,6 @@
 
 #include <unistd.h>
 
-#include <array>
 #include <chrono>
 #include <memory>
 
@@ -12,6 +11,7 @@
 #include "runtime/metrics/event_log.hpp"
 #include "runtime/metrics/progress.hpp"
 #include "runtime/train/batch_source.hpp"
+#include "runtime/train/parallel_layout_report.hpp"
 #include "runtime/train/pipeline_stage_trainer.hpp"
 #include "runtime/train/run_events.hpp"
 #include "runtime/util/sha256.hpp"
@@ -50,7 +50,7 @@ util::JsonLine plan_event(const PipelinePlan& plan, const config::JobConfig& con
 }  // namespace
 
 PipelineRunSummary run_pipeline_stage(const config::JobConfig& config, const RunOptions& options,
-                                      PipelineLinks& links) {
+                                      PipelineLinks& links, ReplicaGroup* replicas) {
   const auto& t = config.train;
   std::unique_ptr<metrics::EventLog> own_events;
   metrics::EventLog& events = open_run_events(config, options, own_events);
@@ -61,7 +61,7 @@ PipelineRunSummary run_pipeline_stage(const config::JobConfig& config, const Run
 
   // The profile of a balanced split runs on stage 0 with the threads it will train with.
   auto profile_backend = backend::make_cpu_backend(static_cast<int>(t.threads));
-  PipelinePlan plan = plan_pipeline(config, links, *profile_backend);
+  PipelinePlan plan = plan_pipeline(config, links, *profile_backend, replicas);
   profile_backend.reset();
   const util::JsonLine plan_fields = plan_event(plan, config);
   events.emit("pipeline_plan", plan_fields);
@@ -73,11 +73,16 @@ PipelineRunSummary run_pipeline_stage(const config::JobConfig& config, const Run
                 " split " + describe_partition(plan.ranges) +
                 (plan.stage_costs.empty() ? "" : " (stage cost ms " + format_costs(plan.stage_costs) + ")"));
 
-  PipelineStageTrainer trainer(config, train_batches, links, plan);
+  PipelineStageTrainer trainer(config, train_batches, links, plan, replicas);
+  const ParallelGroups layout(trainer.replicas(), static_cast<int>(plan.shape.stages), 1);
+  report_parallel_layout(layout,
+                         layout.rank_of({trainer.replica(), static_cast<int>(trainer.stage()), 0}),
+                         events, progress);
   const double theory = theoretical_bubble(plan.shape);
   util::JsonLine started;
   started.add("config", config.source).add("pid", static_cast<int64_t>(::getpid()))
       .add("stage", trainer.stage()).add("stages", plan.shape.stages)
+      .add("replica", trainer.replica()).add("replicas", trainer.replicas())
       .add("stage_params", static_cast<uint64_t>(trainer.owned_params()))
       .add("dim", config.model.dim).add("layers", config.model.layers)
       .add("batch_size", t.batch_size).add("steps", t.steps).add("threads", t.threads)
@@ -93,20 +98,17 @@ PipelineRunSummary run_pipeline_stage(const config::JobConfig& config, const Run
     summary.val_loss = trainer.evaluate(*val_batches, t.eval_batches);
     report_eval(events, progress, step, summary.val_loss);
   };
-  const auto sum_over_stages = [&links](double vote) {
-    std::array<double, 1> votes{vote};
-    links.sum_over_stages(votes);
-    return votes[0];
-  };
+  const auto sum_over_world = [&trainer](double vote) { return trainer.sum_over_world(vote); };
   for (int64_t step = 0; step < t.steps; ++step) {
-    stop_reason = collective_stop_reason(t, options, step, sum_over_stages);
+    stop_reason = collective_stop_reason(t, options, step, sum_over_world);
     if (!stop_reason.empty()) break;
     if (options.before_step) options.before_step(step);
     const PipelineStepReport r = trainer.train_step(step);
     summary.steps_done = step + 1;
     summary.final_loss = r.step.loss;
     util::JsonLine step_event = step_event_fields(step + 1, r.step);
-    step_event.add("stage", trainer.stage()).add("bubble", r.bubble).add("bubble_theory", theory)
+    step_event.add("stage", trainer.stage()).add("replica", trainer.replica())
+        .add("bubble", r.bubble).add("bubble_theory", theory)
         .add("busy_ms", r.busy_ms).add("pipeline_ms", r.pipeline_ms);
     events.emit("step", step_event);
     progress.step(step, r.step.loss, r.step.lr, r.step.tokens_per_s,
@@ -121,7 +123,7 @@ PipelineRunSummary run_pipeline_stage(const config::JobConfig& config, const Run
   summary.params_sha256 =
       util::sha256_hex(result.final_params.data(), result.final_params.size() * sizeof(float));
   const auto spans = trainer.gather_trace_spans();
-  if (trainer.stage() == 0) {
+  if (trainer.stage() == 0 && trainer.replica() == 0) {  // replica 0's spans only
     std::vector<std::string> names;
     for (int64_t s = 0; s < plan.shape.stages; ++s) names.push_back("stage " + std::to_string(s));
     const auto trace_path = options.run_dir / "trace.json";

@@ -4,16 +4,20 @@
 // evaluate, report a step event per step (with the measured bubble and the schedule's
 // theoretical one), and at the end write RUN_DIR/trace.json (stage 0, every stage's
 // spans) and train_done with the whole model's params_sha256 (the same on every stage).
-// Every stage of `links` calls it with the same config (but cluster.node_id).
+// Every stage of `links` calls it with the same config (but cluster.node_id). With
+// parallel.data replicas of the pipeline, each stage also has its data group
+// (`replicas`): the layout is printed and logged (parallel_layout), each replica trains
+// its slice of every batch, and replica 0's stage 0 writes the trace.
 //
 // Not in a pipeline run (refused by config::check_supported before it gets here):
-// checkpoints, resume, data parallelism across pipelines, ZeRO, compression, faults.
+// checkpoints, resume, tensor parallelism alongside, ZeRO, compression, faults.
 #pragma once
 
 #include <vector>
 
 #include "runtime/config/job_config.hpp"
 #include "runtime/train/pipeline_links.hpp"
+#include "runtime/train/replica_group.hpp"
 #include "runtime/train/run_training.hpp"
 
 namespace dseek::train {
@@ -25,7 +29,8 @@ struct PipelineRunSummary {
 
 // Uses options.run_dir, console, events, stop and before_step; the rest of RunOptions
 // is for data-parallel runs.
+// `replicas`: the stage's data-parallel group (null: one replica).
 PipelineRunSummary run_pipeline_stage(const config::JobConfig& config, const RunOptions& options,
-                                      PipelineLinks& links);
+                                      PipelineLinks& links, ReplicaGroup* replicas = nullptr);
 
 }  // namespace dseek::train

@@ -7,37 +7,20 @@
 #include <chrono>
 #include <cstdio>
 #include <memory>
-#include <sstream>
 
 #include "runtime/data/token_dataset.hpp"
 #include "runtime/metrics/event_log.hpp"
 #include "runtime/metrics/progress.hpp"
 #include "runtime/train/batch_source.hpp"
-#include "runtime/train/parallel_groups.hpp"
+#include "runtime/train/parallel_layout_report.hpp"
 #include "runtime/train/run_events.hpp"
 #include "runtime/train/tensor_parallel_trainer.hpp"
 #include "runtime/util/sha256.hpp"
 
 namespace dseek::train {
 
-namespace {
-// The layout as printed (one line per rank) and logged.
-void report_layout(const TensorParallelTrainer& trainer, metrics::EventLog& events,
-                   metrics::Progress& progress) {
-  const ParallelGroups groups(1, 1, trainer.ranks());
-  const std::string text = groups.describe();
-  std::istringstream lines(text);
-  for (std::string line; std::getline(lines, line);) progress.line(line);
-  const RankCoordinates me = groups.coordinates(trainer.rank());
-  events.emit("parallel_layout",
-              util::JsonLine().add("data", 1).add("pipeline", 1).add("tensor", trainer.ranks())
-                  .add("world", groups.world()).add("rank", trainer.rank())
-                  .add("tensor_rank", me.tensor).add("layout", text));
-}
-}  // namespace
-
 RunSummary run_tensor_parallel(const config::JobConfig& config, const RunOptions& options,
-                               model::TensorGroup& group) {
+                               model::TensorGroup& group, ReplicaGroup* replicas) {
   const auto& t = config.train;
   std::unique_ptr<metrics::EventLog> own_events;
   metrics::EventLog& events = open_run_events(config, options, own_events);
@@ -46,11 +29,14 @@ RunSummary run_tensor_parallel(const config::JobConfig& config, const RunOptions
                                config.model.context);
   auto val_batches = open_validation(config, progress);
 
-  TensorParallelTrainer trainer(config, train_batches, group);
-  report_layout(trainer, events, progress);
+  TensorParallelTrainer trainer(config, train_batches, group, replicas);
+  const ParallelGroups layout(trainer.replicas(), 1, trainer.ranks());
+  report_parallel_layout(layout, layout.rank_of({trainer.replica(), 0, trainer.rank()}), events,
+                         progress);
   util::JsonLine started;
   started.add("config", config.source).add("pid", static_cast<int64_t>(::getpid()))
       .add("tensor_rank", trainer.rank()).add("tensor", trainer.ranks())
+      .add("replica", trainer.replica()).add("replicas", trainer.replicas())
       .add("shard_params", static_cast<uint64_t>(trainer.shard_params()))
       .add("dim", config.model.dim).add("layers", config.model.layers)
       .add("batch_size", t.batch_size).add("steps", t.steps).add("threads", t.threads)
@@ -73,7 +59,8 @@ RunSummary run_tensor_parallel(const config::JobConfig& config, const RunOptions
     const StepReport r = trainer.train_step(step);
     summary.steps_done = step + 1;
     summary.final_loss = r.loss;
-    events.emit("step", step_event_fields(step + 1, r).add("tensor_rank", trainer.rank()));
+    events.emit("step", step_event_fields(step + 1, r).add("tensor_rank", trainer.rank())
+                            .add("replica", trainer.replica()));
     progress.step(step, r.loss, r.lr, r.tokens_per_s, eta_seconds(start, step + 1, t.steps - step - 1));
     const bool last = step + 1 == t.steps;
     if (!last && t.eval_every > 0 && (step + 1) % t.eval_every == 0) run_eval(step);

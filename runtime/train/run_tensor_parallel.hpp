@@ -1,4 +1,5 @@
-// The training job of one rank of a tensor-parallel group from start to finish, the
+// The training job of one rank of a tensor-parallel group (one of parallel.data
+// replicas of the group) from start to finish, the
 // tensor-parallel counterpart of run_pipeline_stage.hpp: the rank layout printed and
 // logged (parallel_layout, from parallel_groups.hpp), then the steps of
 // TensorParallelTrainer with the same events as every other path (run_started, step,
@@ -8,19 +9,21 @@
 // config (but cluster.node_id) and the same run_dir.
 //
 // Not in a tensor-parallel run (refused by config::check_supported before it gets here):
-// pipeline or data parallelism alongside, ZeRO, compression, checkpoints, resume, faults
-// other than kill.
+// pipeline parallelism alongside, ZeRO, compression, checkpoints, resume, faults other
+// than kill.
 #pragma once
 
 #include "runtime/config/job_config.hpp"
 #include "runtime/model/tensor_group.hpp"
+#include "runtime/train/replica_group.hpp"
 #include "runtime/train/run_training.hpp"
 
 namespace dseek::train {
 
 // Uses options.run_dir, console, events, stop and before_step; the rest of RunOptions
-// is for data-parallel runs.
+// is for data-parallel runs. `replicas`: the rank's data-parallel group (null: one
+// replica).
 RunSummary run_tensor_parallel(const config::JobConfig& config, const RunOptions& options,
-                               model::TensorGroup& group);
+                               model::TensorGroup& group, ReplicaGroup* replicas = nullptr);
 
 }  // namespace dseek::train

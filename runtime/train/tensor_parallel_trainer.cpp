@@ -39,17 +39,20 @@ class TensorParallelTrainer::TimedGroup final : public model::TensorGroup {
 };
 
 TensorParallelTrainer::TensorParallelTrainer(const config::JobConfig& config, BatchSource& batches,
-                                             model::TensorGroup& group)
-    : config_(config), batches_(batches), group_(group),
+                                             model::TensorGroup& group, ReplicaGroup* replica_group)
+    : config_(config), batches_(batches), group_(group), replicas_(replica_group),
       timed_group_(std::make_unique<TimedGroup>(group)),
       backend_(backend::make_cpu_backend(static_cast<int>(config.train.threads))) {
   const auto& t = config.train;
-  micro_batch_ = t.micro_batch_size > 0 ? t.micro_batch_size : t.batch_size;
-  if (t.batch_size % micro_batch_ != 0)
+  slice_ = replica_slice(t.batch_size, replicas_ != nullptr ? replicas_->replicas() : 1,
+                         replicas_ != nullptr ? replicas_->replica() : 0);
+  micro_batch_ = t.micro_batch_size > 0 ? t.micro_batch_size : slice_.size;
+  if (slice_.size % micro_batch_ != 0)
     throw std::invalid_argument("train.micro_batch_size = " + std::to_string(t.micro_batch_size) +
-                                " does not divide train.batch_size = " +
-                                std::to_string(t.batch_size) +
-                                " (every rank of a tensor-parallel group runs the whole batch)");
+                                " does not divide a replica's slice of train.batch_size (" +
+                                std::to_string(slice_.size) +
+                                " sequences; every rank of a tensor-parallel group runs its "
+                                "replica's whole slice)");
   model_ = std::make_unique<model::TensorParallelGpt>(shape_of(config.model), *timed_group_,
                                                       *backend_, micro_batch_);
   model_->init_weights(static_cast<uint64_t>(t.seed), config.model.init_std);
@@ -106,14 +109,16 @@ double TensorParallelTrainer::global_grad_norm() {
 double TensorParallelTrainer::sum_over_group(double value) {
   float sum = static_cast<float>(value);
   group_.all_reduce_sum(&sum, 1);
-  return static_cast<double>(sum);
+  std::array<double, 1> total{static_cast<double>(sum)};
+  if (replicas_ != nullptr) replicas_->sum(total);
+  return total[0];
 }
 
 StepReport TensorParallelTrainer::train_step(int64_t step) {
   const auto start = Clock::now();
   const int64_t batch = config_.train.batch_size;
   const int64_t T = config_.model.context;
-  const int64_t micro_steps = batch / micro_batch_;
+  const int64_t micro_steps = batch / micro_batch_;  // of the global batch, over the replicas
   StepReport report;
   report.step = step;
   report.lr = lr_schedule_.at(step);
@@ -121,7 +126,7 @@ StepReport TensorParallelTrainer::train_step(int64_t step) {
   timed_group_->take_spent_ms();
   const float dloss = 1.0f / static_cast<float>(micro_batch_ * T) / static_cast<float>(micro_steps);
   double loss = 0.0;
-  for (int64_t first = 0; first < batch; first += micro_batch_) {
+  for (int64_t first = slice_.first; first < slice_.first + slice_.size; first += micro_batch_) {
     const auto wait_start = Clock::now();
     batches_.fill(static_cast<uint64_t>(step), batch, first, micro_batch_, T, inputs_.data(),
                   targets_.data());
@@ -129,6 +134,14 @@ StepReport TensorParallelTrainer::train_step(int64_t step) {
     loss += model_->forward(inputs_.data(), targets_.data(), micro_batch_, T) /
             static_cast<double>(micro_steps);
     model_->backward(dloss);
+  }
+  if (replicas_ != nullptr) {
+    const auto reduce_start = Clock::now();
+    replicas_->sum(model_->grads(), model_->num_params());
+    std::array<double, 1> total{loss};
+    replicas_->sum(total);
+    loss = total[0];
+    report.comm_ms += ms_between(reduce_start, Clock::now());
   }
   report.loss = loss;
   const double norm = global_grad_norm();
@@ -145,7 +158,7 @@ StepReport TensorParallelTrainer::train_step(int64_t step) {
                            optimizer_steps_, static_cast<float>(clip_scale));
   }
   report.grad_norm = norm;
-  report.comm_ms = timed_group_->take_spent_ms();
+  report.comm_ms += timed_group_->take_spent_ms();
   report.step_ms = ms_between(start, Clock::now());
   report.compute_ms = report.step_ms - report.comm_ms - report.data_wait_ms;
   report.tokens_per_s = static_cast<double>(batch * T) / (report.step_ms / 1000.0);
@@ -153,21 +166,24 @@ StepReport TensorParallelTrainer::train_step(int64_t step) {
 }
 
 // The model's loss is already the group's (the vocabulary-parallel cross-entropy
-// all-reduces it), so every rank returns the same mean without another reduction.
+// all-reduces it), so the ranks of a group agree without another reduction; the
+// replicas' slices are summed.
 double TensorParallelTrainer::evaluate(BatchSource& batches, int64_t eval_batches) {
   const int64_t batch = config_.train.batch_size;
   const int64_t T = config_.model.context;
   double total = 0.0;
   int64_t count = 0;
   for (int64_t b = 0; b < eval_batches; ++b) {
-    for (int64_t first = 0; first < batch; first += micro_batch_) {
+    for (int64_t first = slice_.first; first < slice_.first + slice_.size; first += micro_batch_) {
       batches.fill(static_cast<uint64_t>(b), batch, first, micro_batch_, T, inputs_.data(),
                    targets_.data());
       total += model_->forward(inputs_.data(), targets_.data(), micro_batch_, T);
       ++count;
     }
   }
-  return count > 0 ? total / static_cast<double>(count) : 0.0;
+  std::array<double, 2> sums{total, static_cast<double>(count)};
+  if (replicas_ != nullptr) replicas_->sum(sums);
+  return sums[1] > 0 ? sums[0] / sums[1] : 0.0;
 }
 
 // Each rank writes its slices into zeros, rank 0 also the replicated tensors, and the

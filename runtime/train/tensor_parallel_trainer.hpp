@@ -1,11 +1,15 @@
-// Training of one rank of a tensor-parallel group (parallel.tensor = T, no pipeline, no
-// data parallelism): model::TensorParallelGpt holds this rank's Megatron shard, every
-// rank of the group reads the whole global batch (the same tokens), and a step is the
-// single-node Trainer's step with the model split:
+// Training of one rank of a tensor-parallel group (parallel.tensor = T, no pipeline),
+// optionally one of D replicas of the group (parallel.data = D): model::TensorParallelGpt
+// holds this rank's Megatron shard, every rank of a group reads its replica's slice of
+// the global batch (the whole batch with one replica; the same tokens on every rank of
+// the group), and a step is the single-node Trainer's step with the model split:
 //
-//   - micro-batches of train.micro_batch_size (default: the whole batch) accumulate into
+//   - micro-batches of train.micro_batch_size (default: the whole slice) accumulate into
 //     the shard's gradients with the loss scaled as the single-node trainer scales it
-//     (1 / (tokens per micro-batch x micro-batches));
+//     (1 / (tokens per micro-batch x micro-batches of the global batch));
+//   - with replicas, the shard's gradients (and the loss) are then summed over the data
+//     group (the same tensor rank in every replica, replica_group.hpp): every replica
+//     holds the whole batch's gradient, the same bits on each, before the norm;
 //   - the global gradient norm counts every parameter of the whole model once: the
 //     squares of the sharded tensors are summed over the group, those of the replicated
 //     tensors (wpe, LayerNorms, row-parallel biases) are added once, since every rank
@@ -30,17 +34,19 @@
 #include "runtime/optim/adamw.hpp"
 #include "runtime/optim/lr_schedule.hpp"
 #include "runtime/train/batch_source.hpp"
+#include "runtime/train/replica_group.hpp"
 #include "runtime/train/trainer.hpp"
 
 namespace dseek::train {
 
 class TensorParallelTrainer {
  public:
-  // Every rank of `group` constructs one with the same config. Builds the backend
-  // (train.threads) itself. Throws std::invalid_argument when train.micro_batch_size does
-  // not divide train.batch_size.
+  // Every rank of `group` constructs one with the same config; `replica_group` is its data
+  // group (null: one replica). Builds the backend (train.threads) itself. Throws
+  // std::invalid_argument when the replicas or train.micro_batch_size do not split
+  // train.batch_size evenly.
   TensorParallelTrainer(const config::JobConfig& config, BatchSource& batches,
-                        model::TensorGroup& group);
+                        model::TensorGroup& group, ReplicaGroup* replica_group = nullptr);
   ~TensorParallelTrainer();
   TensorParallelTrainer(const TensorParallelTrainer&) = delete;
   TensorParallelTrainer& operator=(const TensorParallelTrainer&) = delete;
@@ -48,7 +54,8 @@ class TensorParallelTrainer {
   // Optimizer step `step` (0-based), collective over the group. The loss, norm and
   // learning rate are the same on every rank.
   StepReport train_step(int64_t step);
-  // Mean loss over `eval_batches` batches of `batches` (forward only), on every rank.
+  // Mean loss over `eval_batches` batches of `batches` (forward only), on every rank
+  // (each replica evaluates its slice; collective over the group and the replicas).
   double evaluate(BatchSource& batches, int64_t eval_batches);
   // The whole model's parameters (ParamLayout order) on every rank: collective.
   std::vector<float> gather_params();
@@ -56,7 +63,10 @@ class TensorParallelTrainer {
   size_t shard_params() const { return model_->num_params(); }
   int rank() const { return group_.rank(); }
   int ranks() const { return group_.size(); }
-  // The sum over the group of one flag or count (stop requests): collective.
+  int replica() const { return replicas_ != nullptr ? replicas_->replica() : 0; }
+  int replicas() const { return replicas_ != nullptr ? replicas_->replicas() : 1; }
+  // The sum over the group and its replicas of one flag or count (stop requests):
+  // collective.
   double sum_over_group(double value);
 
  private:
@@ -72,11 +82,13 @@ class TensorParallelTrainer {
   config::JobConfig config_;
   BatchSource& batches_;
   model::TensorGroup& group_;
+  ReplicaGroup* replicas_;
   std::unique_ptr<TimedGroup> timed_group_;
   std::unique_ptr<backend::Backend> backend_;
   std::unique_ptr<model::TensorParallelGpt> model_;
   optim::AdamWSettings settings_;
   optim::LrSchedule lr_schedule_;
+  ReplicaSlice slice_;
   int64_t micro_batch_ = 0;
   std::vector<UpdateRun> runs_;
   std::vector<model::ParamRange> sharded_, replicated_;  // for the norm

@@ -2,7 +2,9 @@
 // parallel.tensor = 2 runs one tensor-parallel rank per dseek-node (the worker runs
 // train::run_tensor_parallel over the epoch's data plane) and trains what a single-node
 // run of the same config trains; and a group that loses a node fails the job at once,
-// naming what is missing, instead of hanging or restarting the run from step 0.
+// naming what is missing, instead of hanging or restarting the run from step 0; and
+// `dseek launch --nodes 4` with parallel.data = 2 runs two replicas of a 2-rank group
+// that train what one node trains (tests/support/replica_parity_launch.hpp).
 //
 // Tolerance against the single node: the ranks compute the same math with partial sums
 // split over heads, MLP columns and vocabulary rows and added by the all-reduce, where
@@ -23,6 +25,7 @@
 
 #include "support/lost_node_launch.hpp"
 #include "support/node_runs.hpp"
+#include "support/replica_parity_launch.hpp"
 #include "support/process.hpp"
 #include "support/test_paths.hpp"
 
@@ -88,4 +91,21 @@ TEST_CASE("tensor: dseek launch runs one tensor-parallel rank per node", "[tp][l
 
 TEST_CASE("tensor: a lost node fails the job at once", "[tp][launch]") {
   check_lost_node_fails_at_once("tp-launch-kill", kTensor, "tensor-parallel");
+}
+
+// Two replicas of a 2-rank group, each on its half of every batch (3 micro-batches of
+// 2): 4 processes on 2 cores, 8 steps. Tolerance 1e-5 relative on every step's loss and
+// on val_loss: the group's own rounding (above) plus the replicas' halves of the
+// gradient added after accumulation (measured: see the WARN line of a run; 1e-8 on the
+// worst step). A replica on the wrong slice or a gradient not summed over the replicas
+// moves the loss by more than 1e-3 within two steps.
+TEST_CASE("tensor: dseek launch runs 2 replicas of a 2-rank group", "[tp][launch][dp]") {
+  ReplicaParityJob job;
+  job.name = "tp-dp-launch";
+  job.shared = {"--set", "train.micro_batch_size=2", "--set", "train.threads=1", "--set",
+                "train.eval_every=0"};
+  job.group = {"--set", "parallel.tensor=2", "--set", "parallel.data=2"};
+  job.layout_line = "parallel layout: data 2 x pipeline 1 x tensor 2 = 4 ranks";
+  job.tensor = 2;
+  check_replicas_match_single_node(job);
 }

@@ -339,7 +339,7 @@ TEST_CASE("config: check_supported rejects features this build lacks", "[config]
   CHECK_THAT(error_of([&] { config::check_supported(faulty); }), Contains("[[faults]]"));
 }
 
-TEST_CASE("config: pipeline parallelism runs alone, one stage per node", "[config][pipeline]") {
+TEST_CASE("config: pipeline parallelism runs one stage per node, with replicas too", "[config][pipeline]") {
   auto pipeline = config::load_config_text("", "x.toml", {"cluster.nodes=2", "parallel.pipeline=2",
                                                          "parallel.schedule=\"gpipe\""});
   CHECK_NOTHROW(config::check_supported(pipeline));
@@ -353,10 +353,10 @@ TEST_CASE("config: pipeline parallelism runs alone, one stage per node", "[confi
     CHECK_THAT(error_of([&] { config::check_supported(job); }),
                Contains(key) && Contains("not implemented yet"));
   }
+  // Replicas of the pipeline run (parallel.data x parallel.pipeline = cluster.nodes).
   auto with_data = config::load_config_text(
       "", "x.toml", {"cluster.nodes=4", "parallel.pipeline=2", "parallel.data=2"});
-  CHECK_THAT(error_of([&] { config::check_supported(with_data); }),
-             Contains("parallel.data") && Contains("does not combine"));
+  CHECK_NOTHROW(config::check_supported(with_data));
   auto with_fault = config::load_config_text(
       "[[faults]]\nkind = \"slow\"\nstep = 1\nms = 5\n", "x",
       {"cluster.nodes=2", "parallel.pipeline=2"});
@@ -372,7 +372,7 @@ TEST_CASE("config: pipeline parallelism runs alone, one stage per node", "[confi
              Contains("apply to pipeline-parallel jobs"));
 }
 
-TEST_CASE("config: tensor parallelism runs alone, one rank per node", "[config][tp]") {
+TEST_CASE("config: tensor parallelism runs one rank per node, with replicas too", "[config][tp]") {
   auto tensor = config::load_config_text("", "x.toml", {"cluster.nodes=2", "parallel.tensor=2"});
   CHECK_NOTHROW(config::check_supported(tensor));
   CHECK_THAT(error_of([&] { config::load_config_text("", "x.toml", {"parallel.tensor=2"}); }),
@@ -389,10 +389,17 @@ TEST_CASE("config: tensor parallelism runs alone, one rank per node", "[config][
       "", "x.toml", {"cluster.nodes=2", "parallel.tensor=2", "parallel.pipeline=2"});
   CHECK_THAT(error_of([&] { config::check_supported(with_pipeline); }),
              Contains("parallel.pipeline") && Contains("does not combine"));
+  // Replicas of the group run (parallel.data x parallel.tensor = cluster.nodes), each on
+  // an equal slice of the batch.
   auto with_data = config::load_config_text(
       "", "x.toml", {"cluster.nodes=4", "parallel.tensor=2", "parallel.data=2"});
-  CHECK_THAT(error_of([&] { config::check_supported(with_data); }),
-             Contains("parallel.data") && Contains("does not combine"));
+  CHECK_NOTHROW(config::check_supported(with_data));
+  CHECK_THAT(error_of([&] {
+               config::load_config_text("", "x.toml", {"cluster.nodes=4", "parallel.tensor=2",
+                                                       "parallel.data=2", "train.batch_size=6",
+                                                       "train.micro_batch_size=2"});
+             }),
+             Contains("train.micro_batch_size (2) must divide each replica's slice"));
   auto with_fault = config::load_config_text(
       "[[faults]]\nkind = \"slow\"\nstep = 1\nms = 5\n", "x",
       {"cluster.nodes=2", "parallel.tensor=2"});

@@ -1,0 +1,28 @@
+// train::ReplicaGroup over the data plane: rank r of the communicator (a data-parallel
+// group cut by parallel_communicators.hpp) is replica r. The float sum is the
+// communicator's all-reduce, whose result is bitwise the same on every rank (the direct
+// all-reduce adds the contributions in rank order; the ring reduces each segment on one
+// rank and copies it to the others); the double sums are added in rank order.
+#pragma once
+
+#include <vector>
+
+#include "comm/communicator.hpp"
+#include "runtime/train/replica_group.hpp"
+
+namespace dseek::actors {
+
+class CommReplicaGroup final : public train::ReplicaGroup {
+ public:
+  explicit CommReplicaGroup(comm::Communicator& comm) : comm_(comm) {}
+  int replica() const override { return comm_.rank(); }
+  int replicas() const override { return comm_.size(); }
+  void sum(float* data, size_t count) override;
+  void sum(std::span<double> values) override;
+
+ private:
+  comm::Communicator& comm_;
+  std::vector<unsigned char> scratch_;
+};
+
+}  // namespace dseek::actors
