@@ -82,3 +82,11 @@ TEST_CASE("pipeline: dseek launch runs 2 replicas of a 2-stage pipeline", "[pp][
   job.pipeline = 2;
   check_replicas_match_single_node(job);
 }
+
+TEST_CASE("pipeline: a lost node of a replicated pipeline fails the job at once", "[pp][launch][dp]") {
+  check_lost_node_fails_at_once("pp-dp-launch-kill",
+                                {"--set", "parallel.pipeline=2", "--set", "parallel.data=2",
+                                 "--set", "train.micro_batch_size=2", "--set", "train.threads=1",
+                                 "--set", "train.eval_every=0"},
+                                "pipeline-parallel", 4);
+}

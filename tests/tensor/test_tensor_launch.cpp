@@ -109,3 +109,11 @@ TEST_CASE("tensor: dseek launch runs 2 replicas of a 2-rank group", "[tp][launch
   job.tensor = 2;
   check_replicas_match_single_node(job);
 }
+
+TEST_CASE("tensor: a lost node of a replicated group fails the job at once", "[tp][launch][dp]") {
+  check_lost_node_fails_at_once("tp-dp-launch-kill",
+                                {"--set", "parallel.tensor=2", "--set", "parallel.data=2",
+                                 "--set", "train.micro_batch_size=2", "--set", "train.threads=1",
+                                 "--set", "train.eval_every=0"},
+                                "tensor-parallel", 4);
+}
