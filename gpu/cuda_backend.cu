@@ -54,7 +54,8 @@ std::string validate_device(int device_index) {
 
 class CudaBackend final : public backend::Backend {
  public:
-  CudaBackend(int device, std::string label) : device_(device), label_(label), pool_(device, label) {
+  CudaBackend(int device, std::string label)
+      : device_(device), label_(label), pool_(device, label) {
     make_current();
     DSEEK_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
     DSEEK_CUBLAS_CHECK(cublasCreate(&cublas_));
@@ -155,8 +156,9 @@ class CudaBackend final : public backend::Backend {
   void matmul_backward(float* dinp, float* dw, float* dbias, const float* dout, const float* inp,
                        const float* w, int N, int C, int OC) override {
     make_current();
-    kernels::matmul_backward(cublas_, stream_, scratch(kernels::matmul_backward_scratch_floats(N, OC)),
-                             dinp, dw, dbias, dout, inp, w, N, C, OC);
+    kernels::matmul_backward(cublas_, stream_,
+                             scratch(kernels::matmul_backward_scratch_floats(N, OC)), dinp, dw,
+                             dbias, dout, inp, w, N, C, OC);
   }
   void gelu_backward(float* dinp, const float* inp, const float* dout, size_t n) override {
     make_current();
@@ -203,15 +205,16 @@ class CudaBackend final : public backend::Backend {
     cudaError_t status = cudaStreamSynchronize(stream_);
     if (status != cudaSuccess)
       throw std::runtime_error(label_ + ": " + cudaGetErrorName(status) + ": " +
-                               cudaGetErrorString(status) + " (reported at a stream synchronisation)");
+                               cudaGetErrorString(status) +
+                               " (reported at a stream synchronisation)");
   }
 
   void check_heads(int C, int NH) const {
     if (NH < 1 || C % NH != 0 || C / NH > kernels::kMaxHeadSize)
       throw std::invalid_argument(label_ + ": attention with C = " + std::to_string(C) +
                                   " and NH = " + std::to_string(NH) +
-                                  ": the CUDA kernels need C divisible by NH and a head size of at most " +
-                                  std::to_string(kernels::kMaxHeadSize));
+                                  ": the CUDA kernels need C divisible by NH and a head size "
+                                  "of at most " + std::to_string(kernels::kMaxHeadSize));
   }
 
   // Kernel scratch, grown to the largest request and then kept: a steady-state step

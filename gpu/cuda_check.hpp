@@ -1,7 +1,7 @@
 // The one family of CUDA error checks used by gpu/: every runtime and cuBLAS call, and
 // every kernel launch, goes through these, so a failure names the file, the line, the
 // error code and the call that failed, in a std::runtime_error, e.g.
-//   "gpu/kernels/layernorm.cu:42: cudaErrorInvalidValue: invalid argument in `cudaMemsetAsync(...)`".
+//   "gpu/cuda_backend.cu:42: cudaErrorInvalidValue: invalid argument in `cudaMemsetAsync(...)`".
 //
 // A kernel launch is checked at once with cudaGetLastError (configuration errors), which
 // costs nothing. Errors inside a kernel are reported by CUDA only at the next

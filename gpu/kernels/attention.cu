@@ -26,14 +26,15 @@ constexpr int kPerLane = kMaxHeadSize / kWarpSize;
 constexpr int kThreads = 128;
 constexpr int kWarpsPerBlock = kThreads / kWarpSize;
 
-// Which (b, h, t) a warp handles, and where its head's vectors start.
+// The (b, h, t) row a warp handles: warps enumerate rows as ((b * NH) + h) * T + t.
 struct HeadRow {
   int b, h, t;
   bool valid;
 };
 
 __device__ __forceinline__ HeadRow head_row(int B, int T, int NH) {
-  const long long row = static_cast<long long>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / kWarpSize;
+  const long long row =
+      static_cast<long long>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / kWarpSize;
   HeadRow r;
   r.valid = row < static_cast<long long>(B) * NH * T;
   r.t = static_cast<int>(row % T);
@@ -205,6 +206,7 @@ unsigned blocks_for_rows(int B, int T, int NH) {
 
 void attention_forward(cudaStream_t stream, float* out, float* logsumexp, const float* qkv, int B,
                        int T, int C, int NH) {
+  if (B == 0 || T == 0 || NH == 0) return;  // empty: a grid of 0 blocks would not launch
   attention_forward_kernel<<<blocks_for_rows(B, T, NH), kThreads, 0, stream>>>(out, logsumexp,
                                                                                qkv, B, T, C, NH);
   DSEEK_CUDA_CHECK_LAUNCH(stream, "attention_forward_kernel");
@@ -216,6 +218,7 @@ size_t attention_backward_scratch_floats(int B, int T, int NH) {
 
 void attention_backward(cudaStream_t stream, Scratch scratch, float* dqkv, const float* dout,
                         const float* qkv, const float* logsumexp, int B, int T, int C, int NH) {
+  if (B == 0 || T == 0 || NH == 0) return;  // empty: a grid of 0 blocks would not launch
   attention_backward_query_kernel<<<blocks_for_rows(B, T, NH), kThreads, 0, stream>>>(
       dqkv, scratch.data, dout, qkv, logsumexp, B, T, C, NH);
   DSEEK_CUDA_CHECK_LAUNCH(stream, "attention_backward_query_kernel");

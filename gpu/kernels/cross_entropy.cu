@@ -72,6 +72,7 @@ __global__ void softmax_cross_entropy_backward_kernel(float* probs_to_dlogits,
 
 void softmax_cross_entropy_forward(cudaStream_t stream, float* logits_to_probs, float* losses,
                                    const int32_t* targets, int N, int V) {
+  if (N == 0 || V == 0) return;  // empty: a grid of 0 blocks would not launch
   softmax_cross_entropy_forward_kernel<<<static_cast<unsigned>(N), kThreads, 0, stream>>>(
       logits_to_probs, losses, targets, V);
   DSEEK_CUDA_CHECK_LAUNCH(stream, "softmax_cross_entropy_forward_kernel");

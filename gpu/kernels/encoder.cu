@@ -64,6 +64,7 @@ void encoder_forward(cudaStream_t stream, float* out, const int32_t* tokens, con
 
 void encoder_backward(cudaStream_t stream, float* dwte, float* dwpe, const float* dout,
                       const int32_t* tokens, int B, int T, int C) {
+  if (B == 0 || T == 0 || C == 0) return;  // empty: a grid of 0 blocks would not launch
   constexpr int kThreads = 128;
   const dim3 wte_grid(blocks_for(static_cast<size_t>(C), kThreads), kTokenBuckets);
   encoder_backward_wte_kernel<<<wte_grid, kThreads, 0, stream>>>(dwte, dout, tokens, B * T, C);

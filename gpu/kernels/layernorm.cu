@@ -3,6 +3,9 @@
 // order. The weight and bias gradients are sums over rows, done in two deterministic
 // stages: each block of kRowsPerBlock rows writes its partial column sums to scratch,
 // then one thread per column adds the partials in block order to dw and db.
+#include <stdexcept>
+#include <string>
+
 #include "gpu/cuda_check.hpp"
 #include "gpu/kernels/device_helpers.cuh"
 #include "gpu/kernels/kernels.hpp"
@@ -17,6 +20,14 @@ constexpr int kRowsPerBlock = 64;
 constexpr int kColumnThreads = 128;
 
 int row_blocks(int N) { return (N + kRowsPerBlock - 1) / kRowsPerBlock; }
+
+// The row blocks are the grid's y dimension, at most 65535 of them.
+void check_rows(int N, const char* op) {
+  if (row_blocks(N) > 65535)
+    throw std::invalid_argument(std::string(op) + ": " + std::to_string(N) +
+                                " rows exceed the kernel's limit of " +
+                                std::to_string(65535 * kRowsPerBlock));
+}
 
 __global__ void layernorm_forward_kernel(float* out, float* mean, float* rstd, const float* inp,
                                          const float* w, const float* b, int N, int C) {
@@ -103,6 +114,7 @@ __global__ void layernorm_backward_merge_kernel(float* dw, float* db, const floa
 
 void layernorm_forward(cudaStream_t stream, float* out, float* mean, float* rstd,
                        const float* inp, const float* w, const float* b, int N, int C) {
+  if (N == 0 || C == 0) return;  // empty: a grid of 0 blocks would not launch
   const unsigned blocks = static_cast<unsigned>((N + kWarpsPerBlock - 1) / kWarpsPerBlock);
   layernorm_forward_kernel<<<blocks, kThreads, 0, stream>>>(out, mean, rstd, inp, w, b, N, C);
   DSEEK_CUDA_CHECK_LAUNCH(stream, "layernorm_forward_kernel");
@@ -115,6 +127,8 @@ size_t layernorm_backward_scratch_floats(int N, int C) {
 void layernorm_backward(cudaStream_t stream, Scratch scratch, float* dinp, float* dw, float* db,
                         const float* dout, const float* inp, const float* w, const float* mean,
                         const float* rstd, int N, int C) {
+  if (N == 0 || C == 0) return;  // empty: a grid of 0 blocks would not launch
+  check_rows(N, "layernorm_backward");
   const unsigned row_warps = static_cast<unsigned>((N + kWarpsPerBlock - 1) / kWarpsPerBlock);
   layernorm_backward_input_kernel<<<row_warps, kThreads, 0, stream>>>(dinp, dout, inp, w, mean,
                                                                       rstd, N, C);

@@ -1,10 +1,12 @@
 // The CUDA backend's device memory: one pool per backend, allocations zero-filled,
 // freed blocks reused, usage and peak reported by memory_usage(); and the refusals of
-// make_cuda_backend for a device index that does not exist, naming what exists.
+// make_cuda_backend for a device index that does not exist, naming what exists; and
+// the format of the CUDA error checks.
 #include <catch2/catch.hpp>
 
 #include <vector>
 
+#include "gpu/cuda_check.hpp"
 #include "gpu/device_info.hpp"
 #include "tests/gpu/parity_support.hpp"
 
@@ -58,4 +60,17 @@ TEST_CASE("errors name the device", "[gpu][errors]") {
   CHECK_THROWS_WITH(gpu->attention_forward(scratch.data(), scratch.data(), scratch.data(), 1, 1,
                                            512, 1),
                     Catch::Contains("CUDA device 0 (" + name + ")"));
+}
+
+TEST_CASE("DSEEK_CUDA_CHECK names the file, line, error and call", "[gpu][errors]") {
+  try {
+    DSEEK_CUDA_CHECK(cudaSetDevice(-1));
+    FAIL("cudaSetDevice(-1) did not fail");
+  } catch (const std::runtime_error& error) {
+    const std::string what = error.what();
+    INFO(what);
+    CHECK_THAT(what, Catch::Contains("test_device_memory.cpp:") &&
+                         Catch::Contains(": cudaError") &&
+                         Catch::Contains("in `cudaSetDevice(-1)`"));
+  }
 }
