@@ -20,6 +20,12 @@
 
 namespace dseek::backend {
 
+// Bytes of the backend's memory held by live allocate() blocks, now and at most so far.
+struct MemoryUsage {
+  size_t in_use_bytes = 0;
+  size_t peak_bytes = 0;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -31,6 +37,7 @@ class Backend {
   virtual void zero(float* x, size_t n) = 0;
   virtual void copy_from_host(void* dst, const void* host_src, size_t bytes) = 0;
   virtual void copy_to_host(void* host_dst, const void* src, size_t bytes) = 0;
+  virtual MemoryUsage memory_usage() const = 0;
 
   // --- forward ops ----------------------------------------------------------------
   // out[b,t,:] = wte[tokens[b,t],:] + wpe[t,:]
@@ -43,8 +50,12 @@ class Backend {
   virtual void matmul_forward(float* out, const float* inp, const float* w, const float* bias,
                               int N, int C, int OC) = 0;
   // Causal multi-head self-attention. qkv is (B, T, 3C) = [q | k | v], heads of C/NH
-  // channels; out is (B, T, C); att (B, NH, T, T) keeps the softmax probabilities
-  // (zero above the diagonal) for the backward pass.
+  // channels; out is (B, T, C). `att` holds attention_state_floats(B, T, C, NH) floats:
+  // what this backend keeps for attention_backward, in its own layout (the CPU: the
+  // softmax probabilities (B, NH, T, T), zero above the diagonal; CUDA: the logsumexp
+  // of each score row (B, NH, T), probabilities recomputed in backward). Only
+  // attention_backward reads it.
+  virtual size_t attention_state_floats(int B, int T, int C, int NH) const = 0;
   virtual void attention_forward(float* out, float* att, const float* qkv, int B, int T,
                                  int C, int NH) = 0;
   // GELU, tanh approximation (GPT-2's).
@@ -63,7 +74,7 @@ class Backend {
                                const float* inp, const float* w, int N, int C, int OC) = 0;
   // dinp = gelu'(inp) * dout; dinp may alias dout.
   virtual void gelu_backward(float* dinp, const float* inp, const float* dout, size_t n) = 0;
-  // dqkv (overwrite) from dout and the saved probabilities.
+  // dqkv (overwrite) from dout and what attention_forward saved in att.
   virtual void attention_backward(float* dqkv, const float* dout, const float* qkv,
                                   const float* att, int B, int T, int C, int NH) = 0;
   // dinp += ..., dw += ..., db += ...

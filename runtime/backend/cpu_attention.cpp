@@ -35,6 +35,10 @@ void causal_softmax_row(float* row, int t, int T) {
 }
 }  // namespace
 
+size_t CpuBackend::attention_state_floats(int B, int T, int C, int NH) const {
+  return static_cast<size_t>(B) * NH * T * T;  // the probabilities
+}
+
 void CpuBackend::attention_forward(float* out, float* att, const float* qkv, int B, int T,
                                    int C, int NH) {
   const int hs = C / NH;

@@ -30,16 +30,35 @@ std::unique_ptr<Backend> make_cpu_backend(int threads) {
   return std::make_unique<CpuBackend>(threads);
 }
 
+namespace {
+// Each block starts with one cache line that records its size, for memory_usage().
+constexpr size_t kHeader = 64;
+}  // namespace
+
 void* CpuBackend::allocate(size_t bytes) {
   // 64-byte alignment: whole cache lines and aligned AVX-512 loads.
   size_t rounded = (bytes + 63) / 64 * 64;
-  void* pointer = std::aligned_alloc(64, rounded == 0 ? 64 : rounded);
-  if (pointer == nullptr) throw std::bad_alloc();
-  std::memset(pointer, 0, rounded);
-  return pointer;
+  char* base = static_cast<char*>(std::aligned_alloc(64, kHeader + rounded));
+  if (base == nullptr) throw std::bad_alloc();
+  std::memcpy(base, &rounded, sizeof rounded);
+  std::memset(base + kHeader, 0, rounded);
+  const size_t in_use = in_use_bytes_.fetch_add(rounded) + rounded;
+  size_t peak = peak_bytes_.load();
+  while (in_use > peak && !peak_bytes_.compare_exchange_weak(peak, in_use)) {
+  }
+  return base + kHeader;
 }
 
-void CpuBackend::release(void* pointer) { std::free(pointer); }
+void CpuBackend::release(void* pointer) {
+  if (pointer == nullptr) return;
+  char* base = static_cast<char*>(pointer) - kHeader;
+  size_t rounded = 0;
+  std::memcpy(&rounded, base, sizeof rounded);
+  in_use_bytes_.fetch_sub(rounded);
+  std::free(base);
+}
+
+MemoryUsage CpuBackend::memory_usage() const { return {in_use_bytes_.load(), peak_bytes_.load()}; }
 
 void CpuBackend::zero(float* x, size_t n) {
   pool_.parallel_for(n, [&](size_t begin, size_t end, int) {

@@ -3,6 +3,7 @@
 // in its own cpu_*.cpp file; this header is shared by them only.
 #pragma once
 
+#include <atomic>
 #include <vector>
 
 #include "runtime/backend/backend.hpp"
@@ -21,6 +22,7 @@ class CpuBackend final : public Backend {
   void zero(float* x, size_t n) override;
   void copy_from_host(void* dst, const void* host_src, size_t bytes) override;
   void copy_to_host(void* host_dst, const void* src, size_t bytes) override;
+  MemoryUsage memory_usage() const override;
 
   void encoder_forward(float* out, const int32_t* tokens, const float* wte, const float* wpe,
                        int B, int T, int C) override;
@@ -28,6 +30,7 @@ class CpuBackend final : public Backend {
                          const float* w, const float* b, int N, int C) override;
   void matmul_forward(float* out, const float* inp, const float* w, const float* bias, int N,
                       int C, int OC) override;
+  size_t attention_state_floats(int B, int T, int C, int NH) const override;
   void attention_forward(float* out, float* att, const float* qkv, int B, int T, int C,
                          int NH) override;
   void gelu_forward(float* out, const float* inp, size_t n) override;
@@ -65,6 +68,7 @@ class CpuBackend final : public Backend {
   util::ThreadPool pool_;
   std::vector<std::vector<float>> scratch_;
   std::vector<double> partials_;  // one per thread, for the reductions
+  std::atomic<size_t> in_use_bytes_{0}, peak_bytes_{0};
 };
 
 }  // namespace dseek::backend

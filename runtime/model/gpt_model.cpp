@@ -24,8 +24,9 @@ GptModel::GptModel(const GptShape& shape, LayerRange range, backend::Backend& ba
   if (activation_slots < 1) throw std::invalid_argument("GptModel: activation_slots must be >= 1");
   const size_t BT = static_cast<size_t>(max_micro_batch * shape.context);
   const size_t C = static_cast<size_t>(shape.dim);
-  const size_t att = static_cast<size_t>(max_micro_batch * shape.heads) * shape.context *
-                     shape.context;
+  const size_t att = backend.attention_state_floats(
+      static_cast<int>(max_micro_batch), static_cast<int>(shape.context),
+      static_cast<int>(shape.dim), static_cast<int>(shape.heads));
   params_ = DeviceBuffer<float>(backend, layout_.total());
   grads_ = DeviceBuffer<float>(backend, layout_.total());
   for (int64_t i = 0; i < activation_slots; ++i) slots_.push_back(make_forward_state(BT, att));

@@ -31,8 +31,9 @@ TensorParallelGpt::TensorParallelGpt(const GptShape& shape, TensorGroup& group,
   const size_t C = static_cast<size_t>(shape.dim);
   const size_t Cl = static_cast<size_t>(layout_.channels_local());
   const size_t Hl = static_cast<size_t>(layout_.hidden_local());
-  const size_t att = static_cast<size_t>(max_batch * layout_.heads_local()) * shape.context *
-                     shape.context;
+  const size_t att = backend.attention_state_floats(
+      static_cast<int>(max_batch), static_cast<int>(shape.context), static_cast<int>(Cl),
+      static_cast<int>(layout_.heads_local()));
   params_ = DeviceBuffer<float>(backend, layout_.total());
   grads_ = DeviceBuffer<float>(backend, layout_.total());
   for (int64_t l = 0; l <= shape.layers; ++l) residual_.emplace_back(backend, BT * C);

@@ -1,0 +1,260 @@
+// CudaBackend: the backend interface (runtime/backend/backend.hpp) on one CUDA device.
+// This file holds the class, its memory and the dispatch to the kernels; the kernels
+// are in gpu/kernels/, one file per op family.
+//
+// Everything runs in order on one stream the backend owns (cuBLAS included), so a block
+// released to the pool and handed out again is only touched after the work queued
+// before it. Calls that return data to the host (copy_to_host, sum, sum_squares)
+// synchronise the stream; copy_from_host does too, so the caller may reuse its host
+// buffer at once. Each call first makes the backend's device current on the calling
+// thread, so the backend may be driven from any (one at a time) thread.
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+
+#include "gpu/cuda_backend.hpp"
+#include "gpu/cuda_check.hpp"
+#include "gpu/device_info.hpp"
+#include "gpu/device_pool.hpp"
+#include "gpu/kernels/kernels.hpp"
+
+namespace dseek::gpu {
+
+namespace {
+
+using backend::MemoryUsage;
+
+std::string device_label(int index, const std::string& name) {
+  return "CUDA device " + std::to_string(index) + " (" + name + ")";
+}
+
+// Checks the index against the devices this process sees, and names the device.
+std::string validate_device(int device_index) {
+  DeviceQuery query = query_devices();
+  if (!query.error.empty())
+    throw std::runtime_error("make_cuda_backend(" + std::to_string(device_index) +
+                             "): no usable CUDA device: " + query.error);
+  if (device_index < 0 || device_index >= static_cast<int>(query.devices.size()))
+    throw std::invalid_argument("make_cuda_backend(" + std::to_string(device_index) +
+                                "): this process sees " + std::to_string(query.devices.size()) +
+                                " CUDA device(s), indices 0.." +
+                                std::to_string(static_cast<int>(query.devices.size()) - 1));
+  const DeviceInfo& info = query.devices[static_cast<size_t>(device_index)];
+  if (info.compute_major < 8)
+    throw std::runtime_error(device_label(device_index, info.name) + " has compute capability " +
+                             std::to_string(info.compute_major) + "." +
+                             std::to_string(info.compute_minor) +
+                             "; dseek's CUDA kernels are built for sm_80 and sm_90");
+  return device_label(device_index, info.name);
+}
+
+class CudaBackend final : public backend::Backend {
+ public:
+  CudaBackend(int device, std::string label)
+      : device_(device), label_(label), pool_(device, label) {
+    make_current();
+    DSEEK_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    DSEEK_CUBLAS_CHECK(cublasCreate(&cublas_));
+    DSEEK_CUBLAS_CHECK(cublasSetStream(cublas_, stream_));
+    // fp32 parity with the CPU: no TF32 tensor-core math (CUBLAS_DEFAULT_MATH never
+    // uses it; set explicitly so a changed library default cannot switch it on).
+    DSEEK_CUBLAS_CHECK(cublasSetMathMode(cublas_, CUBLAS_DEFAULT_MATH));
+    reduction_partials_ = static_cast<double*>(
+        pool_.allocate(sizeof(double) * (static_cast<size_t>(kernels::reduction_partials()) + 1)));
+  }
+
+  ~CudaBackend() override {
+    cudaSetDevice(device_);
+    cudaStreamSynchronize(stream_);
+    cublasDestroy(cublas_);
+    cudaStreamDestroy(stream_);
+    // pool_ frees its chunks in its own destructor.
+  }
+
+  std::string name() const override { return "cuda"; }
+
+  // --- memory ---------------------------------------------------------------------
+  void* allocate(size_t bytes) override {
+    make_current();
+    std::lock_guard<std::mutex> lock(pool_mutex_);
+    void* pointer = pool_.allocate(bytes);
+    DSEEK_CUDA_CHECK(cudaMemsetAsync(pointer, 0, bytes, stream_));
+    return pointer;
+  }
+  void release(void* pointer) override {
+    std::lock_guard<std::mutex> lock(pool_mutex_);
+    pool_.release(pointer);
+  }
+  MemoryUsage memory_usage() const override {
+    std::lock_guard<std::mutex> lock(pool_mutex_);
+    return {pool_.in_use_bytes(), pool_.peak_bytes()};
+  }
+  void zero(float* x, size_t n) override {
+    make_current();
+    DSEEK_CUDA_CHECK(cudaMemsetAsync(x, 0, n * sizeof(float), stream_));
+  }
+  void copy_from_host(void* dst, const void* host_src, size_t bytes) override {
+    make_current();
+    DSEEK_CUDA_CHECK(cudaMemcpyAsync(dst, host_src, bytes, cudaMemcpyHostToDevice, stream_));
+    synchronize();
+  }
+  void copy_to_host(void* host_dst, const void* src, size_t bytes) override {
+    make_current();
+    DSEEK_CUDA_CHECK(cudaMemcpyAsync(host_dst, src, bytes, cudaMemcpyDeviceToHost, stream_));
+    synchronize();
+  }
+
+  // --- forward ----------------------------------------------------------------------
+  void encoder_forward(float* out, const int32_t* tokens, const float* wte, const float* wpe,
+                       int B, int T, int C) override {
+    make_current();
+    kernels::encoder_forward(stream_, out, tokens, wte, wpe, B, T, C);
+  }
+  void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* w,
+                         const float* b, int N, int C) override {
+    make_current();
+    kernels::layernorm_forward(stream_, out, mean, rstd, inp, w, b, N, C);
+  }
+  void matmul_forward(float* out, const float* inp, const float* w, const float* bias, int N,
+                      int C, int OC) override {
+    make_current();
+    kernels::matmul_forward(cublas_, stream_, out, inp, w, bias, N, C, OC);
+  }
+  size_t attention_state_floats(int B, int T, int C, int NH) const override {
+    return static_cast<size_t>(B) * NH * T;  // one logsumexp per query row and head
+  }
+  void attention_forward(float* out, float* att, const float* qkv, int B, int T, int C,
+                         int NH) override {
+    check_heads(C, NH);
+    make_current();
+    kernels::attention_forward(stream_, out, att, qkv, B, T, C, NH);
+  }
+  void gelu_forward(float* out, const float* inp, size_t n) override {
+    make_current();
+    kernels::gelu_forward(stream_, out, inp, n);
+  }
+  void residual_forward(float* out, const float* a, const float* b, size_t n) override {
+    make_current();
+    kernels::residual_forward(stream_, out, a, b, n);
+  }
+  void softmax_cross_entropy_forward(float* logits_to_probs, float* losses,
+                                     const int32_t* targets, int N, int V) override {
+    make_current();
+    kernels::softmax_cross_entropy_forward(stream_, logits_to_probs, losses, targets, N, V);
+  }
+
+  // --- backward ---------------------------------------------------------------------
+  void softmax_cross_entropy_backward(float* probs_to_dlogits, const int32_t* targets, int N,
+                                      int V, float dloss) override {
+    make_current();
+    kernels::softmax_cross_entropy_backward(stream_, probs_to_dlogits, targets, N, V, dloss);
+  }
+  void matmul_backward(float* dinp, float* dw, float* dbias, const float* dout, const float* inp,
+                       const float* w, int N, int C, int OC) override {
+    make_current();
+    kernels::matmul_backward(cublas_, stream_,
+                             scratch(kernels::matmul_backward_scratch_floats(N, OC)), dinp, dw,
+                             dbias, dout, inp, w, N, C, OC);
+  }
+  void gelu_backward(float* dinp, const float* inp, const float* dout, size_t n) override {
+    make_current();
+    kernels::gelu_backward(stream_, dinp, inp, dout, n);
+  }
+  void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* att,
+                          int B, int T, int C, int NH) override {
+    check_heads(C, NH);
+    make_current();
+    kernels::attention_backward(stream_,
+                                scratch(kernels::attention_backward_scratch_floats(B, T, NH)),
+                                dqkv, dout, qkv, att, B, T, C, NH);
+  }
+  void layernorm_backward(float* dinp, float* dw, float* db, const float* dout, const float* inp,
+                          const float* w, const float* mean, const float* rstd, int N,
+                          int C) override {
+    make_current();
+    kernels::layernorm_backward(stream_, scratch(kernels::layernorm_backward_scratch_floats(N, C)),
+                                dinp, dw, db, dout, inp, w, mean, rstd, N, C);
+  }
+  void encoder_backward(float* dwte, float* dwpe, const float* dout, const int32_t* tokens,
+                        int B, int T, int C) override {
+    make_current();
+    kernels::encoder_backward(stream_, dwte, dwpe, dout, tokens, B, T, C);
+  }
+
+  // --- optimizer and reductions --------------------------------------------------------
+  double sum_squares(const float* x, size_t n) override { return reduce(x, n, true); }
+  double sum(const float* x, size_t n) override { return reduce(x, n, false); }
+  void adamw_update(float* params, const float* grads, float* m, float* v, size_t n, float lr,
+                    float beta1, float beta2, float eps, float weight_decay, int64_t step,
+                    float grad_scale) override {
+    make_current();
+    kernels::adamw_update(stream_, params, grads, m, v, n, lr, beta1, beta2, eps, weight_decay,
+                          step, grad_scale);
+  }
+
+ private:
+  void make_current() { DSEEK_CUDA_CHECK(cudaSetDevice(device_)); }
+
+  // Synchronises the stream; an error from an earlier kernel surfaces here, so it is
+  // reported with the device's name.
+  void synchronize() {
+    cudaError_t status = cudaStreamSynchronize(stream_);
+    if (status != cudaSuccess)
+      throw std::runtime_error(label_ + ": " + cudaGetErrorName(status) + ": " +
+                               cudaGetErrorString(status) +
+                               " (reported at a stream synchronisation)");
+  }
+
+  void check_heads(int C, int NH) const {
+    if (NH < 1 || C % NH != 0 || C / NH > kernels::kMaxHeadSize)
+      throw std::invalid_argument(label_ + ": attention with C = " + std::to_string(C) +
+                                  " and NH = " + std::to_string(NH) +
+                                  ": the CUDA kernels need C divisible by NH and a head size "
+                                  "of at most " + std::to_string(kernels::kMaxHeadSize));
+  }
+
+  // Kernel scratch, grown to the largest request and then kept: a steady-state step
+  // allocates nothing. Growing while earlier kernels may still read the old block is
+  // safe: the pool hands memory out again only in stream order.
+  kernels::Scratch scratch(size_t floats) {
+    if (floats > scratch_.floats) {
+      std::lock_guard<std::mutex> lock(pool_mutex_);
+      if (scratch_.data != nullptr) pool_.release(scratch_.data);
+      scratch_.data = static_cast<float*>(pool_.allocate(floats * sizeof(float)));
+      scratch_.floats = floats;
+    }
+    return scratch_;
+  }
+
+  double reduce(const float* x, size_t n, bool squares) {
+    make_current();
+    double* result = reduction_partials_ + kernels::reduction_partials();
+    kernels::sum(stream_, reduction_partials_, result, x, n, squares);
+    double host = 0.0;
+    DSEEK_CUDA_CHECK(cudaMemcpyAsync(&host, result, sizeof host, cudaMemcpyDeviceToHost, stream_));
+    synchronize();
+    return host;
+  }
+
+  int device_;
+  std::string label_;
+  mutable std::mutex pool_mutex_;  // DeviceBuffers may be destroyed on another thread
+  DevicePool pool_;
+  cudaStream_t stream_ = nullptr;
+  cublasHandle_t cublas_ = nullptr;
+  double* reduction_partials_ = nullptr;  // reduction_partials() + 1 (the result) doubles
+  kernels::Scratch scratch_;
+};
+
+}  // namespace
+
+std::unique_ptr<backend::Backend> make_cuda_backend(int device_index) {
+  std::string label = validate_device(device_index);
+  return std::make_unique<CudaBackend>(device_index, std::move(label));
+}
+
+}  // namespace dseek::gpu

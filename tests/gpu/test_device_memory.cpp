@@ -1,0 +1,76 @@
+// The CUDA backend's device memory: one pool per backend, allocations zero-filled,
+// freed blocks reused, usage and peak reported by memory_usage(); and the refusals of
+// make_cuda_backend for a device index that does not exist, naming what exists; and
+// the format of the CUDA error checks.
+#include <catch2/catch.hpp>
+
+#include <vector>
+
+#include "gpu/cuda_check.hpp"
+#include "gpu/device_info.hpp"
+#include "tests/gpu/parity_support.hpp"
+
+using namespace dseek::gpu_testing;
+
+TEST_CASE("allocations are zero-filled and counted in memory_usage", "[gpu][memory]") {
+  auto gpu = dseek::gpu::make_cuda_backend(0);
+  const auto before = gpu->memory_usage();
+  {
+    DeviceBuffer<float> a(*gpu, 1000);
+    DeviceBuffer<float> b(*gpu, 3);
+    std::vector<float> host(1000, 1.0f);
+    gpu->copy_to_host(host.data(), a.data(), host.size() * sizeof(float));
+    for (float value : host) REQUIRE(value == 0.0f);
+    const auto during = gpu->memory_usage();
+    CHECK(during.in_use_bytes >= before.in_use_bytes + 1000 * sizeof(float) + 3 * sizeof(float));
+    CHECK(during.peak_bytes >= during.in_use_bytes);
+  }
+  const auto after = gpu->memory_usage();
+  CHECK(after.in_use_bytes == before.in_use_bytes);
+  CHECK(after.peak_bytes >= before.in_use_bytes + 1003 * sizeof(float));
+}
+
+TEST_CASE("a released block is reused, and reused memory is zero-filled again", "[gpu][memory]") {
+  auto gpu = dseek::gpu::make_cuda_backend(0);
+  void* first = nullptr;
+  {
+    DeviceBuffer<float> a(*gpu, 4096);
+    first = a.data();
+    const std::vector<float> ones(4096, 1.0f);
+    gpu->copy_from_host(a.data(), ones.data(), ones.size() * sizeof(float));
+  }
+  DeviceBuffer<float> b(*gpu, 4096);
+  CHECK(static_cast<void*>(b.data()) == first);  // best fit: the same block
+  std::vector<float> host(4096, 1.0f);
+  gpu->copy_to_host(host.data(), b.data(), host.size() * sizeof(float));
+  for (float value : host) REQUIRE(value == 0.0f);
+}
+
+TEST_CASE("make_cuda_backend refuses a device index that does not exist", "[gpu][errors]") {
+  const auto query = dseek::gpu::query_devices();
+  const int count = static_cast<int>(query.devices.size());
+  CHECK_THROWS_WITH(dseek::gpu::make_cuda_backend(count), Catch::Contains("CUDA device(s)"));
+  CHECK_THROWS_WITH(dseek::gpu::make_cuda_backend(-1), Catch::Contains("CUDA device(s)"));
+}
+
+TEST_CASE("errors name the device", "[gpu][errors]") {
+  auto gpu = dseek::gpu::make_cuda_backend(0);
+  const std::string name = dseek::gpu::query_devices().devices.at(0).name;
+  DeviceBuffer<float> scratch(*gpu, 16);
+  CHECK_THROWS_WITH(gpu->attention_forward(scratch.data(), scratch.data(), scratch.data(), 1, 1,
+                                           512, 1),
+                    Catch::Contains("CUDA device 0 (" + name + ")"));
+}
+
+TEST_CASE("DSEEK_CUDA_CHECK names the file, line, error and call", "[gpu][errors]") {
+  try {
+    DSEEK_CUDA_CHECK(cudaSetDevice(-1));
+    FAIL("cudaSetDevice(-1) did not fail");
+  } catch (const std::runtime_error& error) {
+    const std::string what = error.what();
+    INFO(what);
+    CHECK_THAT(what, Catch::Contains("test_device_memory.cpp:") &&
+                         Catch::Contains(": cudaError") &&
+                         Catch::Contains("in `cudaSetDevice(-1)`"));
+  }
+}

@@ -1,0 +1,259 @@
+// Every op of the backend interface on the CUDA backend against the CPU backend, on the
+// same fresh random inputs, with odd sizes (N = B*T = 111 rows, not a multiple of 32;
+// C = 48; T = 37; V = 101) so that partial warps, blocks and tiles are exercised.
+// Tolerances: relative L2 error < 1e-5 (parity_support.hpp); reductions in double
+// agree to 1e-12 relative.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+
+#include "tests/gpu/parity_support.hpp"
+
+using namespace dseek::gpu_testing;
+
+namespace {
+constexpr int B = 3, T = 37, N = B * T, C = 48, V = 101, NH = 4;
+}
+
+TEST_CASE("encoder forward and backward match the CPU, with repeated tokens", "[gpu][ops]") {
+  BackendPair pair;
+  // Ids from a small range so several positions share an embedding row.
+  Mirrored<int32_t> tokens(pair, random_ids(N, 7, 1));
+  Mirrored<float> wte(pair, random_floats(static_cast<size_t>(V) * C, 2));
+  Mirrored<float> wpe(pair, random_floats(static_cast<size_t>(T) * C, 3));
+  Mirrored<float> out(pair, nan_filled(static_cast<size_t>(N) * C));
+  pair.cpu->encoder_forward(out.cpu.data(), tokens.cpu.data(), wte.cpu.data(), wpe.cpu.data(), B,
+                            T, C);
+  pair.gpu->encoder_forward(out.gpu.data(), tokens.gpu.data(), wte.gpu.data(), wpe.gpu.data(), B,
+                            T, C);
+  DSEEK_CHECK_PARITY(out, kFp32Tolerance);
+
+  Mirrored<float> dout(pair, random_floats(static_cast<size_t>(N) * C, 4));
+  Mirrored<float> dwte(pair, random_floats(static_cast<size_t>(V) * C, 5));  // accumulated
+  Mirrored<float> dwpe(pair, random_floats(static_cast<size_t>(T) * C, 6));
+  pair.cpu->encoder_backward(dwte.cpu.data(), dwpe.cpu.data(), dout.cpu.data(), tokens.cpu.data(),
+                             B, T, C);
+  pair.gpu->encoder_backward(dwte.gpu.data(), dwpe.gpu.data(), dout.gpu.data(), tokens.gpu.data(),
+                             B, T, C);
+  DSEEK_CHECK_PARITY(dwte, kFp32Tolerance);
+  DSEEK_CHECK_PARITY(dwpe, kFp32Tolerance);
+}
+
+TEST_CASE("layernorm forward and backward match the CPU", "[gpu][ops]") {
+  BackendPair pair;
+  Mirrored<float> inp(pair, random_floats(static_cast<size_t>(N) * C, 10, -2.0f, 3.0f));
+  Mirrored<float> w(pair, random_floats(C, 11, 0.5f, 1.5f));
+  Mirrored<float> b(pair, random_floats(C, 12));
+  Mirrored<float> out(pair, nan_filled(static_cast<size_t>(N) * C));
+  Mirrored<float> mean(pair, nan_filled(N));
+  Mirrored<float> rstd(pair, nan_filled(N));
+  pair.cpu->layernorm_forward(out.cpu.data(), mean.cpu.data(), rstd.cpu.data(), inp.cpu.data(),
+                              w.cpu.data(), b.cpu.data(), N, C);
+  pair.gpu->layernorm_forward(out.gpu.data(), mean.gpu.data(), rstd.gpu.data(), inp.gpu.data(),
+                              w.gpu.data(), b.gpu.data(), N, C);
+  DSEEK_CHECK_PARITY(out, kFp32Tolerance);
+  DSEEK_CHECK_PARITY(mean, kFp32Tolerance);
+  DSEEK_CHECK_PARITY(rstd, kFp32Tolerance);
+
+  Mirrored<float> dout(pair, random_floats(static_cast<size_t>(N) * C, 13));
+  // dinp, dw and db all accumulate: start them from known values.
+  Mirrored<float> dinp(pair, random_floats(static_cast<size_t>(N) * C, 14));
+  Mirrored<float> dw(pair, random_floats(C, 15));
+  Mirrored<float> db(pair, random_floats(C, 16));
+  pair.cpu->layernorm_backward(dinp.cpu.data(), dw.cpu.data(), db.cpu.data(), dout.cpu.data(),
+                               inp.cpu.data(), w.cpu.data(), mean.cpu.data(), rstd.cpu.data(), N,
+                               C);
+  pair.gpu->layernorm_backward(dinp.gpu.data(), dw.gpu.data(), db.gpu.data(), dout.gpu.data(),
+                               inp.gpu.data(), w.gpu.data(), mean.gpu.data(), rstd.gpu.data(), N,
+                               C);
+  DSEEK_CHECK_PARITY(dinp, kFp32Tolerance);
+  DSEEK_CHECK_PARITY(dw, kFp32Tolerance);
+  DSEEK_CHECK_PARITY(db, kFp32Tolerance);
+}
+
+TEST_CASE("matmul forward and backward match the CPU, with and without bias", "[gpu][ops]") {
+  BackendPair pair;
+  const int OC = 3 * C + 5;  // 149: odd on purpose
+  const bool with_bias = GENERATE(true, false);
+  INFO("bias: " << with_bias);
+  Mirrored<float> inp(pair, random_floats(static_cast<size_t>(N) * C, 20));
+  Mirrored<float> w(pair, random_floats(static_cast<size_t>(OC) * C, 21));
+  Mirrored<float> bias(pair, random_floats(OC, 22));
+  Mirrored<float> out(pair, nan_filled(static_cast<size_t>(N) * OC));
+  pair.cpu->matmul_forward(out.cpu.data(), inp.cpu.data(), w.cpu.data(),
+                           with_bias ? bias.cpu.data() : nullptr, N, C, OC);
+  pair.gpu->matmul_forward(out.gpu.data(), inp.gpu.data(), w.gpu.data(),
+                           with_bias ? bias.gpu.data() : nullptr, N, C, OC);
+  DSEEK_CHECK_PARITY(out, kFp32Tolerance);
+
+  Mirrored<float> dout(pair, random_floats(static_cast<size_t>(N) * OC, 23));
+  Mirrored<float> dinp(pair, nan_filled(static_cast<size_t>(N) * C));  // overwritten
+  Mirrored<float> dw(pair, random_floats(static_cast<size_t>(OC) * C, 24));  // accumulated
+  Mirrored<float> dbias(pair, random_floats(OC, 25));
+  pair.cpu->matmul_backward(dinp.cpu.data(), dw.cpu.data(), with_bias ? dbias.cpu.data() : nullptr,
+                            dout.cpu.data(), inp.cpu.data(), w.cpu.data(), N, C, OC);
+  pair.gpu->matmul_backward(dinp.gpu.data(), dw.gpu.data(), with_bias ? dbias.gpu.data() : nullptr,
+                            dout.gpu.data(), inp.gpu.data(), w.gpu.data(), N, C, OC);
+  DSEEK_CHECK_PARITY(dinp, kFp32Tolerance);
+  DSEEK_CHECK_PARITY(dw, kFp32Tolerance);
+  DSEEK_CHECK_PARITY(dbias, kFp32Tolerance);  // untouched without bias: equal start values
+}
+
+TEST_CASE("matmul backward without dinp leaves it alone and still accumulates dw", "[gpu][ops]") {
+  BackendPair pair;
+  const int OC = 33;
+  Mirrored<float> inp(pair, random_floats(static_cast<size_t>(N) * C, 26));
+  Mirrored<float> w(pair, random_floats(static_cast<size_t>(OC) * C, 27));
+  Mirrored<float> dout(pair, random_floats(static_cast<size_t>(N) * OC, 28));
+  Mirrored<float> dw(pair, random_floats(static_cast<size_t>(OC) * C, 29));
+  pair.cpu->matmul_backward(nullptr, dw.cpu.data(), nullptr, dout.cpu.data(), inp.cpu.data(),
+                            w.cpu.data(), N, C, OC);
+  pair.gpu->matmul_backward(nullptr, dw.gpu.data(), nullptr, dout.gpu.data(), inp.gpu.data(),
+                            w.gpu.data(), N, C, OC);
+  DSEEK_CHECK_PARITY(dw, kFp32Tolerance);
+}
+
+TEST_CASE("attention forward and backward match the CPU", "[gpu][ops][attention]") {
+  BackendPair pair;
+  // Head sizes 12, 24 (partial warps), 48 (one and a half warps) and 96 (three per lane).
+  const int heads = GENERATE(4, 1);
+  const int channels = GENERATE(48, 96);
+  INFO("C = " << channels << ", NH = " << heads);
+  Mirrored<float> qkv(pair, random_floats(static_cast<size_t>(N) * 3 * channels, 30));
+  Mirrored<float> out(pair, nan_filled(static_cast<size_t>(N) * channels));
+  Mirrored<float> att_cpu_side(pair,
+                               nan_filled(pair.cpu->attention_state_floats(B, T, channels, heads)));
+  // Each side's attention state, NaN-filled; only the GPU's copy of att_gpu_side is used.
+  Mirrored<float> att_gpu_side(pair,
+                               nan_filled(pair.gpu->attention_state_floats(B, T, channels, heads)));
+  float* att_gpu = att_gpu_side.gpu.data();
+  // The CUDA backend saves one logsumexp per row and head, not the T x T probabilities.
+  CHECK(pair.gpu->attention_state_floats(B, T, channels, heads) ==
+        static_cast<size_t>(B) * heads * T);
+  pair.cpu->attention_forward(out.cpu.data(), att_cpu_side.cpu.data(), qkv.cpu.data(), B, T,
+                              channels, heads);
+  pair.gpu->attention_forward(out.gpu.data(), att_gpu, qkv.gpu.data(), B, T, channels,
+                              heads);
+  DSEEK_CHECK_PARITY(out, kFp32Tolerance);
+  // Every logsumexp was written.
+  CHECK(count_nan(att_gpu_side.gpu_values()) == 0);
+
+  Mirrored<float> dout(pair, random_floats(static_cast<size_t>(N) * channels, 31));
+  Mirrored<float> dqkv(pair, nan_filled(static_cast<size_t>(N) * 3 * channels));  // overwritten
+  pair.cpu->attention_backward(dqkv.cpu.data(), dout.cpu.data(), qkv.cpu.data(),
+                               att_cpu_side.cpu.data(), B, T, channels, heads);
+  pair.gpu->attention_backward(dqkv.gpu.data(), dout.gpu.data(), qkv.gpu.data(), att_gpu,
+                               B, T, channels, heads);
+  DSEEK_CHECK_PARITY(dqkv, kFp32Tolerance);
+
+  // Deterministic: the same inputs again give bit-identical gradients.
+  const std::vector<float> first = dqkv.gpu_values();
+  pair.gpu->attention_backward(dqkv.gpu.data(), dout.gpu.data(), qkv.gpu.data(), att_gpu,
+                               B, T, channels, heads);
+  CHECK(dqkv.gpu_values() == first);
+}
+
+TEST_CASE("attention refuses head sizes its kernels do not handle", "[gpu][ops][attention]") {
+  BackendPair pair;
+  dseek::backend::DeviceBuffer<float> scratch(*pair.gpu, 16);
+  // C = 512 with one head: head size 512 > kMaxHeadSize (256).
+  CHECK_THROWS_WITH(pair.gpu->attention_forward(scratch.data(), scratch.data(), scratch.data(), 1,
+                                                1, 512, 1),
+                    Catch::Contains("head size of at most 256"));
+}
+
+TEST_CASE("gelu and residual match the CPU, and gelu backward runs in place", "[gpu][ops]") {
+  BackendPair pair;
+  const size_t n = static_cast<size_t>(N) * 4 * C + 3;
+  Mirrored<float> inp(pair, random_floats(n, 40, -4.0f, 4.0f));
+  Mirrored<float> out(pair, nan_filled(n));
+  pair.cpu->gelu_forward(out.cpu.data(), inp.cpu.data(), n);
+  pair.gpu->gelu_forward(out.gpu.data(), inp.gpu.data(), n);
+  DSEEK_CHECK_PARITY(out, kFp32Tolerance);
+
+  Mirrored<float> dout(pair, random_floats(n, 41));
+  Mirrored<float> dinp(pair, nan_filled(n));
+  pair.cpu->gelu_backward(dinp.cpu.data(), inp.cpu.data(), dout.cpu.data(), n);
+  pair.gpu->gelu_backward(dinp.gpu.data(), inp.gpu.data(), dout.gpu.data(), n);
+  DSEEK_CHECK_PARITY(dinp, kFp32Tolerance);
+  // In place (dinp aliases dout), as the model calls it.
+  pair.cpu->gelu_backward(dout.cpu.data(), inp.cpu.data(), dout.cpu.data(), n);
+  pair.gpu->gelu_backward(dout.gpu.data(), inp.gpu.data(), dout.gpu.data(), n);
+  DSEEK_CHECK_PARITY(dout, kFp32Tolerance);
+  CHECK(relative_l2(dout.gpu_values(), dinp.cpu_values()) < kFp32Tolerance);
+
+  Mirrored<float> a(pair, random_floats(n, 42));
+  Mirrored<float> b(pair, random_floats(n, 43));
+  Mirrored<float> sum(pair, nan_filled(n));
+  pair.cpu->residual_forward(sum.cpu.data(), a.cpu.data(), b.cpu.data(), n);
+  pair.gpu->residual_forward(sum.gpu.data(), a.gpu.data(), b.gpu.data(), n);
+  DSEEK_CHECK_PARITY(sum, kFp32Tolerance);
+}
+
+TEST_CASE("softmax cross-entropy forward and backward match the CPU", "[gpu][ops]") {
+  BackendPair pair;
+  const int vocab = GENERATE(101, 1027);  // under and over one block of 256 threads per row
+  INFO("V = " << vocab);
+  Mirrored<float> logits(pair, random_floats(static_cast<size_t>(N) * vocab, 50, -6.0f, 6.0f));
+  Mirrored<int32_t> targets(pair, random_ids(N, vocab, 51));
+  Mirrored<float> losses(pair, nan_filled(N));
+  pair.cpu->softmax_cross_entropy_forward(logits.cpu.data(), losses.cpu.data(), targets.cpu.data(),
+                                          N, vocab);
+  pair.gpu->softmax_cross_entropy_forward(logits.gpu.data(), losses.gpu.data(), targets.gpu.data(),
+                                          N, vocab);
+  DSEEK_CHECK_PARITY(logits, kFp32Tolerance);  // now probabilities
+  DSEEK_CHECK_PARITY(losses, kFp32Tolerance);
+
+  const float dloss = 1.0f / static_cast<float>(N);
+  pair.cpu->softmax_cross_entropy_backward(logits.cpu.data(), targets.cpu.data(), N, vocab, dloss);
+  pair.gpu->softmax_cross_entropy_backward(logits.gpu.data(), targets.gpu.data(), N, vocab, dloss);
+  DSEEK_CHECK_PARITY(logits, kFp32Tolerance);  // now dlogits
+}
+
+TEST_CASE("adamw matches the CPU", "[gpu][ops]") {
+  BackendPair pair;
+  const size_t n = 100003;
+  Mirrored<float> params(pair, random_floats(n, 60));
+  Mirrored<float> grads(pair, random_floats(n, 61, -0.1f, 0.1f));
+  Mirrored<float> m(pair, random_floats(n, 62, -0.01f, 0.01f));
+  Mirrored<float> v(pair, random_floats(n, 63, 0.0f, 1e-3f));
+  for (int64_t step = 1; step <= 3; ++step) {
+    pair.cpu->adamw_update(params.cpu.data(), grads.cpu.data(), m.cpu.data(), v.cpu.data(), n,
+                           3e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, step, 0.5f);
+    pair.gpu->adamw_update(params.gpu.data(), grads.gpu.data(), m.gpu.data(), v.gpu.data(), n,
+                           3e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, step, 0.5f);
+  }
+  DSEEK_CHECK_PARITY(params, kFp32Tolerance);
+  DSEEK_CHECK_PARITY(m, kFp32Tolerance);
+  DSEEK_CHECK_PARITY(v, kFp32Tolerance);
+}
+
+TEST_CASE("sum and sum of squares in double match the CPU", "[gpu][ops]") {
+  BackendPair pair;
+  const size_t n = GENERATE(size_t{1}, size_t{1000003});
+  INFO("n = " << n);
+  const std::vector<float> values = random_floats(n, 70, -1.0f, 2.0f);
+  Mirrored<float> x(pair, values);
+  double magnitude = 0.0, squares = 0.0;
+  for (float value : values) {
+    magnitude += std::abs(static_cast<double>(value));
+    squares += static_cast<double>(value) * value;
+  }
+  // Both sum float values in double; only the order differs: ~n * 1e-16 relative to the
+  // sum of magnitudes.
+  CHECK(std::abs(pair.gpu->sum(x.gpu.data(), n) - pair.cpu->sum(x.cpu.data(), n)) <=
+        1e-12 * magnitude);
+  CHECK(std::abs(pair.gpu->sum_squares(x.gpu.data(), n) - pair.cpu->sum_squares(x.cpu.data(), n)) <=
+        1e-12 * squares);
+}
+
+TEST_CASE("zero clears and copies round-trip on the GPU", "[gpu][ops]") {
+  BackendPair pair;
+  const size_t n = 1001;
+  Mirrored<float> x(pair, random_floats(n, 80));
+  CHECK(x.gpu_values() == x.cpu_values());  // copy_from_host then copy_to_host is exact
+  pair.gpu->zero(x.gpu.data(), n - 1);
+  const std::vector<float> cleared = x.gpu_values();
+  for (size_t i = 0; i + 1 < n; ++i) REQUIRE(cleared[i] == 0.0f);
+  CHECK(cleared[n - 1] == x.cpu_values()[n - 1]);  // one past the range is kept
+}
