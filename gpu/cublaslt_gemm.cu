@@ -67,8 +67,8 @@ struct CublasLtGemm::Product {
   void* D = nullptr;
   cudaDataType d_type = CUDA_R_32F;
   int ldd = 0;
-  // C has D's layout; its type is D's except for an fp8 D, whose C must be bf16
-  // (unused: fp8 outputs never accumulate, beta = 0).
+  // C is D (same memory and layout); its type is D's except for an fp8 D, whose C must
+  // be bf16 (never read: fp8 outputs do not accumulate, beta = 0).
   float beta = 0.0f;
   const void* bias = nullptr;  // length m, epilogue BIAS
   cudaDataType bias_type = CUDA_R_32F;
@@ -167,9 +167,9 @@ void CublasLtGemm::run(const Product& p) {
     found = algorithms_.emplace(key, heuristic.algo).first;
   }
   const float alpha = 1.0f;
-  const void* c_pointer = is_fp8(p.d_type) ? nullptr : p.D;
+  // C is D: read only when beta != 0, which an fp8 output refuses (its C layout is bf16).
   DSEEK_CUBLAS_CHECK(cublasLtMatmul(handle_, desc.operation, &alpha, p.A, desc.a, p.B, desc.b,
-                                    &p.beta, c_pointer, desc.c, p.D, desc.d, &found->second,
+                                    &p.beta, p.D, desc.c, p.D, desc.d, &found->second,
                                     workspace_, workspace_bytes_, stream_));
 }
 

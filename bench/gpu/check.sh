@@ -18,8 +18,8 @@
 #       test_gpu_check.cpp runs it); the parity and GEMM-rate rows are skipped there, and
 #       MFU uses --peak-tflops when given.
 #   Binaries come from --bin-dir, else from the bundle (--bundle, default gpu-bundle/ at
-#       the repository root, made by scripts/make_gpu_bundle.sh; its env.sh sets the
-#       library path), else they are built from source into build-gpu-check/ with cmake
+#       the repository root, or gpu-bundle.tar.xz beside it, unpacked to /tmp; made by
+#       scripts/make_gpu_bundle.sh; its env.sh sets the library path), else they are built from source into build-gpu-check/ with cmake
 #       and ninja -- which needs nvcc and every library dseek builds against (CAF, UCX,
 #       Cap'n Proto, toml++, OpenBLAS, Catch2: scripts/install-deps.sh on Debian 12), so
 #       on a machine without them use the bundle.
@@ -86,6 +86,13 @@ bounded() {
 # --- the binaries --------------------------------------------------------------------
 if [[ -n $bin_dir ]]; then
   source_of_binaries="--bin-dir $bin_dir"
+elif [[ ! -d $bundle && -f $bundle.tar.xz ]] && mkdir -p /tmp/dseek-gpu-check &&
+     tar -C /tmp/dseek-gpu-check -xJf "$bundle.tar.xz" &&
+     bundle=/tmp/dseek-gpu-check/$(basename "$bundle") && [[ -x $bundle/bin/gpt2_train ]]; then
+  bin_dir=$bundle/bin
+  # shellcheck source=/dev/null
+  source "$bundle/env.sh"
+  source_of_binaries="bundle $bundle, unpacked ($(head -n 1 "$bundle/MANIFEST.txt" 2>/dev/null))"
 elif [[ -x $bundle/bin/gpt2_train ]]; then
   bin_dir=$bundle/bin
   # shellcheck source=/dev/null

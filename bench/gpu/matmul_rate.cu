@@ -270,7 +270,8 @@ void check_fp8(CublasLtGemm& gemm, int N, int C, int OC) {
   const std::vector<float> want_nobias_host = download(want_nobias);
   float want_amax = 0.0f;
   for (float v : want_nobias_host) want_amax = std::max(want_amax, std::fabs(v));
-  const float scale_value = 448.0f / want_amax, scale_inv_value = 1.0f / scale_value;
+  // 0.9: the largest result lands below E4M3's 448, whatever the rounding of the sum.
+  const float scale_value = 0.9f * 448.0f / want_amax, scale_inv_value = 1.0f / scale_value;
   DSEEK_CUDA_CHECK(cudaMemcpy(d_scale.get(), &scale_value, sizeof(float), cudaMemcpyHostToDevice));
   DSEEK_CUDA_CHECK(cudaMemcpy(d_scale_inv.get(), &scale_inv_value, sizeof(float),
                               cudaMemcpyHostToDevice));

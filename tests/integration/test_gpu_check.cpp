@@ -91,7 +91,7 @@ TEST_CASE("gpt2_train trains a tiny GPT on the CPU backend and reports tokens/s 
 TEST_CASE("gpt2_train refuses a precision this build does not implement", "[gpu_check]") {
   for (const char* precision : {"bf16", "fp8"}) {
     const auto result = run_process(
-        with({bin("gpt2_train")}, with(kTinyModel, {"--steps", "2", "--precision", precision})),
+        with({bin("gpt2_train")}, with(kTinyModel, {"--steps", "3", "--precision", precision})),
         60s);
     INFO(result.output);
     CHECK(result.exit_code == 3);
