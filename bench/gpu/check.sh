@@ -30,8 +30,7 @@
 # Exit status: 0 when no row failed (a "not implemented" or "skipped" row is not a
 # failure), 1 otherwise, 2 on bad arguments.
 set -uo pipefail
-cd "$(dirname "$0")/../.."
-repo_root=$(pwd)
+repo_root=$(cd "$(dirname "$0")/../.." && pwd)
 
 device=cuda
 bundle=$repo_root/gpu-bundle
@@ -55,6 +54,11 @@ done
 if [[ $device != cuda && $device != cpu ]]; then
   echo "check.sh: --device must be cuda or cpu, not '$device'" >&2; exit 2
 fi
+# Paths given relative to the caller's directory, before moving to the repository root.
+out_dir=$(realpath -m "$out_dir")
+bundle=$(realpath -m "$bundle")
+[[ -n $bin_dir ]] && bin_dir=$(realpath -m "$bin_dir")
+cd "$repo_root"
 mkdir -p "$out_dir"
 start_seconds=$SECONDS
 budget_seconds=570  # every step below is bounded so the whole stays under 10 minutes
