@@ -59,7 +59,8 @@ struct Fp8Scales {
 
 class CublasLtGemm {
  public:
-  // On device `device_index`, enqueuing on `stream` (nullptr: the default stream).
+  // On device `device_index` (made current on the calling thread), enqueuing on `stream`
+  // (nullptr: the default stream).
   explicit CublasLtGemm(int device_index, cudaStream_t stream = nullptr);
   ~CublasLtGemm();
   CublasLtGemm(const CublasLtGemm&) = delete;

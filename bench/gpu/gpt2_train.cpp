@@ -96,8 +96,8 @@ Options parse(int argc, char** argv) {
     throw std::invalid_argument("--layers, --dim, --heads, --context, --batch must be >= 1 and "
                                 "--vocab >= 2");
   if (s.dim % s.heads != 0)
-    throw std::invalid_argument("--dim " + std::to_string(s.dim) + " is not a multiple of --heads " +
-                                std::to_string(s.heads));
+    throw std::invalid_argument("--dim " + std::to_string(s.dim) +
+                                " is not a multiple of --heads " + std::to_string(s.heads));
   if (o.steps < 1 || o.warmup < 0 || o.warmup >= o.steps)
     throw std::invalid_argument("--steps must be >= 1 and 0 <= --warmup < --steps (the timed "
                                 "steps are those after the warm-up)");
