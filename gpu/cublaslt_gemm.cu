@@ -76,6 +76,7 @@ struct CublasLtGemm::Product {
   const float* b_scale = nullptr;
   const float* d_scale = nullptr;
   float* amax_d = nullptr;
+  bool fast_accumulation = false;  // FP8 only
 };
 
 CublasLtGemm::CublasLtGemm(int device_index, cudaStream_t stream)
@@ -122,6 +123,7 @@ void CublasLtGemm::run(const Product& p) {
   if (p.b_scale != nullptr) set(CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, p.b_scale);
   if (p.d_scale != nullptr) set(CUBLASLT_MATMUL_DESC_D_SCALE_POINTER, p.d_scale);
   if (p.amax_d != nullptr) set(CUBLASLT_MATMUL_DESC_AMAX_D_POINTER, p.amax_d);
+  if (p.fast_accumulation) set(CUBLASLT_MATMUL_DESC_FAST_ACCUM, int8_t{1});
 
   const bool a_transposed = p.transa != CUBLAS_OP_N;
   const bool b_transposed = p.transb != CUBLAS_OP_N;
@@ -144,7 +146,8 @@ void CublasLtGemm::run(const Product& p) {
         static_cast<long long>(p.bias != nullptr), static_cast<long long>(p.bias_type),
         static_cast<long long>(p.beta != 0.0f), static_cast<long long>(p.a_scale != nullptr),
         static_cast<long long>(p.d_scale != nullptr),
-        static_cast<long long>(p.amax_d != nullptr)}) {
+        static_cast<long long>(p.amax_d != nullptr),
+        static_cast<long long>(p.fast_accumulation)}) {
     key += ',';
     key += std::to_string(field);
   }
@@ -293,6 +296,7 @@ void CublasLtGemm::fp8_gemm(void* d, Fp8Output d_type, const void* a, cudaDataTy
   p.b_scale = scales.a_scale_inv;
   p.d_scale = scales.d_scale;
   p.amax_d = scales.amax_d;
+  p.fast_accumulation = fp8_fast_accumulation_;
   run(p);
 }
 

@@ -91,6 +91,11 @@ class CublasLtGemm {
   void fp8_backward_weight(float* dw, const fp8_e5m2* dout_t, const fp8_e4m3* inp_t, int N,
                            int C, int OC, const Fp8Scales& scales);
 
+  // cuBLASLt's FP8 fast accumulation (CUBLASLT_MATMUL_DESC_FAST_ACCUM): faster, but the
+  // tensor cores' partial sums are not promoted to fp32 as often. Transformer Engine turns
+  // it on for the forward product only; off by default here.
+  void set_fp8_fast_accumulation(bool on) { fp8_fast_accumulation_ = on; }
+
   // The general FP8 product all three use: d (M, N) = a (M, K) @ b (N, K)^T (+ beta d,
   // + bias (N)), row-major, K contiguous in both operands.
   void fp8_gemm(void* d, Fp8Output d_type, const void* a, cudaDataType a_type, const void* b,
@@ -111,6 +116,7 @@ class CublasLtGemm {
   cublasLtHandle_t handle_ = nullptr;
   void* workspace_ = nullptr;
   size_t workspace_bytes_ = 0;
+  bool fp8_fast_accumulation_ = false;
   std::map<std::string, cublasLtMatmulAlgo_t> algorithms_;  // by shape, types and layout
 };
 

@@ -9,6 +9,7 @@
 // thing.
 //
 //   matmul_rate [--device I] [--shapes MxNxK,...] [--reps R] [--warmup W] [--no-fp8]
+//               [--fp8-fast-accumulation]
 //
 // Each shape is out (M, N) = a (M, K) @ b (N, K)^T, bf16 output, fp32 accumulate; the rate
 // is 2 M N K over the median of R timed calls (cudaEvents around each) after W warm-ups.
@@ -150,7 +151,7 @@ std::vector<Shape> parse_shapes(const std::string& text) {
 
 int run(int argc, char** argv) {
   int device = 0, reps = 20, warmup = 5;
-  bool want_fp8 = true;
+  bool want_fp8 = true, fp8_fast_accumulation = false;
   std::string shape_list = "4096x4096x4096,8192x8192x8192,16384x16384x16384";
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
@@ -163,10 +164,12 @@ int run(int argc, char** argv) {
     else if (arg == "--reps") reps = std::stoi(value());
     else if (arg == "--warmup") warmup = std::stoi(value());
     else if (arg == "--no-fp8") want_fp8 = false;
+    else if (arg == "--fp8-fast-accumulation") fp8_fast_accumulation = true;
     else
       throw std::invalid_argument("unknown argument '" + arg +
                                   "' (usage: matmul_rate [--device I] [--shapes MxNxK,...] "
-                                  "[--reps R] [--warmup W] [--no-fp8])");
+                                  "[--reps R] [--warmup W] [--no-fp8] "
+                                  "[--fp8-fast-accumulation])");
   }
   if (reps < 1 || warmup < 0) throw std::invalid_argument("--reps must be >= 1, --warmup >= 0");
   const std::vector<Shape> shapes = parse_shapes(shape_list);
@@ -189,6 +192,8 @@ int run(int argc, char** argv) {
     return 1;
   }
 
+  // The checks above ran with fp32-promoted accumulation; the rate may use the fast one.
+  gemm.set_fp8_fast_accumulation(fp8_fast_accumulation);
   double best_bf16 = 0.0, best_fp8 = 0.0;
   for (const Shape& s : shapes) {
     const auto [bf16_rate, fp8_rate] = measure(gemm, s, reps, warmup, fp8);
@@ -197,9 +202,10 @@ int run(int argc, char** argv) {
   }
   std::string fp8_field = fp8 ? std::to_string(best_fp8) : std::string("null");
   std::printf("{\"bench\":\"matmul_rate\",\"check\":\"ok\",\"device\":\"%s\",\"bf16_tflops\":%.3f,"
-              "\"fp8_tflops\":%s,\"reps\":%d,\"warmup\":%d,\"shapes\":\"%s\"}\n",
-              gemm.device_name().c_str(), best_bf16, fp8_field.c_str(), reps, warmup,
-              shape_list.c_str());
+              "\"fp8_tflops\":%s,\"fp8_fast_accumulation\":%s,\"reps\":%d,\"warmup\":%d,"
+              "\"shapes\":\"%s\"}\n",
+              gemm.device_name().c_str(), best_bf16, fp8_field.c_str(),
+              fp8_fast_accumulation ? "true" : "false", reps, warmup, shape_list.c_str());
   return 0;
 }
 
