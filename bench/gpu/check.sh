@@ -1,0 +1,229 @@
+#!/usr/bin/env bash
+# The GPU check of issue 7, in one go (under 10 minutes on one Hopper GPU):
+#   1. parity: dseek_gpu_tests (every op and a training step on the GPU against the CPU
+#      backend); a missing binary fails the row;
+#   2. the card's BF16 (and FP8) GEMM rate with matmul_rate (which first checks the
+#      cuBLASLt products against a plain fp32 kernel), the MFU denominator;
+#   3. GPT-2 124M (12 layers, d=768, 12 heads, context 1024, vocab 50257) trained a few
+#      steps with gpt2_train in fp32, bf16 and fp8: tokens/s and MFU, or "not implemented"
+#      where this build has no such precision -- never a made-up number;
+# then prints a short table last and writes it to OUT_DIR as gpu_check.txt and
+# gpu_check.json, beside one log per row.
+#
+# Usage: bench/gpu/check.sh [--device cuda|cpu] [--bundle DIR] [--bin-dir DIR]
+#                           [--out DIR] [--batch B] [--steps S] [--peak-tflops P]
+#   --device cuda (default): the flow above on CUDA device 0.
+#   --device cpu: the same flow on the CPU backend with a tiny model (2 layers, d=64,
+#       context 32), to test this script without a GPU (tests/integration/
+#       test_gpu_check.cpp runs it); the parity and GEMM-rate rows are skipped there, and
+#       MFU uses --peak-tflops when given.
+#   Binaries come from --bin-dir, else from the bundle (--bundle, default gpu-bundle/ at
+#       the repository root, or gpu-bundle.tar.xz beside it, unpacked to /tmp; made by
+#       scripts/make_gpu_bundle.sh; its env.sh sets the library path), else they are built from source into build-gpu-check/ with cmake
+#       and ninja -- which needs nvcc and every library dseek builds against (CAF, UCX,
+#       Cap'n Proto, toml++, OpenBLAS, Catch2: scripts/install-deps.sh on Debian 12), so
+#       on a machine without them use the bundle.
+#   --out: where the table, JSON and logs go (default $OUT when set, else gpu-check-out/).
+#   --batch / --steps: gpt2_train's batch (sequences of 1024 tokens) and steps (the
+#       first 3 are warm-up, untimed). --peak-tflops: use this BF16 peak instead of
+#       measuring it.
+# Exit status: 0 when no row failed (a "not implemented" or "skipped" row is not a
+# failure), 1 otherwise, 2 on bad arguments.
+set -uo pipefail
+repo_root=$(cd "$(dirname "$0")/../.." && pwd)
+
+device=cuda
+bundle=$repo_root/gpu-bundle
+bin_dir=""
+out_dir=${OUT:-$repo_root/gpu-check-out}
+batch=""
+steps=""
+peak_given=""
+while (($#)); do
+  case "$1" in
+    --device) device=$2; shift 2 ;;
+    --bundle) bundle=$2; shift 2 ;;
+    --bin-dir) bin_dir=$2; shift 2 ;;
+    --out) out_dir=$2; shift 2 ;;
+    --batch) batch=$2; shift 2 ;;
+    --steps) steps=$2; shift 2 ;;
+    --peak-tflops) peak_given=$2; shift 2 ;;
+    *) echo "check.sh: unknown argument '$1' (see the header of $0)" >&2; exit 2 ;;
+  esac
+done
+if [[ $device != cuda && $device != cpu ]]; then
+  echo "check.sh: --device must be cuda or cpu, not '$device'" >&2; exit 2
+fi
+# Paths given relative to the caller's directory, before moving to the repository root.
+out_dir=$(realpath -m "$out_dir")
+bundle=$(realpath -m "$bundle")
+[[ -n $bin_dir ]] && bin_dir=$(realpath -m "$bin_dir")
+cd "$repo_root"
+mkdir -p "$out_dir"
+start_seconds=$SECONDS
+budget_seconds=570  # every step below is bounded so the whole stays under 10 minutes
+
+# --- rows: parallel arrays, one entry per row --------------------------------------
+row_names=() row_status=() row_rate=() row_mfu=() row_detail=() row_json=()
+add_row() {  # name status tokens_per_s mfu detail extra_json_fields
+  row_names+=("$1"); row_status+=("$2"); row_rate+=("$3"); row_mfu+=("$4")
+  row_detail+=("$5"); row_json+=("$6")
+}
+# The value of "key" in a one-line JSON object: a number, true/false/null, or a string's
+# contents (dseek's JSON lines have no nested quotes in these fields).
+json_field() {
+  sed -n "s/.*\"$2\":\(\"[^\"]*\"\|[^,}]*\).*/\1/p" <<<"$1" | sed 's/^"//; s/"$//'
+}
+fmt() { awk -v x="$1" -v f="$2" 'BEGIN { printf f, x }'; }  # number, printf format
+json_escape() { sed 's/\\/\\\\/g; s/"/\\"/g' <<<"$1" | tr -d '\n'; }
+last_json_line() { grep '^{' "$1" | tail -n 1; }
+remaining() { echo $((budget_seconds - (SECONDS - start_seconds))); }
+# Runs "$@" with at most $1 seconds (and no more than the budget left), output to log $2.
+bounded() {
+  local limit=$1 log=$2; shift 2
+  local left; left=$(remaining)
+  ((limit > left)) && limit=$left
+  if ((limit <= 5)); then echo "check.sh: out of time budget" >"$log"; return 124; fi
+  timeout --kill-after=10 "$limit" "$@" >"$log" 2>&1
+}
+
+# --- the binaries --------------------------------------------------------------------
+if [[ -n $bin_dir ]]; then
+  source_of_binaries="--bin-dir $bin_dir"
+elif [[ ! -d $bundle && -f $bundle.tar.xz ]] && mkdir -p /tmp/dseek-gpu-check &&
+     tar -C /tmp/dseek-gpu-check -xJf "$bundle.tar.xz" &&
+     bundle=/tmp/dseek-gpu-check/$(basename "$bundle") && [[ -x $bundle/bin/gpt2_train ]]; then
+  bin_dir=$bundle/bin
+  # shellcheck source=/dev/null
+  source "$bundle/env.sh"
+  source_of_binaries="bundle $bundle, unpacked ($(head -n 1 "$bundle/MANIFEST.txt" 2>/dev/null))"
+elif [[ -x $bundle/bin/gpt2_train ]]; then
+  bin_dir=$bundle/bin
+  # shellcheck source=/dev/null
+  source "$bundle/env.sh"
+  source_of_binaries="bundle $bundle ($(head -n 1 "$bundle/MANIFEST.txt" 2>/dev/null))"
+else
+  build_dir=$repo_root/build-gpu-check
+  source_of_binaries="built from source in $build_dir"
+  echo "check.sh: no bundle at $bundle: building from source (needs nvcc and dseek's libraries)"
+  cuda_flag=ON
+  [[ $device == cpu ]] && cuda_flag=AUTO
+  if ! bounded 400 "$out_dir/build.log" bash -c "
+      cmake -S '$repo_root' -B '$build_dir' -G Ninja -DCMAKE_BUILD_TYPE=Release \\
+        -DDSEEK_WITH_CUDA=$cuda_flag && cmake --build '$build_dir' --target gpt2_train &&
+      if [[ $device == cuda ]]; then cmake --build '$build_dir' --target matmul_rate; fi"; then
+    echo "check.sh: the build failed; see $out_dir/build.log" >&2
+  fi
+  # The CUDA backend's tests may not exist in this tree: the parity row then says so.
+  if [[ $device == cuda && -f $build_dir/build.ninja ]]; then
+    bounded 300 "$out_dir/build_gpu_tests.log" cmake --build "$build_dir" --target dseek_gpu_tests
+  fi
+  bin_dir=$build_dir/bin
+fi
+echo "check.sh: binaries: $source_of_binaries"
+
+# --- 1. parity ---------------------------------------------------------------------------
+if [[ $device == cpu ]]; then
+  add_row parity skipped - - "cpu mode: the parity tests compare the GPU with the CPU" ""
+elif [[ ! -x $bin_dir/dseek_gpu_tests ]]; then
+  add_row parity missing - - "dseek_gpu_tests is not in $bin_dir (the CUDA backend's tests are not in this build)" ""
+else
+  bounded 180 "$out_dir/parity.log" "$bin_dir/dseek_gpu_tests"
+  code=$?
+  summary=$(grep -E "test cases|All tests passed" "$out_dir/parity.log" | tail -n 1)
+  case $code in
+    0) add_row parity ok - - "dseek_gpu_tests: ${summary:-passed}" "" ;;
+    77) add_row parity failed - - "dseek_gpu_tests found no usable GPU (exit 77)" "" ;;
+    124|137) add_row parity failed - - "dseek_gpu_tests timed out" "" ;;
+    *) add_row parity failed - - "dseek_gpu_tests exit $code: ${summary:-see parity.log}" "" ;;
+  esac
+fi
+
+# --- 2. the BF16 peak --------------------------------------------------------------------
+peak=""
+if [[ -n $peak_given ]]; then
+  peak=$peak_given
+  add_row peak given - - "BF16 peak ${peak} TFLOP/s from --peak-tflops (not measured)" \
+    "\"bf16_tflops\":$peak"
+elif [[ $device == cpu ]]; then
+  add_row peak skipped - - "cpu mode: no GEMM rate measured; MFU is n/a" ""
+elif [[ ! -x $bin_dir/matmul_rate ]]; then
+  add_row peak missing - - "matmul_rate is not in $bin_dir" ""
+else
+  bounded 120 "$out_dir/matmul_rate.log" "$bin_dir/matmul_rate"
+  code=$?
+  line=$(last_json_line "$out_dir/matmul_rate.log")
+  if ((code == 0)) && [[ $(json_field "$line" check) == ok ]]; then
+    peak=$(json_field "$line" bf16_tflops)
+    fp8_peak=$(json_field "$line" fp8_tflops)
+    add_row peak ok - - "BF16 ${peak} TFLOP/s, FP8 ${fp8_peak} TFLOP/s ($(json_field "$line" device))" \
+      "\"bf16_tflops\":$peak,\"fp8_tflops\":$fp8_peak"
+  else
+    add_row peak failed - - "matmul_rate exit $code: $(grep -E 'FAILED|matmul_rate:' "$out_dir/matmul_rate.log" | head -n 1)" ""
+  fi
+fi
+
+# --- 3. training -------------------------------------------------------------------------
+if [[ $device == cpu ]]; then
+  model_args=(--device cpu --layers 2 --dim 64 --heads 4 --context 32 --vocab 256
+              --batch "${batch:-2}" --steps "${steps:-5}" --warmup 1 --lr 1e-3)
+else
+  model_args=(--device cuda --batch "${batch:-16}" --steps "${steps:-10}" --warmup 3)
+fi
+[[ -n $peak ]] && model_args+=(--peak-tflops "$peak")
+for precision in fp32 bf16 fp8; do
+  name=train_$precision
+  log=$out_dir/$name.log
+  if [[ ! -x $bin_dir/gpt2_train ]]; then
+    add_row "$name" missing - - "gpt2_train is not in $bin_dir" ""
+    continue
+  fi
+  bounded 150 "$log" "$bin_dir/gpt2_train" "${model_args[@]}" --precision "$precision"
+  code=$?
+  line=$(last_json_line "$log")
+  status=$(json_field "$line" status)
+  if ((code == 0)) && [[ $status == ok ]]; then
+    rate=$(json_field "$line" tokens_per_s)
+    mfu=$(json_field "$line" mfu)
+    mfu_text=n/a
+    [[ $mfu != null && -n $mfu ]] && mfu_text=$(awk -v m="$mfu" 'BEGIN { printf "%.1f%%", 100 * m }')
+    detail="$(json_field "$line" device_name); step $(fmt "$(json_field "$line" step_ms_median)" %.1f) ms, loss $(fmt "$(json_field "$line" first_loss)" %.4f) -> $(fmt "$(json_field "$line" last_loss)" %.4f), peak memory $(json_field "$line" peak_memory)"
+    add_row "$name" ok "$(awk -v r="$rate" 'BEGIN { printf "%.0f", r }')" "$mfu_text" "$detail" \
+      "\"tokens_per_s\":$rate,\"mfu\":$mfu,\"step_ms\":$(json_field "$line" step_ms_median),\"first_loss\":$(json_field "$line" first_loss),\"last_loss\":$(json_field "$line" last_loss),\"loss_decreased\":$(json_field "$line" loss_decreased),\"params\":$(json_field "$line" params),\"batch\":$(json_field "$line" batch),\"context\":$(json_field "$line" context)"
+  elif ((code == 3)) && [[ $status == "not implemented" ]]; then
+    add_row "$name" "not implemented" - - "$(json_field "$line" reason)" ""
+  elif ((code == 124 || code == 137)); then
+    add_row "$name" failed - - "timed out (see $name.log)" ""
+  else
+    add_row "$name" failed - - "exit $code: $(grep -v '^step ' "$log" | tail -n 1)" ""
+  fi
+done
+
+# --- the table, last ---------------------------------------------------------------------
+failed=0
+{
+  echo "GPU check (issue 7): --device $device; $(date -u +%Y-%m-%dT%H:%M:%SZ); $((SECONDS - start_seconds)) s"
+  echo "binaries: $source_of_binaries"
+  printf '%-11s %-16s %12s %7s  %s\n' row status tokens/s MFU detail
+  for i in "${!row_names[@]}"; do
+    printf '%-11s %-16s %12s %7s  %s\n' "${row_names[$i]}" "${row_status[$i]}" \
+      "${row_rate[$i]}" "${row_mfu[$i]}" "${row_detail[$i]}"
+    [[ ${row_status[$i]} == failed || ${row_status[$i]} == missing ]] && failed=1
+  done
+  echo "MFU = tokens/s * (6N + 6LCT) / BF16 peak; N = all parameters (embeddings included), as llm.c"
+} >"$out_dir/gpu_check.txt"
+{
+  printf '{"check":"gpu","device_mode":"%s","binaries":"%s","seconds":%d,"failed":%s,"rows":[' \
+    "$device" "$(json_escape "$source_of_binaries")" $((SECONDS - start_seconds)) \
+    "$( ((failed)) && echo true || echo false)"
+  for i in "${!row_names[@]}"; do
+    ((i > 0)) && printf ','
+    printf '{"name":"%s","status":"%s","detail":"%s"' "${row_names[$i]}" "${row_status[$i]}" \
+      "$(json_escape "${row_detail[$i]}")"
+    [[ -n ${row_json[$i]} ]] && printf ',%s' "${row_json[$i]}"
+    printf '}'
+  done
+  printf ']}\n'
+} >"$out_dir/gpu_check.json"
+cat "$out_dir/gpu_check.txt"
+exit $failed

@@ -1,0 +1,163 @@
+// The conversion kernels of precision_convert.hpp. Element-wise passes are grid-stride
+// loops; the amax reduction keeps a per-thread maximum, reduces it across the warp with
+// shuffles and does one atomicMax per warp (on the float's bits: for non-negative floats
+// the integer order is the float order).
+#include "gpu/precision_convert.hpp"
+
+#include <cuda_fp8.h>
+
+#include <algorithm>
+#include <stdexcept>
+
+#include "gpu/cuda_check.hpp"
+
+namespace dseek::gpu {
+
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int kTile = 32;  // transpose tile: kTile x kTile elements, kTile x 8 threads
+
+int blocks_for(size_t n) {
+  const size_t blocks = (n + kThreads - 1) / kThreads;
+  return static_cast<int>(std::min<size_t>(std::max<size_t>(blocks, 1), 65535 * 8));
+}
+
+__nv_fp8_interpretation_t interpretation(Fp8Format format) {
+  return format == Fp8Format::e4m3 ? __NV_E4M3 : __NV_E5M2;
+}
+
+__device__ __forceinline__ void warp_max_into(float* amax, float value) {
+  for (int offset = 16; offset > 0; offset /= 2)
+    value = fmaxf(value, __shfl_xor_sync(0xffffffffu, value, offset));
+  if ((threadIdx.x + threadIdx.y * blockDim.x) % 32 == 0 && value > 0.0f)
+    atomicMax(reinterpret_cast<int*>(amax), __float_as_int(value));
+}
+
+__global__ void to_bf16_kernel(__nv_bfloat16* out, const float* in, size_t n) {
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n;
+       i += size_t(gridDim.x) * blockDim.x)
+    out[i] = __float2bfloat16_rn(in[i]);
+}
+
+__global__ void from_bf16_kernel(float* out, const __nv_bfloat16* in, size_t n) {
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n;
+       i += size_t(gridDim.x) * blockDim.x)
+    out[i] = __bfloat162float(in[i]);
+}
+
+__global__ void quantize_kernel(__nv_fp8_storage_t* out, __nv_fp8_interpretation_t format,
+                                const float* in, size_t n, const float* scale, float* amax) {
+  const float s = *scale;
+  float local_max = 0.0f;
+  // Every thread of a warp runs the shuffle below, also those past the end.
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n;
+       i += size_t(gridDim.x) * blockDim.x) {
+    const float x = in[i];
+    local_max = fmaxf(local_max, fabsf(x));
+    out[i] = __nv_cvt_float_to_fp8(x * s, __NV_SATFINITE, format);
+  }
+  warp_max_into(amax, local_max);
+}
+
+// Block (kTile, 8): reads a kTile x kTile tile of `in` row by row (coalesced), writes it
+// transposed through shared memory (coalesced again).
+__global__ void quantize_transpose_kernel(__nv_fp8_storage_t* out_t,
+                                          __nv_fp8_interpretation_t format, const float* in,
+                                          int rows, int cols, const float* scale, float* amax) {
+  __shared__ float tile[kTile][kTile + 1];
+  const float s = *scale;
+  float local_max = 0.0f;
+  const int col = blockIdx.x * kTile + threadIdx.x;
+  for (int dy = threadIdx.y; dy < kTile; dy += blockDim.y) {
+    const int row = blockIdx.y * kTile + dy;
+    float x = 0.0f;
+    if (row < rows && col < cols) x = in[size_t(row) * cols + col];
+    tile[dy][threadIdx.x] = x;
+    local_max = fmaxf(local_max, fabsf(x));
+  }
+  __syncthreads();
+  const int out_col = blockIdx.y * kTile + threadIdx.x;  // a row of `in`
+  for (int dy = threadIdx.y; dy < kTile; dy += blockDim.y) {
+    const int out_row = blockIdx.x * kTile + dy;  // a column of `in`
+    if (out_row < cols && out_col < rows)
+      out_t[size_t(out_row) * rows + out_col] =
+          __nv_cvt_float_to_fp8(tile[threadIdx.x][dy] * s, __NV_SATFINITE, format);
+  }
+  warp_max_into(amax, local_max);
+}
+
+__global__ void dequantize_kernel(float* out, const __nv_fp8_storage_t* in,
+                                  __nv_fp8_interpretation_t format, size_t n,
+                                  const float* scale_inv) {
+  const float s = *scale_inv;
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n;
+       i += size_t(gridDim.x) * blockDim.x)
+    out[i] = __half2float(__half(__nv_cvt_fp8_to_halfraw(in[i], format))) * s;
+}
+
+__global__ void scale_kernel(float* scale, float* scale_inv, const float* amax, float max_value,
+                             int margin) {
+  const float a = *amax;
+  float s = 1.0f;
+  if (a > 0.0f && isfinite(a)) s = max_value / a / exp2f(static_cast<float>(margin));
+  *scale = s;
+  *scale_inv = 1.0f / s;
+}
+
+void check_launch() { DSEEK_CUDA_CHECK(cudaGetLastError()); }
+
+}  // namespace
+
+float fp8_max(Fp8Format format) { return format == Fp8Format::e4m3 ? 448.0f : 57344.0f; }
+
+void convert_to_bf16(__nv_bfloat16* out, const float* in, size_t n, cudaStream_t stream) {
+  if (n == 0) return;
+  to_bf16_kernel<<<blocks_for(n), kThreads, 0, stream>>>(out, in, n);
+  check_launch();
+}
+
+void convert_bf16_to_float(float* out, const __nv_bfloat16* in, size_t n, cudaStream_t stream) {
+  if (n == 0) return;
+  from_bf16_kernel<<<blocks_for(n), kThreads, 0, stream>>>(out, in, n);
+  check_launch();
+}
+
+void quantize_to_fp8(void* out, Fp8Format format, const float* in, size_t n, const float* scale,
+                     float* amax, cudaStream_t stream) {
+  if (n == 0) return;
+  quantize_kernel<<<blocks_for(n), kThreads, 0, stream>>>(
+      static_cast<__nv_fp8_storage_t*>(out), interpretation(format), in, n, scale, amax);
+  check_launch();
+}
+
+void quantize_transpose_to_fp8(void* out_t, Fp8Format format, const float* in, int rows,
+                               int cols, const float* scale, float* amax, cudaStream_t stream) {
+  if (rows < 0 || cols < 0)
+    throw std::invalid_argument("quantize_transpose_to_fp8: negative shape");
+  if (rows == 0 || cols == 0) return;
+  const dim3 block(kTile, 8);
+  const dim3 grid((cols + kTile - 1) / kTile, (rows + kTile - 1) / kTile);
+  if (grid.y > 65535)
+    throw std::invalid_argument("quantize_transpose_to_fp8: rows > 65535 * 32 are not supported");
+  quantize_transpose_kernel<<<grid, block, 0, stream>>>(
+      static_cast<__nv_fp8_storage_t*>(out_t), interpretation(format), in, rows, cols, scale,
+      amax);
+  check_launch();
+}
+
+void dequantize_fp8(float* out, const void* in, Fp8Format format, size_t n,
+                    const float* scale_inv, cudaStream_t stream) {
+  if (n == 0) return;
+  dequantize_kernel<<<blocks_for(n), kThreads, 0, stream>>>(
+      out, static_cast<const __nv_fp8_storage_t*>(in), interpretation(format), n, scale_inv);
+  check_launch();
+}
+
+void fp8_scale_from_amax(float* scale, float* scale_inv, const float* amax, Fp8Format format,
+                         int margin, cudaStream_t stream) {
+  scale_kernel<<<1, 1, 0, stream>>>(scale, scale_inv, amax, fp8_max(format), margin);
+  check_launch();
+}
+
+}  // namespace dseek::gpu

@@ -1,0 +1,134 @@
+#!/usr/bin/env bash
+# Makes the portable GPU bundle that bench/gpu/check.sh runs on a GPU machine that has
+# CUDA 13 (/usr/local/cuda), cmake and ninja but none of dseek's Debian libraries:
+#
+#   scripts/make_gpu_bundle.sh [OUT_DIR]        # default gpu-bundle/ (git-ignored)
+#   DSEEK_BUNDLE_BUILD_DIR=build scripts/make_gpu_bundle.sh   # reuse a CUDA build tree
+#
+# It builds (Release, DSEEK_WITH_CUDA=ON; into build-gpu-bundle/ unless
+# DSEEK_BUNDLE_BUILD_DIR says otherwise) gpt2_train, matmul_rate, dseek, dseek-node and,
+# when the tree has it, dseek_gpu_tests, then copies into OUT_DIR:
+#   bin/         the binaries
+#   lib/         every shared library they load (ldd) that the GPU machine lacks: CAF,
+#                UCX (and its transport modules, lib/ucx/), OpenSSL, Cap'n Proto, toml++,
+#                OpenBLAS, gfortran, ...
+#   lib/stdcxx/  this machine's libstdc++ and libgcc_s, used only when the GPU machine's
+#                are older than the binaries need (env.sh asks ldd)
+#   env.sh       source it: sets LD_LIBRARY_PATH (bundle, then /usr/local/cuda) and
+#                UCX_MODULE_DIR
+#   MANIFEST.txt what is inside (commit, build, sizes, sha256) and what the target needs
+# and the same folder compressed as OUT_DIR.tar.xz (about 1/4 of the size; carry either).
+# Not bundled, since the GPU machine has them: glibc (libc, libm, libdl, libpthread, librt,
+# ld-linux; the target needs a glibc at least as new as this machine's, 2.36 on Debian 12),
+# the NVIDIA driver (libcuda) and the CUDA 13 libraries (cudart, cuBLAS, cuBLASLt, NCCL)
+# from /usr/local/cuda. The bundle must stay under 64 MiB (the device machine's carry
+# limit): the script fails if it does not.
+#
+# On the GPU machine: bench/gpu/check.sh (it finds gpu-bundle/ at the repository root).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+repo_root=$(pwd)
+out=${1:-gpu-bundle}
+build_dir=${DSEEK_BUNDLE_BUILD_DIR:-build-gpu-bundle}
+jobs=${DSEEK_BUILD_JOBS:-$(nproc)}
+limit_bytes=$((64 * 1024 * 1024))
+
+cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release -DDSEEK_WITH_CUDA=ON
+targets=(gpt2_train matmul_rate dseek dseek-node)
+if ninja -C "$build_dir" -t targets all | grep -q '^dseek_gpu_tests:'; then
+  targets+=(dseek_gpu_tests)
+else
+  echo "make_gpu_bundle: this tree has no dseek_gpu_tests target: the bundle has no parity tests"
+fi
+cmake --build "$build_dir" -j "$jobs" --target "${targets[@]}"
+
+rm -rf "$out"
+mkdir -p "$out/bin" "$out/lib/stdcxx" "$out/lib/ucx"
+for t in "${targets[@]}"; do cp "$build_dir/bin/$t" "$out/bin/"; done
+
+# Whether the GPU machine provides this library (so it stays out of the bundle).
+provided_by_target() {
+  local name=$1 path=$2
+  case "$name" in
+    linux-vdso.so*|ld-linux*|libc.so*|libm.so*|libdl.so*|libpthread.so*|librt.so*|libutil.so*|libresolv.so*) return 0 ;;
+    libcuda.so*|libnvidia-*) return 0 ;;  # the driver
+  esac
+  [[ $path == /usr/local/cuda* ]]  # the CUDA toolkit's libraries
+}
+
+# Copies the non-system dependencies of one ELF file (binary or UCX module).
+bundle_dependencies_of() {
+  local file=$1 name arrow path rest
+  while read -r name arrow path rest; do
+    [[ $arrow == "=>" ]] || continue
+    if [[ $path == "not" ]]; then
+      echo "make_gpu_bundle: $file needs $name, which is not found here" >&2; exit 1
+    fi
+    provided_by_target "$name" "$path" && continue
+    case "$name" in
+      libstdc++.so*|libgcc_s.so*) cp -L "$path" "$out/lib/stdcxx/$name" ;;
+      *) [[ -e $out/lib/$name ]] || cp -L "$path" "$out/lib/$name" ;;
+    esac
+  done < <(ldd "$file")
+}
+
+for t in "${targets[@]}"; do bundle_dependencies_of "$out/bin/$t"; done
+# UCX opens its transports as modules at run time (dseek-node's data plane); bring the
+# ones whose own libraries this machine has, with those libraries.
+ucx_modules=$(pkg-config --variable=libdir ucx 2>/dev/null || echo /usr/lib/x86_64-linux-gnu)/ucx
+if [[ -d $ucx_modules ]]; then
+  for module in "$ucx_modules"/*.so.0; do
+    # InfiniBand / RDMA transports (ib, rdmacm) have no use on a one-GPU machine and
+    # bring 2.5 MiB of verbs libraries: shared memory (cma, and sysv/posix inside libuct)
+    # and tcp remain.
+    case "$(basename "$module")" in libuct_ib.*|libuct_rdmacm.*) continue ;; esac
+    if ldd "$module" | grep -q "not found"; then continue; fi
+    cp -L "$module" "$out/lib/ucx/"
+    bundle_dependencies_of "$module"
+  done
+fi
+
+cat >"$out/env.sh" <<'EOF'
+# Source this file to run the bundle's binaries: the bundle's libraries first, then the
+# CUDA 13 toolkit's. libstdc++ / libgcc_s of the build machine are added only when this
+# machine's are older than the binaries need.
+dseek_bundle_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+export LD_LIBRARY_PATH="$dseek_bundle_dir/lib:/usr/local/cuda/lib64:/usr/local/cuda/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export UCX_MODULE_DIR="$dseek_bundle_dir/lib/ucx"
+if ldd "$dseek_bundle_dir/bin/gpt2_train" 2>&1 | grep -q "version \`\(GLIBCXX\|CXXABI\|GCC\)_"; then
+  export LD_LIBRARY_PATH="$dseek_bundle_dir/lib/stdcxx:$LD_LIBRARY_PATH"
+  echo "gpu-bundle: using the bundled libstdc++ (this machine's is older)" >&2
+fi
+for dseek_bundle_binary in "$dseek_bundle_dir"/bin/*; do
+  if ldd "$dseek_bundle_binary" 2>&1 | grep -q "not found"; then
+    echo "gpu-bundle: $(basename "$dseek_bundle_binary") misses libraries here:" >&2
+    ldd "$dseek_bundle_binary" 2>&1 | grep "not found" >&2
+  fi
+done
+unset dseek_bundle_binary
+EOF
+
+{
+  echo "dseek GPU bundle: commit $(git -C "$repo_root" rev-parse --short HEAD)$(git -C "$repo_root" diff --quiet HEAD -- . ':!gpu-bundle' || echo '+changes'), built $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+  echo "build machine: $(. /etc/os-release && echo "$PRETTY_NAME"), $(ldd --version | head -n 1), $(/usr/local/cuda/bin/nvcc --version | grep release)"
+  echo "CUDA code: $(grep -o 'code=\[[^]]*\]' "$build_dir/build.ninja" | sort -u | tr '\n' ' ')"
+  echo "target needs: an NVIDIA driver for CUDA 13, CUDA 13 (cudart, cuBLAS, cuBLASLt) under /usr/local/cuda, glibc >= this machine's"
+  echo "use: source env.sh (bench/gpu/check.sh does)"
+  echo
+  echo "bytes  sha256  file"
+  (cd "$out" && find . -type f ! -name MANIFEST.txt | sort | while read -r f; do
+     echo "$(stat -c %s "$f")  $(sha256sum "$f" | cut -c1-16)  ${f#./}"
+   done)
+} >"$out/MANIFEST.txt"
+
+total=$(du -sb "$out" | cut -f1)
+echo "make_gpu_bundle: $out: $(find "$out" -type f | wc -l) files, $((total / 1024 / 1024)) MiB"
+if ((total >= limit_bytes)); then
+  echo "make_gpu_bundle: the bundle is over 64 MiB: too large to carry to the device machine" >&2
+  exit 1
+fi
+# The same, compressed (OpenBLAS's 36 MB of kernels for every x86 core shrink ~8x): with
+# the working tree, the folder alone leaves little of the 64 MiB a device call carries.
+# check.sh unpacks OUT_DIR.tar.xz when the folder is absent.
+tar -C "$(dirname "$out")" -cf - "$(basename "$out")" | xz -T0 -6 >"$out.tar.xz"
+echo "make_gpu_bundle: $out.tar.xz: $(($(stat -c %s "$out.tar.xz") / 1024 / 1024)) MiB"

@@ -1,0 +1,153 @@
+// The GPU check's flow without a GPU (issue 7): bench/gpu/gpt2_train trains a tiny GPT on
+// the CPU backend and reports speed and MFU by llm.c's formula; a precision the build
+// lacks is refused with "not implemented"; bench/gpu/check.sh --device cpu runs its rows,
+// prints the table last and writes the same table and a JSON summary; a missing binary
+// fails its row and the script.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "support/node_runs.hpp"
+#include "support/process.hpp"
+#include "support/test_paths.hpp"
+
+using namespace dseek::testing;
+using namespace std::chrono_literals;
+
+namespace {
+
+const std::vector<std::string> kTinyModel = {"--device", "cpu", "--threads", "1", "--layers",
+                                             "2", "--dim", "32", "--heads", "2", "--context",
+                                             "16", "--vocab", "64", "--batch", "2"};
+
+std::string last_line(const std::string& text) {
+  std::istringstream lines(text);
+  std::string line, last;
+  while (std::getline(lines, line))
+    if (!line.empty()) last = line;
+  return last;
+}
+
+std::string read_file(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// The object of row `name` in check.sh's JSON summary.
+std::string row(const std::string& json, const std::string& name) {
+  std::smatch match;
+  REQUIRE(std::regex_search(json, match, std::regex("\\{\"name\":\"" + name + "\"[^}]*\\}")));
+  return match[0];
+}
+
+std::vector<std::string> with(std::vector<std::string> a, const std::vector<std::string>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+}  // namespace
+
+TEST_CASE("gpt2_train trains a tiny GPT on the CPU backend and reports tokens/s and MFU",
+          "[gpu_check]") {
+  const auto result = run_process(
+      with({bin("gpt2_train")}, with(kTinyModel, {"--steps", "8", "--warmup", "2", "--lr",
+                                                  "1e-2", "--peak-tflops", "0.01"})),
+      120s);
+  INFO(result.output);
+  REQUIRE(result.exit_code == 0);
+  for (int step = 1; step <= 8; ++step)
+    CHECK(result.output.find("step " + std::to_string(step) + "/8 loss ") != std::string::npos);
+
+  const std::string json = last_line(result.output);
+  CHECK(string_field(json, "status") == "ok");
+  CHECK(string_field(json, "peak_memory") == "n/a");
+  const double first = number_field(json, "first_loss"), last = number_field(json, "last_loss");
+  CHECK(std::isfinite(first));
+  CHECK(std::isfinite(last));
+  // One repeated batch: the model memorises it, so the loss must fall clearly.
+  CHECK(last < first - 0.1);
+  CHECK(json.find("\"loss_decreased\":true") != std::string::npos);
+
+  // N: wte 64x32 + wpe 16x32 + 2 blocks of 12 C^2 + 13 C + the final LayerNorm 2 C.
+  const double C = 32, L = 2, T = 16;
+  const double params = 64 * C + T * C + L * (12 * C * C + 13 * C) + 2 * C;
+  CHECK(number_field(json, "params") == params);
+  CHECK(number_field(json, "flops_per_token") == Approx(6 * params + 6 * L * C * T));
+  const double tokens_per_s = number_field(json, "tokens_per_s");
+  CHECK(tokens_per_s > 0);
+  CHECK(tokens_per_s == Approx(2 * 16 / (number_field(json, "step_ms_median") / 1000)).epsilon(1e-4));
+  CHECK(number_field(json, "mfu") ==
+        Approx(tokens_per_s * (6 * params + 6 * L * C * T) / 0.01e12).epsilon(1e-4));
+}
+
+TEST_CASE("gpt2_train refuses a precision this build does not implement", "[gpu_check]") {
+  for (const char* precision : {"bf16", "fp8"}) {
+    const auto result = run_process(
+        with({bin("gpt2_train")}, with(kTinyModel, {"--steps", "3", "--precision", precision})),
+        60s);
+    INFO(result.output);
+    CHECK(result.exit_code == 3);
+    const std::string json = last_line(result.output);
+    CHECK(string_field(json, "status") == "not implemented");
+    CHECK(string_field(json, "precision") == precision);
+    CHECK(string_field(json, "reason").find("train.precision") != std::string::npos);
+  }
+  const auto bad = run_process({bin("gpt2_train"), "--precision", "fp16"}, 60s);
+  CHECK(bad.exit_code == 1);
+  CHECK(bad.output.find("--precision must be fp32, bf16 or fp8") != std::string::npos);
+}
+
+TEST_CASE("check.sh --device cpu runs the check's rows and writes the table and JSON",
+          "[gpu_check]") {
+  ScratchDir out("gpu-check");
+  const auto result = run_process({"bash", (source_dir() / "bench/gpu/check.sh").string(),
+                                   "--device", "cpu", "--bin-dir", (binary_dir() / "bin").string(),
+                                   "--out", out.path().string(), "--peak-tflops", "0.01",
+                                   "--steps", "4"},
+                                  300s);
+  INFO(result.output);
+  REQUIRE(result.exit_code == 0);
+
+  // The table is printed last, and the same table is in gpu_check.txt.
+  const std::string table = read_file(out / "gpu_check.txt");
+  REQUIRE(!table.empty());
+  CHECK(result.output.size() >= table.size());
+  CHECK(result.output.compare(result.output.size() - table.size(), table.size(), table) == 0);
+  CHECK(std::regex_search(table, std::regex("train_fp32 +ok +[0-9]+ +[0-9.]+%")));
+  CHECK(std::regex_search(table, std::regex("train_bf16 +not implemented")));
+
+  const std::string json = read_file(out / "gpu_check.json");
+  CHECK(json.find("\"failed\":false") != std::string::npos);
+  CHECK(string_field(row(json, "parity"), "status") == "skipped");
+  CHECK(number_field(row(json, "peak"), "bf16_tflops") == Approx(0.01));
+  const std::string fp32 = row(json, "train_fp32");
+  CHECK(string_field(fp32, "status") == "ok");
+  CHECK(number_field(fp32, "tokens_per_s") > 0);
+  CHECK(number_field(fp32, "mfu") > 0);
+  CHECK(std::isfinite(number_field(fp32, "last_loss")));
+  CHECK(string_field(row(json, "train_bf16"), "status") == "not implemented");
+  CHECK(string_field(row(json, "train_fp8"), "status") == "not implemented");
+  CHECK(std::filesystem::exists(out / "train_fp32.log"));
+}
+
+TEST_CASE("check.sh fails the rows whose binaries are missing", "[gpu_check]") {
+  ScratchDir out("gpu-check-missing");
+  ScratchDir empty("gpu-check-empty-bin");
+  const auto result = run_process({"bash", (source_dir() / "bench/gpu/check.sh").string(),
+                                   "--device", "cpu", "--bin-dir", empty.path().string(), "--out",
+                                   out.path().string()},
+                                  60s);
+  INFO(result.output);
+  CHECK(result.exit_code == 1);
+  const std::string json = read_file(out / "gpu_check.json");
+  CHECK(json.find("\"failed\":true") != std::string::npos);
+  CHECK(string_field(row(json, "train_fp32"), "status") == "missing");
+}
