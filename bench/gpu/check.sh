@@ -187,7 +187,7 @@ for precision in fp32 bf16 fp8; do
     mfu=$(json_field "$line" mfu)
     mfu_text=n/a
     [[ $mfu != null && -n $mfu ]] && mfu_text=$(awk -v m="$mfu" 'BEGIN { printf "%.1f%%", 100 * m }')
-    detail="$(json_field "$line" device_name); step $(fmt "$(json_field "$line" step_ms_median)" %.1f) ms, loss $(fmt "$(json_field "$line" first_loss)" %.4f) -> $(fmt "$(json_field "$line" last_loss)" %.4f), peak memory $(json_field "$line" peak_memory)"
+    detail="$(json_field "$line" device_name); step $(fmt "$(json_field "$line" step_ms_median)" %.1f) ms, loss $(fmt "$(json_field "$line" first_loss)" %.4f) -> $(fmt "$(json_field "$line" last_loss)" %.4f), peak memory $(fmt "$(json_field "$line" peak_memory_bytes)" %.0f) bytes"
     add_row "$name" ok "$(awk -v r="$rate" 'BEGIN { printf "%.0f", r }')" "$mfu_text" "$detail" \
       "\"tokens_per_s\":$rate,\"mfu\":$mfu,\"step_ms\":$(json_field "$line" step_ms_median),\"first_loss\":$(json_field "$line" first_loss),\"last_loss\":$(json_field "$line" last_loss),\"loss_decreased\":$(json_field "$line" loss_decreased),\"params\":$(json_field "$line" params),\"batch\":$(json_field "$line" batch),\"context\":$(json_field "$line" context)"
   elif ((code == 3)) && [[ $status == "not implemented" ]]; then
