@@ -134,7 +134,9 @@ AgreedState agree_on_state(const config::JobConfig& config, comm::Communicator& 
   return agreed;
 }
 
-// Once per epoch, after the first exchange: what the peer replica costs this node.
+// After the first exchange of an epoch and after the job's last step: what the peer
+// replica costs this node (bytes, memory, and the exchange's time: the last one's and
+// the mean over the steps this epoch kept).
 void report_peer_replica(metrics::EventLog& events, const PeerShardReplica& kept,
                          const epoch_started& epoch) {
   const PeerReplicaFootprint footprint = kept.footprint();
@@ -145,7 +147,9 @@ void report_peer_replica(metrics::EventLog& events, const PeerShardReplica& kept
                   .add("replica_bytes", footprint.replica_bytes)
                   .add("own_bytes", footprint.own_bytes)
                   .add("state_bytes", footprint.state_bytes)
-                  .add("exchange_ms", kept.last_exchange_ms()));
+                  .add("steps_kept", kept.steps_kept())
+                  .add("exchange_ms", kept.last_exchange_ms())
+                  .add("mean_exchange_ms", kept.mean_exchange_ms()));
 }
 
 class RetiredCommunicators {
@@ -250,12 +254,14 @@ job_finished run_elastic_training(const worker_setup& setup, int starts, caf::ac
       if (keeps_shard_replica)
         shard_replica =
             std::make_unique<PeerShardReplica>(*communicator, replica, settings.bucket_bytes);
+      const int64_t last_step = config.train.steps;
       options.after_step = [&recovering, &replica, &events, &shard_replica, keeps_memory_state,
-                            param_count, epoch, failed_at, from_step, source,
-                            why_disk](int64_t steps_done, train::Trainer& trainer) {
+                            param_count, epoch, failed_at, from_step, source, why_disk,
+                            last_step](int64_t steps_done, train::Trainer& trainer) {
         if (shard_replica) {
           shard_replica->after_step(steps_done, trainer);
-          if (shard_replica->steps_kept() == 1) report_peer_replica(events, *shard_replica, *epoch);
+          if (shard_replica->steps_kept() == 1 || steps_done == last_step)
+            report_peer_replica(events, *shard_replica, *epoch);
         }
         if (keeps_memory_state) {
           replica.params.resize(param_count);

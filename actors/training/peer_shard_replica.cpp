@@ -130,6 +130,7 @@ void PeerShardReplica::after_step(int64_t steps_done, train::Trainer& trainer) {
   ++steps_kept_;
   last_exchange_ms_ =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  total_exchange_ms_ += last_exchange_ms_;
 }
 
 }  // namespace dseek::actors

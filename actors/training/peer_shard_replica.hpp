@@ -49,8 +49,10 @@ class PeerShardReplica {
   void after_step(int64_t steps_done, train::Trainer& trainer);
 
   PeerReplicaFootprint footprint() const { return footprint_; }
-  // Wall time of the last exchange (snapshot, pack, transfer, unpack); steps kept so far.
+  // Wall time of the last exchange (snapshot, pack, transfer, unpack), their mean, and
+  // the steps kept so far by this object (this epoch).
   double last_exchange_ms() const { return last_exchange_ms_; }
+  double mean_exchange_ms() const { return steps_kept_ > 0 ? total_exchange_ms_ / steps_kept_ : 0.0; }
   int64_t steps_kept() const { return steps_kept_; }
 
  private:
@@ -65,6 +67,7 @@ class PeerShardReplica {
   std::vector<float> outgoing_, incoming_;  // packed m then v, reused every step
   PeerReplicaFootprint footprint_;
   double last_exchange_ms_ = 0.0;
+  double total_exchange_ms_ = 0.0;
   int64_t steps_kept_ = 0;
 };
 

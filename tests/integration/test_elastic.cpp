@@ -340,9 +340,10 @@ namespace {
 
 const std::vector<std::string> kZero1 = {"--set", "parallel.zero=1"};
 
-// Node `node`'s peer_replica events (one per epoch it trained in): the shard it keeps is
-// its ring neighbour's, rank (r + 1) % N, and it costs 8 bytes per element of that shard
-// each step (m and v): with P parameters, 8 P / N give or take the bucket rounding.
+// Node `node`'s peer_replica events (after the first step of each epoch it trained in,
+// and after the job's last step): the shard it keeps is its ring neighbour's, rank
+// (r + 1) % N, and it costs 8 bytes per element of that shard each step (m and v): with
+// P parameters, 8 P / N give or take the bucket rounding.
 void check_peer_replica(const Job& job, int node, int world_size) {
   INFO("node " << node);
   const auto kept = node_events(job.path(), node, "peer_replica");
@@ -413,8 +414,9 @@ TEST_CASE("under ZeRO 1 the survivors of a node lost for good reshard its state 
     recovery_ms[node] = recovered(*job, node, kFaultStep, "peer", 2);
     // After the recovery each survivor keeps the other's shard of the 2-rank world.
     const auto kept = node_events(job->path(), node, "peer_replica");
-    REQUIRE(kept.size() == 2);
+    REQUIRE(kept.size() == 3);  // world 3's first step; world 2's first and last
     CHECK(number_field(kept[1], "world_size") == 2);
+    CHECK(number_field(kept[2], "steps_kept") == kSteps - kFaultStep);
   }
   WARN("recovery_ms (ZeRO 1, kill at step 10, no rejoin): " << listing(recovery_ms));
   // Steps 11 to 40 ran on 2 nodes with the moments resharded: the same batches and the
