@@ -18,6 +18,7 @@
 #    around the kill left out;
 #  - the peer_replica event after the last step: bytes received per step, and the mean
 #    time of the exchange over the steps after the recovery.
+# --kill 0 runs the same job without the fault (the step time alone).
 # Exits non-zero if a run fails.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -45,8 +46,12 @@ mkdir -p "$work"
 trap '[[ -z $dir ]] && rm -rf "$work"' EXIT
 data_set=()
 [[ -n $data ]] && data_set=(--set data.dir="\"$data\"")
+fault=()
+((kill > 0)) && fault=(--set "faults=[{kind = \"kill\", node = 1, step = $kill}]")
 
-echo "# ZeRO $zero recovery: config/single.toml on $nodes nodes, $steps steps, sync checkpoint every $every, node 1 killed at step $kill, $rounds rounds, $(nproc) cores"
+what="node 1 killed at step $kill"
+((kill > 0)) || what="no fault"
+echo "# ZeRO $zero recovery: config/single.toml on $nodes nodes, $steps steps, sync checkpoint every $every, $what, $rounds rounds, $(nproc) cores"
 
 run() {  # replica(true|false) round -> one summary line
   local replica=$1 round=$2 run_dir="$work/$1-$2"
@@ -54,7 +59,7 @@ run() {  # replica(true|false) round -> one summary line
     --set train.steps="$steps" --set train.eval_every=0 --set metrics.progress='"off"' \
     --set parallel.zero="$zero" --set elastic.shard_replica="$replica" \
     --set checkpoint.every_steps="$every" --set checkpoint.async=false \
-    --set "faults=[{kind = \"kill\", node = 1, step = $kill}]" "${data_set[@]}" \
+    "${fault[@]}" "${data_set[@]}" \
     >"$run_dir.log" 2>&1 || { echo "run $replica/$round failed:" >&2; tail -30 "$run_dir.log" >&2; exit 1; }
   /usr/bin/python3 - "$run_dir" "$nodes" "$kill" <<'PY'
 import json, statistics, sys, pathlib
@@ -71,11 +76,13 @@ steps = [e for e in ev0 if e["event"] == "step"]
 gaps = [b["ts"] - a["ts"] for a, b in zip(steps, steps[1:])
         if b["step"] == a["step"] + 1 and not (kill - 1 <= a["step"] <= kill + 2)]
 rep = [e for e in ev0 if e["event"] == "peer_replica"]
-kill_ts = [e["ts"] for e in events(1) if e["event"] == "fault_injected" and e["kind"] == "kill"][0]
-back = [e["ts"] for e in steps if e["step"] == kill + 1 and e["ts"] > kill_ts][0]
-print(statistics.median(rec), max(rec), "/".join(sorted(sources)), 1000 * statistics.median(gaps),
-      rep[-1]["replica_bytes"] if rep else 0, rep[-1]["mean_exchange_ms"] if rep else 0,
-      1000 * (back - kill_ts))
+back_ms = 0
+if kill > 0:
+    kill_ts = [e["ts"] for e in events(1) if e["event"] == "fault_injected" and e["kind"] == "kill"][0]
+    back_ms = 1000 * ([e["ts"] for e in steps if e["step"] == kill + 1 and e["ts"] > kill_ts][0] - kill_ts)
+print(statistics.median(rec) if rec else 0, max(rec) if rec else 0, "/".join(sorted(sources)) or "-",
+      1000 * statistics.median(gaps), rep[-1]["replica_bytes"] if rep else 0,
+      rep[-1]["mean_exchange_ms"] if rep else 0, back_ms)
 PY
   rm -rf "$run_dir/checkpoints"
 }
