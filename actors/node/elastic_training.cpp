@@ -16,7 +16,9 @@
 #include "actors/faults/fault_plan.hpp"
 #include "actors/node/data_plane_link.hpp"
 #include "actors/node/node_registry.hpp"
+#include "actors/training/peer_shard_replica.hpp"
 #include "actors/training/run_data_parallel.hpp"
+#include "actors/training/sharded_state_sync.hpp"
 #include "actors/training/state_sync.hpp"
 #include "comm/types.hpp"
 #include "runtime/metrics/event_log.hpp"
@@ -102,6 +104,54 @@ std::optional<epoch_started> announce_worker_restart(caf::actor_system& sys,
   return fresh;
 }
 
+// The state this epoch starts from, agreed by the ranks (state_sync.hpp under ZeRO 0,
+// sharded_state_sync.hpp under ZeRO >= 1 with elastic.shard_replica).
+struct AgreedState {
+  int64_t steps_done = -1;
+  bool from_peer = false;
+  std::string why_not_memory;  // why a recovery goes to disk ("" when it does not)
+};
+
+AgreedState agree_on_state(const config::JobConfig& config, comm::Communicator& communicator,
+                           train::TrainingState& replica, size_t param_count) {
+  AgreedState agreed;
+  if (config.parallel.zero == 0) {
+    const StateAgreement shared = share_freshest_state(communicator, replica, param_count);
+    agreed.steps_done = shared.steps_done;
+    agreed.from_peer = shared.received;
+  } else if (config.elastic.shard_replica) {
+    const ShardedStateAgreement rebuilt = rebuild_sharded_state(communicator, replica, param_count);
+    agreed.steps_done = rebuilt.steps_done;
+    agreed.from_peer = rebuilt.from_peer;
+    agreed.why_not_memory = rebuilt.unrecoverable;
+  } else {
+    agreed.why_not_memory = "elastic.shard_replica = false: under parallel.zero = " +
+                            std::to_string(config.parallel.zero) +
+                            " no node holds a lost node's optimizer shard";
+  }
+  if (agreed.steps_done < 0 && agreed.why_not_memory.empty())
+    agreed.why_not_memory = "no node of this world holds a completed step in memory";
+  return agreed;
+}
+
+// After the first exchange of an epoch and after the job's last step: what the peer
+// replica costs this node (bytes, memory, and the exchange's time: the last one's and
+// the mean over the steps this epoch kept).
+void report_peer_replica(metrics::EventLog& events, const PeerShardReplica& kept,
+                         const epoch_started& epoch) {
+  const PeerReplicaFootprint footprint = kept.footprint();
+  events.emit("peer_replica",
+              util::JsonLine().add("epoch", epoch.epoch)
+                  .add("world_size", static_cast<int64_t>(epoch.world_size))
+                  .add("holds_rank", footprint.holds_rank)
+                  .add("replica_bytes", footprint.replica_bytes)
+                  .add("own_bytes", footprint.own_bytes)
+                  .add("state_bytes", footprint.state_bytes)
+                  .add("steps_kept", kept.steps_kept())
+                  .add("exchange_ms", kept.last_exchange_ms())
+                  .add("mean_exchange_ms", kept.mean_exchange_ms()));
+}
+
 class RetiredCommunicators {
  public:
   ~RetiredCommunicators() {
@@ -123,7 +173,10 @@ job_finished run_elastic_training(const worker_setup& setup, int starts, caf::ac
   const auto& config = setup.config;
   train::TrainingState& replica = *setup.replica;
   const size_t param_count = model::ParamLayout(train::shape_of(config.model)).total();
+  // ZeRO 0: every replica holds the whole state. ZeRO >= 1: its own shard plus a replica
+  // of its ring neighbour's (peer_shard_replica.hpp), unless elastic.shard_replica is off.
   const bool keeps_memory_state = config.parallel.zero == 0;
+  const bool keeps_shard_replica = config.parallel.zero > 0 && config.elastic.shard_replica;
   auto& events = *setup.events;
 
   WorldPolicy policy{config, starts == 1 && setup.incarnation == 0, 0, 0, Clock::now()};
@@ -174,13 +227,12 @@ job_finished run_elastic_training(const worker_setup& setup, int starts, caf::ac
     try {
       communicator = connect_data_plane(sys, *epoch, config);
       BoardRegistration registration(board, communicator.get(), epoch->epoch);
-      StateAgreement agreement;
-      if (keeps_memory_state) agreement = share_freshest_state(*communicator, replica, param_count);
+      const AgreedState agreement = agree_on_state(config, *communicator, replica, param_count);
 
       config::JobConfig session = config;
       const int rank = communicator->rank();
       if (rank != 0) session.metrics.progress = "off";  // one progress display per job
-      std::string source = agreement.received ? "peer" : "memory";
+      std::string source = agreement.from_peer ? "peer" : "memory";
       if (agreement.steps_done < 0 && recovering) {
         source = "disk";
         if (session.checkpoint.every_steps > 0 && session.checkpoint.resume.empty())
@@ -196,9 +248,21 @@ job_finished run_elastic_training(const worker_setup& setup, int starts, caf::ac
       options.start_from = agreement.steps_done >= 0 ? &replica : nullptr;
       const auto failed_at = policy.failed_at;
       const int64_t from_step = agreement.steps_done >= 0 ? agreement.steps_done : 0;
-      options.after_step = [&recovering, &replica, &events, keeps_memory_state, param_count,
-                            epoch, failed_at, from_step, source](int64_t steps_done,
-                                                               train::Trainer& trainer) {
+      const std::string why_disk = source == "disk" ? agreement.why_not_memory : std::string();
+      ReducerSettings settings = reducer_settings(session);
+      std::unique_ptr<PeerShardReplica> shard_replica;
+      if (keeps_shard_replica)
+        shard_replica =
+            std::make_unique<PeerShardReplica>(*communicator, replica, settings.bucket_bytes);
+      const int64_t last_step = config.train.steps;
+      options.after_step = [&recovering, &replica, &events, &shard_replica, keeps_memory_state,
+                            param_count, epoch, failed_at, from_step, source, why_disk,
+                            last_step](int64_t steps_done, train::Trainer& trainer) {
+        if (shard_replica) {
+          shard_replica->after_step(steps_done, trainer);
+          if (shard_replica->steps_kept() == 1 || steps_done == last_step)
+            report_peer_replica(events, *shard_replica, *epoch);
+        }
         if (keeps_memory_state) {
           replica.params.resize(param_count);
           replica.adam_m.resize(param_count);
@@ -213,14 +277,14 @@ job_finished run_elastic_training(const worker_setup& setup, int starts, caf::ac
           // newest checkpoint it loaded): this is the first step completed after it.
           // (from_step is 0 there, which reported every disk recovery as from step 0.)
           const int64_t resumed_at = source == "disk" ? steps_done - 1 : from_step;
-          events.emit("recovered", util::JsonLine().add("from_step", resumed_at)
-                                       .add("source", source)
-                                       .add("recovery_ms", ms_since(failed_at))
-                                       .add("epoch", epoch->epoch)
-                                       .add("world_size", static_cast<int64_t>(epoch->world_size)));
+          util::JsonLine fields;
+          fields.add("from_step", resumed_at).add("source", source)
+              .add("recovery_ms", ms_since(failed_at)).add("epoch", epoch->epoch)
+              .add("world_size", static_cast<int64_t>(epoch->world_size));
+          if (!why_disk.empty()) fields.add("reason", why_disk);
+          events.emit("recovered", fields);
         }
       };
-      ReducerSettings settings = reducer_settings(session);
       auto plan = setup.faults;
       auto actions = setup.fault_actions;
       settings.after_first_bucket = [plan, actions](int64_t step) {

@@ -8,8 +8,11 @@
 //   - the whole world again (the lost node restarted and rejoined) within
 //     elastic.rejoin_seconds, else the survivors if they are at least elastic.min_nodes;
 //   - state: the freshest in-memory copy among the replicas (ZeRO 0: each keeps its
-//     own, identical to its peers'), broadcast to the ranks without it; with ZeRO > 0, or
-//     when no replica has one, the newest checkpoint on disk.
+//     own, identical to its peers'), broadcast to the ranks without it; under ZeRO >= 1
+//     each node keeps its own optimizer shard and its ring neighbour's
+//     (peer_shard_replica.hpp), and the world puts the whole state back together from
+//     them (sharded_state_sync.hpp); when no step can be rebuilt (two neighbours lost,
+//     or elastic.shard_replica = false), the newest checkpoint on disk.
 //
 // A worker that starts again in the same process (its worker group was restarted after a
 // crash in it) first has the coordinator start a new epoch with the same members: its
@@ -17,7 +20,8 @@
 //
 // Events: worker_started, training_interrupted (epoch, error), recovered (from_step,
 // source = memory | peer | disk, recovery_ms from the failure this node saw to the first
-// step completed after it), and the training's own events.
+// step completed after it, reason when disk), peer_replica (ZeRO >= 1: what the
+// neighbour's shard costs), and the training's own events.
 #pragma once
 
 #include <atomic>

@@ -69,6 +69,8 @@ struct ClusterConfig {
 struct ElasticConfig {
   double rejoin_seconds = 10;  // wait this long for a lost node to come back
   int64_t min_nodes = 1;       // below this many nodes the job fails
+  // ZeRO >= 1: each node keeps a replica of its ring neighbour's optimizer shard.
+  bool shard_replica = true;
 };
 
 struct ParallelConfig {

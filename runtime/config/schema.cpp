@@ -200,6 +200,11 @@ const std::vector<Key<JobConfig>>& job_keys() {
           "without it"),
       job<&J::elastic, &El::min_nodes>("elastic.min_nodes", at_least(1),
                                        "the job fails when fewer nodes remain"),
+      job<&J::elastic, &El::shard_replica>(
+          "elastic.shard_replica", any(),
+          "under parallel.zero >= 1, every node keeps a copy of its ring neighbour's "
+          "optimizer shard after each step (sent over the data plane), so a lost node's "
+          "state is rebuilt from memory; false = recover from the newest checkpoint only"),
 
       job<&J::parallel, &Pa::data>(
           "parallel.data", at_least(1),

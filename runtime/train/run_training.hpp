@@ -14,6 +14,7 @@
 
 #include "runtime/checkpoint/sink.hpp"
 #include "runtime/config/job_config.hpp"
+#include "runtime/model/param_layout.hpp"
 #include "runtime/train/batch_source.hpp"
 #include "runtime/train/optimizer_shards.hpp"
 #include "runtime/train/replica_check.hpp"
@@ -36,6 +37,15 @@ struct TrainingState {
   int64_t steps_done = -1;  // -1: no state
   int64_t optimizer_steps = 0;
   std::vector<float> params, adam_m, adam_v;
+  // ZeRO >= 1 (actors/training/peer_shard_replica.hpp): adam_m / adam_v are valid only on
+  // two shards of a world of `sharded_world` ranks: this node's own (rank own_shard, at
+  // steps_done) and its ring neighbour's replica (rank replica_shard, at
+  // replica_steps_done; -1: none). sharded_world 0: the moments are whole.
+  int sharded_world = 0;
+  int own_shard = -1;
+  int replica_shard = -1;
+  int64_t replica_steps_done = -1;
+  std::vector<model::ParamRange> own_ranges, replica_ranges;
 };
 
 struct RunOptions {

@@ -220,6 +220,11 @@ void Trainer::snapshot(float* params, float* adam_m, float* adam_v) {
   }
 }
 
+void Trainer::snapshot_owned(float* params, float* adam_m, float* adam_v) {
+  backend_->copy_to_host(params, model_->params(), model_->num_params() * sizeof(float));
+  optimizer_->moments_to_host(adam_m, adam_v);
+}
+
 void Trainer::restore(const float* params, const float* adam_m, const float* adam_v,
                       int64_t optimizer_steps) {
   const size_t bytes = model_->num_params() * sizeof(float);

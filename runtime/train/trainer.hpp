@@ -82,6 +82,10 @@ class Trainer {
   // to host memory: the checkpoint snapshot. With a sharded optimizer (ZeRO >= 1) the
   // moments are gathered from every replica: collective, every replica calls it.
   void snapshot(float* params, float* adam_m, float* adam_v);
+  // The same without communication: the parameters and only the moments this replica
+  // owns (the other ranges of adam_m / adam_v are left as they are). Under ZeRO >= 1
+  // the parameters are whole on every replica after a step; the moments are its shard.
+  void snapshot_owned(float* params, float* adam_m, float* adam_v);
   // Puts back a checkpoint's state: parameters, moments (this replica's shard of them
   // when sharded) and AdamW's step count.
   void restore(const float* params, const float* adam_m, const float* adam_v,
