@@ -48,10 +48,8 @@ void add_fixed_world_gates(std::vector<Gate>& gates, const JobConfig& config, bo
                    "ZeRO shards a data-parallel optimizer: not with " + asked});
   gates.push_back({requested && config.comm.compression != "none", "comm.compression",
                    "gradient compression is for data-parallel reductions: not with " + asked});
-  gates.push_back({requested && config.checkpoint.every_steps > 0, "checkpoint.every_steps",
-                   "checkpoints of " + jobs + " are not written yet"});
-  gates.push_back({requested && !config.checkpoint.resume.empty(), "checkpoint.resume",
-                   "checkpoints of " + jobs + " are not written yet"});
+  // checkpoint.every_steps and checkpoint.resume work on both paths: the ranks gather
+  // the whole state to world rank 0 (train/gathered_checkpointing.hpp).
   gates.push_back({requested && has_fault_other_than_kill(config), "faults",
                    "recovery of " + jobs + " is not written yet: the only fault injected "
                    "into them is kill, to check that the job fails at once"});
