@@ -155,3 +155,27 @@ TEST_CASE("pipeline checkpoints: a corrupt checkpoint fails the resumed pipeline
   CHECK_FALSE(bad.ok);
   CHECK(bad.report.find((checkpoint / "params.bin").string()) != std::string::npos);
 }
+
+TEST_CASE("pipeline checkpoints: interleaved chunks (two per stage) resume bitwise, and P=4 "
+          "continues from their checkpoint", "[pp][checkpoint]") {
+  const std::vector<std::string> interleaved = {"parallel.schedule=\"interleaved\"",
+                                                "parallel.virtual_stages=2"};
+  ScratchDir straight_dir("pp-ckpt-il-straight"), first_dir("pp-ckpt-il-first"),
+      second_dir("pp-ckpt-il-second"), four_dir("pp-ckpt-il-to-4");
+  const JobRun straight = run_ok(2, straight_dir.path(), interleaved);
+  run_ok(2, first_dir.path(), interleaved + kFirstHalf);
+  const fs::path checkpoint = first_dir.path() / kStep4;
+  REQUIRE(fs::exists(checkpoint / "COMMITTED"));
+  const JobRun second = run_ok(2, second_dir.path(), interleaved + resume_from(checkpoint));
+  const std::vector<double> rest(straight.stages[0].losses.begin() + 4, straight.stages[0].losses.end());
+  CHECK(second.stages[0].losses == rest);
+  CHECK(second.stages[0].params_sha256 == straight.stages[0].params_sha256);
+  CHECK(second.final_params == straight.final_params);
+
+  // Four stages of one block each: the middle stages hold neither embedding nor head.
+  const JobRun four = run_ok(4, four_dir.path(), resume_from(checkpoint));
+  CHECK(number_field(resumed_event(four, 3), "pipeline") == 4);
+  const double loss_error = max_relative_difference(four.stages[0].losses, rest);
+  WARN("interleaved P=2 checkpoint resumed by P=4: max relative loss difference " << loss_error);
+  CHECK(loss_error <= kLossTolerance);
+}
