@@ -13,7 +13,8 @@
 // world rank 0, which writes it through options.checkpoint_sink (or a writer thread);
 // checkpoint.resume restores any layout's checkpoint into this split.
 // Not in a pipeline run (refused by config::check_supported before it gets here):
-// tensor parallelism alongside, ZeRO, compression, faults.
+// tensor parallelism alongside, ZeRO, compression, faults other than kill and
+// fail_checkpoint_write.
 #pragma once
 
 #include <vector>

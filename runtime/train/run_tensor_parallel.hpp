@@ -12,7 +12,8 @@
 // on world rank 0, which writes it through options.checkpoint_sink (or a writer thread);
 // checkpoint.resume slices any layout's checkpoint into this rank's shard.
 // Not in a tensor-parallel run (refused by config::check_supported before it gets here):
-// pipeline parallelism alongside, ZeRO, compression, faults other than kill.
+// pipeline parallelism alongside, ZeRO, compression, faults other than kill and
+// fail_checkpoint_write.
 #pragma once
 
 #include "runtime/config/job_config.hpp"

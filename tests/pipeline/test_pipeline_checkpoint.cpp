@@ -13,11 +13,13 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <fstream>
 
 #include "pipeline/pp_job.hpp"
 #include "support/node_runs.hpp"
+#include "support/process.hpp"
 #include "support/test_paths.hpp"
 
 using namespace dseek::testing;
@@ -178,4 +180,30 @@ TEST_CASE("pipeline checkpoints: interleaved chunks (two per stage) resume bitwi
   const double loss_error = max_relative_difference(four.stages[0].losses, rest);
   WARN("interleaved P=2 checkpoint resumed by P=4: max relative loss difference " << loss_error);
   CHECK(loss_error <= kLossTolerance);
+}
+
+TEST_CASE("pipeline checkpoints: dseek launch writes them through the node's checkpoint_writer, "
+          "and a failed write leaves training going", "[pp][checkpoint][launch]") {
+  ScratchDir run("pp-ckpt-launch");
+  const auto result = run_process(
+      tiny_launch(run.path(), 2, 8,
+                  std::vector<std::string>{"--set", "parallel.pipeline=2", "--set",
+                                           "train.micro_batch_size=2", "--set", "train.threads=1",
+                                           "--set", "checkpoint.every_steps=4"} +
+                      faults("{kind=\"fail_checkpoint_write\", step=4}")),
+      std::chrono::seconds(120), launch_env());
+  INFO(result.output);
+  REQUIRE(result.exit_code == 0);
+  const auto failed = node_events(run.path(), 0, "checkpoint_failed");
+  REQUIRE(failed.size() == 1);
+  CHECK(number_field(failed[0], "step") == 4);
+  CHECK(string_field(failed[0], "error").find("params.bin") != std::string::npos);
+  const auto committed = node_events(run.path(), 0, "checkpoint_committed");
+  REQUIRE(committed.size() == 1);
+  CHECK(number_field(committed[0], "step") == 8);
+  CHECK(string_field(committed[0], "writer") == "actor");
+  CHECK(node_events(run.path(), 1, "checkpoint_committed").empty());
+  CHECK(node_events(run.path(), 1, "train_done").size() == 1);
+  CHECK_FALSE(fs::exists(run.path() / "checkpoints/step-00000004"));
+  CHECK(fs::exists(run.path() / "checkpoints/step-00000008/COMMITTED"));
 }

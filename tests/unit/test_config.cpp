@@ -372,6 +372,11 @@ TEST_CASE("config: pipeline parallelism runs one stage per node, with replicas t
   auto with_kill = config::load_config_text("[[faults]]\nkind = \"kill\"\nnode = 1\nstep = 3\n",
                                             "x", {"cluster.nodes=2", "parallel.pipeline=2"});
   CHECK_NOTHROW(config::check_supported(with_kill));
+  // A failed checkpoint write too: the gathered checkpoint fails, training goes on.
+  auto with_failed_write = config::load_config_text(
+      "[[faults]]\nkind = \"fail_checkpoint_write\"\nstep = 4\n", "x",
+      {"cluster.nodes=2", "parallel.pipeline=2", "checkpoint.every_steps=4"});
+  CHECK_NOTHROW(config::check_supported(with_failed_write));
   // The schedule keys mean nothing without a pipeline: refused rather than ignored.
   auto stray = config::load_config_text("", "x.toml", {"parallel.virtual_stages=2"});
   CHECK_THAT(error_of([&] { config::check_supported(stray); }),
