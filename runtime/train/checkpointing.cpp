@@ -87,7 +87,9 @@ int64_t Checkpointing::resume() {
                               .add("pipeline", int64_t{1}).add("tensor", int64_t{1}));
   progress_.line("checkpoint: resumed from " + loaded->dir.string() + " at step " +
                  std::to_string(m.step) + " (written by a world of " +
-                 std::to_string(m.world_size) + ", ZeRO " + std::to_string(m.zero_stage) +
+                 std::to_string(m.world_size) + " = data " + std::to_string(m.data_parallel) +
+                 " x pipeline " + std::to_string(m.pipeline_parallel) + " x tensor " +
+                 std::to_string(m.tensor_parallel) + ", ZeRO " + std::to_string(m.zero_stage) +
                  "; this one: " + std::to_string(world) + ", ZeRO " + std::to_string(zero) + ")");
   last_committed_ = m.step;  // no need to write it again
   return m.next_step;
