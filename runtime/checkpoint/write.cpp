@@ -129,7 +129,11 @@ WriteResult write_checkpoint(const Snapshot& snapshot, const WriteOptions& optio
     manifest.optimizer_steps = snapshot.optimizer_steps;
     manifest.config_toml = snapshot.config_toml;
     manifest.seed = snapshot.seed;
-    manifest.world_size = manifest.data_parallel = std::max<uint32_t>(snapshot.world_size, 1);
+    manifest.world_size = std::max<uint32_t>(snapshot.world_size, 1);
+    manifest.data_parallel =
+        snapshot.data_parallel > 0 ? snapshot.data_parallel : manifest.world_size;
+    manifest.pipeline_parallel = std::max<uint32_t>(snapshot.pipeline_parallel, 1);
+    manifest.tensor_parallel = std::max<uint32_t>(snapshot.tensor_parallel, 1);
     manifest.zero_stage = snapshot.zero_stage;
     manifest.next_step = snapshot.step;
     manifest.loss_scale = 1.0;

@@ -22,8 +22,10 @@ struct Snapshot {
   std::string config_toml;
   // The world that took it, recorded in the manifest for the record (`dseek ckpt
   // inspect`): the buffers always hold the whole, unsharded state, which loads into any
-  // world size and ZeRO stage.
+  // world size and ZeRO stage. A pipeline or tensor-parallel job also records its layout
+  // (world_size = data x pipeline x tensor); 0 means "the world size" for data_parallel.
   uint32_t world_size = 1, zero_stage = 0;
+  uint32_t data_parallel = 0, pipeline_parallel = 1, tensor_parallel = 1;
   std::vector<model::ParamTensor> tensors;  // the layout of the flat buffers
   std::vector<float> params, adam_m, adam_v;
 };

@@ -80,10 +80,16 @@ int64_t Checkpointing::resume() {
   events_.emit("resumed", util::JsonLine().add("step", m.step).add("path", loaded->dir.string())
                               .add("written_world_size", static_cast<int64_t>(m.world_size))
                               .add("written_zero", static_cast<int64_t>(m.zero_stage))
-                              .add("world_size", world).add("zero", zero));
+                              .add("written_data", static_cast<int64_t>(m.data_parallel))
+                              .add("written_pipeline", static_cast<int64_t>(m.pipeline_parallel))
+                              .add("written_tensor", static_cast<int64_t>(m.tensor_parallel))
+                              .add("world_size", world).add("zero", zero).add("data", world)
+                              .add("pipeline", int64_t{1}).add("tensor", int64_t{1}));
   progress_.line("checkpoint: resumed from " + loaded->dir.string() + " at step " +
                  std::to_string(m.step) + " (written by a world of " +
-                 std::to_string(m.world_size) + ", ZeRO " + std::to_string(m.zero_stage) +
+                 std::to_string(m.world_size) + " = data " + std::to_string(m.data_parallel) +
+                 " x pipeline " + std::to_string(m.pipeline_parallel) + " x tensor " +
+                 std::to_string(m.tensor_parallel) + ", ZeRO " + std::to_string(m.zero_stage) +
                  "; this one: " + std::to_string(world) + ", ZeRO " + std::to_string(zero) + ")");
   last_committed_ = m.step;  // no need to write it again
   return m.next_step;

@@ -7,7 +7,9 @@
 //   checkpoint_skipped    step, reason, in_progress_step
 //   checkpoint_failed     step, error (names the file; says when the disk is full)
 //   checkpoint_fallback   error, fallback
-//   resumed               step, path, written_world_size, written_zero, world_size, zero
+//   resumed               step, path, written_world_size, written_zero, written_data,
+//                         written_pipeline, written_tensor (the layout that wrote it),
+//                         world_size, zero, data, pipeline, tensor (this one's)
 // A failed checkpoint never stops training; the next one is tried.
 //
 // Data parallel (the trainer has a GradientReducer): every replica resumes from the same

@@ -332,4 +332,106 @@ std::vector<float> PipelineStageTrainer::gather_params() {
   return all;
 }
 
+namespace {
+// The ranges virtual stage `range` contributes to a checkpoint, in a fixed order both the
+// sender and stage 0 compute: the embedding (wte, wpe) on the first, its blocks, the
+// final LayerNorm on the last (the head's copy of wte is the embedding's).
+std::vector<model::ParamRange> checkpoint_ranges(const model::ParamLayout& layout,
+                                                 model::LayerRange range) {
+  const model::GptShape& s = layout.shape();
+  const size_t C = static_cast<size_t>(s.dim);
+  std::vector<model::ParamRange> ranges;
+  if (range.begin == 0)
+    ranges.push_back({layout.wte(), layout.wpe() + static_cast<size_t>(s.context) * C - layout.wte()});
+  for (int64_t l = range.begin; l < range.end; ++l)
+    ranges.push_back({layout.block_begin(l), layout.block_end(l) - layout.block_begin(l)});
+  if (range.end == s.layers) ranges.push_back({layout.lnf_w(), layout.lnf_b() + C - layout.lnf_w()});
+  return ranges;
+}
+
+size_t count_of(const std::vector<model::ParamRange>& ranges) {
+  size_t count = 0;
+  for (const auto& r : ranges) count += r.count;
+  return count;
+}
+}  // namespace
+
+const model::ParamLayout& PipelineStageTrainer::whole_layout() const {
+  return chunks_.front()->model->layout();
+}
+
+int64_t PipelineStageTrainer::optimizer_steps() const {
+  return chunks_.front()->optimizer->steps_taken();
+}
+
+bool PipelineStageTrainer::first_stage_decides(bool value) {
+  std::array<double, 1> decision{value ? 1.0 : 0.0};
+  links_.broadcast_from_first(decision);
+  return decision[0] > 0.0;
+}
+
+void PipelineStageTrainer::gather_state_to_first(float* params, float* adam_m, float* adam_v) {
+  const model::ParamLayout& layout = whole_layout();
+  const size_t total = layout.total();
+  if ((stage_ == 0) != (params != nullptr && adam_m != nullptr && adam_v != nullptr))
+    throw std::logic_error("gather_state_to_first: stage 0, and only stage 0, passes buffers");
+  // Each chunk's whole buffers on the host, then its ranges: written in place on stage
+  // 0, packed (params, then m, then v) and sent to stage 0 from the others.
+  std::vector<float> host_params(total), host_m(total), host_v(total);
+  std::vector<std::vector<float>> packed;
+  std::vector<PipelineLinks::Handle> sends;
+  for (auto& chunk : chunks_) {
+    const auto ranges = checkpoint_ranges(layout, chunk->model->range());
+    if (count_of(ranges) != count_of(chunk->param_ranges))
+      throw std::logic_error("pipeline checkpoint: a chunk's ranges disagree with what it owns");
+    backend_->copy_to_host(host_params.data(), chunk->model->params(), total * sizeof(float));
+    chunk->optimizer->moments_to_host(host_m.data(), host_v.data());
+    if (stage_ == 0) {
+      for (const auto& r : ranges) {
+        const auto at = static_cast<std::ptrdiff_t>(r.offset);
+        std::copy_n(host_params.begin() + at, r.count, params + r.offset);
+        std::copy_n(host_m.begin() + at, r.count, adam_m + r.offset);
+        std::copy_n(host_v.begin() + at, r.count, adam_v + r.offset);
+      }
+      continue;
+    }
+    auto& buffer = packed.emplace_back();
+    buffer.reserve(3 * count_of(ranges));
+    for (const std::vector<float>* source : {&host_params, &host_m, &host_v})
+      for (const auto& r : ranges)
+        buffer.insert(buffer.end(), source->begin() + static_cast<std::ptrdiff_t>(r.offset),
+                      source->begin() + static_cast<std::ptrdiff_t>(r.offset + r.count));
+    sends.push_back(links_.post_send(buffer.data(), buffer.size(), 0));
+  }
+  for (const auto handle : sends) links_.wait(handle);
+  if (stage_ != 0) return;
+  // The other stages' chunks, by virtual stage: per peer in the order it sent them.
+  std::vector<float> incoming;
+  for (int64_t g = 0; g < static_cast<int64_t>(plan_.ranges.size()); ++g) {
+    const int64_t from = schedule_.stage_of(g);
+    if (from == 0) continue;
+    const auto ranges = checkpoint_ranges(layout, plan_.ranges[static_cast<size_t>(g)]);
+    const size_t count = count_of(ranges);
+    incoming.resize(3 * count);
+    links_.wait(links_.post_recv(incoming.data(), incoming.size(), from));
+    size_t at = 0;
+    for (float* target : {params, adam_m, adam_v})
+      for (const auto& r : ranges) {
+        std::copy_n(incoming.begin() + static_cast<std::ptrdiff_t>(at), r.count, target + r.offset);
+        at += r.count;
+      }
+  }
+}
+
+void PipelineStageTrainer::restore_state(const float* params, const float* adam_m,
+                                         const float* adam_v, int64_t optimizer_steps) {
+  for (auto& chunk : chunks_) {
+    for (const auto& r : chunk->owned)
+      backend_->copy_from_host(chunk->model->params() + r.offset, params + r.offset,
+                               r.count * sizeof(float));
+    chunk->optimizer->moments_from_host(adam_m, adam_v);
+    chunk->optimizer->set_steps_taken(optimizer_steps);
+  }
+}
+
 }  // namespace dseek::train

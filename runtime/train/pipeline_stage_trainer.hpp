@@ -80,6 +80,19 @@ class PipelineStageTrainer {
   // The sum of one flag or count (stop votes) over the stages and the replicas:
   // collective.
   double sum_over_world(double value);
+  // Checkpoints (pipeline_checkpoint_state.hpp). The whole model state (layout order)
+  // gathered on stage 0 with point-to-point sends, each stage sending the ranges its
+  // chunks own (wte once): collective over the stages; stage 0 passes whole-layout
+  // buffers, the others null.
+  void gather_state_to_first(float* params, float* adam_m, float* adam_v);
+  // Every chunk takes the ranges it owns (params and AdamW moments, the last stage's
+  // copy of wte too) out of the whole state.
+  void restore_state(const float* params, const float* adam_m, const float* adam_v,
+                     int64_t optimizer_steps);
+  int64_t optimizer_steps() const;
+  const model::ParamLayout& whole_layout() const;
+  // Stage 0's `value` on every stage (collective).
+  bool first_stage_decides(bool value);
   // The trace spans of every stage's steps so far (collective; each stage keeps at most
   // kMaxTraceSpans, later ones are dropped), for write_chrome_trace.
   std::vector<metrics::TraceSpan> gather_trace_spans();

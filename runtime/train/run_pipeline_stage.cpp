@@ -11,7 +11,9 @@
 #include "runtime/metrics/event_log.hpp"
 #include "runtime/metrics/progress.hpp"
 #include "runtime/train/batch_source.hpp"
+#include "runtime/train/gathered_checkpointing.hpp"
 #include "runtime/train/parallel_layout_report.hpp"
+#include "runtime/train/pipeline_checkpoint_state.hpp"
 #include "runtime/train/pipeline_stage_trainer.hpp"
 #include "runtime/train/run_events.hpp"
 #include "runtime/util/sha256.hpp"
@@ -89,8 +91,14 @@ PipelineRunSummary run_pipeline_stage(const config::JobConfig& config, const Run
       .add("data", config.data.dir);
   events.emit("run_started", started);
 
+  PipelineCheckpointState checkpoint_state(trainer);
+  GatheredCheckpointing checkpoints(config, options.run_dir, checkpoint_state, events, progress,
+                                    options.checkpoint_sink);
+  const int64_t first_step = checkpoints.resume();
+
   PipelineRunSummary result;
   RunSummary& summary = result.run;
+  summary.steps_done = first_step;
   std::string stop_reason;
   const auto start = RunClock::now();
   auto run_eval = [&](int64_t step) {
@@ -99,8 +107,9 @@ PipelineRunSummary run_pipeline_stage(const config::JobConfig& config, const Run
     report_eval(events, progress, step, summary.val_loss);
   };
   const auto sum_over_world = [&trainer](double vote) { return trainer.sum_over_world(vote); };
-  for (int64_t step = 0; step < t.steps; ++step) {
-    stop_reason = collective_stop_reason(t, options, step, sum_over_world);
+  for (int64_t step = first_step; step < t.steps; ++step) {
+    // train.stop_after_steps counts the steps of this invocation, as on one node.
+    stop_reason = collective_stop_reason(t, options, step - first_step, sum_over_world);
     if (!stop_reason.empty()) break;
     if (options.before_step) options.before_step(step);
     const PipelineStepReport r = trainer.train_step(step);
@@ -112,13 +121,15 @@ PipelineRunSummary run_pipeline_stage(const config::JobConfig& config, const Run
         .add("busy_ms", r.busy_ms).add("pipeline_ms", r.pipeline_ms);
     events.emit("step", step_event);
     progress.step(step, r.step.loss, r.step.lr, r.step.tokens_per_s,
-                  eta_seconds(start, step + 1, t.steps - step - 1));
+                  eta_seconds(start, step + 1 - first_step, t.steps - step - 1));
     const bool last = step + 1 == t.steps;
     if (!last && t.eval_every > 0 && (step + 1) % t.eval_every == 0) run_eval(step);
+    checkpoints.after_step(step + 1);
   }
   summary.stopped_early = !stop_reason.empty();
   if (summary.steps_done > 0) run_eval(summary.steps_done - 1);
-  time_run(summary, config, summary.steps_done, start);
+  checkpoints.final(summary.steps_done);
+  time_run(summary, config, summary.steps_done - first_step, start);
   result.final_params = trainer.gather_params();
   summary.params_sha256 =
       util::sha256_hex(result.final_params.data(), result.final_params.size() * sizeof(float));

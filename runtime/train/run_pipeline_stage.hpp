@@ -9,8 +9,12 @@
 // (`replicas`): the layout is printed and logged (parallel_layout), each replica trains
 // its slice of every batch, and replica 0's stage 0 writes the trace.
 //
+// Checkpoints (gathered_checkpointing.hpp): replica 0's stages gather the whole state to
+// world rank 0, which writes it through options.checkpoint_sink (or a writer thread);
+// checkpoint.resume restores any layout's checkpoint into this split.
 // Not in a pipeline run (refused by config::check_supported before it gets here):
-// checkpoints, resume, tensor parallelism alongside, ZeRO, compression, faults.
+// tensor parallelism alongside, ZeRO, compression, faults other than kill and
+// fail_checkpoint_write.
 #pragma once
 
 #include <vector>
@@ -27,7 +31,7 @@ struct PipelineRunSummary {
   std::vector<float> final_params;  // the whole model's, layout order
 };
 
-// Uses options.run_dir, console, events, stop and before_step; the rest of RunOptions
+// Uses options.run_dir, console, events, stop, before_step and checkpoint_sink; the rest of RunOptions
 // is for data-parallel runs.
 // `replicas`: the stage's data-parallel group (null: one replica).
 PipelineRunSummary run_pipeline_stage(const config::JobConfig& config, const RunOptions& options,

@@ -12,8 +12,10 @@
 #include "runtime/metrics/event_log.hpp"
 #include "runtime/metrics/progress.hpp"
 #include "runtime/train/batch_source.hpp"
+#include "runtime/train/gathered_checkpointing.hpp"
 #include "runtime/train/parallel_layout_report.hpp"
 #include "runtime/train/run_events.hpp"
+#include "runtime/train/tensor_checkpoint_state.hpp"
 #include "runtime/train/tensor_parallel_trainer.hpp"
 #include "runtime/util/sha256.hpp"
 
@@ -43,7 +45,13 @@ RunSummary run_tensor_parallel(const config::JobConfig& config, const RunOptions
       .add("data", config.data.dir);
   events.emit("run_started", started);
 
+  TensorCheckpointState checkpoint_state(trainer);
+  GatheredCheckpointing checkpoints(config, options.run_dir, checkpoint_state, events, progress,
+                                    options.checkpoint_sink);
+  const int64_t first_step = checkpoints.resume();
+
   RunSummary summary;
+  summary.steps_done = first_step;
   std::string stop_reason;
   const auto start = RunClock::now();
   auto run_eval = [&](int64_t step) {
@@ -52,8 +60,9 @@ RunSummary run_tensor_parallel(const config::JobConfig& config, const RunOptions
     report_eval(events, progress, step, summary.val_loss);
   };
   const auto sum_over_group = [&trainer](double vote) { return trainer.sum_over_group(vote); };
-  for (int64_t step = 0; step < t.steps; ++step) {
-    stop_reason = collective_stop_reason(t, options, step, sum_over_group);
+  for (int64_t step = first_step; step < t.steps; ++step) {
+    // train.stop_after_steps counts the steps of this invocation, as on one node.
+    stop_reason = collective_stop_reason(t, options, step - first_step, sum_over_group);
     if (!stop_reason.empty()) break;
     if (options.before_step) options.before_step(step);
     const StepReport r = trainer.train_step(step);
@@ -61,13 +70,15 @@ RunSummary run_tensor_parallel(const config::JobConfig& config, const RunOptions
     summary.final_loss = r.loss;
     events.emit("step", step_event_fields(step + 1, r).add("tensor_rank", trainer.rank())
                             .add("replica", trainer.replica()));
-    progress.step(step, r.loss, r.lr, r.tokens_per_s, eta_seconds(start, step + 1, t.steps - step - 1));
+    progress.step(step, r.loss, r.lr, r.tokens_per_s, eta_seconds(start, step + 1 - first_step, t.steps - step - 1));
     const bool last = step + 1 == t.steps;
     if (!last && t.eval_every > 0 && (step + 1) % t.eval_every == 0) run_eval(step);
+    checkpoints.after_step(step + 1);
   }
   summary.stopped_early = !stop_reason.empty();
   if (summary.steps_done > 0) run_eval(summary.steps_done - 1);
-  time_run(summary, config, summary.steps_done, start);
+  checkpoints.final(summary.steps_done);
+  time_run(summary, config, summary.steps_done - first_step, start);
   const std::vector<float> params = trainer.gather_params();
   summary.params_sha256 = util::sha256_hex(params.data(), params.size() * sizeof(float));
   emit_run_end(events, summary, stop_reason);

@@ -8,9 +8,12 @@
 // of the same config up to float rounding). Every rank of `group` calls it with the same
 // config (but cluster.node_id) and the same run_dir.
 //
+// Checkpoints (gathered_checkpointing.hpp): replica 0's group assembles the whole state
+// on world rank 0, which writes it through options.checkpoint_sink (or a writer thread);
+// checkpoint.resume slices any layout's checkpoint into this rank's shard.
 // Not in a tensor-parallel run (refused by config::check_supported before it gets here):
-// pipeline parallelism alongside, ZeRO, compression, checkpoints, resume, faults other
-// than kill.
+// pipeline parallelism alongside, ZeRO, compression, faults other than kill and
+// fail_checkpoint_write.
 #pragma once
 
 #include "runtime/config/job_config.hpp"
@@ -20,7 +23,7 @@
 
 namespace dseek::train {
 
-// Uses options.run_dir, console, events, stop and before_step; the rest of RunOptions
+// Uses options.run_dir, console, events, stop, before_step and checkpoint_sink; the rest of RunOptions
 // is for data-parallel runs. `replicas`: the rank's data-parallel group (null: one
 // replica).
 RunSummary run_tensor_parallel(const config::JobConfig& config, const RunOptions& options,

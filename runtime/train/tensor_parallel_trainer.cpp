@@ -202,4 +202,48 @@ std::vector<float> TensorParallelTrainer::gather_params() {
   return whole;
 }
 
+bool TensorParallelTrainer::first_rank_decides(bool value) {
+  float decision = group_.rank() == 0 && value ? 1.0f : 0.0f;
+  group_.all_reduce_sum(&decision, 1);
+  return decision > 0.0f;
+}
+
+void TensorParallelTrainer::gather_state_to_first(float* params, float* adam_m, float* adam_v) {
+  const model::TensorParallelLayout& layout = model_->layout();
+  const bool first = group_.rank() == 0;
+  if (first != (params != nullptr && adam_m != nullptr && adam_v != nullptr))
+    throw std::logic_error("gather_state_to_first: rank 0, and only rank 0, passes buffers");
+  const size_t whole_count = layout.whole().total();
+  std::vector<float> shard(layout.total());
+  std::vector<float> scratch(first ? 0 : whole_count);
+  const std::pair<const float*, float*> parts[] = {{model_->params(), params},
+                                                   {m_.data(), adam_m},
+                                                   {v_.data(), adam_v}};
+  for (const auto& [source, target] : parts) {
+    float* whole = first ? target : scratch.data();
+    std::fill_n(whole, whole_count, -0.0f);
+    backend_->copy_to_host(shard.data(), source, shard.size() * sizeof(float));
+    for (const model::ShardSegment& segment : layout.segments()) {
+      if (layout.replicated(segment.shard_offset) && !first) continue;
+      std::copy_n(shard.begin() + static_cast<std::ptrdiff_t>(segment.shard_offset), segment.count,
+                  whole + segment.whole_offset);
+    }
+    group_.all_reduce_sum(whole, whole_count);
+  }
+}
+
+void TensorParallelTrainer::restore_state(const float* params, const float* adam_m,
+                                          const float* adam_v, int64_t optimizer_steps) {
+  const model::TensorParallelLayout& layout = model_->layout();
+  std::vector<float> shard(layout.total());
+  const std::pair<const float*, float*> parts[] = {{params, model_->params()},
+                                                   {adam_m, m_.data()},
+                                                   {adam_v, v_.data()}};
+  for (const auto& [whole, target] : parts) {
+    layout.scatter(whole, shard.data());
+    backend_->copy_from_host(target, shard.data(), shard.size() * sizeof(float));
+  }
+  optimizer_steps_ = optimizer_steps;
+}
+
 }  // namespace dseek::train

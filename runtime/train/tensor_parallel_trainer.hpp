@@ -59,6 +59,19 @@ class TensorParallelTrainer {
   double evaluate(BatchSource& batches, int64_t eval_batches);
   // The whole model's parameters (ParamLayout order) on every rank: collective.
   std::vector<float> gather_params();
+  // Checkpoints (tensor_checkpoint_state.hpp). The whole model state (ParamLayout order)
+  // on rank 0 of the group: each rank puts its segments (the replicated tensors: rank 0
+  // only) into whole buffers filled with -0.0, the exact identity of float addition, and
+  // a sum over the group assembles them bit for bit (collective; rank 0 passes the three
+  // whole buffers, the others null).
+  void gather_state_to_first(float* params, float* adam_m, float* adam_v);
+  // The shard's params and moments sliced out of the whole state (the layout's segments).
+  void restore_state(const float* params, const float* adam_m, const float* adam_v,
+                     int64_t optimizer_steps);
+  int64_t optimizer_steps() const { return optimizer_steps_; }
+  const model::ParamLayout& whole_layout() const { return model_->layout().whole(); }
+  // Rank 0's `value` on every rank of the group (collective).
+  bool first_rank_decides(bool value);
   // Parameters of this rank's shard (its slices plus the replicated tensors).
   size_t shard_params() const { return model_->num_params(); }
   int rank() const { return group_.rank(); }

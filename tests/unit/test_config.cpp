@@ -345,13 +345,19 @@ TEST_CASE("config: pipeline parallelism runs one stage per node, with replicas t
   CHECK_NOTHROW(config::check_supported(pipeline));
   CHECK_THAT(error_of([&] { config::load_config_text("", "x.toml", {"parallel.pipeline=2"}); }),
              Contains("parallel.pipeline (2) must equal cluster.nodes (1)"));
-  for (const char* setting : {"parallel.zero=1", "comm.compression=\"int8\"",
-                              "checkpoint.every_steps=5"}) {
+  for (const char* setting : {"parallel.zero=1", "comm.compression=\"int8\""}) {
     INFO(setting);
     auto job = config::load_config_text("", "x.toml", {"cluster.nodes=2", "parallel.pipeline=2", setting});
     const std::string key = std::string(setting).substr(0, std::string(setting).find('='));
     CHECK_THAT(error_of([&] { config::check_supported(job); }),
                Contains(key) && Contains("not implemented yet"));
+  }
+  // Checkpoints are gathered to rank 0 and resumed across layouts, replicas too.
+  for (const char* setting : {"checkpoint.every_steps=5", "checkpoint.resume=\"latest\""}) {
+    INFO(setting);
+    auto job = config::load_config_text(
+        "", "x.toml", {"cluster.nodes=4", "parallel.pipeline=2", "parallel.data=2", setting});
+    CHECK_NOTHROW(config::check_supported(job));
   }
   // Replicas of the pipeline run (parallel.data x parallel.pipeline = cluster.nodes).
   auto with_data = config::load_config_text(
@@ -366,6 +372,11 @@ TEST_CASE("config: pipeline parallelism runs one stage per node, with replicas t
   auto with_kill = config::load_config_text("[[faults]]\nkind = \"kill\"\nnode = 1\nstep = 3\n",
                                             "x", {"cluster.nodes=2", "parallel.pipeline=2"});
   CHECK_NOTHROW(config::check_supported(with_kill));
+  // A failed checkpoint write too: the gathered checkpoint fails, training goes on.
+  auto with_failed_write = config::load_config_text(
+      "[[faults]]\nkind = \"fail_checkpoint_write\"\nstep = 4\n", "x",
+      {"cluster.nodes=2", "parallel.pipeline=2", "checkpoint.every_steps=4"});
+  CHECK_NOTHROW(config::check_supported(with_failed_write));
   // The schedule keys mean nothing without a pipeline: refused rather than ignored.
   auto stray = config::load_config_text("", "x.toml", {"parallel.virtual_stages=2"});
   CHECK_THAT(error_of([&] { config::check_supported(stray); }),
@@ -377,13 +388,19 @@ TEST_CASE("config: tensor parallelism runs one rank per node, with replicas too"
   CHECK_NOTHROW(config::check_supported(tensor));
   CHECK_THAT(error_of([&] { config::load_config_text("", "x.toml", {"parallel.tensor=2"}); }),
              Contains("parallel.tensor (2) must equal cluster.nodes (1)"));
-  for (const char* setting : {"parallel.zero=1", "comm.compression=\"int8\"",
-                              "checkpoint.every_steps=5"}) {
+  for (const char* setting : {"parallel.zero=1", "comm.compression=\"int8\""}) {
     INFO(setting);
     auto job = config::load_config_text("", "x.toml", {"cluster.nodes=2", "parallel.tensor=2", setting});
     const std::string key = std::string(setting).substr(0, std::string(setting).find('='));
     CHECK_THAT(error_of([&] { config::check_supported(job); }),
                Contains(key) && Contains("not implemented yet"));
+  }
+  // Checkpoints are gathered to rank 0 and resumed across layouts, replicas too.
+  for (const char* setting : {"checkpoint.every_steps=5", "checkpoint.resume=\"latest\""}) {
+    INFO(setting);
+    auto job = config::load_config_text(
+        "", "x.toml", {"cluster.nodes=4", "parallel.tensor=2", "parallel.data=2", setting});
+    CHECK_NOTHROW(config::check_supported(job));
   }
   auto with_pipeline = config::load_config_text(
       "", "x.toml", {"cluster.nodes=2", "parallel.tensor=2", "parallel.pipeline=2"});

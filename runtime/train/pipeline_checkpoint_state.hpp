@@ -1,0 +1,35 @@
+// A pipeline stage's side of gathered checkpoints (gathered_state.hpp): replica 0's
+// stages send their owned ranges and AdamW moments to its stage 0 (world rank 0), which
+// writes; on resume every stage of every replica takes its own ranges out of the whole
+// checkpoint (any split, any number of stages).
+#pragma once
+
+#include "runtime/train/gathered_state.hpp"
+#include "runtime/train/pipeline_stage_trainer.hpp"
+
+namespace dseek::train {
+
+class PipelineCheckpointState final : public GatheredState {
+ public:
+  explicit PipelineCheckpointState(PipelineStageTrainer& trainer) : trainer_(trainer) {}
+
+  const model::ParamLayout& whole_layout() const override { return trainer_.whole_layout(); }
+  LayoutSizes sizes() const override;
+  bool is_writer() const override { return trainer_.replica() == 0 && trainer_.stage() == 0; }
+  bool takes_part() const override { return trainer_.replica() == 0; }
+  bool writer_decides(bool value) override { return trainer_.first_stage_decides(value); }
+  void gather_whole(float* params, float* adam_m, float* adam_v) override {
+    trainer_.gather_state_to_first(params, adam_m, adam_v);
+  }
+  void restore_whole(const float* params, const float* adam_m, const float* adam_v,
+                     int64_t optimizer_steps) override {
+    trainer_.restore_state(params, adam_m, adam_v, optimizer_steps);
+  }
+  int64_t optimizer_steps() const override { return trainer_.optimizer_steps(); }
+  double sum_over_world(double value) override { return trainer_.sum_over_world(value); }
+
+ private:
+  PipelineStageTrainer& trainer_;
+};
+
+}  // namespace dseek::train
