@@ -56,6 +56,7 @@ RunSummary run_tensor_parallel(const config::JobConfig& config, const RunOptions
       .add("batch_size", t.batch_size).add("steps", t.steps).add("threads", t.threads)
       .add("data", config.data.dir);
   events.emit("run_started", started);
+  report_model_memory(events, progress, "", config.model, trainer.activation_memory());
 
   RunSummary summary;
   std::string stop_reason;

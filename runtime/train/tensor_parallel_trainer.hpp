@@ -54,6 +54,9 @@ class TensorParallelTrainer {
   std::vector<float> gather_params();
   // Parameters of this rank's shard (its slices plus the replicated tensors).
   size_t shard_params() const { return model_->num_params(); }
+  const model::ActivationMemory& activation_memory() const {
+    return model_->activation_memory();
+  }
   int rank() const { return group_.rank(); }
   int ranks() const { return group_.size(); }
   // The sum over the group of one flag or count (stop requests): collective.
