@@ -10,7 +10,8 @@
 // each transformer layer is a checkpoint whose input is stored and whose inside is
 // redone in backward. "every:N" trades memory for time in between, as Megatron's
 // "block" method does with its number of layers, but spreads the recomputed blocks
-// evenly over the range (1 in N) instead of taking the first ones.
+// evenly over the range (1 in N) instead of taking the first ones. All recomputed
+// blocks share one scratch set, so memory shrinks once a range recomputes two or more.
 // The config parses its value here so that validate() and the models agree on it.
 #pragma once
 

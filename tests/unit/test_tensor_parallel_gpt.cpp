@@ -267,7 +267,10 @@ TEST_CASE("tensor-parallel recompute gives every rank bitwise the gradients with
       REQUIRE(recomputed[r].grads.size() == kept[r].grads.size());
       CHECK(std::memcmp(recomputed[r].grads.data(), kept[r].grads.data(),
                         kept[r].grads.size() * sizeof(float)) == 0);
-      CHECK(recomputed[r].activation_bytes < kept[r].activation_bytes);
+      // Two blocks: every:1 keeps none (one scratch set instead of two kept); every:2
+      // recomputes block 0 only, whose kept set becomes the scratch set: no saving.
+      if (recompute.every == 1) CHECK(recomputed[r].activation_bytes < kept[r].activation_bytes);
+      else CHECK(recomputed[r].activation_bytes == kept[r].activation_bytes);
     }
   }
 }
