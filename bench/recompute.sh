@@ -44,7 +44,7 @@ for ((round = 1; round <= runs; ++round)); do
           --warmup "$warmup" --set "model.recompute=\"$setting\"")
     ms[$setting]+=" $(field step_ms_median <<<"$out")"
     bytes[$setting]=$(field activation_bytes <<<"$out")
-    echo "round $round, $setting: step_ms_median $(field step_ms_median <<<"$out"), activation_bytes ${bytes[$setting]}"
+    echo "round $round, $setting: step_ms_median $(field step_ms_median <<<"$out"), activation_bytes ${bytes[$setting]}, load $(cut -d' ' -f1 /proc/loadavg)"
   done
 done
 echo
@@ -58,7 +58,8 @@ import sys
 setting, m, base, b, base_b, batch, ctx, rounds = sys.argv[1:9]
 m, base, b, base_b = float(m), float(base), int(b), int(base_b)
 tps = int(batch) * int(ctx) / (m / 1000)
-print(f"| {setting} | {m:.1f} | {rounds.strip()} | {tps:.0f} | {m / base:.2f} | {b / 2**20:.1f} | {b / base_b:.2f} |")
+rounds = " ".join(f"{float(r):.0f}" for r in rounds.split())
+print(f"| {setting} | {m:.1f} | {rounds} | {tps:.0f} | {m / base:.2f} | {b / 2**20:.1f} | {b / base_b:.2f} |")
 PY
 done
 echo
