@@ -64,7 +64,8 @@ Args parse(int argc, char** argv) {
     else if (key == "--batch") args.batch = std::stol(value);
     else if (key == "--recompute") {
       const auto policy = dseek::model::parse_recompute_policy(value);
-      if (!policy) throw std::invalid_argument("--recompute: expected none or every:N, got " + value);
+      if (!policy)
+        throw std::invalid_argument("--recompute: expected none or every:N, got " + value);
       args.recompute = *policy;
     }
     else throw std::invalid_argument("unknown argument " + key);

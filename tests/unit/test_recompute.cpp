@@ -95,7 +95,8 @@ StageRun train_stage(const RecomputePolicy& recompute) {
     const auto input = values(100 + static_cast<uint32_t>(micro));
     std::memcpy(stage.stage_input(), input.data(), floats * sizeof(float));
     stage.forward(nullptr, nullptr, B, T);
-    run.outputs[static_cast<size_t>(micro)].assign(stage.stage_output(), stage.stage_output() + floats);
+    run.outputs[static_cast<size_t>(micro)].assign(stage.stage_output(),
+                                                   stage.stage_output() + floats);
   };
   auto backward = [&](int64_t micro) {
     stage.select_activation_slot(micro);
