@@ -69,7 +69,23 @@ size_t GptModel::block_bytes(const BlockActivations& a) {
 }
 
 GptModel::BlockActivations& GptModel::activations_of(size_t i) {
-  return recompute_.recomputes(static_cast<int64_t>(i)) ? recomputed_ : slot_->blocks[i];
+  return recompute_.recomputes(static_cast<int64_t>(i)) ? *recompute_set_ : slot_->blocks[i];
+}
+
+void GptModel::share_recompute_scratch(GptModel& owner) {
+  if (&owner == this || !recompute_.any() || range_.end == range_.begin) return;
+  const GptShape& a = layout_.shape();
+  const GptShape& b = owner.layout_.shape();
+  const bool same_shape = a.dim == b.dim && a.heads == b.heads && a.context == b.context &&
+                          max_batch_ == owner.max_batch_;
+  if (!same_shape || owner.recompute_set_ != &owner.recomputed_ ||
+      block_bytes(owner.recomputed_) == 0)
+    throw std::invalid_argument(
+        "GptModel::share_recompute_scratch: the owner must recompute (model.recompute) with "
+        "its own scratch set, the same shape and the same micro-batch size");
+  recompute_set_ = &owner.recomputed_;
+  recomputed_ = BlockActivations{};
+  activation_memory_.recompute = 0;
 }
 
 GptModel::ForwardState GptModel::make_forward_state(size_t BT, size_t att) {

@@ -23,7 +23,8 @@
 // model keeps, residual[i]) into that scratch set, then backpropagates. The same ops on
 // the same inputs give the same bits, so gradients are bitwise those without recompute;
 // the cost is one more forward of the block (less its last projection, whose output is
-// already kept).
+// already kept). The chunks of an interleaved pipeline stage share one such set
+// (share_recompute_scratch).
 //
 // Backward can say when a range of the gradient buffer is final (GradientsReady): the
 // head's LayerNorm first, then each block from the last to the first, then the
@@ -104,6 +105,12 @@ class GptModel {
   void select_activation_slot(int64_t slot);
   int64_t activation_slots() const { return static_cast<int64_t>(slots_.size()); }
 
+  // Runs this model's recomputed blocks in `owner`'s scratch set and frees its own: the
+  // model chunks of one pipeline stage (interleaved schedule) run one op at a time, so
+  // one set serves them all. `owner` must have the same shape and micro-batch size and
+  // recompute, and outlive this model's forwards and backwards.
+  void share_recompute_scratch(GptModel& owner);
+
   // Activations crossing range boundaries, (B, T, C); input and output are the
   // selected slot's.
   float* stage_input() { return slot_->residual[0].data(); }
@@ -148,6 +155,7 @@ class GptModel {
   std::vector<ForwardState> slots_;
   ForwardState* slot_ = nullptr;
   BlockActivations recomputed_;  // shared by every recomputed block of every slot
+  BlockActivations* recompute_set_ = &recomputed_;  // recomputed_, or another model's
   ActivationMemory activation_memory_;
   // Backward scratch: the residual stream's gradient, and one buffer per width.
   backend::DeviceBuffer<float> dresidual_, dwidth1_, dwidth3_, dwidth4_;

@@ -85,6 +85,10 @@ PipelineStageTrainer::PipelineStageTrainer(const config::JobConfig& config, Batc
     }
     chunk->optimizer = std::make_unique<optim::AdamW>(*backend_, layout, settings, chunk->owned);
     for (int64_t s = slots - 1; s >= 0; --s) chunk->free_slots.push_back(s);
+    // The stage runs one op at a time: its chunks recompute in one scratch set.
+    if (!chunks_.empty() && chunk->model->range().end > chunk->model->range().begin &&
+        chunks_.front()->model->range().end > chunks_.front()->model->range().begin)
+      chunk->model->share_recompute_scratch(*chunks_.front()->model);
     chunks_.push_back(std::move(chunk));
   }
   lr_schedule_ = optim::LrSchedule{t.lr, t.min_lr, t.warmup_steps, t.steps};

@@ -194,3 +194,51 @@ TEST_CASE("recompute: model.recompute accepts none and every:N, and names the ke
     }
   }
 }
+
+TEST_CASE("recompute: model chunks of one stage can share one scratch set",
+          "[model][recompute]") {
+  // Two chunks of an interleaved stage, [1, 3) and [3, 5), with two slots each; their
+  // forwards and backwards alternate, so each chunk's recompute overwrites what the
+  // other left in the shared set. Outputs and gradients are those of unshared chunks.
+  const int64_t B = 2, T = kShape.context;
+  const size_t floats = static_cast<size_t>(B * T * kShape.dim);
+  auto run = [&](bool share) {
+    auto backend = dseek::backend::make_cpu_backend(2);
+    GptModel first(kShape, LayerRange{1, 3}, *backend, B, 2, RecomputePolicy{1});
+    GptModel second(kShape, LayerRange{3, 5}, *backend, B, 2, RecomputePolicy{1});
+    if (share) second.share_recompute_scratch(first);
+    CHECK((second.activation_memory().recompute == 0) == share);
+    for (GptModel* m : {&first, &second}) {
+      dseek::testing::init_nontrivial(*m, 13, 0.1);
+      m->zero_grads();
+    }
+    std::mt19937 rng(7);
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    std::vector<float> input(floats), output_grad(floats);
+    auto batch = dseek::testing::random_batch(B, T, kShape.vocab, 8);
+    std::vector<float> results;
+    for (int64_t micro = 0; micro < 2; ++micro) {
+      for (float& x : input) x = normal(rng);
+      first.select_activation_slot(micro);
+      std::memcpy(first.stage_input(), input.data(), floats * sizeof(float));
+      first.forward(nullptr, nullptr, B, T);
+      second.select_activation_slot(micro);
+      std::memcpy(second.stage_input(), first.stage_output(), floats * sizeof(float));
+      results.push_back(static_cast<float>(second.forward(nullptr, batch.targets.data(), B, T)));
+    }
+    for (int64_t micro = 0; micro < 2; ++micro) {
+      second.select_activation_slot(micro);
+      second.backward(1.0f / static_cast<float>(B * T));
+      first.select_activation_slot(micro);
+      std::memcpy(first.stage_output_grad(), second.stage_input_grad(), floats * sizeof(float));
+      first.backward(1.0f / static_cast<float>(B * T));
+      results.insert(results.end(), first.stage_input_grad(), first.stage_input_grad() + floats);
+    }
+    results.insert(results.end(), first.grads(), first.grads() + first.num_params());
+    results.insert(results.end(), second.grads(), second.grads() + second.num_params());
+    return results;
+  };
+  const std::vector<float> own = run(false), shared = run(true);
+  REQUIRE(own.size() == shared.size());
+  CHECK(same_bits(own.data(), shared.data(), own.size()));
+}
