@@ -92,6 +92,8 @@ int bench_train(const Args& args) {
       .add("vocab", config.model.vocab).add("batch_size", config.train.batch_size)
       .add("micro_batch_size", trainer.micro_batch())
       .add("params", static_cast<uint64_t>(trainer.model().num_params()))
+      .add("recompute", config.model.recompute)
+      .add("activation_bytes", static_cast<uint64_t>(trainer.model().activation_bytes()))
       .add("last_loss", last_loss);
   std::printf("%s\n", line.str().c_str());
   return 0;

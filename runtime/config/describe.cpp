@@ -35,7 +35,8 @@ constexpr std::string_view kIntroduction =
     "`model.heads`; a nonzero `train.micro_batch_size` divides `train.batch_size`;\n"
     "`train.min_lr <= train.lr`; `cluster.node_id < cluster.nodes`; `cluster.coordinator`\n"
     "is `host:port` with a port in 1..65535; a fault's `node` is below `cluster.nodes`, it\n"
-    "sets `step` or `after_seconds`, and a `crash_actor` fault names its `actor`.\n";
+    "sets `step` or `after_seconds`, and a `crash_actor` fault names its `actor`;\n"
+    "`model.recompute` is `\"none\"` or `\"every:N\"` with an integer N >= 1.\n";
 
 constexpr std::string_view kFaultKinds =
     "Fault kinds:\n"

@@ -17,6 +17,7 @@ struct ModelConfig {
   int64_t context = 128;   // tokens per sequence (T), also the size of the position table
   int64_t vocab = 256;     // token ids in [0, vocab); 256 for the byte-level tokenizer
   double init_std = 0.02;  // standard deviation of the normal weight init (GPT-2)
+  std::string recompute = "none";  // activation recompute: none or every:N
 };
 
 struct TrainConfig {

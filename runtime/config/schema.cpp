@@ -101,6 +101,12 @@ const std::vector<Key<JobConfig>>& job_keys() {
                                  "token ids in [0, vocab); 256 for the byte-level tokenizer"),
       job<&J::model, &Mo::init_std>("model.init_std", above(0),
                                     "standard deviation of the normal weight init (GPT-2)"),
+      job<&J::model, &Mo::recompute>(
+          "model.recompute", any(),
+          "activation recompute: \"none\", or \"every:N\" (N >= 1): blocks 0, N, 2N, ... of "
+          "each model range (a pipeline stage's) keep only their input after forward and "
+          "run their forward again in backward; \"every:1\" = every block (least memory). "
+          "Gradients are bitwise those of \"none\""),
 
       job<&J::train, &Tr::batch_size>("train.batch_size", at_least(1),
                                       "sequences per optimizer step, whole job"),

@@ -6,6 +6,7 @@
 
 #include "runtime/config/load.hpp"
 #include "runtime/config/schema.hpp"
+#include "runtime/model/recompute_policy.hpp"
 
 namespace dseek::config {
 
@@ -47,6 +48,10 @@ void validate(const JobConfig& config) {
   }
 
   const auto& model = config.model;
+  if (!dseek::model::parse_recompute_policy(model.recompute)) {
+    fail(config, "model.recompute: expected \"none\" or \"every:N\" with an integer N >= 1, "
+                 "got " + schema::quote(model.recompute));
+  }
   if (model.dim % model.heads != 0) {
     fail(config, "model.dim (" + std::to_string(model.dim) +
                      ") must be divisible by model.heads (" + std::to_string(model.heads) + ")");

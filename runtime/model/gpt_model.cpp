@@ -12,9 +12,18 @@ namespace dseek::model {
 
 using backend::DeviceBuffer;
 
+namespace {
+template <class T>
+size_t bytes_of(const DeviceBuffer<T>& buffer) {
+  return buffer.size() * sizeof(T);
+}
+}  // namespace
+
 GptModel::GptModel(const GptShape& shape, LayerRange range, backend::Backend& backend,
-                   int64_t max_micro_batch, int64_t activation_slots)
-    : layout_(shape), range_(range), backend_(backend), max_batch_(max_micro_batch) {
+                   int64_t max_micro_batch, int64_t activation_slots,
+                   RecomputePolicy recompute)
+    : layout_(shape), range_(range), backend_(backend), max_batch_(max_micro_batch),
+      recompute_(recompute) {
   if (range.begin < 0 || range.end > shape.layers || range.begin > range.end)
     throw std::invalid_argument("GptModel: layer range [" + std::to_string(range.begin) + ", " +
                                 std::to_string(range.end) + ") is not inside [0, " +
@@ -31,11 +40,53 @@ GptModel::GptModel(const GptShape& shape, LayerRange range, backend::Backend& ba
   grads_ = DeviceBuffer<float>(backend, layout_.total());
   for (int64_t i = 0; i < activation_slots; ++i) slots_.push_back(make_forward_state(BT, att));
   slot_ = &slots_.front();
+  const bool recomputes_a_block = recompute_.any() && range.end > range.begin;
+  if (recomputes_a_block) recomputed_ = make_block_activations(BT, att);
   dresidual_ = DeviceBuffer<float>(backend, BT * C);
   dwidth1_ = DeviceBuffer<float>(backend, BT * C);
   dwidth3_ = DeviceBuffer<float>(backend, BT * 3 * C);
   dwidth4_ = DeviceBuffer<float>(backend, BT * 4 * C);
   branch_out_ = DeviceBuffer<float>(backend, BT * C);
+
+  for (const ForwardState& state : slots_) {
+    activation_memory_.kept += bytes_of(state.tokens) + bytes_of(state.targets);
+    for (const auto& buffer : state.residual) activation_memory_.kept += bytes_of(buffer);
+    for (const BlockActivations& a : state.blocks) activation_memory_.kept += block_bytes(a);
+    for (const auto* buffer : {&state.lnf, &state.lnf_mean, &state.lnf_rstd, &state.logits,
+                               &state.losses})
+      activation_memory_.kept += bytes_of(*buffer);
+  }
+  activation_memory_.recompute = block_bytes(recomputed_);
+  for (const auto* buffer : {&dresidual_, &dwidth1_, &dwidth3_, &dwidth4_, &branch_out_})
+    activation_memory_.backward += bytes_of(*buffer);
+}
+
+size_t GptModel::block_bytes(const BlockActivations& a) {
+  size_t bytes = 0;
+  for (const auto* buffer : {&a.ln1, &a.ln1_mean, &a.ln1_rstd, &a.qkv, &a.atty, &a.att,
+                             &a.residual2, &a.ln2, &a.ln2_mean, &a.ln2_rstd, &a.fch, &a.fch_gelu})
+    bytes += bytes_of(*buffer);
+  return bytes;
+}
+
+GptModel::BlockActivations& GptModel::activations_of(size_t i) {
+  return recompute_.recomputes(static_cast<int64_t>(i)) ? *recompute_set_ : slot_->blocks[i];
+}
+
+void GptModel::share_recompute_scratch(GptModel& owner) {
+  if (&owner == this || !recompute_.any() || range_.end == range_.begin) return;
+  const GptShape& a = layout_.shape();
+  const GptShape& b = owner.layout_.shape();
+  const bool same_shape = a.dim == b.dim && a.heads == b.heads && a.context == b.context &&
+                          max_batch_ == owner.max_batch_;
+  if (!same_shape || owner.recompute_set_ != &owner.recomputed_ ||
+      block_bytes(owner.recomputed_) == 0)
+    throw std::invalid_argument(
+        "GptModel::share_recompute_scratch: the owner must recompute (model.recompute) with "
+        "its own scratch set, the same shape and the same micro-batch size");
+  recompute_set_ = &owner.recomputed_;
+  recomputed_ = BlockActivations{};
+  activation_memory_.recompute = 0;
 }
 
 GptModel::ForwardState GptModel::make_forward_state(size_t BT, size_t att) {
@@ -47,20 +98,11 @@ GptModel::ForwardState GptModel::make_forward_state(size_t BT, size_t att) {
   state.targets = DeviceBuffer<int32_t>(backend, BT);
   for (int64_t l = range_.begin; l <= range_.end; ++l) state.residual.emplace_back(backend, BT * C);
   for (int64_t l = range_.begin; l < range_.end; ++l) {
-    BlockActivations a;
-    a.ln1 = DeviceBuffer<float>(backend, BT * C);
-    a.ln1_mean = DeviceBuffer<float>(backend, BT);
-    a.ln1_rstd = DeviceBuffer<float>(backend, BT);
-    a.qkv = DeviceBuffer<float>(backend, BT * 3 * C);
-    a.atty = DeviceBuffer<float>(backend, BT * C);
-    a.att = DeviceBuffer<float>(backend, att);
-    a.residual2 = DeviceBuffer<float>(backend, BT * C);
-    a.ln2 = DeviceBuffer<float>(backend, BT * C);
-    a.ln2_mean = DeviceBuffer<float>(backend, BT);
-    a.ln2_rstd = DeviceBuffer<float>(backend, BT);
-    a.fch = DeviceBuffer<float>(backend, BT * 4 * C);
-    a.fch_gelu = DeviceBuffer<float>(backend, BT * 4 * C);
-    state.blocks.push_back(std::move(a));
+    if (recompute_.recomputes(l - range_.begin)) {
+      state.blocks.emplace_back();  // its forward runs in the shared recompute set
+      continue;
+    }
+    state.blocks.push_back(make_block_activations(BT, att));
   }
   if (has_head()) {
     state.lnf = DeviceBuffer<float>(backend, BT * C);
@@ -70,6 +112,25 @@ GptModel::ForwardState GptModel::make_forward_state(size_t BT, size_t att) {
     state.losses = DeviceBuffer<float>(backend, BT);
   }
   return state;
+}
+
+GptModel::BlockActivations GptModel::make_block_activations(size_t BT, size_t att) {
+  const size_t C = static_cast<size_t>(layout_.shape().dim);
+  auto& backend = backend_;
+  BlockActivations a;
+  a.ln1 = DeviceBuffer<float>(backend, BT * C);
+  a.ln1_mean = DeviceBuffer<float>(backend, BT);
+  a.ln1_rstd = DeviceBuffer<float>(backend, BT);
+  a.qkv = DeviceBuffer<float>(backend, BT * 3 * C);
+  a.atty = DeviceBuffer<float>(backend, BT * C);
+  a.att = DeviceBuffer<float>(backend, att);
+  a.residual2 = DeviceBuffer<float>(backend, BT * C);
+  a.ln2 = DeviceBuffer<float>(backend, BT * C);
+  a.ln2_mean = DeviceBuffer<float>(backend, BT);
+  a.ln2_rstd = DeviceBuffer<float>(backend, BT);
+  a.fch = DeviceBuffer<float>(backend, BT * 4 * C);
+  a.fch_gelu = DeviceBuffer<float>(backend, BT * 4 * C);
+  return a;
 }
 
 void GptModel::select_activation_slot(int64_t slot) {
@@ -112,6 +173,7 @@ void GptModel::block_forward(int64_t layer, BlockActivations& a, const float* x,
                        w + p.ln2_w, w + p.ln2_b, N, C);
   be.matmul_forward(a.fch.data(), a.ln2.data(), w + p.fc_w, w + p.fc_b, N, C, 4 * C);
   be.gelu_forward(a.fch_gelu.data(), a.fch.data(), NC * 4);
+  if (out == nullptr) return;
   be.matmul_forward(branch_out_.data(), a.fch_gelu.data(), w + p.fc_proj_w, w + p.fc_proj_b, N,
                     4 * C, C);
   be.residual_forward(out, a.residual2.data(), branch_out_.data(), NC);
@@ -177,7 +239,7 @@ double GptModel::forward(const int32_t* tokens, const int32_t* targets, int64_t 
   }
   for (int64_t l = range_.begin; l < range_.end; ++l) {
     const size_t i = static_cast<size_t>(l - range_.begin);
-    block_forward(l, slot_->blocks[i], slot_->residual[i].data(), slot_->residual[i + 1].data());
+    block_forward(l, activations_of(i), slot_->residual[i].data(), slot_->residual[i + 1].data());
   }
   if (!has_head()) return 0.0;
   check_ids(targets, "target");
@@ -232,7 +294,10 @@ void GptModel::backward(float dloss, const GradientsReady& on_ready) {
   }
   for (int64_t l = range_.end - 1; l >= range_.begin; --l) {
     const size_t i = static_cast<size_t>(l - range_.begin);
-    block_backward(l, slot_->blocks[i], slot_->residual[i].data());
+    BlockActivations& a = activations_of(i);
+    const float* x = slot_->residual[i].data();
+    if (recompute_.recomputes(static_cast<int64_t>(i))) block_forward(l, a, x, nullptr);
+    block_backward(l, a, x);
     ready(layout_.block_begin(l), layout_.block_end(l));
   }
   if (has_embedding()) {

@@ -16,6 +16,16 @@
 // and selects one before each forward and its backward (the backward scratch buffers,
 // stage_output_grad() and stage_input_grad(), are shared by all slots).
 //
+// Activation recompute (recompute_policy.hpp): a recomputed block has no activation set
+// of its own in any slot. Its forward runs in one scratch set shared by every
+// recomputed block and every slot, and keeps only its output (the next block's input);
+// its backward first runs its forward again from its input (the residual stream the
+// model keeps, residual[i]) into that scratch set, then backpropagates. The same ops on
+// the same inputs give the same bits, so gradients are bitwise those without recompute;
+// the cost is one more forward of the block (less its last projection, whose output is
+// already kept). The chunks of an interleaved pipeline stage share one such set
+// (share_recompute_scratch).
+//
 // Backward can say when a range of the gradient buffer is final (GradientsReady): the
 // head's LayerNorm first, then each block from the last to the first, then the
 // embeddings (the tied wte gets its last contribution at the very end). A data-parallel
@@ -28,7 +38,9 @@
 
 #include "runtime/backend/backend.hpp"
 #include "runtime/backend/device_buffer.hpp"
+#include "runtime/model/activation_memory.hpp"
 #include "runtime/model/param_layout.hpp"
+#include "runtime/model/recompute_policy.hpp"
 
 namespace dseek::model {
 
@@ -44,7 +56,8 @@ using GradientsReady = std::function<void(ParamRange range)>;
 class GptModel {
  public:
   GptModel(const GptShape& shape, LayerRange range, backend::Backend& backend,
-           int64_t max_micro_batch, int64_t activation_slots = 1);
+           int64_t max_micro_batch, int64_t activation_slots = 1,
+           RecomputePolicy recompute = {});
   GptModel(const GptModel&) = delete;
   GptModel& operator=(const GptModel&) = delete;
 
@@ -52,6 +65,9 @@ class GptModel {
   LayerRange range() const { return range_; }
   bool has_embedding() const { return range_.begin == 0; }
   bool has_head() const { return range_.end == layout_.shape().layers; }
+  const RecomputePolicy& recompute() const { return recompute_; }
+  const ActivationMemory& activation_memory() const { return activation_memory_; }
+  size_t activation_bytes() const { return activation_memory_.total(); }
 
   float* params() { return params_.data(); }
   float* grads() { return grads_.data(); }
@@ -89,6 +105,12 @@ class GptModel {
   void select_activation_slot(int64_t slot);
   int64_t activation_slots() const { return static_cast<int64_t>(slots_.size()); }
 
+  // Runs this model's recomputed blocks in `owner`'s scratch set and frees its own: the
+  // model chunks of one pipeline stage (interleaved schedule) run one op at a time, so
+  // one set serves them all. `owner` must have the same shape and micro-batch size and
+  // recompute, and outlive this model's forwards and backwards.
+  void share_recompute_scratch(GptModel& owner);
+
   // Activations crossing range boundaries, (B, T, C); input and output are the
   // selected slot's.
   float* stage_input() { return slot_->residual[0].data(); }
@@ -101,6 +123,10 @@ class GptModel {
     backend::DeviceBuffer<float> ln1, ln1_mean, ln1_rstd, qkv, atty, att;
     backend::DeviceBuffer<float> residual2, ln2, ln2_mean, ln2_rstd, fch, fch_gelu;
   };
+  BlockActivations make_block_activations(size_t BT, size_t att);
+  static size_t block_bytes(const BlockActivations& a);
+  // `out` null: the recompute before a backward, which stops once the activations
+  // backward reads are there (the last projection only produces the kept output).
   void block_forward(int64_t layer, BlockActivations& acts, const float* x, float* out);
   void block_backward(int64_t layer, BlockActivations& acts, const float* x);
 
@@ -110,20 +136,27 @@ class GptModel {
     backend::DeviceBuffer<int32_t> tokens, targets;
     // residual[i] is the input of block begin+i; residual.back() the range's output.
     std::vector<backend::DeviceBuffer<float>> residual;
-    std::vector<BlockActivations> blocks;
+    std::vector<BlockActivations> blocks;  // empty sets for recomputed blocks
     backend::DeviceBuffer<float> lnf, lnf_mean, lnf_rstd, logits, losses;
   };
   ForwardState make_forward_state(size_t BT, size_t att);
+  // Where block begin+i's activations live in the selected slot: its own set, or the
+  // recompute scratch.
+  BlockActivations& activations_of(size_t i);
 
   ParamLayout layout_;
   LayerRange range_;
   backend::Backend& backend_;
   int64_t max_batch_;
+  RecomputePolicy recompute_;
   int64_t B_ = 0, T_ = 0;  // shape of the selected slot's forward
 
   backend::DeviceBuffer<float> params_, grads_;
   std::vector<ForwardState> slots_;
   ForwardState* slot_ = nullptr;
+  BlockActivations recomputed_;  // shared by every recomputed block of every slot
+  BlockActivations* recompute_set_ = &recomputed_;  // recomputed_, or another model's
+  ActivationMemory activation_memory_;
   // Backward scratch: the residual stream's gradient, and one buffer per width.
   backend::DeviceBuffer<float> dresidual_, dwidth1_, dwidth3_, dwidth4_;
   backend::DeviceBuffer<float> branch_out_;  // attention/MLP branch output before the add

@@ -15,12 +15,21 @@ namespace dseek::model {
 
 using backend::DeviceBuffer;
 
+namespace {
+template <class T>
+size_t bytes_of(const DeviceBuffer<T>& buffer) {
+  return buffer.size() * sizeof(T);
+}
+}  // namespace
+
 TensorParallelGpt::TensorParallelGpt(const GptShape& shape, TensorGroup& group,
-                                     backend::Backend& backend, int64_t max_batch)
+                                     backend::Backend& backend, int64_t max_batch,
+                                     RecomputePolicy recompute)
     : layout_(shape, group.rank(), group.size()),
       group_(group),
       backend_(backend),
-      max_batch_(max_batch) {
+      max_batch_(max_batch),
+      recompute_(recompute) {
   if (backend.name() != "cpu")
     throw std::invalid_argument(
         "tensor parallelism (parallel.tensor > 1) runs on the CPU backend only (the "
@@ -38,21 +47,11 @@ TensorParallelGpt::TensorParallelGpt(const GptShape& shape, TensorGroup& group,
   grads_ = DeviceBuffer<float>(backend, layout_.total());
   for (int64_t l = 0; l <= shape.layers; ++l) residual_.emplace_back(backend, BT * C);
   for (int64_t l = 0; l < shape.layers; ++l) {
-    BlockActivations a;
-    a.ln1 = DeviceBuffer<float>(backend, BT * C);
-    a.ln1_mean = DeviceBuffer<float>(backend, BT);
-    a.ln1_rstd = DeviceBuffer<float>(backend, BT);
-    a.qkv = DeviceBuffer<float>(backend, BT * 3 * Cl);
-    a.atty = DeviceBuffer<float>(backend, BT * Cl);
-    a.att = DeviceBuffer<float>(backend, att);
-    a.residual2 = DeviceBuffer<float>(backend, BT * C);
-    a.ln2 = DeviceBuffer<float>(backend, BT * C);
-    a.ln2_mean = DeviceBuffer<float>(backend, BT);
-    a.ln2_rstd = DeviceBuffer<float>(backend, BT);
-    a.fch = DeviceBuffer<float>(backend, BT * Hl);
-    a.fch_gelu = DeviceBuffer<float>(backend, BT * Hl);
-    blocks_.push_back(std::move(a));
+    // A recomputed block's forward runs in the shared scratch set.
+    blocks_.push_back(recompute_.recomputes(l) ? BlockActivations{}
+                                              : make_block_activations(BT, att));
   }
+  if (recompute_.any() && shape.layers > 0) recomputed_ = make_block_activations(BT, att);
   lnf_ = DeviceBuffer<float>(backend, BT * C);
   lnf_mean_ = DeviceBuffer<float>(backend, BT);
   lnf_rstd_ = DeviceBuffer<float>(backend, BT);
@@ -66,6 +65,50 @@ TensorParallelGpt::TensorParallelGpt(const GptShape& shape, TensorGroup& group,
   datty_ = DeviceBuffer<float>(backend, BT * Cl);
   dhidden_ = DeviceBuffer<float>(backend, BT * Hl);
   branch_out_ = DeviceBuffer<float>(backend, BT * C);
+
+  for (const auto& buffer : residual_) activation_memory_.kept += bytes_of(buffer);
+  for (const BlockActivations& a : blocks_) activation_memory_.kept += block_bytes(a);
+  for (const auto* buffer : {&lnf_, &lnf_mean_, &lnf_rstd_, &logits_, &losses_})
+    activation_memory_.kept += bytes_of(*buffer);
+  activation_memory_.recompute = block_bytes(recomputed_);
+  for (const auto* buffer : {&dresidual_, &dwidth1_, &dqkv_, &datty_, &dhidden_, &branch_out_})
+    activation_memory_.backward += bytes_of(*buffer);
+  activation_memory_.backward +=
+      (token_maxima_.size() + exp_sum_and_target_.size()) * sizeof(float);
+}
+
+TensorParallelGpt::BlockActivations TensorParallelGpt::make_block_activations(size_t BT,
+                                                                              size_t att) {
+  const size_t C = static_cast<size_t>(layout_.whole().shape().dim);
+  const size_t Cl = static_cast<size_t>(layout_.channels_local());
+  const size_t Hl = static_cast<size_t>(layout_.hidden_local());
+  auto& backend = backend_;
+  BlockActivations a;
+  a.ln1 = DeviceBuffer<float>(backend, BT * C);
+  a.ln1_mean = DeviceBuffer<float>(backend, BT);
+  a.ln1_rstd = DeviceBuffer<float>(backend, BT);
+  a.qkv = DeviceBuffer<float>(backend, BT * 3 * Cl);
+  a.atty = DeviceBuffer<float>(backend, BT * Cl);
+  a.att = DeviceBuffer<float>(backend, att);
+  a.residual2 = DeviceBuffer<float>(backend, BT * C);
+  a.ln2 = DeviceBuffer<float>(backend, BT * C);
+  a.ln2_mean = DeviceBuffer<float>(backend, BT);
+  a.ln2_rstd = DeviceBuffer<float>(backend, BT);
+  a.fch = DeviceBuffer<float>(backend, BT * Hl);
+  a.fch_gelu = DeviceBuffer<float>(backend, BT * Hl);
+  return a;
+}
+
+size_t TensorParallelGpt::block_bytes(const BlockActivations& a) {
+  size_t bytes = 0;
+  for (const auto* buffer : {&a.ln1, &a.ln1_mean, &a.ln1_rstd, &a.qkv, &a.atty, &a.att,
+                             &a.residual2, &a.ln2, &a.ln2_mean, &a.ln2_rstd, &a.fch, &a.fch_gelu})
+    bytes += bytes_of(*buffer);
+  return bytes;
+}
+
+TensorParallelGpt::BlockActivations& TensorParallelGpt::activations_of(int64_t layer) {
+  return recompute_.recomputes(layer) ? recomputed_ : blocks_[static_cast<size_t>(layer)];
 }
 
 void TensorParallelGpt::init_weights(uint64_t seed, double std) {
@@ -111,6 +154,7 @@ void TensorParallelGpt::block_forward(int64_t layer, BlockActivations& a, const 
                        w + p.ln2_w, w + p.ln2_b, N, C);
   be.matmul_forward(a.fch.data(), a.ln2.data(), w + p.fc_w, w + p.fc_b, N, C, Hl);
   be.gelu_forward(a.fch_gelu.data(), a.fch.data(), static_cast<size_t>(N) * Hl);
+  if (out == nullptr) return;
   be.matmul_forward(branch_out_.data(), a.fch_gelu.data(), w + p.fc_proj_w,
                     adds_bias ? w + p.fc_proj_b : nullptr, N, Hl, C);
   group_.all_reduce_sum(branch_out_.data(), NC);
@@ -267,7 +311,7 @@ double TensorParallelGpt::forward(const int32_t* tokens, const int32_t* targets,
   embedding_forward();
   for (int64_t l = 0; l < s.layers; ++l) {
     const size_t i = static_cast<size_t>(l);
-    block_forward(l, blocks_[i], residual_[i].data(), residual_[i + 1].data());
+    block_forward(l, activations_of(l), residual_[i].data(), residual_[i + 1].data());
   }
   const int N = static_cast<int>(BT);
   const int C = static_cast<int>(s.dim);
@@ -299,7 +343,9 @@ void TensorParallelGpt::backward(float dloss) {
                               lnf_mean_.data(), lnf_rstd_.data(), N, C);
   for (int64_t l = s.layers - 1; l >= 0; --l) {
     const size_t i = static_cast<size_t>(l);
-    block_backward(l, blocks_[i], residual_[i].data());
+    BlockActivations& a = activations_of(l);
+    if (recompute_.recomputes(l)) block_forward(l, a, residual_[i].data(), nullptr);
+    block_backward(l, a, residual_[i].data());
   }
   embedding_backward();
 }

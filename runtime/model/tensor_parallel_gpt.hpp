@@ -19,6 +19,13 @@
 // The whole model is run (no layer range): a pipeline stage of a tensor-parallel group
 // is not implemented. The embedding and cross-entropy are host loops over the backend's
 // buffers, so the CPU backend is required (checked at construction).
+//
+// Activation recompute (model.recompute) works as in GptModel: a recomputed block runs
+// in one shared scratch set and its backward runs its forward again first, including
+// the attention branch's all-reduce (every rank of the group recomputes the same
+// blocks, so the collectives stay matched). The MLP's all-reduce only produces the
+// block's output, which is kept, so the recompute stops before it. The all-reduce sums
+// in a fixed order, so the recomputed activations are the first forward's bits.
 #pragma once
 
 #include <cstdint>
@@ -26,6 +33,8 @@
 
 #include "runtime/backend/backend.hpp"
 #include "runtime/backend/device_buffer.hpp"
+#include "runtime/model/activation_memory.hpp"
+#include "runtime/model/recompute_policy.hpp"
 #include "runtime/model/tensor_group.hpp"
 #include "runtime/model/tensor_parallel_layout.hpp"
 
@@ -34,7 +43,7 @@ namespace dseek::model {
 class TensorParallelGpt {
  public:
   TensorParallelGpt(const GptShape& shape, TensorGroup& group, backend::Backend& backend,
-                    int64_t max_batch);
+                    int64_t max_batch, RecomputePolicy recompute = {});
   TensorParallelGpt(const TensorParallelGpt&) = delete;
   TensorParallelGpt& operator=(const TensorParallelGpt&) = delete;
 
@@ -42,6 +51,9 @@ class TensorParallelGpt {
   float* params() { return params_.data(); }
   float* grads() { return grads_.data(); }
   size_t num_params() const { return layout_.total(); }
+  const RecomputePolicy& recompute() const { return recompute_; }
+  const ActivationMemory& activation_memory() const { return activation_memory_; }
+  size_t activation_bytes() const { return activation_memory_.total(); }
 
   // The whole model's initial values (initial_value.hpp) at this shard's indices.
   void init_weights(uint64_t seed, double std);
@@ -57,6 +69,11 @@ class TensorParallelGpt {
     backend::DeviceBuffer<float> ln1, ln1_mean, ln1_rstd, qkv, atty, att;
     backend::DeviceBuffer<float> residual2, ln2, ln2_mean, ln2_rstd, fch, fch_gelu;
   };
+  BlockActivations make_block_activations(size_t BT, size_t att);
+  static size_t block_bytes(const BlockActivations& a);
+  // Block `layer`'s activations: its own set, or the recompute scratch.
+  BlockActivations& activations_of(int64_t layer);
+  // `out` null: the recompute before a backward; stops before the MLP's projection.
   void block_forward(int64_t layer, BlockActivations& a, const float* x, float* out);
   void block_backward(int64_t layer, BlockActivations& a, const float* x);
   void embedding_forward();
@@ -68,15 +85,18 @@ class TensorParallelGpt {
   TensorGroup& group_;
   backend::Backend& backend_;
   int64_t max_batch_;
+  RecomputePolicy recompute_;
   int64_t B_ = 0, T_ = 0;
 
   backend::DeviceBuffer<float> params_, grads_;
   std::vector<int32_t> tokens_, targets_;
   std::vector<backend::DeviceBuffer<float>> residual_;  // input of block l; [L] the output
-  std::vector<BlockActivations> blocks_;
+  std::vector<BlockActivations> blocks_;  // empty sets for recomputed blocks
+  BlockActivations recomputed_;           // shared by every recomputed block
   backend::DeviceBuffer<float> lnf_, lnf_mean_, lnf_rstd_, logits_, losses_;
   std::vector<float> token_maxima_, exp_sum_and_target_;  // cross-entropy's all-reduces
   backend::DeviceBuffer<float> dresidual_, dwidth1_, dqkv_, datty_, dhidden_, branch_out_;
+  ActivationMemory activation_memory_;
 };
 
 }  // namespace dseek::model

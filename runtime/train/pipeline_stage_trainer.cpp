@@ -79,7 +79,8 @@ PipelineStageTrainer::PipelineStageTrainer(const config::JobConfig& config, Batc
     auto chunk = std::make_unique<Chunk>();
     chunk->virtual_stage = schedule_.virtual_stage(stage_, c);
     const model::LayerRange range = plan_.ranges[static_cast<size_t>(chunk->virtual_stage)];
-    chunk->model = std::make_unique<model::GptModel>(shape, range, *backend_, B, slots);
+    chunk->model = std::make_unique<model::GptModel>(shape, range, *backend_, B, slots,
+                                                     recompute_of(config.model));
     chunk->model->init_weights(static_cast<uint64_t>(t.seed), config.model.init_std);
     const auto& layout = chunk->model->layout();
     const model::ParamRange wte{layout.wte(), static_cast<size_t>(shape.vocab * shape.dim)};
@@ -104,6 +105,10 @@ PipelineStageTrainer::PipelineStageTrainer(const config::JobConfig& config, Batc
         chunk->owned_runs.push_back(r);
     }
     for (int64_t s = slots - 1; s >= 0; --s) chunk->free_slots.push_back(s);
+    // The stage runs one op at a time: its chunks recompute in one scratch set.
+    if (!chunks_.empty() && chunk->model->range().end > chunk->model->range().begin &&
+        chunks_.front()->model->range().end > chunks_.front()->model->range().begin)
+      chunk->model->share_recompute_scratch(*chunks_.front()->model);
     chunks_.push_back(std::move(chunk));
   }
   lr_schedule_ = optim::LrSchedule{t.lr, t.min_lr, t.warmup_steps, t.steps};
@@ -124,6 +129,17 @@ size_t PipelineStageTrainer::owned_params() const {
   for (const auto& chunk : chunks_)
     for (const auto& range : chunk->param_ranges) count += range.count;
   return count;
+}
+
+model::ActivationMemory PipelineStageTrainer::activation_memory() const {
+  model::ActivationMemory total;
+  for (const auto& chunk : chunks_) {
+    const model::ActivationMemory& m = chunk->model->activation_memory();
+    total.kept += m.kept;
+    total.recompute += m.recompute;
+    total.backward += m.backward;
+  }
+  return total;
 }
 
 void PipelineStageTrainer::receive_into(const PipelineMessage& message, int64_t chunk, float* dst) {

@@ -72,6 +72,8 @@ class PipelineStageTrainer {
   std::vector<float> gather_params();
   // Parameters this stage owns (its blocks; the embedding, the head and wte at the ends).
   size_t owned_params() const;
+  // The activation buffers of this stage's chunks together.
+  model::ActivationMemory activation_memory() const;
 
   const PipelinePlan& plan() const { return plan_; }
   int64_t stage() const { return stage_; }

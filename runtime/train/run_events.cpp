@@ -46,6 +46,21 @@ double eta_seconds(RunClock::time_point start, int64_t steps_run, int64_t steps_
   return elapsed / static_cast<double>(steps_run) * static_cast<double>(steps_left);
 }
 
+void report_model_memory(metrics::EventLog& events, metrics::Progress& progress,
+                         std::string_view who, const config::ModelConfig& model,
+                         const model::ActivationMemory& memory) {
+  events.emit("model_memory",
+              util::JsonLine().add("recompute", model.recompute)
+                  .add("activation_bytes", static_cast<uint64_t>(memory.total()))
+                  .add("kept_bytes", static_cast<uint64_t>(memory.kept))
+                  .add("recompute_bytes", static_cast<uint64_t>(memory.recompute))
+                  .add("backward_bytes", static_cast<uint64_t>(memory.backward)));
+  char mib[32];
+  std::snprintf(mib, sizeof mib, "%.1f", static_cast<double>(memory.total()) / (1 << 20));
+  progress.line(std::string(who) + "activation memory " + mib + " MiB (model.recompute = " +
+                model.recompute + ")");
+}
+
 void report_eval(metrics::EventLog& events, metrics::Progress& progress, int64_t step,
                  double val_loss) {
   events.emit("eval", util::JsonLine().add("step", step + 1).add("val_loss", val_loss));

@@ -15,6 +15,7 @@
 #include "runtime/config/job_config.hpp"
 #include "runtime/metrics/event_log.hpp"
 #include "runtime/metrics/progress.hpp"
+#include "runtime/model/activation_memory.hpp"
 #include "runtime/train/batch_source.hpp"
 #include "runtime/train/run_training.hpp"
 #include "runtime/train/trainer.hpp"
@@ -41,6 +42,13 @@ util::JsonLine step_event_fields(int64_t step_number, const StepReport& report);
 
 // Seconds left, from the pace of the `steps_run` steps this invocation ran since `start`.
 double eta_seconds(RunClock::time_point start, int64_t steps_run, int64_t steps_left);
+
+// The "model_memory" event at the start of a run (model.recompute and the bytes of the
+// activation buffers this rank's model allocated) and its progress line; `who` is empty
+// or ends with a space ("stage 1 ").
+void report_model_memory(metrics::EventLog& events, metrics::Progress& progress,
+                         std::string_view who, const config::ModelConfig& model,
+                         const model::ActivationMemory& memory);
 
 // Writes the "eval" event after the 0-based `step` and shows it.
 void report_eval(metrics::EventLog& events, metrics::Progress& progress, int64_t step,

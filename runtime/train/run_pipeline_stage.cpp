@@ -90,6 +90,8 @@ PipelineRunSummary run_pipeline_stage(const config::JobConfig& config, const Run
       .add("batch_size", t.batch_size).add("steps", t.steps).add("threads", t.threads)
       .add("data", config.data.dir);
   events.emit("run_started", started);
+  report_model_memory(events, progress, "stage " + std::to_string(trainer.stage()) + " ",
+                      config.model, trainer.activation_memory());
 
   PipelineCheckpointState checkpoint_state(trainer);
   GatheredCheckpointing checkpoints(config, options.run_dir, checkpoint_state, events, progress,

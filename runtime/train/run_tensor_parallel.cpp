@@ -44,6 +44,7 @@ RunSummary run_tensor_parallel(const config::JobConfig& config, const RunOptions
       .add("batch_size", t.batch_size).add("steps", t.steps).add("threads", t.threads)
       .add("data", config.data.dir);
   events.emit("run_started", started);
+  report_model_memory(events, progress, "", config.model, trainer.activation_memory());
 
   TensorCheckpointState checkpoint_state(trainer);
   GatheredCheckpointing checkpoints(config, options.run_dir, checkpoint_state, events, progress,

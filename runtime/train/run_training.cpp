@@ -97,6 +97,7 @@ RunSummary run_training(const config::JobConfig& config, const RunOptions& optio
         .add("compression", config.comm.compression);
   }
   events.emit("run_started", started);
+  report_model_memory(events, progress, "", config.model, trainer.model().activation_memory());
   progress.line("dseek: " + std::to_string(trainer.model().num_params()) + " parameters, " +
                 std::to_string(train_batches->dataset().num_tokens()) + " training tokens, " +
                 std::to_string(t.steps) + " steps of " + std::to_string(t.batch_size) + " x " +

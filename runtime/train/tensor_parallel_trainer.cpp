@@ -54,7 +54,8 @@ TensorParallelTrainer::TensorParallelTrainer(const config::JobConfig& config, Ba
                                 " sequences; every rank of a tensor-parallel group runs its "
                                 "replica's whole slice)");
   model_ = std::make_unique<model::TensorParallelGpt>(shape_of(config.model), *timed_group_,
-                                                      *backend_, micro_batch_);
+                                                      *backend_, micro_batch_,
+                                                      recompute_of(config.model));
   model_->init_weights(static_cast<uint64_t>(t.seed), config.model.init_std);
   settings_ = optim::AdamWSettings{t.beta1, t.beta2, t.eps, t.weight_decay, t.grad_clip};
   lr_schedule_ = optim::LrSchedule{t.lr, t.min_lr, t.warmup_steps, t.steps};

@@ -74,6 +74,9 @@ class TensorParallelTrainer {
   bool first_rank_decides(bool value);
   // Parameters of this rank's shard (its slices plus the replicated tensors).
   size_t shard_params() const { return model_->num_params(); }
+  const model::ActivationMemory& activation_memory() const {
+    return model_->activation_memory();
+  }
   int rank() const { return group_.rank(); }
   int ranks() const { return group_.size(); }
   int replica() const { return replicas_ != nullptr ? replicas_->replica() : 0; }

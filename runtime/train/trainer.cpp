@@ -51,6 +51,12 @@ model::GptShape shape_of(const config::ModelConfig& m) {
   return model::GptShape{m.dim, m.layers, m.heads, m.context, m.vocab};
 }
 
+model::RecomputePolicy recompute_of(const config::ModelConfig& m) {
+  if (auto policy = model::parse_recompute_policy(m.recompute)) return *policy;
+  throw std::invalid_argument("model.recompute: expected \"none\" or \"every:N\" with an "
+                              "integer N >= 1, got \"" + m.recompute + "\"");
+}
+
 Trainer::Trainer(const config::JobConfig& config, BatchSource& train_batches,
                  GradientReducer* reducer, const OptimizerShardsFactory& make_optimizer)
     : config_(config), batches_(train_batches), reducer_(reducer),
@@ -63,7 +69,8 @@ Trainer::Trainer(const config::JobConfig& config, BatchSource& train_batches,
   micro_batch_ = t.micro_batch_size > 0 ? t.micro_batch_size : slice_size_;
   model_ = std::make_unique<model::GptModel>(shape_of(config.model),
                                              model::LayerRange{0, config.model.layers},
-                                             *backend_, micro_batch_);
+                                             *backend_, micro_batch_, 1,
+                                             recompute_of(config.model));
   model_->init_weights(static_cast<uint64_t>(t.seed), config.model.init_std);
   const optim::AdamWSettings settings = optim::adamw_settings(config, reducer_ != nullptr);
   if (reducer_ != nullptr) {

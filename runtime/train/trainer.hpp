@@ -128,5 +128,8 @@ class Trainer {
 
 // The model shape of a config.
 model::GptShape shape_of(const config::ModelConfig& model);
+// Its model.recompute setting; std::invalid_argument naming the key when malformed (a
+// config built in code that never went through validate()).
+model::RecomputePolicy recompute_of(const config::ModelConfig& model);
 
 }  // namespace dseek::train

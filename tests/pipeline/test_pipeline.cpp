@@ -19,6 +19,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <map>
 #include <memory>
 #include <tuple>
@@ -229,4 +230,37 @@ TEST_CASE("pipeline: shapes the schedule cannot run are refused naming the keys"
   CHECK_FALSE(few.ok);
   CHECK_THAT(few.report, Contains("model.layers (4) must be at least parallel.pipeline x "
                                   "parallel.virtual_stages (8)"));
+}
+
+// Recompute inside the stages (model.recompute = "every:1": every block of each stage
+// keeps only its input; 1F1B holds up to P micro-batches per stage in its activation
+// slots, which then share one scratch set). The recompute runs the same kernels on the
+// same inputs, so the run is bitwise the P=2 run without recompute (losses, validation
+// losses, final parameters), and therefore matches the single node as that run does.
+TEST_CASE("pipeline: P=2 with model.recompute = every:1 gives the bits of no recompute", "[pp]") {
+  const JobRun& kept = cached_run("1f1b", 2, {"parallel.schedule=\"1f1b\""});
+  const JobRun& run = cached_run("1f1b-recompute", 2,
+                                 {"parallel.schedule=\"1f1b\"", "model.recompute=\"every:1\""});
+  const JobRun& single = cached_run("single", 1, {});
+  INFO(run.report);
+  for (size_t s = 0; s < run.stages.size(); ++s) {
+    INFO("stage " << s);
+    CHECK(run.stages[s].losses == kept.stages[s].losses);
+    CHECK(run.stages[s].val_losses == kept.stages[s].val_losses);
+    CHECK(run.stages[s].params_sha256 == kept.stages[s].params_sha256);
+    // Each stage logs its activation memory, smaller with recompute.
+    const auto memory = events_named(run.stages[s].lines, "model_memory");
+    const auto kept_memory = events_named(kept.stages[s].lines, "model_memory");
+    REQUIRE(memory.size() == 1);
+    REQUIRE(kept_memory.size() == 1);
+    CHECK(string_field(memory[0], "recompute") == "every:1");
+    CHECK(number_field(memory[0], "activation_bytes") <
+          number_field(kept_memory[0], "activation_bytes"));
+  }
+  REQUIRE(run.final_params.size() == kept.final_params.size());
+  CHECK(std::memcmp(run.final_params.data(), kept.final_params.data(),
+                    run.final_params.size() * sizeof(float)) == 0);
+  const double loss_error = max_relative_difference(run.stages[0].losses, single.stages[0].losses);
+  WARN("every:1: max relative loss difference to the single node " << loss_error);
+  CHECK(loss_error <= kLossTolerance);
 }

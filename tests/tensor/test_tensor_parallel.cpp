@@ -15,6 +15,7 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <cstring>
 #include <fstream>
 #include <thread>
 
@@ -46,17 +47,20 @@ RankOutput read_output(const std::filesystem::path& dir, int rank) {
 }
 
 // Runs `ranks` processes to the end (bounded wait; run_process kills on timeout).
-std::string run_group(int ranks, const std::filesystem::path& dir, int steps) {
+// `extra`: more arguments for every rank (--recompute every:1).
+std::string run_group(int ranks, const std::filesystem::path& dir, int steps,
+                      const std::vector<std::string>& extra = {}) {
   std::filesystem::create_directories(dir / "rendezvous");
   std::vector<dseek::testing::ProcessResult> results(static_cast<size_t>(ranks));
   std::vector<std::thread> threads;
   for (int r = 0; r < ranks; ++r)
     threads.emplace_back([&, r] {
-      results[static_cast<size_t>(r)] = dseek::testing::run_process(
-          {dseek::testing::bin("dseek_tp_rank"), "--rank", std::to_string(r), "--size",
-           std::to_string(ranks), "--bootstrap", "file:" + (dir / "rendezvous").string(), "--out",
-           dir.string(), "--steps", std::to_string(steps)},
-          std::chrono::seconds(120));
+      std::vector<std::string> argv{
+          dseek::testing::bin("dseek_tp_rank"), "--rank", std::to_string(r), "--size",
+          std::to_string(ranks), "--bootstrap", "file:" + (dir / "rendezvous").string(), "--out",
+          dir.string(), "--steps", std::to_string(steps)};
+      argv.insert(argv.end(), extra.begin(), extra.end());
+      results[static_cast<size_t>(r)] = dseek::testing::run_process(argv, std::chrono::seconds(120));
     });
   for (auto& t : threads) t.join();
   std::string failures;
@@ -129,4 +133,31 @@ TEST_CASE("T=2 tensor-parallel processes train like the single process", "[tp]")
 // must still give every rank the same bits.
 TEST_CASE("T=4 tensor-parallel processes train like the single process", "[tp]") {
   check_group_matches_single_process(4);
+}
+
+// Recompute (model.recompute) inside the ranks: every rank redoes its blocks' forward,
+// the attention branch's all-reduce over UCX included. The data plane's all-reduce sums
+// in a fixed order, so the recomputed activations, and with them every step, are
+// bitwise those of the group without recompute: losses (written with 17 digits) and
+// every rank's final parameters, bit for bit.
+TEST_CASE("T=2 tensor-parallel processes with model.recompute = every:1 give the same bits",
+          "[tp][recompute]") {
+  const int ranks = 2, steps = 3;
+  ScratchDir kept("tp-kept"), recomputed("tp-recomputed");
+  const std::string kept_failures = run_group(ranks, kept.path(), steps);
+  INFO(kept_failures);
+  REQUIRE(kept_failures.empty());
+  const std::string recompute_failures =
+      run_group(ranks, recomputed.path(), steps, {"--recompute", "every:1"});
+  INFO(recompute_failures);
+  REQUIRE(recompute_failures.empty());
+  for (int r = 0; r < ranks; ++r) {
+    INFO("rank " << r);
+    const RankOutput a = read_output(kept.path(), r), b = read_output(recomputed.path(), r);
+    REQUIRE(a.losses.size() == static_cast<size_t>(steps));
+    CHECK(b.losses == a.losses);
+    REQUIRE(b.params.size() == a.params.size());
+    // NaN marks the floats the rank does not hold: compare bit patterns, not values.
+    CHECK(std::memcmp(a.params.data(), b.params.data(), a.params.size() * sizeof(float)) == 0);
+  }
 }

@@ -7,9 +7,11 @@
 //
 //   dseek_tp_rank --rank R --size T --bootstrap file:<dir> --out DIR [--steps N]
 //                 [--threads K] [--dim C --layers L --heads H --context T --vocab V --batch B]
+//                 [--recompute none|every:N]
 //
 // The shape flags (defaults: tp_job_shape.hpp) and --threads (default 1) are for
 // bench/tensor_parallel.sh; each run prints "tokens_per_s X" timed over steps 2..N.
+// --recompute is model.recompute's value (default none), for both models.
 //
 // Writes DIR/losses-R.txt (one mean loss per step) and DIR/params-R.f32: the whole
 // model's flat buffer (raw fp32, ParamLayout order) with this rank's shard in place and
@@ -28,6 +30,7 @@
 #include "comm/ucx/ucx_communicator.hpp"
 #include "runtime/backend/backend.hpp"
 #include "runtime/model/gpt_model.hpp"
+#include "runtime/model/recompute_policy.hpp"
 #include "runtime/model/tensor_parallel_gpt.hpp"
 #include "runtime/train/parallel_groups.hpp"
 #include "support/small_gpt.hpp"
@@ -39,6 +42,7 @@ struct Args {
   int rank = 0, size = 1, steps = 4, threads = 1;
   dseek::model::GptShape shape = dseek::testing::tp::kShape;
   int64_t batch = dseek::testing::tp::kBatch;
+  dseek::model::RecomputePolicy recompute;
   std::string bootstrap, out;
 };
 
@@ -58,6 +62,12 @@ Args parse(int argc, char** argv) {
     else if (key == "--context") args.shape.context = std::stol(value);
     else if (key == "--vocab") args.shape.vocab = std::stol(value);
     else if (key == "--batch") args.batch = std::stol(value);
+    else if (key == "--recompute") {
+      const auto policy = dseek::model::parse_recompute_policy(value);
+      if (!policy)
+        throw std::invalid_argument("--recompute: expected none or every:N, got " + value);
+      args.recompute = *policy;
+    }
     else throw std::invalid_argument("unknown argument " + key);
   }
   if (args.out.empty()) throw std::invalid_argument("--out is required");
@@ -117,7 +127,8 @@ int main(int argc, char** argv) {
     rank = args.rank;
     auto backend = dseek::backend::make_cpu_backend(args.threads);
     if (args.size == 1) {
-      dseek::model::GptModel model(args.shape, {0, args.shape.layers}, *backend, args.batch);
+      dseek::model::GptModel model(args.shape, {0, args.shape.layers}, *backend, args.batch, 1,
+                                   args.recompute);
       model.init_weights(kSeed, kInitStd);
       const auto losses = train(model, *backend, args);
       write_outputs(args, losses, std::vector<float>(model.params(), model.params() + model.num_params()));
@@ -129,7 +140,8 @@ int main(int argc, char** argv) {
       dseek::comm::FileBootstrap bootstrap(args.bootstrap.substr(5), args.rank, args.size);
       auto comm = dseek::comm::connect_ucx(bootstrap, "localhost", options);
       dseek::actors::CommTensorGroup group(*comm);
-      dseek::model::TensorParallelGpt model(args.shape, group, *backend, args.batch);
+      dseek::model::TensorParallelGpt model(args.shape, group, *backend, args.batch,
+                                            args.recompute);
       model.init_weights(kSeed, kInitStd);
       const auto losses = train(model, *backend, args);
       std::vector<float> whole(model.layout().whole().total(), std::numeric_limits<float>::quiet_NaN());
