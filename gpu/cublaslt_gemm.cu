@@ -68,7 +68,7 @@ struct CublasLtGemm::Product {
   cudaDataType d_type = CUDA_R_32F;
   int ldd = 0;
   // C is D (same memory and layout); its type is D's except for an fp8 D, whose C must
-  // be bf16 (never read: fp8 outputs do not accumulate, beta = 0).
+  // be bf16 and is passed as null (never read: fp8 outputs do not accumulate, beta = 0).
   float beta = 0.0f;
   const void* bias = nullptr;  // length m, epilogue BIAS
   cudaDataType bias_type = CUDA_R_32F;
@@ -170,9 +170,13 @@ void CublasLtGemm::run(const Product& p) {
     found = algorithms_.emplace(key, heuristic.algo).first;
   }
   const float alpha = 1.0f;
-  // C is D: read only when beta != 0, which an fp8 output refuses (its C layout is bf16).
+  // C is D, read only when beta != 0. An fp8 output never accumulates (beta = 0) and its C
+  // layout is bf16, not D's type: passing D's memory there would describe one buffer two
+  // ways (cuBLASLt's in-place rule wants Cdesc == Ddesc), so C is null, as Transformer
+  // Engine passes it for fp8 outputs.
+  const void* c_pointer = is_fp8(p.d_type) ? nullptr : p.D;
   DSEEK_CUBLAS_CHECK(cublasLtMatmul(handle_, desc.operation, &alpha, p.A, desc.a, p.B, desc.b,
-                                    &p.beta, p.D, desc.c, p.D, desc.d, &found->second,
+                                    &p.beta, c_pointer, desc.c, p.D, desc.d, &found->second,
                                     workspace_, workspace_bytes_, stream_));
 }
 

@@ -156,9 +156,13 @@ class CudaBackend final : public backend::Backend {
   void matmul_backward(float* dinp, float* dw, float* dbias, const float* dout, const float* inp,
                        const float* w, int N, int C, int OC) override {
     make_current();
-    kernels::matmul_backward(cublas_, stream_,
-                             scratch(kernels::matmul_backward_scratch_floats(N, OC)), dinp, dw,
-                             dbias, dout, inp, w, N, C, OC);
+    // Only the bias gradient uses scratch; the tied output head (no bias, OC = the
+    // vocabulary) would otherwise grow it to (N / 64) * V floats, 51 MB for GPT-2.
+    const kernels::Scratch bias_scratch =
+        dbias != nullptr ? scratch(kernels::matmul_backward_scratch_floats(N, OC))
+                         : kernels::Scratch{};
+    kernels::matmul_backward(cublas_, stream_, bias_scratch, dinp, dw, dbias, dout, inp, w, N, C,
+                             OC);
   }
   void gelu_backward(float* dinp, const float* inp, const float* dout, size_t n) override {
     make_current();

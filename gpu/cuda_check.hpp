@@ -36,8 +36,15 @@ namespace dseek::gpu {
 }
 
 inline void check_cuda(cudaError_t status, const char* file, int line, const char* call) {
-  if (status != cudaSuccess)
+  if (status != cudaSuccess) {
+    // A failed call also becomes the thread's "last error" until cudaGetLastError reads
+    // it; left there, the next check_launch on this thread would report it as that
+    // kernel's failure (a caught error, e.g. an out-of-memory the caller recovers from,
+    // would fail an unrelated launch later). Clear it: this throw reports it. Sticky
+    // errors (a faulted context) stay, and every later call reports them anyway.
+    cudaGetLastError();
     throw_cuda_error(file, line, cudaGetErrorName(status), cudaGetErrorString(status), call);
+  }
 }
 
 inline void check_cublas(cublasStatus_t status, const char* file, int line, const char* call) {

@@ -7,6 +7,7 @@
 #include <cuda_fp8.h>
 
 #include <algorithm>
+#include <cfloat>
 #include <stdexcept>
 
 #include "gpu/cuda_check.hpp"
@@ -101,11 +102,13 @@ __global__ void scale_kernel(float* scale, float* scale_inv, const float* amax, 
   const float a = *amax;
   float s = 1.0f;
   if (a > 0.0f && isfinite(a)) s = max_value / a / exp2f(static_cast<float>(margin));
+  // A tiny amax (e.g. a denormal) overflows the quotient to inf, and quantizing with an
+  // infinite scale turns every zero of the tensor into 0 * inf = NaN: clamp to the
+  // largest finite float instead (Transformer Engine does the same).
+  if (!isfinite(s)) s = FLT_MAX;
   *scale = s;
   *scale_inv = 1.0f / s;
 }
-
-void check_launch() { DSEEK_CUDA_CHECK(cudaGetLastError()); }
 
 }  // namespace
 
@@ -114,13 +117,13 @@ float fp8_max(Fp8Format format) { return format == Fp8Format::e4m3 ? 448.0f : 57
 void convert_to_bf16(__nv_bfloat16* out, const float* in, size_t n, cudaStream_t stream) {
   if (n == 0) return;
   to_bf16_kernel<<<blocks_for(n), kThreads, 0, stream>>>(out, in, n);
-  check_launch();
+  DSEEK_CUDA_CHECK_LAUNCH(stream, "to_bf16_kernel");
 }
 
 void convert_bf16_to_float(float* out, const __nv_bfloat16* in, size_t n, cudaStream_t stream) {
   if (n == 0) return;
   from_bf16_kernel<<<blocks_for(n), kThreads, 0, stream>>>(out, in, n);
-  check_launch();
+  DSEEK_CUDA_CHECK_LAUNCH(stream, "from_bf16_kernel");
 }
 
 void quantize_to_fp8(void* out, Fp8Format format, const float* in, size_t n, const float* scale,
@@ -128,7 +131,7 @@ void quantize_to_fp8(void* out, Fp8Format format, const float* in, size_t n, con
   if (n == 0) return;
   quantize_kernel<<<blocks_for(n), kThreads, 0, stream>>>(
       static_cast<__nv_fp8_storage_t*>(out), interpretation(format), in, n, scale, amax);
-  check_launch();
+  DSEEK_CUDA_CHECK_LAUNCH(stream, "quantize_kernel");
 }
 
 void quantize_transpose_to_fp8(void* out_t, Fp8Format format, const float* in, int rows,
@@ -143,7 +146,7 @@ void quantize_transpose_to_fp8(void* out_t, Fp8Format format, const float* in, i
   quantize_transpose_kernel<<<grid, block, 0, stream>>>(
       static_cast<__nv_fp8_storage_t*>(out_t), interpretation(format), in, rows, cols, scale,
       amax);
-  check_launch();
+  DSEEK_CUDA_CHECK_LAUNCH(stream, "quantize_transpose_kernel");
 }
 
 void dequantize_fp8(float* out, const void* in, Fp8Format format, size_t n,
@@ -151,13 +154,13 @@ void dequantize_fp8(float* out, const void* in, Fp8Format format, size_t n,
   if (n == 0) return;
   dequantize_kernel<<<blocks_for(n), kThreads, 0, stream>>>(
       out, static_cast<const __nv_fp8_storage_t*>(in), interpretation(format), n, scale_inv);
-  check_launch();
+  DSEEK_CUDA_CHECK_LAUNCH(stream, "dequantize_kernel");
 }
 
 void fp8_scale_from_amax(float* scale, float* scale_inv, const float* amax, Fp8Format format,
                          int margin, cudaStream_t stream) {
   scale_kernel<<<1, 1, 0, stream>>>(scale, scale_inv, amax, fp8_max(format), margin);
-  check_launch();
+  DSEEK_CUDA_CHECK_LAUNCH(stream, "scale_kernel");
 }
 
 }  // namespace dseek::gpu

@@ -37,7 +37,8 @@ void dequantize_fp8(float* out, const void* in, Fp8Format format, size_t n,
 
 // On the device: *scale = fp8_max(format) / *amax / 2^margin, so the tensor's largest
 // value lands 2^margin below the format's limit; *scale_inv = 1 / *scale. An amax that is
-// zero or not finite leaves scale 1 (nothing to scale by).
+// zero or not finite leaves scale 1 (nothing to scale by); one so small that the scale
+// would overflow gives the largest finite float (never inf, which would make 0 * scale NaN).
 void fp8_scale_from_amax(float* scale, float* scale_inv, const float* amax, Fp8Format format,
                          int margin, cudaStream_t stream);
 

@@ -1,7 +1,7 @@
 // The CUDA backend's device memory: one pool per backend, allocations zero-filled,
 // freed blocks reused, usage and peak reported by memory_usage(); and the refusals of
 // make_cuda_backend for a device index that does not exist, naming what exists; and
-// the format of the CUDA error checks.
+// the format of the CUDA error checks, which clear the error they report.
 #include <catch2/catch.hpp>
 
 #include <vector>
@@ -73,4 +73,10 @@ TEST_CASE("DSEEK_CUDA_CHECK names the file, line, error and call", "[gpu][errors
                          Catch::Contains(": cudaError") &&
                          Catch::Contains("in `cudaSetDevice(-1)`"));
   }
+  // The reported error is cleared: a later launch check on this thread must not see it
+  // and blame its kernel.
+  auto gpu = dseek::gpu::make_cuda_backend(0);
+  DeviceBuffer<float> x(*gpu, 16);
+  CHECK_NOTHROW(gpu->gelu_forward(x.data(), x.data(), 16));
+  CHECK(cudaGetLastError() == cudaSuccess);
 }
