@@ -34,7 +34,7 @@ py=/usr/bin/python3
 
 source bench/lib/common.sh
 read -r dim layers heads context vocab batch _ < <(model_shape "$config")
-avx512=$(grep -o 'avx512[a-z_0-9]*' /proc/cpuinfo | sort -u | tr '\n' ' ')
+avx512=$( (grep -o 'avx512[a-z_0-9]*' /proc/cpuinfo || true) | sort -u | tr '\n' ' ')
 
 echo "# dseek bf16 vs PyTorch bf16 autocast, $(date -u '+%Y-%m-%d %H:%M UTC')"
 machine_line
