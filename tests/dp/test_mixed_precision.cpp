@@ -13,6 +13,8 @@
 // scale of 2^24 here, so that the first steps overflow E5M2 and are skipped).
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <map>
 #include <memory>
@@ -28,11 +30,14 @@ namespace {
 constexpr double kBf16ValLossBound = 0.02;  // relative to fp32, see the header comment
 constexpr double kFp8ValLossBound = 0.05;
 
-const JobRun& precision_run(const std::string& precision, int ranks,
+// `label` is the precision, optionally followed by "-" and a tag naming the extra settings.
+const JobRun& precision_run(const std::string& label, int ranks,
                             const std::vector<std::string>& extra = {}) {
   static std::map<std::string, JobRun> runs;
   static std::vector<std::unique_ptr<ScratchDir>> dirs;
-  const std::string name = precision + "-" + std::to_string(ranks);
+  const std::string precision = label.substr(0, label.find('-'));
+  std::string name = label + "-" + std::to_string(ranks);
+  std::replace_if(name.begin(), name.end(), [](char c) { return !std::isalnum(c) && c != '-'; }, '_');
   auto it = runs.find(name);
   if (it != runs.end()) return it->second;
   dirs.push_back(std::make_unique<ScratchDir>("precision-" + name));
@@ -118,4 +123,22 @@ TEST_CASE("mixed precision: fp8 with loss scaling, the same skips on every repli
   CHECK(skipped_event);
   CHECK(relative(one.replicas[0].val_losses.back(), fp32) < kFp8ValLossBound);
   CHECK(relative(two.replicas[0].val_losses.back(), fp32) < kFp8ValLossBound);
+}
+
+TEST_CASE("mixed precision: fp8 under ZeRO 1 and 2 gives ZeRO 0's bits", "[dp][precision]") {
+  // Each replica unscales only the gradient shard its optimizer owns under ZeRO 1/2; at
+  // 2 replicas the reductions add the same two values in any order (as in fp32), so the
+  // skips, losses and final parameters must be identical to ZeRO 0's.
+  const std::vector<std::string> high_scale{"train.loss_scale_init=16777216"};
+  const JobRun& zero0 = precision_run("fp8", 2, high_scale);
+  for (const char* zero : {"parallel.zero=1", "parallel.zero=2"}) {
+    INFO(zero);
+    std::vector<std::string> extra = high_scale;
+    extra.push_back(zero);
+    const JobRun& sharded = precision_run(std::string("fp8-") + zero, 2, extra);
+    require_identical_replicas(sharded);
+    CHECK(sharded.replicas[0].params_sha256 == zero0.replicas[0].params_sha256);
+    CHECK(sharded.replicas[0].losses == zero0.replicas[0].losses);
+    CHECK(skip_pattern(sharded.replicas[0]) == skip_pattern(zero0.replicas[0]));
+  }
 }
