@@ -83,8 +83,8 @@ class Backend {
   // dinp = dout @ w (overwrite); dw += dout^T @ inp; dbias += column sums (may be null).
   virtual void matmul_backward(float* dinp, float* dw, float* dbias, const float* dout,
                                const float* inp, const float* w, int N, int C, int OC) = 0;
-  // The same two matmuls in `precision`. The default runs fp32 through the overloads
-  // above and refuses the other formats, naming train.precision.
+  // The same two matmuls in `precision`. The default runs fp32 through matmul_forward /
+  // matmul_backward above and refuses the other formats, naming train.precision.
   virtual void mixed_matmul_forward(float* out, const float* inp, const float* w,
                                     const float* bias, int N, int C, int OC,
                                     const MatmulPrecision& precision);
