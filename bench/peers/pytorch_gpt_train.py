@@ -37,6 +37,9 @@ def main():
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--steps", type=int, default=6, help="timed steps")
     ap.add_argument("--warmup", type=int, default=1, help="untimed steps first")
+    ap.add_argument("--precision", choices=["fp32", "bf16"], default="fp32",
+                    help="bf16: forward under torch.autocast('cpu', bfloat16), as users run "
+                         "CPU mixed precision (fp32 master weights and optimizer)")
     a = ap.parse_args()
     if a.dim % a.heads or min(a.steps, a.dim, a.layers, a.heads, a.context, a.vocab, a.batch_size) < 1:
         ap.error("need positive sizes, steps >= 1 and dim divisible by heads")
@@ -54,7 +57,8 @@ def main():
         x, y = data[:, :-1].contiguous(), data[:, 1:].contiguous()
         t0 = time.perf_counter()
         opt.zero_grad(set_to_none=True)
-        l = model(x, y)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=a.precision == "bf16"):
+            l = model(x, y)
         l.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
@@ -69,6 +73,7 @@ def main():
         "step_ms_median": round(1e3 * statistics.median(times), 2),
         "step_ms": [round(1e3 * t, 2) for t in times],
         "threads": a.threads,
+        "precision": a.precision,
         "dim": a.dim, "layers": a.layers, "heads": a.heads, "context": a.context,
         "vocab": a.vocab, "batch_size": a.batch_size,
         "steps": a.steps, "warmup": a.warmup,

@@ -26,6 +26,28 @@ struct MemoryUsage {
   size_t peak_bytes = 0;
 };
 
+// The precision of one matmul (train.precision; model/precision_policy.hpp picks
+// it per call). Accumulation is fp32 in every format; the FP32 master weights stay in
+// the model's params() and are rounded or quantized per call, never overwritten.
+//   bf16: inputs, weights and output gradients rounded to bf16 (nearest even).
+//   fp8:  inputs and weights quantized to E4M3, output gradients to E5M2
+//         (numerics/fp8.hpp), each as fp8(x * scale) with its own per-tensor scale; the
+//         product is multiplied back by 1 / (scale_a * scale_b), as cuBLASLt's
+//         A/B scale pointers do. The op raises each operand's amax to max |x|
+//         (delayed scaling: numerics/delayed_scaling.hpp).
+// A CUDA backend maps this onto cuBLASLt: bf16 operands with fp32 compute, or FP8
+// operands with `scale` and `amax` passed as device pointers (one float each).
+enum class MatmulFormat { fp32, bf16, fp8 };
+struct Fp8OperandScaling {
+  const float* scale = nullptr;  // backend memory, 1 float
+  float* amax = nullptr;         // backend memory, 1 float
+};
+struct MatmulPrecision {
+  MatmulFormat format = MatmulFormat::fp32;
+  Fp8OperandScaling inp, weight;  // E4M3, fp8 only
+  Fp8OperandScaling dout;         // E5M2, fp8 only (backward)
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -72,6 +94,14 @@ class Backend {
   // dinp = dout @ w (overwrite); dw += dout^T @ inp; dbias += column sums (may be null).
   virtual void matmul_backward(float* dinp, float* dw, float* dbias, const float* dout,
                                const float* inp, const float* w, int N, int C, int OC) = 0;
+  // The same two matmuls in `precision`. The default runs fp32 through matmul_forward /
+  // matmul_backward above and refuses the other formats, naming train.precision.
+  virtual void mixed_matmul_forward(float* out, const float* inp, const float* w,
+                                    const float* bias, int N, int C, int OC,
+                                    const MatmulPrecision& precision);
+  virtual void mixed_matmul_backward(float* dinp, float* dw, float* dbias, const float* dout,
+                                     const float* inp, const float* w, int N, int C, int OC,
+                                     const MatmulPrecision& precision);
   // dinp = gelu'(inp) * dout; dinp may alias dout.
   virtual void gelu_backward(float* dinp, const float* inp, const float* dout, size_t n) = 0;
   // dqkv (overwrite) from dout and what attention_forward saved in att.

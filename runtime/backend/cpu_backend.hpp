@@ -42,6 +42,11 @@ class CpuBackend final : public Backend {
                                       int V, float dloss) override;
   void matmul_backward(float* dinp, float* dw, float* dbias, const float* dout,
                        const float* inp, const float* w, int N, int C, int OC) override;
+  void mixed_matmul_forward(float* out, const float* inp, const float* w, const float* bias,
+                            int N, int C, int OC, const MatmulPrecision& precision) override;
+  void mixed_matmul_backward(float* dinp, float* dw, float* dbias, const float* dout,
+                             const float* inp, const float* w, int N, int C, int OC,
+                             const MatmulPrecision& precision) override;
   void gelu_backward(float* dinp, const float* inp, const float* dout, size_t n) override;
   void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* att,
                           int B, int T, int C, int NH) override;
@@ -65,10 +70,27 @@ class CpuBackend final : public Backend {
   template <class Term>
   double reduce_sum(const float* x, size_t n, Term term);
 
+  // The sgemm calls of the matmuls, with the product scaled by alpha (1 in fp32 and bf16,
+  // the inverse FP8 scales in fp8) and dbias summed from `bias_dout` (the unquantized
+  // output gradient).
+  void scaled_matmul_forward(float* out, const float* inp, const float* w, const float* bias,
+                             int N, int C, int OC, float alpha);
+  void scaled_matmul_backward(float* dinp, float* dw, float* dbias, const float* dout,
+                              const float* bias_dout, const float* inp, const float* w, int N,
+                              int C, int OC, float alpha_dinp, float alpha_dw);
+  // cpu_matmul_mixed.cpp: operand `which` rounded to bf16, or quantized to fp8 with its
+  // scale (raising its amax), into the operand's scratch; returns the scratch.
+  enum Operand { kInput, kWeight, kOutputGrad, kOperands };
+  const float* to_bf16(Operand which, const float* x, size_t n);
+  const float* to_fp8(Operand which, const float* x, size_t n, const Fp8OperandScaling& scaling);
+
   util::ThreadPool pool_;
   std::vector<std::vector<float>> scratch_;
   std::vector<double> partials_;  // one per thread, for the reductions
   std::atomic<size_t> in_use_bytes_{0}, peak_bytes_{0};
+  // Rounded or quantized matmul operands; grown on first use only.
+  std::vector<float> operand_scratch_[kOperands];
+  std::vector<float> amax_partials_;  // one per thread
 };
 
 }  // namespace dseek::backend

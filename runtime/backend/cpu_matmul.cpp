@@ -16,6 +16,16 @@ constexpr size_t kMinRowsPerChunk = 32;
 
 void CpuBackend::matmul_forward(float* out, const float* inp, const float* w,
                                 const float* bias, int N, int C, int OC) {
+  scaled_matmul_forward(out, inp, w, bias, N, C, OC, 1.0f);
+}
+
+void CpuBackend::matmul_backward(float* dinp, float* dw, float* dbias, const float* dout,
+                                 const float* inp, const float* w, int N, int C, int OC) {
+  scaled_matmul_backward(dinp, dw, dbias, dout, dout, inp, w, N, C, OC, 1.0f, 1.0f);
+}
+
+void CpuBackend::scaled_matmul_forward(float* out, const float* inp, const float* w,
+                                       const float* bias, int N, int C, int OC, float alpha) {
   pool_.parallel_for(static_cast<size_t>(N), [&](size_t r0, size_t r1, int) {
     const int rows = static_cast<int>(r1 - r0);
     float* block = out + r0 * OC;
@@ -23,27 +33,29 @@ void CpuBackend::matmul_forward(float* out, const float* inp, const float* w,
       for (int r = 0; r < rows; ++r) std::memcpy(block + static_cast<size_t>(r) * OC, bias,
                                                  sizeof(float) * OC);
     }
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, OC, C, 1.0f, inp + r0 * C, C,
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, OC, C, alpha, inp + r0 * C, C,
                 w, C, bias != nullptr ? 1.0f : 0.0f, block, OC);
   }, kMinRowsPerChunk);
 }
 
-void CpuBackend::matmul_backward(float* dinp, float* dw, float* dbias, const float* dout,
-                                 const float* inp, const float* w, int N, int C, int OC) {
+void CpuBackend::scaled_matmul_backward(float* dinp, float* dw, float* dbias,
+                                        const float* dout, const float* bias_dout,
+                                        const float* inp, const float* w, int N, int C, int OC,
+                                        float alpha_dinp, float alpha_dw) {
   if (dinp != nullptr) {
     pool_.parallel_for(static_cast<size_t>(N), [&](size_t r0, size_t r1, int) {
       cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(r1 - r0), C, OC,
-                  1.0f, dout + r0 * OC, OC, w, C, 0.0f, dinp + r0 * C, C);
+                  alpha_dinp, dout + r0 * OC, OC, w, C, 0.0f, dinp + r0 * C, C);
     }, kMinRowsPerChunk);
   }
   pool_.parallel_for(static_cast<size_t>(OC), [&](size_t o0, size_t o1, int) {
     const int channels = static_cast<int>(o1 - o0);
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, channels, C, N, 1.0f, dout + o0, OC,
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, channels, C, N, alpha_dw, dout + o0, OC,
                 inp, C, 1.0f, dw + o0 * C, C);
     if (dbias != nullptr) {
       float* db = dbias + o0;
       for (int n = 0; n < N; ++n) {
-        const float* row = dout + static_cast<size_t>(n) * OC + o0;
+        const float* row = bias_dout + static_cast<size_t>(n) * OC + o0;
 #pragma omp simd
         for (int o = 0; o < channels; ++o) db[o] += row[o];
       }

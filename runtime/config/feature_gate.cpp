@@ -84,8 +84,17 @@ void check_supported(const JobConfig& config) {
        "the NCCL data plane comes with the GPU backend"},
       {config.metrics.prometheus_port != 0, "metrics.prometheus_port",
        "the /metrics endpoint is not written yet"},
-      {config.train.precision != "fp32", "train.precision",
-       "bf16 and fp8 come with the GPU backend"},
+      // Mixed precision (model/precision_policy.hpp) runs in GptModel: the tensor-parallel
+      // model has its own matmul calls, and pipeline stages do not close FP8 scaling
+      // steps or scale the loss.
+      {config.train.precision != "fp32" && tensor, "train.precision",
+       "mixed precision is not wired into the tensor-parallel model (parallel.tensor > 1)"},
+      {config.train.precision == "fp8" && pipeline, "train.precision",
+       "fp8 delayed and loss scaling are not wired into pipeline stages (parallel.pipeline "
+       "> 1); bf16 is"},
+      {config.train.precision == "fp8" && config.comm.compression != "none", "train.precision",
+       "fp8's dynamic loss scale would change the scale of the compressed gradients' error "
+       "feedback between steps: use comm.compression = \"none\""},
       {has_unsupported_fault(config), "faults",
        "corrupt_gradient fires at a step of a multi-node job (it is caught by comparing "
        "replicas), and fail_checkpoint_write at a step only"},

@@ -36,7 +36,11 @@ struct TrainConfig {
   double grad_clip = 1.0;        // global gradient norm limit; 0 = off
   int64_t eval_every = 50;       // steps between validation passes; 0 = only at the end
   int64_t eval_batches = 4;      // validation batches of batch_size sequences
-  std::string precision = "fp32";  // fp32 (bf16 and fp8 come with the GPU backend)
+  std::string precision = "fp32";  // fp32 | bf16 | fp8 (block matmuls; model/precision_policy.hpp)
+  int64_t fp8_amax_history = 16;   // fp8: steps of amax history per tensor (delayed scaling)
+  int64_t fp8_margin = 0;          // fp8: scales are divided by 2^margin for headroom
+  double loss_scale_init = 65536;  // fp8: initial dynamic loss scale (a power of two)
+  int64_t loss_scale_window = 1000;  // fp8: good steps before the loss scale doubles
   std::string run_dir = "runs/default";  // events and outputs go under it
   int64_t stop_after_steps = 0;     // end the run after this step with a checkpoint; 0 = off
   double stop_after_minutes = 0;    // end the run after this long with a checkpoint; 0 = off

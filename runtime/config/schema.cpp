@@ -137,8 +137,25 @@ const std::vector<Key<JobConfig>>& job_keys() {
                                       "steps between validation passes; 0 = only at the end"),
       job<&J::train, &Tr::eval_batches>("train.eval_batches", at_least(1),
                                         "validation batches of train.batch_size sequences"),
-      job<&J::train, &Tr::precision>("train.precision", one_of({"fp32", "bf16", "fp8"}),
-                                     "compute precision; bf16 and fp8 come with the GPU backend"),
+      job<&J::train, &Tr::precision>(
+          "train.precision", one_of({"fp32", "bf16", "fp8"}),
+          "precision of the transformer blocks' matmuls (fp32 accumulate, fp32 master weights "
+          "and optimizer state; the head stays fp32): fp32; bf16 (no loss scaling); fp8 "
+          "(E4M3 inputs and weights, E5M2 gradients, delayed per-tensor scaling, dynamic loss "
+          "scaling)"),
+      job<&J::train, &Tr::fp8_amax_history>(
+          "train.fp8_amax_history", between(1, 1024),
+          "fp8: steps of amax history per tensor; the scale of a step is fp8_max / "
+          "max(history of the earlier steps) / 2^train.fp8_margin"),
+      job<&J::train, &Tr::fp8_margin>("train.fp8_margin", between(0, 16),
+                                      "fp8: headroom of the delayed scaling, in powers of two"),
+      job<&J::train, &Tr::loss_scale_init>(
+          "train.loss_scale_init", between(1, 16777216),
+          "fp8: initial dynamic loss scale, a power of two; halved on a step with non-finite "
+          "gradients (the step is skipped)"),
+      job<&J::train, &Tr::loss_scale_window>(
+          "train.loss_scale_window", at_least(1),
+          "fp8: steps without overflow after which the loss scale doubles"),
       job<&J::train, &Tr::run_dir>("train.run_dir", any(),
                                    "directory the run's events and outputs go under"),
       job<&J::train, &Tr::stop_after_steps>(

@@ -2,6 +2,7 @@
 // built in code never went through the loader) and then the relations between keys,
 // which no single key's range can express.
 #include <charconv>
+#include <cmath>
 #include <string>
 
 #include "runtime/config/load.hpp"
@@ -45,6 +46,13 @@ void validate(const JobConfig& config) {
   for (size_t i = 0; i < config.faults.size(); ++i) {
     check_keys(config, config.faults[i], schema::fault_keys(),
                "faults[" + std::to_string(i) + "].");
+  }
+
+  // Scaling by a power of two changes no mantissa bits (optim/loss_scaler.hpp).
+  int loss_scale_exponent = 0;
+  if (std::frexp(config.train.loss_scale_init, &loss_scale_exponent) != 0.5) {
+    fail(config, "train.loss_scale_init (" + std::to_string(config.train.loss_scale_init) +
+                     ") must be a power of two");
   }
 
   const auto& model = config.model;

@@ -163,19 +163,23 @@ void GptModel::block_forward(int64_t layer, BlockActivations& a, const float* x,
   auto& be = backend_;
   be.layernorm_forward(a.ln1.data(), a.ln1_mean.data(), a.ln1_rstd.data(), x, w + p.ln1_w,
                        w + p.ln1_b, N, C);
-  be.matmul_forward(a.qkv.data(), a.ln1.data(), w + p.qkv_w, w + p.qkv_b, N, C, 3 * C);
+  be.mixed_matmul_forward(a.qkv.data(), a.ln1.data(), w + p.qkv_w, w + p.qkv_b, N, C, 3 * C,
+                          precision_.block(layer, PrecisionPolicy::kQkv));
   be.attention_forward(a.atty.data(), a.att.data(), a.qkv.data(), static_cast<int>(B_),
                        static_cast<int>(T_), C, NH);
-  be.matmul_forward(branch_out_.data(), a.atty.data(), w + p.attn_proj_w, w + p.attn_proj_b, N,
-                    C, C);
+  be.mixed_matmul_forward(branch_out_.data(), a.atty.data(), w + p.attn_proj_w,
+                          w + p.attn_proj_b, N, C, C,
+                          precision_.block(layer, PrecisionPolicy::kAttentionProjection));
   be.residual_forward(a.residual2.data(), x, branch_out_.data(), NC);
   be.layernorm_forward(a.ln2.data(), a.ln2_mean.data(), a.ln2_rstd.data(), a.residual2.data(),
                        w + p.ln2_w, w + p.ln2_b, N, C);
-  be.matmul_forward(a.fch.data(), a.ln2.data(), w + p.fc_w, w + p.fc_b, N, C, 4 * C);
+  be.mixed_matmul_forward(a.fch.data(), a.ln2.data(), w + p.fc_w, w + p.fc_b, N, C, 4 * C,
+                          precision_.block(layer, PrecisionPolicy::kMlpUp));
   be.gelu_forward(a.fch_gelu.data(), a.fch.data(), NC * 4);
   if (out == nullptr) return;
-  be.matmul_forward(branch_out_.data(), a.fch_gelu.data(), w + p.fc_proj_w, w + p.fc_proj_b, N,
-                    4 * C, C);
+  be.mixed_matmul_forward(branch_out_.data(), a.fch_gelu.data(), w + p.fc_proj_w,
+                          w + p.fc_proj_b, N, 4 * C, C,
+                          precision_.block(layer, PrecisionPolicy::kMlpDown));
   be.residual_forward(out, a.residual2.data(), branch_out_.data(), NC);
 }
 
@@ -194,20 +198,24 @@ void GptModel::block_backward(int64_t layer, BlockActivations& a, const float* x
   float* dres = dresidual_.data();
   float* dgelu = dwidth4_.data();
   // MLP branch.
-  be.matmul_backward(dgelu, g + p.fc_proj_w, g + p.fc_proj_b, dres, a.fch_gelu.data(),
-                     w + p.fc_proj_w, N, 4 * C, C);
+  be.mixed_matmul_backward(dgelu, g + p.fc_proj_w, g + p.fc_proj_b, dres, a.fch_gelu.data(),
+                           w + p.fc_proj_w, N, 4 * C, C,
+                           precision_.block(layer, PrecisionPolicy::kMlpDown));
   be.gelu_backward(dgelu, a.fch.data(), dgelu, NC * 4);
-  be.matmul_backward(dwidth1_.data(), g + p.fc_w, g + p.fc_b, dgelu, a.ln2.data(), w + p.fc_w, N,
-                     C, 4 * C);
+  be.mixed_matmul_backward(dwidth1_.data(), g + p.fc_w, g + p.fc_b, dgelu, a.ln2.data(),
+                           w + p.fc_w, N, C, 4 * C,
+                           precision_.block(layer, PrecisionPolicy::kMlpUp));
   be.layernorm_backward(dres, g + p.ln2_w, g + p.ln2_b, dwidth1_.data(), a.residual2.data(),
                         w + p.ln2_w, a.ln2_mean.data(), a.ln2_rstd.data(), N, C);
   // Attention branch.
-  be.matmul_backward(dwidth1_.data(), g + p.attn_proj_w, g + p.attn_proj_b, dres, a.atty.data(),
-                     w + p.attn_proj_w, N, C, C);
+  be.mixed_matmul_backward(dwidth1_.data(), g + p.attn_proj_w, g + p.attn_proj_b, dres,
+                           a.atty.data(), w + p.attn_proj_w, N, C, C,
+                           precision_.block(layer, PrecisionPolicy::kAttentionProjection));
   be.attention_backward(dwidth3_.data(), dwidth1_.data(), a.qkv.data(), a.att.data(),
                         static_cast<int>(B_), static_cast<int>(T_), C, NH);
-  be.matmul_backward(dwidth1_.data(), g + p.qkv_w, g + p.qkv_b, dwidth3_.data(), a.ln1.data(),
-                     w + p.qkv_w, N, C, 3 * C);
+  be.mixed_matmul_backward(dwidth1_.data(), g + p.qkv_w, g + p.qkv_b, dwidth3_.data(),
+                           a.ln1.data(), w + p.qkv_w, N, C, 3 * C,
+                           precision_.block(layer, PrecisionPolicy::kQkv));
   be.layernorm_backward(dres, g + p.ln1_w, g + p.ln1_b, dwidth1_.data(), x, w + p.ln1_w,
                         a.ln1_mean.data(), a.ln1_rstd.data(), N, C);
 }

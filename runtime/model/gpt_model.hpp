@@ -40,6 +40,7 @@
 #include "runtime/backend/device_buffer.hpp"
 #include "runtime/model/activation_memory.hpp"
 #include "runtime/model/param_layout.hpp"
+#include "runtime/model/precision_policy.hpp"
 #include "runtime/model/recompute_policy.hpp"
 
 namespace dseek::model {
@@ -99,6 +100,12 @@ class GptModel {
   std::vector<ParamRange> gradient_ranges_in_backward_order() const;
 
   void zero_grads();
+
+  // The precision of the block matmuls (train.precision; precision_policy.hpp); fp32
+  // until set. The head's matmul stays fp32. The owner calls precision().end_step()
+  // after each optimizer step (FP8 delayed scaling).
+  void set_precision(PrecisionPolicy policy) { precision_ = std::move(policy); }
+  PrecisionPolicy& precision() { return precision_; }
 
   // The activation set the next forward fills and the next backward reads (0 until
   // changed); std::out_of_range outside [0, activation_slots).
@@ -160,6 +167,7 @@ class GptModel {
   // Backward scratch: the residual stream's gradient, and one buffer per width.
   backend::DeviceBuffer<float> dresidual_, dwidth1_, dwidth3_, dwidth4_;
   backend::DeviceBuffer<float> branch_out_;  // attention/MLP branch output before the add
+  PrecisionPolicy precision_;
 };
 
 }  // namespace dseek::model

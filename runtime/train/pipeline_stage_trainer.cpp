@@ -82,6 +82,11 @@ PipelineStageTrainer::PipelineStageTrainer(const config::JobConfig& config, Batc
     chunk->model = std::make_unique<model::GptModel>(shape, range, *backend_, B, slots,
                                                      recompute_of(config.model));
     chunk->model->init_weights(static_cast<uint64_t>(t.seed), config.model.init_std);
+    // bf16 passes through; fp8 would need its scaling steps closed and the loss scaled.
+    if (t.precision == "fp8")
+      throw std::invalid_argument("train.precision = \"fp8\" is not wired into pipeline stages");
+    chunk->model->set_precision(model::PrecisionPolicy(
+        *backend_, model::matmul_format_of(t.precision), shape.layers));
     const auto& layout = chunk->model->layout();
     const model::ParamRange wte{layout.wte(), static_cast<size_t>(shape.vocab * shape.dim)};
     for (const model::ParamRange& r : chunk->model->gradient_ranges_in_backward_order()) {
@@ -270,6 +275,7 @@ PipelineStepReport PipelineStageTrainer::train_step(int64_t step) {
     chunk->optimizer->step_with_norm(chunk->model->params(), chunk->model->grads(),
                                      report.step.lr, norm);
   report.step.grad_norm = norm;
+  report.step.precision = config_.train.precision;
   const double update_ms =
       std::chrono::duration<double, std::milli>(Clock::now() - update_start).count();
   report.step.step_ms =

@@ -140,6 +140,14 @@ RunSummary run_training(const config::JobConfig& config, const RunOptions& optio
           .add("grad_encoded_bytes", r.encoded_gradient_bytes);
     }
     events.emit("step", step_event);
+    if (r.skipped) {
+      events.emit("step_skipped", util::JsonLine().add("step", r.step + 1)
+                                      .add("loss_scale", r.loss_scale)
+                                      .add("reason", "non-finite gradients"));
+      progress.line("step " + std::to_string(r.step + 1) +
+                    " skipped: non-finite gradients at loss scale " +
+                    std::to_string(r.loss_scale));
+    }
     progress.step(step, r.loss, r.lr, r.tokens_per_s,
                   eta_seconds(start, step + 1 - first_step, t.steps - step - 1));
     const bool last = step + 1 == t.steps;

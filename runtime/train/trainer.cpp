@@ -72,6 +72,12 @@ Trainer::Trainer(const config::JobConfig& config, BatchSource& train_batches,
                                              *backend_, micro_batch_, 1,
                                              recompute_of(config.model));
   model_->init_weights(static_cast<uint64_t>(t.seed), config.model.init_std);
+  const backend::MatmulFormat format = model::matmul_format_of(t.precision);
+  model_->set_precision(model::PrecisionPolicy(*backend_, format, config.model.layers,
+                                               {t.fp8_amax_history, t.fp8_margin}));
+  if (format == backend::MatmulFormat::fp8)
+    loss_scaler_ = std::make_unique<optim::LossScaler>(
+        optim::LossScalerSettings{t.loss_scale_init, t.loss_scale_window});
   const optim::AdamWSettings settings = optim::adamw_settings(config, reducer_ != nullptr);
   if (reducer_ != nullptr) {
     reducer_->attach(model_->grads(), model_->num_params(),
@@ -99,7 +105,9 @@ double Trainer::accumulate(int64_t step, int64_t first, int64_t count, int64_t m
   const int64_t T = config_.model.context;
   // Each micro-batch's mean loss, scaled so the accumulated gradient (summed over
   // replicas) is the gradient of the mean over the whole global batch.
-  const float dloss = 1.0f / static_cast<float>(micro_batch_ * T) / static_cast<float>(micro_steps);
+  const float dloss = 1.0f / static_cast<float>(micro_batch_ * T) /
+                      static_cast<float>(micro_steps) *
+                      (loss_scaler_ ? loss_scaler_->scale() : 1.0f);
   double loss = 0.0;
   for (int64_t start = first; start < first + count; start += micro_batch_) {
     const auto data_start = Clock::now();
@@ -126,9 +134,13 @@ StepReport Trainer::train_step(int64_t step) {
   report.loss = accumulate(step, 0, batch, batch / micro_batch_, nullptr, report);
   if (after_reduction_) after_reduction_(step, model_->grads(), model_->num_params());
   // The norm of the whole gradient, summed as AdamW::step sums it: the same bits.
-  const double norm = std::sqrt(backend_->sum_squares(model_->grads(), model_->num_params()));
-  const auto stats = optimizer_->update(model_->params(), model_->grads(), report.lr, norm);
-  report.grad_norm = stats.grad_norm;
+  double norm = 0.0;
+  if (apply_loss_scale(backend_->sum_squares(model_->grads(), model_->num_params()), norm,
+                       report)) {
+    report.grad_norm = optimizer_->update(model_->params(), model_->grads(), report.lr, norm)
+                           .grad_norm;
+  }
+  model_->precision().end_step();
   report.step_ms = ms_since(start);
   report.compute_ms = report.step_ms - report.data_wait_ms;
   report.tokens_per_s = static_cast<double>(batch * T) / (report.step_ms / 1000.0);
@@ -164,12 +176,16 @@ StepReport Trainer::data_parallel_step(int64_t step) {
   std::array<double, 2> sums{local_loss, shard_squares};
   reducer_->sum_over_ranks(sums);
   report.loss = sums[0];
-  const auto stats = optimizer_->update(model_->params(), model_->grads(), report.lr,
-                                        std::sqrt(sums[1]));
-  if (reducer_->shards_optimizer_state()) reducer_->gather_shards(model_->params());
+  // Every replica decides on the same all-reduced sum: all skip, or none.
+  double norm = 0.0;
+  if (apply_loss_scale(sums[1], norm, report)) {
+    report.grad_norm = optimizer_->update(model_->params(), model_->grads(), report.lr, norm)
+                           .grad_norm;
+    if (reducer_->shards_optimizer_state()) reducer_->gather_shards(model_->params());
+  }
+  model_->precision().end_step();
   if (check) check_replicas(step, "parameters", model_->params(), model_->num_params());
   const ReducerTraffic traffic = reducer_->step_traffic();
-  report.grad_norm = stats.grad_norm;
   report.comm_ms = traffic.exposed_ms;
   report.comm_bytes_sent = traffic.bytes_sent;
   report.comm_bytes_received = traffic.bytes_received;
@@ -179,6 +195,29 @@ StepReport Trainer::data_parallel_step(int64_t step) {
   report.compute_ms = report.step_ms - report.data_wait_ms - report.comm_ms;
   report.tokens_per_s = static_cast<double>(batch * T) / (report.step_ms / 1000.0);
   return report;
+}
+
+bool Trainer::apply_loss_scale(double sum_squares, double& norm, StepReport& report) {
+  report.precision = config_.train.precision;
+  norm = std::sqrt(sum_squares);
+  report.grad_norm = norm;
+  if (!loss_scaler_) return true;
+  const float scale = loss_scaler_->scale();
+  report.loss_scale = scale;
+  if (!loss_scaler_->update(sum_squares)) {
+    report.skipped = true;
+    return false;
+  }
+  // The optimizer reads the gradients of the parameters it owns: its shard under ZeRO.
+  if (reducer_ != nullptr && reducer_->shards_optimizer_state()) {
+    for (const auto& range : reducer_->shard())
+      optim::unscale_gradients(model_->grads() + range.offset, range.count, scale);
+  } else {
+    optim::unscale_gradients(model_->grads(), model_->num_params(), scale);
+  }
+  norm /= scale;  // exact: the scale is a power of two
+  report.grad_norm = norm;
+  return true;
 }
 
 int Trainer::dp_rank() const { return reducer_ != nullptr ? reducer_->rank() : 0; }

@@ -23,6 +23,7 @@
 #include "runtime/config/job_config.hpp"
 #include "runtime/model/gpt_model.hpp"
 #include "runtime/optim/adamw.hpp"
+#include "runtime/optim/loss_scaler.hpp"
 #include "runtime/optim/lr_schedule.hpp"
 #include "runtime/train/batch_source.hpp"
 #include "runtime/train/gradient_reducer.hpp"
@@ -45,6 +46,12 @@ struct StepReport {
   uint64_t comm_bytes_received = 0;
   uint64_t gradient_bytes = 0;          // fp32 gradient bytes reduced
   uint64_t encoded_gradient_bytes = 0;  // after compression
+  // Mixed precision: train.precision of the step ("" where the trainer does not say);
+  // with loss scaling (fp8) the scale the step ran with (0 without), and whether its
+  // gradients were non-finite and the update skipped (optim/loss_scaler.hpp).
+  std::string precision;
+  double loss_scale = 0.0;
+  bool skipped = false;
 };
 
 class Trainer {
@@ -110,6 +117,10 @@ class Trainer {
   double accumulate(int64_t step, int64_t first, int64_t count, int64_t micro_steps,
                     const model::GradientsReady& on_ready, StepReport& report);
   StepReport data_parallel_step(int64_t step);
+  // Loss scaling: whether the step's gradients (global sum of squares `sum_squares`)
+  // are applied; if so, unscales this replica's owned gradients and returns their norm
+  // in `norm`. Without a loss scaler: true, norm = sqrt(sum_squares).
+  bool apply_loss_scale(double sum_squares, double& norm, StepReport& report);
 
   config::JobConfig config_;
   BatchSource& batches_;
@@ -119,6 +130,7 @@ class Trainer {
   std::unique_ptr<backend::Backend> backend_;
   std::unique_ptr<model::GptModel> model_;
   std::unique_ptr<OptimizerShards> optimizer_;
+  std::unique_ptr<optim::LossScaler> loss_scaler_;  // fp8 only
   optim::LrSchedule schedule_;
   int64_t micro_batch_;
   std::vector<int32_t> inputs_, targets_;  // one micro-batch, reused every step

@@ -41,7 +41,9 @@ ReplicaRun read_replica(const std::filesystem::path& events) {
   run.lines = read_lines(events);
   for (const auto& line : events_named(run.lines, "step")) {
     run.losses.push_back(number_field(line, "loss"));
-    run.grad_norms.push_back(number_field(line, "grad_norm"));
+    // A step skipped for non-finite gradients (loss scaling) has no norm: null.
+    const bool no_norm = line.find("\"grad_norm\":null") != std::string::npos;
+    run.grad_norms.push_back(no_norm ? std::nan("") : number_field(line, "grad_norm"));
     run.comm_ms += number_field(line, "comm_ms");
     run.comm_bytes_sent += optional_count(line, "comm_bytes_sent");
     run.grad_bytes += optional_count(line, "grad_bytes");

@@ -327,7 +327,7 @@ TEST_CASE("config: check_supported rejects features this build lacks", "[config]
              }),
              Contains("model.vocab (255) must be divisible by parallel.tensor (2)"));
   for (const char* setting :
-       {"metrics.prometheus_port=9100", "train.precision=bf16", "comm.backend=nccl"}) {
+       {"metrics.prometheus_port=9100", "comm.backend=nccl"}) {
     INFO(setting);
     auto job = config::load_config_text("", "x.toml", {setting});
     CHECK_THAT(error_of([&] { config::check_supported(job); }), Contains("not implemented yet"));
@@ -337,6 +337,35 @@ TEST_CASE("config: check_supported rejects features this build lacks", "[config]
   auto faulty = config::load_config_text(
       "[[faults]]\nkind = \"corrupt_gradient\"\nstep = 1\n", "x");
   CHECK_THAT(error_of([&] { config::check_supported(faulty); }), Contains("[[faults]]"));
+}
+
+TEST_CASE("config: mixed precision runs where it is wired in, else is refused by name",
+          "[config][precision]") {
+  for (const char* precision : {"train.precision=bf16", "train.precision=fp8"}) {
+    INFO(precision);
+    CHECK_NOTHROW(config::check_supported(config::load_config_text("", "x.toml", {precision})));
+    CHECK_NOTHROW(config::check_supported(config::load_config_text(
+        "", "x.toml", {precision, "cluster.nodes=2", "parallel.data=2"})));
+    auto tensor = config::load_config_text("", "x.toml",
+                                           {precision, "cluster.nodes=2", "parallel.tensor=2"});
+    CHECK_THAT(error_of([&] { config::check_supported(tensor); }),
+               Contains("train.precision") && Contains("tensor-parallel"));
+  }
+  CHECK_NOTHROW(config::check_supported(config::load_config_text(
+      "", "x.toml", {"train.precision=bf16", "cluster.nodes=2", "parallel.pipeline=2"})));
+  auto fp8_pipeline = config::load_config_text(
+      "", "x.toml", {"train.precision=fp8", "cluster.nodes=2", "parallel.pipeline=2"});
+  CHECK_THAT(error_of([&] { config::check_supported(fp8_pipeline); }),
+             Contains("train.precision") && Contains("pipeline"));
+  auto fp8_compressed = config::load_config_text(
+      "", "x.toml",
+      {"train.precision=fp8", "cluster.nodes=2", "parallel.data=2", "comm.compression=\"int8\""});
+  CHECK_THAT(error_of([&] { config::check_supported(fp8_compressed); }),
+             Contains("train.precision") && Contains("comm.compression"));
+  CHECK_THAT(error_of([&] {
+               config::load_config_text("", "x.toml", {"train.loss_scale_init=1000"});
+             }),
+             Contains("train.loss_scale_init") && Contains("power of two"));
 }
 
 TEST_CASE("config: pipeline parallelism runs one stage per node, with replicas too", "[config][pipeline]") {

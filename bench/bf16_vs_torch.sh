@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# Side-by-side bf16 training throughput: `dseek bench train` with train.precision = bf16
+# against PyTorch's bf16 autocast (bench/peers/pytorch_gpt_train.py --precision bf16: the
+# same GPT, AdamW and clipping, forward under torch.autocast("cpu", bfloat16)), with each
+# side's fp32 as the baseline, on the same threads.
+#
+#   bench/bf16_vs_torch.sh [--config FILE] [--threads "2"] [--runs 3] [--steps 4]
+#
+# For each thread count, `runs` rounds of dseek bf16, PyTorch bf16, dseek fp32 and
+# PyTorch fp32, interleaved so machine noise hits all; prints each run's tokens/s, then
+# a table of medians with dseek/pytorch in bf16 and each side's bf16/fp32 speed-up.
+# Environment as bench/train_vs_pytorch.sh (OPENBLAS_CORETYPE untouched; PyTorch gets
+# OMP_WAIT_POLICY=PASSIVE and OPENBLAS_NUM_THREADS=<threads>). The header says whether
+# the CPU has AVX-512 BF16 instructions: without them neither side has a bf16 GEMM kernel
+# faster than fp32, and the comparison measures the cost of the bf16 rounding, not
+# bf16 speed. Exits non-zero if a run fails.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+config=bench/configs/gpt-d384.toml threads="2" runs=3 steps=4 warmup=1
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --config) config=$2; shift 2 ;;
+    --threads) threads=$2; shift 2 ;;
+    --runs) runs=$2; shift 2 ;;
+    --steps) steps=$2; shift 2 ;;
+    -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
+    *) echo "unknown argument: $1" >&2; exit 2 ;;
+  esac
+done
+dseek=${DSEEK_BIN:-build/bin/dseek}
+py=/usr/bin/python3
+[[ -x $dseek ]] || { echo "dseek binary not found: $dseek (set DSEEK_BIN)" >&2; exit 1; }
+
+source bench/lib/common.sh
+read -r dim layers heads context vocab batch _ < <(model_shape "$config")
+avx512=$( (grep -o 'avx512[a-z_0-9]*' /proc/cpuinfo || true) | sort -u | tr '\n' ' ')
+
+echo "# dseek bf16 vs PyTorch bf16 autocast, $(date -u '+%Y-%m-%d %H:%M UTC')"
+machine_line
+echo "AVX-512 flags: ${avx512:-none}"
+echo "model: $config: dim $dim, layers $layers, heads $heads, context $context, vocab $vocab, batch $batch"
+echo "steps: $warmup warm-up + $steps timed per run, $runs runs per side, interleaved"
+blas_line
+echo "PyTorch: $("$py" -c 'import torch; print(torch.__version__)'), OMP_WAIT_POLICY=PASSIVE, OPENBLAS_NUM_THREADS=<threads>"
+echo
+
+run_dseek() {  # threads precision
+  "$dseek" bench train --config "$config" --threads "$1" --steps "$steps" --warmup "$warmup" \
+    --set "train.precision=\"$2\"" | tps
+}
+run_torch() {  # threads precision
+  OMP_WAIT_POLICY=PASSIVE OPENBLAS_NUM_THREADS="$1" "$py" bench/peers/pytorch_gpt_train.py \
+    --dim "$dim" --layers "$layers" --heads "$heads" --context "$context" --vocab "$vocab" \
+    --batch-size "$batch" --threads "$1" --steps "$steps" --warmup "$warmup" --precision "$2" | tps
+}
+
+declare -A med
+for n in $threads; do
+  declare -A runs_of=()
+  for ((r = 1; r <= runs; r++)); do
+    line="threads $n run $r:"
+    for side in dseek torch; do
+      for precision in bf16 fp32; do
+        value=$("run_$side" "$n" "$precision") \
+          || { echo "$side $precision failed (threads $n, run $r)" >&2; exit 1; }
+        runs_of[$side-$precision]+="$value "
+        line+=" $side $precision $value"
+      done
+    done
+    echo "$line tok/s"
+  done
+  for key in "${!runs_of[@]}"; do
+    # shellcheck disable=SC2086
+    med[$n-$key]=$(median ${runs_of[$key]})
+  done
+done
+
+ratio() { "$py" -c "print($1 / $2)"; }
+echo
+echo "| threads | dseek bf16 tok/s | pytorch bf16 tok/s | dseek/pytorch bf16 | dseek bf16/fp32 | pytorch bf16/fp32 |"
+echo "|--------:|-----------------:|-------------------:|-------------------:|----------------:|------------------:|"
+for n in $threads; do
+  printf '| %7s | %16.1f | %18.1f | %18.2f | %15.2f | %17.2f |\n' "$n" \
+    "${med[$n-dseek-bf16]}" "${med[$n-torch-bf16]}" \
+    "$(ratio "${med[$n-dseek-bf16]}" "${med[$n-torch-bf16]}")" \
+    "$(ratio "${med[$n-dseek-bf16]}" "${med[$n-dseek-fp32]}")" \
+    "$(ratio "${med[$n-torch-bf16]}" "${med[$n-torch-fp32]}")"
+done

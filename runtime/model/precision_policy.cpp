@@ -1,0 +1,81 @@
+// Implementation of precision_policy.hpp.
+#include "runtime/model/precision_policy.hpp"
+
+#include <stdexcept>
+
+namespace dseek::model {
+
+using backend::MatmulFormat;
+
+MatmulFormat matmul_format_of(const std::string& precision) {
+  if (precision == "fp32") return MatmulFormat::fp32;
+  if (precision == "bf16") return MatmulFormat::bf16;
+  if (precision == "fp8") return MatmulFormat::fp8;
+  throw std::invalid_argument("train.precision: expected fp32, bf16 or fp8, got \"" + precision +
+                              "\"");
+}
+
+const char* name_of(MatmulFormat format) {
+  switch (format) {
+    case MatmulFormat::bf16: return "bf16";
+    case MatmulFormat::fp8: return "fp8";
+    case MatmulFormat::fp32: break;
+  }
+  return "fp32";
+}
+
+PrecisionPolicy::PrecisionPolicy(backend::Backend& backend, MatmulFormat format, int64_t layers,
+                                 numerics::DelayedScalingSettings fp8)
+    : backend_(&backend), format_(format) {
+  if (format != MatmulFormat::fp8) return;
+  const size_t count = static_cast<size_t>(layers) * kBlockMatmuls * kOperands;
+  for (size_t i = 0; i < count; ++i)
+    scaling_.emplace_back(i % kOperands == 2 ? numerics::Fp8Format::e5m2
+                                             : numerics::Fp8Format::e4m3,
+                          fp8);
+  scales_ = backend::DeviceBuffer<float>(backend, count);
+  amaxes_ = backend::DeviceBuffer<float>(backend, count);
+  host_.assign(count, 1.0f);
+  backend.copy_from_host(scales_.data(), host_.data(), count * sizeof(float));
+}
+
+size_t PrecisionPolicy::index(int64_t layer, BlockMatmul matmul, int operand) const {
+  return (static_cast<size_t>(layer) * kBlockMatmuls + matmul) * kOperands +
+         static_cast<size_t>(operand);
+}
+
+backend::MatmulPrecision PrecisionPolicy::block(int64_t layer, BlockMatmul matmul) const {
+  backend::MatmulPrecision p;
+  p.format = format_;
+  if (format_ != MatmulFormat::fp8) return p;
+  // The buffers are the backend's; the matmul raises the amaxes through these pointers.
+  float* scales = const_cast<float*>(scales_.data());
+  float* amaxes = const_cast<float*>(amaxes_.data());
+  backend::Fp8OperandScaling* operands[kOperands] = {&p.inp, &p.weight, &p.dout};
+  for (int k = 0; k < kOperands; ++k) {
+    const size_t i = index(layer, matmul, k);
+    *operands[k] = {scales + i, amaxes + i};
+  }
+  return p;
+}
+
+void PrecisionPolicy::end_step() {
+  if (format_ != MatmulFormat::fp8) return;
+  const size_t count = scaling_.size();
+  backend_->copy_to_host(host_.data(), amaxes_.data(), count * sizeof(float));
+  for (size_t i = 0; i < count; ++i) {
+    scaling_[i].record(host_[i]);
+    scaling_[i].end_step();
+    host_[i] = scaling_[i].scale();
+  }
+  backend_->copy_from_host(scales_.data(), host_.data(), count * sizeof(float));
+  backend_->zero(amaxes_.data(), count);
+}
+
+std::vector<float> PrecisionPolicy::scales_to_host() const {
+  std::vector<float> scales(scaling_.size());
+  for (size_t i = 0; i < scales.size(); ++i) scales[i] = scaling_[i].scale();
+  return scales;
+}
+
+}  // namespace dseek::model

@@ -1,0 +1,66 @@
+// The mixed-precision policy of the GPT model (train.precision): which precision each
+// matmul runs in, and, for FP8, the delayed-scaling state of each of its operands.
+//
+//   fp32: every matmul in fp32.
+//   bf16: the four matmuls of every block (qkv, attention projection, MLP up and down)
+//         in bf16, forward and backward. The head (logits = lnf @ wte^T, tied to the
+//         embedding) stays fp32, as Megatron-LM and Transformer Engine keep it by default:
+//         the softmax over the vocabulary is where small logit errors cost most.
+//   fp8:  the same block matmuls in FP8 (inputs and weights E4M3, output gradients E5M2)
+//         with per-operand delayed scaling; the head stays fp32.
+// In every mode the FP32 master weights stay in GptModel::params() and the gradients are
+// accumulated in fp32.
+//
+// The scales and amaxes live in the backend's memory (one float each per operand), so a
+// GPU backend uses them in place; end_step() moves them to the host once per optimizer
+// step, updates every amax history (numerics/delayed_scaling.hpp) and writes the next
+// step's scales back.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "runtime/backend/backend.hpp"
+#include "runtime/backend/device_buffer.hpp"
+#include "runtime/numerics/delayed_scaling.hpp"
+
+namespace dseek::model {
+
+// "fp32" | "bf16" | "fp8" (train.precision); std::invalid_argument otherwise.
+backend::MatmulFormat matmul_format_of(const std::string& precision);
+const char* name_of(backend::MatmulFormat format);
+
+class PrecisionPolicy {
+ public:
+  // The matmuls of one block, in forward order.
+  enum BlockMatmul { kQkv, kAttentionProjection, kMlpUp, kMlpDown, kBlockMatmuls };
+
+  PrecisionPolicy() = default;  // fp32
+  // `layers`: the whole model's block count (blocks are indexed as in ParamLayout).
+  PrecisionPolicy(backend::Backend& backend, backend::MatmulFormat format, int64_t layers,
+                  numerics::DelayedScalingSettings fp8 = {});
+
+  backend::MatmulFormat format() const { return format_; }
+  backend::MatmulPrecision block(int64_t layer, BlockMatmul matmul) const;
+  // The head's matmul: fp32 in every mode (see above).
+  backend::MatmulPrecision head() const { return {}; }
+
+  // Closes an optimizer step: FP8 amaxes enter their histories and the scales of the
+  // next step are set. Nothing to do in fp32 and bf16.
+  void end_step();
+  // FP8 only: the current scales, in the order (layer, matmul, operand inp/weight/dout).
+  std::vector<float> scales_to_host() const;
+
+ private:
+  static constexpr int kOperands = 3;  // inp, weight, dout
+  size_t index(int64_t layer, BlockMatmul matmul, int operand) const;
+
+  backend::Backend* backend_ = nullptr;
+  backend::MatmulFormat format_ = backend::MatmulFormat::fp32;
+  std::vector<numerics::DelayedScaling> scaling_;  // host: the amax histories
+  backend::DeviceBuffer<float> scales_, amaxes_;   // backend: what the matmuls read/raise
+  std::vector<float> host_;                        // staging for end_step
+};
+
+}  // namespace dseek::model

@@ -1,0 +1,98 @@
+// Dynamic loss scaling (runtime/optim/loss_scaler.hpp): the scale halves on a non-finite
+// step and doubles after train.loss_scale_window good ones; and in the Trainer, a step
+// whose reduced gradients were made non-finite (an injected Inf) is skipped: parameters,
+// AdamW moments and step count untouched, the report says skipped with the scale, and
+// the next step runs at half the scale.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "runtime/config/load.hpp"
+#include "runtime/optim/loss_scaler.hpp"
+#include "runtime/train/trainer.hpp"
+
+using namespace dseek;
+
+TEST_CASE("loss scaler: halves on overflow, doubles after a window of good steps",
+          "[optim][precision]") {
+  optim::LossScaler scaler({1024.0, 3});
+  CHECK(scaler.scale() == 1024.0f);
+  CHECK(scaler.update(2.0));
+  CHECK(scaler.update(2.0));
+  CHECK(scaler.scale() == 1024.0f);
+  CHECK(scaler.update(2.0));  // third good step: doubles
+  CHECK(scaler.scale() == 2048.0f);
+  CHECK_FALSE(scaler.update(std::numeric_limits<double>::infinity()));
+  CHECK(scaler.scale() == 1024.0f);
+  CHECK(scaler.good_steps() == 0);
+  CHECK_FALSE(scaler.update(std::numeric_limits<double>::quiet_NaN()));
+  CHECK(scaler.scale() == 512.0f);
+  CHECK(scaler.update(1.0));
+  CHECK(scaler.update(1.0));
+  CHECK(scaler.scale() == 512.0f);  // the window restarted at the overflow
+  CHECK_THROWS_WITH(optim::LossScaler({1000.0, 3}),
+                    Catch::Matchers::Contains("train.loss_scale_init"));
+  std::vector<float> g{1024.0f, -3.0f, 0.5f};
+  optim::unscale_gradients(g.data(), g.size(), 512.0f);
+  CHECK(g == std::vector<float>{2.0f, -3.0f / 512.0f, 0.5f / 512.0f});
+}
+
+namespace {
+// Random tokens that depend on (step, sequence) only.
+class RandomBatches final : public train::BatchSource {
+ public:
+  void fill(uint64_t step, int64_t, int64_t first, int64_t count, int64_t context,
+            int32_t* inputs, int32_t* targets) override {
+    for (int64_t s = 0; s < count; ++s) {
+      std::mt19937 rng(static_cast<uint32_t>(step * 1000 + static_cast<uint64_t>(first + s)));
+      std::uniform_int_distribution<int32_t> id(0, 63);
+      for (int64_t t = 0; t < context; ++t) {
+        inputs[s * context + t] = id(rng);
+        targets[s * context + t] = id(rng);
+      }
+    }
+  }
+};
+}  // namespace
+
+TEST_CASE("loss scaler: the trainer skips a step with an injected overflow",
+          "[optim][precision]") {
+  auto config = config::load_config_text(
+      "", "x.toml",
+      {"model.dim=32", "model.layers=2", "model.heads=2", "model.context=16", "model.vocab=64",
+       "train.batch_size=4", "train.threads=1", "train.steps=6", "train.warmup_steps=0",
+       "train.precision=\"fp8\"", "train.loss_scale_init=1024", "train.loss_scale_window=2"});
+  RandomBatches batches;
+  train::Trainer trainer(config, batches);
+  trainer.set_after_reduction([](int64_t step, float* grads, size_t) {
+    if (step == 1) grads[3] = std::numeric_limits<float>::infinity();
+  });
+  const size_t n = trainer.model().num_params();
+  auto state = [&] {
+    std::vector<float> s(3 * n);
+    trainer.snapshot(s.data(), s.data() + n, s.data() + 2 * n);
+    return s;
+  };
+  const auto step0 = trainer.train_step(0);
+  CHECK_FALSE(step0.skipped);
+  CHECK(step0.loss_scale == 1024.0);
+  CHECK(step0.precision == "fp8");
+  CHECK(std::isfinite(step0.grad_norm));
+  const auto before = state();
+  const int64_t adam_steps = trainer.optimizer_steps();
+  const auto step1 = trainer.train_step(1);
+  CHECK(step1.skipped);
+  CHECK(step1.loss_scale == 1024.0);
+  CHECK(state() == before);  // parameters and both moments untouched
+  CHECK(trainer.optimizer_steps() == adam_steps);
+  const auto step2 = trainer.train_step(2);
+  CHECK_FALSE(step2.skipped);
+  CHECK(step2.loss_scale == 512.0);
+  CHECK(state() != before);
+  CHECK(trainer.optimizer_steps() == adam_steps + 1);
+  trainer.train_step(3);  // second good step after the overflow: the scale doubles
+  CHECK(trainer.train_step(4).loss_scale == 1024.0);
+}
