@@ -52,6 +52,9 @@ void add_fixed_world_gates(std::vector<Gate>& gates, const JobConfig& config, bo
                    "checkpoints of " + jobs + " are not written yet"});
   gates.push_back({requested && !config.checkpoint.resume.empty(), "checkpoint.resume",
                    "checkpoints of " + jobs + " are not written yet"});
+  gates.push_back({requested && config.train.device != "cpu", "train.device",
+                   std::string(kind) + "-parallel trainers compute on the CPU backend only "
+                   "(train.device = \"cpu\"): not with " + asked});
   gates.push_back({requested && has_fault_other_than_kill(config), "faults",
                    "recovery of " + jobs + " is not written yet: the only fault injected "
                    "into them is kill, to check that the job fails at once"});
@@ -83,6 +86,8 @@ void check_supported(const JobConfig& config) {
        "the NCCL data plane comes with the GPU backend"},
       {config.metrics.prometheus_port != 0, "metrics.prometheus_port",
        "the /metrics endpoint is not written yet"},
+      {config.cluster.gpus_per_node > 1, "cluster.gpus_per_node",
+       "a node drives one GPU (device 0) with one worker so far: run one dseek-node per GPU"},
       {config.train.precision != "fp32", "train.precision",
        "bf16 and fp8 come with the GPU backend"},
       {has_unsupported_fault(config), "faults",

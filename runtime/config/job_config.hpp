@@ -36,6 +36,7 @@ struct TrainConfig {
   int64_t eval_every = 50;       // steps between validation passes; 0 = only at the end
   int64_t eval_batches = 4;      // validation batches of batch_size sequences
   std::string precision = "fp32";  // fp32 (bf16 and fp8 come with the GPU backend)
+  std::string device = "cpu";     // cpu | cuda | scrambled-cpu-for-tests (a test device)
   std::string run_dir = "runs/default";  // events and outputs go under it
   int64_t stop_after_steps = 0;     // end the run after this step with a checkpoint; 0 = off
   double stop_after_minutes = 0;    // end the run after this long with a checkpoint; 0 = off
@@ -50,6 +51,7 @@ struct DataConfig {
 struct ClusterConfig {
   int64_t nodes = 1;    // nodes in the job
   int64_t node_id = 0;  // this node's id, 0..nodes-1
+  int64_t gpus_per_node = 1;  // GPUs one node drives with train.device = "cuda"; only 1 so far
   std::string coordinator = "127.0.0.1:7420";  // host:port of the coordinator node
   int64_t coordinator_node = 0;  // the node id that runs the coordinator
   std::string advertise_host = "127.0.0.1";  // this node's address for its peers

@@ -133,6 +133,11 @@ const std::vector<Key<JobConfig>>& job_keys() {
                                         "validation batches of train.batch_size sequences"),
       job<&J::train, &Tr::precision>("train.precision", one_of({"fp32", "bf16", "fp8"}),
                                      "compute precision; bf16 and fp8 come with the GPU backend"),
+      job<&J::train, &Tr::device>(
+          "train.device", one_of({"cpu", "cuda", "scrambled-cpu-for-tests"}),
+          "where each worker computes: cpu, or cuda (CUDA device 0 of the node; a build "
+          "without CUDA or a host without a device fails at start); scrambled-cpu-for-tests "
+          "is a TEST device, the CPU behind memory the host cannot read directly"),
       job<&J::train, &Tr::run_dir>("train.run_dir", any(),
                                    "directory the run's events and outputs go under"),
       job<&J::train, &Tr::stop_after_steps>(
@@ -161,6 +166,10 @@ const std::vector<Key<JobConfig>>& job_keys() {
       job<&J::cluster, &Cl::nodes>("cluster.nodes", at_least(1), "nodes in the job"),
       job<&J::cluster, &Cl::node_id>("cluster.node_id", at_least(0),
                                      "this node's id, 0 .. cluster.nodes - 1"),
+      job<&J::cluster, &Cl::gpus_per_node>(
+          "cluster.gpus_per_node", between(1, 64),
+          "GPUs one node drives with train.device = \"cuda\" (one worker each); only 1 so "
+          "far: run one dseek-node per GPU"),
       job<&J::cluster, &Cl::coordinator>("cluster.coordinator", any(),
                                          "host:port of the coordinator node"),
       job<&J::cluster, &Cl::coordinator_node>("cluster.coordinator_node", at_least(0),
