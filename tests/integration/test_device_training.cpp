@@ -73,15 +73,22 @@ TEST_CASE("a run on the scrambled test device ends with the CPU run's parameters
 }
 
 TEST_CASE("data parallel on the scrambled test device: 2 nodes end with the CPU job's "
-          "parameters",
+          "parameters (ZeRO 0, ZeRO 1, compression)",
           "[device][scrambled][dp]") {
-  for (const char* zero : {"0", "1"}) {
-    INFO("parallel.zero = " << zero);
+  // ZeRO 0 and 1; and compressed gradients, whose AdamW takes a second moment the
+  // reducer estimates on the host (refreshed every 4 steps here, so 10 steps use it).
+  const std::vector<std::vector<std::string>> variants = {
+      {"--set", "parallel.zero=0"},
+      {"--set", "parallel.zero=1"},
+      {"--set", "comm.compression=\"topk+int8\"", "--set", "comm.compression_warmup_steps=2",
+       "--set", "comm.variance_refresh_steps=4"}};
+  for (const auto& variant : variants) {
+    INFO("variant: " << variant[1]);
     ScratchDir cpu("device-dp-cpu"), scrambled("device-dp-scrambled");
     // One thread per node: two nodes share this machine's cores.
-    const std::vector<std::string> zero_stage = {"--set", std::string("parallel.zero=") + zero,
-                                                 "--set", "train.replica_check_every=3",
-                                                 "--set", "train.threads=1"};
+    const std::vector<std::string> zero_stage =
+        variant + std::vector<std::string>{"--set", "train.replica_check_every=3", "--set",
+                                           "train.threads=1"};
     auto cpu_run = run_process(tiny_launch(cpu.path(), 2, 10, zero_stage), 300s, launch_env());
     INFO(cpu_run.output);
     REQUIRE(cpu_run.exit_code == 0);
