@@ -170,6 +170,7 @@ class actor_optimizer final : public train::OptimizerShards {
   }
   int64_t steps_taken() const override { return steps_; }
   void set_steps_taken(int64_t steps) override { steps_ = steps; }
+  bool updates_on_host() const override { return true; }
 
  private:
   // Sends make(i) to shard i, all at once, and waits for every answer.

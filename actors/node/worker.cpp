@@ -24,6 +24,7 @@
 #include "actors/node/node_registry.hpp"
 #include "actors/node/pipeline_stage_training.hpp"
 #include "actors/node/tensor_parallel_training.hpp"
+#include "gpu/backend_for_device.hpp"
 #include "runtime/metrics/event_log.hpp"
 #include "runtime/train/run_training.hpp"
 
@@ -197,6 +198,7 @@ train::RunOptions node_run_options(const worker_setup& setup, caf::actor_system&
   options.after_reduction = setup.in_step;
   options.checkpoint_sink = checkpoint_sink_for(sys);
   options.optimizer_shards = gradient_shards_for(sys, gradient_shard_count(setup.config));
+  options.backend = gpu::backend_for_device();
   options.batch_prefetcher = prefetcher_for(sys);
   options.report_disagreement = sdc_reporter(sys, setup.events);
   return options;

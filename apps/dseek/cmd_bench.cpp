@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "dseek/commands.hpp"
+#include "gpu/backend_for_device.hpp"
 #include "runtime/config/load.hpp"
 #include "runtime/train/trainer.hpp"
 #include "runtime/util/json_line.hpp"
@@ -67,7 +68,7 @@ int bench_train(const Args& args) {
   config::check_supported(config);
 
   train::RandomBatches batches(static_cast<uint64_t>(config.train.seed), config.model.vocab);
-  train::Trainer trainer(config, batches);
+  train::Trainer trainer(config, batches, nullptr, {}, gpu::backend_for_device());
   std::vector<double> step_ms;
   double last_loss = 0.0;
   for (int64_t step = 0; step < warmup + steps; ++step) {

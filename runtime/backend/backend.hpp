@@ -60,6 +60,10 @@ class Backend {
   virtual void copy_from_host(void* dst, const void* host_src, size_t bytes) = 0;
   virtual void copy_to_host(void* host_dst, const void* src, size_t bytes) = 0;
   virtual MemoryUsage memory_usage() const = 0;
+  // True when pointers of this backend are plain host memory (the CPU backend): code
+  // that needs the values on the host may then read them in place instead of copying
+  // them to host staging. False for a device (CUDA) and for the scrambled test device.
+  virtual bool memory_is_host() const { return false; }
 
   // --- forward ops ----------------------------------------------------------------
   // out[b,t,:] = wte[tokens[b,t],:] + wpe[t,:]

@@ -23,6 +23,7 @@ class CpuBackend final : public Backend {
   void copy_from_host(void* dst, const void* host_src, size_t bytes) override;
   void copy_to_host(void* host_dst, const void* src, size_t bytes) override;
   MemoryUsage memory_usage() const override;
+  bool memory_is_host() const override { return true; }
 
   void encoder_forward(float* out, const int32_t* tokens, const float* wte, const float* wpe,
                        int B, int T, int C) override;

@@ -56,6 +56,9 @@ void add_fixed_world_gates(std::vector<Gate>& gates, const JobConfig& config, bo
                    "recovery of " + jobs + " is not written yet: the faults injected into "
                    "them are kill, to check that the job fails at once, and "
                    "fail_checkpoint_write"});
+  gates.push_back({requested && config.train.device != "cpu", "train.device",
+                   std::string(kind) + "-parallel trainers compute on the CPU backend only "
+                   "(train.device = \"cpu\"): not with " + asked});
 }
 }  // namespace
 
@@ -95,6 +98,10 @@ void check_supported(const JobConfig& config) {
       {config.train.precision == "fp8" && config.comm.compression != "none", "train.precision",
        "fp8's dynamic loss scale would change the scale of the compressed gradients' error "
        "feedback between steps: use comm.compression = \"none\""},
+      {config.train.precision == "fp8" && config.train.device != "cpu", "train.precision",
+       "fp8's loss scaling unscales the gradients in host memory: train.device = \"cpu\" only"},
+      {config.cluster.gpus_per_node > 1, "cluster.gpus_per_node",
+       "a node drives one GPU (device 0) with one worker so far: run one dseek-node per GPU"},
       {has_unsupported_fault(config), "faults",
        "corrupt_gradient fires at a step of a multi-node job (it is caught by comparing "
        "replicas), and fail_checkpoint_write at a step only"},

@@ -41,6 +41,7 @@ struct TrainConfig {
   int64_t fp8_margin = 0;          // fp8: scales are divided by 2^margin for headroom
   double loss_scale_init = 65536;  // fp8: initial dynamic loss scale (a power of two)
   int64_t loss_scale_window = 1000;  // fp8: good steps before the loss scale doubles
+  std::string device = "cpu";     // cpu | cuda | scrambled-cpu-for-tests (a test device)
   std::string run_dir = "runs/default";  // events and outputs go under it
   int64_t stop_after_steps = 0;     // end the run after this step with a checkpoint; 0 = off
   double stop_after_minutes = 0;    // end the run after this long with a checkpoint; 0 = off
@@ -55,6 +56,7 @@ struct DataConfig {
 struct ClusterConfig {
   int64_t nodes = 1;    // nodes in the job
   int64_t node_id = 0;  // this node's id, 0..nodes-1
+  int64_t gpus_per_node = 1;  // GPUs one node drives with train.device = "cuda"; only 1 so far
   std::string coordinator = "127.0.0.1:7420";  // host:port of the coordinator node
   int64_t coordinator_node = 0;  // the node id that runs the coordinator
   std::string advertise_host = "127.0.0.1";  // this node's address for its peers

@@ -156,6 +156,11 @@ const std::vector<Key<JobConfig>>& job_keys() {
       job<&J::train, &Tr::loss_scale_window>(
           "train.loss_scale_window", at_least(1),
           "fp8: steps without overflow after which the loss scale doubles"),
+      job<&J::train, &Tr::device>(
+          "train.device", one_of({"cpu", "cuda", "scrambled-cpu-for-tests"}),
+          "where each worker computes: cpu, or cuda (CUDA device 0 of the node; a build "
+          "without CUDA or a host without a device fails at start); scrambled-cpu-for-tests "
+          "is a TEST device, the CPU behind memory the host cannot read directly"),
       job<&J::train, &Tr::run_dir>("train.run_dir", any(),
                                    "directory the run's events and outputs go under"),
       job<&J::train, &Tr::stop_after_steps>(
@@ -184,6 +189,10 @@ const std::vector<Key<JobConfig>>& job_keys() {
       job<&J::cluster, &Cl::nodes>("cluster.nodes", at_least(1), "nodes in the job"),
       job<&J::cluster, &Cl::node_id>("cluster.node_id", at_least(0),
                                      "this node's id, 0 .. cluster.nodes - 1"),
+      job<&J::cluster, &Cl::gpus_per_node>(
+          "cluster.gpus_per_node", between(1, 64),
+          "GPUs one node drives with train.device = \"cuda\" (one worker each); only 1 so "
+          "far: run one dseek-node per GPU"),
       job<&J::cluster, &Cl::coordinator>("cluster.coordinator", any(),
                                          "host:port of the coordinator node"),
       job<&J::cluster, &Cl::coordinator_node>("cluster.coordinator_node", at_least(0),

@@ -51,6 +51,11 @@ class OptimizerShards {
   // AdamW's step count (its bias correction); set when resuming.
   virtual int64_t steps_taken() const = 0;
   virtual void set_steps_taken(int64_t steps) = 0;
+  // True when update() runs on host memory of its own backend (the gradient_shard actors,
+  // single-threaded CPU backends: AdamW offloaded to the CPU) rather than on the
+  // trainer's backend: its params and grads must then be host arrays, and the trainer
+  // stages them when its backend's memory is not host memory (host_staging.hpp).
+  virtual bool updates_on_host() const { return false; }
 };
 
 // Makes a trainer's optimizer; may return null, meaning "use a LocalOptimizer".

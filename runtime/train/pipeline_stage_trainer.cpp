@@ -284,6 +284,7 @@ PipelineStepReport PipelineStageTrainer::train_step(int64_t step) {
   report.step.comm_ms = report.recv_wait_ms + replica_ms;
   report.step.tokens_per_s = static_cast<double>(config_.train.batch_size * config_.model.context) /
                              (report.step.step_ms / 1000.0);
+  report.step.peak_memory_bytes = backend_->memory_usage().peak_bytes;
   return report;
 }
 

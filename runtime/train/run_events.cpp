@@ -37,7 +37,8 @@ util::JsonLine step_event_fields(int64_t step_number, const StepReport& r) {
   fields.add("step", step_number).add("loss", r.loss).add("lr", r.lr)
       .add("grad_norm", r.grad_norm).add("tokens_per_s", r.tokens_per_s)
       .add("step_ms", r.step_ms).add("compute_ms", r.compute_ms)
-      .add("comm_ms", r.comm_ms).add("data_wait_ms", r.data_wait_ms);
+      .add("comm_ms", r.comm_ms).add("data_wait_ms", r.data_wait_ms)
+      .add("peak_memory_bytes", r.peak_memory_bytes);
   if (!r.precision.empty()) fields.add("precision", r.precision);
   if (r.loss_scale > 0) fields.add("loss_scale", r.loss_scale).add("skipped", r.skipped);
   return fields;

@@ -64,7 +64,7 @@ RunSummary run_training(const config::JobConfig& config, const RunOptions& optio
   if (config.data.prefetch > 0 && !prefetched)
     prefetched = std::make_unique<PrefetchingBatches>(*train_batches, config.data.prefetch);
   BatchSource& batches = prefetched ? *prefetched : static_cast<BatchSource&>(*train_batches);
-  Trainer trainer(config, batches, options.reducer, options.optimizer_shards);
+  Trainer trainer(config, batches, options.reducer, options.optimizer_shards, options.backend);
   trainer.set_after_reduction(options.after_reduction);
   // Every replica reports a disagreement; the one in the minority then throws
   // ReplicaMismatch out of the step and leaves the job.

@@ -16,6 +16,7 @@
 #include "runtime/config/job_config.hpp"
 #include "runtime/model/param_layout.hpp"
 #include "runtime/train/batch_source.hpp"
+#include "runtime/train/device_backend.hpp"
 #include "runtime/train/optimizer_shards.hpp"
 #include "runtime/train/replica_check.hpp"
 
@@ -75,6 +76,9 @@ struct RunOptions {
   // Holds the optimizer state and runs the update (dseek-node: the node's gradient_shard
   // actors); empty: the trainer's own LocalOptimizer.
   OptimizerShardsFactory optimizer_shards;
+  // Makes the backend of train.device (dseek-node: one that knows "cuda",
+  // gpu/backend_for_device.hpp); empty: make_runtime_backend (device_backend.hpp).
+  BackendFactory backend;
   // Data parallel: reports a replica check that found disagreeing replicas (on every
   // replica, before the one in the minority throws ReplicaMismatch and leaves the job).
   // dseek-node: to the node's health_monitor, which writes sdc_detected. Empty:

@@ -163,6 +163,7 @@ StepReport TensorParallelTrainer::train_step(int64_t step) {
   report.step_ms = ms_between(start, Clock::now());
   report.compute_ms = report.step_ms - report.comm_ms - report.data_wait_ms;
   report.tokens_per_s = static_cast<double>(batch * T) / (report.step_ms / 1000.0);
+  report.peak_memory_bytes = backend_->memory_usage().peak_bytes;
   return report;
 }
 

@@ -58,9 +58,10 @@ model::RecomputePolicy recompute_of(const config::ModelConfig& m) {
 }
 
 Trainer::Trainer(const config::JobConfig& config, BatchSource& train_batches,
-                 GradientReducer* reducer, const OptimizerShardsFactory& make_optimizer)
+                 GradientReducer* reducer, const OptimizerShardsFactory& make_optimizer,
+                 const BackendFactory& make_backend)
     : config_(config), batches_(train_batches), reducer_(reducer),
-      backend_(backend::make_cpu_backend(static_cast<int>(config.train.threads))),
+      backend_(make_backend ? make_backend(config) : make_runtime_backend(config)),
       micro_batch_(0) {
   const auto& t = config.train;
   const Slice slice = slice_of(t, reducer);
@@ -79,13 +80,16 @@ Trainer::Trainer(const config::JobConfig& config, BatchSource& train_batches,
     loss_scaler_ = std::make_unique<optim::LossScaler>(
         optim::LossScalerSettings{t.loss_scale_init, t.loss_scale_window});
   const optim::AdamWSettings settings = optim::adamw_settings(config, reducer_ != nullptr);
+  params_host_ = std::make_unique<HostStaging>(*backend_, model_->params(), model_->num_params());
+  grads_host_ = std::make_unique<HostStaging>(*backend_, model_->grads(), model_->num_params());
+  // The data plane moves host memory: the reducer works on the gradients' host staging.
   if (reducer_ != nullptr) {
-    reducer_->attach(model_->grads(), model_->num_params(),
+    reducer_->attach(grads_host_->host(), model_->num_params(),
                      model_->gradient_ranges_in_backward_order());
   }
-  std::vector<model::ParamRange> owned{model::ParamRange{0, model_->num_params()}};
-  if (reducer_ != nullptr && reducer_->shards_optimizer_state()) owned = reducer_->shard();
-  const OptimizerSpec spec{*backend_, model_->layout(), settings, std::move(owned)};
+  owned_ = {model::ParamRange{0, model_->num_params()}};
+  if (reducer_ != nullptr && reducer_->shards_optimizer_state()) owned_ = reducer_->shard();
+  const OptimizerSpec spec{*backend_, model_->layout(), settings, owned_};
   if (make_optimizer) optimizer_ = make_optimizer(spec);
   if (!optimizer_) optimizer_ = std::make_unique<LocalOptimizer>(spec);
   schedule_ = optim::LrSchedule{t.lr, t.min_lr, t.warmup_steps, t.steps};
@@ -132,15 +136,19 @@ StepReport Trainer::train_step(int64_t step) {
   report.lr = schedule_.at(step);
   model_->zero_grads();
   report.loss = accumulate(step, 0, batch, batch / micro_batch_, nullptr, report);
-  if (after_reduction_) after_reduction_(step, model_->grads(), model_->num_params());
+  if (after_reduction_) {
+    grads_host_->all_to_host();
+    after_reduction_(step, grads_host_->host(), model_->num_params());
+    grads_host_->all_to_backend();
+  }
   // The norm of the whole gradient, summed as AdamW::step sums it: the same bits.
   double norm = 0.0;
   if (apply_loss_scale(backend_->sum_squares(model_->grads(), model_->num_params()), norm,
-                       report)) {
-    report.grad_norm = optimizer_->update(model_->params(), model_->grads(), report.lr, norm)
-                           .grad_norm;
+                       report, model_->grads())) {
+    report.grad_norm = update_parameters(report.lr, norm, /*grads_on_host=*/false).grad_norm;
   }
   model_->precision().end_step();
+  report.peak_memory_bytes = backend_->memory_usage().peak_bytes;
   report.step_ms = ms_since(start);
   report.compute_ms = report.step_ms - report.data_wait_ms;
   report.tokens_per_s = static_cast<double>(batch * T) / (report.step_ms / 1000.0);
@@ -158,16 +166,24 @@ StepReport Trainer::data_parallel_step(int64_t step) {
   reducer_->begin_step(step);
   const double local_loss =
       accumulate(step, slice_first_, slice_size_, batch / micro_batch_,
-                 [this](model::ParamRange range) { reducer_->gradients_ready(range); }, report);
+                 [this](model::ParamRange range) {
+                   // Each bucket goes to the host as backward finishes it, so its
+                   // reduction still overlaps the rest of backward.
+                   grads_host_->to_host(range);
+                   reducer_->gradients_ready(range);
+                 },
+                 report);
   reducer_->finish();
   if (const float* v = reducer_->refreshed_second_moment()) optimizer_->set_second_moment(v);
-  if (after_reduction_) after_reduction_(step, model_->grads(), model_->num_params());
+  if (after_reduction_) after_reduction_(step, grads_host_->host(), model_->num_params());
+  // The reduced gradient of the parameters this replica updates back to the backend.
+  grads_host_->to_backend(owned_);
   const int64_t every = config_.train.replica_check_every;
   const bool check = every > 0 && step % every == 0;
   // Under ZeRO 0 every replica holds the same reduced gradient: compare it before it is
   // used; sharded stages hold different pieces, so only the parameters are compared.
   if (check && !reducer_->shards_optimizer_state())
-    check_replicas(step, "gradients", model_->grads(), model_->num_params());
+    check_replicas(step, "gradients", grads_host_->host(), model_->num_params());
   // Each replica squares its shard only (also for ZeRO 0, where it holds the whole sum):
   // the global norm is then added up in the same order whatever the ZeRO stage.
   double shard_squares = 0.0;
@@ -178,26 +194,34 @@ StepReport Trainer::data_parallel_step(int64_t step) {
   report.loss = sums[0];
   // Every replica decides on the same all-reduced sum: all skip, or none.
   double norm = 0.0;
-  if (apply_loss_scale(sums[1], norm, report)) {
-    report.grad_norm = optimizer_->update(model_->params(), model_->grads(), report.lr, norm)
-                           .grad_norm;
-    if (reducer_->shards_optimizer_state()) reducer_->gather_shards(model_->params());
+  if (apply_loss_scale(sums[1], norm, report, grads_host_->host())) {
+    report.grad_norm = update_parameters(report.lr, norm, /*grads_on_host=*/true).grad_norm;
+    if (reducer_->shards_optimizer_state()) {
+      params_host_->to_host(reducer_->shard());
+      reducer_->gather_shards(params_host_->host());
+      params_host_->all_to_backend();
+    }
   }
   model_->precision().end_step();
-  if (check) check_replicas(step, "parameters", model_->params(), model_->num_params());
+  if (check) {
+    params_host_->all_to_host();
+    check_replicas(step, "parameters", params_host_->host(), model_->num_params());
+  }
   const ReducerTraffic traffic = reducer_->step_traffic();
   report.comm_ms = traffic.exposed_ms;
   report.comm_bytes_sent = traffic.bytes_sent;
   report.comm_bytes_received = traffic.bytes_received;
   report.gradient_bytes = traffic.gradient_bytes;
   report.encoded_gradient_bytes = traffic.encoded_bytes;
+  report.peak_memory_bytes = backend_->memory_usage().peak_bytes;
   report.step_ms = ms_since(start);
   report.compute_ms = report.step_ms - report.data_wait_ms - report.comm_ms;
   report.tokens_per_s = static_cast<double>(batch * T) / (report.step_ms / 1000.0);
   return report;
 }
 
-bool Trainer::apply_loss_scale(double sum_squares, double& norm, StepReport& report) {
+bool Trainer::apply_loss_scale(double sum_squares, double& norm, StepReport& report,
+                               float* grads) {
   report.precision = config_.train.precision;
   norm = std::sqrt(sum_squares);
   report.grad_norm = norm;
@@ -211,13 +235,25 @@ bool Trainer::apply_loss_scale(double sum_squares, double& norm, StepReport& rep
   // The optimizer reads the gradients of the parameters it owns: its shard under ZeRO.
   if (reducer_ != nullptr && reducer_->shards_optimizer_state()) {
     for (const auto& range : reducer_->shard())
-      optim::unscale_gradients(model_->grads() + range.offset, range.count, scale);
+      optim::unscale_gradients(grads + range.offset, range.count, scale);
   } else {
-    optim::unscale_gradients(model_->grads(), model_->num_params(), scale);
+    optim::unscale_gradients(grads, model_->num_params(), scale);
   }
   norm /= scale;  // exact: the scale is a power of two
   report.grad_norm = norm;
   return true;
+}
+
+optim::StepStats Trainer::update_parameters(double lr, double grad_norm, bool grads_on_host) {
+  if (!optimizer_->updates_on_host() || !params_host_->copies())
+    return optimizer_->update(model_->params(), model_->grads(), lr, grad_norm);
+  // The CPU offload: the owned parameters and gradients to the host, the update there,
+  // the parameters back.
+  params_host_->to_host(owned_);
+  if (!grads_on_host) grads_host_->to_host(owned_);
+  const auto stats = optimizer_->update(params_host_->host(), grads_host_->host(), lr, grad_norm);
+  params_host_->to_backend(owned_);
+  return stats;
 }
 
 int Trainer::dp_rank() const { return reducer_ != nullptr ? reducer_->rank() : 0; }

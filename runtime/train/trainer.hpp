@@ -11,6 +11,15 @@
 // gradient of the mean over the global batch. Clipping uses the norm of that sum; every
 // replica applies the same update (ZeRO >= 1: each its shard, then the parameters are
 // gathered). Without a reducer the numbers are exactly the single-node ones.
+//
+// The backend (train.device) may keep its memory off the host (CUDA): the trainer then
+// touches parameters and gradients on the host only through host staging copies
+// (host_staging.hpp, allocated once), moved by the backend's copy calls -- gradient
+// buckets as backward finishes them (the reduction still overlaps backward), the
+// reduced gradient back, replica checksums, the gradient hook, ZeRO's gather, and the
+// update of an optimizer that runs on the host (the gradient_shard actors: AdamW
+// offloaded to the CPU, its moments in host memory). On the CPU backend the staging is
+// the buffer itself and nothing is copied.
 #pragma once
 
 #include <cstdint>
@@ -26,7 +35,9 @@
 #include "runtime/optim/loss_scaler.hpp"
 #include "runtime/optim/lr_schedule.hpp"
 #include "runtime/train/batch_source.hpp"
+#include "runtime/train/device_backend.hpp"
 #include "runtime/train/gradient_reducer.hpp"
+#include "runtime/train/host_staging.hpp"
 #include "runtime/train/optimizer_shards.hpp"
 
 namespace dseek::train {
@@ -52,6 +63,9 @@ struct StepReport {
   std::string precision;
   double loss_scale = 0.0;
   bool skipped = false;
+  // The most backend memory (Backend::memory_usage().peak_bytes) held at once since the
+  // trainer was built: parameters, gradients, moments, activations, scratch.
+  uint64_t peak_memory_bytes = 0;
 };
 
 class Trainer {
@@ -60,8 +74,11 @@ class Trainer {
   // reducer->world_size(); throws std::invalid_argument when train.batch_size does not
   // split evenly into replicas and micro-batches. `make_optimizer` holds the optimizer
   // state and runs the update (optimizer_shards.hpp); empty or null: a LocalOptimizer.
+  // `make_backend` gives the backend of train.device (device_backend.hpp); empty:
+  // make_runtime_backend.
   Trainer(const config::JobConfig& config, BatchSource& train_batches,
-          GradientReducer* reducer = nullptr, const OptimizerShardsFactory& make_optimizer = {});
+          GradientReducer* reducer = nullptr, const OptimizerShardsFactory& make_optimizer = {},
+          const BackendFactory& make_backend = {});
   ~Trainer();
   Trainer(const Trainer&) = delete;
   Trainer& operator=(const Trainer&) = delete;
@@ -119,8 +136,13 @@ class Trainer {
   StepReport data_parallel_step(int64_t step);
   // Loss scaling: whether the step's gradients (global sum of squares `sum_squares`)
   // are applied; if so, unscales this replica's owned gradients and returns their norm
-  // in `norm`. Without a loss scaler: true, norm = sqrt(sum_squares).
-  bool apply_loss_scale(double sum_squares, double& norm, StepReport& report);
+  // in `norm`. Without a loss scaler: true, norm = sqrt(sum_squares). `grads`: the
+  // gradients the optimizer reads, in host memory (train.precision = "fp8" runs on the
+  // CPU device only: feature_gate.cpp).
+  bool apply_loss_scale(double sum_squares, double& norm, StepReport& report, float* grads);
+  // The optimizer's update of the owned parameters, on the host when the optimizer runs
+  // there (`grads_on_host`: the host staging already holds the owned gradients).
+  optim::StepStats update_parameters(double lr, double grad_norm, bool grads_on_host);
 
   config::JobConfig config_;
   BatchSource& batches_;
@@ -131,6 +153,8 @@ class Trainer {
   std::unique_ptr<model::GptModel> model_;
   std::unique_ptr<OptimizerShards> optimizer_;
   std::unique_ptr<optim::LossScaler> loss_scaler_;  // fp8 only
+  std::vector<model::ParamRange> owned_;  // the parameters this replica's optimizer updates
+  std::unique_ptr<HostStaging> params_host_, grads_host_;
   optim::LrSchedule schedule_;
   int64_t micro_batch_;
   std::vector<int32_t> inputs_, targets_;  // one micro-batch, reused every step

@@ -1,0 +1,24 @@
+// Implementation of backend_for_device.hpp (built with or without CUDA: without it,
+// make_cuda_backend throws and this says which key asked for it).
+#include "gpu/backend_for_device.hpp"
+
+#include <stdexcept>
+#include <string>
+
+#include "gpu/cuda_backend.hpp"
+
+namespace dseek::gpu {
+
+train::BackendFactory backend_for_device() {
+  return [](const config::JobConfig& config) -> std::unique_ptr<backend::Backend> {
+    if (config.train.device != "cuda") return train::make_runtime_backend(config);
+    try {
+      return make_cuda_backend(0);
+    } catch (const std::exception& error) {
+      throw std::runtime_error(std::string("train.device = \"cuda\": no CUDA backend for this "
+                                           "run: ") + error.what());
+    }
+  };
+}
+
+}  // namespace dseek::gpu

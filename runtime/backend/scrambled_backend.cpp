@@ -1,0 +1,236 @@
+// Implementation of scrambled_backend.hpp. Each op stages the WHOLE allocations its
+// pointers fall in (decoded into host scratch), runs the CPU op on the scratch, and
+// encodes back the allocations it was given as outputs. Staging whole allocations needs
+// no shape arithmetic per op and handles aliasing (dinp == dout) and several outputs in
+// one buffer (dw and dbias in the gradient buffer) for free; it costs a copy of each
+// touched buffer per op, which a test device can afford on the tiny test models.
+#include "runtime/backend/scrambled_backend.hpp"
+
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <new>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace dseek::backend {
+
+namespace {
+
+constexpr unsigned char kMask = 0xA5;
+
+// XOR is its own inverse: the same call encodes and decodes.
+void flip(void* data, size_t bytes) {
+  auto* p = static_cast<unsigned char*>(data);
+  for (size_t i = 0; i < bytes; ++i) p[i] ^= kMask;
+}
+
+class ScrambledBackend;
+
+// Host scratch copies of the allocations one op touches; outputs are encoded back into
+// backend memory when the op is done (the destructor).
+class Staging {
+ public:
+  explicit Staging(const ScrambledBackend& backend) : backend_(backend) {}
+  Staging(const Staging&) = delete;
+  Staging& operator=(const Staging&) = delete;
+  ~Staging();
+
+  template <class T>
+  const T* in(const T* device) {
+    return static_cast<const T*>(host(device, false));
+  }
+  template <class T>
+  T* out(T* device) {
+    return static_cast<T*>(host(device, true));
+  }
+
+ private:
+  struct Block {
+    char* device = nullptr;
+    size_t bytes = 0;
+    char* host = nullptr;  // malloc'ed: holds floats or ints alike
+    bool written = false;
+  };
+  void* host(const void* device, bool written);
+
+  const ScrambledBackend& backend_;
+  std::vector<Block> blocks_;
+};
+
+class ScrambledBackend final : public Backend {
+ public:
+  explicit ScrambledBackend(int threads) : cpu_(make_cpu_backend(threads)) {}
+  std::string name() const override { return kScrambledDevice; }
+
+  // The allocation that holds `device` (its base and size); std::logic_error for a
+  // pointer that is not this backend's memory, such as a host array passed to an op.
+  std::pair<char*, size_t> block_of(const void* device) const {
+    std::lock_guard lock(mutex_);
+    const auto address = reinterpret_cast<uintptr_t>(device);
+    auto it = blocks_.upper_bound(address);
+    if (it != blocks_.begin()) {
+      --it;
+      if (address <= it->first + it->second)
+        return {reinterpret_cast<char*>(it->first), it->second};
+    }
+    throw std::logic_error("scrambled backend: an op was given a pointer that is not memory of "
+                           "this backend (host memory passed where backend memory belongs)");
+  }
+
+  void* allocate(size_t bytes) override {
+    void* p = cpu_->allocate(bytes);
+    std::memset(p, kMask, bytes);  // zero-filled, encoded
+    std::lock_guard lock(mutex_);
+    blocks_[reinterpret_cast<uintptr_t>(p)] = bytes;
+    return p;
+  }
+  void release(void* pointer) override {
+    if (pointer == nullptr) return;
+    {
+      std::lock_guard lock(mutex_);
+      blocks_.erase(reinterpret_cast<uintptr_t>(pointer));
+    }
+    cpu_->release(pointer);
+  }
+  void zero(float* x, size_t n) override { std::memset(x, kMask, n * sizeof(float)); }
+  void copy_from_host(void* dst, const void* host_src, size_t bytes) override {
+    std::memcpy(dst, host_src, bytes);
+    flip(dst, bytes);
+  }
+  void copy_to_host(void* host_dst, const void* src, size_t bytes) override {
+    std::memcpy(host_dst, src, bytes);
+    flip(host_dst, bytes);
+  }
+  MemoryUsage memory_usage() const override { return cpu_->memory_usage(); }
+
+  void encoder_forward(float* out, const int32_t* tokens, const float* wte, const float* wpe,
+                       int B, int T, int C) override {
+    Staging s(*this);
+    cpu_->encoder_forward(s.out(out), s.in(tokens), s.in(wte), s.in(wpe), B, T, C);
+  }
+  void layernorm_forward(float* out, float* mean, float* rstd, const float* inp,
+                         const float* w, const float* b, int N, int C) override {
+    Staging s(*this);
+    cpu_->layernorm_forward(s.out(out), s.out(mean), s.out(rstd), s.in(inp), s.in(w), s.in(b), N,
+                            C);
+  }
+  void matmul_forward(float* out, const float* inp, const float* w, const float* bias, int N,
+                      int C, int OC) override {
+    Staging s(*this);
+    cpu_->matmul_forward(s.out(out), s.in(inp), s.in(w), s.in(bias), N, C, OC);
+  }
+  size_t attention_state_floats(int B, int T, int C, int NH) const override {
+    return cpu_->attention_state_floats(B, T, C, NH);
+  }
+  void attention_forward(float* out, float* att, const float* qkv, int B, int T, int C,
+                         int NH) override {
+    Staging s(*this);
+    cpu_->attention_forward(s.out(out), s.out(att), s.in(qkv), B, T, C, NH);
+  }
+  void gelu_forward(float* out, const float* inp, size_t n) override {
+    Staging s(*this);
+    cpu_->gelu_forward(s.out(out), s.in(inp), n);
+  }
+  void residual_forward(float* out, const float* a, const float* b, size_t n) override {
+    Staging s(*this);
+    cpu_->residual_forward(s.out(out), s.in(a), s.in(b), n);
+  }
+  void softmax_cross_entropy_forward(float* logits_to_probs, float* losses,
+                                     const int32_t* targets, int N, int V) override {
+    Staging s(*this);
+    cpu_->softmax_cross_entropy_forward(s.out(logits_to_probs), s.out(losses), s.in(targets), N,
+                                        V);
+  }
+  void softmax_cross_entropy_backward(float* probs_to_dlogits, const int32_t* targets, int N,
+                                      int V, float dloss) override {
+    Staging s(*this);
+    cpu_->softmax_cross_entropy_backward(s.out(probs_to_dlogits), s.in(targets), N, V, dloss);
+  }
+  void matmul_backward(float* dinp, float* dw, float* dbias, const float* dout,
+                       const float* inp, const float* w, int N, int C, int OC) override {
+    Staging s(*this);
+    cpu_->matmul_backward(s.out(dinp), s.out(dw), s.out(dbias), s.in(dout), s.in(inp), s.in(w), N,
+                          C, OC);
+  }
+  void gelu_backward(float* dinp, const float* inp, const float* dout, size_t n) override {
+    Staging s(*this);
+    cpu_->gelu_backward(s.out(dinp), s.in(inp), s.in(dout), n);
+  }
+  void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* att,
+                          int B, int T, int C, int NH) override {
+    Staging s(*this);
+    cpu_->attention_backward(s.out(dqkv), s.in(dout), s.in(qkv), s.in(att), B, T, C, NH);
+  }
+  void layernorm_backward(float* dinp, float* dw, float* db, const float* dout,
+                          const float* inp, const float* w, const float* mean,
+                          const float* rstd, int N, int C) override {
+    Staging s(*this);
+    cpu_->layernorm_backward(s.out(dinp), s.out(dw), s.out(db), s.in(dout), s.in(inp), s.in(w),
+                             s.in(mean), s.in(rstd), N, C);
+  }
+  void encoder_backward(float* dwte, float* dwpe, const float* dout, const int32_t* tokens,
+                        int B, int T, int C) override {
+    Staging s(*this);
+    cpu_->encoder_backward(s.out(dwte), s.out(dwpe), s.in(dout), s.in(tokens), B, T, C);
+  }
+  double sum_squares(const float* x, size_t n) override {
+    Staging s(*this);
+    return cpu_->sum_squares(s.in(x), n);
+  }
+  double sum(const float* x, size_t n) override {
+    Staging s(*this);
+    return cpu_->sum(s.in(x), n);
+  }
+  void adamw_update(float* params, const float* grads, float* m, float* v, size_t n, float lr,
+                    float beta1, float beta2, float eps, float weight_decay, int64_t step,
+                    float grad_scale) override {
+    Staging s(*this);
+    cpu_->adamw_update(s.out(params), s.in(grads), s.out(m), s.out(v), n, lr, beta1, beta2, eps,
+                       weight_decay, step, grad_scale);
+  }
+
+ private:
+  std::unique_ptr<Backend> cpu_;
+  mutable std::mutex mutex_;
+  std::map<uintptr_t, size_t> blocks_;  // base address -> bytes, of live allocations
+};
+
+void* Staging::host(const void* device, bool written) {
+  if (device == nullptr) return nullptr;
+  const auto [base, bytes] = backend_.block_of(device);
+  const size_t offset = static_cast<size_t>(static_cast<const char*>(device) - base);
+  for (Block& block : blocks_) {
+    if (block.device != base) continue;
+    block.written = block.written || written;
+    return block.host + offset;
+  }
+  // At least one byte, so an empty allocation still has a distinct scratch address.
+  char* host = static_cast<char*>(std::malloc(bytes == 0 ? 1 : bytes));
+  if (host == nullptr) throw std::bad_alloc();
+  std::memcpy(host, base, bytes);
+  flip(host, bytes);
+  blocks_.push_back(Block{base, bytes, host, written});
+  return host + offset;
+}
+
+Staging::~Staging() {
+  for (Block& block : blocks_) {
+    if (block.written) {
+      flip(block.host, block.bytes);
+      std::memcpy(block.device, block.host, block.bytes);
+    }
+    std::free(block.host);
+  }
+}
+
+}  // namespace
+
+std::unique_ptr<Backend> make_scrambled_backend(int threads) {
+  return std::make_unique<ScrambledBackend>(threads);
+}
+
+}  // namespace dseek::backend

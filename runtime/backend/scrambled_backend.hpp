@@ -1,0 +1,26 @@
+// A TEST device (train.device = "scrambled-cpu-for-tests"): the CPU backend behind a
+// backend whose memory is not host memory, as a GPU's is not. Every byte it stores is
+// kept XOR-ed with a mask; each op decodes its inputs into host scratch, runs the CPU
+// op there and encodes its outputs back; copy_to_host / copy_from_host decode / encode.
+//
+// So a caller that reads or writes the backend's memory directly, instead of through
+// the memory calls, reads garbage (1.0f reads as about -1e-22, token 5 as -1515870811)
+// or writes values the ops then misread; a training run on this backend has the CPU
+// run's bits only if every host access goes through the backend. That is what the
+// trainer tests use it for, on a machine without a GPU. It is slow (every op copies
+// its buffers) and never meant for training.
+#pragma once
+
+#include <memory>
+
+#include "runtime/backend/backend.hpp"
+
+namespace dseek::backend {
+
+// The name of the device, as train.device spells it and Backend::name() returns it.
+inline constexpr const char* kScrambledDevice = "scrambled-cpu-for-tests";
+
+// Wraps make_cpu_backend(threads): the same arithmetic, so the same bits.
+std::unique_ptr<Backend> make_scrambled_backend(int threads);
+
+}  // namespace dseek::backend

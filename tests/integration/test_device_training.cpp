@@ -1,0 +1,141 @@
+// Training on a backend whose memory is not host memory (train.device), through
+// dseek-node and `dseek launch` as a user runs them. Without a GPU here, the proof is the
+// scrambled test device (runtime/backend/scrambled_backend.hpp): the CPU's arithmetic
+// behind memory that reads as garbage in place. A run on it ends with the CPU run's
+// params_sha256 only if the trainer, the gradient_shard actors (the optimizer offloaded
+// to the CPU), checkpoints, resume and the data-parallel reduction all go through the
+// backend's copy calls. Also: train.device = "cuda" either trains (a CUDA build on a
+// host with a device) or fails at once naming train.device; and every step event
+// reports the backend's peak memory.
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "support/node_runs.hpp"
+#include "support/process.hpp"
+#include "support/test_paths.hpp"
+
+using namespace dseek::testing;
+using Catch::Matchers::Contains;
+using namespace std::chrono_literals;
+namespace fs = std::filesystem;
+
+namespace {
+
+const std::vector<std::string> kScrambled = {"--set", "train.device=\"scrambled-cpu-for-tests\""};
+
+std::string run_ok(const std::vector<std::string>& job) {
+  auto result = run_process(job, 300s);
+  INFO(result.output);
+  REQUIRE(result.exit_code == 0);
+  return result.output;
+}
+
+std::string final_sha(const fs::path& run, int node = 0) {
+  const auto done = node_events(run, node, "train_done");
+  REQUIRE(done.size() == 1);
+  CHECK(number_field(done[0], "step") == 10);
+  return string_field(done[0], "params_sha256");
+}
+
+}  // namespace
+
+TEST_CASE("a run on the scrambled test device ends with the CPU run's parameters, "
+          "also through a checkpoint and resume",
+          "[device][scrambled][checkpoint]") {
+  ScratchDir cpu("device-cpu"), straight("device-scrambled"), resumed("device-resumed");
+  run_ok(tiny_job(cpu.path(), 10));
+  const std::string expected = final_sha(cpu.path());
+
+  run_ok(tiny_job(straight.path(), 10, kScrambled));
+  CHECK(final_sha(straight.path()) == expected);
+  const auto started = node_events(straight.path(), "run_started");
+  REQUIRE(started.size() == 1);
+  // Every step reports the backend's peak memory: at least the parameters, gradients and
+  // two moments of the model (4 buffers of params floats).
+  const double params = number_field(started[0], "params");
+  const auto steps = node_events(straight.path(), "step");
+  REQUIRE(steps.size() == 10);
+  for (const auto& step : steps) CHECK(number_field(step, "peak_memory_bytes") >= 2 * 4 * params);
+
+  std::vector<std::string> stop = kScrambled;
+  stop.insert(stop.end(), {"--set", "train.stop_after_steps=5", "--set",
+                           "checkpoint.every_steps=3", "--set", "checkpoint.async=false"});
+  run_ok(tiny_job(resumed.path(), 10, stop));
+  REQUIRE(node_events(resumed.path(), "checkpoint_committed").size() == 2);  // steps 3 and 5
+  std::vector<std::string> resume = kScrambled;
+  resume.insert(resume.end(), {"--resume", "latest"});
+  run_ok(tiny_job(resumed.path(), 10, resume));
+  REQUIRE(node_events(resumed.path(), "resumed").size() == 1);
+  CHECK(final_sha(resumed.path()) == expected);
+}
+
+TEST_CASE("data parallel on the scrambled test device: 2 nodes end with the CPU job's "
+          "parameters (ZeRO 0, ZeRO 1, compression)",
+          "[device][scrambled][dp]") {
+  // ZeRO 0 and 1; and compressed gradients, whose AdamW takes a second moment the
+  // reducer estimates on the host (refreshed every 4 steps here, so 10 steps use it).
+  const std::vector<std::vector<std::string>> variants = {
+      {"--set", "parallel.zero=0"},
+      {"--set", "parallel.zero=1"},
+      {"--set", "comm.compression=\"topk+int8\"", "--set", "comm.compression_warmup_steps=2",
+       "--set", "comm.variance_refresh_steps=4"}};
+  for (const auto& variant : variants) {
+    INFO("variant: " << variant[1]);
+    ScratchDir cpu("device-dp-cpu"), scrambled("device-dp-scrambled");
+    // One thread per node: two nodes share this machine's cores.
+    const std::vector<std::string> zero_stage =
+        variant + std::vector<std::string>{"--set", "train.replica_check_every=3", "--set",
+                                           "train.threads=1"};
+    auto cpu_run = run_process(tiny_launch(cpu.path(), 2, 10, zero_stage), 300s, launch_env());
+    INFO(cpu_run.output);
+    REQUIRE(cpu_run.exit_code == 0);
+    auto job = tiny_launch(scrambled.path(), 2, 10, zero_stage + kScrambled);
+    auto scrambled_run = run_process(job, 300s, launch_env());
+    INFO(scrambled_run.output);
+    REQUIRE(scrambled_run.exit_code == 0);
+    const std::string expected = final_sha(cpu.path());
+    CHECK(final_sha(scrambled.path(), 0) == expected);
+    CHECK(final_sha(scrambled.path(), 1) == expected);
+    CHECK(node_events(scrambled.path(), 0, "sdc_detected").empty());
+    require_no_node_left(scrambled.path(), 2);
+  }
+}
+
+TEST_CASE("train.device = cuda trains on a GPU or fails at once naming the key",
+          "[device][cuda]") {
+  ScratchDir run("device-cuda");
+  auto result = run_process(tiny_job(run.path(), 2, {"--set", "train.device=\"cuda\""}), 300s);
+  INFO(result.output);
+  if (result.exit_code == 0) {
+    // A CUDA build on a host with a device: the run trained.
+    CHECK(node_events(run.path(), "train_done").size() == 1);
+  } else {
+    CHECK_THAT(result.output, Contains("train.device = \"cuda\""));
+    CHECK(node_events(run.path(), "step").empty());
+  }
+}
+
+TEST_CASE("pipeline and tensor parallelism refuse train.device other than cpu, and a node "
+          "drives one GPU",
+          "[device][config]") {
+  auto gpus = run_process({bin("dseek"), "config", "--check",
+                           (source_dir() / "config" / "single.toml").string(), "--set",
+                           "cluster.gpus_per_node=2"},
+                          60s);
+  INFO(gpus.output);
+  CHECK(gpus.exit_code != 0);
+  CHECK_THAT(gpus.output, Contains("cluster.gpus_per_node = 2"));
+  for (const char* parallel : {"parallel.pipeline=2", "parallel.tensor=2"}) {
+    auto result = run_process({bin("dseek"), "config", "--check",
+                               (source_dir() / "config" / "single.toml").string(), "--set",
+                               parallel, "--set", "cluster.nodes=2", "--set",
+                               "train.device=\"scrambled-cpu-for-tests\""},
+                              60s);
+    INFO(result.output);
+    CHECK(result.exit_code != 0);
+    CHECK_THAT(result.output, Contains("train.device"));
+  }
+}
