@@ -58,7 +58,8 @@ void AdamW::plan_runs(const model::ParamLayout& layout) {
       const size_t end = std::min(range.end(), tensor.offset + tensor.size());
       if (begin >= end) continue;
       const size_t moment = moment_offset + (begin - range.offset);
-      if (!runs_.empty()) {
+      // With a given second moment the update is capped per tensor: keep tensors apart.
+      if (!runs_.empty() && settings_.given_second_moment_after < 0) {
         Run& last = runs_.back();
         if (last.decay == tensor.decay && last.offset + last.size == begin &&
             last.moment_offset + last.size == moment) {
@@ -118,12 +119,37 @@ void AdamW::step_with_given_second_moment(float* params, const float* grads, dou
     const float* g = grads + run.offset;
     float* m = m_.data() + run.moment_offset;
     const float* v = v_.data() + run.moment_offset;
+    const float update_scale = given_update_scale(run, grads, clip_scale);
     for (size_t i = 0; i < run.size; ++i) {
       const float mi = beta1 * m[i] + (1.0f - beta1) * (g[i] * clip_scale);
       m[i] = mi;
-      p[i] = p[i] * decay - step_size * mi / (std::sqrt(v[i]) + eps);
+      p[i] = p[i] * decay - update_scale * step_size * mi / (std::sqrt(v[i]) + eps);
     }
   }
+}
+
+// Adafactor's update clipping (Shazeer and Stern 2018, d = given_update_rms): a fixed v
+// does not grow with gradients that grow between refreshes, as AdamW's own v would, so
+// the bias-corrected update m / sqrt(v) of a tensor (a run: runs are not merged in this
+// mode) is scaled down to an RMS of given_update_rms when it exceeds it. A first pass
+// over the run computes the RMS of the update the second pass then applies.
+float AdamW::given_update_scale(const Run& run, const float* grads, float clip_scale) const {
+  const double cap = settings_.given_update_rms;
+  if (cap <= 0.0 || run.size == 0) return 1.0f;
+  const float beta1 = static_cast<float>(settings_.beta1);
+  const float eps = static_cast<float>(settings_.eps);
+  const float correction = 1.0f / (1.0f - std::pow(beta1, static_cast<float>(step_)));
+  const float* g = grads + run.offset;
+  const float* m = m_.data() + run.moment_offset;
+  const float* v = v_.data() + run.moment_offset;
+  double squares = 0.0;
+  for (size_t i = 0; i < run.size; ++i) {
+    const float mi = (beta1 * m[i] + (1.0f - beta1) * (g[i] * clip_scale)) * correction;
+    const float update = mi / (std::sqrt(v[i]) + eps);
+    squares += static_cast<double>(update) * update;
+  }
+  const double rms = std::sqrt(squares / static_cast<double>(run.size));
+  return rms > cap ? static_cast<float>(cap / rms) : 1.0f;
 }
 
 void AdamW::set_second_moment(const float* second_moment) {
