@@ -132,7 +132,11 @@ void AdamW::step_with_given_second_moment(float* params, const float* grads, dou
 // does not grow with gradients that grow between refreshes, as AdamW's own v would, so
 // the bias-corrected update m / sqrt(v) of a tensor (a run: runs are not merged in this
 // mode) is scaled down to an RMS of given_update_rms when it exceeds it. A first pass
-// over the run computes the RMS of the update the second pass then applies.
+// over the run computes the RMS of the update the second pass then applies. An optimizer
+// that owns part of a tensor (a gradient shard's piece) caps that part by its own RMS, so
+// replicas agree only if they cut the same pieces (the same gradient shard count:
+// train.threads, or the same core count with train.threads = 0). Known limitation: hosts
+// with different core counts and train.threads = 0 would diverge (replica checks report it).
 float AdamW::given_update_scale(const Run& run, const float* grads, float clip_scale) const {
   const double cap = settings_.given_update_rms;
   if (cap <= 0.0 || run.size == 0) return 1.0f;
