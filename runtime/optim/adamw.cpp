@@ -110,7 +110,7 @@ void AdamW::step_with_given_second_moment(float* params, const float* grads, dou
   if (!second_moment_set_)
     throw std::logic_error("AdamW: step " + std::to_string(step_) +
                            " uses a given second moment, but none was given (set_second_moment)");
-  const float beta1 = static_cast<float>(settings_.beta1);
+  const float beta1 = given_beta1();
   const float eps = static_cast<float>(settings_.eps);
   const float step_size = static_cast<float>(lr) / (1.0f - std::pow(beta1, static_cast<float>(step_)));
   for (const Run& run : runs_) {
@@ -140,7 +140,7 @@ void AdamW::step_with_given_second_moment(float* params, const float* grads, dou
 float AdamW::given_update_scale(const Run& run, const float* grads, float clip_scale) const {
   const double cap = settings_.given_update_rms;
   if (cap <= 0.0 || run.size == 0) return 1.0f;
-  const float beta1 = static_cast<float>(settings_.beta1);
+  const float beta1 = given_beta1();
   const float eps = static_cast<float>(settings_.eps);
   const float correction = 1.0f / (1.0f - std::pow(beta1, static_cast<float>(step_)));
   const float* g = grads + run.offset;
@@ -154,6 +154,10 @@ float AdamW::given_update_scale(const Run& run, const float* grads, float clip_s
   }
   const double rms = std::sqrt(squares / static_cast<double>(run.size));
   return rms > cap ? static_cast<float>(cap / rms) : 1.0f;
+}
+
+float AdamW::given_beta1() const {
+  return static_cast<float>(settings_.given_beta1 >= 0.0 ? settings_.given_beta1 : settings_.beta1);
 }
 
 void AdamW::set_second_moment(const float* second_moment) {

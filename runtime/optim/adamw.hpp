@@ -48,6 +48,9 @@ struct AdamWSettings {
   // With a given second moment: the RMS of one tensor's update m / sqrt(v) is capped at
   // this (Adafactor's update clipping, d = 1), see AdamW::given_update_scale. 0 = no cap.
   double given_update_rms = 1.0;
+  // beta1 of the steps with a given second moment (>= 0; the first
+  // given_second_moment_after steps use beta1). -1 = beta1.
+  double given_beta1 = -1.0;
 };
 
 struct StepStats {
@@ -99,6 +102,7 @@ class AdamW {
   void plan_runs(const model::ParamLayout& layout);
   void step_with_given_second_moment(float* params, const float* grads, double lr, float clip_scale);
   float given_update_scale(const Run& run, const float* grads, float clip_scale) const;
+  float given_beta1() const;
 
   backend::Backend& backend_;
   AdamWSettings settings_;

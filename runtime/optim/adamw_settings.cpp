@@ -16,7 +16,7 @@ AdamWSettings adamw_settings(const config::JobConfig& config, bool data_parallel
   // bench/RESULTS.md, compression).
   if (data_parallel && second_moment_from_local_gradients(config)) {
     settings.given_second_moment_after = config.comm.compression_warmup_steps;
-    settings.beta1 = config.comm.compressed_beta1;
+    settings.given_beta1 = config.comm.compressed_beta1;  // the warm-up steps keep train.beta1
   }
   return settings;
 }
