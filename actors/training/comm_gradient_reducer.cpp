@@ -69,6 +69,7 @@ void CommGradientReducer::detach() noexcept {
   local_variance_.reset();
   variance_wire_.clear();
   refreshed_variance_.clear();
+  estimate_staging_.clear();
   variance_refreshed_ = false;
   in_step_ = false;
 }
@@ -194,17 +195,23 @@ bool CommGradientReducer::refreshes_variance_at(int64_t step) const {
   return since >= 0 && since % settings_.variance_refresh_steps == 0;
 }
 
-// The replicas' estimates (values and mass) averaged, and each continues from the common
-// one. bf16 keeps float32's exponent range, which values spanning many decades need (an
-// int8 block scale would flush the small ones to zero), at 2^-8 relative precision; the
-// all-reduce leaves the same bits on every replica.
+// The replicas' estimates of the second moment of the mean gradient (values and mass,
+// LocalSecondMoment::mean_gradient_estimate) averaged: a mass-weighted average, so a
+// replica that restarted weighs in with what it has. Each replica's running state stays
+// its own (the estimate is a function of it, not a state to continue from). bf16 keeps
+// float32's exponent range, which values spanning many decades need (an int8 block scale
+// would flush the small ones to zero), at 2^-8 relative precision; the all-reduce leaves
+// the same bits on every replica, so every replica computes the same v.
 void CommGradientReducer::refresh_variance() {
-  float* values = local_variance_->data();
   const size_t count = variance_wire_.size();
-  for (size_t i = 0; i < count; ++i) variance_wire_[i] = comm::float_to_bf16(values[i]);
+  estimate_staging_.resize(count);
+  local_variance_->mean_gradient_estimate(estimate_staging_.data(), comm_.size());
+  for (size_t i = 0; i < count; ++i) variance_wire_[i] = comm::float_to_bf16(estimate_staging_[i]);
   comm_.all_reduce(variance_wire_.data(), count, comm::DataType::bf16, comm::ReduceOp::avg).wait();
-  for (size_t i = 0; i < count; ++i) values[i] = comm::bf16_to_float(variance_wire_[i]);
-  local_variance_->corrected(refreshed_variance_.data());
+  const float mass = comm::bf16_to_float(variance_wire_[count - 1]);
+  const float inverse_mass = mass > 0.0f ? 1.0f / mass : 0.0f;
+  for (size_t i = 0; i + 1 < count; ++i)
+    refreshed_variance_[i] = comm::bf16_to_float(variance_wire_[i]) * inverse_mass;
   variance_refreshed_ = true;
 }
 

@@ -11,9 +11,9 @@
 //   ZeRO 1            reduce_scatter too, all issued in finish() (no overlap)
 // With a codec and settings.variance_refresh_steps > 0, each bucket's local gradient is
 // also squared into this replica's optim::LocalSecondMoment before it is sent, and at the
-// refresh steps finish() averages the replicas' estimates (an all-reduce in bf16: half the
-// bytes of a float32 gradient, counted as the step's) into the second moment the optimizer
-// then uses.
+// refresh steps finish() averages the replicas' estimates of the second moment of the
+// MEAN gradient (an all-reduce in bf16: half the bytes of a float32 gradient, counted as
+// the step's) into the second moment the optimizer then uses.
 // finish() waits for them in bucket order; the time it and the other blocking calls
 // spend is the step's exposed communication. Reduce-scatter results are copied back into
 // the gradient buffer at their own offsets, so the optimizer and the norm read the same
@@ -96,6 +96,7 @@ class CommGradientReducer final : public train::GradientReducer {
   std::unique_ptr<optim::LocalSecondMoment> local_variance_;
   std::vector<uint16_t> variance_wire_;                           // its bf16 copy, averaged
   std::vector<float> refreshed_variance_;                         // what the optimizer gets
+  std::vector<float> estimate_staging_;                           // this replica's, in float
   bool variance_refreshed_ = false;                               // ... at this step
 
   // The step in progress.

@@ -99,6 +99,7 @@ struct CommConfig {
   double topk_fraction = 0.05;       // fraction of gradient entries kept by topk
   int64_t compression_warmup_steps = 0;  // first steps reduced uncompressed
   int64_t variance_refresh_steps = 20;   // AdamW's v from dense local gradients, synced every N
+  double compressed_beta1 = 0.6;         // AdamW's beta1 when v comes from local gradients
 };
 
 struct CheckpointConfig {

@@ -288,6 +288,11 @@ const std::vector<Key<JobConfig>>& job_keys() {
           "with comm.compression: AdamW's second moment is each replica's running average "
           "of its own dense squared gradients, averaged across replicas (bf16) every this "
           "many steps and fixed in between; 0 = from the compressed gradients"),
+      job<&J::comm, &Co::compressed_beta1>(
+          "comm.compressed_beta1", half_open(0, 1),
+          "AdamW's beta1 (instead of train.beta1) on the compressed steps when the second "
+          "moment comes from local gradients (comm.variance_refresh_steps > 0): error "
+          "feedback already carries unsent gradient forward, so less momentum on top"),
 
       job<&J::checkpoint, &Ck::every_steps>("checkpoint.every_steps", at_least(0),
                                             "steps between checkpoints; 0 = none"),

@@ -58,7 +58,8 @@ void AdamW::plan_runs(const model::ParamLayout& layout) {
       const size_t end = std::min(range.end(), tensor.offset + tensor.size());
       if (begin >= end) continue;
       const size_t moment = moment_offset + (begin - range.offset);
-      if (!runs_.empty()) {
+      // With a given second moment the update is capped per tensor: keep tensors apart.
+      if (!runs_.empty() && settings_.given_second_moment_after < 0) {
         Run& last = runs_.back();
         if (last.decay == tensor.decay && last.offset + last.size == begin &&
             last.moment_offset + last.size == moment) {
@@ -109,7 +110,7 @@ void AdamW::step_with_given_second_moment(float* params, const float* grads, dou
   if (!second_moment_set_)
     throw std::logic_error("AdamW: step " + std::to_string(step_) +
                            " uses a given second moment, but none was given (set_second_moment)");
-  const float beta1 = static_cast<float>(settings_.beta1);
+  const float beta1 = given_beta1();
   const float eps = static_cast<float>(settings_.eps);
   const float step_size = static_cast<float>(lr) / (1.0f - std::pow(beta1, static_cast<float>(step_)));
   for (const Run& run : runs_) {
@@ -118,12 +119,45 @@ void AdamW::step_with_given_second_moment(float* params, const float* grads, dou
     const float* g = grads + run.offset;
     float* m = m_.data() + run.moment_offset;
     const float* v = v_.data() + run.moment_offset;
+    const float update_scale = given_update_scale(run, grads, clip_scale);
     for (size_t i = 0; i < run.size; ++i) {
       const float mi = beta1 * m[i] + (1.0f - beta1) * (g[i] * clip_scale);
       m[i] = mi;
-      p[i] = p[i] * decay - step_size * mi / (std::sqrt(v[i]) + eps);
+      p[i] = p[i] * decay - update_scale * step_size * mi / (std::sqrt(v[i]) + eps);
     }
   }
+}
+
+// Adafactor's update clipping (Shazeer and Stern 2018, d = given_update_rms): a fixed v
+// does not grow with gradients that grow between refreshes, as AdamW's own v would, so
+// the bias-corrected update m / sqrt(v) of a tensor (a run: runs are not merged in this
+// mode) is scaled down to an RMS of given_update_rms when it exceeds it. A first pass
+// over the run computes the RMS of the update the second pass then applies. An optimizer
+// that owns part of a tensor (a gradient shard's piece) caps that part by its own RMS, so
+// replicas agree only if they cut the same pieces (the same gradient shard count:
+// train.threads, or the same core count with train.threads = 0). Known limitation: hosts
+// with different core counts and train.threads = 0 would diverge (replica checks report it).
+float AdamW::given_update_scale(const Run& run, const float* grads, float clip_scale) const {
+  const double cap = settings_.given_update_rms;
+  if (cap <= 0.0 || run.size == 0) return 1.0f;
+  const float beta1 = given_beta1();
+  const float eps = static_cast<float>(settings_.eps);
+  const float correction = 1.0f / (1.0f - std::pow(beta1, static_cast<float>(step_)));
+  const float* g = grads + run.offset;
+  const float* m = m_.data() + run.moment_offset;
+  const float* v = v_.data() + run.moment_offset;
+  double squares = 0.0;
+  for (size_t i = 0; i < run.size; ++i) {
+    const float mi = (beta1 * m[i] + (1.0f - beta1) * (g[i] * clip_scale)) * correction;
+    const float update = mi / (std::sqrt(v[i]) + eps);
+    squares += static_cast<double>(update) * update;
+  }
+  const double rms = std::sqrt(squares / static_cast<double>(run.size));
+  return rms > cap ? static_cast<float>(cap / rms) : 1.0f;
+}
+
+float AdamW::given_beta1() const {
+  return static_cast<float>(settings_.given_beta1 >= 0.0 ? settings_.given_beta1 : settings_.beta1);
 }
 
 void AdamW::set_second_moment(const float* second_moment) {

@@ -19,7 +19,10 @@
 // first moment, so a coordinate whose gradient arrives K steps late (top-k with error
 // feedback) still moves by the sum of its K steps of gradient; with v taken from those
 // late, bunched arrivals it would move ~1/sqrt(K) as far (Tang et al. 2021, 1-bit Adam,
-// freeze the variance for the same reason).
+// freeze the variance for the same reason). A fixed v also no longer shrinks the steps
+// when gradients grow between refreshes (early in training they change fast), so the
+// update of each tensor is capped at an RMS of 1, as Adafactor caps its updates when its
+// slowly decaying v lags (given_update_rms).
 #pragma once
 
 #include <cstdint>
@@ -42,6 +45,12 @@ struct AdamWSettings {
   // (already bias-corrected) and the gradients do not change it. Host memory only (the
   // CPU backend): std::invalid_argument otherwise.
   int64_t given_second_moment_after = -1;
+  // With a given second moment: the RMS of one tensor's update m / sqrt(v) is capped at
+  // this (Adafactor's update clipping, d = 1), see AdamW::given_update_scale. 0 = no cap.
+  double given_update_rms = 1.0;
+  // beta1 of the steps with a given second moment (>= 0; the first
+  // given_second_moment_after steps use beta1). -1 = beta1.
+  double given_beta1 = -1.0;
 };
 
 struct StepStats {
@@ -92,6 +101,8 @@ class AdamW {
   };
   void plan_runs(const model::ParamLayout& layout);
   void step_with_given_second_moment(float* params, const float* grads, double lr, float clip_scale);
+  float given_update_scale(const Run& run, const float* grads, float clip_scale) const;
+  float given_beta1() const;
 
   backend::Backend& backend_;
   AdamWSettings settings_;

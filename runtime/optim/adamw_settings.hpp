@@ -1,7 +1,8 @@
 // The AdamW settings a job config asks for: the [train] hyperparameters, and, with
 // compressed gradients (comm.compression) and comm.variance_refresh_steps > 0, the step
 // after which AdamW takes its second moment from the replicas' dense local gradients
-// instead of the compressed ones (see adamw.hpp). One function, so that every place that
+// instead of the compressed ones (see adamw.hpp), with comm.compressed_beta1 as beta1.
+// One function, so that every place that
 // builds a job's optimizer (the trainer, a gradient shard) builds the same one.
 #pragma once
 

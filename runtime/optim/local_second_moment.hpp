@@ -10,7 +10,11 @@
 //   add(range of this step's local gradient) for every range, then end_step():
 //     v    = beta2 v + (1 - beta2) (scale g)^2        per element
 //     mass = beta2 mass + (1 - beta2)                 once per step (mass = 1 - beta2^steps)
+//     mu   = beta2 mu + (1 - beta2) scale g           per element (the running mean)
 //   corrected v = v / mass                            (AdamW's bias correction)
+// mean_gradient_estimate() turns v and mu into an estimate for the mean of N replicas'
+// gradients, whose noise is 1/N of one replica's (without it, v is too large by up to N
+// times where noise dominates, and the steps too small).
 //
 // mass is stored after the n values so that averaging the buffer across replicas also
 // averages it: a replica that restarted (v and mass from zero) then weighs in with what it
@@ -42,8 +46,20 @@ class LocalSecondMoment {
   // out[i] = v[i] / mass (0 everywhere before the first end_step).
   void corrected(float* out) const;
 
+  // The estimate of the second moment of the MEAN of `replicas` local gradients (what
+  // AdamW's v sees without compression), in the layout of data(): n values times the
+  // mass, then the mass, to average across replicas. A local gradient's mean square is
+  // its squared mean plus its variance, and the mean of N independent local gradients has
+  // 1/N of one's variance; the running mean mu (same beta2) gives the first part:
+  //   out = mass * (mu_c^2 + (v_c - mu_c^2) / N),  mu_c = mu / mass, v_c = v / mass
+  // (v_c - mu_c^2 >= 0 for weights summing to mass; clamped against rounding). The
+  // squared mean over ~1 / (1 - beta2) steps slightly underestimates the mean square
+  // of a mean that moves within that window.
+  void mean_gradient_estimate(float* out, int replicas) const;
+
  private:
   std::vector<float> values_;
+  std::vector<float> means_;  // running mean of the scaled local gradients (no mass)
   float beta2_;
 };
 

@@ -524,9 +524,13 @@ TEST_CASE("top-k and INT8 compressed gradients cut the bytes on the wire by 90 p
   // AdamW's second moment comes from the replicas' dense local gradients (refreshed every
   // 20 steps), not from the late, bunched top-k arrivals that shrank the steps of rarely
   // sent coordinates: the gap fell from 9.3% (v from the compressed gradients) to 4.4% on
-  // this job. Over seeds 1337, 1, 2, 3, 4 it is 4.4, 3.2, 1.5, 3.5, 0.7% (mean 2.7%;
-  // before: 9.3, 8.6, 7.6, 6.7, 7.8%; bench/compression_gap.sh): this seed is the worst of
-  // the five, and the 3% goal holds on average, not here. The bound keeps what holds, with
-  // room for float rounding differences between machines (a 200-step run amplifies them).
-  CHECK(gap <= 0.05);
+  // this job; the estimate for the MEAN gradient (the local noise divided by the number
+  // of replicas), each tensor's update capped at an RMS of 1 (a fixed v does not follow
+  // gradients that grow) and comm.compressed_beta1 = 0.6 (error feedback already carries
+  // gradients forward) brought it to 2.25%. Over seeds 1337, 1, 2, 3, 4 it is 2.25, 5.2,
+  // 0.4, 2.3, -1.9% (mean 1.7%; before: 4.4, 3.2, 1.5, 3.5, 0.7%, mean 2.7%;
+  // bench/compression_gap.sh; seed 1 is above the goal, the mean and the default job,
+  // 2.56%, are below). The bound is the goal (dseek issue 5); float rounding differences
+  // between machines move a 200-step run by a few tenths of a point.
+  CHECK(gap <= 0.03);
 }
