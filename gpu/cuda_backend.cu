@@ -12,12 +12,14 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <memory>
 #include <mutex>
 #include <stdexcept>
 #include <string>
 
 #include "gpu/cuda_backend.hpp"
 #include "gpu/cuda_check.hpp"
+#include "gpu/cuda_mixed_matmul.hpp"
 #include "gpu/device_info.hpp"
 #include "gpu/device_pool.hpp"
 #include "gpu/kernels/kernels.hpp"
@@ -65,11 +67,22 @@ class CudaBackend final : public backend::Backend {
     DSEEK_CUBLAS_CHECK(cublasSetMathMode(cublas_, CUBLAS_DEFAULT_MATH));
     reduction_partials_ = static_cast<double*>(
         pool_.allocate(sizeof(double) * (static_cast<size_t>(kernels::reduction_partials()) + 1)));
+    mixed_ = std::make_unique<CudaMixedMatmul>(
+        device_, stream_, label_,
+        [this](size_t bytes) {
+          std::lock_guard<std::mutex> lock(pool_mutex_);
+          return pool_.allocate(bytes);
+        },
+        [this](void* pointer) {
+          std::lock_guard<std::mutex> lock(pool_mutex_);
+          pool_.release(pointer);
+        });
   }
 
   ~CudaBackend() override {
     cudaSetDevice(device_);
     cudaStreamSynchronize(stream_);
+    mixed_.reset();  // its scratch goes back to pool_, its cuBLASLt handle away
     cublasDestroy(cublas_);
     cudaStreamDestroy(stream_);
     // pool_ frees its chunks in its own destructor.
@@ -164,6 +177,27 @@ class CudaBackend final : public backend::Backend {
     kernels::matmul_backward(cublas_, stream_, bias_scratch, dinp, dw, dbias, dout, inp, w, N, C,
                              OC);
   }
+  // bf16 / fp8 through cuBLASLt (cuda_mixed_matmul.hpp); fp32 stays on the sgemm path.
+  void mixed_matmul_forward(float* out, const float* inp, const float* w, const float* bias,
+                            int N, int C, int OC,
+                            const backend::MatmulPrecision& precision) override {
+    if (precision.format == backend::MatmulFormat::fp32)
+      return matmul_forward(out, inp, w, bias, N, C, OC);
+    make_current();
+    mixed_->forward(out, inp, w, bias, N, C, OC, precision);
+  }
+  void mixed_matmul_backward(float* dinp, float* dw, float* dbias, const float* dout,
+                             const float* inp, const float* w, int N, int C, int OC,
+                             const backend::MatmulPrecision& precision) override {
+    if (precision.format == backend::MatmulFormat::fp32)
+      return matmul_backward(dinp, dw, dbias, dout, inp, w, N, C, OC);
+    make_current();
+    mixed_->backward(dinp, dw, dout, inp, w, N, C, OC, precision);
+    // The bias gradient from the unquantized dout, as the CPU reference takes it.
+    if (dbias != nullptr)
+      kernels::add_column_sums(stream_, scratch(kernels::column_sums_scratch_floats(N, OC)),
+                               dbias, dout, N, OC);
+  }
   void gelu_backward(float* dinp, const float* inp, const float* dout, size_t n) override {
     make_current();
     kernels::gelu_backward(stream_, dinp, inp, dout, n);
@@ -252,6 +286,7 @@ class CudaBackend final : public backend::Backend {
   cublasHandle_t cublas_ = nullptr;
   double* reduction_partials_ = nullptr;  // reduction_partials() + 1 (the result) doubles
   kernels::Scratch scratch_;
+  std::unique_ptr<CudaMixedMatmul> mixed_;  // released before pool_ (declared after it)
 };
 
 }  // namespace

@@ -47,6 +47,13 @@ __global__ void from_bf16_kernel(float* out, const __nv_bfloat16* in, size_t n) 
     out[i] = __bfloat162float(in[i]);
 }
 
+// As the CPU reference (runtime/numerics/fp8.hpp): E4M3 saturates to +-448, E5M2 does
+// NOT -- a gradient beyond 57344 becomes Inf, so the loss scaler sees the overflow and
+// skips the step instead of training on clipped gradients.
+__device__ __forceinline__ __nv_saturation_t saturation_of(__nv_fp8_interpretation_t format) {
+  return format == __NV_E5M2 ? __NV_NOSAT : __NV_SATFINITE;
+}
+
 __global__ void quantize_kernel(__nv_fp8_storage_t* out, __nv_fp8_interpretation_t format,
                                 const float* in, size_t n, const float* scale, float* amax) {
   const float s = *scale;
@@ -56,7 +63,7 @@ __global__ void quantize_kernel(__nv_fp8_storage_t* out, __nv_fp8_interpretation
        i += size_t(gridDim.x) * blockDim.x) {
     const float x = in[i];
     local_max = fmaxf(local_max, fabsf(x));
-    out[i] = __nv_cvt_float_to_fp8(x * s, __NV_SATFINITE, format);
+    out[i] = __nv_cvt_float_to_fp8(x * s, saturation_of(format), format);
   }
   warp_max_into(amax, local_max);
 }
@@ -83,7 +90,7 @@ __global__ void quantize_transpose_kernel(__nv_fp8_storage_t* out_t,
     const int out_row = blockIdx.x * kTile + dy;  // a column of `in`
     if (out_row < cols && out_col < rows)
       out_t[size_t(out_row) * rows + out_col] =
-          __nv_cvt_float_to_fp8(tile[threadIdx.x][dy] * s, __NV_SATFINITE, format);
+          __nv_cvt_float_to_fp8(tile[threadIdx.x][dy] * s, saturation_of(format), format);
   }
   warp_max_into(amax, local_max);
 }

@@ -23,9 +23,11 @@ void convert_to_bf16(__nv_bfloat16* out, const float* in, size_t n, cudaStream_t
 // out[i] = float(in[i]) (exact).
 void convert_bf16_to_float(float* out, const __nv_bfloat16* in, size_t n, cudaStream_t stream);
 
-// out[i] = fp8(in[i] * *scale), saturated to the format's largest finite value (values
-// beyond it become +-max, not inf), and *amax = max(*amax, max_i |in[i]|): zero *amax
-// first for this tensor's alone. NaN inputs stay NaN and do not raise amax.
+// out[i] = fp8(in[i] * *scale), and *amax = max(*amax, max_i |in[i]|): zero *amax first
+// for this tensor's alone. E4M3 saturates to +-448 (values beyond become +-max); E5M2
+// does not (beyond 57344 becomes Inf, so an overflowing gradient reaches the loss
+// scaler), as runtime/numerics/fp8.hpp does on the CPU. NaN inputs stay NaN and do not
+// raise amax.
 void quantize_to_fp8(void* out, Fp8Format format, const float* in, size_t n, const float* scale,
                      float* amax, cudaStream_t stream);
 // The same from in (rows, cols) to out_t (cols, rows), row-major: out_t[c][r] = in[r][c].

@@ -79,14 +79,17 @@ StepStats AdamW::step(float* params, const float* grads, double lr) {
   return step_with_norm(params, grads, lr, std::sqrt(squares));
 }
 
-StepStats AdamW::step_with_norm(float* params, const float* grads, double lr, double grad_norm) {
+StepStats AdamW::step_with_norm(float* params, const float* grads, double lr, double grad_norm,
+                                float loss_scale) {
   StepStats stats;
   stats.grad_norm = grad_norm;
   if (settings_.grad_clip > 0.0 && stats.grad_norm > settings_.grad_clip)
     stats.clip_scale = settings_.grad_clip / (stats.grad_norm + 1e-6);
+  // A power-of-two loss scale divides out exactly (barring subnormals).
+  const float grad_scale = static_cast<float>(stats.clip_scale) / loss_scale;
   ++step_;
   if (uses_given_second_moment()) {
-    step_with_given_second_moment(params, grads, lr, static_cast<float>(stats.clip_scale));
+    step_with_given_second_moment(params, grads, lr, grad_scale);
     return stats;
   }
   for (const Run& run : runs_) {
@@ -95,7 +98,7 @@ StepStats AdamW::step_with_norm(float* params, const float* grads, double lr, do
                           static_cast<float>(settings_.beta1), static_cast<float>(settings_.beta2),
                           static_cast<float>(settings_.eps),
                           run.decay ? static_cast<float>(settings_.weight_decay) : 0.0f, step_,
-                          static_cast<float>(stats.clip_scale));
+                          grad_scale);
   }
   return stats;
 }

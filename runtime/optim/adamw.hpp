@@ -71,7 +71,11 @@ class AdamW {
   // grads are the whole flat buffers. Counts steps from 1.
   StepStats step(float* params, const float* grads, double lr);
   // The same with the norm of the whole gradient given (computed across shards).
-  StepStats step_with_norm(float* params, const float* grads, double lr, double grad_norm);
+  // `loss_scale`: the gradients are still multiplied by this power of two (dynamic loss
+  // scaling, loss_scaler.hpp) and grad_norm is already unscaled; the update divides it
+  // out on the backend, so device-resident gradients need no host unscaling pass.
+  StepStats step_with_norm(float* params, const float* grads, double lr, double grad_norm,
+                           float loss_scale = 1.0f);
 
   int64_t steps_taken() const { return step_; }
   // Resuming from a checkpoint: the step count drives the bias correction.
