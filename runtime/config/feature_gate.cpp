@@ -115,8 +115,7 @@ void check_supported(const JobConfig& config) {
       setting = std::string(gate.key) + " = " + schema::format_value(key->get(config));
     }
     throw ConfigError(config.source + ": " + setting + ": not implemented yet in this build (" +
-                      gate.reason +
-                      "); this build runs single-node fp32 CPU training only");
+                      gate.reason + "); README.md says what runs today");
   }
 }
 
