@@ -18,34 +18,35 @@ Checkpointing::Checkpointing(const config::JobConfig& config, const std::filesys
                              const checkpoint::CheckpointSinkFactory& make_sink)
     : config_(config), trainer_(trainer), events_(events), progress_(progress),
       root_(checkpoint::checkpoint_root(config, run_dir)),
-      enabled_(config.checkpoint.every_steps > 0 || config.train.stop_after_steps > 0 ||
-               config.train.stop_after_minutes > 0 || !config.checkpoint.resume.empty()),
+      enabled_(checkpoints_enabled(config)),
       collective_(trainer.snapshot_is_collective()) {
   if (!enabled_) return;
   const size_t n = trainer.model().num_params();
-  if (trainer.reducer() != nullptr && trainer.reducer()->rank() != 0) {
-    if (collective_) {
-      gather_params_.resize(n);
-      gather_m_.resize(n);
-      gather_v_.resize(n);
+  const bool is_writer = trainer.reducer() == nullptr || trainer.reducer()->rank() == 0;
+  if (!is_writer && collective_) {
+    gather_params_.resize(n);
+    gather_m_.resize(n);
+    gather_v_.resize(n);
+  }
+  CheckpointCadence::Participation participation;
+  participation.writer_decides = [this](bool value) { return replica0_decides(value); };
+  // The other replicas take part in a collective (ZeRO) snapshot with their own space.
+  participation.snapshot = [this](float* params, float* adam_m, float* adam_v) {
+    if (params == nullptr) {
+      params = gather_params_.data();
+      adam_m = gather_m_.data();
+      adam_v = gather_v_.data();
     }
-    return;
+    trainer_.snapshot(params, adam_m, adam_v);
+    return trainer_.optimizer_steps();
+  };
+  cadence_ = std::make_unique<CheckpointCadence>(config, root_, is_writer,
+                                                 trainer.model().layout(), make_sink, events,
+                                                 progress, std::move(participation));
+  if (auto* snapshot = cadence_->snapshot_buffer(); snapshot && trainer.reducer() != nullptr) {
+    snapshot->world_size = static_cast<uint32_t>(trainer.reducer()->world_size());
+    snapshot->zero_stage = static_cast<uint32_t>(config.parallel.zero);
   }
-  const checkpoint::WriteOptions where{root_, config.checkpoint.keep_last, false};
-  if (make_sink) writer_ = make_sink(where);
-  // The default writes on a thread, or in submit() itself when checkpoint.async is off.
-  if (!writer_) writer_ = std::make_unique<checkpoint::CheckpointWriter>(where, config.checkpoint.async);
-  auto& snapshot = writer_->buffer();
-  snapshot.seed = config.train.seed;
-  if (trainer.reducer() != nullptr) {
-    snapshot.world_size = static_cast<uint32_t>(trainer.reducer()->world_size());
-    snapshot.zero_stage = static_cast<uint32_t>(config.parallel.zero);
-  }
-  snapshot.config_toml = config::to_toml(config);
-  snapshot.tensors = trainer.model().layout().tensors();
-  snapshot.params.resize(n);
-  snapshot.adam_m.resize(n);
-  snapshot.adam_v.resize(n);
 }
 
 Checkpointing::~Checkpointing() = default;
@@ -91,86 +92,23 @@ int64_t Checkpointing::resume() {
                  " x pipeline " + std::to_string(m.pipeline_parallel) + " x tensor " +
                  std::to_string(m.tensor_parallel) + ", ZeRO " + std::to_string(m.zero_stage) +
                  "; this one: " + std::to_string(world) + ", ZeRO " + std::to_string(zero) + ")");
-  last_committed_ = m.step;  // no need to write it again
+  cadence_->committed(m.step);  // no need to write it again
   return m.next_step;
 }
 
 bool Checkpointing::replica0_decides(bool value) {
   if (!collective_) return value;
-  std::array<double, 1> decision{writer_ != nullptr && value ? 1.0 : 0.0};
+  std::array<double, 1> decision{cadence_->is_writer() && value ? 1.0 : 0.0};
   trainer_.reducer()->sum_over_ranks(decision);
   return decision[0] > 0.0;
 }
 
-void Checkpointing::submit(int64_t done) {
-  if (!writer_) {  // another replica: its part of the collective snapshot, not written
-    trainer_.snapshot(gather_params_.data(), gather_m_.data(), gather_v_.data());
-    return;
-  }
-  bool fail = false;
-  for (const auto& fault : config_.faults) {
-    fail |= fault.kind == "fail_checkpoint_write" && fault.step == done &&
-            (fault.node < 0 || fault.node == config_.cluster.node_id);
-  }
-  const auto start = std::chrono::steady_clock::now();
-  auto& snapshot = writer_->buffer();
-  trainer_.snapshot(snapshot.params.data(), snapshot.adam_m.data(), snapshot.adam_v.data());
-  snapshot.step = done;
-  snapshot.optimizer_steps = trainer_.optimizer_steps();
-  snapshot_ms_[done] =
-      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-  writer_->submit(fail);
-  // checkpoint.async = false: the step waits for the write, whoever writes.
-  if (!config_.checkpoint.async) writer_->wait();
-}
-
 void Checkpointing::after_step(int64_t done) {
-  if (!enabled_ || (!writer_ && !collective_)) return;
-  report_finished();
-  const int64_t every = config_.checkpoint.every_steps;
-  if (every <= 0 || done % every != 0) return;
-  if (replica0_decides(writer_ && writer_->busy())) {
-    if (writer_) {
-      events_.emit("checkpoint_skipped",
-                   util::JsonLine().add("step", done).add("reason", "previous write in progress")
-                       .add("in_progress_step", writer_->in_flight_step()));
-    }
-    return;
-  }
-  submit(done);
-  report_finished();  // a synchronous write has finished already
+  if (enabled_ && (cadence_->is_writer() || collective_)) cadence_->after_step(done);
 }
 
 void Checkpointing::final(int64_t done) {
-  if (!enabled_ || (!writer_ && !collective_)) return;
-  if (writer_) writer_->wait();
-  report_finished();
-  if (replica0_decides(writer_ && done > 0 && last_committed_ != done)) {
-    submit(done);
-    if (writer_) writer_->wait();
-    report_finished();
-  }
-}
-
-void Checkpointing::report_finished() {
-  if (!writer_) return;
-  for (auto& outcome : writer_->take_outcomes()) {
-    const double snapshot_ms = snapshot_ms_[outcome.step];
-    snapshot_ms_.erase(outcome.step);
-    if (outcome.ok) {
-      last_committed_ = std::max(last_committed_, outcome.step);
-      events_.emit("checkpoint_committed",
-                   util::JsonLine().add("step", outcome.step).add("bytes", outcome.result.bytes)
-                       .add("snapshot_ms", snapshot_ms).add("write_ms", outcome.result.write_ms)
-                       .add("write_cpu_ms", outcome.result.cpu_ms)
-                       .add("path", outcome.result.path.string()).add("writer", writer_->kind()));
-    } else {
-      events_.emit("checkpoint_failed",
-                   util::JsonLine().add("step", outcome.step).add("error", outcome.error));
-      progress_.line("checkpoint of step " + std::to_string(outcome.step) +
-                     " failed, training goes on: " + outcome.error);
-    }
-  }
+  if (enabled_ && (cadence_->is_writer() || collective_)) cadence_->final(done);
 }
 
 }  // namespace dseek::train

@@ -32,6 +32,7 @@
 #include "runtime/config/job_config.hpp"
 #include "runtime/metrics/event_log.hpp"
 #include "runtime/metrics/progress.hpp"
+#include "runtime/train/checkpoint_cadence.hpp"
 #include "runtime/train/trainer.hpp"
 
 namespace dseek::train {
@@ -53,13 +54,10 @@ class Checkpointing {
   // The checkpoint of the run's end or early stop (unless `done` is committed already),
   // waited for.
   void final(int64_t done);
-  // Checkpoints are written at all: checkpoint.every_steps > 0, an early-stop key set,
-  // or a resumed run (which was checkpointed before, so its end should be too).
+  // Checkpoints are written at all (checkpoints_enabled()).
   bool enabled() const { return enabled_; }
 
  private:
-  void submit(int64_t done);
-  void report_finished();
   // Replica 0's `value`, on every replica (collective) when snapshots are collective.
   bool replica0_decides(bool value);
 
@@ -70,9 +68,7 @@ class Checkpointing {
   std::filesystem::path root_;
   bool enabled_;
   bool collective_;  // snapshots gather sharded state: every replica takes part
-  int64_t last_committed_ = -1;
-  std::map<int64_t, double> snapshot_ms_;  // of writes not yet reported
-  std::unique_ptr<checkpoint::CheckpointSink> writer_;  // replica 0 (or the single node)
+  std::unique_ptr<CheckpointCadence> cadence_;  // when enabled_; replica 0 writes
   std::vector<float> gather_params_, gather_m_, gather_v_;  // other replicas' snapshot space
 };
 

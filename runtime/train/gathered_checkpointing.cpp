@@ -28,26 +28,25 @@ GatheredCheckpointing::GatheredCheckpointing(const config::JobConfig& config,
                                              const checkpoint::CheckpointSinkFactory& make_sink)
     : config_(config), state_(state), events_(events), progress_(progress),
       root_(checkpoint::checkpoint_root(config, run_dir)),
-      enabled_(config.checkpoint.every_steps > 0 || config.train.stop_after_steps > 0 ||
-               config.train.stop_after_minutes > 0 || !config.checkpoint.resume.empty()) {
-  if (!enabled_ || !state.is_writer()) return;
-  const checkpoint::WriteOptions where{root_, config.checkpoint.keep_last, false};
-  if (make_sink) writer_ = make_sink(where);
-  if (!writer_) writer_ = std::make_unique<checkpoint::CheckpointWriter>(where, config.checkpoint.async);
-  auto& snapshot = writer_->buffer();
-  const LayoutSizes sizes = state.sizes();
-  snapshot.seed = config.train.seed;
-  snapshot.world_size = sizes.world();
-  snapshot.data_parallel = sizes.data;
-  snapshot.pipeline_parallel = sizes.pipeline;
-  snapshot.tensor_parallel = sizes.tensor;
-  snapshot.zero_stage = 0;
-  snapshot.config_toml = config::to_toml(config);
-  snapshot.tensors = state.whole_layout().tensors();
-  const size_t n = state.whole_layout().total();
-  snapshot.params.resize(n);
-  snapshot.adam_m.resize(n);
-  snapshot.adam_v.resize(n);
+      enabled_(checkpoints_enabled(config)) {
+  if (!enabled_ || !state.takes_part()) return;
+  CheckpointCadence::Participation participation;
+  participation.writer_decides = [this](bool value) { return state_.writer_decides(value); };
+  participation.snapshot = [this](float* params, float* adam_m, float* adam_v) {
+    state_.gather_whole(params, adam_m, adam_v);
+    return state_.optimizer_steps();
+  };
+  cadence_ = std::make_unique<CheckpointCadence>(config, root_, state.is_writer(),
+                                                 state.whole_layout(), make_sink, events,
+                                                 progress, std::move(participation));
+  if (auto* snapshot = cadence_->snapshot_buffer()) {
+    const LayoutSizes sizes = state.sizes();
+    snapshot->world_size = sizes.world();
+    snapshot->data_parallel = sizes.data;
+    snapshot->pipeline_parallel = sizes.pipeline;
+    snapshot->tensor_parallel = sizes.tensor;
+    snapshot->zero_stage = 0;
+  }
 }
 
 GatheredCheckpointing::~GatheredCheckpointing() = default;
@@ -103,80 +102,16 @@ int64_t GatheredCheckpointing::resume() {
                  std::to_string(m.step) + " (written by " +
                  describe(m.data_parallel, m.pipeline_parallel, m.tensor_parallel) +
                  "; this job: " + describe(now.data, now.pipeline, now.tensor) + ")");
-  last_committed_ = m.step;  // no need to write it again
+  if (cadence_) cadence_->committed(m.step);  // no need to write it again
   return m.next_step;
 }
 
-void GatheredCheckpointing::submit(int64_t done) {
-  if (!writer_) {  // a rank of replica 0 other than the writer: its pieces, not written
-    state_.gather_whole(nullptr, nullptr, nullptr);
-    return;
-  }
-  bool fail = false;
-  for (const auto& fault : config_.faults) {
-    fail |= fault.kind == "fail_checkpoint_write" && fault.step == done &&
-            (fault.node < 0 || fault.node == config_.cluster.node_id);
-  }
-  const auto start = std::chrono::steady_clock::now();
-  auto& snapshot = writer_->buffer();
-  state_.gather_whole(snapshot.params.data(), snapshot.adam_m.data(), snapshot.adam_v.data());
-  snapshot.step = done;
-  snapshot.optimizer_steps = state_.optimizer_steps();
-  snapshot_ms_[done] =
-      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-  writer_->submit(fail);
-  if (!config_.checkpoint.async) writer_->wait();
-}
-
 void GatheredCheckpointing::after_step(int64_t done) {
-  if (!enabled_ || !state_.takes_part()) return;
-  report_finished();
-  const int64_t every = config_.checkpoint.every_steps;
-  if (every <= 0 || done % every != 0) return;
-  if (state_.writer_decides(writer_ && writer_->busy())) {
-    if (writer_) {
-      events_.emit("checkpoint_skipped",
-                   util::JsonLine().add("step", done).add("reason", "previous write in progress")
-                       .add("in_progress_step", writer_->in_flight_step()));
-    }
-    return;
-  }
-  submit(done);
-  report_finished();
+  if (cadence_) cadence_->after_step(done);
 }
 
 void GatheredCheckpointing::final(int64_t done) {
-  if (!enabled_ || !state_.takes_part()) return;
-  if (writer_) writer_->wait();
-  report_finished();
-  if (state_.writer_decides(writer_ && done > 0 && last_committed_ != done)) {
-    submit(done);
-    if (writer_) writer_->wait();
-    report_finished();
-  }
-}
-
-void GatheredCheckpointing::report_finished() {
-  if (!writer_) return;
-  for (auto& outcome : writer_->take_outcomes()) {
-    const double snapshot_ms = snapshot_ms_[outcome.step];
-    snapshot_ms_.erase(outcome.step);
-    if (outcome.ok) {
-      last_committed_ = std::max(last_committed_, outcome.step);
-      events_.emit("checkpoint_committed",
-                   util::JsonLine().add("step", outcome.step).add("bytes", outcome.result.bytes)
-                       .add("snapshot_ms", snapshot_ms).add("write_ms", outcome.result.write_ms)
-                       .add("write_cpu_ms", outcome.result.cpu_ms)
-                       .add("path", outcome.result.path.string()).add("writer", writer_->kind()));
-      progress_.line("checkpoint: step " + std::to_string(outcome.step) + " committed to " +
-                     outcome.result.path.string());
-    } else {
-      events_.emit("checkpoint_failed",
-                   util::JsonLine().add("step", outcome.step).add("error", outcome.error));
-      progress_.line("checkpoint of step " + std::to_string(outcome.step) +
-                     " failed, training goes on: " + outcome.error);
-    }
-  }
+  if (cadence_) cadence_->final(done);
 }
 
 }  // namespace dseek::train

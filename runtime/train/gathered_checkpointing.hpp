@@ -24,6 +24,7 @@
 #include "runtime/config/job_config.hpp"
 #include "runtime/metrics/event_log.hpp"
 #include "runtime/metrics/progress.hpp"
+#include "runtime/train/checkpoint_cadence.hpp"
 #include "runtime/train/gathered_state.hpp"
 
 namespace dseek::train {
@@ -47,18 +48,13 @@ class GatheredCheckpointing {
   bool enabled() const { return enabled_; }
 
  private:
-  void submit(int64_t done);
-  void report_finished();
-
   const config::JobConfig& config_;
   GatheredState& state_;
   metrics::EventLog& events_;
   metrics::Progress& progress_;
   std::filesystem::path root_;
   bool enabled_;
-  int64_t last_committed_ = -1;
-  std::map<int64_t, double> snapshot_ms_;  // of writes not yet reported
-  std::unique_ptr<checkpoint::CheckpointSink> writer_;  // rank 0 only
+  std::unique_ptr<CheckpointCadence> cadence_;  // ranks that take part; rank 0 writes
 };
 
 }  // namespace dseek::train
