@@ -14,20 +14,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 config=config/single.toml threads=0 runs=3 steps=5 warmup=1
-while [[ $# -gt 0 ]]; do
-  case "$1" in
-    --config) config=$2; shift 2 ;;
-    --threads) threads=$2; shift 2 ;;
-    --runs) runs=$2; shift 2 ;;
-    --steps) steps=$2; shift 2 ;;
-    -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
-    *) echo "unknown argument: $1" >&2; exit 2 ;;
-  esac
-done
-dseek=${DSEEK_BIN:-build/bin/dseek}
 py=/usr/bin/python3
-[[ -x $dseek ]] || { echo "dseek binary not found: $dseek (set DSEEK_BIN)" >&2; exit 1; }
 source bench/lib/common.sh
+HELP_LINES=2,12 parse_train_bench_args "$@"
 
 settings="none every:2 every:1"
 field() { "$py" -c 'import sys, json; print(json.loads(sys.stdin.read().strip().splitlines()[-1])[sys.argv[1]])' "$1"; }

@@ -26,3 +26,22 @@ blas_line() {
   echo "OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-<unset: auto-detected>} for both sides;" \
        "kernel: $("$py" -c 'import ctypes; l = ctypes.CDLL("libopenblas.so.0"); l.openblas_get_corename.restype = ctypes.c_char_p; print(l.openblas_get_corename().decode())' 2>/dev/null || echo unknown)"
 }
+
+# The options of the training benches (train_vs_pytorch, bf16_vs_torch, recompute):
+# --config --threads --runs --steps over the caller's defaults in those variables; -h
+# prints lines $HELP_LINES (e.g. 2,12) of the calling script. Then checks the dseek
+# binary ($DSEEK_BIN or build/bin/dseek) and sets $dseek.
+parse_train_bench_args() {
+  while [[ $# -gt 0 ]]; do
+    case "$1" in
+      --config) config=$2; shift 2 ;;
+      --threads) threads=$2; shift 2 ;;
+      --runs) runs=$2; shift 2 ;;
+      --steps) steps=$2; shift 2 ;;
+      -h|--help) sed -n "${HELP_LINES}p" "$0"; exit 0 ;;
+      *) echo "unknown argument: $1" >&2; exit 2 ;;
+    esac
+  done
+  dseek=${DSEEK_BIN:-build/bin/dseek}
+  [[ -x $dseek ]] || { echo "dseek binary not found: $dseek (set DSEEK_BIN)" >&2; exit 1; }
+}
