@@ -177,6 +177,9 @@ int run_node(const config::JobConfig& job_config, const node_options& options) {
         [&](job_finished& result) {
           finished = true;
           if (!result.ok) failure = result.error;
+          // The job's stop vote can end this node's training before this loop polls the
+          // node's own signal (the launcher signals every node at once).
+          if (options.stop != nullptr && options.stop->load()) signalled = true;
         },
         [&](join_refused& refused) {
           failure = "the coordinator at " + refused.coordinator + " refused this node: " +
