@@ -11,6 +11,7 @@
 #include "runtime/metrics/event_log.hpp"
 #include "runtime/metrics/progress.hpp"
 #include "runtime/train/batch_source.hpp"
+#include "runtime/train/fixed_world_steps.hpp"
 #include "runtime/train/gathered_checkpointing.hpp"
 #include "runtime/train/parallel_layout_report.hpp"
 #include "runtime/train/pipeline_checkpoint_state.hpp"
@@ -99,39 +100,23 @@ PipelineRunSummary run_pipeline_stage(const config::JobConfig& config, const Run
   const int64_t first_step = checkpoints.resume();
 
   PipelineRunSummary result;
-  RunSummary& summary = result.run;
-  summary.steps_done = first_step;
-  std::string stop_reason;
-  const auto start = RunClock::now();
-  auto run_eval = [&](int64_t step) {
-    if (!val_batches) return;
-    summary.val_loss = trainer.evaluate(*val_batches, t.eval_batches);
-    report_eval(events, progress, step, summary.val_loss);
-  };
-  const auto sum_over_world = [&trainer](double vote) { return trainer.sum_over_world(vote); };
-  for (int64_t step = first_step; step < t.steps; ++step) {
-    // train.stop_after_steps counts the steps of this invocation, as on one node.
-    stop_reason = collective_stop_reason(t, options, step - first_step, sum_over_world);
-    if (!stop_reason.empty()) break;
-    if (options.before_step) options.before_step(step);
+  FixedWorldSteps steps;
+  steps.train_step = [&](int64_t step) {
     const PipelineStepReport r = trainer.train_step(step);
-    summary.steps_done = step + 1;
-    summary.final_loss = r.step.loss;
     util::JsonLine step_event = step_event_fields(step + 1, r.step);
     step_event.add("stage", trainer.stage()).add("replica", trainer.replica())
         .add("bubble", r.bubble).add("bubble_theory", theory)
         .add("busy_ms", r.busy_ms).add("pipeline_ms", r.pipeline_ms);
     events.emit("step", step_event);
-    progress.step(step, r.step.loss, r.step.lr, r.step.tokens_per_s,
-                  eta_seconds(start, step + 1 - first_step, t.steps - step - 1));
-    const bool last = step + 1 == t.steps;
-    if (!last && t.eval_every > 0 && (step + 1) % t.eval_every == 0) run_eval(step);
-    checkpoints.after_step(step + 1);
-  }
-  summary.stopped_early = !stop_reason.empty();
-  if (summary.steps_done > 0) run_eval(summary.steps_done - 1);
-  checkpoints.final(summary.steps_done);
-  time_run(summary, config, summary.steps_done - first_step, start);
+    return r.step;
+  };
+  if (val_batches)
+    steps.evaluate = [&] { return trainer.evaluate(*val_batches, t.eval_batches); };
+  steps.sum_votes = [&trainer](double vote) { return trainer.sum_over_world(vote); };
+  std::string stop_reason;
+  result.run = run_fixed_world_steps(config, options, events, progress, checkpoints, first_step,
+                                     steps, stop_reason);
+  RunSummary& summary = result.run;
   result.final_params = trainer.gather_params();
   summary.params_sha256 =
       util::sha256_hex(result.final_params.data(), result.final_params.size() * sizeof(float));

@@ -12,6 +12,7 @@
 #include "runtime/metrics/event_log.hpp"
 #include "runtime/metrics/progress.hpp"
 #include "runtime/train/batch_source.hpp"
+#include "runtime/train/fixed_world_steps.hpp"
 #include "runtime/train/gathered_checkpointing.hpp"
 #include "runtime/train/parallel_layout_report.hpp"
 #include "runtime/train/run_events.hpp"
@@ -51,35 +52,19 @@ RunSummary run_tensor_parallel(const config::JobConfig& config, const RunOptions
                                     options.checkpoint_sink);
   const int64_t first_step = checkpoints.resume();
 
-  RunSummary summary;
-  summary.steps_done = first_step;
-  std::string stop_reason;
-  const auto start = RunClock::now();
-  auto run_eval = [&](int64_t step) {
-    if (!val_batches) return;
-    summary.val_loss = trainer.evaluate(*val_batches, t.eval_batches);
-    report_eval(events, progress, step, summary.val_loss);
-  };
-  const auto sum_over_group = [&trainer](double vote) { return trainer.sum_over_group(vote); };
-  for (int64_t step = first_step; step < t.steps; ++step) {
-    // train.stop_after_steps counts the steps of this invocation, as on one node.
-    stop_reason = collective_stop_reason(t, options, step - first_step, sum_over_group);
-    if (!stop_reason.empty()) break;
-    if (options.before_step) options.before_step(step);
+  FixedWorldSteps steps;
+  steps.train_step = [&](int64_t step) {
     const StepReport r = trainer.train_step(step);
-    summary.steps_done = step + 1;
-    summary.final_loss = r.loss;
     events.emit("step", step_event_fields(step + 1, r).add("tensor_rank", trainer.rank())
                             .add("replica", trainer.replica()));
-    progress.step(step, r.loss, r.lr, r.tokens_per_s, eta_seconds(start, step + 1 - first_step, t.steps - step - 1));
-    const bool last = step + 1 == t.steps;
-    if (!last && t.eval_every > 0 && (step + 1) % t.eval_every == 0) run_eval(step);
-    checkpoints.after_step(step + 1);
-  }
-  summary.stopped_early = !stop_reason.empty();
-  if (summary.steps_done > 0) run_eval(summary.steps_done - 1);
-  checkpoints.final(summary.steps_done);
-  time_run(summary, config, summary.steps_done - first_step, start);
+    return r;
+  };
+  if (val_batches)
+    steps.evaluate = [&] { return trainer.evaluate(*val_batches, t.eval_batches); };
+  steps.sum_votes = [&trainer](double vote) { return trainer.sum_over_group(vote); };
+  std::string stop_reason;
+  RunSummary summary = run_fixed_world_steps(config, options, events, progress, checkpoints,
+                                             first_step, steps, stop_reason);
   const std::vector<float> params = trainer.gather_params();
   summary.params_sha256 = util::sha256_hex(params.data(), params.size() * sizeof(float));
   emit_run_end(events, summary, stop_reason);
