@@ -11,19 +11,6 @@
 namespace dseek::gpu::kernels {
 
 namespace {
-constexpr int kRowsPerBlock = 64;
-constexpr int kColumnThreads = 128;
-
-int row_blocks(int N) { return (N + kRowsPerBlock - 1) / kRowsPerBlock; }
-
-// The row blocks are the grid's y dimension, at most 65535 of them.
-void check_rows(int N, const char* op) {
-  if (row_blocks(N) > 65535)
-    throw std::invalid_argument(std::string(op) + ": " + std::to_string(N) +
-                                " rows exceed the kernel's limit of " +
-                                std::to_string(65535 * kRowsPerBlock));
-}
-
 __global__ void column_partials_kernel(float* partial, const float* x, int N, int C) {
   const int c = blockIdx.x * blockDim.x + threadIdx.x;
   if (c >= C) return;

@@ -5,6 +5,8 @@
 #include <cuda_runtime.h>
 
 #include <cstddef>
+#include <stdexcept>
+#include <string>
 
 namespace dseek::gpu::kernels {
 
@@ -16,6 +18,21 @@ inline unsigned blocks_for(size_t n, int threads, size_t max_blocks = 65535u * 8
   size_t blocks = (n + static_cast<size_t>(threads) - 1) / static_cast<size_t>(threads);
   if (blocks == 0) blocks = 1;
   return static_cast<unsigned>(blocks < max_blocks ? blocks : max_blocks);
+}
+
+// Column reductions (the bias and LayerNorm parameter gradients) sum blocks of
+// kRowsPerBlock rows, one block per grid y index, then the blocks in order.
+constexpr int kRowsPerBlock = 64;
+constexpr int kColumnThreads = 128;
+
+inline int row_blocks(int N) { return (N + kRowsPerBlock - 1) / kRowsPerBlock; }
+
+// The row blocks are the grid's y dimension, at most 65535 of them.
+inline void check_rows(int N, const char* op) {
+  if (row_blocks(N) > 65535)
+    throw std::invalid_argument(std::string(op) + ": " + std::to_string(N) +
+                                " rows exceed the kernel's limit of " +
+                                std::to_string(65535 * kRowsPerBlock));
 }
 
 __device__ __forceinline__ float warp_sum(float value) {

@@ -16,18 +16,6 @@ namespace {
 constexpr float kEps = 1e-5f;
 constexpr int kThreads = 256;
 constexpr int kWarpsPerBlock = kThreads / kWarpSize;
-constexpr int kRowsPerBlock = 64;
-constexpr int kColumnThreads = 128;
-
-int row_blocks(int N) { return (N + kRowsPerBlock - 1) / kRowsPerBlock; }
-
-// The row blocks are the grid's y dimension, at most 65535 of them.
-void check_rows(int N, const char* op) {
-  if (row_blocks(N) > 65535)
-    throw std::invalid_argument(std::string(op) + ": " + std::to_string(N) +
-                                " rows exceed the kernel's limit of " +
-                                std::to_string(65535 * kRowsPerBlock));
-}
 
 __global__ void layernorm_forward_kernel(float* out, float* mean, float* rstd, const float* inp,
                                          const float* w, const float* b, int N, int C) {
