@@ -35,6 +35,8 @@ constexpr CrashableActor kCrashable[] = {
     {"data_prefetcher", names::data_prefetcher},
     // The first of the worker group's gradient_shards (names::gradient_shard(0)).
     {"gradient_shard", caf::atom("dsshard0")},
+    // A pipeline job's stage (parallel.pipeline > 1; refused elsewhere by check_supported).
+    {"pipeline_stage", names::pipeline_stage},
 };
 
 caf::atom_value registry_name(const std::string& actor) {

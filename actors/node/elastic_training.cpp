@@ -16,6 +16,7 @@
 #include "actors/faults/fault_plan.hpp"
 #include "actors/node/data_plane_link.hpp"
 #include "actors/node/node_registry.hpp"
+#include "actors/node/worker_restart.hpp"
 #include "actors/training/peer_shard_replica.hpp"
 #include "actors/training/run_data_parallel.hpp"
 #include "actors/training/sharded_state_sync.hpp"
@@ -83,26 +84,6 @@ class BoardRegistration {
   comm::Communicator* communicator_;
   int exceptions_;
 };
-
-// A restarted worker group (a crash in it) left its peers in collectives with a data
-// plane that is gone: the coordinator starts a new epoch with the same members for all
-// of them (node_lost "worker restarted" aborts the peers' communicators). Returns that
-// epoch, or nothing when this node is no member now (it then waits as it would anyway).
-std::optional<epoch_started> announce_worker_restart(caf::actor_system& sys,
-                                                     const config::JobConfig& config) {
-  const auto agent = names::lookup(sys, names::membership);
-  if (!agent) return std::nullopt;
-  std::optional<epoch_started> fresh;
-  caf::scoped_actor self{sys};
-  self->request(agent, std::chrono::milliseconds(config.cluster.connect_timeout_ms),
-                restarted_atom::value, std::string("its worker group was restarted"))
-      .receive([&](epoch_started& epoch) { fresh = std::move(epoch); },
-               [&](caf::error& error) {
-                 std::fprintf(stderr, "dseek-node: the coordinator was not told of this node's "
-                              "restarted worker group: %s\n", sys.render(error).c_str());
-               });
-  return fresh;
-}
 
 // The state this epoch starts from, agreed by the ranks (state_sync.hpp under ZeRO 0,
 // sharded_state_sync.hpp under ZeRO >= 1 with elastic.shard_replica).

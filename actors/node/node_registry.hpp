@@ -21,6 +21,7 @@ constexpr caf::atom_value membership = caf::atom("dsagent");
 constexpr caf::atom_value worker = caf::atom("dsworker");
 constexpr caf::atom_value fault_injector = caf::atom("dsfaults");
 constexpr caf::atom_value data_prefetcher = caf::atom("dsprefetch");
+constexpr caf::atom_value pipeline_stage = caf::atom("dsstage");
 
 // The gradient_shard actor number `index` of the worker group ("dsshard0", ...).
 inline caf::atom_value gradient_shard(int index) {

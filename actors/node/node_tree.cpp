@@ -16,6 +16,7 @@
 #include "actors/node/health_monitor.hpp"
 #include "actors/node/metrics_exporter.hpp"
 #include "actors/node/node_registry.hpp"
+#include "actors/node/pipeline_stage.hpp"
 
 namespace dseek::actors {
 
@@ -107,6 +108,14 @@ supervisor_config node_supervisor_config(const node_tree_setup& setup) {
                                 return spawn_gradient_shard(sys, index);
                               },
                               restart_policy::permanent, milliseconds(2000)});
+  // A pipeline job's stage (its trainer, on a thread of its own): started before the
+  // worker, which drives it, and stopped after it.
+  if (config.parallel.pipeline > 1)
+    group.children.push_back({"pipeline_stage",
+                              [](caf::actor_system& sys) {
+                                return caf::actor_cast<caf::actor>(spawn_pipeline_stage(sys));
+                              },
+                              restart_policy::permanent, milliseconds(10000)});
   auto worker = setup.worker;
   // The worker's orderly stop waits for the step in flight and the final checkpoint.
   group.children.push_back({"worker",

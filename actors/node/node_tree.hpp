@@ -10,6 +10,7 @@
 //     |- fault_injector     timed [[faults]]
 //     `- worker_group (one_for_all)
 //          |- gradient_shard_0 .. _{N-1}   the optimizer state, N = train.threads
+//          |- pipeline_stage  a pipeline job's stage and its trainer (parallel.pipeline > 1)
 //          `- worker        the training (transient: a finished job is not restarted)
 //
 // Children start in this order and stop in reverse: the worker stops (final checkpoint)

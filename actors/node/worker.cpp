@@ -22,6 +22,7 @@
 #include "actors/node/health_monitor.hpp"
 #include "actors/node/node_messages.hpp"
 #include "actors/node/node_registry.hpp"
+#include "actors/node/pipeline_stage.hpp"
 #include "actors/node/pipeline_stage_training.hpp"
 #include "actors/node/tensor_parallel_training.hpp"
 #include "gpu/backend_for_device.hpp"
@@ -116,6 +117,11 @@ void start_training(caf::stateful_actor<worker_state>* self) {
       result.ok = false;
       result.error = error.what();
       result.group_broken = true;
+    } catch (const pipeline_stage_lost& error) {
+      // As a lost gradient_shard: the group restarts.
+      result.ok = false;
+      result.error = error.what();
+      result.group_broken = true;
     } catch (const std::exception& error) {
       result.ok = false;
       result.error = error.what();
@@ -135,6 +141,8 @@ caf::behavior worker(caf::stateful_actor<worker_state>* self, worker_setup setup
   for (const auto& shard :
        running_gradient_shards(self->system(), gradient_shard_count(st.setup.config)))
     self->monitor(shard);
+  // So does its pipeline_stage (a pipeline job's), which owns the stage's trainer.
+  if (auto stage = names::lookup(self->system(), names::pipeline_stage)) self->monitor(stage);
   self->set_down_handler([self](caf::down_msg& down) { self->quit(down.reason); });
   start_training(self);
   // Epochs that came before this worker existed (or before a restart of it).
@@ -198,6 +206,7 @@ train::RunOptions node_run_options(const worker_setup& setup, caf::actor_system&
   options.after_reduction = setup.in_step;
   options.checkpoint_sink = checkpoint_sink_for(sys);
   options.optimizer_shards = gradient_shards_for(sys, gradient_shard_count(setup.config));
+  options.pipeline_stage = pipeline_stage_for(sys);
   options.backend = gpu::backend_for_device();
   options.batch_prefetcher = prefetcher_for(sys);
   options.report_disagreement = sdc_reporter(sys, setup.events);

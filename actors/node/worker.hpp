@@ -14,7 +14,8 @@
 // The worker's runs get the node's actors through RunOptions (node_run_options): the
 // optimizer state in the worker group's gradient_shard actors, the batches from the
 // data_prefetcher, checkpoints to the checkpoint_writer, replica-check disagreements to
-// the health_monitor. The worker watches its gradient_shards: one that goes down takes
+// the health_monitor; a pipeline job's stage runs in the group's pipeline_stage actor.
+// The worker watches its gradient_shards and pipeline_stage: one that goes down takes
 // the worker down with it at once (the group restarts as a whole).
 #pragma once
 
@@ -66,9 +67,9 @@ struct worker_setup {
 
 caf::actor spawn_worker(caf::actor_system& sys, const worker_setup& setup);
 
-// The run options both training paths (one node, elastic) start from: the run dir, the
-// stop flag, the node's event log, the step hooks, and the node's checkpoint_writer,
-// gradient_shards, data_prefetcher and health_monitor.
+// The run options every training path starts from: the run dir, the stop flag, the
+// node's event log, the step hooks, and the node's checkpoint_writer, gradient_shards,
+// pipeline_stage, data_prefetcher and health_monitor.
 train::RunOptions node_run_options(const worker_setup& setup, caf::actor_system& sys,
                                    const std::atomic<bool>& stop);
 

@@ -26,10 +26,24 @@ bool has_unsupported_fault(const JobConfig& config) {
 }
 
 // A fixed-world job injects kill (it fails at once) and fail_checkpoint_write (its
-// gathered checkpoint fails and training goes on); nothing else.
-bool has_fault_a_fixed_world_lacks(const JobConfig& config) {
+// gathered checkpoint fails and training goes on); a pipeline job also crash_actor of its
+// pipeline_stage (its worker group restarts, and the job fails naming the stage).
+bool has_fault_a_fixed_world_lacks(const JobConfig& config, std::string_view kind) {
+  for (const auto& fault : config.faults) {
+    if (fault.kind == "kill" || fault.kind == "fail_checkpoint_write") continue;
+    if (kind == "pipeline" && fault.kind == "crash_actor" && fault.actor == "pipeline_stage")
+      continue;
+    return true;
+  }
+  return false;
+}
+
+// Only a pipeline job has a pipeline_stage actor to crash.
+bool crashes_a_missing_stage(const JobConfig& config) {
   for (const auto& fault : config.faults)
-    if (fault.kind != "kill" && fault.kind != "fail_checkpoint_write") return true;
+    if (fault.kind == "crash_actor" && fault.actor == "pipeline_stage" &&
+        config.parallel.pipeline < 2)
+      return true;
   return false;
 }
 
@@ -52,10 +66,12 @@ void add_fixed_world_gates(std::vector<Gate>& gates, const JobConfig& config, bo
                    "gradient compression is for data-parallel reductions: not with " + asked});
   // checkpoint.every_steps and checkpoint.resume work on both paths: the ranks gather
   // the whole state to world rank 0 (train/gathered_checkpointing.hpp).
-  gates.push_back({requested && has_fault_a_fixed_world_lacks(config), "faults",
+  std::string injected = "kill, to check that the job fails at once, ";
+  if (kind == "pipeline") injected += "crash_actor of the pipeline_stage (the same), ";
+  injected += "and fail_checkpoint_write";
+  gates.push_back({requested && has_fault_a_fixed_world_lacks(config, kind), "faults",
                    "recovery of " + jobs + " is not written yet: the faults injected into "
-                   "them are kill, to check that the job fails at once, and "
-                   "fail_checkpoint_write"});
+                   "them are " + injected});
   gates.push_back({requested && config.train.device != "cpu", "train.device",
                    std::string(kind) + "-parallel trainers compute on the CPU backend only "
                    "(train.device = \"cpu\"): not with " + asked});
@@ -102,6 +118,9 @@ void check_supported(const JobConfig& config) {
        "fp8's loss scaling unscales the gradients in host memory: train.device = \"cpu\" only"},
       {config.cluster.gpus_per_node > 1, "cluster.gpus_per_node",
        "a node drives one GPU (device 0) with one worker so far: run one dseek-node per GPU"},
+      {crashes_a_missing_stage(config), "faults",
+       "crash_actor of the pipeline_stage: only a pipeline job (parallel.pipeline > 1) has "
+       "that actor"},
       {has_unsupported_fault(config), "faults",
        "corrupt_gradient fires at a step of a multi-node job (it is caught by comparing "
        "replicas), and fail_checkpoint_write at a step only"},

@@ -5,8 +5,8 @@ namespace dseek::train {
 
 LayoutSizes PipelineCheckpointState::sizes() const {
   LayoutSizes sizes;
-  sizes.data = static_cast<uint32_t>(trainer_.replicas());
-  sizes.pipeline = static_cast<uint32_t>(trainer_.plan().shape.stages);
+  sizes.data = static_cast<uint32_t>(trainer_.info().replicas);
+  sizes.pipeline = static_cast<uint32_t>(trainer_.info().plan.shape.stages);
   return sizes;
 }
 

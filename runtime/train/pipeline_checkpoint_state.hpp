@@ -5,18 +5,20 @@
 #pragma once
 
 #include "runtime/train/gathered_state.hpp"
-#include "runtime/train/pipeline_stage_trainer.hpp"
+#include "runtime/train/pipeline_stage.hpp"
 
 namespace dseek::train {
 
 class PipelineCheckpointState final : public GatheredState {
  public:
-  explicit PipelineCheckpointState(PipelineStageTrainer& trainer) : trainer_(trainer) {}
+  explicit PipelineCheckpointState(PipelineStage& trainer) : trainer_(trainer) {}
 
   const model::ParamLayout& whole_layout() const override { return trainer_.whole_layout(); }
   LayoutSizes sizes() const override;
-  bool is_writer() const override { return trainer_.replica() == 0 && trainer_.stage() == 0; }
-  bool takes_part() const override { return trainer_.replica() == 0; }
+  bool is_writer() const override {
+    return trainer_.info().replica == 0 && trainer_.info().stage == 0;
+  }
+  bool takes_part() const override { return trainer_.info().replica == 0; }
   bool writer_decides(bool value) override { return trainer_.first_stage_decides(value); }
   void gather_whole(float* params, float* adam_m, float* adam_v) override {
     trainer_.gather_state_to_first(params, adam_m, adam_v);
@@ -29,7 +31,7 @@ class PipelineCheckpointState final : public GatheredState {
   double sum_over_world(double value) override { return trainer_.sum_over_world(value); }
 
  private:
-  PipelineStageTrainer& trainer_;
+  PipelineStage& trainer_;
 };
 
 }  // namespace dseek::train

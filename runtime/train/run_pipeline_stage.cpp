@@ -15,7 +15,7 @@
 #include "runtime/train/gathered_checkpointing.hpp"
 #include "runtime/train/parallel_layout_report.hpp"
 #include "runtime/train/pipeline_checkpoint_state.hpp"
-#include "runtime/train/pipeline_stage_trainer.hpp"
+#include "runtime/train/pipeline_stage.hpp"
 #include "runtime/train/run_events.hpp"
 #include "runtime/util/sha256.hpp"
 
@@ -76,23 +76,26 @@ PipelineRunSummary run_pipeline_stage(const config::JobConfig& config, const Run
                 " split " + describe_partition(plan.ranges) +
                 (plan.stage_costs.empty() ? "" : " (stage cost ms " + format_costs(plan.stage_costs) + ")"));
 
-  PipelineStageTrainer trainer(config, train_batches, links, plan, replicas);
-  const ParallelGroups layout(trainer.replicas(), static_cast<int>(plan.shape.stages), 1);
-  report_parallel_layout(layout,
-                         layout.rank_of({trainer.replica(), static_cast<int>(trainer.stage()), 0}),
+  // Local, or the node's pipeline_stage actor (options.pipeline_stage): one loop drives either.
+  const auto stage = make_pipeline_stage(options.pipeline_stage,
+                                         PipelineStageSpec{config, train_batches, links, plan, replicas});
+  PipelineStage& trainer = *stage;
+  const PipelineStageInfo& info = trainer.info();
+  const ParallelGroups layout(info.replicas, static_cast<int>(plan.shape.stages), 1);
+  report_parallel_layout(layout, layout.rank_of({info.replica, static_cast<int>(info.stage), 0}),
                          events, progress);
   const double theory = theoretical_bubble(plan.shape);
   util::JsonLine started;
   started.add("config", config.source).add("pid", static_cast<int64_t>(::getpid()))
-      .add("stage", trainer.stage()).add("stages", plan.shape.stages)
-      .add("replica", trainer.replica()).add("replicas", trainer.replicas())
-      .add("stage_params", static_cast<uint64_t>(trainer.owned_params()))
+      .add("stage", info.stage).add("stages", plan.shape.stages)
+      .add("replica", info.replica).add("replicas", info.replicas)
+      .add("stage_params", static_cast<uint64_t>(info.owned_params))
       .add("dim", config.model.dim).add("layers", config.model.layers)
       .add("batch_size", t.batch_size).add("steps", t.steps).add("threads", t.threads)
       .add("data", config.data.dir);
   events.emit("run_started", started);
-  report_model_memory(events, progress, "stage " + std::to_string(trainer.stage()) + " ",
-                      config.model, trainer.activation_memory());
+  report_model_memory(events, progress, "stage " + std::to_string(info.stage) + " ",
+                      config.model, info.activation_memory);
 
   PipelineCheckpointState checkpoint_state(trainer);
   GatheredCheckpointing checkpoints(config, options.run_dir, checkpoint_state, events, progress,
@@ -104,7 +107,7 @@ PipelineRunSummary run_pipeline_stage(const config::JobConfig& config, const Run
   steps.train_step = [&](int64_t step) {
     const PipelineStepReport r = trainer.train_step(step);
     util::JsonLine step_event = step_event_fields(step + 1, r.step);
-    step_event.add("stage", trainer.stage()).add("replica", trainer.replica())
+    step_event.add("stage", info.stage).add("replica", info.replica)
         .add("bubble", r.bubble).add("bubble_theory", theory)
         .add("busy_ms", r.busy_ms).add("pipeline_ms", r.pipeline_ms);
     events.emit("step", step_event);
@@ -121,7 +124,7 @@ PipelineRunSummary run_pipeline_stage(const config::JobConfig& config, const Run
   summary.params_sha256 =
       util::sha256_hex(result.final_params.data(), result.final_params.size() * sizeof(float));
   const auto spans = trainer.gather_trace_spans();
-  if (trainer.stage() == 0 && trainer.replica() == 0) {  // replica 0's spans only
+  if (info.stage == 0 && info.replica == 0) {  // replica 0's spans only
     std::vector<std::string> names;
     for (int64_t s = 0; s < plan.shape.stages; ++s) names.push_back("stage " + std::to_string(s));
     const auto trace_path = options.run_dir / "trace.json";
@@ -130,7 +133,7 @@ PipelineRunSummary run_pipeline_stage(const config::JobConfig& config, const Run
                                      .add("spans", static_cast<uint64_t>(spans.size())));
   }
   emit_run_end(events, summary, stop_reason);
-  progress.line(run_end_line("stage " + std::to_string(trainer.stage()) + " ", summary, false));
+  progress.line(run_end_line("stage " + std::to_string(info.stage) + " ", summary, false));
   return result;
 }
 

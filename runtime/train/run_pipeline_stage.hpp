@@ -31,8 +31,9 @@ struct PipelineRunSummary {
   std::vector<float> final_params;  // the whole model's, layout order
 };
 
-// Uses options.run_dir, console, events, stop, before_step and checkpoint_sink; the rest of RunOptions
-// is for data-parallel runs.
+// Uses options.run_dir, console, events, stop, before_step, checkpoint_sink and
+// pipeline_stage (where the stage's trainer runs, pipeline_stage.hpp); the rest of
+// RunOptions is for data-parallel runs.
 // `replicas`: the stage's data-parallel group (null: one replica).
 PipelineRunSummary run_pipeline_stage(const config::JobConfig& config, const RunOptions& options,
                                       PipelineLinks& links, ReplicaGroup* replicas = nullptr);

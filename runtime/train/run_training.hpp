@@ -29,6 +29,8 @@ namespace dseek::train {
 class GradientReducer;
 
 class Trainer;
+class PipelineStage;      // pipeline_stage.hpp
+struct PipelineStageSpec;
 
 // The whole training state after `steps_done` steps, in host memory: what a data-parallel
 // node keeps of its last completed step to recover from a lost peer without the disk
@@ -89,6 +91,10 @@ struct RunOptions {
   // empty, or a factory that returns null: a PrefetchingBatches thread of the run's own.
   std::function<std::unique_ptr<BatchSource>(std::shared_ptr<BatchSource> source)>
       batch_prefetcher;
+  // Pipeline jobs: where the stage's trainer runs (pipeline_stage.hpp's
+  // PipelineStageFactory; dseek-node: the worker group's pipeline_stage actor); empty, or
+  // a factory that returns null: a LocalPipelineStage on the run's own thread.
+  std::function<std::unique_ptr<PipelineStage>(const PipelineStageSpec& spec)> pipeline_stage;
 };
 
 struct RunSummary {

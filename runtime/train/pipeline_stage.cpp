@@ -1,0 +1,24 @@
+// Implementation of pipeline_stage.hpp.
+#include "runtime/train/pipeline_stage.hpp"
+
+namespace dseek::train {
+
+std::unique_ptr<PipelineStage> make_pipeline_stage(const PipelineStageFactory& factory,
+                                                   const PipelineStageSpec& spec) {
+  if (factory) {
+    if (auto stage = factory(spec)) return stage;
+  }
+  return std::make_unique<LocalPipelineStage>(spec);
+}
+
+LocalPipelineStage::LocalPipelineStage(const PipelineStageSpec& spec)
+    : trainer_(spec.config, spec.batches, spec.links, spec.plan, spec.replicas) {
+  info_.stage = trainer_.stage();
+  info_.replica = trainer_.replica();
+  info_.replicas = trainer_.replicas();
+  info_.owned_params = trainer_.owned_params();
+  info_.activation_memory = trainer_.activation_memory();
+  info_.plan = trainer_.plan();
+}
+
+}  // namespace dseek::train
