@@ -71,6 +71,15 @@ pipeline_stage_actor::behavior_type pipeline_stage(stage_pointer self) {
       return caf::make_error(caf::sec::runtime_error, "a non-standard exception");
     }
   });
+  // The registry's strong reference would keep a detached actor's thread waiting for
+  // the actor's destruction forever, and with it the actor system's shutdown: the
+  // actor takes its name out when it ends, unless a successor has it already.
+  auto& sys = self->system();
+  auto* me = self->ctrl();
+  self->attach_functor([&sys, me](const caf::error&) {
+    if (sys.registry().get(names::pipeline_stage).get() == me)
+      sys.registry().erase(names::pipeline_stage);
+  });
   return {
       [self](const stage_build& build) {
         auto& st = self->state;
