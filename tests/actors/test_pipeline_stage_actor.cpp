@@ -9,6 +9,7 @@
 // request at once with pipeline_stage_lost.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -85,13 +86,15 @@ class PatternBatches final : public train::BatchSource {
 
 struct StageRun {
   std::vector<double> losses;
+  std::vector<double> step_ms;  // wall time of each train_step call
   double val_loss = 0;
   std::vector<float> params;
 };
 
 // Trains kSteps on each of the two stages, each on its own thread, the stage made by
 // factories[stage] (empty: LocalPipelineStage).
-std::vector<StageRun> train_pipeline(const std::vector<train::PipelineStageFactory>& factories) {
+std::vector<StageRun> train_pipeline(const std::vector<train::PipelineStageFactory>& factories,
+                                     int64_t steps = kSteps) {
   const config::JobConfig config = tiny_pipeline();
   testing::InMemoryPipelineHub hub(kStages);
   std::vector<StageRun> runs(kStages);
@@ -108,8 +111,12 @@ std::vector<StageRun> train_pipeline(const std::vector<train::PipelineStageFacto
             factories[static_cast<size_t>(s)],
             train::PipelineStageSpec{config, batches, links, plan, nullptr});
         REQUIRE(stage->info().stage == s);
-        for (int64_t step = 0; step < kSteps; ++step)
+        for (int64_t step = 0; step < steps; ++step) {
+          const auto start = std::chrono::steady_clock::now();
           runs[static_cast<size_t>(s)].losses.push_back(stage->train_step(step).step.loss);
+          runs[static_cast<size_t>(s)].step_ms.push_back(std::chrono::duration<double, std::milli>(
+              std::chrono::steady_clock::now() - start).count());
+        }
         runs[static_cast<size_t>(s)].val_loss = stage->evaluate(validation, 2);
         runs[static_cast<size_t>(s)].params = stage->gather_params();
       } catch (...) {
@@ -218,4 +225,35 @@ TEST_CASE("pipeline_stage: embedded through its typed interface; a crash names t
          std::chrono::steady_clock::now() < limit)
     std::this_thread::sleep_for(10ms);
   CHECK_FALSE(actors::names::lookup(sys, actors::names::pipeline_stage));
+}
+
+// What the actor costs a step: the same 2-stage pipeline, local and through two
+// pipeline_stage actors, alternating 3 times; prints the median train_step call time of
+// stage 0 over the steps after the first 5 (warm-up) of all rounds.
+TEST_CASE("pipeline_stage step time against a local stage", "[.stage_timing]") {
+  node_system_config cfg;
+  caf::actor_system sys{cfg};
+  std::vector<actors::pipeline_stage_actor> stages;
+  std::vector<train::PipelineStageFactory> factories;
+  for (int64_t s = 0; s < kStages; ++s) {
+    stages.push_back(actors::spawn_pipeline_stage(sys));
+    factories.push_back(actors::pipeline_stage_of(sys, stages.back()));
+  }
+  constexpr int64_t kTimedSteps = 60, kWarmup = 5;
+  std::vector<double> local, acted;
+  auto keep = [&](std::vector<double>& into, const std::vector<StageRun>& runs) {
+    into.insert(into.end(), runs[0].step_ms.begin() + kWarmup, runs[0].step_ms.end());
+  };
+  for (int round = 0; round < 3; ++round) {
+    keep(local, train_pipeline({{}, {}}, kTimedSteps));
+    keep(acted, train_pipeline(factories, kTimedSteps));
+  }
+  auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+  };
+  WARN("train_step ms, stage 0 (median of 3 x " << kTimedSteps - kWarmup
+       << " steps): local " << median(local) << ", pipeline_stage actor " << median(acted));
+  CHECK(local.size() == acted.size());
+  for (auto& stage : stages) caf::anon_send_exit(stage, caf::exit_reason::user_shutdown);
 }
