@@ -176,7 +176,7 @@ TEST_CASE("pipeline_stage actors train a 2-stage pipeline bit for bit as local s
 
 // What README.md's embedding example does: another CAF application spawns a
 // pipeline_stage and drives it with the typed messages itself.
-TEST_CASE("pipeline_stage: embedded through its typed interface; a crash names the stage",
+TEST_CASE("pipeline_stage: embedded through its typed interface, and a crash names the stage",
           "[actors][pp][faults]") {
   node_system_config cfg;
   caf::actor_system sys{cfg};
