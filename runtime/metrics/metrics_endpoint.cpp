@@ -46,14 +46,10 @@ uint64_t MetricsEndpoint::open() {
 }
 
 void MetricsEndpoint::close(uint64_t lease) {
-  std::unique_ptr<MetricsHttpServer> closing;
-  {
-    std::lock_guard lock(mutex_);
-    if (lease != lease_) return;
-    closing = std::move(server_);
-  }
-  // `closing` stops and joins its thread here, outside the lock: a successor's open()
-  // does not wait for it.
+  // Under the lock until the socket is closed: a successor's open() must not try to
+  // bind while this server still listens. The server's thread never takes this lock.
+  std::lock_guard lock(mutex_);
+  if (lease == lease_) server_.reset();
 }
 
 std::shared_ptr<MetricsEndpoint> open_metrics_endpoint(const config::JobConfig& config,
