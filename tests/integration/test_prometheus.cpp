@@ -53,6 +53,28 @@ std::optional<double> sample(const std::string& text, const std::string& name) {
   return std::strtod(line.c_str() + line.rfind(' ') + 1, nullptr);
 }
 
+// Whether a listening socket could take 127.0.0.1:`port` now.
+bool port_free(int port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(static_cast<uint16_t>(port));
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  const bool free = ::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0;
+  ::close(fd);
+  return free;
+}
+
+// P such that P and P + 1 (nodes 0 and 1) were free a moment ago.
+int free_port_pair() {
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    const int port = free_port();
+    if (port < 65535 && port_free(port + 1)) return port;
+  }
+  FAIL("no two consecutive free ports on 127.0.0.1");
+  return 0;
+}
+
 std::string read_file(const std::filesystem::path& file) {
   std::string text;
   for (const auto& line : read_lines(file)) text += line + "\n";
@@ -153,6 +175,54 @@ TEST_CASE("dseek-node serves /metrics that agree with its events.jsonl",
   REQUIRE(code);
   CHECK(*code == 0);
   CHECK(http_get("127.0.0.1", port, "/metrics", 2s).status == 0);
+}
+
+TEST_CASE("each node of a launched job serves /metrics on the base port + its node id",
+          "[launch][prometheus]") {
+  ScratchDir run("prometheus-launch");
+  const int port = free_port_pair();
+  const auto job = tiny_launch(run.path(), 2, 10) + prometheus_on(port, 120);
+  SpawnedProcess launcher =
+      SpawnedProcess::start(job, (run / "launch.log").string(), launch_env());
+  const auto deadline = std::chrono::steady_clock::now() + 240s;
+  auto lingering = [&](int node) {
+    return read_file(run / "launch.log")
+               .find("[node " + std::to_string(node) + "] dseek-node: serving /metrics") !=
+           std::string::npos;
+  };
+  while (!(lingering(0) && lingering(1)) && std::chrono::steady_clock::now() < deadline &&
+         launcher.running())
+    std::this_thread::sleep_for(50ms);
+  INFO(read_file(run / "launch.log"));
+  REQUIRE((lingering(0) && lingering(1)));
+
+  for (int node = 0; node < 2; ++node) {
+    INFO("node " << node);
+    const auto reply = http_get("127.0.0.1", port + node, "/metrics");
+    REQUIRE(reply.status == 200);
+    INFO(reply.body);
+    const auto steps = node_events(run.path(), node, "step");
+    REQUIRE(steps.size() == 10);
+    double sent = 0, received = 0;
+    for (const auto& step : steps) {
+      sent += number_field(step, "comm_bytes_sent");
+      received += number_field(step, "comm_bytes_received");
+    }
+    CHECK(sent > 0);
+    CHECK(sample(reply.body, "dseek_steps_total") == 10);
+    CHECK(sample(reply.body, "dseek_gradient_sent_bytes_total") == sent);
+    CHECK(sample(reply.body, "dseek_gradient_received_bytes_total") == received);
+    CHECK(sample(reply.body, "dseek_loss") == number_field(steps.back(), "loss"));
+    CHECK(sample(reply.body, "dseek_world_size") == 2);
+    CHECK_THAT(reply.body, Contains("dseek_steps_total{node=\"" + std::to_string(node) + "\","));
+  }
+
+  // The launcher passes SIGTERM on; the lingering nodes stop orderly.
+  launcher.signal(SIGTERM);
+  const auto code = launcher.wait_for(60s);
+  REQUIRE(code);
+  CHECK(*code == 0);
+  require_no_node_left(run.path(), 2);
 }
 
 TEST_CASE("dseek-node refuses to start when its /metrics port is in use",
