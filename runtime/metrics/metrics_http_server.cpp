@@ -112,7 +112,8 @@ int open_listener(const std::string& host, uint16_t port, uint16_t& bound_port) 
 // true only for the first.
 bool wait_ready(int fd, short events, int wake_fd, Clock::time_point deadline) {
   while (true) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
     if (left.count() <= 0) return false;
     pollfd fds[2] = {{fd, events, 0}, {wake_fd, POLLIN, 0}};
     const int rc = ::poll(fds, 2, static_cast<int>(left.count()));
@@ -180,7 +181,13 @@ void MetricsHttpServer::serve() {
     if (rc < 0 || fds[1].revents != 0) return;
     if ((fds[0].revents & POLLIN) == 0) continue;
     const int connection = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
-    if (connection < 0) continue;  // the client gave up already, or out of descriptors
+    if (connection < 0) {
+      // Out of descriptors leaves the connection pending and poll() ready at once: wait
+      // a little instead of spinning. (Other errors: the client gave up already.)
+      if (errno == EMFILE || errno == ENFILE)
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      continue;
+    }
     serve_connection(connection);
     ::close(connection);
   }

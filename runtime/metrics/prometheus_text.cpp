@@ -53,9 +53,10 @@ std::string format_sample_value(double value) {
   // learning rates), else whatever is shortest; both read back as the same double.
   const double magnitude = std::fabs(value);
   const bool plain = value == 0 || (magnitude >= 1e-4 && magnitude < 1e15);
-  char text[400];
-  const auto result = plain ? std::to_chars(text, text + sizeof text, value, std::chars_format::fixed)
-                            : std::to_chars(text, text + sizeof text, value);
+  char text[400];  // fixed notation of up to 1e15 with 17 significant digits fits
+  const auto result =
+      plain ? std::to_chars(text, text + sizeof text, value, std::chars_format::fixed)
+            : std::to_chars(text, text + sizeof text, value);
   return std::string(text, result.ptr);
 }
 

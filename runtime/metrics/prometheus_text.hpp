@@ -14,7 +14,8 @@
 namespace dseek::metrics {
 
 // The Content-Type of this format.
-inline constexpr std::string_view kPrometheusContentType = "text/plain; version=0.0.4; charset=utf-8";
+inline constexpr std::string_view kPrometheusContentType =
+    "text/plain; version=0.0.4; charset=utf-8";
 
 using MetricLabels = std::vector<std::pair<std::string, std::string>>;
 
