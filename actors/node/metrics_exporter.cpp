@@ -8,6 +8,7 @@
 #include "actors/node/node_messages.hpp"
 #include "actors/node/node_registry.hpp"
 #include "runtime/metrics/event_log.hpp"
+#include "runtime/metrics/metrics_endpoint.hpp"
 
 namespace dseek::actors {
 
@@ -25,8 +26,16 @@ caf::behavior metrics_exporter(caf::event_based_actor* self,
 }  // namespace
 
 caf::actor spawn_metrics_exporter(caf::actor_system& sys,
-                                  std::shared_ptr<metrics::EventLog> events) {
-  return sys.spawn(metrics_exporter, std::move(events));
+                                  std::shared_ptr<metrics::EventLog> events,
+                                  std::shared_ptr<metrics::MetricsEndpoint> endpoint) {
+  // Listening here, in the supervisor's start of the child, makes a port in use fail
+  // the start with the endpoint's message instead of a crash of a running actor.
+  const uint64_t lease = endpoint ? endpoint->open() : 0;
+  auto exporter = sys.spawn(metrics_exporter, std::move(events));
+  // However the actor ends (stopped with the node, crashed), its server stops with it.
+  if (endpoint)
+    exporter->attach_functor([endpoint, lease] { endpoint->close(lease); });
+  return exporter;
 }
 
 }  // namespace dseek::actors

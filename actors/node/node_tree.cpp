@@ -45,9 +45,10 @@ supervisor_config node_supervisor_config(const node_tree_setup& setup) {
   node.listener = setup.worker.router;
 
   auto events = setup.worker.events;
+  auto endpoint = setup.metrics_endpoint;
   node.children.push_back({"metrics_exporter",
-                           [events](caf::actor_system& sys) {
-                             return spawn_metrics_exporter(sys, events);
+                           [events, endpoint](caf::actor_system& sys) {
+                             return spawn_metrics_exporter(sys, events, endpoint);
                            },
                            restart_policy::permanent, milliseconds(2000)});
   node.children.push_back({"health_monitor",

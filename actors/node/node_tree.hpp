@@ -2,7 +2,7 @@
 //
 //   job_supervisor (coordinator node only)   `- coordinator, published on its port
 //   node_supervisor (one_for_one)
-//     |- metrics_exporter   the node's events.jsonl
+//     |- metrics_exporter   the node's events.jsonl and its Prometheus /metrics
 //     |- health_monitor     step watchdog, replica checksum disagreements (sdc_detected)
 //     |- checkpoint_writer  persists checkpoint snapshots
 //     |- data_prefetcher    data.prefetch steps of batches ready ahead of the worker
@@ -29,6 +29,10 @@
 #include "actors/node/worker.hpp"
 #include "actors/supervision/supervisor.hpp"
 
+namespace dseek::metrics {
+class MetricsEndpoint;
+}
+
 namespace dseek::actors {
 
 // The cluster settings of a job config.
@@ -38,6 +42,7 @@ struct node_tree_setup {
   worker_setup worker;        // config, run dir, events, faults, router, main
   std::string coordinator;    // host:port the agent joins
   std::chrono::steady_clock::time_point node_start;
+  std::shared_ptr<metrics::MetricsEndpoint> metrics_endpoint;  // null: no /metrics
 };
 
 // The node supervisor's spec, ready for spawn_supervisor().

@@ -27,6 +27,7 @@
 #include "actors/node/node_registry.hpp"
 #include "actors/node/node_tree.hpp"
 #include "runtime/metrics/event_log.hpp"
+#include "runtime/metrics/metrics_endpoint.hpp"
 #include "runtime/train/run_training.hpp"
 
 namespace dseek::actors {
@@ -107,6 +108,18 @@ void await_members_leaving(caf::scoped_actor& main, const supervisor_actor& job,
   }
 }
 
+// A job ends between two scrapes: metrics.prometheus_linger_seconds keeps the node's
+// final values served a while longer (a signal ends the wait).
+void linger_for_scrapes(const metrics::MetricsEndpoint& endpoint, int64_t seconds,
+                        const std::atomic<bool>* stop) {
+  std::fprintf(stderr, "dseek-node: serving /metrics on %s:%u for %llds more "
+               "(metrics.prometheus_linger_seconds)\n", endpoint.host().c_str(),
+               static_cast<unsigned>(endpoint.port()), static_cast<long long>(seconds));
+  const auto deadline = clock::now() + std::chrono::seconds(seconds);
+  while (clock::now() < deadline && (stop == nullptr || !stop->load()))
+    std::this_thread::sleep_for(100ms);
+}
+
 }  // namespace
 
 int run_node(const config::JobConfig& job_config, const node_options& options) {
@@ -125,6 +138,8 @@ int run_node(const config::JobConfig& job_config, const node_options& options) {
   node_system_config system_config(cluster);
   caf::actor_system sys{system_config};
   auto events = std::make_shared<metrics::EventLog>(options.run_dir, cluster.node_id);
+  // Before the first event, so that the /metrics counters agree with the log.
+  const auto metrics_endpoint = metrics::open_metrics_endpoint(config, options.run_dir, *events);
   events->emit("node_started", util::JsonLine()
                                    .add("pid", static_cast<int64_t>(::getpid()))
                                    .add("nodes", cluster.nodes)
@@ -161,7 +176,7 @@ int run_node(const config::JobConfig& job_config, const node_options& options) {
   worker.node_main = caf::actor_cast<caf::actor>(main);
   worker.incarnation = options.incarnation;
   worker.replica = std::make_shared<train::TrainingState>();
-  node_tree_setup tree{worker, coordinator_address, node_start};
+  node_tree_setup tree{worker, coordinator_address, node_start, metrics_endpoint};
   auto node = spawn_supervisor(sys, node_supervisor_config(tree));
   main->monitor(node);
 
@@ -192,6 +207,9 @@ int run_node(const config::JobConfig& job_config, const node_options& options) {
         caf::after(100ms) >> [] {});
   }
   main->demonitor(node.address());
+  if (metrics_endpoint && failure.empty() && !signalled &&
+      config.metrics.prometheus_linger_seconds > 0)
+    linger_for_scrapes(*metrics_endpoint, config.metrics.prometheus_linger_seconds, options.stop);
   events->emit(failure.empty() ? "node_stopping" : "node_failed",
                util::JsonLine()
                    .add("reason", failure.empty() ? (signalled ? "signal" : "job finished") : failure));

@@ -101,8 +101,6 @@ void check_supported(const JobConfig& config) {
        "(parallel.pipeline > 1)"},
       {config.comm.backend != "ucx", "comm.backend",
        "the NCCL data plane comes with the GPU backend"},
-      {config.metrics.prometheus_port != 0, "metrics.prometheus_port",
-       "the /metrics endpoint is not written yet"},
       // Mixed precision (model/precision_policy.hpp) runs in GptModel: the tensor-parallel
       // model has its own matmul calls, and pipeline stages do not close FP8 scaling
       // steps or scale the loss.

@@ -113,7 +113,9 @@ struct CheckpointConfig {
 struct MetricsConfig {
   int64_t log_every = 10;          // steps between plain log lines (no terminal)
   std::string progress = "auto";   // auto (bar on a terminal), bar, plain, off
-  int64_t prometheus_port = 0;     // 0 = no /metrics endpoint
+  int64_t prometheus_port = 0;     // 0 = no /metrics endpoint; node K serves on port + K
+  std::string prometheus_host = "0.0.0.0";  // address the /metrics endpoint listens on
+  int64_t prometheus_linger_seconds = 0;    // /metrics served this long after training ends
 };
 
 // One [[faults]] entry: a deterministic fault to inject (see config/REFERENCE.md).

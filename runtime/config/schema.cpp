@@ -314,8 +314,17 @@ const std::vector<Key<JobConfig>>& job_keys() {
       job<&J::metrics, &Me::progress>(
           "metrics.progress", one_of({"auto", "bar", "plain", "off"}),
           "progress output: auto = a bar on a terminal and plain lines otherwise"),
-      job<&J::metrics, &Me::prometheus_port>("metrics.prometheus_port", between(0, 65535),
-                                             "port of the Prometheus /metrics endpoint; 0 = none"),
+      job<&J::metrics, &Me::prometheus_port>(
+          "metrics.prometheus_port", between(0, 65535),
+          "base port of the Prometheus /metrics endpoint: node K listens on this port + "
+          "cluster.node_id, so that several nodes on one host do not collide; 0 = none"),
+      job<&J::metrics, &Me::prometheus_host>(
+          "metrics.prometheus_host", any(),
+          "address the /metrics endpoint listens on; 0.0.0.0 = every interface"),
+      job<&J::metrics, &Me::prometheus_linger_seconds>(
+          "metrics.prometheus_linger_seconds", between(0, 3600),
+          "seconds a node keeps serving /metrics after its training ended, so that a last "
+          "scrape sees the final values (SIGINT/SIGTERM ends the wait)"),
   };
   return keys;
 }

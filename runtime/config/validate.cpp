@@ -161,6 +161,12 @@ void validate(const JobConfig& config) {
     fail(config, "elastic.min_nodes (" + std::to_string(config.elastic.min_nodes) +
                      ") must be <= cluster.nodes (" + std::to_string(cluster.nodes) + ")");
   }
+  // Node K listens on metrics.prometheus_port + K.
+  const auto& metrics = config.metrics;
+  if (metrics.prometheus_port > 0 && metrics.prometheus_port + cluster.nodes - 1 > 65535) {
+    fail(config, "metrics.prometheus_port (" + std::to_string(metrics.prometheus_port) +
+                     ") + cluster.nodes - 1 must be <= 65535: node K listens on port + K");
+  }
   for (size_t i = 0; i < config.faults.size(); ++i) {
     const auto& fault = config.faults[i];
     std::string name = "faults[" + std::to_string(i) + "]";

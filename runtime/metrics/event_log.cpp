@@ -44,6 +44,14 @@ void EventLog::emit_raw(std::string_view event, const std::string& rest) {
   std::lock_guard lock(mutex_);
   std::fwrite(line.data(), 1, line.size(), file_);
   std::fflush(file_);
+  // Under the lock: whoever reads the listener's state never sees an event the file
+  // does not have yet.
+  if (listener_) listener_(event, rest);
+}
+
+void EventLog::set_listener(Listener listener) {
+  std::lock_guard lock(mutex_);
+  listener_ = std::move(listener);
 }
 
 }  // namespace dseek::metrics

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
+#include <functional>
 #include <mutex>
 #include <string_view>
 
@@ -27,11 +28,17 @@ class EventLog {
   void emit_raw(std::string_view event, const std::string& fields_json);
   const std::filesystem::path& path() const { return path_; }
 
+  // Every event written from now on also goes to `listener`, one at a time and in the
+  // file's order (the node's Prometheus metrics fold them: training_metrics.hpp).
+  using Listener = std::function<void(std::string_view event, std::string_view fields_json)>;
+  void set_listener(Listener listener);
+
  private:
   std::filesystem::path path_;
   int64_t node_id_;
   std::FILE* file_ = nullptr;
   std::mutex mutex_;
+  Listener listener_;
 };
 
 }  // namespace dseek::metrics

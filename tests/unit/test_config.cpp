@@ -326,8 +326,15 @@ TEST_CASE("config: check_supported rejects features this build lacks", "[config]
                                         "x.toml");
              }),
              Contains("model.vocab (255) must be divisible by parallel.tensor (2)"));
-  for (const char* setting :
-       {"metrics.prometheus_port=9100", "comm.backend=nccl"}) {
+  // Node K of a job serves /metrics on metrics.prometheus_port + K.
+  CHECK_NOTHROW(config::check_supported(
+      config::load_config_text("", "x.toml", {"metrics.prometheus_port=9100"})));
+  CHECK_THAT(error_of([&] {
+               config::load_config_text("[metrics]\nprometheus_port = 65535\n[cluster]\nnodes = 2\n"
+                                        "[parallel]\ndata = 2\n", "x.toml");
+             }),
+             Contains("metrics.prometheus_port (65535) + cluster.nodes - 1 must be <= 65535"));
+  for (const char* setting : {"comm.backend=nccl"}) {
     INFO(setting);
     auto job = config::load_config_text("", "x.toml", {setting});
     CHECK_THAT(error_of([&] { config::check_supported(job); }), Contains("not implemented yet"));

@@ -1,0 +1,226 @@
+// Implementation of metrics_http_server.hpp: POSIX sockets, poll() with a wake-up pipe
+// so that the thread never blocks where the destructor could not reach it.
+#include "runtime/metrics/metrics_http_server.hpp"
+
+#include <fcntl.h>
+#include <netdb.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <netinet/in.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <stdexcept>
+#include <vector>
+
+#include "runtime/metrics/prometheus_text.hpp"
+
+namespace dseek::metrics {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// A scraper sends a few hundred bytes and reads at once; anything slower or bigger is
+// not one.
+constexpr size_t kMaxRequestHead = 8192;
+constexpr auto kConnectionDeadline = std::chrono::seconds(5);
+
+std::string response(int status, std::string_view reason, std::string_view content_type,
+                     const std::string& body, bool with_body,
+                     std::string_view extra_header = {}) {
+  std::string text = "HTTP/1.1 " + std::to_string(status) + " ";
+  text += reason;
+  text += "\r\nContent-Type: ";
+  text += content_type;
+  text += "\r\nContent-Length: " + std::to_string(body.size());
+  text += "\r\nConnection: close\r\n";
+  text += extra_header;
+  text += "\r\n";
+  if (with_body) text += body;
+  return text;
+}
+
+std::string plain(int status, std::string_view reason, bool with_body,
+                  std::string_view extra_header = {}) {
+  return response(status, reason, "text/plain; charset=utf-8",
+                  std::to_string(status) + " " + std::string(reason) + "\n", with_body,
+                  extra_header);
+}
+
+std::vector<std::string_view> split_spaces(std::string_view line) {
+  std::vector<std::string_view> parts;
+  size_t pos = 0;
+  while (pos < line.size()) {
+    const size_t end = line.find(' ', pos);
+    const size_t stop = end == std::string_view::npos ? line.size() : end;
+    parts.push_back(line.substr(pos, stop - pos));
+    pos = stop + 1;
+  }
+  return parts;
+}
+
+[[noreturn]] void fail_listen(const std::string& where, const std::string& reason) {
+  throw std::runtime_error("cannot listen on " + where + ": " + reason);
+}
+
+int open_listener(const std::string& host, uint16_t port, uint16_t& bound_port) {
+  const std::string where = host + ":" + std::to_string(port);
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+  addrinfo* found = nullptr;
+  const std::string service = std::to_string(port);
+  if (const int rc = ::getaddrinfo(host.empty() ? nullptr : host.c_str(), service.c_str(),
+                                   &hints, &found);
+      rc != 0)
+    fail_listen(where, ::gai_strerror(rc));
+  std::string reason = "no address";
+  int fd = -1;
+  for (addrinfo* a = found; a != nullptr && fd < 0; a = a->ai_next) {
+    fd = ::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
+    if (fd < 0) {
+      reason = std::strerror(errno);
+      continue;
+    }
+    // Rebinding while connections of a previous server sit in TIME_WAIT (a restarted
+    // exporter); Linux still refuses a port another socket listens on.
+    const int one = 1;
+    ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (::bind(fd, a->ai_addr, a->ai_addrlen) != 0 || ::listen(fd, 16) != 0) {
+      reason = std::strerror(errno);
+      ::close(fd);
+      fd = -1;
+    }
+  }
+  ::freeaddrinfo(found);
+  if (fd < 0) fail_listen(where, reason);
+  sockaddr_storage address{};
+  socklen_t length = sizeof address;
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
+  bound_port = address.ss_family == AF_INET6
+                   ? ntohs(reinterpret_cast<sockaddr_in6*>(&address)->sin6_port)
+                   : ntohs(reinterpret_cast<sockaddr_in*>(&address)->sin_port);
+  return fd;
+}
+
+// Waits until `fd` is ready for `events`, the wake pipe fires, or `deadline` passes;
+// true only for the first.
+bool wait_ready(int fd, short events, int wake_fd, Clock::time_point deadline) {
+  while (true) {
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+    if (left.count() <= 0) return false;
+    pollfd fds[2] = {{fd, events, 0}, {wake_fd, POLLIN, 0}};
+    const int rc = ::poll(fds, 2, static_cast<int>(left.count()));
+    if (rc < 0 && errno == EINTR) continue;
+    if (rc <= 0 || fds[1].revents != 0) return false;
+    return (fds[0].revents & (events | POLLHUP | POLLERR)) != 0;
+  }
+}
+
+}  // namespace
+
+std::string answer_http_request(std::string_view head, const MetricsHttpServer::Render& render) {
+  size_t line_end = head.find('\n');
+  if (line_end == std::string_view::npos) line_end = head.size();
+  std::string_view line = head.substr(0, line_end);
+  if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+  const auto parts = split_spaces(line);
+  if (parts.size() != 3 || (parts[2] != "HTTP/1.0" && parts[2] != "HTTP/1.1") ||
+      parts[1].empty() || parts[1][0] != '/')
+    return plain(400, "Bad Request", true);
+  const bool head_only = parts[0] == "HEAD";
+  if (parts[0] != "GET" && !head_only)
+    return plain(405, "Method Not Allowed", true, "Allow: GET, HEAD\r\n");
+  std::string_view path = parts[1];
+  path = path.substr(0, path.find('?'));  // a scraper may add parameters; none are used
+  if (path != "/metrics") return plain(404, "Not Found", !head_only);
+  std::string body;
+  try {
+    body = render();
+  } catch (const std::exception& error) {
+    return response(500, "Internal Server Error", "text/plain; charset=utf-8",
+                    std::string(error.what()) + "\n", !head_only);
+  }
+  return response(200, "OK", kPrometheusContentType, body, !head_only);
+}
+
+MetricsHttpServer::MetricsHttpServer(const std::string& host, uint16_t port, Render render)
+    : render_(std::move(render)) {
+  listen_fd_ = open_listener(host, port, port_);
+  int pipe_fds[2];
+  if (::pipe2(pipe_fds, O_CLOEXEC | O_NONBLOCK) != 0) {
+    const std::string reason = std::strerror(errno);
+    ::close(listen_fd_);
+    fail_listen(host + ":" + std::to_string(port), "pipe: " + reason);
+  }
+  wake_read_fd_ = pipe_fds[0];
+  wake_write_fd_ = pipe_fds[1];
+  thread_ = std::thread([this] { serve(); });
+}
+
+MetricsHttpServer::~MetricsHttpServer() {
+  const char stop = 's';
+  [[maybe_unused]] const auto written = ::write(wake_write_fd_, &stop, 1);
+  thread_.join();
+  ::close(listen_fd_);
+  ::close(wake_read_fd_);
+  ::close(wake_write_fd_);
+}
+
+void MetricsHttpServer::serve() {
+  while (true) {
+    pollfd fds[2] = {{listen_fd_, POLLIN, 0}, {wake_read_fd_, POLLIN, 0}};
+    const int rc = ::poll(fds, 2, -1);
+    if (rc < 0 && errno == EINTR) continue;
+    if (rc < 0 || fds[1].revents != 0) return;
+    if ((fds[0].revents & POLLIN) == 0) continue;
+    const int connection = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+    if (connection < 0) {
+      // Out of descriptors leaves the connection pending and poll() ready at once: wait
+      // a little instead of spinning. (Other errors: the client gave up already.)
+      if (errno == EMFILE || errno == ENFILE)
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      continue;
+    }
+    serve_connection(connection);
+    ::close(connection);
+  }
+}
+
+void MetricsHttpServer::serve_connection(int connection) {
+  const auto deadline = Clock::now() + kConnectionDeadline;
+  std::string head;
+  bool too_big = false;
+  char buffer[1024];
+  // Up to the empty line that ends the head (a GET has no body), or the peer's end.
+  while (head.find("\r\n\r\n") == std::string::npos && head.find("\n\n") == std::string::npos) {
+    if (head.size() > kMaxRequestHead) {
+      too_big = true;
+      break;
+    }
+    if (!wait_ready(connection, POLLIN, wake_read_fd_, deadline)) return;
+    const ssize_t n = ::recv(connection, buffer, sizeof buffer, 0);
+    if (n < 0 && (errno == EAGAIN || errno == EINTR)) continue;
+    if (n <= 0) break;
+    head.append(buffer, static_cast<size_t>(n));
+  }
+  if (head.empty()) return;  // closed without a request
+  // An empty head is not a request line: too big to be a scrape answers 400.
+  const std::string reply = answer_http_request(too_big ? std::string_view() : head, render_);
+  size_t sent = 0;
+  while (sent < reply.size()) {
+    if (!wait_ready(connection, POLLOUT, wake_read_fd_, deadline)) return;
+    const ssize_t n = ::send(connection, reply.data() + sent, reply.size() - sent, MSG_NOSIGNAL);
+    if (n < 0 && (errno == EAGAIN || errno == EINTR)) continue;
+    if (n <= 0) return;
+    sent += static_cast<size_t>(n);
+  }
+}
+
+}  // namespace dseek::metrics
