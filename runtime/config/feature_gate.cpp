@@ -70,9 +70,15 @@ void check_supported(const JobConfig& config) {
   // (train/run_tensor_parallel.hpp), pipeline parallelism one stage per node
   // (train/run_pipeline_stage.hpp), either with parallel.data replicas; what they do not
   // combine with yet:
-  gates.push_back({tensor && pipeline, "parallel.pipeline",
-                   "tensor parallelism (parallel.tensor > 1) does not combine with pipeline "
-                   "parallelism yet"});
+  // Pipeline x tensor parallelism runs on the pipeline path, each stage a tensor-parallel
+  // group (train/pipeline_stage_trainer.hpp); its state is not gathered yet.
+  gates.push_back({tensor && pipeline && config.checkpoint.every_steps > 0,
+                   "checkpoint.every_steps",
+                   "checkpoints of pipeline x tensor-parallel jobs (parallel.pipeline > 1 with "
+                   "parallel.tensor > 1) are not gathered yet"});
+  gates.push_back({tensor && pipeline && !config.checkpoint.resume.empty(), "checkpoint.resume",
+                   "pipeline x tensor-parallel jobs (parallel.pipeline > 1 with "
+                   "parallel.tensor > 1) do not resume from checkpoints yet"});
   add_fixed_world_gates(gates, config, tensor, "parallel.tensor", "tensor");
   add_fixed_world_gates(gates, config, pipeline, "parallel.pipeline", "pipeline");
   const Gate other_gates[] = {

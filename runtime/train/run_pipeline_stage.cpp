@@ -53,7 +53,8 @@ util::JsonLine plan_event(const PipelinePlan& plan, const config::JobConfig& con
 }  // namespace
 
 PipelineRunSummary run_pipeline_stage(const config::JobConfig& config, const RunOptions& options,
-                                      PipelineLinks& links, ReplicaGroup* replicas) {
+                                      PipelineLinks& links, ReplicaGroup* replicas,
+                                      model::TensorGroup* tensor) {
   const auto& t = config.train;
   std::unique_ptr<metrics::EventLog> own_events;
   metrics::EventLog& events = open_run_events(config, options, own_events);
@@ -64,7 +65,7 @@ PipelineRunSummary run_pipeline_stage(const config::JobConfig& config, const Run
 
   // The profile of a balanced split runs on stage 0 with the threads it will train with.
   auto profile_backend = backend::make_cpu_backend(static_cast<int>(t.threads));
-  PipelinePlan plan = plan_pipeline(config, links, *profile_backend, replicas);
+  PipelinePlan plan = plan_pipeline(config, links, *profile_backend, replicas, tensor);
   profile_backend.reset();
   const util::JsonLine plan_fields = plan_event(plan, config);
   events.emit("pipeline_plan", plan_fields);
@@ -76,16 +77,19 @@ PipelineRunSummary run_pipeline_stage(const config::JobConfig& config, const Run
                 " split " + describe_partition(plan.ranges) +
                 (plan.stage_costs.empty() ? "" : " (stage cost ms " + format_costs(plan.stage_costs) + ")"));
 
-  PipelineStageTrainer trainer(config, train_batches, links, plan, replicas);
-  const ParallelGroups layout(trainer.replicas(), static_cast<int>(plan.shape.stages), 1);
+  PipelineStageTrainer trainer(config, train_batches, links, plan, replicas, tensor);
+  const ParallelGroups layout(trainer.replicas(), static_cast<int>(plan.shape.stages),
+                              trainer.tensor_ranks());
   report_parallel_layout(layout,
-                         layout.rank_of({trainer.replica(), static_cast<int>(trainer.stage()), 0}),
+                         layout.rank_of({trainer.replica(), static_cast<int>(trainer.stage()),
+                                         trainer.tensor_rank()}),
                          events, progress);
   const double theory = theoretical_bubble(plan.shape);
   util::JsonLine started;
   started.add("config", config.source).add("pid", static_cast<int64_t>(::getpid()))
       .add("stage", trainer.stage()).add("stages", plan.shape.stages)
       .add("replica", trainer.replica()).add("replicas", trainer.replicas())
+      .add("tensor_rank", trainer.tensor_rank()).add("tensor", trainer.tensor_ranks())
       .add("stage_params", static_cast<uint64_t>(trainer.owned_params()))
       .add("dim", config.model.dim).add("layers", config.model.layers)
       .add("batch_size", t.batch_size).add("steps", t.steps).add("threads", t.threads)
@@ -121,7 +125,8 @@ PipelineRunSummary run_pipeline_stage(const config::JobConfig& config, const Run
   summary.params_sha256 =
       util::sha256_hex(result.final_params.data(), result.final_params.size() * sizeof(float));
   const auto spans = trainer.gather_trace_spans();
-  if (trainer.stage() == 0 && trainer.replica() == 0) {  // replica 0's spans only
+  // Replica 0's spans only, of tensor rank 0 (the other ranks run the same schedule).
+  if (trainer.stage() == 0 && trainer.replica() == 0 && trainer.tensor_rank() == 0) {
     std::vector<std::string> names;
     for (int64_t s = 0; s < plan.shape.stages; ++s) names.push_back("stage " + std::to_string(s));
     const auto trace_path = options.run_dir / "trace.json";

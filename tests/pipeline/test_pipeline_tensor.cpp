@@ -1,0 +1,121 @@
+// Pipeline x tensor parallelism end to end: P = 2 stages, each a tensor-parallel group of
+// T = 2 (four dseek_pp_rank processes on loopback over UCX; world rank = stage x 2 +
+// tensor rank, actors::run_pipeline), against the single-node run of the same global
+// batch, for every schedule.
+//
+// Tolerance, and why not bitwise. The pipeline alone keeps the single node's kernels and
+// changes only summation order (test_pipeline.cpp); tensor parallelism changes the
+// arithmetic of every block: the ranks add partial matmuls (over heads, MLP columns,
+// vocabulary rows) in the all-reduce where one sgemm adds them inside, and the squares
+// of the split tensors reach the norm through an f32 all-reduce. That is float32
+// rounding, ~1e-7 relative per sum, so even the first step's loss differs (~1e-7);
+// AdamW (lr 2e-3) turns gradient rounding into ~1e-7 relative differences per update.
+// Bounds, those of the tensor-parallel parity test (tests/tensor): losses, gradient
+// norms and validation losses 1e-5 relative; final parameters 2e-5 absolute (1% of one
+// update), except the attention key biases, whose gradient is zero in exact arithmetic
+// (a constant added to every score leaves the softmax unchanged): both runs hold
+// rounding noise there, which AdamW's m / sqrt(v) scales to steps of ~lr, so they are
+// held to 4 lr. A wrong slice, a missing all-reduce, a wte sum between the wrong
+// counterparts or a parameter counted twice in the norm moves losses at the 1e-2 level.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "pipeline/pp_job.hpp"
+#include "runtime/model/param_layout.hpp"
+#include "support/node_runs.hpp"
+#include "support/test_paths.hpp"
+
+using namespace dseek::testing;
+using namespace dseek::testing::pp;
+using Catch::Matchers::Contains;
+
+namespace {
+
+constexpr double kRelativeTolerance = 1e-5;
+constexpr double kParamTolerance = 2e-5;    // absolute
+constexpr double kKeyBiasTolerance = 8e-3;  // 4 x lr (config/single.toml: lr = 2e-3)
+
+// The pp job shape (pp_job.hpp) at 4 steps: 6 micro-batches of 2, validation at step 4.
+std::vector<std::string> shape_settings(std::vector<std::string> extra = {}) {
+  std::vector<std::string> settings = {"train.steps=4"};
+  settings.insert(settings.end(), extra.begin(), extra.end());
+  return small_settings(settings);
+}
+
+double max_relative_difference(const std::vector<double>& a, const std::vector<double>& b) {
+  if (a.size() != b.size() || a.empty()) return INFINITY;
+  double worst = 0.0;
+  for (size_t i = 0; i < a.size(); ++i)
+    worst = std::max(worst, std::abs(a[i] - b[i]) / std::max(std::abs(b[i]), 1e-12));
+  return worst;
+}
+
+}  // namespace
+
+TEST_CASE("pipeline x tensor: P=2 x T=2 matches the single-node run for every schedule",
+          "[pp][tp]") {
+  ScratchDir single_dir("pxt-single");
+  const JobRun single = run_job(1, single_dir.path(), shape_settings());
+  INFO(single.report);
+  REQUIRE(single.ok);
+  const StageRun& reference = single.stages[0];
+  REQUIRE(reference.losses.size() == 4);
+  const dseek::model::ParamLayout layout({.dim = 64, .layers = 4, .heads = 4, .context = 32,
+                                          .vocab = 256});
+  struct Schedule {
+    std::string name;
+    std::vector<std::string> settings;
+  };
+  const std::vector<Schedule> schedules = {
+      {"gpipe", {"parallel.schedule=\"gpipe\""}},
+      {"1f1b", {"parallel.schedule=\"1f1b\""}},
+      {"interleaved", {"parallel.schedule=\"interleaved\"", "parallel.virtual_stages=2"}}};
+  for (const auto& [name, settings] : schedules) {
+    ScratchDir dir("pxt-" + name);
+    const JobRun run = run_job(4, dir.path(), shape_settings(settings), std::chrono::seconds(180),
+                               /*tensor=*/2);
+    INFO(name << "\n" << run.report);
+    REQUIRE(run.ok);
+    REQUIRE(run.stages.size() == 4);
+    for (const auto& rank : run.stages) {
+      // Every rank reports the global loss and norm and ends with the same whole model.
+      CHECK(rank.losses == run.stages[0].losses);
+      CHECK(rank.grad_norms == run.stages[0].grad_norms);
+      CHECK(rank.params_sha256 == run.stages[0].params_sha256);
+    }
+    // The layout printed at start: D x P x T = 1 x 2 x 2.
+    const auto layouts = events_named(run.stages[3].lines, "parallel_layout");
+    REQUIRE(layouts.size() == 1);
+    CHECK_THAT(layouts[0], Contains("\"pipeline\":2") && Contains("\"tensor\":2"));
+
+    const StageRun& first = run.stages[0];
+    const double loss_error = max_relative_difference(first.losses, reference.losses);
+    const double norm_error = max_relative_difference(first.grad_norms, reference.grad_norms);
+    const double val_error = max_relative_difference(first.val_losses, reference.val_losses);
+    REQUIRE(run.final_params.size() == single.final_params.size());
+    // Key biases: [C, 2C) of every block's attn.qkv.bias.
+    std::vector<bool> key_bias(run.final_params.size(), false);
+    double param_error = 0.0, key_bias_error = 0.0;
+    const size_t C = 64;
+    for (int64_t l = 0; l < 4; ++l)
+      for (size_t i = C; i < 2 * C; ++i) key_bias[layout.block(l).qkv_b + i] = true;
+    for (size_t i = 0; i < run.final_params.size(); ++i) {
+      const double diff = std::abs(static_cast<double>(run.final_params[i]) - single.final_params[i]);
+      double& worst = key_bias[i] ? key_bias_error : param_error;
+      worst = std::max(worst, diff);
+    }
+    WARN(name << ": max relative loss difference " << loss_error << ", grad norm " << norm_error
+              << ", val_loss " << val_error << ", max parameter difference " << param_error
+              << " (key biases " << key_bias_error << ")");
+    CHECK(loss_error <= kRelativeTolerance);
+    CHECK(norm_error <= kRelativeTolerance);
+    CHECK(val_error <= kRelativeTolerance);
+    CHECK(param_error <= kParamTolerance);
+    CHECK(key_bias_error <= kKeyBiasTolerance);
+    CHECK(first.losses.back() < first.losses.front());
+  }
+}
