@@ -33,9 +33,11 @@ struct JobRun {
 // (6 micro-batches), 8 steps, 1 thread; `extra` ("key=value") come last and win.
 std::vector<std::string> small_settings(const std::vector<std::string>& extra = {});
 
-// `ranks` processes: ranks / tensor stages, each a tensor-parallel group of `tensor`.
+// `ranks` processes: `data` replicas of a pipeline of ranks / (tensor x data) stages,
+// each stage a tensor-parallel group of `tensor`.
 JobRun run_job(int ranks, const std::filesystem::path& run_dir,
                const std::vector<std::string>& settings,
-               std::chrono::milliseconds timeout = std::chrono::seconds(120), int tensor = 1);
+               std::chrono::milliseconds timeout = std::chrono::seconds(120), int tensor = 1,
+               int data = 1);
 
 }  // namespace dseek::testing::pp

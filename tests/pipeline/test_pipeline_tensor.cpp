@@ -38,6 +38,8 @@ namespace {
 constexpr double kRelativeTolerance = 1e-5;
 constexpr double kParamTolerance = 2e-5;    // absolute
 constexpr double kKeyBiasTolerance = 8e-3;  // 4 x lr (config/single.toml: lr = 2e-3)
+// The model of pp_job.hpp's small settings (vocabulary: the prepared text's bytes).
+const dseek::model::GptShape kShape{.dim = 64, .layers = 4, .heads = 4, .context = 32, .vocab = 256};
 
 // The pp job shape (pp_job.hpp) at 4 steps: 6 micro-batches of 2, validation at step 4.
 std::vector<std::string> shape_settings(std::vector<std::string> extra = {}) {
@@ -54,18 +56,70 @@ double max_relative_difference(const std::vector<double>& a, const std::vector<d
   return worst;
 }
 
+// Every check of the header comment, for a run of `ranks` processes laid out
+// data x 2 stages x 2 tensor ranks.
+void check_matches_single_node(const std::string& name, const JobRun& run, const JobRun& single,
+                               int data) {
+  const int ranks = data * 4;
+  INFO(name << "\n" << run.report);
+  REQUIRE(run.ok);
+  REQUIRE(static_cast<int>(run.stages.size()) == ranks);
+  for (const auto& rank : run.stages) {
+    // Every rank reports the global loss and norm and ends with the same whole model.
+    CHECK(rank.losses == run.stages[0].losses);
+    CHECK(rank.grad_norms == run.stages[0].grad_norms);
+    CHECK(rank.params_sha256 == run.stages[0].params_sha256);
+  }
+  // The layout printed at start, the last rank's coordinates in it.
+  const auto layouts = events_named(run.stages.back().lines, "parallel_layout");
+  REQUIRE(layouts.size() == 1);
+  CHECK_THAT(layouts[0], Contains("\"data\":" + std::to_string(data)) &&
+                             Contains("\"pipeline\":2") && Contains("\"tensor\":2") &&
+                             Contains("\"stage\":1") && Contains("\"tensor_rank\":1"));
+
+  const StageRun& reference = single.stages[0];
+  const StageRun& first = run.stages[0];
+  const double loss_error = max_relative_difference(first.losses, reference.losses);
+  const double norm_error = max_relative_difference(first.grad_norms, reference.grad_norms);
+  const double val_error = max_relative_difference(first.val_losses, reference.val_losses);
+  REQUIRE(run.final_params.size() == single.final_params.size());
+  const dseek::model::ParamLayout layout(kShape);
+  // Key biases: [C, 2C) of every block's attn.qkv.bias.
+  std::vector<bool> key_bias(run.final_params.size(), false);
+  const size_t C = static_cast<size_t>(kShape.dim);
+  for (int64_t l = 0; l < kShape.layers; ++l)
+    for (size_t i = C; i < 2 * C; ++i) key_bias[layout.block(l).qkv_b + i] = true;
+  double param_error = 0.0, key_bias_error = 0.0;
+  for (size_t i = 0; i < run.final_params.size(); ++i) {
+    const double diff = std::abs(static_cast<double>(run.final_params[i]) - single.final_params[i]);
+    double& worst = key_bias[i] ? key_bias_error : param_error;
+    worst = std::max(worst, diff);
+  }
+  WARN(name << ": max relative loss difference " << loss_error << ", grad norm " << norm_error
+            << ", val_loss " << val_error << ", max parameter difference " << param_error
+            << " (key biases " << key_bias_error << ")");
+  CHECK(loss_error <= kRelativeTolerance);
+  CHECK(norm_error <= kRelativeTolerance);
+  CHECK(val_error <= kRelativeTolerance);
+  CHECK(param_error <= kParamTolerance);
+  CHECK(key_bias_error <= kKeyBiasTolerance);
+  CHECK(first.losses.back() < first.losses.front());
+}
+
+const JobRun& single_node_run() {
+  static ScratchDir dir("pxt-single");
+  static const JobRun run = run_job(1, dir.path(), shape_settings());
+  INFO(run.report);
+  REQUIRE(run.ok);
+  REQUIRE(run.stages[0].losses.size() == 4);
+  return run;
+}
+
 }  // namespace
 
 TEST_CASE("pipeline x tensor: P=2 x T=2 matches the single-node run for every schedule",
           "[pp][tp]") {
-  ScratchDir single_dir("pxt-single");
-  const JobRun single = run_job(1, single_dir.path(), shape_settings());
-  INFO(single.report);
-  REQUIRE(single.ok);
-  const StageRun& reference = single.stages[0];
-  REQUIRE(reference.losses.size() == 4);
-  const dseek::model::ParamLayout layout({.dim = 64, .layers = 4, .heads = 4, .context = 32,
-                                          .vocab = 256});
+  const JobRun& single = single_node_run();
   struct Schedule {
     std::string name;
     std::vector<std::string> settings;
@@ -78,44 +132,17 @@ TEST_CASE("pipeline x tensor: P=2 x T=2 matches the single-node run for every sc
     ScratchDir dir("pxt-" + name);
     const JobRun run = run_job(4, dir.path(), shape_settings(settings), std::chrono::seconds(180),
                                /*tensor=*/2);
-    INFO(name << "\n" << run.report);
-    REQUIRE(run.ok);
-    REQUIRE(run.stages.size() == 4);
-    for (const auto& rank : run.stages) {
-      // Every rank reports the global loss and norm and ends with the same whole model.
-      CHECK(rank.losses == run.stages[0].losses);
-      CHECK(rank.grad_norms == run.stages[0].grad_norms);
-      CHECK(rank.params_sha256 == run.stages[0].params_sha256);
-    }
-    // The layout printed at start: D x P x T = 1 x 2 x 2.
-    const auto layouts = events_named(run.stages[3].lines, "parallel_layout");
-    REQUIRE(layouts.size() == 1);
-    CHECK_THAT(layouts[0], Contains("\"pipeline\":2") && Contains("\"tensor\":2"));
-
-    const StageRun& first = run.stages[0];
-    const double loss_error = max_relative_difference(first.losses, reference.losses);
-    const double norm_error = max_relative_difference(first.grad_norms, reference.grad_norms);
-    const double val_error = max_relative_difference(first.val_losses, reference.val_losses);
-    REQUIRE(run.final_params.size() == single.final_params.size());
-    // Key biases: [C, 2C) of every block's attn.qkv.bias.
-    std::vector<bool> key_bias(run.final_params.size(), false);
-    double param_error = 0.0, key_bias_error = 0.0;
-    const size_t C = 64;
-    for (int64_t l = 0; l < 4; ++l)
-      for (size_t i = C; i < 2 * C; ++i) key_bias[layout.block(l).qkv_b + i] = true;
-    for (size_t i = 0; i < run.final_params.size(); ++i) {
-      const double diff = std::abs(static_cast<double>(run.final_params[i]) - single.final_params[i]);
-      double& worst = key_bias[i] ? key_bias_error : param_error;
-      worst = std::max(worst, diff);
-    }
-    WARN(name << ": max relative loss difference " << loss_error << ", grad norm " << norm_error
-              << ", val_loss " << val_error << ", max parameter difference " << param_error
-              << " (key biases " << key_bias_error << ")");
-    CHECK(loss_error <= kRelativeTolerance);
-    CHECK(norm_error <= kRelativeTolerance);
-    CHECK(val_error <= kRelativeTolerance);
-    CHECK(param_error <= kParamTolerance);
-    CHECK(key_bias_error <= kKeyBiasTolerance);
-    CHECK(first.losses.back() < first.losses.front());
+    check_matches_single_node(name, run, single, 1);
   }
+}
+
+// Eight processes on two cores: two replicas of the 2 x 2 pipeline, each on its half of
+// every batch (3 micro-batches of 2), 1F1B only. The replicas' halves of each shard's
+// gradient are added after accumulation: more float32 rounding, the same bounds.
+TEST_CASE("pipeline x tensor: DP=2 x P=2 x T=2 matches the single-node run", "[pp][tp][dp]") {
+  const JobRun& single = single_node_run();
+  ScratchDir dir("pxt-dp");
+  const JobRun run = run_job(8, dir.path(), shape_settings({"parallel.schedule=\"1f1b\""}),
+                             std::chrono::seconds(240), /*tensor=*/2, /*data=*/2);
+  check_matches_single_node("dp2-1f1b", run, single, 2);
 }
