@@ -68,17 +68,9 @@ void check_supported(const JobConfig& config) {
   std::vector<Gate> gates;
   // Tensor parallelism runs one tensor-parallel rank per node
   // (train/run_tensor_parallel.hpp), pipeline parallelism one stage per node
-  // (train/run_pipeline_stage.hpp), either with parallel.data replicas; what they do not
-  // combine with yet:
-  // Pipeline x tensor parallelism runs on the pipeline path, each stage a tensor-parallel
-  // group (train/pipeline_stage_trainer.hpp); its state is not gathered yet.
-  gates.push_back({tensor && pipeline && config.checkpoint.every_steps > 0,
-                   "checkpoint.every_steps",
-                   "checkpoints of pipeline x tensor-parallel jobs (parallel.pipeline > 1 with "
-                   "parallel.tensor > 1) are not gathered yet"});
-  gates.push_back({tensor && pipeline && !config.checkpoint.resume.empty(), "checkpoint.resume",
-                   "pipeline x tensor-parallel jobs (parallel.pipeline > 1 with "
-                   "parallel.tensor > 1) do not resume from checkpoints yet"});
+  // (train/run_pipeline_stage.hpp), both together one tensor rank of a stage per node
+  // (the pipeline path, each stage a tensor-parallel group), each with parallel.data
+  // replicas; what they do not combine with yet:
   add_fixed_world_gates(gates, config, tensor, "parallel.tensor", "tensor");
   add_fixed_world_gates(gates, config, pipeline, "parallel.pipeline", "pipeline");
   const Gate other_gates[] = {

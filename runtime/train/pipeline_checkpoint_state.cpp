@@ -7,6 +7,7 @@ LayoutSizes PipelineCheckpointState::sizes() const {
   LayoutSizes sizes;
   sizes.data = static_cast<uint32_t>(trainer_.replicas());
   sizes.pipeline = static_cast<uint32_t>(trainer_.plan().shape.stages);
+  sizes.tensor = static_cast<uint32_t>(trainer_.tensor_ranks());
   return sizes;
 }
 

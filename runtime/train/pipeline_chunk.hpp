@@ -69,6 +69,9 @@ class PipelineChunk {
   virtual ChunkNormRanges norm_ranges() const = 0;
   // This chunk's part of the whole model: (buffer offset, whole-model offset, count).
   virtual std::vector<model::ShardSegment> whole_model_segments() const = 0;
+  // Every float of owned_ranges() with its whole-model offset (the head's copy of wte
+  // and the replicated tensors included): what a restore from the whole state fills.
+  virtual std::vector<model::ShardSegment> owned_segments() const = 0;
   // AdamW over owned_ranges() with the whole model's weight-decay settings.
   virtual std::unique_ptr<optim::AdamW> make_optimizer(backend::Backend& backend,
                                                        const optim::AdamWSettings& settings) const = 0;

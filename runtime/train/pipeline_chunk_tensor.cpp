@@ -93,6 +93,14 @@ class TensorParallelChunk final : public PipelineChunk {
       if (rank_ == 0 || !layout.replicated(segment.shard_offset)) segments.push_back(segment);
     return segments;
   }
+  std::vector<model::ShardSegment> owned_segments() const override {
+    std::vector<model::ShardSegment> segments;
+    for (const model::ParamRange& range : owned_ranges()) {
+      const auto inside = segments_in(range);
+      segments.insert(segments.end(), inside.begin(), inside.end());
+    }
+    return segments;
+  }
   std::unique_ptr<optim::AdamW> make_optimizer(backend::Backend& backend,
                                                const optim::AdamWSettings& settings) const override {
     const model::TensorParallelLayout& layout = model_.layout();

@@ -64,6 +64,11 @@ class WholeModelChunk final : public PipelineChunk {
       if (!is_head_copy_of_wte(r)) segments.push_back({r.offset, r.offset, r.count});
     return segments;
   }
+  std::vector<model::ShardSegment> owned_segments() const override {
+    std::vector<model::ShardSegment> segments;
+    for (const model::ParamRange& r : owned_ranges()) segments.push_back({r.offset, r.offset, r.count});
+    return segments;
+  }
   std::unique_ptr<optim::AdamW> make_optimizer(backend::Backend& backend,
                                                const optim::AdamWSettings& settings) const override {
     return std::make_unique<optim::AdamW>(backend, model_.layout(), settings, owned_ranges());

@@ -8,7 +8,7 @@
 #include <cmath>
 #include <stdexcept>
 
-#include "runtime/train/pipeline_chunk.hpp"
+#include "runtime/train/pipeline_stage_chunk.hpp"
 
 namespace dseek::train {
 
@@ -24,20 +24,6 @@ double now_us() {
 }
 
 }  // namespace
-
-// One virtual stage of this worker: its layers, the ranges it owns and their AdamW,
-// and which activation slot holds which micro-batch between forward and backward.
-struct PipelineStageTrainer::Chunk {
-  int64_t virtual_stage = 0;
-  std::unique_ptr<PipelineChunk> model;
-  std::vector<model::ParamRange> owned;       // updated by this chunk's AdamW
-  ChunkNormRanges norm_ranges;                // squared for the global norm (wte once)
-  std::vector<model::ShardSegment> whole_segments;  // contributed to gather_params (wte once)
-  std::vector<model::ParamRange> owned_runs;  // `owned` merged into contiguous runs (replica sums)
-  std::unique_ptr<optim::AdamW> optimizer;
-  std::vector<int64_t> free_slots;
-  std::map<int64_t, int64_t> slot_of_micro_batch;
-};
 
 PipelineStageTrainer::MessageKey PipelineStageTrainer::key_of(const PipelineMessage& message) {
   return {static_cast<int>(message.type), message.micro_batch, message.from_virtual};
@@ -377,12 +363,6 @@ std::vector<float> PipelineStageTrainer::gather_params() {
   return all;
 }
 
-void PipelineStageTrainer::require_whole_model_chunks(const char* what) const {
-  if (tensor_ != nullptr)
-    throw std::logic_error(std::string(what) + " of a pipeline x tensor-parallel stage are not "
-                           "implemented (checkpoint.every_steps, checkpoint.resume)");
-}
-
 namespace {
 // The ranges virtual stage `range` contributes to a checkpoint, in a fixed order both the
 // sender and stage 0 compute: the embedding (wte, wpe) on the first, its blocks, the
@@ -414,14 +394,18 @@ int64_t PipelineStageTrainer::optimizer_steps() const {
 }
 
 bool PipelineStageTrainer::first_stage_decides(bool value) {
-  require_whole_model_chunks("checkpoints");
+  if (tensor_ != nullptr) {  // tensor rank 0's value on the stage's every rank first
+    float vote = tensor_->rank() == 0 && value ? 1.0f : 0.0f;
+    tensor_->all_reduce_sum(&vote, 1);
+    value = vote > 0.0f;
+  }
   std::array<double, 1> decision{value ? 1.0 : 0.0};
   links_.broadcast_from_first(decision);
   return decision[0] > 0.0;
 }
 
 void PipelineStageTrainer::gather_state_to_first(float* params, float* adam_m, float* adam_v) {
-  require_whole_model_chunks("checkpoints");
+  if (tensor_ != nullptr) return gather_sharded_state_to_first(params, adam_m, adam_v);
   const model::ParamLayout& layout = whole_layout();
   const size_t total = layout.total();
   if ((stage_ == 0) != (params != nullptr && adam_m != nullptr && adam_v != nullptr))
@@ -476,7 +460,7 @@ void PipelineStageTrainer::gather_state_to_first(float* params, float* adam_m, f
 
 void PipelineStageTrainer::restore_state(const float* params, const float* adam_m,
                                          const float* adam_v, int64_t optimizer_steps) {
-  require_whole_model_chunks("checkpoints");
+  if (tensor_ != nullptr) return restore_sharded_state(params, adam_m, adam_v, optimizer_steps);
   for (auto& chunk : chunks_) {
     for (const auto& r : chunk->owned)
       backend_->copy_from_host(chunk->model->params() + r.offset, params + r.offset,

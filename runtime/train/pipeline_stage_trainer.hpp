@@ -96,9 +96,8 @@ class PipelineStageTrainer {
   // The sum of one flag or count (stop votes) over the stages and the replicas:
   // collective.
   double sum_over_world(double value);
-  // Checkpoints (pipeline_checkpoint_state.hpp), without tensor parallelism
-  // (std::logic_error with it; config::check_supported refuses that first). The whole
-  // model state (layout order)
+  // Checkpoints (pipeline_checkpoint_state.hpp). With tensor parallelism, see
+  // gather_sharded_state_to_first below; without, the whole model state (layout order)
   // gathered on stage 0 with point-to-point sends, each stage sending the ranges its
   // chunks own (wte once): collective over the stages; stage 0 passes whole-layout
   // buffers, the others null.
@@ -109,8 +108,11 @@ class PipelineStageTrainer {
                      int64_t optimizer_steps);
   int64_t optimizer_steps() const;
   const model::ParamLayout& whole_layout() const;
-  // Stage 0's `value` on every stage (collective).
+  // Stage 0's `value` on every stage (collective; with tensor parallelism the value of
+  // stage 0's tensor rank 0, on every rank).
   bool first_stage_decides(bool value);
+  // The writer of a gathered checkpoint: stage 0, tensor rank 0 (of its replica).
+  bool gathers_state() const { return stage_ == 0 && tensor_rank() == 0; }
   // The trace spans of every stage's steps so far (collective; each stage keeps at most
   // kMaxTraceSpans, later ones are dropped), for write_chrome_trace.
   std::vector<metrics::TraceSpan> gather_trace_spans();
@@ -139,8 +141,15 @@ class PipelineStageTrainer {
   // Sums every chunk's gradients over the replicas.
   void sum_gradients_over_replicas();
   void add_idle_spans(size_t first_span, double start_us, double end_us);
-  // Throws std::logic_error naming `what` when the chunks are tensor-parallel shards.
-  void require_whole_model_chunks(const char* what) const;
+  // Checkpoints with tensor parallelism (pipeline_stage_sharded_state.cpp): every rank
+  // writes its chunks' floats (whole_model_segments: each whole-model float on one rank)
+  // into whole-layout buffers filled with -0.0, the exact identity of float addition,
+  // and sums over the tensor group, then over the stages, assemble the state bit for bit
+  // (collective; stage 0's tensor rank 0 passes the buffers, the others null). Restore
+  // takes every owned float (owned_segments) out of the whole state.
+  void gather_sharded_state_to_first(float* params, float* adam_m, float* adam_v);
+  void restore_sharded_state(const float* params, const float* adam_m, const float* adam_v,
+                             int64_t optimizer_steps);
 
   config::JobConfig config_;
   BatchSource& batches_;
