@@ -127,13 +127,56 @@ TEST_CASE("pipeline x tensor: P=2 x T=2 matches the single-node run for every sc
   const std::vector<Schedule> schedules = {
       {"gpipe", {"parallel.schedule=\"gpipe\""}},
       {"1f1b", {"parallel.schedule=\"1f1b\""}},
-      {"interleaved", {"parallel.schedule=\"interleaved\"", "parallel.virtual_stages=2"}}};
+      {"interleaved", {"parallel.schedule=\"interleaved\"", "parallel.virtual_stages=2"}},
+      {"1f1b-balanced", {"parallel.schedule=\"1f1b\"", "parallel.partition=\"balanced\""}}};
   for (const auto& [name, settings] : schedules) {
     ScratchDir dir("pxt-" + name);
     const JobRun run = run_job(4, dir.path(), shape_settings(settings), std::chrono::seconds(180),
                                /*tensor=*/2);
     check_matches_single_node(name, run, single, 1);
+    if (name != "1f1b-balanced") continue;
+    // Every rank cuts where stage 0's tensor rank 0 measured.
+    const auto plan = events_named(run.stages[0].lines, "pipeline_plan");
+    REQUIRE(plan.size() == 1);
+    // From the split on: the same text everywhere (ts and node differ).
+    const auto split_of = [](const std::string& line) { return line.substr(line.find("\"ranges\"")); };
+    CHECK_THAT(plan[0], Contains("\"stage_cost_ms\":"));
+    for (const auto& rank : run.stages) {
+      const auto mine = events_named(rank.lines, "pipeline_plan");
+      REQUIRE(mine.size() == 1);
+      CHECK(split_of(mine[0]) == split_of(plan[0]));
+    }
   }
+}
+
+// Recompute (model.recompute = every:1) inside the tensor-parallel chunks of an
+// interleaved stage (two chunks sharing one scratch set): the same ops on the same
+// inputs, the block's all-reduce included, so the same bits as without recompute.
+TEST_CASE("pipeline x tensor: recompute inside interleaved tensor-parallel chunks gives the "
+          "same bits", "[pp][tp][recompute]") {
+  const std::vector<std::string> interleaved = {"parallel.schedule=\"interleaved\"",
+                                                "parallel.virtual_stages=2"};
+  ScratchDir kept_dir("pxt-kept"), recomputed_dir("pxt-recomputed");
+  const JobRun kept = run_job(4, kept_dir.path(), shape_settings(interleaved),
+                              std::chrono::seconds(180), /*tensor=*/2);
+  std::vector<std::string> with_recompute = interleaved;
+  with_recompute.push_back("model.recompute=\"every:1\"");
+  const JobRun recomputed = run_job(4, recomputed_dir.path(), shape_settings(with_recompute),
+                                    std::chrono::seconds(180), /*tensor=*/2);
+  INFO(kept.report << "\n" << recomputed.report);
+  REQUIRE(kept.ok);
+  REQUIRE(recomputed.ok);
+  CHECK(recomputed.stages[0].losses == kept.stages[0].losses);
+  CHECK(recomputed.final_params == kept.final_params);
+  // The recomputed blocks keep no activations of their own: less memory.
+  const auto memory_of = [](const JobRun& run) {
+    const auto events = events_named(run.stages[0].lines, "model_memory");
+    REQUIRE(events.size() == 1);
+    return events[0];
+  };
+  INFO(memory_of(kept) << "\n" << memory_of(recomputed));
+  CHECK(number_field(memory_of(recomputed), "activation_bytes") <
+        number_field(memory_of(kept), "activation_bytes"));
 }
 
 // Eight processes on two cores: two replicas of the 2 x 2 pipeline, each on its half of
