@@ -1,7 +1,8 @@
 // Tensor parallelism in one process: T ranks as threads joined by an in-memory
 // TensorGroup. The shards of TensorParallelLayout put together are the whole model, a
 // shard initialises to the whole model's values, and T = 2 or 4 ranks train like one
-// whole GptModel (losses, gradients and parameters after AdamW steps). The same model
+// whole GptModel (losses, gradients and parameters after AdamW steps); its layer ranges
+// (pipeline chunks) chained stage to stage compute the whole shard's math. The same model
 // over the data plane between processes is tested in tests/tensor (label tp).
 #include <catch2/catch.hpp>
 
