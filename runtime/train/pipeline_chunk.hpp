@@ -13,7 +13,8 @@
 //     its slices, and rank 0 the replicated tensors, so each whole-model float comes
 //     from one place.
 //
-// All ranges are in the chunk's own buffer.
+// All ranges are in the chunk's own buffer (a whole-model chunk's is the whole layout,
+// which the pipeline's point-to-point checkpoint gathering relies on).
 #pragma once
 
 #include <cstdint>
@@ -75,9 +76,6 @@ class PipelineChunk {
   // AdamW over owned_ranges() with the whole model's weight-decay settings.
   virtual std::unique_ptr<optim::AdamW> make_optimizer(backend::Backend& backend,
                                                        const optim::AdamWSettings& settings) const = 0;
-  // The GptModel of a whole-model chunk (its buffers are the whole layout, which the
-  // checkpoint gathering relies on); null for a tensor-parallel shard.
-  virtual model::GptModel* whole_layout_model() = 0;
 };
 
 struct ChunkSpec {

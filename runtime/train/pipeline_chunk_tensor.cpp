@@ -117,7 +117,6 @@ class TensorParallelChunk final : public PipelineChunk {
       }
     return std::make_unique<optim::AdamW>(backend, settings, owned);
   }
-  model::GptModel* whole_layout_model() override { return nullptr; }
 
  private:
   // The layout's segments inside `range` (segments never straddle an owned range).

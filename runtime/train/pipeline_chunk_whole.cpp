@@ -73,7 +73,6 @@ class WholeModelChunk final : public PipelineChunk {
                                                const optim::AdamWSettings& settings) const override {
     return std::make_unique<optim::AdamW>(backend, model_.layout(), settings, owned_ranges());
   }
-  model::GptModel* whole_layout_model() override { return &model_; }
 
  private:
   // The head's wte is the embedding's, counted and gathered by the first range.

@@ -16,8 +16,7 @@
 // trainer runs this rank's shard of every chunk (pipeline_stage_trainer.hpp), the layout
 // printed is D x P x T, and tensor rank 0 of replica 0's stage 0 writes the trace.
 // Not in a pipeline run (refused by config::check_supported before it gets here):
-// ZeRO, compression, faults other than kill and fail_checkpoint_write, and checkpoints
-// with tensor parallelism alongside.
+// ZeRO, compression, faults other than kill and fail_checkpoint_write.
 #pragma once
 
 #include <vector>
