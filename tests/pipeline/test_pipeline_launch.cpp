@@ -5,7 +5,7 @@
 // hanging or restarting the run from step 0; and `dseek launch --nodes 4` with
 // parallel.data = 2 runs two replicas of a 2-stage pipeline that train what one node
 // trains (tests/support/replica_parity_launch.hpp); and 2 stages of 2-rank tensor groups
-// on 4 nodes train what one node trains.
+// on 4 nodes train what one node trains, and fail at once when one of them is lost.
 #include <catch2/catch.hpp>
 
 #include <chrono>
@@ -111,4 +111,13 @@ TEST_CASE("pipeline: dseek launch runs a 2-stage pipeline of 2-rank tensor group
   job.pipeline = 2;
   job.tensor = 2;
   check_replicas_match_single_node(job);
+}
+
+TEST_CASE("pipeline: a lost node of a pipeline of tensor groups fails the job at once",
+          "[pp][tp][launch]") {
+  check_lost_node_fails_at_once("pxt-launch-kill",
+                                {"--set", "parallel.pipeline=2", "--set", "parallel.tensor=2",
+                                 "--set", "train.micro_batch_size=2", "--set", "train.threads=1",
+                                 "--set", "train.eval_every=0"},
+                                "pipeline-parallel", 4);
 }
