@@ -93,8 +93,8 @@ class PipelineStageTrainer {
   int replicas() const { return replicas_ != nullptr ? replicas_->replicas() : 1; }
   int tensor_rank() const { return tensor_ != nullptr ? tensor_->rank() : 0; }
   int tensor_ranks() const { return tensor_ != nullptr ? tensor_->size() : 1; }
-  // The sum of one flag or count (stop votes) over the stages and the replicas:
-  // collective.
+  // The sum of one flag or count (stop votes) over the stages, the replicas and the
+  // tensor group: collective.
   double sum_over_world(double value);
   // Checkpoints (pipeline_checkpoint_state.hpp). With tensor parallelism, see
   // gather_sharded_state_to_first below; without, the whole model state (layout order)
