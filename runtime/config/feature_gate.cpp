@@ -84,11 +84,9 @@ void check_supported(const JobConfig& config) {
   std::vector<Gate> gates;
   // Tensor parallelism runs one tensor-parallel rank per node
   // (train/run_tensor_parallel.hpp), pipeline parallelism one stage per node
-  // (train/run_pipeline_stage.hpp), either with parallel.data replicas; what they do not
-  // combine with yet:
-  gates.push_back({tensor && pipeline, "parallel.pipeline",
-                   "tensor parallelism (parallel.tensor > 1) does not combine with pipeline "
-                   "parallelism yet"});
+  // (train/run_pipeline_stage.hpp), both together one tensor rank of a stage per node
+  // (the pipeline path, each stage a tensor-parallel group), each with parallel.data
+  // replicas; what they do not combine with yet:
   add_fixed_world_gates(gates, config, tensor, "parallel.tensor", "tensor");
   add_fixed_world_gates(gates, config, pipeline, "parallel.pipeline", "pipeline");
   const Gate other_gates[] = {

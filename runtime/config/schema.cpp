@@ -245,7 +245,8 @@ const std::vector<Key<JobConfig>>& job_keys() {
           "parallel.pipeline x parallel.tensor must equal cluster.nodes (replicas of a "
           "pipeline or of a tensor-parallel group, each on its slice of the batch)"),
       job<&J::parallel, &Pa::tensor>("parallel.tensor", at_least(1),
-                                     "tensor-parallel ranks per replica"),
+                                     "tensor-parallel ranks per replica (per pipeline "
+                                     "stage with parallel.pipeline > 1)"),
       job<&J::parallel, &Pa::pipeline>("parallel.pipeline", at_least(1),
                                        "pipeline stages per replica"),
       job<&J::parallel, &Pa::schedule>(

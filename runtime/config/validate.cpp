@@ -101,10 +101,18 @@ void validate(const JobConfig& config) {
   // with the schedule, train/pipeline_plan.cpp).
   // A tensor-parallel group likewise runs one rank per node, each on the whole batch.
   const bool data_parallel_nodes = parallel.pipeline == 1 && parallel.tensor == 1;
-  if (parallel.pipeline > 1 && parallel.data == 1 && parallel.pipeline != cluster.nodes) {
+  if (parallel.pipeline > 1 && parallel.tensor == 1 && parallel.data == 1 &&
+      parallel.pipeline != cluster.nodes) {
     fail(config, "parallel.pipeline (" + std::to_string(parallel.pipeline) +
                      ") must equal cluster.nodes (" + std::to_string(cluster.nodes) +
                      "): one pipeline stage per node");
+  }
+  if (parallel.pipeline > 1 && parallel.tensor > 1 && parallel.data == 1 &&
+      parallel.pipeline * parallel.tensor != cluster.nodes) {
+    fail(config, "parallel.pipeline (" + std::to_string(parallel.pipeline) +
+                     ") x parallel.tensor (" + std::to_string(parallel.tensor) +
+                     ") must equal cluster.nodes (" + std::to_string(cluster.nodes) +
+                     "): one tensor-parallel rank of one pipeline stage per node");
   }
   if (parallel.tensor > 1 && parallel.data == 1 && parallel.pipeline == 1 &&
       parallel.tensor != cluster.nodes) {

@@ -25,7 +25,14 @@ size_t bytes_of(const DeviceBuffer<T>& buffer) {
 TensorParallelGpt::TensorParallelGpt(const GptShape& shape, TensorGroup& group,
                                      backend::Backend& backend, int64_t max_batch,
                                      RecomputePolicy recompute)
+    : TensorParallelGpt(shape, LayerRange{0, shape.layers}, group, backend, max_batch, 1,
+                        recompute) {}
+
+TensorParallelGpt::TensorParallelGpt(const GptShape& shape, LayerRange range, TensorGroup& group,
+                                     backend::Backend& backend, int64_t max_batch,
+                                     int64_t activation_slots, RecomputePolicy recompute)
     : layout_(shape, group.rank(), group.size()),
+      range_(range),
       group_(group),
       backend_(backend),
       max_batch_(max_batch),
@@ -36,6 +43,12 @@ TensorParallelGpt::TensorParallelGpt(const GptShape& shape, TensorGroup& group,
         "vocabulary-parallel embedding and cross-entropy are host loops); backend: " +
         backend.name());
   if (max_batch < 1) throw std::invalid_argument("TensorParallelGpt: max_batch must be >= 1");
+  if (range.begin < 0 || range.end > shape.layers || range.begin > range.end)
+    throw std::invalid_argument("TensorParallelGpt: layer range [" + std::to_string(range.begin) +
+                                ", " + std::to_string(range.end) + ") is not inside [0, " +
+                                std::to_string(shape.layers) + ")");
+  if (activation_slots < 1)
+    throw std::invalid_argument("TensorParallelGpt: activation_slots must be >= 1");
   const size_t BT = static_cast<size_t>(max_batch * shape.context);
   const size_t C = static_cast<size_t>(shape.dim);
   const size_t Cl = static_cast<size_t>(layout_.channels_local());
@@ -45,20 +58,13 @@ TensorParallelGpt::TensorParallelGpt(const GptShape& shape, TensorGroup& group,
       static_cast<int>(layout_.heads_local()));
   params_ = DeviceBuffer<float>(backend, layout_.total());
   grads_ = DeviceBuffer<float>(backend, layout_.total());
-  for (int64_t l = 0; l <= shape.layers; ++l) residual_.emplace_back(backend, BT * C);
-  for (int64_t l = 0; l < shape.layers; ++l) {
-    // A recomputed block's forward runs in the shared scratch set.
-    blocks_.push_back(recompute_.recomputes(l) ? BlockActivations{}
-                                              : make_block_activations(BT, att));
+  for (int64_t i = 0; i < activation_slots; ++i) slots_.push_back(make_forward_state(BT, att));
+  slot_ = &slots_.front();
+  if (recompute_.any() && range.end > range.begin) recomputed_ = make_block_activations(BT, att);
+  if (has_head()) {
+    token_maxima_.resize(BT * static_cast<size_t>(group.size()));
+    exp_sum_and_target_.resize(2 * BT);
   }
-  if (recompute_.any() && shape.layers > 0) recomputed_ = make_block_activations(BT, att);
-  lnf_ = DeviceBuffer<float>(backend, BT * C);
-  lnf_mean_ = DeviceBuffer<float>(backend, BT);
-  lnf_rstd_ = DeviceBuffer<float>(backend, BT);
-  logits_ = DeviceBuffer<float>(backend, BT * static_cast<size_t>(layout_.vocab_local()));
-  losses_ = DeviceBuffer<float>(backend, BT);
-  token_maxima_.resize(BT * static_cast<size_t>(group.size()));
-  exp_sum_and_target_.resize(2 * BT);
   dresidual_ = DeviceBuffer<float>(backend, BT * C);
   dwidth1_ = DeviceBuffer<float>(backend, BT * C);
   dqkv_ = DeviceBuffer<float>(backend, BT * 3 * Cl);
@@ -66,15 +72,39 @@ TensorParallelGpt::TensorParallelGpt(const GptShape& shape, TensorGroup& group,
   dhidden_ = DeviceBuffer<float>(backend, BT * Hl);
   branch_out_ = DeviceBuffer<float>(backend, BT * C);
 
-  for (const auto& buffer : residual_) activation_memory_.kept += bytes_of(buffer);
-  for (const BlockActivations& a : blocks_) activation_memory_.kept += block_bytes(a);
-  for (const auto* buffer : {&lnf_, &lnf_mean_, &lnf_rstd_, &logits_, &losses_})
-    activation_memory_.kept += bytes_of(*buffer);
+  for (const ForwardState& state : slots_) {
+    activation_memory_.kept += (state.tokens.capacity() + state.targets.capacity()) * sizeof(int32_t);
+    for (const auto& buffer : state.residual) activation_memory_.kept += bytes_of(buffer);
+    for (const BlockActivations& a : state.blocks) activation_memory_.kept += block_bytes(a);
+    for (const auto* buffer : {&state.lnf, &state.lnf_mean, &state.lnf_rstd, &state.logits,
+                               &state.losses})
+      activation_memory_.kept += bytes_of(*buffer);
+  }
   activation_memory_.recompute = block_bytes(recomputed_);
   for (const auto* buffer : {&dresidual_, &dwidth1_, &dqkv_, &datty_, &dhidden_, &branch_out_})
     activation_memory_.backward += bytes_of(*buffer);
   activation_memory_.backward +=
       (token_maxima_.size() + exp_sum_and_target_.size()) * sizeof(float);
+}
+
+TensorParallelGpt::ForwardState TensorParallelGpt::make_forward_state(size_t BT, size_t att) {
+  const size_t C = static_cast<size_t>(layout_.whole().shape().dim);
+  auto& backend = backend_;
+  ForwardState state;
+  state.tokens.reserve(BT);
+  state.targets.reserve(BT);
+  for (int64_t l = range_.begin; l <= range_.end; ++l) state.residual.emplace_back(backend, BT * C);
+  for (int64_t l = range_.begin; l < range_.end; ++l)
+    state.blocks.push_back(recompute_.recomputes(l - range_.begin) ? BlockActivations{}
+                                                                  : make_block_activations(BT, att));
+  if (has_head()) {
+    state.lnf = DeviceBuffer<float>(backend, BT * C);
+    state.lnf_mean = DeviceBuffer<float>(backend, BT);
+    state.lnf_rstd = DeviceBuffer<float>(backend, BT);
+    state.logits = DeviceBuffer<float>(backend, BT * static_cast<size_t>(layout_.vocab_local()));
+    state.losses = DeviceBuffer<float>(backend, BT);
+  }
+  return state;
 }
 
 TensorParallelGpt::BlockActivations TensorParallelGpt::make_block_activations(size_t BT,
@@ -107,8 +137,33 @@ size_t TensorParallelGpt::block_bytes(const BlockActivations& a) {
   return bytes;
 }
 
-TensorParallelGpt::BlockActivations& TensorParallelGpt::activations_of(int64_t layer) {
-  return recompute_.recomputes(layer) ? recomputed_ : blocks_[static_cast<size_t>(layer)];
+TensorParallelGpt::BlockActivations& TensorParallelGpt::activations_of(size_t i) {
+  return recompute_.recomputes(static_cast<int64_t>(i)) ? *recompute_set_ : slot_->blocks[i];
+}
+
+void TensorParallelGpt::select_activation_slot(int64_t slot) {
+  if (slot < 0 || slot >= activation_slots())
+    throw std::out_of_range("TensorParallelGpt: activation slot " + std::to_string(slot) + " of " +
+                            std::to_string(activation_slots()));
+  slot_ = &slots_[static_cast<size_t>(slot)];
+  B_ = slot_->B;
+  T_ = slot_->T;
+}
+
+void TensorParallelGpt::share_recompute_scratch(TensorParallelGpt& owner) {
+  if (&owner == this || !recompute_.any() || range_.end == range_.begin) return;
+  const GptShape& a = layout_.whole().shape();
+  const GptShape& b = owner.layout_.whole().shape();
+  const bool same_shape = a.dim == b.dim && a.heads == b.heads && a.context == b.context &&
+                          max_batch_ == owner.max_batch_ && layout_.ranks() == owner.layout_.ranks();
+  if (!same_shape || owner.recompute_set_ != &owner.recomputed_ ||
+      block_bytes(owner.recomputed_) == 0)
+    throw std::invalid_argument(
+        "TensorParallelGpt::share_recompute_scratch: the owner must recompute (model.recompute) "
+        "with its own scratch set, the same shape, group size and micro-batch size");
+  recompute_set_ = &owner.recomputed_;
+  recomputed_ = BlockActivations{};
+  activation_memory_.recompute = 0;
 }
 
 void TensorParallelGpt::init_weights(uint64_t seed, double std) {
@@ -203,11 +258,11 @@ void TensorParallelGpt::embedding_forward() {
   const int64_t v0 = layout_.vocab_begin(), vl = layout_.vocab_local();
   const float* wte = params_.data() + layout_.wte();
   const float* wpe = params_.data() + layout_.wpe();
-  float* out = residual_[0].data();
+  float* out = slot_->residual.front().data();
   const int64_t N = B_ * T_;
   std::fill(out, out + N * C, 0.0f);
   for (int64_t n = 0; n < N; ++n) {
-    const int64_t local = tokens_[static_cast<size_t>(n)] - v0;
+    const int64_t local = slot_->tokens[static_cast<size_t>(n)] - v0;
     if (local < 0 || local >= vl) continue;
     std::copy(wte + local * C, wte + (local + 1) * C, out + n * C);
   }
@@ -229,7 +284,7 @@ void TensorParallelGpt::embedding_backward() {
     const float* row = dout + n * C;
     float* pos = dwpe + (n % T_) * C;
     for (int64_t c = 0; c < C; ++c) pos[c] += row[c];
-    const int64_t local = tokens_[static_cast<size_t>(n)] - v0;
+    const int64_t local = slot_->tokens[static_cast<size_t>(n)] - v0;
     if (local < 0 || local >= vl) continue;
     float* emb = dwte + local * C;
     for (int64_t c = 0; c < C; ++c) emb[c] += row[c];
@@ -246,7 +301,7 @@ double TensorParallelGpt::cross_entropy_forward() {
   const int64_t N = B_ * T_;
   const int64_t vl = layout_.vocab_local(), v0 = layout_.vocab_begin();
   const int ranks = group_.size();
-  float* logits = logits_.data();
+  float* logits = slot_->logits.data();
   std::fill(token_maxima_.begin(), token_maxima_.begin() + N * ranks, 0.0f);
   for (int64_t n = 0; n < N; ++n) {
     const float* row = logits + n * vl;
@@ -259,7 +314,7 @@ double TensorParallelGpt::cross_entropy_forward() {
     const float* slots = token_maxima_.data() + n * ranks;
     const float max_value = *std::max_element(slots, slots + ranks);
     float* row = logits + n * vl;
-    const int64_t target = targets_[static_cast<size_t>(n)] - v0;
+    const int64_t target = slot_->targets[static_cast<size_t>(n)] - v0;
     target_logits[n] = target >= 0 && target < vl ? row[target] - max_value : 0.0f;
     float total = 0.0f;
     for (int64_t j = 0; j < vl; ++j) {
@@ -269,7 +324,7 @@ double TensorParallelGpt::cross_entropy_forward() {
     sums[n] = total;
   }
   group_.all_reduce_sum(exp_sum_and_target_.data(), static_cast<size_t>(2 * N));
-  float* losses = losses_.data();
+  float* losses = slot_->losses.data();
   for (int64_t n = 0; n < N; ++n) {
     const float inverse = 1.0f / sums[n];
     float* row = logits + n * vl;
@@ -282,11 +337,11 @@ double TensorParallelGpt::cross_entropy_forward() {
 void TensorParallelGpt::cross_entropy_backward(float dloss) {
   const int64_t N = B_ * T_;
   const int64_t vl = layout_.vocab_local(), v0 = layout_.vocab_begin();
-  float* probs = logits_.data();
+  float* probs = slot_->logits.data();
   for (int64_t n = 0; n < N; ++n) {
     float* row = probs + n * vl;
     for (int64_t j = 0; j < vl; ++j) row[j] *= dloss;
-    const int64_t target = targets_[static_cast<size_t>(n)] - v0;
+    const int64_t target = slot_->targets[static_cast<size_t>(n)] - v0;
     if (target >= 0 && target < vl) row[target] -= dloss;
   }
 }
@@ -298,56 +353,68 @@ double TensorParallelGpt::forward(const int32_t* tokens, const int32_t* targets,
     throw std::invalid_argument("TensorParallelGpt::forward: batch " + std::to_string(B) + " x " +
                                 std::to_string(T) + " exceeds the model's " +
                                 std::to_string(max_batch_) + " x " + std::to_string(s.context));
-  B_ = B;
-  T_ = T;
+  B_ = slot_->B = B;
+  T_ = slot_->T = T;
   const size_t BT = static_cast<size_t>(B * T);
-  for (size_t i = 0; i < BT; ++i)
-    if (tokens[i] < 0 || tokens[i] >= s.vocab || targets[i] < 0 || targets[i] >= s.vocab)
-      throw std::invalid_argument("TensorParallelGpt::forward: token or target id at position " +
-                                  std::to_string(i) + " is outside the vocabulary [0, " +
-                                  std::to_string(s.vocab) + ")");
-  tokens_.assign(tokens, tokens + BT);
-  targets_.assign(targets, targets + BT);
-  embedding_forward();
-  for (int64_t l = 0; l < s.layers; ++l) {
-    const size_t i = static_cast<size_t>(l);
-    block_forward(l, activations_of(l), residual_[i].data(), residual_[i + 1].data());
+  auto check_ids = [&](const int32_t* ids, const char* what) {
+    for (size_t i = 0; i < BT; ++i)
+      if (ids[i] < 0 || ids[i] >= s.vocab)
+        throw std::invalid_argument(std::string("TensorParallelGpt::forward: ") + what +
+                                    " id at position " + std::to_string(i) +
+                                    " is outside the vocabulary [0, " + std::to_string(s.vocab) +
+                                    ")");
+  };
+  if (has_embedding()) {
+    check_ids(tokens, "token");
+    slot_->tokens.assign(tokens, tokens + BT);
+    embedding_forward();
   }
+  for (int64_t l = range_.begin; l < range_.end; ++l) {
+    const size_t i = static_cast<size_t>(l - range_.begin);
+    block_forward(l, activations_of(i), slot_->residual[i].data(), slot_->residual[i + 1].data());
+  }
+  if (!has_head()) return 0.0;
+  check_ids(targets, "target");
+  slot_->targets.assign(targets, targets + BT);
   const int N = static_cast<int>(BT);
   const int C = static_cast<int>(s.dim);
   const float* w = params_.data();
-  backend_.layernorm_forward(lnf_.data(), lnf_mean_.data(), lnf_rstd_.data(),
-                             residual_.back().data(), w + layout_.lnf_w(), w + layout_.lnf_b(),
-                             N, C);
-  backend_.matmul_forward(logits_.data(), lnf_.data(), w + layout_.wte(), nullptr, N, C,
-                          static_cast<int>(layout_.vocab_local()));
+  backend_.layernorm_forward(slot_->lnf.data(), slot_->lnf_mean.data(), slot_->lnf_rstd.data(),
+                             slot_->residual.back().data(), w + layout_.lnf_w(),
+                             w + layout_.lnf_b(), N, C);
+  backend_.matmul_forward(slot_->logits.data(), slot_->lnf.data(), w + layout_.wte(), nullptr, N,
+                          C, static_cast<int>(layout_.vocab_local()));
   return cross_entropy_forward();
 }
 
 void TensorParallelGpt::backward(float dloss) {
   if (B_ == 0) throw std::logic_error("TensorParallelGpt::backward called before forward");
-  const GptShape& s = layout_.whole().shape();
   const int N = static_cast<int>(B_ * T_);
-  const int C = static_cast<int>(s.dim);
+  const int C = static_cast<int>(layout_.whole().shape().dim);
   const float* w = params_.data();
   float* g = grads_.data();
-  cross_entropy_backward(dloss);
-  // The head is column-parallel over the vocabulary: d(lnf) is a partial sum.
-  backend_.matmul_backward(dwidth1_.data(), g + layout_.wte(), nullptr, logits_.data(),
-                           lnf_.data(), w + layout_.wte(), N, C,
-                           static_cast<int>(layout_.vocab_local()));
-  group_.all_reduce_sum(dwidth1_.data(), static_cast<size_t>(N) * C);
-  backend_.zero(dresidual_.data(), static_cast<size_t>(N) * C);
-  backend_.layernorm_backward(dresidual_.data(), g + layout_.lnf_w(), g + layout_.lnf_b(),
-                              dwidth1_.data(), residual_.back().data(), w + layout_.lnf_w(),
-                              lnf_mean_.data(), lnf_rstd_.data(), N, C);
-  for (int64_t l = s.layers - 1; l >= 0; --l) {
-    const size_t i = static_cast<size_t>(l);
-    BlockActivations& a = activations_of(l);
-    if (recompute_.recomputes(l)) block_forward(l, a, residual_[i].data(), nullptr);
-    block_backward(l, a, residual_[i].data());
+  if (has_head()) {
+    cross_entropy_backward(dloss);
+    // The head is column-parallel over the vocabulary: d(lnf) is a partial sum.
+    backend_.matmul_backward(dwidth1_.data(), g + layout_.wte(), nullptr, slot_->logits.data(),
+                             slot_->lnf.data(), w + layout_.wte(), N, C,
+                             static_cast<int>(layout_.vocab_local()));
+    group_.all_reduce_sum(dwidth1_.data(), static_cast<size_t>(N) * C);
+    backend_.zero(dresidual_.data(), static_cast<size_t>(N) * C);
+    backend_.layernorm_backward(dresidual_.data(), g + layout_.lnf_w(), g + layout_.lnf_b(),
+                                dwidth1_.data(), slot_->residual.back().data(),
+                                w + layout_.lnf_w(), slot_->lnf_mean.data(),
+                                slot_->lnf_rstd.data(), N, C);
   }
-  embedding_backward();
+  // Without the head, dresidual_ holds the output's gradient (stage_output_grad()).
+  for (int64_t l = range_.end - 1; l >= range_.begin; --l) {
+    const size_t i = static_cast<size_t>(l - range_.begin);
+    BlockActivations& a = activations_of(i);
+    const float* x = slot_->residual[i].data();
+    if (recompute_.recomputes(static_cast<int64_t>(i))) block_forward(l, a, x, nullptr);
+    block_backward(l, a, x);
+  }
+  if (has_embedding()) embedding_backward();
 }
 
 }  // namespace dseek::model

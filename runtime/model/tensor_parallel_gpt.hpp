@@ -16,12 +16,29 @@
 // train/tensor_parallel_trainer.hpp.) A row-parallel bias is added by rank 0 only,
 // before the all-reduce, so the sum counts it once.
 //
-// The whole model is run (no layer range): a pipeline stage of a tensor-parallel group
-// is not implemented. The embedding and cross-entropy are host loops over the backend's
-// buffers, so the CPU backend is required (checked at construction).
+// A layer range [begin, end) makes it one pipeline stage's chunk of the tensor-parallel
+// model, as GptModel's range does (pipeline x tensor parallelism): the range that starts
+// at block 0 owns the vocabulary-parallel embedding (and wpe), the one that ends at the
+// last block owns lnf, the vocabulary-parallel head and the loss; a middle range only
+// its blocks. After each block's forward all-reduce every rank of the group holds the
+// whole (B, T, C) activation, replicated, so the stage boundary is simple: tensor rank t
+// of stage s sends its copy to tensor rank t of stage s+1 (stage_output() ->
+// stage_input()), and the gradient of it comes back the same way (stage_input_grad() ->
+// stage_output_grad()), T parallel pipelines that meet only in the group's all-reduces.
+// It moves T copies of the activation where Megatron-LM's scatter/gather optimisation
+// moves one, which costs bandwidth, not correctness. The tied wte: the first and the
+// last range of a pipeline hold the same vocabulary rows on the same tensor rank, so
+// their gradients are summed between those two counterparts, as the pipeline does for
+// GptModel. With `activation_slots` a stage keeps several micro-batches between their
+// forward and backward, each in its own set (the backward scratch is shared).
 //
-// Activation recompute (model.recompute) works as in GptModel: a recomputed block runs
-// in one shared scratch set and its backward runs its forward again first, including
+// The embedding and cross-entropy are host loops over the backend's buffers, so the CPU
+// backend is required (checked at construction).
+//
+// Activation recompute (model.recompute) works as in GptModel (counted from the range's
+// first block): a recomputed block runs in one shared scratch set (shared with the
+// other chunks of a pipeline stage by share_recompute_scratch) and its backward runs
+// its forward again first, including
 // the attention branch's all-reduce (every rank of the group recomputes the same
 // blocks, so the collectives stay matched). The MLP's all-reduce only produces the
 // block's output, which is kept, so the recompute stops before it. The all-reduce sums
@@ -34,6 +51,7 @@
 #include "runtime/backend/backend.hpp"
 #include "runtime/backend/device_buffer.hpp"
 #include "runtime/model/activation_memory.hpp"
+#include "runtime/model/gpt_model.hpp"
 #include "runtime/model/recompute_policy.hpp"
 #include "runtime/model/tensor_group.hpp"
 #include "runtime/model/tensor_parallel_layout.hpp"
@@ -42,12 +60,21 @@ namespace dseek::model {
 
 class TensorParallelGpt {
  public:
+  // The whole model (every block, the embedding and the head), one activation slot.
   TensorParallelGpt(const GptShape& shape, TensorGroup& group, backend::Backend& backend,
                     int64_t max_batch, RecomputePolicy recompute = {});
+  // Blocks [range.begin, range.end) (a pipeline stage's chunk), `activation_slots`
+  // micro-batches between forward and backward.
+  TensorParallelGpt(const GptShape& shape, LayerRange range, TensorGroup& group,
+                    backend::Backend& backend, int64_t max_batch, int64_t activation_slots,
+                    RecomputePolicy recompute = {});
   TensorParallelGpt(const TensorParallelGpt&) = delete;
   TensorParallelGpt& operator=(const TensorParallelGpt&) = delete;
 
   const TensorParallelLayout& layout() const { return layout_; }
+  LayerRange range() const { return range_; }
+  bool has_embedding() const { return range_.begin == 0; }
+  bool has_head() const { return range_.end == layout_.whole().shape().layers; }
   float* params() { return params_.data(); }
   float* grads() { return grads_.data(); }
   size_t num_params() const { return layout_.total(); }
@@ -59,20 +86,48 @@ class TensorParallelGpt {
   void init_weights(uint64_t seed, double std);
   void zero_grads();
 
-  // Every rank of the group calls these with the same batch; each returns the mean loss.
+  // Every rank of the group calls these with the same batch. `tokens` are read by the
+  // range with the embedding, `targets` by the one with the head, which returns the mean
+  // loss (the others return 0 and leave their output in stage_output()).
   double forward(const int32_t* tokens, const int32_t* targets, int64_t B, int64_t T);
-  // Accumulates into grads(); dloss as in GptModel::backward.
+  // Accumulates into grads(); dloss as in GptModel::backward. A range without the head
+  // reads its output's gradient from stage_output_grad().
   void backward(float dloss);
+
+  // The activation set the next forward fills and the next backward reads (0 until
+  // changed); std::out_of_range outside [0, activation_slots).
+  void select_activation_slot(int64_t slot);
+  int64_t activation_slots() const { return static_cast<int64_t>(slots_.size()); }
+  // As GptModel::share_recompute_scratch: this model's recomputed blocks run in
+  // `owner`'s scratch set (same shape, group, micro-batch size and recompute).
+  void share_recompute_scratch(TensorParallelGpt& owner);
+
+  // Activations crossing range boundaries, (B, T, C), whole on every rank of the group.
+  float* stage_input() { return slot_->residual.front().data(); }
+  float* stage_output() { return slot_->residual.back().data(); }
+  float* stage_input_grad() { return dresidual_.data(); }
+  float* stage_output_grad() { return dresidual_.data(); }
 
  private:
   struct BlockActivations {
     backend::DeviceBuffer<float> ln1, ln1_mean, ln1_rstd, qkv, atty, att;
     backend::DeviceBuffer<float> residual2, ln2, ln2_mean, ln2_rstd, fch, fch_gelu;
   };
+  // What one forward leaves for its backward.
+  struct ForwardState {
+    int64_t B = 0, T = 0;  // B = 0 before the first forward
+    std::vector<int32_t> tokens, targets;
+    // residual[i] is the input of block begin+i; residual.back() the range's output.
+    std::vector<backend::DeviceBuffer<float>> residual;
+    std::vector<BlockActivations> blocks;  // empty sets for recomputed blocks
+    backend::DeviceBuffer<float> lnf, lnf_mean, lnf_rstd, logits, losses;
+  };
   BlockActivations make_block_activations(size_t BT, size_t att);
+  ForwardState make_forward_state(size_t BT, size_t att);
   static size_t block_bytes(const BlockActivations& a);
-  // Block `layer`'s activations: its own set, or the recompute scratch.
-  BlockActivations& activations_of(int64_t layer);
+  // Block begin+i's activations in the selected slot: its own set, or the recompute
+  // scratch.
+  BlockActivations& activations_of(size_t i);
   // `out` null: the recompute before a backward; stops before the MLP's projection.
   void block_forward(int64_t layer, BlockActivations& a, const float* x, float* out);
   void block_backward(int64_t layer, BlockActivations& a, const float* x);
@@ -82,18 +137,18 @@ class TensorParallelGpt {
   void cross_entropy_backward(float dloss);
 
   TensorParallelLayout layout_;
+  LayerRange range_;
   TensorGroup& group_;
   backend::Backend& backend_;
   int64_t max_batch_;
   RecomputePolicy recompute_;
-  int64_t B_ = 0, T_ = 0;
+  int64_t B_ = 0, T_ = 0;  // the selected slot's forward
 
   backend::DeviceBuffer<float> params_, grads_;
-  std::vector<int32_t> tokens_, targets_;
-  std::vector<backend::DeviceBuffer<float>> residual_;  // input of block l; [L] the output
-  std::vector<BlockActivations> blocks_;  // empty sets for recomputed blocks
-  BlockActivations recomputed_;           // shared by every recomputed block
-  backend::DeviceBuffer<float> lnf_, lnf_mean_, lnf_rstd_, logits_, losses_;
+  std::vector<ForwardState> slots_;
+  ForwardState* slot_ = nullptr;
+  BlockActivations recomputed_;  // shared by every recomputed block of every slot
+  BlockActivations* recompute_set_ = &recomputed_;  // recomputed_, or another chunk's
   std::vector<float> token_maxima_, exp_sum_and_target_;  // cross-entropy's all-reduces
   backend::DeviceBuffer<float> dresidual_, dwidth1_, dqkv_, datty_, dhidden_, branch_out_;
   ActivationMemory activation_memory_;

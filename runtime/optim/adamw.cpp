@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <stdexcept>
 #include <string>
 
@@ -45,6 +46,37 @@ AdamW::AdamW(backend::Backend& backend, const model::ParamLayout& layout, AdamWS
     throw std::invalid_argument("AdamW: a given second moment (comm.variance_refresh_steps with "
                                 "comm.compression) runs on the cpu backend only, not on " +
                                 backend_.name());
+}
+
+namespace {
+std::vector<model::ParamRange> ranges_of(const std::vector<DecayRange>& owned) {
+  std::vector<model::ParamRange> ranges;
+  for (const DecayRange& d : owned) ranges.push_back(d.range);
+  return ranges;
+}
+}  // namespace
+
+AdamW::AdamW(backend::Backend& backend, AdamWSettings settings, const std::vector<DecayRange>& owned)
+    : backend_(backend), settings_(settings), owned_(ranges_of(owned)),
+      owned_count_(total_count(owned_)), m_(backend, owned_count_), v_(backend, owned_count_) {
+  check_owned(owned_, std::numeric_limits<size_t>::max());
+  if (settings_.given_second_moment_after >= 0)
+    throw std::invalid_argument("AdamW: a given second moment needs the ParamLayout's tensors "
+                                "(its update is capped per tensor)");
+  size_t moment_offset = 0;
+  for (const DecayRange& d : owned) {
+    if (!runs_.empty()) {
+      Run& last = runs_.back();
+      if (last.decay == d.decay && last.offset + last.size == d.range.offset &&
+          last.moment_offset + last.size == moment_offset) {
+        last.size += d.range.count;
+        moment_offset += d.range.count;
+        continue;
+      }
+    }
+    runs_.push_back({d.range.offset, moment_offset, d.range.count, d.decay});
+    moment_offset += d.range.count;
+  }
 }
 
 // Each owned range cut where the decay setting changes; neighbours that continue each

@@ -53,6 +53,14 @@ struct AdamWSettings {
   double given_beta1 = -1.0;
 };
 
+// A range of the flat buffer with the weight-decay setting of the tensor it lies in, for
+// buffers ParamLayout does not describe (a tensor-parallel shard,
+// model/tensor_parallel_layout.hpp).
+struct DecayRange {
+  model::ParamRange range;
+  bool decay = false;
+};
+
 struct StepStats {
   double grad_norm = 0.0;   // before clipping
   double clip_scale = 1.0;  // applied to the gradients
@@ -65,6 +73,9 @@ class AdamW {
   // Only `owned`: disjoint ranges inside the layout (std::invalid_argument otherwise).
   AdamW(backend::Backend& backend, const model::ParamLayout& layout, AdamWSettings settings,
         std::vector<model::ParamRange> owned);
+  // Only `owned`, each range with its decay setting given (disjoint ranges;
+  // std::invalid_argument otherwise).
+  AdamW(backend::Backend& backend, AdamWSettings settings, const std::vector<DecayRange>& owned);
 
   // One update of the owned params from grads at learning rate lr, clipping by the norm
   // of the owned gradients (the global norm for a whole-buffer optimizer). params and

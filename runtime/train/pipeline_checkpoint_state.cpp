@@ -7,6 +7,7 @@ LayoutSizes PipelineCheckpointState::sizes() const {
   LayoutSizes sizes;
   sizes.data = static_cast<uint32_t>(trainer_.info().replicas);
   sizes.pipeline = static_cast<uint32_t>(trainer_.info().plan.shape.stages);
+  sizes.tensor = static_cast<uint32_t>(trainer_.info().tensor_ranks);
   return sizes;
 }
 

@@ -1,7 +1,8 @@
 // A pipeline stage's side of gathered checkpoints (gathered_state.hpp): replica 0's
 // stages send their owned ranges and AdamW moments to its stage 0 (world rank 0), which
 // writes; on resume every stage of every replica takes its own ranges out of the whole
-// checkpoint (any split, any number of stages).
+// checkpoint (any split, any number of stages). With tensor parallelism each stage's
+// ranks add their shards first, and stage 0's tensor rank 0 (world rank 0) writes.
 #pragma once
 
 #include "runtime/train/gathered_state.hpp"
@@ -16,7 +17,7 @@ class PipelineCheckpointState final : public GatheredState {
   const model::ParamLayout& whole_layout() const override { return trainer_.whole_layout(); }
   LayoutSizes sizes() const override;
   bool is_writer() const override {
-    return trainer_.info().replica == 0 && trainer_.info().stage == 0;
+    return trainer_.info().replica == 0 && trainer_.info().gathers_state;
   }
   bool takes_part() const override { return trainer_.info().replica == 0; }
   bool writer_decides(bool value) override { return trainer_.first_stage_decides(value); }

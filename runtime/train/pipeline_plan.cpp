@@ -69,7 +69,8 @@ ScheduleShape schedule_shape_of(const config::JobConfig& config) {
 }
 
 PipelinePlan plan_pipeline(const config::JobConfig& config, PipelineLinks& links,
-                           backend::Backend& backend, ReplicaGroup* replicas) {
+                           backend::Backend& backend, ReplicaGroup* replicas,
+                           model::TensorGroup* tensor) {
   PipelinePlan plan;
   plan.shape = schedule_shape_of(config);
   plan.micro_batch_size = pipeline_micro_batch_size(config);
@@ -84,7 +85,8 @@ PipelinePlan plan_pipeline(const config::JobConfig& config, PipelineLinks& links
   const model::GptShape shape = shape_of(config.model);
   const size_t L = static_cast<size_t>(config.model.layers);
   std::vector<double> values(L + 2, 0.0);
-  const bool measures = links.stage() == 0 && (replicas == nullptr || replicas->replica() == 0);
+  const bool measures = links.stage() == 0 && (replicas == nullptr || replicas->replica() == 0) &&
+                        (tensor == nullptr || tensor->rank() == 0);
   if (measures) {
     const LayerCosts measured = profile_layer_costs(shape, backend, plan.micro_batch_size);
     values[0] = measured.embedding;
@@ -92,7 +94,13 @@ PipelinePlan plan_pipeline(const config::JobConfig& config, PipelineLinks& links
     values[L + 1] = measured.head;
   }
   links.broadcast_from_first(values);
-  // Every replica cuts where replica 0 measured (the others add zeros: exact).
+  // Every replica (and tensor rank) cuts where replica 0's tensor rank 0 measured (the
+  // others add zeros: exact; the tensor group's sum is f32, the same bits on every rank).
+  if (tensor != nullptr && tensor->size() > 1) {
+    std::vector<float> narrowed(values.begin(), values.end());
+    tensor->all_reduce_sum(narrowed.data(), narrowed.size());
+    values.assign(narrowed.begin(), narrowed.end());
+  }
   if (replicas != nullptr) {
     replicas->sum(values);
   }

@@ -12,6 +12,7 @@
 #include "runtime/backend/backend.hpp"
 #include "runtime/config/job_config.hpp"
 #include "runtime/model/gpt_model.hpp"
+#include "runtime/model/tensor_group.hpp"
 #include "runtime/train/pipeline_links.hpp"
 #include "runtime/train/pipeline_partition.hpp"
 #include "runtime/train/pipeline_schedule.hpp"
@@ -35,9 +36,12 @@ ScheduleShape schedule_shape_of(const config::JobConfig& config);
 int64_t pipeline_micro_batch_size(const config::JobConfig& config);
 
 // Collective over the stages (and `replicas`, the stage's data group, null with one
-// replica) when parallel.partition = "balanced" (the profile runs on stage 0 of
-// replica 0 with `backend`).
+// replica, and `tensor`, the stage's tensor-parallel group, null with one rank) when
+// parallel.partition = "balanced" (the profile runs on stage 0 of replica 0, tensor
+// rank 0, with `backend`: the whole model's layer costs, which tensor parallelism
+// divides about evenly).
 PipelinePlan plan_pipeline(const config::JobConfig& config, PipelineLinks& links,
-                           backend::Backend& backend, ReplicaGroup* replicas = nullptr);
+                           backend::Backend& backend, ReplicaGroup* replicas = nullptr,
+                           model::TensorGroup* tensor = nullptr);
 
 }  // namespace dseek::train

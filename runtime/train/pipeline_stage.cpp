@@ -12,10 +12,13 @@ std::unique_ptr<PipelineStage> make_pipeline_stage(const PipelineStageFactory& f
 }
 
 LocalPipelineStage::LocalPipelineStage(const PipelineStageSpec& spec)
-    : trainer_(spec.config, spec.batches, spec.links, spec.plan, spec.replicas) {
+    : trainer_(spec.config, spec.batches, spec.links, spec.plan, spec.replicas, spec.tensor) {
   info_.stage = trainer_.stage();
   info_.replica = trainer_.replica();
   info_.replicas = trainer_.replicas();
+  info_.tensor_rank = trainer_.tensor_rank();
+  info_.tensor_ranks = trainer_.tensor_ranks();
+  info_.gathers_state = trainer_.gathers_state();
   info_.owned_params = trainer_.owned_params();
   info_.activation_memory = trainer_.activation_memory();
   info_.plan = trainer_.plan();

@@ -23,6 +23,7 @@
 #include "runtime/metrics/chrome_trace.hpp"
 #include "runtime/model/activation_memory.hpp"
 #include "runtime/model/param_layout.hpp"
+#include "runtime/model/tensor_group.hpp"
 #include "runtime/train/batch_source.hpp"
 #include "runtime/train/pipeline_links.hpp"
 #include "runtime/train/pipeline_plan.hpp"
@@ -39,12 +40,15 @@ struct PipelineStageSpec {
   PipelineLinks& links;    // to the neighbouring stages
   PipelinePlan plan;
   ReplicaGroup* replicas;  // the stage's data group; null: one replica
+  model::TensorGroup* tensor = nullptr;  // the stage's tensor group; null: one rank
 };
 
 // What a built stage is, fixed for its life (read once, not asked per step).
 struct PipelineStageInfo {
   int64_t stage = 0;
   int replica = 0, replicas = 1;
+  int tensor_rank = 0, tensor_ranks = 1;
+  bool gathers_state = false;  // writes the gathered checkpoint (stage 0, tensor rank 0)
   size_t owned_params = 0;  // its blocks, and the embedding, head and wte at the ends
   model::ActivationMemory activation_memory;
   PipelinePlan plan;

@@ -8,6 +8,8 @@
 #include <cmath>
 #include <stdexcept>
 
+#include "runtime/train/pipeline_stage_chunk.hpp"
+
 namespace dseek::train {
 
 namespace {
@@ -23,28 +25,17 @@ double now_us() {
 
 }  // namespace
 
-// One virtual stage of this worker: its layers, the ranges it owns and their AdamW,
-// and which activation slot holds which micro-batch between forward and backward.
-struct PipelineStageTrainer::Chunk {
-  int64_t virtual_stage = 0;
-  std::unique_ptr<model::GptModel> model;
-  std::vector<model::ParamRange> owned;       // updated by this chunk's AdamW
-  std::vector<model::ParamRange> norm_ranges; // squared for the global norm (wte once)
-  std::vector<model::ParamRange> param_ranges;  // contributed to gather_params (wte once)
-  std::vector<model::ParamRange> owned_runs;  // `owned` merged into contiguous runs (replica sums)
-  std::unique_ptr<optim::AdamW> optimizer;
-  std::vector<int64_t> free_slots;
-  std::map<int64_t, int64_t> slot_of_micro_batch;
-};
-
 PipelineStageTrainer::MessageKey PipelineStageTrainer::key_of(const PipelineMessage& message) {
   return {static_cast<int>(message.type), message.micro_batch, message.from_virtual};
 }
 
 PipelineStageTrainer::PipelineStageTrainer(const config::JobConfig& config, BatchSource& batches,
                                            PipelineLinks& links, PipelinePlan plan,
-                                           ReplicaGroup* replica_group)
-    : config_(config), batches_(batches), links_(links), replicas_(replica_group), plan_(std::move(plan)),
+                                           ReplicaGroup* replica_group,
+                                           model::TensorGroup* tensor_group)
+    : config_(config), batches_(batches), links_(links), replicas_(replica_group),
+      tensor_(tensor_group != nullptr && tensor_group->size() > 1 ? tensor_group : nullptr),
+      plan_(std::move(plan)), whole_layout_(shape_of(config.model)),
       schedule_(plan_.shape), stage_(links.stage()),
       backend_(backend::make_cpu_backend(static_cast<int>(config.train.threads))) {
   const auto& t = config.train;
@@ -78,27 +69,23 @@ PipelineStageTrainer::PipelineStageTrainer(const config::JobConfig& config, Batc
     }
     auto chunk = std::make_unique<Chunk>();
     chunk->virtual_stage = schedule_.virtual_stage(stage_, c);
-    const model::LayerRange range = plan_.ranges[static_cast<size_t>(chunk->virtual_stage)];
-    chunk->model = std::make_unique<model::GptModel>(shape, range, *backend_, B, slots,
-                                                     recompute_of(config.model));
-    chunk->model->init_weights(static_cast<uint64_t>(t.seed), config.model.init_std);
     // bf16 passes through; fp8 would need its scaling steps closed and the loss scaled.
     if (t.precision == "fp8")
       throw std::invalid_argument("train.precision = \"fp8\" is not wired into pipeline stages");
-    chunk->model->set_precision(model::PrecisionPolicy(
-        *backend_, model::matmul_format_of(t.precision), shape.layers));
-    const auto& layout = chunk->model->layout();
-    const model::ParamRange wte{layout.wte(), static_cast<size_t>(shape.vocab * shape.dim)};
-    for (const model::ParamRange& r : chunk->model->gradient_ranges_in_backward_order()) {
-      chunk->owned.push_back(r);
-      // The head's wte is the embedding's, counted by the first stage.
-      const bool head_copy_of_wte = !chunk->model->has_embedding() && r == wte;
-      if (!head_copy_of_wte) {
-        chunk->norm_ranges.push_back(r);
-        chunk->param_ranges.push_back(r);
-      }
-    }
-    chunk->optimizer = std::make_unique<optim::AdamW>(*backend_, layout, settings, chunk->owned);
+    ChunkSpec spec;
+    spec.shape = shape;
+    spec.range = plan_.ranges[static_cast<size_t>(chunk->virtual_stage)];
+    spec.micro_batch_size = B;
+    spec.activation_slots = slots;
+    spec.recompute = recompute_of(config.model);
+    spec.seed = static_cast<uint64_t>(t.seed);
+    spec.init_std = config.model.init_std;
+    spec.precision = t.precision;
+    chunk->model = make_pipeline_chunk(spec, *backend_, tensor_);
+    chunk->owned = chunk->model->owned_ranges();
+    chunk->norm_ranges = chunk->model->norm_ranges();
+    chunk->whole_segments = chunk->model->whole_model_segments();
+    chunk->optimizer = chunk->model->make_optimizer(*backend_, settings);
     std::vector<model::ParamRange> sorted = chunk->owned;
     std::sort(sorted.begin(), sorted.end(),
               [](const model::ParamRange& a, const model::ParamRange& b) { return a.offset < b.offset; });
@@ -131,8 +118,10 @@ PipelineStageTrainer::~PipelineStageTrainer() = default;
 
 size_t PipelineStageTrainer::owned_params() const {
   size_t count = 0;
-  for (const auto& chunk : chunks_)
-    for (const auto& range : chunk->param_ranges) count += range.count;
+  for (const auto& chunk : chunks_) {
+    for (const auto& range : chunk->norm_ranges.local) count += range.count;
+    for (const auto& range : chunk->norm_ranges.group_split) count += range.count;
+  }
   return count;
 }
 
@@ -171,7 +160,7 @@ void PipelineStageTrainer::send_from(const PipelineMessage& message, const float
 
 void PipelineStageTrainer::run_forward(int64_t step, const PipelineOp& op) {
   Chunk& chunk = *chunks_[static_cast<size_t>(op.chunk)];
-  model::GptModel& model = *chunk.model;
+  PipelineChunk& model = *chunk.model;
   if (chunk.free_slots.empty())
     throw std::logic_error("pipeline stage: no free activation slot (schedule and slots disagree)");
   const int64_t slot = chunk.free_slots.back();
@@ -195,7 +184,7 @@ void PipelineStageTrainer::run_forward(int64_t step, const PipelineOp& op) {
 
 void PipelineStageTrainer::run_backward(const PipelineOp& op) {
   Chunk& chunk = *chunks_[static_cast<size_t>(op.chunk)];
-  model::GptModel& model = *chunk.model;
+  PipelineChunk& model = *chunk.model;
   const auto slot = chunk.slot_of_micro_batch.find(op.micro_batch);
   if (slot == chunk.slot_of_micro_batch.end())
     throw std::logic_error("pipeline stage: backward of a micro-batch without its forward");
@@ -254,23 +243,36 @@ PipelineStepReport PipelineStageTrainer::train_step(int64_t step) {
   const int64_t P = plan_.shape.stages;
   Chunk& first_chunk = *chunks_.front();
   Chunk& last_chunk = *chunks_.back();
-  const size_t wte_floats = static_cast<size_t>(config_.model.vocab * config_.model.dim);
-  if (stage_ == 0)
-    links_.sum_first_and_last(first_chunk.model->grads() + first_chunk.model->layout().wte(), wte_floats);
-  else if (stage_ == P - 1)
-    links_.sum_first_and_last(last_chunk.model->grads() + last_chunk.model->layout().wte(), wte_floats);
+  if (stage_ == 0) {
+    const model::ParamRange wte = first_chunk.model->tied_wte();
+    links_.sum_first_and_last(first_chunk.model->grads() + wte.offset, wte.count);
+  } else if (stage_ == P - 1) {
+    const model::ParamRange wte = last_chunk.model->tied_wte();
+    links_.sum_first_and_last(last_chunk.model->grads() + wte.offset, wte.count);
+  }
   double replica_ms = 0.0;
   if (replicas_ != nullptr) {
     const auto reduce_start = Clock::now();
     sum_gradients_over_replicas();
     replica_ms = std::chrono::duration<double, std::milli>(Clock::now() - reduce_start).count();
   }
-  std::array<double, 1> squares{0.0};
-  for (auto& chunk : chunks_)
-    for (const auto& range : chunk->norm_ranges)
+  // [0]: squares counted as they are; [1]: of tensors split over the tensor group.
+  std::array<double, 2> squares{0.0, 0.0};
+  for (auto& chunk : chunks_) {
+    for (const auto& range : chunk->norm_ranges.local)
       squares[0] += backend_->sum_squares(chunk->model->grads() + range.offset, range.count);
+    for (const auto& range : chunk->norm_ranges.group_split)
+      squares[1] += backend_->sum_squares(chunk->model->grads() + range.offset, range.count);
+  }
   links_.sum_over_stages(squares);
-  const double norm = std::sqrt(squares[0]);
+  if (tensor_ != nullptr) {
+    // The group's all-reduce is f32: ~1e-7 relative on the norm, as in
+    // TensorParallelTrainer; every rank gets the same bits.
+    float split = static_cast<float>(squares[1]);
+    tensor_->all_reduce_sum(&split, 1);
+    squares[1] = static_cast<double>(split);
+  }
+  const double norm = std::sqrt(squares[0] + squares[1]);
   for (auto& chunk : chunks_)
     chunk->optimizer->step_with_norm(chunk->model->params(), chunk->model->grads(),
                                      report.step.lr, norm);
@@ -298,6 +300,12 @@ double PipelineStageTrainer::sum_over_world(double value) {
   std::array<double, 1> votes{value};
   links_.sum_over_stages(votes);
   if (replicas_ != nullptr) replicas_->sum(votes);
+  if (tensor_ != nullptr) {
+    // Small counts: exact in f32.
+    float group_votes = static_cast<float>(votes[0]);
+    tensor_->all_reduce_sum(&group_votes, 1);
+    votes[0] = static_cast<double>(group_votes);
+  }
   return votes[0];
 }
 
@@ -313,7 +321,7 @@ double PipelineStageTrainer::evaluate(BatchSource& batches, int64_t eval_batches
   for (int64_t b = 0; b < eval_batches; ++b) {
     for (int64_t mb = 0; mb < plan_.shape.micro_batches; ++mb) {
       for (auto& chunk_ptr : chunks_) {
-        model::GptModel& model = *chunk_ptr->model;
+        PipelineChunk& model = *chunk_ptr->model;
         model.select_activation_slot(0);
         const int64_t g = chunk_ptr->virtual_stage;
         if (g > 0) {
@@ -341,17 +349,17 @@ double PipelineStageTrainer::evaluate(BatchSource& batches, int64_t eval_batches
 }
 
 std::vector<float> PipelineStageTrainer::gather_params() {
-  const model::ParamLayout& layout = chunks_.front()->model->layout();
-  std::vector<float> all(layout.total(), 0.0f);
+  std::vector<float> all(whole_layout_.total(), 0.0f);
   for (auto& chunk : chunks_) {
-    std::vector<float> host(layout.total());
+    std::vector<float> host(chunk->model->buffer_floats());
     backend_->copy_to_host(host.data(), chunk->model->params(), host.size() * sizeof(float));
-    for (const auto& range : chunk->param_ranges)
-      std::copy_n(host.begin() + static_cast<std::ptrdiff_t>(range.offset), range.count,
-                  all.begin() + static_cast<std::ptrdiff_t>(range.offset));
+    for (const model::ShardSegment& s : chunk->whole_segments)
+      std::copy_n(host.begin() + static_cast<std::ptrdiff_t>(s.shard_offset), s.count,
+                  all.begin() + static_cast<std::ptrdiff_t>(s.whole_offset));
   }
-  // Every element is owned by one stage: the others add exact zeros.
+  // Every element is owned by one stage (and one tensor rank): the others add exact zeros.
   links_.sum_over_stages(std::span<float>(all));
+  if (tensor_ != nullptr) tensor_->all_reduce_sum(all.data(), all.size());
   return all;
 }
 
@@ -379,21 +387,25 @@ size_t count_of(const std::vector<model::ParamRange>& ranges) {
 }
 }  // namespace
 
-const model::ParamLayout& PipelineStageTrainer::whole_layout() const {
-  return chunks_.front()->model->layout();
-}
+const model::ParamLayout& PipelineStageTrainer::whole_layout() const { return whole_layout_; }
 
 int64_t PipelineStageTrainer::optimizer_steps() const {
   return chunks_.front()->optimizer->steps_taken();
 }
 
 bool PipelineStageTrainer::first_stage_decides(bool value) {
+  if (tensor_ != nullptr) {  // tensor rank 0's value on the stage's every rank first
+    float vote = tensor_->rank() == 0 && value ? 1.0f : 0.0f;
+    tensor_->all_reduce_sum(&vote, 1);
+    value = vote > 0.0f;
+  }
   std::array<double, 1> decision{value ? 1.0 : 0.0};
   links_.broadcast_from_first(decision);
   return decision[0] > 0.0;
 }
 
 void PipelineStageTrainer::gather_state_to_first(float* params, float* adam_m, float* adam_v) {
+  if (tensor_ != nullptr) return gather_sharded_state_to_first(params, adam_m, adam_v);
   const model::ParamLayout& layout = whole_layout();
   const size_t total = layout.total();
   if ((stage_ == 0) != (params != nullptr && adam_m != nullptr && adam_v != nullptr))
@@ -405,7 +417,7 @@ void PipelineStageTrainer::gather_state_to_first(float* params, float* adam_m, f
   std::vector<PipelineLinks::Handle> sends;
   for (auto& chunk : chunks_) {
     const auto ranges = checkpoint_ranges(layout, chunk->model->range());
-    if (count_of(ranges) != count_of(chunk->param_ranges))
+    if (count_of(ranges) != count_of(chunk->norm_ranges.local))
       throw std::logic_error("pipeline checkpoint: a chunk's ranges disagree with what it owns");
     backend_->copy_to_host(host_params.data(), chunk->model->params(), total * sizeof(float));
     chunk->optimizer->moments_to_host(host_m.data(), host_v.data());
@@ -448,6 +460,7 @@ void PipelineStageTrainer::gather_state_to_first(float* params, float* adam_m, f
 
 void PipelineStageTrainer::restore_state(const float* params, const float* adam_m,
                                          const float* adam_v, int64_t optimizer_steps) {
+  if (tensor_ != nullptr) return restore_sharded_state(params, adam_m, adam_v, optimizer_steps);
   for (auto& chunk : chunks_) {
     for (const auto& r : chunk->owned)
       backend_->copy_from_host(chunk->model->params() + r.offset, params + r.offset,

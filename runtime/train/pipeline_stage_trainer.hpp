@@ -19,6 +19,15 @@
 // (the same stage in every replica). Every replica then holds the same bits, so the
 // norm, which only runs over the stages, and the update are the same on all of them.
 //
+// With parallel.tensor = T each stage is a tensor-parallel group: every chunk is this
+// tensor rank's TensorParallelGpt shard of its layer range (pipeline_chunk.hpp), the T
+// ranks of a stage run the same ops in the same order (their all-reduces stay matched),
+// and `links` join tensor rank t of every stage (a replicated activation goes from rank
+// t of one stage to rank t of the next). The tied wte's sum between the first and last
+// stage is then a sum of this rank's vocabulary rows; the norm adds the squares of the
+// split tensors over the group and counts the replicated ones once; the stop votes are
+// summed over the group too.
+//
 // Each step also measures the stage's bubble: 1 - (forward + backward compute) / (time
 // from the first op to the moment every stage drained the pipeline), and keeps trace
 // spans (forward, backward, send, recv, idle) for RUN_DIR/trace.json.
@@ -34,6 +43,7 @@
 #include "runtime/config/job_config.hpp"
 #include "runtime/metrics/chrome_trace.hpp"
 #include "runtime/model/gpt_model.hpp"
+#include "runtime/model/tensor_group.hpp"
 #include "runtime/optim/adamw.hpp"
 #include "runtime/optim/lr_schedule.hpp"
 #include "runtime/train/batch_source.hpp"
@@ -55,10 +65,11 @@ struct PipelineStepReport {
 class PipelineStageTrainer {
  public:
   // Every stage of `links` constructs one with the same config and plan; `replica_group` is
-  // the stage's data group (null: one replica). Builds the backend (train.threads)
-  // itself.
+  // the stage's data group (null: one replica), `tensor_group` the stage's tensor-parallel
+  // group (null: one rank). Builds the backend (train.threads) itself.
   PipelineStageTrainer(const config::JobConfig& config, BatchSource& batches,
-                       PipelineLinks& links, PipelinePlan plan, ReplicaGroup* replica_group = nullptr);
+                       PipelineLinks& links, PipelinePlan plan, ReplicaGroup* replica_group = nullptr,
+                       model::TensorGroup* tensor_group = nullptr);
   ~PipelineStageTrainer();
   PipelineStageTrainer(const PipelineStageTrainer&) = delete;
   PipelineStageTrainer& operator=(const PipelineStageTrainer&) = delete;
@@ -70,7 +81,8 @@ class PipelineStageTrainer {
   double evaluate(BatchSource& batches, int64_t eval_batches);
   // The whole model's parameters (layout order) on every stage: collective.
   std::vector<float> gather_params();
-  // Parameters this stage owns (its blocks; the embedding, the head and wte at the ends).
+  // Parameters this stage owns (its blocks; the embedding, the head and wte at the ends;
+  // with tensor parallelism this rank's shard of them).
   size_t owned_params() const;
   // The activation buffers of this stage's chunks together.
   model::ActivationMemory activation_memory() const;
@@ -79,10 +91,13 @@ class PipelineStageTrainer {
   int64_t stage() const { return stage_; }
   int replica() const { return replicas_ != nullptr ? replicas_->replica() : 0; }
   int replicas() const { return replicas_ != nullptr ? replicas_->replicas() : 1; }
-  // The sum of one flag or count (stop votes) over the stages and the replicas:
-  // collective.
+  int tensor_rank() const { return tensor_ != nullptr ? tensor_->rank() : 0; }
+  int tensor_ranks() const { return tensor_ != nullptr ? tensor_->size() : 1; }
+  // The sum of one flag or count (stop votes) over the stages, the replicas and the
+  // tensor group: collective.
   double sum_over_world(double value);
-  // Checkpoints (pipeline_checkpoint_state.hpp). The whole model state (layout order)
+  // Checkpoints (pipeline_checkpoint_state.hpp). With tensor parallelism, see
+  // gather_sharded_state_to_first below; without, the whole model state (layout order)
   // gathered on stage 0 with point-to-point sends, each stage sending the ranges its
   // chunks own (wte once): collective over the stages; stage 0 passes whole-layout
   // buffers, the others null.
@@ -93,8 +108,11 @@ class PipelineStageTrainer {
                      int64_t optimizer_steps);
   int64_t optimizer_steps() const;
   const model::ParamLayout& whole_layout() const;
-  // Stage 0's `value` on every stage (collective).
+  // Stage 0's `value` on every stage (collective; with tensor parallelism the value of
+  // stage 0's tensor rank 0, on every rank).
   bool first_stage_decides(bool value);
+  // The writer of a gathered checkpoint: stage 0, tensor rank 0 (of its replica).
+  bool gathers_state() const { return stage_ == 0 && tensor_rank() == 0; }
   // The trace spans of every stage's steps so far (collective; each stage keeps at most
   // kMaxTraceSpans, later ones are dropped), for write_chrome_trace.
   std::vector<metrics::TraceSpan> gather_trace_spans();
@@ -123,12 +141,23 @@ class PipelineStageTrainer {
   // Sums every chunk's gradients over the replicas.
   void sum_gradients_over_replicas();
   void add_idle_spans(size_t first_span, double start_us, double end_us);
+  // Checkpoints with tensor parallelism (pipeline_stage_sharded_state.cpp): every rank
+  // writes its chunks' floats (whole_model_segments: each whole-model float on one rank)
+  // into whole-layout buffers filled with -0.0, the exact identity of float addition,
+  // and sums over the tensor group, then over the stages, assemble the state bit for bit
+  // (collective; stage 0's tensor rank 0 passes the buffers, the others null). Restore
+  // takes every owned float (owned_segments) out of the whole state.
+  void gather_sharded_state_to_first(float* params, float* adam_m, float* adam_v);
+  void restore_sharded_state(const float* params, const float* adam_m, const float* adam_v,
+                             int64_t optimizer_steps);
 
   config::JobConfig config_;
   BatchSource& batches_;
   PipelineLinks& links_;
   ReplicaGroup* replicas_;
+  model::TensorGroup* tensor_;  // null: one tensor rank
   PipelinePlan plan_;
+  model::ParamLayout whole_layout_;
   PipelineSchedule schedule_;
   int64_t stage_;
   std::unique_ptr<backend::Backend> backend_;

@@ -53,7 +53,8 @@ util::JsonLine plan_event(const PipelinePlan& plan, const config::JobConfig& con
 }  // namespace
 
 PipelineRunSummary run_pipeline_stage(const config::JobConfig& config, const RunOptions& options,
-                                      PipelineLinks& links, ReplicaGroup* replicas) {
+                                      PipelineLinks& links, ReplicaGroup* replicas,
+                                      model::TensorGroup* tensor) {
   const auto& t = config.train;
   std::unique_ptr<metrics::EventLog> own_events;
   metrics::EventLog& events = open_run_events(config, options, own_events);
@@ -64,7 +65,7 @@ PipelineRunSummary run_pipeline_stage(const config::JobConfig& config, const Run
 
   // The profile of a balanced split runs on stage 0 with the threads it will train with.
   auto profile_backend = backend::make_cpu_backend(static_cast<int>(t.threads));
-  PipelinePlan plan = plan_pipeline(config, links, *profile_backend, replicas);
+  PipelinePlan plan = plan_pipeline(config, links, *profile_backend, replicas, tensor);
   profile_backend.reset();
   const util::JsonLine plan_fields = plan_event(plan, config);
   events.emit("pipeline_plan", plan_fields);
@@ -78,17 +79,19 @@ PipelineRunSummary run_pipeline_stage(const config::JobConfig& config, const Run
 
   // Local, or the node's pipeline_stage actor (options.pipeline_stage): one loop drives either.
   const auto stage = make_pipeline_stage(options.pipeline_stage,
-                                         PipelineStageSpec{config, train_batches, links, plan, replicas});
+                                         PipelineStageSpec{config, train_batches, links, plan, replicas, tensor});
   PipelineStage& trainer = *stage;
   const PipelineStageInfo& info = trainer.info();
-  const ParallelGroups layout(info.replicas, static_cast<int>(plan.shape.stages), 1);
-  report_parallel_layout(layout, layout.rank_of({info.replica, static_cast<int>(info.stage), 0}),
+  const ParallelGroups layout(info.replicas, static_cast<int>(plan.shape.stages), info.tensor_ranks);
+  report_parallel_layout(layout,
+                         layout.rank_of({info.replica, static_cast<int>(info.stage), info.tensor_rank}),
                          events, progress);
   const double theory = theoretical_bubble(plan.shape);
   util::JsonLine started;
   started.add("config", config.source).add("pid", static_cast<int64_t>(::getpid()))
       .add("stage", info.stage).add("stages", plan.shape.stages)
       .add("replica", info.replica).add("replicas", info.replicas)
+      .add("tensor_rank", info.tensor_rank).add("tensor", info.tensor_ranks)
       .add("stage_params", static_cast<uint64_t>(info.owned_params))
       .add("dim", config.model.dim).add("layers", config.model.layers)
       .add("batch_size", t.batch_size).add("steps", t.steps).add("threads", t.threads)
@@ -124,7 +127,8 @@ PipelineRunSummary run_pipeline_stage(const config::JobConfig& config, const Run
   summary.params_sha256 =
       util::sha256_hex(result.final_params.data(), result.final_params.size() * sizeof(float));
   const auto spans = trainer.gather_trace_spans();
-  if (info.stage == 0 && info.replica == 0) {  // replica 0's spans only
+  // Replica 0's spans only, of tensor rank 0 (the other ranks run the same schedule).
+  if (info.stage == 0 && info.replica == 0 && info.tensor_rank == 0) {
     std::vector<std::string> names;
     for (int64_t s = 0; s < plan.shape.stages; ++s) names.push_back("stage " + std::to_string(s));
     const auto trace_path = options.run_dir / "trace.json";

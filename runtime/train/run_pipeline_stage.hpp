@@ -12,14 +12,17 @@
 // Checkpoints (gathered_checkpointing.hpp): replica 0's stages gather the whole state to
 // world rank 0, which writes it through options.checkpoint_sink (or a writer thread);
 // checkpoint.resume restores any layout's checkpoint into this split.
+// With parallel.tensor = T each stage is a tensor-parallel group (`tensor`): the stage
+// trainer runs this rank's shard of every chunk (pipeline_stage_trainer.hpp), the layout
+// printed is D x P x T, and tensor rank 0 of replica 0's stage 0 writes the trace.
 // Not in a pipeline run (refused by config::check_supported before it gets here):
-// tensor parallelism alongside, ZeRO, compression, faults other than kill and
-// fail_checkpoint_write.
+// ZeRO, compression, faults other than kill and fail_checkpoint_write.
 #pragma once
 
 #include <vector>
 
 #include "runtime/config/job_config.hpp"
+#include "runtime/model/tensor_group.hpp"
 #include "runtime/train/pipeline_links.hpp"
 #include "runtime/train/replica_group.hpp"
 #include "runtime/train/run_training.hpp"
@@ -34,8 +37,10 @@ struct PipelineRunSummary {
 // Uses options.run_dir, console, events, stop, before_step, checkpoint_sink and
 // pipeline_stage (where the stage's trainer runs, pipeline_stage.hpp); the rest of
 // RunOptions is for data-parallel runs.
-// `replicas`: the stage's data-parallel group (null: one replica).
+// `replicas`: the stage's data-parallel group (null: one replica); `tensor`: its
+// tensor-parallel group (null: one rank).
 PipelineRunSummary run_pipeline_stage(const config::JobConfig& config, const RunOptions& options,
-                                      PipelineLinks& links, ReplicaGroup* replicas = nullptr);
+                                      PipelineLinks& links, ReplicaGroup* replicas = nullptr,
+                                      model::TensorGroup* tensor = nullptr);
 
 }  // namespace dseek::train

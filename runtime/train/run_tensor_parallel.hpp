@@ -11,9 +11,10 @@
 // Checkpoints (gathered_checkpointing.hpp): replica 0's group assembles the whole state
 // on world rank 0, which writes it through options.checkpoint_sink (or a writer thread);
 // checkpoint.resume slices any layout's checkpoint into this rank's shard.
-// Not in a tensor-parallel run (refused by config::check_supported before it gets here):
-// pipeline parallelism alongside, ZeRO, compression, faults other than kill and
-// fail_checkpoint_write.
+// With parallel.pipeline > 1 as well, the job runs on the pipeline path instead
+// (run_pipeline_stage.hpp: each stage a tensor-parallel group). Not in a tensor-parallel
+// run (refused by config::check_supported before it gets here): ZeRO, compression,
+// faults other than kill and fail_checkpoint_write.
 #pragma once
 
 #include "runtime/config/job_config.hpp"

@@ -52,7 +52,8 @@ std::vector<std::string> small_settings(const std::vector<std::string>& extra) {
 }
 
 JobRun run_job(int stages, const std::filesystem::path& run_dir,
-               const std::vector<std::string>& settings, std::chrono::milliseconds timeout) {
+               const std::vector<std::string>& settings, std::chrono::milliseconds timeout,
+               int tensor, int data) {
   const std::filesystem::path rendezvous = run_dir / "rendezvous";
   std::filesystem::create_directories(rendezvous);
   const std::filesystem::path params = run_dir / "params.f32";
@@ -62,7 +63,8 @@ JobRun run_job(int stages, const std::filesystem::path& run_dir,
     std::vector<std::string> argv{bin("dseek_pp_rank"), "--rank", std::to_string(r), "--size",
                                   std::to_string(stages), "--bootstrap", "file:" + rendezvous.string(),
                                   "--config", (source_dir() / "config/single.toml").string(),
-                                  "--run-dir", run_dir.string(), "--params-out", params.string()};
+                                  "--run-dir", run_dir.string(), "--params-out", params.string(),
+                                  "--tensor", std::to_string(tensor), "--data", std::to_string(data)};
     for (const auto& setting : settings) {
       argv.push_back("--set");
       argv.push_back(setting);

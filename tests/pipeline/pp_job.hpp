@@ -24,7 +24,7 @@ struct StageRun {
 struct JobRun {
   bool ok = false;
   std::string report;                 // every process's exit status and output
-  std::vector<StageRun> stages;
+  std::vector<StageRun> stages;       // per process (world rank)
   std::vector<float> final_params;    // the whole model (rank 0's --params-out)
   std::filesystem::path run_dir;
 };
@@ -33,8 +33,11 @@ struct JobRun {
 // (6 micro-batches), 8 steps, 1 thread; `extra` ("key=value") come last and win.
 std::vector<std::string> small_settings(const std::vector<std::string>& extra = {});
 
-JobRun run_job(int stages, const std::filesystem::path& run_dir,
+// `ranks` processes: `data` replicas of a pipeline of ranks / (tensor x data) stages,
+// each stage a tensor-parallel group of `tensor`.
+JobRun run_job(int ranks, const std::filesystem::path& run_dir,
                const std::vector<std::string>& settings,
-               std::chrono::milliseconds timeout = std::chrono::seconds(120));
+               std::chrono::milliseconds timeout = std::chrono::seconds(120), int tensor = 1,
+               int data = 1);
 
 }  // namespace dseek::testing::pp

@@ -1,13 +1,16 @@
-// dseek_pp_rank: one stage of a pipeline-parallel training job, for the multi-process
-// tests (test_pipeline.cpp) and bench/pipeline_schedules.sh. It joins a communicator
+// dseek_pp_rank: one stage of a pipeline-parallel training job (or one tensor-parallel
+// rank of a stage), for the multi-process tests (test_pipeline.cpp,
+// test_pipeline_tensor.cpp) and bench/pipeline_schedules.sh. It joins a communicator
 // through a file bootstrap and runs actors::run_pipeline, as the node's worker does;
 // with --size 1 it runs the single-node train::run_training instead (the reference).
 //
-//   dseek_pp_rank --rank R --size P --bootstrap file:<dir> --config FILE --run-dir DIR
-//                 [--params-out FILE] [--timeout-ms T] [--set key=value ...]
+//   dseek_pp_rank --rank R --size N --bootstrap file:<dir> --config FILE --run-dir DIR
+//                 [--tensor T] [--data D] [--params-out FILE] [--timeout-ms T]
+//                 [--set key=value ...]
 //
-// Events go to DIR/node-R/events.jsonl (cluster.nodes = parallel.pipeline = P,
-// cluster.node_id = R); stage 0 writes DIR/trace.json. --params-out: rank 0 writes the
+// Events go to DIR/node-R/events.jsonl (cluster.nodes = N, parallel.tensor = T and
+// parallel.data = D (default 1), parallel.pipeline = N / (T D), cluster.node_id = R);
+// stage 0 writes DIR/trace.json. --params-out: rank 0 writes the
 // final parameters of the whole model there (raw fp32, layout order). Exit status 0 on
 // success, 1 on any error (the reason on stderr).
 #include <chrono>
@@ -28,7 +31,7 @@
 namespace {
 
 struct Args {
-  int rank = 0, size = 1;
+  int rank = 0, size = 1, tensor = 1, data = 1;
   std::string bootstrap, config, run_dir, params_out;
   long timeout_ms = 30000;
   std::vector<std::string> overrides;
@@ -40,6 +43,8 @@ Args parse(int argc, char** argv) {
     const std::string key = argv[i], value = argv[i + 1];
     if (key == "--rank") args.rank = std::stoi(value);
     else if (key == "--size") args.size = std::stoi(value);
+    else if (key == "--tensor") args.tensor = std::stoi(value);
+    else if (key == "--data") args.data = std::stoi(value);
     else if (key == "--bootstrap") args.bootstrap = value;
     else if (key == "--config") args.config = value;
     else if (key == "--run-dir") args.run_dir = value;
@@ -50,6 +55,8 @@ Args parse(int argc, char** argv) {
   }
   if (args.config.empty() || args.run_dir.empty())
     throw std::invalid_argument("--config and --run-dir are required");
+  if (args.tensor < 1 || args.data < 1 || args.size % (args.tensor * args.data) != 0)
+    throw std::invalid_argument("--tensor x --data must divide --size");
   if (args.size > 1 && args.bootstrap.rfind("file:", 0) != 0)
     throw std::invalid_argument("--bootstrap file:<dir> is required with --size > 1");
   return args;
@@ -71,7 +78,9 @@ int main(int argc, char** argv) {
     rank = args.rank;
     auto overrides = args.overrides;
     overrides.push_back("cluster.nodes=" + std::to_string(args.size));
-    overrides.push_back("parallel.pipeline=" + std::to_string(args.size));
+    overrides.push_back("parallel.pipeline=" + std::to_string(args.size / (args.tensor * args.data)));
+    overrides.push_back("parallel.tensor=" + std::to_string(args.tensor));
+    overrides.push_back("parallel.data=" + std::to_string(args.data));
     overrides.push_back("cluster.node_id=" + std::to_string(args.rank));
     const auto config = dseek::config::load_config(args.config, overrides);
     dseek::train::RunOptions options;

@@ -4,7 +4,8 @@
 // pipeline that loses a node fails the job at once, naming what is missing, instead of
 // hanging or restarting the run from step 0; and `dseek launch --nodes 4` with
 // parallel.data = 2 runs two replicas of a 2-stage pipeline that train what one node
-// trains (tests/support/replica_parity_launch.hpp).
+// trains (tests/support/replica_parity_launch.hpp); and 2 stages of 2-rank tensor groups
+// on 4 nodes train what one node trains, and fail at once when one of them is lost.
 #include <catch2/catch.hpp>
 
 #include <chrono>
@@ -132,6 +133,36 @@ TEST_CASE("pipeline: dseek launch runs 2 replicas of a 2-stage pipeline", "[pp][
 TEST_CASE("pipeline: a lost node of a replicated pipeline fails the job at once", "[pp][launch][dp]") {
   check_lost_node_fails_at_once("pp-dp-launch-kill",
                                 {"--set", "parallel.pipeline=2", "--set", "parallel.data=2",
+                                 "--set", "train.micro_batch_size=2", "--set", "train.threads=1",
+                                 "--set", "train.eval_every=0"},
+                                "pipeline-parallel", 4);
+}
+
+// Pipeline x tensor through the node's actor tree: `dseek launch --nodes 4` with
+// parallel.pipeline = 2 and parallel.tensor = 2, each stage a 2-rank tensor-parallel
+// group (node k is world rank k: stage k / 2, tensor rank k % 2), 1F1B with 3
+// micro-batches of 2, against one node. Tolerance 1e-5 relative on every step's loss
+// and on val_loss: the tensor split's float32 rounding (partial matmuls added by the
+// all-reduce) on top of the pipeline's (test_pipeline_tensor.cpp has the per-schedule
+// parity with gradients and parameters).
+TEST_CASE("pipeline: dseek launch runs a 2-stage pipeline of 2-rank tensor groups",
+          "[pp][tp][launch]") {
+  ReplicaParityJob job;
+  job.name = "pxt-launch";
+  job.shared = {"--set", "train.micro_batch_size=2", "--set", "train.threads=1", "--set",
+                "train.eval_every=0"};
+  job.group = {"--set", "parallel.pipeline=2", "--set", "parallel.tensor=2", "--set",
+               "parallel.schedule=\"1f1b\""};
+  job.layout_line = "parallel layout: data 1 x pipeline 2 x tensor 2 = 4 ranks";
+  job.pipeline = 2;
+  job.tensor = 2;
+  check_replicas_match_single_node(job);
+}
+
+TEST_CASE("pipeline: a lost node of a pipeline of tensor groups fails the job at once",
+          "[pp][tp][launch]") {
+  check_lost_node_fails_at_once("pxt-launch-kill",
+                                {"--set", "parallel.pipeline=2", "--set", "parallel.tensor=2",
                                  "--set", "train.micro_batch_size=2", "--set", "train.threads=1",
                                  "--set", "train.eval_every=0"},
                                 "pipeline-parallel", 4);

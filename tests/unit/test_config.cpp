@@ -459,10 +459,21 @@ TEST_CASE("config: tensor parallelism runs one rank per node, with replicas too"
         "", "x.toml", {"cluster.nodes=4", "parallel.tensor=2", "parallel.data=2", setting});
     CHECK_NOTHROW(config::check_supported(job));
   }
+  // Pipeline x tensor: one tensor rank of one stage per node, checkpoints too.
   auto with_pipeline = config::load_config_text(
-      "", "x.toml", {"cluster.nodes=2", "parallel.tensor=2", "parallel.pipeline=2"});
-  CHECK_THAT(error_of([&] { config::check_supported(with_pipeline); }),
-             Contains("parallel.pipeline") && Contains("does not combine"));
+      "", "x.toml", {"cluster.nodes=4", "parallel.tensor=2", "parallel.pipeline=2"});
+  CHECK_NOTHROW(config::check_supported(with_pipeline));
+  CHECK_THAT(error_of([&] {
+               config::load_config_text("", "x.toml", {"cluster.nodes=2", "parallel.tensor=2",
+                                                       "parallel.pipeline=2"});
+             }),
+             Contains("parallel.pipeline (2) x parallel.tensor (2) must equal cluster.nodes (2)"));
+  for (const char* setting : {"checkpoint.every_steps=5", "checkpoint.resume=\"latest\""}) {
+    INFO(setting);
+    auto job = config::load_config_text(
+        "", "x.toml", {"cluster.nodes=4", "parallel.tensor=2", "parallel.pipeline=2", setting});
+    CHECK_NOTHROW(config::check_supported(job));
+  }
   // Replicas of the group run (parallel.data x parallel.tensor = cluster.nodes), each on
   // an equal slice of the batch.
   auto with_data = config::load_config_text(

@@ -1,7 +1,8 @@
 // Tensor parallelism in one process: T ranks as threads joined by an in-memory
 // TensorGroup. The shards of TensorParallelLayout put together are the whole model, a
 // shard initialises to the whole model's values, and T = 2 or 4 ranks train like one
-// whole GptModel (losses, gradients and parameters after AdamW steps). The same model
+// whole GptModel (losses, gradients and parameters after AdamW steps); its layer ranges
+// (pipeline chunks) chained stage to stage compute the whole shard's math. The same model
 // over the data plane between processes is tested in tests/tensor (label tp).
 #include <catch2/catch.hpp>
 
@@ -11,6 +12,7 @@
 #include <cstring>
 #include <functional>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -272,5 +274,105 @@ TEST_CASE("tensor-parallel recompute gives every rank bitwise the gradients with
       if (recompute.every == 1) CHECK(recomputed[r].activation_bytes < kept[r].activation_bytes);
       else CHECK(recomputed[r].activation_bytes == kept[r].activation_bytes);
     }
+  }
+}
+
+TEST_CASE("tensor-parallel layer ranges chained stage to stage are the whole shard's math",
+          "[model][tensor][pipeline]") {
+  // Two pipeline chunks of each rank's shard, blocks [0, 1) (embedding) and [1, 2) (head),
+  // with two activation slots, run 1F1B-like: forward of both micro-batches through both
+  // chunks, then their backwards, the replicated activation handed from one chunk's
+  // stage_output() to the next's stage_input() on the same tensor rank and its gradient
+  // back. The same kernels and all-reduces on the same inputs as the whole shard, so the
+  // losses and every gradient are bitwise the whole shard's, except the tied wte's,
+  // whose embedding and head parts sit in the two chunks (summed here afterwards, where
+  // the whole shard adds them into one buffer as they come): within float rounding.
+  const int ranks = 2;
+  const int64_t B = 2;
+  auto whole_backend = dseek::backend::make_cpu_backend(1);
+  GptModel whole(kShape, LayerRange{0, kShape.layers}, *whole_backend, B);
+  dseek::testing::init_nontrivial(whole, 33, 0.2);
+  const std::vector<float> start(whole.params(), whole.params() + whole.num_params());
+  const float dloss = 1.0f / static_cast<float>(B * kShape.context) / 2.0f;
+  const size_t BTC = static_cast<size_t>(B * kShape.context * kShape.dim);
+  // Catch's assertions are not thread-safe: each rank records, the checks run after.
+  struct RankResult {
+    bool ends_right = false;
+    std::vector<double> whole_losses, chained_losses;
+    std::string first_mismatch;  // empty: every non-wte gradient bitwise
+    double worst_wte = 0.0, wte_scale = 0.0;
+  };
+  std::vector<RankResult> results(static_cast<size_t>(ranks));
+  ThreadGroup group(ranks);
+  group.run([&](int rank, ThreadGroup::Member& member) {
+    RankResult& result = results[static_cast<size_t>(rank)];
+    auto backend = dseek::backend::make_cpu_backend(1);
+    TensorParallelGpt shard(kShape, member, *backend, B);
+    TensorParallelGpt first(kShape, LayerRange{0, 1}, member, *backend, B, 2);
+    TensorParallelGpt last(kShape, LayerRange{1, 2}, member, *backend, B, 2);
+    for (TensorParallelGpt* model : {&shard, &first, &last}) {
+      model->layout().scatter(start.data(), model->params());
+      model->zero_grads();
+    }
+    result.ends_right = first.has_embedding() && !first.has_head() && last.has_head() &&
+                        !last.has_embedding();
+    std::vector<dseek::testing::SmallBatch> batches;
+    for (uint32_t micro = 0; micro < 2; ++micro)
+      batches.push_back(dseek::testing::random_batch(B, kShape.context, kShape.vocab, 80 + micro));
+    auto& whole_losses = result.whole_losses;
+    auto& chained_losses = result.chained_losses;
+    for (const auto& batch : batches) {
+      whole_losses.push_back(shard.forward(batch.tokens.data(), batch.targets.data(), B, kShape.context));
+      shard.backward(dloss);
+    }
+    for (int64_t micro = 0; micro < 2; ++micro) {
+      const auto& batch = batches[static_cast<size_t>(micro)];
+      first.select_activation_slot(micro);
+      last.select_activation_slot(micro);
+      first.forward(batch.tokens.data(), batch.targets.data(), B, kShape.context);
+      std::copy_n(first.stage_output(), BTC, last.stage_input());
+      chained_losses.push_back(last.forward(batch.tokens.data(), batch.targets.data(), B, kShape.context));
+    }
+    for (int64_t micro = 0; micro < 2; ++micro) {
+      first.select_activation_slot(micro);
+      last.select_activation_slot(micro);
+      last.backward(dloss);
+      std::copy_n(last.stage_input_grad(), BTC, first.stage_output_grad());
+      first.backward(dloss);
+    }
+    const auto& layout = shard.layout();
+    const size_t wte_end = layout.wte() + static_cast<size_t>(layout.vocab_local() * kShape.dim);
+    const size_t block1 = layout.block(1).ln1_w;
+    double& worst_wte = result.worst_wte;
+    double& wte_scale = result.wte_scale;
+    for (size_t k = 0; k < layout.total(); ++k) {
+      const float expected = shard.grads()[k];
+      if (k >= layout.wte() && k < wte_end) {
+        const float chained = first.grads()[k] + last.grads()[k];
+        worst_wte = std::max(worst_wte, static_cast<double>(std::abs(chained - expected)));
+        wte_scale = std::max(wte_scale, static_cast<double>(std::abs(expected)));
+        continue;
+      }
+      // Every other float belongs to one chunk: the other never touches it.
+      const bool in_first = k < block1;
+      const float chained = in_first ? first.grads()[k] : last.grads()[k];
+      const float untouched = in_first ? last.grads()[k] : first.grads()[k];
+      if (chained != expected || untouched != 0.0f) {
+        result.first_mismatch = "gradient float " + std::to_string(k) + ": chained " +
+                                std::to_string(chained) + " (other chunk " +
+                                std::to_string(untouched) + "), whole shard " +
+                                std::to_string(expected);
+        break;
+      }
+    }
+  });
+  for (int rank = 0; rank < ranks; ++rank) {
+    INFO("rank " << rank);
+    const RankResult& recorded = results[static_cast<size_t>(rank)];
+    CHECK(recorded.ends_right);
+    CHECK(recorded.chained_losses == recorded.whole_losses);
+    INFO(recorded.first_mismatch);
+    CHECK(recorded.first_mismatch.empty());
+    CHECK(recorded.worst_wte <= 1e-6 * recorded.wte_scale + 1e-9);
   }
 }

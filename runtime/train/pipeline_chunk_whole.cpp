@@ -1,0 +1,95 @@
+// The whole-model chunk of a pipeline stage (parallel.tensor = 1): PipelineChunk over a
+// GptModel running the chunk's layer range, with the precision of train.precision.
+// Also make_pipeline_chunk, which picks this or the tensor-parallel shard
+// (pipeline_chunk_tensor.cpp).
+#include <stdexcept>
+
+#include "runtime/model/precision_policy.hpp"
+#include "runtime/train/pipeline_chunk.hpp"
+
+namespace dseek::train {
+
+namespace {
+
+class WholeModelChunk final : public PipelineChunk {
+ public:
+  WholeModelChunk(const ChunkSpec& spec, backend::Backend& backend)
+      : model_(spec.shape, spec.range, backend, spec.micro_batch_size, spec.activation_slots,
+               spec.recompute) {
+    model_.init_weights(spec.seed, spec.init_std);
+    model_.set_precision(model::PrecisionPolicy(backend, model::matmul_format_of(spec.precision),
+                                                spec.shape.layers));
+  }
+
+  model::LayerRange range() const override { return model_.range(); }
+  bool has_embedding() const override { return model_.has_embedding(); }
+  bool has_head() const override { return model_.has_head(); }
+  float* params() override { return model_.params(); }
+  float* grads() override { return model_.grads(); }
+  size_t buffer_floats() const override { return model_.num_params(); }
+  void zero_grads() override { model_.zero_grads(); }
+  model::ActivationMemory activation_memory() const override { return model_.activation_memory(); }
+  void select_activation_slot(int64_t slot) override { model_.select_activation_slot(slot); }
+  double forward(const int32_t* tokens, const int32_t* targets, int64_t B, int64_t T) override {
+    return model_.forward(tokens, targets, B, T);
+  }
+  void backward(float dloss) override { model_.backward(dloss); }
+  float* stage_input() override { return model_.stage_input(); }
+  float* stage_output() override { return model_.stage_output(); }
+  float* stage_input_grad() override { return model_.stage_input_grad(); }
+  float* stage_output_grad() override { return model_.stage_output_grad(); }
+  void share_recompute_scratch(PipelineChunk& owner) override {
+    auto* whole = dynamic_cast<WholeModelChunk*>(&owner);
+    if (whole == nullptr)
+      throw std::logic_error("pipeline chunk: recompute scratch shared between model kinds");
+    model_.share_recompute_scratch(whole->model_);
+  }
+
+  std::vector<model::ParamRange> owned_ranges() const override {
+    return model_.gradient_ranges_in_backward_order();
+  }
+  model::ParamRange tied_wte() const override {
+    const model::GptShape& s = model_.layout().shape();
+    return {model_.layout().wte(), static_cast<size_t>(s.vocab * s.dim)};
+  }
+  ChunkNormRanges norm_ranges() const override {
+    ChunkNormRanges ranges;
+    for (const model::ParamRange& r : owned_ranges())
+      if (!is_head_copy_of_wte(r)) ranges.local.push_back(r);
+    return ranges;
+  }
+  std::vector<model::ShardSegment> whole_model_segments() const override {
+    std::vector<model::ShardSegment> segments;
+    for (const model::ParamRange& r : owned_ranges())
+      if (!is_head_copy_of_wte(r)) segments.push_back({r.offset, r.offset, r.count});
+    return segments;
+  }
+  std::vector<model::ShardSegment> owned_segments() const override {
+    std::vector<model::ShardSegment> segments;
+    for (const model::ParamRange& r : owned_ranges()) segments.push_back({r.offset, r.offset, r.count});
+    return segments;
+  }
+  std::unique_ptr<optim::AdamW> make_optimizer(backend::Backend& backend,
+                                               const optim::AdamWSettings& settings) const override {
+    return std::make_unique<optim::AdamW>(backend, model_.layout(), settings, owned_ranges());
+  }
+
+ private:
+  // The head's wte is the embedding's, counted and gathered by the first range.
+  bool is_head_copy_of_wte(const model::ParamRange& r) const {
+    return !model_.has_embedding() && r == tied_wte();
+  }
+
+  model::GptModel model_;
+};
+
+}  // namespace
+
+std::unique_ptr<PipelineChunk> make_pipeline_chunk(const ChunkSpec& spec, backend::Backend& backend,
+                                                   model::TensorGroup* tensor_group) {
+  if (tensor_group != nullptr && tensor_group->size() > 1)
+    return make_tensor_parallel_chunk(spec, backend, *tensor_group);
+  return std::make_unique<WholeModelChunk>(spec, backend);
+}
+
+}  // namespace dseek::train

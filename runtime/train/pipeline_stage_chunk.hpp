@@ -1,0 +1,30 @@
+// PipelineStageTrainer's state of one model chunk (pipeline_stage_trainer.hpp), shared
+// by the trainer's implementation files (the step, pipeline_stage_sharded_state.cpp).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "runtime/optim/adamw.hpp"
+#include "runtime/train/pipeline_chunk.hpp"
+#include "runtime/train/pipeline_stage_trainer.hpp"
+
+namespace dseek::train {
+
+// One virtual stage of this worker: its layers, the ranges it owns and their AdamW,
+// and which activation slot holds which micro-batch between forward and backward.
+struct PipelineStageTrainer::Chunk {
+  int64_t virtual_stage = 0;
+  std::unique_ptr<PipelineChunk> model;
+  std::vector<model::ParamRange> owned;       // updated by this chunk's AdamW
+  ChunkNormRanges norm_ranges;                // squared for the global norm (wte once)
+  std::vector<model::ShardSegment> whole_segments;  // contributed to gather_params (wte once)
+  std::vector<model::ParamRange> owned_runs;  // `owned` merged into contiguous runs (replica sums)
+  std::unique_ptr<optim::AdamW> optimizer;
+  std::vector<int64_t> free_slots;
+  std::map<int64_t, int64_t> slot_of_micro_batch;
+};
+
+}  // namespace dseek::train
