@@ -30,7 +30,7 @@ class HostMemory {
   virtual void release(void* pointer) = 0;
   // Page-locked memory a device reads and writes by DMA (cudaHostAlloc).
   virtual bool pinned() const = 0;
-  // "pinned" or "pageable": the word the run_started event and the bench print.
+  // "pinned" or "pageable": the word the run_started event reports (host_memory).
   std::string kind() const { return pinned() ? "pinned" : "pageable"; }
 };
 

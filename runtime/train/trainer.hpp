@@ -145,6 +145,10 @@ class Trainer {
   // Whether snapshot() is a collective (ZeRO >= 1 over a reducer).
   bool snapshot_is_collective() const;
 
+  // Whether the offloaded update of a step is left running into the next step's forward
+  // (train.offload_overlap, and an optimizer and ZeRO stage it applies to).
+  bool overlaps_update() const { return !chunks_.empty(); }
+
   // SHA-256 of the fp32 parameters (the train_done event's params_sha256).
   std::string params_sha256();
   model::GptModel& model() { return *model_; }
@@ -176,8 +180,6 @@ class Trainer {
   // Waits for the rest of a started update and sends its chunks to the backend; no-op
   // when none is pending.
   void finish_update();
-  // Whether the update of this step may be left running into the next step.
-  bool overlaps_update() const { return !chunks_.empty(); }
 
   config::JobConfig config_;
   BatchSource& batches_;
