@@ -278,7 +278,11 @@ optim::StepStats Trainer::update_parameters(double lr, double grad_norm, bool gr
   if (overlaps_update()) {
     // The host copy is rewritten below: no async copy of the last update may still read it.
     params_host_->finish_copies();
-    params_host_->to_host(owned_);
+    // It is the FP32 master copy: after the first update it already holds what the
+    // device holds (only the updates and restore() write the parameters), so the
+    // parameters do not come down again every step.
+    if (!host_params_current_) params_host_->to_host(owned_);
+    host_params_current_ = true;
     if (!grads_on_host) grads_host_->to_host(owned_);
     optimizer_->start_update(params_host_->host(), grads_host_->host(), lr, grad_norm, chunks_);
     update_pending_ = true;
@@ -390,6 +394,7 @@ void Trainer::restore(const float* params, const float* adam_m, const float* ada
   finish_update();
   const size_t bytes = model_->num_params() * sizeof(float);
   backend_->copy_from_host(model_->params(), params, bytes);
+  host_params_current_ = false;  // the master copy comes down at the next update
   optimizer_->moments_from_host(adam_m, adam_v);
   optimizer_->set_steps_taken(optimizer_steps);
 }

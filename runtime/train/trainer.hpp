@@ -32,8 +32,9 @@
 // chunk (GptModel::set_before_params_read): the embedding first, then block i for chunk
 // i, the head for lnf (and wte, the first). So the CPU updates later blocks while the
 // device computes the early ones; the wait is the step event's offload_wait_ms. The
-// update writes each element once from the same inputs, so the bits are those of the
-// update finished in its own step. Everything else that reads the parameters or the
+// parameters' host staging is then the FP32 master copy: it does not come down from
+// the device every step, only after restore(). The update writes each element once
+// from the same inputs, so the bits are those of the update finished in its own step. Everything else that reads the parameters or the
 // gradients (the first backward, which zeroes the gradients the update reads; evaluate,
 // snapshots, restore, params_sha256, replica checks) first finishes the update.
 // Not overlapped: ZeRO 1 and 2, whose all-gather of the updated shards needs the whole
@@ -203,6 +204,9 @@ class Trainer {
   std::vector<char> chunk_on_backend_;
   bool update_pending_ = false;
   double offload_wait_ms_ = 0.0;
+  // params_host_ holds the parameters the backend holds (the overlap keeps the master
+  // copy on the host; restore() invalidates it).
+  bool host_params_current_ = false;
 };
 
 // The model shape of a config.

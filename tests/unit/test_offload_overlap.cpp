@@ -213,8 +213,9 @@ TEST_CASE("offload overlap: the forward waits for each chunk and the parameters 
       CHECK((overlapped.waited[i] > overlapped.waited[i - 1] || overlapped.waited[i] == 0));
     }
     // The check can fail: an optimizer that says a chunk is updated before it writes it
-    // lets the forward read the old parameters, which gives other bits.
-    const Outcome premature = train_run(device, true, 3ms, /*report_early=*/true);
+    // lets the forward read the old parameters, which gives other bits. (20 ms per run:
+    // ~0.6 s per update, so even a heavily loaded machine runs the forward first.)
+    const Outcome premature = train_run(device, true, 20ms, /*report_early=*/true);
     CHECK(premature.sha != local.sha);
   }
 }
