@@ -6,7 +6,10 @@
 // released to the pool and handed out again is only touched after the work queued
 // before it. Calls that return data to the host (copy_to_host, sum, sum_squares)
 // synchronise the stream; copy_from_host does too, so the caller may reuse its host
-// buffer at once. Each call first makes the backend's device current on the calling
+// buffer at once. copy_from_host_async is the exception: it runs on a second stream (the
+// copy stream) beside the compute, behind an event the compute stream waits for, so
+// the CPU offload's updated parameters go back while kernels of earlier layers run; its
+// host source is pinned memory from host_memory() (pinned_host_memory.hpp). Each call first makes the backend's device current on the calling
 // thread, so the backend may be driven from any (one at a time) thread.
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
@@ -23,6 +26,7 @@
 #include "gpu/device_info.hpp"
 #include "gpu/device_pool.hpp"
 #include "gpu/kernels/kernels.hpp"
+#include "gpu/pinned_host_memory.hpp"
 
 namespace dseek::gpu {
 
@@ -60,6 +64,11 @@ class CudaBackend final : public backend::Backend {
       : device_(device), label_(label), pool_(device, label) {
     make_current();
     DSEEK_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    DSEEK_CUDA_CHECK(cudaStreamCreateWithFlags(&copy_stream_, cudaStreamNonBlocking));
+    // Ordering only: no timing, so recording and waiting cost nothing extra.
+    DSEEK_CUDA_CHECK(cudaEventCreateWithFlags(&copied_, cudaEventDisableTiming));
+    DSEEK_CUDA_CHECK(cudaEventCreateWithFlags(&compute_reached_, cudaEventDisableTiming));
+    host_memory_ = pinned_host_memory(device_);
     DSEEK_CUBLAS_CHECK(cublasCreate(&cublas_));
     DSEEK_CUBLAS_CHECK(cublasSetStream(cublas_, stream_));
     // fp32 parity with the CPU: no TF32 tensor-core math (CUBLAS_DEFAULT_MATH never
@@ -82,6 +91,10 @@ class CudaBackend final : public backend::Backend {
   ~CudaBackend() override {
     cudaSetDevice(device_);
     cudaStreamSynchronize(stream_);
+    cudaStreamSynchronize(copy_stream_);
+    cudaEventDestroy(copied_);
+    cudaEventDestroy(compute_reached_);
+    cudaStreamDestroy(copy_stream_);
     mixed_.reset();  // its scratch goes back to pool_, its cuBLASLt handle away
     cublasDestroy(cublas_);
     cudaStreamDestroy(stream_);
@@ -119,6 +132,26 @@ class CudaBackend final : public backend::Backend {
     make_current();
     DSEEK_CUDA_CHECK(cudaMemcpyAsync(host_dst, src, bytes, cudaMemcpyDeviceToHost, stream_));
     synchronize();
+  }
+  std::shared_ptr<backend::HostMemory> host_memory() const override { return host_memory_; }
+  void copy_from_host_async(void* dst, const void* host_src, size_t bytes) override {
+    make_current();
+    // The copy may overwrite what kernels queued before it still read: it starts only
+    // where the compute stream is now ...
+    DSEEK_CUDA_CHECK(cudaEventRecord(compute_reached_, stream_));
+    DSEEK_CUDA_CHECK(cudaStreamWaitEvent(copy_stream_, compute_reached_, 0));
+    DSEEK_CUDA_CHECK(cudaMemcpyAsync(dst, host_src, bytes, cudaMemcpyHostToDevice, copy_stream_));
+    // ... and every kernel queued after it waits for it (on the device: the host goes on).
+    // Re-recording the event later is fine: a wait takes the record current at the call.
+    DSEEK_CUDA_CHECK(cudaEventRecord(copied_, copy_stream_));
+    DSEEK_CUDA_CHECK(cudaStreamWaitEvent(stream_, copied_, 0));
+  }
+  void finish_copies() override {
+    make_current();
+    cudaError_t status = cudaStreamSynchronize(copy_stream_);
+    if (status != cudaSuccess)
+      throw std::runtime_error(label_ + ": " + cudaGetErrorName(status) + ": " +
+                               cudaGetErrorString(status) + " (reported by the copy stream)");
   }
 
   // --- forward ----------------------------------------------------------------------
@@ -283,6 +316,10 @@ class CudaBackend final : public backend::Backend {
   mutable std::mutex pool_mutex_;  // DeviceBuffers may be destroyed on another thread
   DevicePool pool_;
   cudaStream_t stream_ = nullptr;
+  cudaStream_t copy_stream_ = nullptr;       // copy_from_host_async
+  cudaEvent_t copied_ = nullptr;             // the last async copy, on copy_stream_
+  cudaEvent_t compute_reached_ = nullptr;    // stream_ where an async copy was queued
+  std::shared_ptr<backend::HostMemory> host_memory_;  // pinned
   cublasHandle_t cublas_ = nullptr;
   double* reduction_partials_ = nullptr;  // reduction_partials() + 1 (the result) doubles
   kernels::Scratch scratch_;

@@ -17,6 +17,7 @@
 
 #include "actors/faults/crash_request.hpp"
 #include "actors/node/node_registry.hpp"
+#include "runtime/train/update_progress.hpp"
 
 namespace dseek::actors::detail {
 
@@ -27,6 +28,7 @@ struct shard_assignment {
   std::shared_ptr<const model::ParamLayout> layout;
   optim::AdamWSettings settings;
   std::vector<model::ParamRange> ranges;
+  std::shared_ptr<backend::HostMemory> host_memory;  // for the moments; null: aligned
 };
 struct shard_update {
   std::uint64_t owner = 0;
@@ -34,6 +36,10 @@ struct shard_update {
   const float* grads = nullptr;
   double lr = 0, grad_norm = 0;
   std::int64_t steps_before = 0;  // AdamW's step count before this update
+  // The overlapped update (OptimizerShards::start_update): report each of `chunks` to
+  // `progress` as this piece's part of it is done. Both null for a plain update.
+  std::shared_ptr<train::UpdateProgress> progress;
+  std::shared_ptr<const std::vector<model::ParamRange>> chunks;
 };
 struct shard_second_moment {
   std::uint64_t owner = 0;
@@ -69,7 +75,8 @@ constexpr auto kShardAnswer = std::chrono::seconds(30);
 
 struct shard_state {
   int index = 0;
-  // Single-threaded: the shards are the parallelism.
+  // Single-threaded: the shards are the parallelism. Its memory (the moments) is the
+  // trainer backend's host memory: pinned when the trainer runs on a CUDA device.
   std::unique_ptr<backend::Backend> backend = backend::make_cpu_backend(1);
   std::shared_ptr<const model::ParamLayout> layout;  // outlives adamw, which refers to it
   std::unique_ptr<optim::AdamW> adamw;
@@ -83,12 +90,36 @@ caf::error not_assigned(const shard_state& st) {
                              " holds no state for this trainer (it was restarted)");
 }
 
+// The update in layout order, reporting each chunk of the piece as soon as the runs
+// of the update passed its last element: the trainer sends it to the device at once.
+caf::result<optim::StepStats> overlapped_update(shard_state& st, const shard_update& u) {
+  const auto reports = train::chunk_reports(st.adamw->owned(), *u.chunks);
+  size_t next = 0;
+  try {
+    const auto stats = st.adamw->step_with_norm(
+        u.params, u.grads, u.lr, u.grad_norm, 1.0f, [&](size_t end) {
+          for (; next < reports.size() && reports[next].after <= end; ++next)
+            u.progress->report(reports[next].chunk);
+        });
+    for (; next < reports.size(); ++next) u.progress->report(reports[next].chunk);
+    return stats;
+  } catch (const std::exception& error) {
+    // The trainer may be waiting for a chunk of this piece: wake it with the reason.
+    const std::string why = "gradient_shard " + std::to_string(st.index) +
+                            " failed its update: " + error.what();
+    u.progress->fail(why);
+    return caf::make_error(caf::sec::runtime_error, why);
+  }
+}
+
 caf::behavior gradient_shard(caf::stateful_actor<shard_state>* self, int index) {
   self->state.index = index;
   return {
       [self](shard_assignment& a) {
         auto& st = self->state;
         st.adamw.reset();
+        st.backend = a.host_memory ? backend::make_cpu_backend(1, std::move(a.host_memory))
+                                   : backend::make_cpu_backend(1);
         st.layout = std::move(a.layout);
         st.adamw = std::make_unique<optim::AdamW>(*st.backend, *st.layout, a.settings,
                                                   std::move(a.ranges));
@@ -99,7 +130,8 @@ caf::behavior gradient_shard(caf::stateful_actor<shard_state>* self, int index) 
         auto& st = self->state;
         if (!st.adamw || u.owner != st.owner) return not_assigned(st);
         st.adamw->set_steps_taken(u.steps_before);
-        return st.adamw->step_with_norm(u.params, u.grads, u.lr, u.grad_norm);
+        if (!u.progress) return st.adamw->step_with_norm(u.params, u.grads, u.lr, u.grad_norm);
+        return overlapped_update(st, u);
       },
       [self](const shard_moments& m) -> caf::result<caf::ok_atom> {
         auto& st = self->state;
@@ -131,19 +163,40 @@ class actor_optimizer final : public train::OptimizerShards {
   actor_optimizer(caf::actor_system& sys, std::vector<caf::actor> shards,
                   const train::OptimizerSpec& spec)
       : self_(sys), owner_(next_owner()) {
-    auto pieces = train::split_owned(spec.owned, static_cast<int>(shards.size()));
+    pieces_ = train::split_owned(spec.owned, static_cast<int>(shards.size()));
     auto layout = std::make_shared<const model::ParamLayout>(spec.layout);
-    shards.resize(pieces.size());  // a tiny buffer may make fewer pieces than actors
+    shards.resize(pieces_.size());  // a tiny buffer may make fewer pieces than actors
     shards_ = std::move(shards);
     for_all([&](size_t i) {
-      return shard_assignment{owner_, layout, spec.settings, std::move(pieces[i])};
+      return shard_assignment{owner_, layout, spec.settings, pieces_[i], spec.host_memory};
     }, "take its piece");
+    // A shard that goes down wakes a training thread waiting for one of its chunks
+    // (at once; a dead shard's answer would come only when the thread asks for it).
+    std::weak_ptr<train::UpdateProgress> progress = progress_;
+    for (size_t i = 0; i < shards_.size(); ++i)
+      shards_[i]->attach_functor([progress, i](const caf::error& reason) {
+        if (auto alive = progress.lock())
+          alive->fail("gradient_shard " + std::to_string(i) + " went down (" +
+                      caf::to_string(reason) + ")");
+      });
+  }
+  ~actor_optimizer() override {
+    // The actors write into the trainer's buffers until they answer.
+    if (!pending_.empty()) {
+      try {
+        finish_update();
+      } catch (const std::exception&) {
+        // Going away after a failure: nothing is left to tell.
+      }
+    }
   }
 
   optim::StepStats update(float* params, const float* grads, double lr,
                           double grad_norm) override {
+    if (!pending_.empty())
+      throw std::logic_error("gradient_shards: update() while a started update is pending");
     optim::StepStats stats;
-    const shard_update request{owner_, params, grads, lr, grad_norm, steps_};
+    const shard_update request{owner_, params, grads, lr, grad_norm, steps_, nullptr, nullptr};
     std::vector<decltype(self_->request(shards_[0], kShardAnswer, request))> pending;
     for (const auto& shard : shards_) pending.push_back(self_->request(shard, kShardAnswer, request));
     std::string failure;
@@ -172,6 +225,40 @@ class actor_optimizer final : public train::OptimizerShards {
   void set_steps_taken(int64_t steps) override { steps_ = steps; }
   bool updates_on_host() const override { return true; }
 
+  bool updates_in_chunks() const override { return true; }
+  void start_update(float* params, const float* grads, double lr, double grad_norm,
+                    const std::vector<model::ParamRange>& chunks) override {
+    if (!pending_.empty())
+      throw std::logic_error("gradient_shards: start_update() while an update is pending");
+    auto shared_chunks = std::make_shared<const std::vector<model::ParamRange>>(chunks);
+    progress_->begin(train::reports_per_chunk(pieces_, chunks));
+    const shard_update request{owner_, params, grads, lr, grad_norm, steps_, progress_,
+                               shared_chunks};
+    for (const auto& shard : shards_)
+      pending_.push_back(self_->request(shard, kShardAnswer, request));
+  }
+  bool chunk_updated(size_t chunk) const override { return progress_->updated(chunk); }
+  void wait_for_chunk(size_t chunk) override {
+    try {
+      progress_->wait(chunk, std::chrono::duration_cast<std::chrono::milliseconds>(kShardAnswer));
+    } catch (const train::UpdateFailed& failure) {
+      // A dead shard's own answer says more (its exit reason): take it if it is there.
+      finish_update();
+      lost("update its chunks", failure.what());
+    }
+  }
+  optim::StepStats finish_update() override {
+    optim::StepStats stats;
+    std::string failure;
+    for (auto& answer : pending_)
+      answer.receive([&](optim::StepStats& s) { stats = s; },
+                     [&](caf::error& error) { failure = self_->system().render(error); });
+    pending_.clear();
+    if (!failure.empty()) lost("update its parameters", failure);
+    ++steps_;
+    return stats;
+  }
+
  private:
   // Sends make(i) to shard i, all at once, and waits for every answer.
   template <class Make>
@@ -189,10 +276,17 @@ class actor_optimizer final : public train::OptimizerShards {
     throw gradient_shard_lost(std::string("a gradient_shard actor did not ") + what + ": " + why);
   }
 
+  using pending_answer = decltype(std::declval<caf::scoped_actor&>()->request(
+      std::declval<const caf::actor&>(), kShardAnswer, std::declval<shard_update>()));
+
   caf::scoped_actor self_;
   std::uint64_t owner_;
   std::vector<caf::actor> shards_;
+  std::vector<std::vector<model::ParamRange>> pieces_;  // shard i's ranges
   int64_t steps_ = 0;
+  // The started update (start_update) until finish_update.
+  std::shared_ptr<train::UpdateProgress> progress_ = std::make_shared<train::UpdateProgress>();
+  std::vector<pending_answer> pending_;
 };
 
 }  // namespace

@@ -4,7 +4,18 @@
 // or the replica's ZeRO shard under 1 and 2, cut into contiguous pieces, one per actor,
 // and run the update of their piece when the training thread asks. The pieces update in
 // parallel on CAF's scheduler threads, each actor with a single-threaded CPU backend of
-// its own (host memory: the place the CPU offload of a GPU stage keeps them too).
+// its own (host memory: the place the CPU offload of a GPU stage keeps them too). That
+// backend allocates from the trainer backend's host memory (OptimizerSpec::host_memory):
+// pinned when the trainer runs on a CUDA device.
+//
+// The overlapped offload (train.offload_overlap, runtime/train/trainer.hpp): the client
+// can also start an update and return (OptimizerShards::start_update). Each actor then
+// goes through its piece in layout order and reports every chunk (embeddings, block i,
+// final LayerNorm) to a shared train::UpdateProgress as soon as its part of the chunk
+// is done; the training thread sends the chunk to the device and its next forward
+// waits for exactly the chunks it reads. A shard that goes down fails that progress at
+// once (a functor attached to the actor), so a waiting forward throws
+// gradient_shard_lost without waiting for a timeout.
 //
 // The training thread does not talk CAF: its Trainer gets a train::OptimizerShards from
 // gradient_shards_for() through RunOptions::optimizer_shards. That client assigns each

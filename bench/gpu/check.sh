@@ -8,6 +8,9 @@
 #      steps with gpt2_train in fp32, bf16 and fp8 (model::PrecisionPolicy; fp8 with
 #      dynamic loss scaling, its skipped steps in the row): tokens/s and MFU, or a failed
 #      row with the error (e.g. fp8 on a GPU older than sm_90) -- never a made-up number;
+#   4. the overlapped CPU offload: bench/offload_overlap.sh --device cuda (dseek-node,
+#      train.offload_overlap true against false: step time and the forward's wait for
+#      updated chunks; skipped in cpu mode);
 # then prints a short table last and writes it to OUT_DIR as gpu_check.txt and
 # gpu_check.json, beside one log per row.
 #
@@ -197,6 +200,22 @@ for precision in fp32 bf16 fp8; do
     add_row "$name" failed - - "exit $code: $(grep -v '^step ' "$log" | tail -n 1)" ""
   fi
 done
+
+# --- the overlapped CPU offload (bench/offload_overlap.sh) on the GPU ----------------------
+if [[ $device == cpu ]]; then
+  add_row offload skipped - - "cpu mode: bench/offload_overlap.sh compares the overlap on a device" ""
+elif [[ ! -x $bin_dir/dseek-node || ! -x $bin_dir/dseek ]]; then
+  add_row offload missing - - "dseek-node or dseek is not in $bin_dir" ""
+else
+  bounded 150 "$out_dir/offload_overlap.log" env DSEEK_BIN_DIR="$bin_dir" \
+    "$repo_root/bench/offload_overlap.sh" --device cuda --runs 1 --steps 12 --text "$repo_root"
+  code=$?
+  if ((code == 0)); then
+    add_row offload ok - - "$(grep '^| cuda' "$out_dir/offload_overlap.log" | tr -s ' ' | paste -sd ' ')" ""
+  else
+    add_row offload failed - - "bench/offload_overlap.sh exit $code (see offload_overlap.log)" ""
+  fi
+fi
 
 # --- the table, last ---------------------------------------------------------------------
 failed=0

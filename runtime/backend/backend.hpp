@@ -18,6 +18,8 @@
 #include <memory>
 #include <string>
 
+#include "runtime/backend/host_memory.hpp"
+
 namespace dseek::backend {
 
 // Bytes of the backend's memory held by live allocate() blocks, now and at most so far.
@@ -64,6 +66,21 @@ class Backend {
   // that needs the values on the host may then read them in place instead of copying
   // them to host staging. False for a device (CUDA) and for the scrambled test device.
   virtual bool memory_is_host() const { return false; }
+  // Host memory suited to this backend's copies (host_memory.hpp): pinned for CUDA,
+  // ordinary aligned memory otherwise. The CPU offload keeps its host copies there.
+  virtual std::shared_ptr<HostMemory> host_memory() const { return aligned_host_memory(); }
+  // copy_from_host that may return before the copy is done (CUDA: queued on a copy
+  // stream, which runs beside the compute; every op queued after this call waits for the
+  // copy's event on the device, not on the host). `host_src` must stay unchanged until
+  // finish_copies() or a call that returns data to the host (copy_to_host, sum,
+  // sum_squares) -- and should be host_memory() memory: pageable memory makes the
+  // driver copy synchronously. The default is synchronous (the CPU and scrambled
+  // backends).
+  virtual void copy_from_host_async(void* dst, const void* host_src, size_t bytes) {
+    copy_from_host(dst, host_src, bytes);
+  }
+  // Waits until every copy_from_host_async so far has read its host source.
+  virtual void finish_copies() {}
 
   // --- forward ops ----------------------------------------------------------------
   // out[b,t,:] = wte[tokens[b,t],:] + wpe[t,:]
@@ -134,5 +151,8 @@ class Backend {
 // The CPU backend: OpenBLAS sgemm and vectorized loops on `threads` threads
 // (0 = all cores). Results are deterministic for a given thread count.
 std::unique_ptr<Backend> make_cpu_backend(int threads);
+// The same, allocating its memory from `memory` (the gradient_shard actors' moments, in
+// the trainer backend's host memory: pinned when it is a CUDA device's).
+std::unique_ptr<Backend> make_cpu_backend(int threads, std::shared_ptr<HostMemory> memory);
 
 }  // namespace dseek::backend

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <new>
 #include <thread>
+#include <utility>
 
 namespace dseek::backend {
 
@@ -19,7 +20,8 @@ int resolve_threads(int threads) {
 }
 }  // namespace
 
-CpuBackend::CpuBackend(int threads) : pool_(resolve_threads(threads)) {
+CpuBackend::CpuBackend(int threads, std::shared_ptr<HostMemory> memory)
+    : memory_(std::move(memory)), pool_(resolve_threads(threads)) {
   // sgemm runs single-threaded inside our chunks (see thread_pool.hpp).
   openblas_set_num_threads(1);
   scratch_.resize(static_cast<size_t>(pool_.size()));
@@ -30,6 +32,10 @@ std::unique_ptr<Backend> make_cpu_backend(int threads) {
   return std::make_unique<CpuBackend>(threads);
 }
 
+std::unique_ptr<Backend> make_cpu_backend(int threads, std::shared_ptr<HostMemory> memory) {
+  return std::make_unique<CpuBackend>(threads, std::move(memory));
+}
+
 namespace {
 // Each block starts with one cache line that records its size, for memory_usage().
 constexpr size_t kHeader = 64;
@@ -38,10 +44,9 @@ constexpr size_t kHeader = 64;
 void* CpuBackend::allocate(size_t bytes) {
   // 64-byte alignment: whole cache lines and aligned AVX-512 loads.
   size_t rounded = (bytes + 63) / 64 * 64;
-  char* base = static_cast<char*>(std::aligned_alloc(64, kHeader + rounded));
-  if (base == nullptr) throw std::bad_alloc();
+  // The host memory zero-fills (host_memory.hpp).
+  char* base = static_cast<char*>(memory_->allocate(kHeader + rounded));
   std::memcpy(base, &rounded, sizeof rounded);
-  std::memset(base + kHeader, 0, rounded);
   const size_t in_use = in_use_bytes_.fetch_add(rounded) + rounded;
   size_t peak = peak_bytes_.load();
   while (in_use > peak && !peak_bytes_.compare_exchange_weak(peak, in_use)) {
@@ -55,7 +60,7 @@ void CpuBackend::release(void* pointer) {
   size_t rounded = 0;
   std::memcpy(&rounded, base, sizeof rounded);
   in_use_bytes_.fetch_sub(rounded);
-  std::free(base);
+  memory_->release(base);
 }
 
 MemoryUsage CpuBackend::memory_usage() const { return {in_use_bytes_.load(), peak_bytes_.load()}; }

@@ -13,7 +13,7 @@ namespace dseek::backend {
 
 class CpuBackend final : public Backend {
  public:
-  explicit CpuBackend(int threads);
+  explicit CpuBackend(int threads, std::shared_ptr<HostMemory> memory = aligned_host_memory());
   std::string name() const override { return "cpu"; }
   int threads() const { return pool_.size(); }
 
@@ -24,6 +24,7 @@ class CpuBackend final : public Backend {
   void copy_to_host(void* host_dst, const void* src, size_t bytes) override;
   MemoryUsage memory_usage() const override;
   bool memory_is_host() const override { return true; }
+  std::shared_ptr<HostMemory> host_memory() const override { return memory_; }
 
   void encoder_forward(float* out, const int32_t* tokens, const float* wte, const float* wpe,
                        int B, int T, int C) override;
@@ -85,6 +86,7 @@ class CpuBackend final : public Backend {
   const float* to_bf16(Operand which, const float* x, size_t n);
   const float* to_fp8(Operand which, const float* x, size_t n, const Fp8OperandScaling& scaling);
 
+  std::shared_ptr<HostMemory> memory_;  // where allocate() takes its blocks from
   util::ThreadPool pool_;
   std::vector<std::vector<float>> scratch_;
   std::vector<double> partials_;  // one per thread, for the reductions

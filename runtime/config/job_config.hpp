@@ -42,6 +42,7 @@ struct TrainConfig {
   double loss_scale_init = 65536;  // fp8: initial dynamic loss scale (a power of two)
   int64_t loss_scale_window = 1000;  // fp8: good steps before the loss scale doubles
   std::string device = "cpu";     // cpu | cuda | scrambled-cpu-for-tests (a test device)
+  bool offload_overlap = true;    // the offloaded update overlaps the next step's forward
   std::string run_dir = "runs/default";  // events and outputs go under it
   int64_t stop_after_steps = 0;     // end the run after this step with a checkpoint; 0 = off
   double stop_after_minutes = 0;    // end the run after this long with a checkpoint; 0 = off

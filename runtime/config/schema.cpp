@@ -161,6 +161,14 @@ const std::vector<Key<JobConfig>>& job_keys() {
           "where each worker computes: cpu, or cuda (CUDA device 0 of the node; a build "
           "without CUDA or a host without a device fails at start); scrambled-cpu-for-tests "
           "is a TEST device, the CPU behind memory the host cannot read directly"),
+      job<&J::train, &Tr::offload_overlap>(
+          "train.offload_overlap", any(),
+          "with the optimizer offloaded to the CPU (dseek-node's gradient_shard actors) and "
+          "parallel.zero = 0: the update runs chunk by chunk in layout order (embeddings, "
+          "block 0, 1, ..., final LayerNorm), each chunk goes back to the device as soon as "
+          "it is updated, and the next step's forward waits only for the chunk it reads "
+          "(the step event's offload_wait_ms); the same bits as false, which finishes the "
+          "update before the step ends"),
       job<&J::train, &Tr::run_dir>("train.run_dir", any(),
                                    "directory the run's events and outputs go under"),
       job<&J::train, &Tr::stop_after_steps>(

@@ -239,21 +239,34 @@ double GptModel::forward(const int32_t* tokens, const int32_t* targets, int64_t 
                                     std::to_string(i) + " is outside the vocabulary [0, " +
                                     std::to_string(s.vocab) + ")");
   };
+  auto need = [&](size_t offset, size_t end) {
+    if (before_params_read_) before_params_read_(ParamRange{offset, end - offset});
+  };
+  const size_t Cs = static_cast<size_t>(C);
+  // The tokens and targets go over first: copy_from_host synchronises a device's stream,
+  // which here, before any chunk of an offloaded update is awaited, holds the host up
+  // the least (after, it would wait for the earlier layers' kernels).
+  if (has_head()) {
+    check_ids(targets, "target");
+    backend_.copy_from_host(slot_->targets.data(), targets, BT * sizeof(int32_t));
+  }
   if (has_embedding()) {
     check_ids(tokens, "token");
     backend_.copy_from_host(slot_->tokens.data(), tokens, BT * sizeof(int32_t));
+    need(layout_.wte(), layout_.wpe() + static_cast<size_t>(s.context) * Cs);
     backend_.encoder_forward(slot_->residual[0].data(), slot_->tokens.data(), w + layout_.wte(),
                              w + layout_.wpe(), static_cast<int>(B), static_cast<int>(T), C);
   }
   for (int64_t l = range_.begin; l < range_.end; ++l) {
     const size_t i = static_cast<size_t>(l - range_.begin);
+    need(layout_.block_begin(l), layout_.block_end(l));
     block_forward(l, activations_of(i), slot_->residual[i].data(), slot_->residual[i + 1].data());
   }
   if (!has_head()) return 0.0;
-  check_ids(targets, "target");
-  backend_.copy_from_host(slot_->targets.data(), targets, BT * sizeof(int32_t));
   const int N = static_cast<int>(BT);
   const int V = static_cast<int>(s.vocab);
+  need(layout_.lnf_w(), layout_.lnf_b() + Cs);
+  need(layout_.wte(), layout_.wte() + static_cast<size_t>(V) * Cs);
   backend_.layernorm_forward(slot_->lnf.data(), slot_->lnf_mean.data(), slot_->lnf_rstd.data(),
                              slot_->residual.back().data(), w + layout_.lnf_w(), w + layout_.lnf_b(),
                              N, C);

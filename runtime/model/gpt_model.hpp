@@ -53,6 +53,11 @@ struct LayerRange {
 // Called during backward with a range of the flat gradient buffer that this backward
 // will not touch again.
 using GradientsReady = std::function<void(ParamRange range)>;
+// Called during forward with a range of the flat parameter buffer just before the first
+// op that reads it: the embedding (wte and wpe), each block, then the head (the final
+// LayerNorm, and wte again for the tied projection). The trainer's CPU offload waits
+// there for the chunk's updated parameters (trainer.hpp, train.offload_overlap).
+using ParamsNeeded = std::function<void(ParamRange range)>;
 
 class GptModel {
  public:
@@ -83,6 +88,8 @@ class GptModel {
   // are needed by the first range; `targets` (B*T) by the last, which returns the mean
   // loss. A range without the head returns 0 and leaves its output in stage_output().
   double forward(const int32_t* tokens, const int32_t* targets, int64_t B, int64_t T);
+  // Run by every later forward before it reads a range of params() (ParamsNeeded).
+  void set_before_params_read(ParamsNeeded hook) { before_params_read_ = std::move(hook); }
 
   // Backpropagates the last forward, ACCUMULATING into grads(): the loss gradient is
   // dloss per token (1 / (B*T) for a mean over one micro-batch; divided further by the
@@ -159,6 +166,7 @@ class GptModel {
   int64_t B_ = 0, T_ = 0;  // shape of the selected slot's forward
 
   backend::DeviceBuffer<float> params_, grads_;
+  ParamsNeeded before_params_read_;
   std::vector<ForwardState> slots_;
   ForwardState* slot_ = nullptr;
   BlockActivations recomputed_;  // shared by every recomputed block of every slot

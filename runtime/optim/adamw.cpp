@@ -112,7 +112,7 @@ StepStats AdamW::step(float* params, const float* grads, double lr) {
 }
 
 StepStats AdamW::step_with_norm(float* params, const float* grads, double lr, double grad_norm,
-                                float loss_scale) {
+                                float loss_scale, const RunDone& after_run) {
   StepStats stats;
   stats.grad_norm = grad_norm;
   if (settings_.grad_clip > 0.0 && stats.grad_norm > settings_.grad_clip)
@@ -121,7 +121,7 @@ StepStats AdamW::step_with_norm(float* params, const float* grads, double lr, do
   const float grad_scale = static_cast<float>(stats.clip_scale) / loss_scale;
   ++step_;
   if (uses_given_second_moment()) {
-    step_with_given_second_moment(params, grads, lr, grad_scale);
+    step_with_given_second_moment(params, grads, lr, grad_scale, after_run);
     return stats;
   }
   for (const Run& run : runs_) {
@@ -131,6 +131,7 @@ StepStats AdamW::step_with_norm(float* params, const float* grads, double lr, do
                           static_cast<float>(settings_.eps),
                           run.decay ? static_cast<float>(settings_.weight_decay) : 0.0f, step_,
                           grad_scale);
+    if (after_run) after_run(run.offset + run.size);
   }
   return stats;
 }
@@ -141,7 +142,8 @@ bool AdamW::uses_given_second_moment() const {
 
 // The standard update (cpu_adamw.cpp, same order of operations) with v read, not written,
 // and no bias correction of v: the given estimate is already corrected.
-void AdamW::step_with_given_second_moment(float* params, const float* grads, double lr, float clip_scale) {
+void AdamW::step_with_given_second_moment(float* params, const float* grads, double lr,
+                                          float clip_scale, const RunDone& after_run) {
   if (!second_moment_set_)
     throw std::logic_error("AdamW: step " + std::to_string(step_) +
                            " uses a given second moment, but none was given (set_second_moment)");
@@ -160,6 +162,7 @@ void AdamW::step_with_given_second_moment(float* params, const float* grads, dou
       m[i] = mi;
       p[i] = p[i] * decay - update_scale * step_size * mi / (std::sqrt(v[i]) + eps);
     }
+    if (after_run) after_run(run.offset + run.size);
   }
 }
 

@@ -25,7 +25,9 @@
 // slowly decaying v lags (given_update_rms).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "runtime/backend/backend.hpp"
@@ -85,8 +87,12 @@ class AdamW {
   // `loss_scale`: the gradients are still multiplied by this power of two (dynamic loss
   // scaling, loss_scaler.hpp) and grad_norm is already unscaled; the update divides it
   // out on the backend, so device-resident gradients need no host unscaling pass.
+  // `after_run`, when set, is called after each contiguous run of the update with the
+  // flat offset just past it: the owned parameters below that offset, in the order of
+  // the owned ranges, are updated (the CPU offload's overlap reports chunks from it).
+  using RunDone = std::function<void(size_t end)>;
   StepStats step_with_norm(float* params, const float* grads, double lr, double grad_norm,
-                           float loss_scale = 1.0f);
+                           float loss_scale = 1.0f, const RunDone& after_run = {});
 
   int64_t steps_taken() const { return step_; }
   // Resuming from a checkpoint: the step count drives the bias correction.
@@ -115,7 +121,8 @@ class AdamW {
     bool decay;
   };
   void plan_runs(const model::ParamLayout& layout);
-  void step_with_given_second_moment(float* params, const float* grads, double lr, float clip_scale);
+  void step_with_given_second_moment(float* params, const float* grads, double lr,
+                                     float clip_scale, const RunDone& after_run);
   float given_update_scale(const Run& run, const float* grads, float clip_scale) const;
   float given_beta1() const;
 

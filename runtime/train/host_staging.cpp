@@ -17,7 +17,7 @@ void check_inside(model::ParamRange range, size_t count) {
 
 HostStaging::HostStaging(backend::Backend& backend, float* buffer, size_t count)
     : backend_(backend), buffer_(buffer), count_(count) {
-  if (!backend.memory_is_host()) copy_.resize(count);
+  if (!backend.memory_is_host()) copy_ = backend::HostBuffer<float>(backend.host_memory(), count);
   host_ = backend.memory_is_host() ? buffer : copy_.data();
 }
 
@@ -31,6 +31,13 @@ void HostStaging::to_backend(model::ParamRange range) {
   check_inside(range, count_);
   if (!copies() || range.count == 0) return;
   backend_.copy_from_host(buffer_ + range.offset, host_ + range.offset, range.count * sizeof(float));
+}
+
+void HostStaging::to_backend_async(model::ParamRange range) {
+  check_inside(range, count_);
+  if (!copies() || range.count == 0) return;
+  backend_.copy_from_host_async(buffer_ + range.offset, host_ + range.offset,
+                                range.count * sizeof(float));
 }
 
 void HostStaging::to_host(const std::vector<model::ParamRange>& ranges) {

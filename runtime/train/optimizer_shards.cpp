@@ -2,8 +2,25 @@
 #include "runtime/train/optimizer_shards.hpp"
 
 #include <algorithm>
+#include <stdexcept>
 
 namespace dseek::train {
+
+namespace {
+[[noreturn]] void no_chunked_update(const char* call) {
+  throw std::logic_error(std::string("OptimizerShards::") + call + ": this optimizer does not "
+                         "update in chunks (updates_in_chunks() is false); the trainer uses "
+                         "the overlap of train.offload_overlap only with one that does");
+}
+}  // namespace
+
+void OptimizerShards::start_update(float*, const float*, double, double,
+                                   const std::vector<model::ParamRange>&) {
+  no_chunked_update("start_update");
+}
+bool OptimizerShards::chunk_updated(size_t) const { no_chunked_update("chunk_updated"); }
+void OptimizerShards::wait_for_chunk(size_t) { no_chunked_update("wait_for_chunk"); }
+optim::StepStats OptimizerShards::finish_update() { no_chunked_update("finish_update"); }
 
 LocalOptimizer::LocalOptimizer(const OptimizerSpec& spec)
     : adamw_(spec.backend, spec.layout, spec.settings, spec.owned) {}
@@ -52,6 +69,33 @@ std::vector<std::vector<model::ParamRange>> split_owned(
                               [](const auto& ranges) { return ranges.empty(); }),
                result.end());
   return result;
+}
+
+}  // namespace dseek::train
+
+namespace dseek::train {
+
+std::vector<ChunkReport> chunk_reports(const std::vector<model::ParamRange>& piece,
+                                       const std::vector<model::ParamRange>& chunks) {
+  std::vector<ChunkReport> reports;
+  for (size_t c = 0; c < chunks.size(); ++c) {
+    size_t last_end = 0;
+    for (const auto& range : piece) {
+      const size_t begin = std::max(range.offset, chunks[c].offset);
+      const size_t end = std::min(range.end(), chunks[c].end());
+      if (begin < end) last_end = std::max(last_end, end);
+    }
+    if (last_end > 0) reports.push_back({c, last_end});
+  }
+  return reports;
+}
+
+std::vector<int> reports_per_chunk(const std::vector<std::vector<model::ParamRange>>& pieces,
+                                   const std::vector<model::ParamRange>& chunks) {
+  std::vector<int> counts(chunks.size(), 0);
+  for (const auto& piece : pieces)
+    for (const auto& report : chunk_reports(piece, chunks)) ++counts[report.chunk];
+  return counts;
 }
 
 }  // namespace dseek::train

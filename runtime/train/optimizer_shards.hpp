@@ -12,8 +12,17 @@
 //
 // Every implementation gives the same bits: an AdamW update is element-wise, so the
 // pieces an update is cut into do not change its result (optim/adamw.hpp).
+//
+// The overlapped CPU offload (train.offload_overlap, trainer.hpp): an optimizer that
+// updates_in_chunks() can also start an update and return at once (start_update); it
+// then goes through the given chunks in layout order and reports each as it is done
+// (chunk_updated / wait_for_chunk), so the trainer sends each chunk's parameters back to
+// the device and the next step's forward starts on the first chunks while the CPU still
+// updates later ones. finish_update() waits for the rest. The gradient_shard actors do
+// this; LocalOptimizer runs on the trainer's own thread and cannot.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -32,6 +41,10 @@ struct OptimizerSpec {
   const model::ParamLayout& layout;
   optim::AdamWSettings settings;
   std::vector<model::ParamRange> owned;
+  // Host memory suited to the trainer backend's copies (Backend::host_memory(): pinned
+  // for CUDA): where an optimizer that runs on the host keeps its moments. Null: its
+  // own backend's default.
+  std::shared_ptr<backend::HostMemory> host_memory = nullptr;
 };
 
 class OptimizerShards {
@@ -56,6 +69,22 @@ class OptimizerShards {
   // trainer's backend: its params and grads must then be host arrays, and the trainer
   // stages them when its backend's memory is not host memory (host_staging.hpp).
   virtual bool updates_on_host() const { return false; }
+
+  // --- the overlapped update (see the top of this file) ------------------------------
+  // Whether start_update() and the calls below are implemented.
+  virtual bool updates_in_chunks() const { return false; }
+  // Starts what update() does and returns at once. `chunks`: disjoint ranges of the flat
+  // buffer in layout order (the owned ranges must be in that order too); the update goes
+  // through them in this order. params and grads are not to be touched by the caller in
+  // a chunk before it is updated, nor grads before finish_update().
+  virtual void start_update(float* params, const float* grads, double lr, double grad_norm,
+                            const std::vector<model::ParamRange>& chunks);
+  // Whether chunk `chunk` (an index into start_update's chunks) is updated; no waiting.
+  virtual bool chunk_updated(size_t chunk) const;
+  // Blocks until it is (bounded); throws when the update cannot finish.
+  virtual void wait_for_chunk(size_t chunk);
+  // Waits for the whole started update; counts the step.
+  virtual optim::StepStats finish_update();
 };
 
 // Makes a trainer's optimizer; may return null, meaning "use a LocalOptimizer".
@@ -86,5 +115,20 @@ class LocalOptimizer final : public OptimizerShards {
 // fewer than `pieces` x `align` elements.
 std::vector<std::vector<model::ParamRange>> split_owned(
     const std::vector<model::ParamRange>& owned, int pieces, size_t align = 16);
+
+// The overlapped update: when a piece of it (its ranges, in layout order) may report
+// each chunk it holds part of -- once its update passed `after`, the flat offset just
+// past the piece's last element in that chunk. In chunk order; chunks the piece does not
+// touch are left out.
+struct ChunkReport {
+  size_t chunk = 0;
+  size_t after = 0;
+  bool operator==(const ChunkReport&) const = default;
+};
+std::vector<ChunkReport> chunk_reports(const std::vector<model::ParamRange>& piece,
+                                       const std::vector<model::ParamRange>& chunks);
+// How many of `pieces` report each chunk (UpdateProgress::begin's argument).
+std::vector<int> reports_per_chunk(const std::vector<std::vector<model::ParamRange>>& pieces,
+                                   const std::vector<model::ParamRange>& chunks);
 
 }  // namespace dseek::train

@@ -89,7 +89,9 @@ RunSummary run_training(const config::JobConfig& config, const RunOptions& optio
       .add("vocab", config.model.vocab).add("batch_size", t.batch_size)
       .add("micro_batch_size", trainer.micro_batch()).add("steps", t.steps)
       .add("threads", t.threads).add("data", config.data.dir)
-      .add("train_tokens", train_batches->dataset().num_tokens());
+      .add("train_tokens", train_batches->dataset().num_tokens())
+      .add("host_memory", trainer.backend().host_memory()->kind())
+      .add("offload_overlap", trainer.overlaps_update());
   if (options.reducer != nullptr) {
     started.add("dp_rank", options.reducer->rank())
         .add("dp_size", options.reducer->world_size())

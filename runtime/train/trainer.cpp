@@ -4,6 +4,7 @@
 #include "runtime/train/replica_check.hpp"
 #include "runtime/optim/adamw_settings.hpp"
 
+#include <algorithm>
 #include <array>
 #include <chrono>
 #include <cmath>
@@ -89,9 +90,21 @@ Trainer::Trainer(const config::JobConfig& config, BatchSource& train_batches,
   }
   owned_ = {model::ParamRange{0, model_->num_params()}};
   if (reducer_ != nullptr && reducer_->shards_optimizer_state()) owned_ = reducer_->shard();
-  const OptimizerSpec spec{*backend_, model_->layout(), settings, owned_};
+  const OptimizerSpec spec{*backend_, model_->layout(), settings, owned_,
+                          backend_->host_memory()};
   if (make_optimizer) optimizer_ = make_optimizer(spec);
   if (!optimizer_) optimizer_ = std::make_unique<LocalOptimizer>(spec);
+  // The overlapped offload needs the whole buffer here (ZeRO 0: see trainer.hpp) and an
+  // optimizer on other threads that reports chunks.
+  const bool whole_buffer =
+      owned_.size() == 1 && owned_[0] == model::ParamRange{0, model_->num_params()};
+  if (t.offload_overlap && whole_buffer && optimizer_->updates_on_host() &&
+      optimizer_->updates_in_chunks()) {
+    chunks_ = model_->gradient_ranges_in_backward_order();
+    std::reverse(chunks_.begin(), chunks_.end());  // layout order: wte+wpe, blocks, lnf
+    chunk_on_backend_.assign(chunks_.size(), 1);
+    model_->set_before_params_read([this](model::ParamRange range) { await_params(range); });
+  }
   schedule_ = optim::LrSchedule{t.lr, t.min_lr, t.warmup_steps, t.steps};
   const size_t tokens = static_cast<size_t>(micro_batch_ * config.model.context);
   inputs_.resize(tokens);
@@ -99,7 +112,13 @@ Trainer::Trainer(const config::JobConfig& config, BatchSource& train_batches,
 }
 
 // The reducer may still be writing into the gradient buffer if a step was cut short.
+// An update left running writes into this trainer's buffers until it ends.
 Trainer::~Trainer() {
+  try {
+    finish_update();
+  } catch (const std::exception&) {
+    // The failure was (or will be) reported by the step that hit it.
+  }
   if (reducer_ != nullptr) reducer_->detach();
 }
 
@@ -120,6 +139,12 @@ double Trainer::accumulate(int64_t step, int64_t first, int64_t count, int64_t m
     report.data_wait_ms += ms_since(data_start);
     loss += model_->forward(inputs_.data(), targets_.data(), micro_batch_, T) /
             static_cast<double>(micro_steps);
+    if (start == first) {
+      // The forward has read every chunk: an overlapped update of the last step is done
+      // but for its answers. The gradients it read are zeroed only now.
+      finish_update();
+      model_->zero_grads();
+    }
     const bool last = start + micro_batch_ >= first + count;
     model_->backward(dloss, last ? on_ready : nullptr);
   }
@@ -134,7 +159,7 @@ StepReport Trainer::train_step(int64_t step) {
   StepReport report;
   report.step = step;
   report.lr = schedule_.at(step);
-  model_->zero_grads();
+  offload_wait_ms_ = 0.0;
   report.loss = accumulate(step, 0, batch, batch / micro_batch_, nullptr, report);
   if (after_reduction_) {
     grads_host_->all_to_host();
@@ -148,6 +173,8 @@ StepReport Trainer::train_step(int64_t step) {
     report.grad_norm = update_parameters(report.lr, norm, /*grads_on_host=*/false).grad_norm;
   }
   model_->precision().end_step();
+  report.offload_overlap = overlaps_update();
+  report.offload_wait_ms = offload_wait_ms_;
   report.peak_memory_bytes = backend_->memory_usage().peak_bytes;
   report.step_ms = ms_since(start);
   report.compute_ms = report.step_ms - report.data_wait_ms;
@@ -162,7 +189,7 @@ StepReport Trainer::data_parallel_step(int64_t step) {
   StepReport report;
   report.step = step;
   report.lr = schedule_.at(step);
-  model_->zero_grads();
+  offload_wait_ms_ = 0.0;
   reducer_->begin_step(step);
   const double local_loss =
       accumulate(step, slice_first_, slice_size_, batch / micro_batch_,
@@ -204,6 +231,7 @@ StepReport Trainer::data_parallel_step(int64_t step) {
   }
   model_->precision().end_step();
   if (check) {
+    finish_update();  // the parameters compared are the updated ones
     params_host_->all_to_host();
     check_replicas(step, "parameters", params_host_->host(), model_->num_params());
   }
@@ -213,6 +241,8 @@ StepReport Trainer::data_parallel_step(int64_t step) {
   report.comm_bytes_received = traffic.bytes_received;
   report.gradient_bytes = traffic.gradient_bytes;
   report.encoded_gradient_bytes = traffic.encoded_bytes;
+  report.offload_overlap = overlaps_update();
+  report.offload_wait_ms = offload_wait_ms_;
   report.peak_memory_bytes = backend_->memory_usage().peak_bytes;
   report.step_ms = ms_since(start);
   report.compute_ms = report.step_ms - report.data_wait_ms - report.comm_ms;
@@ -245,6 +275,21 @@ bool Trainer::apply_loss_scale(double sum_squares, double& norm, StepReport& rep
 }
 
 optim::StepStats Trainer::update_parameters(double lr, double grad_norm, bool grads_on_host) {
+  if (overlaps_update()) {
+    // The host copy is rewritten below: no async copy of the last update may still read it.
+    params_host_->finish_copies();
+    // It is the FP32 master copy: after the first update it already holds what the
+    // device holds (only the updates and restore() write the parameters), so the
+    // parameters do not come down again every step.
+    if (!host_params_current_) params_host_->to_host(owned_);
+    host_params_current_ = true;
+    if (!grads_on_host) grads_host_->to_host(owned_);
+    optimizer_->start_update(params_host_->host(), grads_host_->host(), lr, grad_norm, chunks_);
+    update_pending_ = true;
+    std::fill(chunk_on_backend_.begin(), chunk_on_backend_.end(), 0);
+    // The step reports the norm only; the clip scale stays the optimizer's business.
+    return optim::StepStats{grad_norm, 1.0};
+  }
   if (!optimizer_->updates_on_host() || !params_host_->copies())
     return optimizer_->update(model_->params(), model_->grads(), lr, grad_norm);
   // The CPU offload: the owned parameters and gradients to the host, the update there,
@@ -254,6 +299,40 @@ optim::StepStats Trainer::update_parameters(double lr, double grad_norm, bool gr
   const auto stats = optimizer_->update(params_host_->host(), grads_host_->host(), lr, grad_norm);
   params_host_->to_backend(owned_);
   return stats;
+}
+
+void Trainer::await_params(model::ParamRange range) {
+  if (!update_pending_) return;
+  auto send = [&](size_t c) {
+    params_host_->to_backend_async(chunks_[c]);
+    chunk_on_backend_[c] = 1;
+  };
+  // Every chunk updated by now goes back at once, in layout order ...
+  for (size_t c = 0; c < chunks_.size(); ++c)
+    if (!chunk_on_backend_[c] && optimizer_->chunk_updated(c)) send(c);
+  // ... and the forward waits only for the chunks it is about to read.
+  for (size_t c = 0; c < chunks_.size(); ++c) {
+    const bool overlaps = chunks_[c].offset < range.end() && range.offset < chunks_[c].end();
+    if (!overlaps || chunk_on_backend_[c]) continue;
+    const auto wait_start = Clock::now();
+    optimizer_->wait_for_chunk(c);
+    offload_wait_ms_ += ms_since(wait_start);
+    send(c);
+  }
+}
+
+void Trainer::finish_update() {
+  if (!update_pending_) return;
+  for (size_t c = 0; c < chunks_.size(); ++c) {
+    if (chunk_on_backend_[c]) continue;
+    const auto wait_start = Clock::now();
+    optimizer_->wait_for_chunk(c);
+    offload_wait_ms_ += ms_since(wait_start);
+    params_host_->to_backend_async(chunks_[c]);
+    chunk_on_backend_[c] = 1;
+  }
+  update_pending_ = false;
+  optimizer_->finish_update();
 }
 
 int Trainer::dp_rank() const { return reducer_ != nullptr ? reducer_->rank() : 0; }
@@ -268,6 +347,7 @@ void Trainer::check_replicas(int64_t step, const char* checked, const float* dat
 }
 
 double Trainer::evaluate(BatchSource& batches, int64_t eval_batches) {
+  finish_update();
   const int64_t batch = config_.train.batch_size;
   const int64_t T = config_.model.context;
   double total = 0.0;
@@ -293,6 +373,7 @@ bool Trainer::snapshot_is_collective() const {
 }
 
 void Trainer::snapshot(float* params, float* adam_m, float* adam_v) {
+  finish_update();
   const size_t bytes = model_->num_params() * sizeof(float);
   backend_->copy_to_host(params, model_->params(), bytes);
   optimizer_->moments_to_host(adam_m, adam_v);
@@ -303,19 +384,23 @@ void Trainer::snapshot(float* params, float* adam_m, float* adam_v) {
 }
 
 void Trainer::snapshot_owned(float* params, float* adam_m, float* adam_v) {
+  finish_update();
   backend_->copy_to_host(params, model_->params(), model_->num_params() * sizeof(float));
   optimizer_->moments_to_host(adam_m, adam_v);
 }
 
 void Trainer::restore(const float* params, const float* adam_m, const float* adam_v,
                       int64_t optimizer_steps) {
+  finish_update();
   const size_t bytes = model_->num_params() * sizeof(float);
   backend_->copy_from_host(model_->params(), params, bytes);
+  host_params_current_ = false;  // the master copy comes down at the next update
   optimizer_->moments_from_host(adam_m, adam_v);
   optimizer_->set_steps_taken(optimizer_steps);
 }
 
 std::string Trainer::params_sha256() {
+  finish_update();
   std::vector<float> host(model_->num_params());
   backend_->copy_to_host(host.data(), model_->params(), host.size() * sizeof(float));
   return util::sha256_hex(host.data(), host.size() * sizeof(float));

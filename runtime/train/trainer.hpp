@@ -19,7 +19,28 @@
 // reduced gradient back, replica checksums, the gradient hook, ZeRO's gather, and the
 // update of an optimizer that runs on the host (the gradient_shard actors: AdamW
 // offloaded to the CPU, its moments in host memory). On the CPU backend the staging is
-// the buffer itself and nothing is copied.
+// the buffer itself and nothing is copied. The host copies are in the backend's host
+// memory (Backend::host_memory(): pinned for CUDA), and so are the gradient_shard
+// actors' moments (OptimizerSpec::host_memory).
+//
+// Overlap of the offloaded update (train.offload_overlap, on by default): with an
+// optimizer that updates in chunks (the gradient_shard actors) and ZeRO 0, the update
+// goes through chunks in layout order -- wte+wpe, block 0, ..., block L-1, lnf -- and
+// train_step returns once it has started. Each chunk goes back to the device as soon as
+// it is updated (asynchronously on CUDA: a copy stream whose event the compute stream
+// waits for), and the next step's forward waits, before it reads a chunk, only for that
+// chunk (GptModel::set_before_params_read): the embedding first, then block i for chunk
+// i, the head for lnf (and wte, the first). So the CPU updates later blocks while the
+// device computes the early ones; the wait is the step event's offload_wait_ms. The
+// parameters' host staging is then the FP32 master copy: it does not come down from
+// the device every step, only after restore(). The update writes each element once
+// from the same inputs, so the bits are those of the update finished in its own step. Everything else that reads the parameters or the
+// gradients (the first backward, which zeroes the gradients the update reads; evaluate,
+// snapshots, restore, params_sha256, replica checks) first finishes the update.
+// Not overlapped: ZeRO 1 and 2, whose all-gather of the updated shards needs the whole
+// update before the next forward can read anything (the gather could go chunk by chunk
+// too: not done); and a step whose replica check compares the parameters right after
+// the update (train.replica_check_every) waits for it in that step.
 #pragma once
 
 #include <cstdint>
@@ -66,6 +87,10 @@ struct StepReport {
   // The most backend memory (Backend::memory_usage().peak_bytes) held at once since the
   // trainer was built: parameters, gradients, moments, activations, scratch.
   uint64_t peak_memory_bytes = 0;
+  // The overlapped offload (train.offload_overlap): whether this trainer runs it, and the
+  // time this step's forward waited for chunks of the previous step's update.
+  bool offload_overlap = false;
+  double offload_wait_ms = 0.0;
 };
 
 class Trainer {
@@ -114,9 +139,16 @@ class Trainer {
   // when sharded) and AdamW's step count.
   void restore(const float* params, const float* adam_m, const float* adam_v,
                int64_t optimizer_steps);
-  int64_t optimizer_steps() const { return optimizer_->steps_taken(); }
+  // Counts an update still running (overlap) as taken: its step is decided.
+  int64_t optimizer_steps() const {
+    return optimizer_->steps_taken() + (update_pending_ ? 1 : 0);
+  }
   // Whether snapshot() is a collective (ZeRO >= 1 over a reducer).
   bool snapshot_is_collective() const;
+
+  // Whether the offloaded update of a step is left running into the next step's forward
+  // (train.offload_overlap, and an optimizer and ZeRO stage it applies to).
+  bool overlaps_update() const { return !chunks_.empty(); }
 
   // SHA-256 of the fp32 parameters (the train_done event's params_sha256).
   std::string params_sha256();
@@ -143,6 +175,12 @@ class Trainer {
   // The optimizer's update of the owned parameters, on the host when the optimizer runs
   // there (`grads_on_host`: the host staging already holds the owned gradients).
   optim::StepStats update_parameters(double lr, double grad_norm, bool grads_on_host);
+  // The overlapped offload (see the top of this file): before the forward reads `range`,
+  // sends every chunk updated by now to the backend and waits for those in `range`.
+  void await_params(model::ParamRange range);
+  // Waits for the rest of a started update and sends its chunks to the backend; no-op
+  // when none is pending.
+  void finish_update();
 
   config::JobConfig config_;
   BatchSource& batches_;
@@ -160,6 +198,15 @@ class Trainer {
   std::vector<int32_t> inputs_, targets_;  // one micro-batch, reused every step
   GradientHook after_reduction_;
   DisagreementHook on_disagreement_;
+  // The overlapped offload: the chunks (empty when off), which of them the backend holds
+  // updated, whether an update is running, and this step's wait for it.
+  std::vector<model::ParamRange> chunks_;
+  std::vector<char> chunk_on_backend_;
+  bool update_pending_ = false;
+  double offload_wait_ms_ = 0.0;
+  // params_host_ holds the parameters the backend holds (the overlap keeps the master
+  // copy on the host; restore() invalidates it).
+  bool host_params_current_ = false;
 };
 
 // The model shape of a config.

@@ -1,7 +1,9 @@
 // The CUDA backend's device memory: one pool per backend, allocations zero-filled,
 // freed blocks reused, usage and peak reported by memory_usage(); and the refusals of
 // make_cuda_backend for a device index that does not exist, naming what exists; and
-// the format of the CUDA error checks, which clear the error they report.
+// the format of the CUDA error checks, which clear the error they report; and the CPU
+// offload's host side: host_memory() is pinned and zero-filled, and copy_from_host_async
+// (a copy stream) lands before the ops queued after it read the memory.
 #include <catch2/catch.hpp>
 
 #include <vector>
@@ -44,6 +46,29 @@ TEST_CASE("a released block is reused, and reused memory is zero-filled again", 
   std::vector<float> host(4096, 1.0f);
   gpu->copy_to_host(host.data(), b.data(), host.size() * sizeof(float));
   for (float value : host) REQUIRE(value == 0.0f);
+}
+
+TEST_CASE("host memory is pinned and an async copy lands before the next op reads it",
+          "[gpu][memory][offload]") {
+  auto gpu = dseek::gpu::make_cuda_backend(0);
+  auto memory = gpu->host_memory();
+  REQUIRE(memory->pinned());
+  constexpr size_t n = size_t{1} << 22;  // 16 MiB: long enough for the copy to be in flight
+  dseek::backend::HostBuffer<float> host(memory, n);
+  REQUIRE(host.pinned());
+  for (size_t i = 0; i < n; ++i) REQUIRE(host.data()[i] == 0.0f);
+  for (size_t i = 0; i < n; ++i) host.data()[i] = static_cast<float>(i % 1000) * 0.5f;
+  DeviceBuffer<float> a(*gpu, n);
+  gpu->copy_from_host_async(a.data(), host.data(), n * sizeof(float));
+  // The next op on the compute stream (a reduction, which returns to the host) waits for
+  // the copy's event: it sees every element.
+  double expected = 0.0;
+  for (size_t i = 0; i < n; ++i) expected += static_cast<double>(host.data()[i]);
+  CHECK(gpu->sum(a.data(), n) == Approx(expected).epsilon(1e-9));
+  gpu->finish_copies();
+  std::vector<float> back(n, -1.0f);
+  gpu->copy_to_host(back.data(), a.data(), n * sizeof(float));
+  for (size_t i = 0; i < n; ++i) REQUIRE(back[i] == host.data()[i]);
 }
 
 TEST_CASE("make_cuda_backend refuses a device index that does not exist", "[gpu][errors]") {

@@ -6,7 +6,8 @@
 // to the CPU), checkpoints, resume and the data-parallel reduction all go through the
 // backend's copy calls. Also: train.device = "cuda" either trains (a CUDA build on a
 // host with a device) or fails at once naming train.device; and every step event
-// reports the backend's peak memory.
+// reports the backend's peak memory. The overlapped CPU offload (train.offload_overlap)
+// gives the bits of the update finished in its own step, on both devices.
 #include <catch2/catch.hpp>
 
 #include <filesystem>
@@ -101,6 +102,28 @@ TEST_CASE("data parallel on the scrambled test device: 2 nodes end with the CPU 
     CHECK(final_sha(scrambled.path(), 1) == expected);
     CHECK(node_events(scrambled.path(), 0, "sdc_detected").empty());
     require_no_node_left(scrambled.path(), 2);
+  }
+}
+
+TEST_CASE("the overlapped CPU offload through dseek-node ends with the parameters of the "
+          "update finished in its step, on the cpu and the scrambled device",
+          "[device][scrambled][offload]") {
+  for (const std::string device : {"cpu", "scrambled-cpu-for-tests"}) {
+    INFO("device " << device);
+    ScratchDir on("offload-on"), off("offload-off");
+    const std::vector<std::string> on_device = {"--set", "train.device=\"" + device + "\""};
+    run_ok(tiny_job(on.path(), 10, on_device + std::vector<std::string>{
+                                       "--set", "train.offload_overlap=true"}));
+    run_ok(tiny_job(off.path(), 10, on_device + std::vector<std::string>{
+                                        "--set", "train.offload_overlap=false"}));
+    CHECK(final_sha(on.path()) == final_sha(off.path()));
+    // The step events say how long each forward waited for the updated chunks; with the
+    // overlap off they do not carry the field.
+    const auto steps_on = node_events(on.path(), "step");
+    REQUIRE(steps_on.size() == 10);
+    for (const auto& step : steps_on) CHECK(number_field(step, "offload_wait_ms") >= 0.0);
+    for (const auto& step : node_events(off.path(), "step"))
+      CHECK(step.find("offload_wait_ms") == std::string::npos);
   }
 }
 
