@@ -98,6 +98,7 @@ class ProgressEngine final : public WorkDriver {
   std::mutex worker_mutex_;
   std::vector<std::unique_ptr<Operation>> active_;
   bool stopped_ = false;  // the transport is not to be touched again
+  bool memory_polling_ = false;  // a running operation polls shared memory (short sleeps only)
 
   // Callers inside drive(); the progress thread stands aside while there are any.
   std::mutex waiters_mutex_;
