@@ -47,7 +47,12 @@ bool ShmAllReduce::advance() {
       case Phase::stage:
         chunk_len_ = std::min(chunk_elems_, count_ - next_elem_);
         chunk_ = seg_.next_chunk();
-        std::memcpy(seg_.staging(me), in + next_elem_ * es_, chunk_len_ * es_);
+        // Only the shards the peers reduce: ours is read from the input itself.
+        for (int r = 0; r < n; ++r) {
+          if (r == me) continue;
+          const size_t offset = shard_offset(chunk_len_, n, r) * es_;
+          std::memcpy(seg_.staging(me) + offset, in + next_elem_ * es_ + offset, shard_count(chunk_len_, n, r) * es_);
+        }
         seg_.flags(me).staged.store(chunk_, std::memory_order_release);
         phase_ = Phase::reduce;
         [[fallthrough]];
@@ -56,11 +61,13 @@ bool ShmAllReduce::advance() {
         const size_t mine = shard_count(chunk_len_, n, me), offset = shard_offset(chunk_len_, n, me) * es_;
         if (mine > 0) {
           auto* acc = reinterpret_cast<float*>(acc_.data());
-          for (int r = 0; r < n; ++r) accumulate_f32(acc, seg_.staging(r) + offset, mine, type_, op_, r == 0);
-          // Our input chunk is staged already, so `out` may alias `in`.
-          std::byte* dst = out + next_elem_ * es_ + offset;
-          store_from_f32(dst, acc, mine, type_, scale_);
-          std::memcpy(seg_.result(me) + offset, dst, mine * es_);
+          for (int r = 0; r < n; ++r) {
+            const std::byte* src = r == me ? in + next_elem_ * es_ + offset : seg_.staging(r) + offset;
+            accumulate_f32(acc, src, mine, type_, op_, r == 0);
+          }
+          // The input shard was read into `acc` already, so `out` may alias `in`.
+          store_from_f32(out + next_elem_ * es_ + offset, acc, mine, type_, scale_);
+          store_from_f32(seg_.result(me) + offset, acc, mine, type_, scale_);
         }
         seg_.flags(me).reduced.store(chunk_, std::memory_order_release);
         // Bytes that crossed between processes, as the ring would count them: the peers

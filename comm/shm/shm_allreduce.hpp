@@ -1,11 +1,11 @@
 // All-reduce through shared memory, for a world whose ranks all run on this host (see
 // shared_segments.hpp). The buffer goes in chunks of the segments' size; per chunk every
-// rank copies its input into its staging area and publishes it, reduces its own shard
-// from every rank's staging area (in rank order, in fp32) into its result area and its
-// output and publishes that, then copies the other ranks' reduced shards into its
-// output. Two flag waits per chunk and no copy through the kernel: one memcpy in, one
-// out, and the reduce reads the peers' memory directly. Every rank gets the owner's bits
-// of each shard.
+// rank copies the peers' shards of its input into its staging area and publishes them,
+// reduces its own shard from its input and every peer's staging area (in rank order, in
+// fp32) into its output and its result area and publishes that, then copies the other
+// ranks' reduced shards into its output. Two flag waits per chunk and no copy through
+// the kernel: (N-1)/N of the buffer copied in, (N-1)/N out, and the reduce reads the
+// peers' memory directly. Every rank gets the owner's bits of each shard.
 //
 // It waits by polling the peers' flags (the progress engine spins, yields, and sleeps
 // in short slices while such an operation runs: no network event announces a flag). A

@@ -42,6 +42,7 @@ struct UcxWorld {
   std::unique_ptr<UcxTransport> transport;
   std::shared_ptr<ProgressEngine> engine;  // Work handles keep it (stopped) as their driver
   std::unique_ptr<SharedSegments> segments;  // all ranks on this host: all-reduces of the world go through them
+  size_t shm_max_bytes = 0;                  // up to this size (CommOptions, per oversubscription)
   std::mutex mutex;
   std::multiset<uint32_t> contexts;
 
@@ -125,7 +126,7 @@ class UcxCommunicator final : public Communicator {
       if (several_local) parts.push_back(std::make_unique<Broadcast>(ctx(local_, work), out, bytes, 0));
       return submit(std::make_unique<SequenceOperation>(ctx(main_, work, false), std::move(parts)), work);
     }
-    if (owns_world_ && world_->segments)
+    if (owns_world_ && world_->segments && bytes <= world_->shm_max_bytes)
       return submit(std::make_unique<ShmAllReduce>(ctx(main_, work), *world_->segments, in, out, count, type, base, scale),
                     work);
     return submit(flat_all_reduce(main_, work, in, out, count, type, base, scale, bytes), work);
@@ -369,6 +370,10 @@ std::unique_ptr<Communicator> UcxCommunicatorBuilder::connect(const std::vector<
     long cores = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 0;
     if (cores <= 0) cores = static_cast<long>(std::thread::hardware_concurrency());
     world->engine->set_oversubscribed(cores > 0 && local > cores);
+    static const long shm_max_env = [] { const char* v = std::getenv("DSEEK_COMM_SHM_MAX"); return v ? std::atol(v) : -1L; }();
+    world->shm_max_bytes = shm_max_env >= 0 ? static_cast<size_t>(shm_max_env)
+                           : cores > 0 && local > cores ? options_.shm_max_bytes_oversubscribed
+                                                         : options_.shm_max_bytes;
   }
   GroupInfo info;
   info.context = derive_context(0, 0, 0);
