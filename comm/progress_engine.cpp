@@ -58,6 +58,9 @@ void ProgressEngine::stop() {
 }
 
 void ProgressEngine::submit(std::unique_ptr<Operation> op) {
+  // Not for an operation that polls shared memory either: it moves only as fast as the
+  // peers' CPUs, and the woken thread would take a core from one of them.
+  const bool wake_thread = wake_on_submit_ && !no_spare_core_.load(std::memory_order_relaxed) && !op->polls_memory();
   {
     std::lock_guard lock(mutex_);
     if (broken_) {
@@ -86,7 +89,7 @@ void ProgressEngine::submit(std::unique_ptr<Operation> op) {
   // Nobody waits: get the thread going, so the operation also moves while the caller
   // computes. Not when ranks outnumber cores: the woken thread would preempt a peer (the
   // thread still wakes on network events, or within kStandAside after standing aside).
-  if (wake_on_submit_ && !oversubscribed_.load(std::memory_order_relaxed) && waiters_.load() == 0 && has_work_.load()) {
+  if (wake_thread && !oversubscribed_.load(std::memory_order_relaxed) && waiters_.load() == 0 && has_work_.load()) {
     if (thread_parked_.load()) {
       { std::lock_guard lock(waiters_mutex_); }
       waiters_cv_.notify_one();

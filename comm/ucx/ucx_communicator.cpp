@@ -370,6 +370,7 @@ std::unique_ptr<Communicator> UcxCommunicatorBuilder::connect(const std::vector<
     long cores = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 0;
     if (cores <= 0) cores = static_cast<long>(std::thread::hardware_concurrency());
     world->engine->set_oversubscribed(cores > 0 && local > cores);
+    world->engine->set_no_spare_core(cores > 0 && local >= cores);
     static const long shm_max_env = [] { const char* v = std::getenv("DSEEK_COMM_SHM_MAX"); return v ? std::atol(v) : -1L; }();
     world->shm_max_bytes = shm_max_env >= 0 ? static_cast<size_t>(shm_max_env)
                            : cores > 0 && local > cores ? options_.shm_max_bytes_oversubscribed
