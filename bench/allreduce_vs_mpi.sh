@@ -11,7 +11,10 @@
 # bytes / time (nccl-tests). Runs are interleaved (dseek, OpenMPI, Gloo, memcpy, then
 # again, the order rotated each run) so machine noise hits all; the table shows the
 # median over runs of each busbw and the ratios dseek/OpenMPI, dseek/Gloo and
-# dseek/memcpy. More ranks than cores oversubscribe (mpirun --oversubscribe).
+# dseek/memcpy. More ranks than cores oversubscribe (mpirun --oversubscribe). Placement
+# is alike: mpirun binds each rank to a core up to 2 ranks, `dseek bench allreduce`
+# (--bind core, its default) whenever there is a core per rank. The load average is
+# printed at the start and the end: on a shared machine, quote it with the figures.
 # The output is meant to be pasted into bench/RESULTS.md. Exits non-zero if a run fails.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -65,6 +68,7 @@ echo "machine: $(lscpu | sed -n 's/^Model name: *//p' | head -1), nproc $(nproc)
 echo "OpenMPI $(mpirun --version 2>/dev/null | sed -n 's/.*(Open MPI) //p' | head -1)," \
      "PyTorch $("$py" -c 'import torch; print(torch.__version__)') (gloo), UCX $(ucx_info -v 2>/dev/null | sed -n "s/^# Version //p" | head -1)"
 echo "sizes $sizes; ranks $ranks; $runs runs per side, interleaved; $warmup warm-up + $iters timed calls per size"
+echo "load average at the start: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo
 
 start=$SECONDS
@@ -121,4 +125,4 @@ for ranks, b in sorted({(k[1], k[2]) for k in times}):
     print(f"| {ranks} | {size(b)} | " + " | ".join(f"{statistics.median(x):.1f}" if x else "-" for x in t) + " |")
 PY
 echo
-echo "total $((SECONDS - start)) s"
+echo "total $((SECONDS - start)) s; load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"

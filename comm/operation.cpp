@@ -44,4 +44,12 @@ bool Operation::collect(IoPtr& io, bool is_send) {
   return true;
 }
 
+void Operation::count_moved(uint64_t sent, uint64_t received) {
+  for (WorkState* w : {ctx_.work.get(), ctx_.totals.get()}) {
+    if (w == nullptr) continue;
+    w->add_sent(sent);
+    w->add_received(received);
+  }
+}
+
 }  // namespace dseek::comm

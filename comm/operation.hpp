@@ -37,6 +37,9 @@ class Operation {
 
   virtual void start() = 0;
   virtual bool advance() = 0;
+  // True for an operation that waits on memory a peer writes (shared memory) rather than
+  // on the network: no event fd announces its progress, so the engine must not sleep long.
+  virtual bool polls_memory() const { return false; }
 
   WorkState& work() const { return *ctx_.work; }
   const std::shared_ptr<WorkState>& work_ptr() const { return ctx_.work; }
@@ -59,6 +62,8 @@ class Operation {
   // True when `io` is finished (or empty); counts its bytes and empties it. Throws
   // CommError(peer_failed) when it failed.
   bool collect(IoPtr& io, bool is_send);
+  // Counts bytes moved without the transport (shared memory).
+  void count_moved(uint64_t sent, uint64_t received);
 
  private:
   OpContext ctx_;

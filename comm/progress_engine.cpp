@@ -14,6 +14,8 @@ using Clock = std::chrono::steady_clock;
 // Upper bound on one sleep with work in flight, in case an event is missed.
 constexpr auto kBusySleep = std::chrono::microseconds(2000);
 constexpr auto kIdleSleep = std::chrono::microseconds(100000);
+// The same while an operation polls shared memory: a peer's flag raises no network event.
+constexpr auto kMemoryPollSleep = std::chrono::microseconds(50);
 // Upper bound on the progress thread's stand-aside while a caller drives (and after one
 // left with nothing left to do).
 constexpr auto kStandAside = std::chrono::milliseconds(20);
@@ -56,6 +58,9 @@ void ProgressEngine::stop() {
 }
 
 void ProgressEngine::submit(std::unique_ptr<Operation> op) {
+  // Not for an operation that polls shared memory either: it moves only as fast as the
+  // peers' CPUs, and the woken thread would take a core from one of them.
+  const bool wake_thread = wake_on_submit_ && !no_spare_core_.load(std::memory_order_relaxed) && !op->polls_memory();
   {
     std::lock_guard lock(mutex_);
     if (broken_) {
@@ -84,7 +89,7 @@ void ProgressEngine::submit(std::unique_ptr<Operation> op) {
   // Nobody waits: get the thread going, so the operation also moves while the caller
   // computes. Not when ranks outnumber cores: the woken thread would preempt a peer (the
   // thread still wakes on network events, or within kStandAside after standing aside).
-  if (wake_on_submit_ && !oversubscribed_.load(std::memory_order_relaxed) && waiters_.load() == 0 && has_work_.load()) {
+  if (wake_thread && !oversubscribed_.load(std::memory_order_relaxed) && waiters_.load() == 0 && has_work_.load()) {
     if (thread_parked_.load()) {
       { std::lock_guard lock(waiters_mutex_); }
       waiters_cv_.notify_one();
@@ -171,6 +176,7 @@ bool ProgressEngine::poll_locked() {
     }
     ++i;
   }
+  memory_polling_ = std::any_of(active_.begin(), active_.end(), [](const auto& op) { return op->polls_memory(); });
   update_has_work_locked();
   return activity;
 }
@@ -203,11 +209,13 @@ void ProgressEngine::drive(const WorkState& state, Clock::time_point until) {
     if (now >= until) break;
     bool activity = false;
     bool may_sleep = false;
+    bool memory_polling = false;
     const auto idle = now - last_activity;
     {
       std::lock_guard lock(worker_mutex_);
       if (stopped_) break;
       activity = poll_locked();
+      memory_polling = memory_polling_;
       if (state.finished()) break;
       if (!activity && idle >= yield_) may_sleep = transport_.arm();
     }
@@ -224,7 +232,7 @@ void ProgressEngine::drive(const WorkState& state, Clock::time_point until) {
       now = Clock::now();
       if (now >= until) break;
       transport_.wait_for_activity(std::min<std::chrono::microseconds>(
-          kBusySleep, std::chrono::duration_cast<std::chrono::microseconds>(until - now) + std::chrono::microseconds(1)));
+          memory_polling ? kMemoryPollSleep : kBusySleep, std::chrono::duration_cast<std::chrono::microseconds>(until - now) + std::chrono::microseconds(1)));
     }
   }
   {
@@ -254,12 +262,14 @@ void ProgressEngine::run() {
     bool activity = false;
     bool busy = false;
     bool may_sleep = false;
+    bool memory_polling = false;
     const auto idle = Clock::now() - last_activity;
     {
       std::lock_guard lock(worker_mutex_);
       if (stopped_) break;
       activity = poll_locked();
       busy = busy_locked();
+      memory_polling = memory_polling_;
       if (!activity && (!busy || idle >= yield_)) {
         may_sleep = transport_.arm();
         if (may_sleep) thread_sleeping_ = true;  // before unlocking: submit() sees it
@@ -270,7 +280,7 @@ void ProgressEngine::run() {
       continue;
     }
     if (may_sleep) {
-      if (waiters_.load() == 0 && !stop_) transport_.wait_for_activity(busy ? kBusySleep : kIdleSleep);
+      if (waiters_.load() == 0 && !stop_) transport_.wait_for_activity(!busy ? kIdleSleep : memory_polling ? kMemoryPollSleep : kBusySleep);
       thread_sleeping_ = false;
       continue;
     }

@@ -12,8 +12,10 @@
 // Whoever drives and finds nothing to do spins briefly, then yields, then sleeps on the
 // transport's event fd, so an idle communicator costs no CPU. When this host runs more
 // ranks than it has cores, it yields at once instead of spinning (a spinning rank takes
-// the core from the peer it is waiting for), and submit() does not wake the thread (the
-// woken thread would preempt a peer; it still wakes on network events).
+// the core from the peer it is waiting for). When it runs at least as many ranks as cores,
+// submit() does not wake the thread (the woken thread would preempt a rank: 4 KiB at 2
+// ranks on 2 cores took 4 or 20 us from run to run with the wake-up, 3-6 us without; it
+// still wakes on network events).
 //
 // Knobs (environment, for measurements): DSEEK_COMM_SPIN_US, DSEEK_COMM_YIELD_US (see
 // below), DSEEK_COMM_CALLER_DRIVES=0 (only the thread drives: the old hand-off),
@@ -58,6 +60,9 @@ class ProgressEngine final : public WorkDriver {
 
   // More ranks than cores on this host: yield instead of spinning.
   void set_oversubscribed(bool oversubscribed) { oversubscribed_ = oversubscribed; }
+  // No core left over for the progress thread (this host runs at least as many ranks as
+  // cores): submit() does not wake it, since it would run on a core a rank needs.
+  void set_no_spare_core(bool none) { no_spare_core_ = none; }
   // False (DSEEK_COMM_CALLER_DRIVES=0): only the progress thread drives (the old hand-off;
   // kept for comparison).
   bool caller_drives() const { return caller_drives_; }
@@ -93,11 +98,13 @@ class ProgressEngine final : public WorkDriver {
   std::atomic<bool> stop_{false};
   std::atomic<bool> stop_done_{false};
   std::atomic<bool> oversubscribed_{false};
+  std::atomic<bool> no_spare_core_{false};
 
   // The worker lock: the transport and the running operations belong to its holder.
   std::mutex worker_mutex_;
   std::vector<std::unique_ptr<Operation>> active_;
   bool stopped_ = false;  // the transport is not to be touched again
+  bool memory_polling_ = false;  // a running operation polls shared memory (short sleeps only)
 
   // Callers inside drive(); the progress thread stands aside while there are any.
   std::mutex waiters_mutex_;

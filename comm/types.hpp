@@ -60,6 +60,21 @@ struct CommOptions {
   // steps). 0 turns it off; DSEEK_COMM_RSAG_MAX (bytes) overrides it, for measurements.
   // At 4 ranks on 2 cores: 1 MiB ~10-25% faster than the ring, 4 MiB ~10% slower.
   size_t direct_rsag_max_bytes = 2 * 1024 * 1024;
+  // All-reduces of a world whose ranks all run on one host go through shared memory
+  // (comm/shm/): memcpy and reduce loops on shm segments instead of UCX (no page pinning,
+  // no rendezvous). Needs POSIX shm (/dev/shm) of 2 x shm_chunk_bytes per rank.
+  // Not with peer_failure_detection (which needs the transport to carry every message).
+  // DSEEK_COMM_SHM=0 turns it off, for measurements.
+  bool shared_memory = true;
+  // The chunk one shared-memory all-reduce step moves; each rank's segment holds two.
+  size_t shm_chunk_bytes = 1024 * 1024;
+  // Buffers up to this size take the shared-memory path; larger ones the UCX ring, which
+  // touches less memory (no staging copy) and was faster from 16 MiB at 2 ranks on 2
+  // cores. When this host runs more ranks than cores, every flag wait of every chunk can
+  // cost a context switch, and the ring was faster from 1 MiB: the second limit applies.
+  // DSEEK_COMM_SHM_MAX (bytes) overrides both, for measurements.
+  size_t shm_max_bytes = 4 * 1024 * 1024;
+  size_t shm_max_bytes_oversubscribed = 256 * 1024;
   // Use the host-aware all-reduce (intra-host reduce, inter-host all-reduce, intra-host
   // broadcast) when a group spans several hosts and some host holds several of its ranks.
   bool hierarchical = true;

@@ -3,7 +3,7 @@
 // format of the peers in bench/peers/ so bench/allreduce_vs_mpi.sh can set them side by side.
 //
 //   dseek bench allreduce --ranks N --bytes B[,B2,...] [--iters K] [--warmup W]
-//                         [--dtype f32|bf16] [--timeout S]
+//                         [--dtype f32|bf16] [--timeout S] [--bind core|none]
 //   dseek bench allreduce --memcpy-bytes B [--iters K]      one-thread memcpy, the ceiling
 //
 // Sizes take K, M, G suffixes (powers of 1024). The command re-executes this binary N
@@ -11,11 +11,19 @@
 // port of 127.0.0.1 and reports the port through a pipe, then the other ranks join it.
 // The parent waits for all of them, and kills them all when one fails or --timeout passes.
 //
+// --bind core (the default) pins each rank's thread to its own core when there are at
+// least as many cores as ranks, as mpirun does for its ranks (--bind-to core up to 2
+// processes): unpinned, the scheduler keeps two ranks that wake each other on one core
+// for a whole run now and then (they almost never migrate), which made the time of a run
+// bimodal. Pinned after the communicator is built, so its choices (which count the
+// cores the process may use) are the same on every rank.
+//
 // Timing (the same in every peer): a sum all-reduce in place, `warmup` untimed calls per
 // size, then `iters` calls each after a barrier; a call's time is the slowest rank's (one
 // max all-reduce of the times at the end); we report the median.
 //   algbw = bytes / time,  busbw = algbw * 2(N-1)/N   (the nccl-tests definitions)
 #include <fcntl.h>
+#include <sched.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
@@ -43,7 +51,7 @@ namespace {
 
 constexpr const char* kUsage =
     "usage: dseek bench allreduce --ranks N --bytes B[,B2,...] [--iters K] [--warmup W] "
-    "[--dtype f32|bf16] [--timeout S]\n"
+    "[--dtype f32|bf16] [--timeout S] [--bind core|none]\n"
     "       dseek bench allreduce --memcpy-bytes B [--iters K]\n"
     "sizes take K, M, G suffixes (KiB, MiB, GiB)\n";
 
@@ -57,6 +65,7 @@ struct Options {
   std::string dtype = "f32";
   int timeout_s = 300;
   size_t memcpy_bytes = 0;
+  std::string bind = "core";
   // Worker mode (hidden): set by the parent.
   int worker_rank = -1;
   int worker_port = 0;
@@ -96,6 +105,24 @@ double median(std::vector<double> values) {
 
 // --- worker: one rank --------------------------------------------------------------
 
+// Pins the calling thread to the rank-th core this process may use, when there is one
+// core per rank (see --bind above).
+void bind_to_core(int rank, int ranks) {
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  if (sched_getaffinity(0, sizeof allowed, &allowed) != 0 || CPU_COUNT(&allowed) < ranks) return;
+  int seen = 0;
+  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
+    if (!CPU_ISSET(cpu, &allowed) || seen++ != rank) continue;
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(cpu, &one);
+    if (sched_setaffinity(0, sizeof one, &one) != 0)
+      throw std::runtime_error(std::string("sched_setaffinity: ") + std::strerror(errno));
+    return;
+  }
+}
+
 int run_worker(const Options& o) {
   using namespace dseek::comm;
   // Die with the parent: an orphaned rank would wait for its peers until op_timeout.
@@ -110,6 +137,7 @@ int run_worker(const Options& o) {
   CommOptions options;
   options.op_timeout = std::chrono::seconds(std::max(10, o.timeout_s));
   auto comm = connect_ucx(bootstrap, "localhost", options);
+  if (o.bind == "core") bind_to_core(o.worker_rank, o.ranks);
   const DataType type = o.dtype == "bf16" ? DataType::bf16 : DataType::f32;
   const size_t element = element_size(type);
   for (size_t bytes : o.sizes) {
@@ -181,7 +209,7 @@ pid_t spawn_worker(const std::string& exe, const Options& o, int rank, int port,
   }
   std::vector<std::string> argv{exe, "bench", "allreduce", "--ranks", std::to_string(o.ranks), "--bytes", sizes,
                                 "--iters", std::to_string(o.iters), "--warmup", std::to_string(o.warmup),
-                                "--dtype", o.dtype, "--timeout", std::to_string(o.timeout_s),
+                                "--dtype", o.dtype, "--timeout", std::to_string(o.timeout_s), "--bind", o.bind,
                                 "--worker-rank", std::to_string(rank), "--worker-port", std::to_string(port)};
   if (port_fd >= 0) argv.insert(argv.end(), {"--worker-port-fd", std::to_string(port_fd)});
   std::vector<char*> cargv;
@@ -290,6 +318,7 @@ int cmd_bench_allreduce(const Args& args) {
     else if (arg == "--dtype") o.dtype = value;
     else if (arg == "--timeout") o.timeout_s = std::stoi(value);
     else if (arg == "--memcpy-bytes") o.memcpy_bytes = parse_size(value);
+    else if (arg == "--bind") o.bind = value;
     else if (arg == "--worker-rank") o.worker_rank = std::stoi(value);
     else if (arg == "--worker-port") o.worker_port = std::stoi(value);
     else if (arg == "--worker-port-fd") o.worker_port_fd = std::stoi(value);
@@ -305,6 +334,10 @@ int cmd_bench_allreduce(const Args& args) {
   if (o.memcpy_bytes > 0) return run_memcpy(o);
   if (o.ranks < 1 || o.sizes.empty()) {
     std::fprintf(stderr, "dseek bench allreduce: --ranks N (>= 1) and --bytes are required\n%s", kUsage);
+    return 2;
+  }
+  if (o.bind != "core" && o.bind != "none") {
+    std::fprintf(stderr, "dseek bench allreduce: --bind must be core or none, not '%s'\n", o.bind.c_str());
     return 2;
   }
   if (o.dtype != "f32" && o.dtype != "bf16") {

@@ -1,10 +1,12 @@
-// The UCX Communicator: chooses an algorithm per call (direct exchange for small
-// buffers, the pipelined ring for large ones, the hierarchical all-reduce when the group
-// spans hosts), numbers operations in issue order, and hands them to the progress
-// engine. Sub-groups share the parent's transport and progress thread.
+// The UCX Communicator: chooses an algorithm per call (shared memory for the all-reduces
+// of a world on one host, direct exchange for small buffers, the pipelined ring for large
+// ones, the hierarchical all-reduce when the group spans hosts), numbers operations in
+// issue order, and hands them to the progress engine. Sub-groups share the parent's
+// transport and progress thread.
 #include "comm/ucx/ucx_communicator.hpp"
 
 #include <algorithm>
+#include <cstdio>
 #include <atomic>
 #include <cstdlib>
 #include <map>
@@ -25,6 +27,8 @@
 #include "comm/reduce_to_root.hpp"
 #include "comm/ring_collective.hpp"
 #include "comm/sequence_operation.hpp"
+#include "comm/shm/shared_segments.hpp"
+#include "comm/shm/shm_allreduce.hpp"
 #include "comm/tags.hpp"
 #include "comm/ucx/ucx_transport.hpp"
 
@@ -37,12 +41,15 @@ namespace {
 struct UcxWorld {
   std::unique_ptr<UcxTransport> transport;
   std::shared_ptr<ProgressEngine> engine;  // Work handles keep it (stopped) as their driver
+  std::unique_ptr<SharedSegments> segments;  // all ranks on this host: all-reduces of the world go through them
+  size_t shm_max_bytes = 0;                  // up to this size (CommOptions, per oversubscription)
   std::mutex mutex;
   std::multiset<uint32_t> contexts;
 
   ~UcxWorld() {
     engine->stop();  // joins the progress thread, waits out driving callers: the transport is ours again
     engine.reset();
+    segments.reset();  // no operation is left to use them
     transport->close(std::chrono::milliseconds(2000));
   }
   void claim(uint32_t context) {
@@ -119,6 +126,9 @@ class UcxCommunicator final : public Communicator {
       if (several_local) parts.push_back(std::make_unique<Broadcast>(ctx(local_, work), out, bytes, 0));
       return submit(std::make_unique<SequenceOperation>(ctx(main_, work, false), std::move(parts)), work);
     }
+    if (owns_world_ && world_->segments && bytes <= world_->shm_max_bytes)
+      return submit(std::make_unique<ShmAllReduce>(ctx(main_, work), *world_->segments, in, out, count, type, base, scale),
+                    work);
     return submit(flat_all_reduce(main_, work, in, out, count, type, base, scale, bytes), work);
   }
 
@@ -330,6 +340,7 @@ UcxCommunicatorBuilder::UcxCommunicatorBuilder(int world_rank, int world_size, C
   // DSEEK_COMM_PIPELINE_DEPTH) override the options.
   if (const char* v = std::getenv("DSEEK_COMM_CHUNK_BYTES")) options_.chunk_bytes = static_cast<size_t>(std::atol(v));
   if (const char* v = std::getenv("DSEEK_COMM_PIPELINE_DEPTH")) options_.pipeline_depth = std::atoi(v);
+  if (const char* v = std::getenv("DSEEK_COMM_SHM_CHUNK_BYTES")) options_.shm_chunk_bytes = static_cast<size_t>(std::atol(v));
   if (world_size > kMaxWorldRanks)
     throw CommError(ErrorKind::invalid_argument, "at most " + std::to_string(kMaxWorldRanks) + " ranks");
 }
@@ -359,6 +370,11 @@ std::unique_ptr<Communicator> UcxCommunicatorBuilder::connect(const std::vector<
     long cores = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 0;
     if (cores <= 0) cores = static_cast<long>(std::thread::hardware_concurrency());
     world->engine->set_oversubscribed(cores > 0 && local > cores);
+    world->engine->set_no_spare_core(cores > 0 && local >= cores);
+    static const long shm_max_env = [] { const char* v = std::getenv("DSEEK_COMM_SHM_MAX"); return v ? std::atol(v) : -1L; }();
+    world->shm_max_bytes = shm_max_env >= 0 ? static_cast<size_t>(shm_max_env)
+                           : cores > 0 && local > cores ? options_.shm_max_bytes_oversubscribed
+                                                         : options_.shm_max_bytes;
   }
   GroupInfo info;
   info.context = derive_context(0, 0, 0);
@@ -368,6 +384,20 @@ std::unique_ptr<Communicator> UcxCommunicatorBuilder::connect(const std::vector<
   auto comm = std::make_unique<UcxCommunicator>(world, std::move(info), options_, true);
   // Wire up and check every rank is there before anyone issues real work.
   comm->barrier().wait();
+  const bool one_host = std::all_of(hosts.begin(), hosts.end(), [&](const std::string& h) { return h == hosts[0]; });
+  static const bool shm_env = [] { const char* v = std::getenv("DSEEK_COMM_SHM"); return v == nullptr || std::atol(v) != 0; }();
+  // Peer failure detection is a transport feature (UCX's PEER mode, over TCP): it and
+  // shared memory exclude each other, as they do inside UCX 1.13.
+  if (options_.shared_memory && !options_.peer_failure_detection && shm_env && one_host && size_ > 1) {
+    // The same name on every rank, unique to this world: a hash of every worker address.
+    uint64_t h = 1469598103934665603ULL;
+    for (const auto& a : addresses)
+      for (unsigned char c : a) h = (h ^ c) * 1099511628211ULL;
+    char base[48];
+    std::snprintf(base, sizeof base, "/dseek-ar-%016llx", static_cast<unsigned long long>(h));
+    world->segments = std::make_unique<SharedSegments>(rank_, size_, options_.shm_chunk_bytes, base,
+                                                       [&] { comm->barrier().wait(); });
+  }
   return comm;
 }
 

@@ -1,5 +1,7 @@
 // all_reduce across separate processes: sum/avg/max, f32/bf16, odd sizes, in and out of
-// place, several in flight, byte counters.
+// place, several in flight, byte counters. All ranks run on this host, so by default the
+// all-reduces go through shared memory (comm/shm/); the cases with --shared-memory 0 run
+// the UCX algorithms (direct, direct reduce-scatter + all-gather, ring) instead.
 #include "expect_ranks.hpp"
 
 using dseek::comm::test::expect_scenario;
@@ -19,4 +21,19 @@ TEST_CASE("all_reduce waited from several threads and polled by test on 4 ranks"
 TEST_CASE("all_reduce counts the bytes it moves", "[comm][all_reduce]") {
   expect_scenario(2, "all_reduce_counters");
   expect_scenario(4, "all_reduce_counters");
+}
+
+TEST_CASE("all_reduce through shared memory in many small chunks", "[comm][all_reduce][shm]") {
+  // 4 KiB chunks: every size of the scenario spans chunks that do not split evenly.
+  expect_scenario(2, "all_reduce", {"--shm-chunk-bytes", "4096"});
+  expect_scenario(3, "all_reduce", {"--shm-chunk-bytes", "4096"});
+  expect_scenario(3, "all_reduce_async", {"--shm-chunk-bytes", "4096"});
+}
+TEST_CASE("all_reduce over UCX only matches the serial reference on 2, 3 and 4 ranks", "[comm][all_reduce]") {
+  for (int n : {2, 3, 4}) expect_scenario(n, "all_reduce", {"--shared-memory", "0"});
+}
+TEST_CASE("all_reduce over UCX only overlaps, threads and counts bytes", "[comm][all_reduce]") {
+  expect_scenario(3, "all_reduce_async", {"--shared-memory", "0"});
+  expect_scenario(4, "all_reduce_threads", {"--shared-memory", "0"});
+  expect_scenario(4, "all_reduce_counters", {"--shared-memory", "0"});
 }

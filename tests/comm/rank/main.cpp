@@ -2,7 +2,7 @@
 // joins a communicator through a file or TCP bootstrap and runs one named scenario:
 //   dseek_comm_rank --rank R --size N --bootstrap file:<dir>|tcp:<port> --scenario NAME
 //                   [--hosts h0,h1,...] [--timeout-ms T] [--chunk-bytes B]
-//                   [--detect-peer-failure 0|1] [...]
+//                   [--detect-peer-failure 0|1] [--shared-memory 0|1] [--shm-chunk-bytes B] [...]
 // Exit status 0: the scenario passed; 1: it failed (the reason on stderr).
 #include <chrono>
 #include <cstdio>
@@ -42,6 +42,8 @@ int main(int argc, char** argv) {
     env.options.small_message_bytes = std::stoul(env.arg("small-bytes", "32768"));
     env.options.pipeline_depth = std::stoi(env.arg("depth", "4"));
     env.options.peer_failure_detection = env.arg("detect-peer-failure", "0") == "1";
+    env.options.shared_memory = env.arg("shared-memory", "1") == "1";
+    env.options.shm_chunk_bytes = std::stoul(env.arg("shm-chunk-bytes", "1048576"));
     // Fake host names (comma-separated, one per rank) exercise the host-aware paths.
     std::string host = "localhost";
     if (const std::string hosts = env.arg("hosts"); !hosts.empty()) {
