@@ -28,6 +28,17 @@ void EpochBoard::abort_before(std::uint64_t epoch, const std::string& why) {
   if (communicator_ != nullptr && communicator_epoch_ < epoch) communicator_->abort(why);
 }
 
+void EpochBoard::member_finished(std::int64_t node_id) {
+  std::lock_guard lock(mutex_);
+  finished_members_.push_back(node_id);
+  changed_.notify_all();
+}
+
+std::vector<std::int64_t> EpochBoard::finished_members() const {
+  std::lock_guard lock(mutex_);
+  return finished_members_;
+}
+
 void EpochBoard::close(bool abort) {
   std::lock_guard lock(mutex_);
   closed_ = true;

@@ -2,7 +2,8 @@
 // the thread waits for an epoch it can train in, and registers the communicator it
 // trains over so that a membership change (a node lost, or one that joins and must be
 // taken in) aborts it at once: survivors fail fast instead of waiting for a collective's
-// timeout. A node that left after the job ended does not abort anything. Thread-safe.
+// timeout. A node that left after the job ended does not abort anything (it is counted:
+// a node that stands by ends with the job). Thread-safe.
 #pragma once
 
 #include <chrono>
@@ -11,6 +12,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "actors/cluster/cluster_messages.hpp"
 
@@ -26,6 +28,9 @@ class EpochBoard {
   void post(const epoch_started& epoch);
   // Aborts the registered communicator (if it belongs to an older epoch than `epoch`).
   void abort_before(std::uint64_t epoch, const std::string& why);
+  // A member left after its training ended (node_lost "left"): a node that stands by
+  // in a re-planned job (fixed_world_training.hpp) takes it for the job's end.
+  void member_finished(std::int64_t node_id);
   // Wakes every wait for good (the worker is stopping). `abort`: also abort the
   // communicator (the worker crashed: its peers must not wait for it); an orderly stop
   // leaves it to finish the step, where the replicas agree to stop together.
@@ -36,6 +41,8 @@ class EpochBoard {
   std::optional<epoch_started> wait_for(const std::function<bool(const epoch_started&)>& accept,
                                         std::chrono::steady_clock::time_point limit);
   epoch_started latest() const;
+  // The members that left after their training ended, so far, in that order.
+  std::vector<std::int64_t> finished_members() const;
   // The communicator of `epoch` the thread trains over now (nullptr: none). A
   // communicator registered for an epoch that is already over is aborted at once.
   void attach(comm::Communicator* communicator, std::uint64_t epoch);
@@ -45,6 +52,7 @@ class EpochBoard {
   std::condition_variable changed_;
   epoch_started latest_;
   bool closed_ = false;
+  std::vector<std::int64_t> finished_members_;
   comm::Communicator* communicator_ = nullptr;
   std::uint64_t communicator_epoch_ = 0;
   // The newest membership change asked to abort; a communicator of an older epoch

@@ -2,70 +2,221 @@
 #include "actors/node/fixed_world_training.hpp"
 
 #include <chrono>
+#include <cstdio>
 #include <memory>
+#include <optional>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "actors/node/board_attachment.hpp"
 #include "actors/node/data_plane_link.hpp"
+#include "actors/node/layout_training.hpp"
+#include "actors/node/retired_communicators.hpp"
+#include "actors/node/world_policy.hpp"
 #include "comm/types.hpp"
 #include "runtime/metrics/event_log.hpp"
+#include "runtime/train/survivor_layout.hpp"
 
 namespace dseek::actors {
+
+namespace {
+
+train::SurvivorLayout layout_for(const config::JobConfig& config, const epoch_started& epoch) {
+  return train::plan_survivor_layout(
+      epoch.world_size, static_cast<int>(config.parallel.data),
+      static_cast<int>(config.parallel.pipeline), static_cast<int>(config.parallel.tensor),
+      [&config](const train::SurvivorLayout& layout) {
+        return train::layout_refusal(config, layout);
+      });
+}
+
+util::JsonLine& add_layout(util::JsonLine& fields, const train::SurvivorLayout& layout) {
+  return fields.add("data", static_cast<int64_t>(layout.data))
+      .add("pipeline", static_cast<int64_t>(layout.pipeline))
+      .add("tensor", static_cast<int64_t>(layout.tensor));
+}
+
+// A node past the layout's ranks: it waits for a later epoch it may train in (returned),
+// or for the job's end (a member that left after its training ended) or a stop (nullopt;
+// `ended_by` then names the member, or stays empty on a stop).
+std::optional<epoch_started> stand_by(EpochBoard& board, const WorldPolicy& policy,
+                                      const std::atomic<bool>& stop, std::string& ended_by) {
+  while (!stop.load()) {
+    auto next = board.wait_for([&](const epoch_started& e) { return policy.accepts(e); },
+                               WorldClock::now() + std::chrono::milliseconds(200));
+    // A node that finished leaves before the epoch without it starts: the job is over.
+    const auto finished = board.finished_members();
+    if (!finished.empty()) {
+      ended_by = "node " + std::to_string(finished.front()) + " finished the job";
+      return std::nullopt;
+    }
+    if (next) return next;
+  }
+  return std::nullopt;
+}
+
+// The checkpoint a recovery resumes from. Returns why the job starts over instead ("" when
+// it resumes from the newest periodic checkpoint).
+std::string resume_after_failure(config::JobConfig& session) {
+  if (session.checkpoint.every_steps > 0) {
+    session.checkpoint.resume = "latest";
+    return "";
+  }
+  if (!session.checkpoint.resume.empty())
+    return "checkpoint.every_steps = 0: the job starts again from checkpoint.resume = \"" +
+           session.checkpoint.resume + "\"";
+  return "checkpoint.every_steps = 0: the job starts again from step 0";
+}
+
+}  // namespace
 
 job_finished run_on_fixed_world(const worker_setup& setup, caf::actor_system& sys,
                                 EpochBoard& board, const std::atomic<bool>& stop,
                                 const FixedWorldPath& path) {
   const auto& config = setup.config;
+  auto& events = *setup.events;
+  const int starts = setup.starts ? setup.starts->load() : 1;
+  WorldPolicy policy{config, starts <= 1 && setup.incarnation == 0, 0, 0, WorldClock::now()};
+  bool recovering = !policy.first;  // a restarted node resumes too
+  const auto node_start = WorldClock::now();
   job_finished result;
-  const auto limit = std::chrono::steady_clock::now() +
-                     std::chrono::milliseconds(static_cast<int64_t>(config.cluster.start_timeout_s * 1000));
-  auto epoch = board.wait_for(
-      [&](const epoch_started& e) {
-        return e.epoch > 0 && e.world_size >= config.cluster.nodes &&
-               rank_in_plan(e, config.cluster.node_id) >= 0;
-      },
-      limit);
-  if (!epoch) {
-    result.stopped_early = stop.load();
-    result.ok = result.stopped_early;
-    if (!result.ok)
-      result.error = "the " + std::string(path.group) + " did not start: the world of " +
-                     std::to_string(config.cluster.nodes) + " nodes did not form within " +
-                     "cluster.start_timeout_s";
-    return result;
+  RetiredCommunicators retired;
+  while (true) {
+    if (stop.load()) {
+      result.stopped_early = true;
+      return result;
+    }
+    const auto waited_from = recovering ? policy.failed_at : node_start;
+    auto epoch = board.wait_for([&](const epoch_started& e) { return policy.accepts(e); },
+                                policy.wait_limit(waited_from));
+    if (!epoch) {
+      result.stopped_early = stop.load();
+      result.ok = result.stopped_early;
+      if (result.ok) return result;
+      const auto latest = board.latest();
+      result.error = policy.first
+                         ? "the " + std::string(path.group) + " did not start: the world of " +
+                               std::to_string(config.cluster.nodes) +
+                               " nodes did not form within cluster.start_timeout_s"
+                         : "the job could not continue: " + std::to_string(latest.world_size) +
+                               " of " + std::to_string(config.cluster.nodes) +
+                               " nodes are members (need " +
+                               std::to_string(config.elastic.min_nodes) + ") after waiting " +
+                               std::to_string(static_cast<int64_t>(ms_since(waited_from) / 1000)) +
+                               " s";
+      return result;
+    }
+    const train::SurvivorLayout layout = layout_for(config, *epoch);
+    const int32_t rank = rank_in_plan(*epoch, config.cluster.node_id);
+    const bool trains = rank < layout.ranks();
+    util::JsonLine planned;
+    planned.add("epoch", epoch->epoch).add("world_size", static_cast<int64_t>(epoch->world_size));
+    add_layout(planned, layout).add("ranks", static_cast<int64_t>(layout.ranks()))
+        .add("rank", static_cast<int64_t>(rank)).add("role", std::string(trains ? "train" : "standby"));
+    events.emit("epoch_layout", planned);
+
+    if (!trains) {
+      try {
+        stand_by_in_rendezvous(sys, *epoch, config);
+      } catch (const rendezvous_failed&) {
+        // The epoch moved on meanwhile: plan again in the current one.
+        std::this_thread::sleep_for(std::chrono::milliseconds(200));
+        continue;
+      }
+      std::fprintf(stderr,
+                   "dseek-node: node %lld stands by in epoch %llu: the layout %s trains on "
+                   "ranks 0..%d of %d\n",
+                   static_cast<long long>(config.cluster.node_id),
+                   static_cast<unsigned long long>(epoch->epoch), train::describe(layout).c_str(),
+                   layout.ranks() - 1, epoch->world_size);
+      if (!recovering) {
+        recovering = true;  // when it trains again, it resumes from the checkpoint
+        policy.failed_at = WorldClock::now();
+      }
+      policy.first = false;
+      policy.after_epoch = epoch->epoch;
+      policy.after_coordinator = epoch->coordinator_id;
+      std::string ended_by;
+      if (stand_by(board, policy, stop, ended_by)) continue;
+      result.stopped_early = ended_by.empty();
+      events.emit("standby_ended", util::JsonLine().add("epoch", epoch->epoch)
+                                       .add("reason", ended_by.empty() ? std::string("stopped") : ended_by));
+      return result;
+    }
+
+    std::unique_ptr<comm::Communicator> communicator;
+    std::string error;
+    try {
+      communicator = connect_data_plane(sys, *epoch, config, layout.ranks());
+      BoardAttachment attachment(board, communicator.get(), epoch->epoch);
+      config::JobConfig session = train::config_for_layout(config, layout);
+      if (rank != 0) session.metrics.progress = "off";  // one progress display per job
+      std::string source = "start";
+      if (recovering) {
+        const std::string starts_over = resume_after_failure(session);
+        if (starts_over.empty()) {
+          source = "disk";
+        } else {
+          events.emit("recovery_without_checkpoint",
+                      util::JsonLine().add("epoch", epoch->epoch).add("reason", starts_over));
+          std::fprintf(stderr, "dseek-node: warning: %s (set checkpoint.every_steps to resume "
+                       "from the newest checkpoint after a node loss)\n", starts_over.c_str());
+        }
+      }
+      util::JsonLine started;
+      started.add("epoch", epoch->epoch).add("world_size", static_cast<int64_t>(epoch->world_size))
+          .add("rank", static_cast<int64_t>(rank));
+      events.emit("worker_started", add_layout(started, layout));
+
+      train::RunOptions options = node_run_options(setup, sys, stop);
+      if (recovering) {
+        // The step the run resumes at is known only inside it (the checkpoint it loads):
+        // the first step it starts is that one.
+        auto first_step_of_recovery = std::make_shared<bool>(true);
+        const auto failed_at = policy.failed_at;
+        const auto world = epoch->world_size;
+        const auto epoch_number = epoch->epoch;
+        options.before_step = [inner = options.before_step, first_step_of_recovery, failed_at,
+                               world, epoch_number, layout, source, &events](int64_t step) {
+          if (*first_step_of_recovery) {
+            *first_step_of_recovery = false;
+            util::JsonLine fields;
+            fields.add("from_step", step).add("source", source)
+                .add("recovery_ms", ms_since(failed_at)).add("epoch", epoch_number)
+                .add("world_size", static_cast<int64_t>(world));
+            events.emit("recovered", add_layout(fields, layout));
+          }
+          if (inner) inner(step);
+        };
+      }
+      const train::RunSummary summary = train_on_layout(layout, *communicator, session, options);
+      result.stopped_early = summary.stopped_early;
+      result.steps_done = summary.steps_done;
+      result.params_sha256 = summary.params_sha256;
+      return result;
+    } catch (const comm::CommError& failure) {
+      error = failure.what();
+      // This epoch's world is broken for every rank: wait for a later one.
+      policy.after_epoch = epoch->epoch;
+      policy.after_coordinator = epoch->coordinator_id;
+    } catch (const rendezvous_failed& failure) {
+      error = failure.what();
+      // The exchange did not complete (the epoch moved on): try again with whatever
+      // epoch is current, the same one included.
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    }
+    events.emit("training_interrupted",
+                util::JsonLine().add("epoch", epoch->epoch).add("error", error));
+    // Its orderly teardown would wait for the peers that are gone.
+    if (communicator) communicator->abort("this " + std::string(path.member) + "'s training failed");
+    retired.retire(std::move(communicator));
+    if (!recovering) {
+      recovering = true;
+      policy.failed_at = WorldClock::now();
+    }
+    policy.first = false;
   }
-  const std::string recovery =
-      "recovery of " + std::string(path.jobs) + " jobs is not written yet: the data plane";
-  std::unique_ptr<comm::Communicator> communicator;
-  try {
-    communicator = connect_data_plane(sys, *epoch, config);
-    BoardAttachment attachment(board, communicator.get(), epoch->epoch);
-    config::JobConfig session = config;
-    const int rank = communicator->rank();
-    if (rank != 0) session.metrics.progress = "off";  // one progress display per job
-    setup.events->emit("worker_started",
-                       util::JsonLine().add("epoch", epoch->epoch)
-                           .add("world_size", static_cast<int64_t>(epoch->world_size))
-                           .add("rank", static_cast<int64_t>(rank))
-                           .add(path.rank_field, static_cast<int64_t>(rank)));
-    const train::RunSummary summary =
-        path.run(*communicator, session, node_run_options(setup, sys, stop));
-    result.stopped_early = summary.stopped_early;
-    result.steps_done = summary.steps_done;
-    result.params_sha256 = summary.params_sha256;
-    return result;
-  } catch (const comm::CommError& error) {
-    result.ok = false;
-    result.error = recovery + " failed (" + error.what() + ")";
-  } catch (const rendezvous_failed& error) {
-    result.ok = false;
-    result.error = recovery + "'s rendezvous failed (" + error.what() + ")";
-  }
-  // Its orderly teardown would wait for the peers that are gone.
-  if (communicator) communicator->abort("this " + std::string(path.member) + "'s training failed");
-  setup.events->emit("training_interrupted",
-                     util::JsonLine().add("epoch", epoch->epoch).add("error", result.error));
-  return result;
 }
 
 }  // namespace dseek::actors

@@ -2,11 +2,10 @@
 // parallel.data replicas of the pipeline), as the worker's thread runs it instead of the
 // elastic data-parallel loop: wait for the whole world, connect the data plane for that
 // epoch (world rank = replica x P + stage), and run the stage (actors::run_pipeline,
-// which cuts the pipeline and data groups). A pipeline cannot lose a stage and go on yet: when the
-// data plane fails (a node died or hung and the epoch moved on), the job fails at once
-// with "recovery of pipeline-parallel jobs is not written yet" instead of waiting. The
-// waiting, connecting and failing are fixed_world_training.hpp's, shared with
-// tensor_parallel_training.
+// which cuts the pipeline and data groups). When a node is lost, the survivors re-plan
+// the layout (fewer replicas, then fewer stages) and resume from the newest checkpoint.
+// The waiting, connecting, re-planning and resuming are fixed_world_training.hpp's,
+// shared with tensor_parallel_training.
 #pragma once
 
 #include <atomic>

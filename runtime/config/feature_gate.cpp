@@ -25,8 +25,9 @@ bool has_unsupported_fault(const JobConfig& config) {
   return false;
 }
 
-// A fixed-world job injects kill (it fails at once) and fail_checkpoint_write (its
-// gathered checkpoint fails and training goes on); nothing else.
+// A pipeline or tensor-parallel job injects kill (the survivors re-plan the layout and
+// resume from the newest checkpoint: actors/node/fixed_world_training.hpp) and
+// fail_checkpoint_write (its gathered checkpoint fails and training goes on); nothing else.
 bool has_fault_a_fixed_world_lacks(const JobConfig& config) {
   for (const auto& fault : config.faults)
     if (fault.kind != "kill" && fault.kind != "fail_checkpoint_write") return true;
@@ -53,9 +54,9 @@ void add_fixed_world_gates(std::vector<Gate>& gates, const JobConfig& config, bo
   // checkpoint.every_steps and checkpoint.resume work on both paths: the ranks gather
   // the whole state to world rank 0 (train/gathered_checkpointing.hpp).
   gates.push_back({requested && has_fault_a_fixed_world_lacks(config), "faults",
-                   "recovery of " + jobs + " is not written yet: the faults injected into "
-                   "them are kill, to check that the job fails at once, and "
-                   "fail_checkpoint_write"});
+                   "the faults injected into " + jobs + " are kill (the survivors re-plan "
+                   "the layout and resume from the newest checkpoint) and "
+                   "fail_checkpoint_write; the others are not wired into these jobs"});
   gates.push_back({requested && config.train.device != "cpu", "train.device",
                    std::string(kind) + "-parallel trainers compute on the CPU backend only "
                    "(train.device = \"cpu\"): not with " + asked});

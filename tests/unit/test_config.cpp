@@ -396,8 +396,8 @@ TEST_CASE("config: pipeline parallelism runs one stage per node, with replicas t
       "[[faults]]\nkind = \"slow\"\nstep = 1\nms = 5\n", "x",
       {"cluster.nodes=2", "parallel.pipeline=2"});
   CHECK_THAT(error_of([&] { config::check_supported(with_fault); }),
-             Contains("recovery of pipeline-parallel jobs is not written yet"));
-  // A kill is allowed: it checks that a pipeline that loses a node fails at once.
+             Contains("the faults injected into pipeline-parallel jobs are kill"));
+  // A kill is allowed: the survivors re-plan and resume from the newest checkpoint.
   auto with_kill = config::load_config_text("[[faults]]\nkind = \"kill\"\nnode = 1\nstep = 3\n",
                                             "x", {"cluster.nodes=2", "parallel.pipeline=2"});
   CHECK_NOTHROW(config::check_supported(with_kill));
@@ -450,7 +450,7 @@ TEST_CASE("config: tensor parallelism runs one rank per node, with replicas too"
       "[[faults]]\nkind = \"slow\"\nstep = 1\nms = 5\n", "x",
       {"cluster.nodes=2", "parallel.tensor=2"});
   CHECK_THAT(error_of([&] { config::check_supported(with_fault); }),
-             Contains("recovery of tensor-parallel jobs is not written yet"));
+             Contains("the faults injected into tensor-parallel jobs are kill"));
   auto with_kill = config::load_config_text("[[faults]]\nkind = \"kill\"\nnode = 1\nstep = 3\n",
                                             "x", {"cluster.nodes=2", "parallel.tensor=2"});
   CHECK_NOTHROW(config::check_supported(with_kill));
