@@ -173,14 +173,13 @@ job_finished run_on_fixed_world(const worker_setup& setup, caf::actor_system& sy
       if (recovering) {
         // The step the run resumes at is known only inside it (the checkpoint it loads):
         // the first step it starts is that one.
-        auto first_step_of_recovery = std::make_shared<bool>(true);
         const auto failed_at = policy.failed_at;
         const auto world = epoch->world_size;
         const auto epoch_number = epoch->epoch;
-        options.before_step = [inner = options.before_step, first_step_of_recovery, failed_at,
-                               world, epoch_number, layout, source, &events](int64_t step) {
-          if (*first_step_of_recovery) {
-            *first_step_of_recovery = false;
+        options.before_step = [inner = options.before_step, &recovering, failed_at, world,
+                               epoch_number, layout, source, &events](int64_t step) {
+          if (recovering) {
+            recovering = false;  // a later failure is a recovery of its own
             util::JsonLine fields;
             fields.add("from_step", step).add("source", source)
                 .add("recovery_ms", ms_since(failed_at)).add("epoch", epoch_number)
