@@ -25,12 +25,14 @@ bool has_unsupported_fault(const JobConfig& config) {
   return false;
 }
 
-// A pipeline or tensor-parallel job injects kill (the survivors re-plan the layout and
-// resume from the newest checkpoint: actors/node/fixed_world_training.hpp) and
-// fail_checkpoint_write (its gathered checkpoint fails and training goes on); nothing else.
+// A pipeline or tensor-parallel job injects kill and hang (the node is lost: the
+// survivors re-plan the layout and resume from the newest checkpoint,
+// actors/node/fixed_world_training.hpp) and fail_checkpoint_write (its gathered
+// checkpoint fails and training goes on); nothing else.
 bool has_fault_a_fixed_world_lacks(const JobConfig& config) {
   for (const auto& fault : config.faults)
-    if (fault.kind != "kill" && fault.kind != "fail_checkpoint_write") return true;
+    if (fault.kind != "kill" && fault.kind != "hang" && fault.kind != "fail_checkpoint_write")
+      return true;
   return false;
 }
 
@@ -54,8 +56,8 @@ void add_fixed_world_gates(std::vector<Gate>& gates, const JobConfig& config, bo
   // checkpoint.every_steps and checkpoint.resume work on both paths: the ranks gather
   // the whole state to world rank 0 (train/gathered_checkpointing.hpp).
   gates.push_back({requested && has_fault_a_fixed_world_lacks(config), "faults",
-                   "the faults injected into " + jobs + " are kill (the survivors re-plan "
-                   "the layout and resume from the newest checkpoint) and "
+                   "the faults injected into " + jobs + " are kill and hang (the survivors "
+                   "re-plan the layout and resume from the newest checkpoint) and "
                    "fail_checkpoint_write; the others are not wired into these jobs"});
   gates.push_back({requested && config.train.device != "cpu", "train.device",
                    std::string(kind) + "-parallel trainers compute on the CPU backend only "

@@ -96,13 +96,25 @@ TEST_CASE("pipeline: dseek launch runs 2 replicas of a 2-stage pipeline", "[pp][
 }
 
 // The test of issue 8: a 4-node job with P = 2 loses a node and finishes with D = 1.
-TEST_CASE("pipeline: a lost node of a replicated pipeline costs a replica, and the job finishes",
+TEST_CASE("pipeline: a lost node of a replicated pipeline costs a replica and the job finishes",
           "[pp][launch][dp][faults]") {
   LostNodeJob lost;
   lost.name = "pp-dp-launch-kill";
   lost.job = kReplicatedPipeline;
   lost.nodes = 4;
   lost.pipeline = 2;
+  check_lost_node_recovers(lost);
+}
+
+// A node that hangs is declared lost by its missing heartbeats: the same recovery.
+TEST_CASE("pipeline: a node of a replicated pipeline that hangs costs a replica and the job "
+          "finishes", "[pp][launch][dp][faults]") {
+  LostNodeJob lost;
+  lost.name = "pp-dp-launch-hang";
+  lost.job = kReplicatedPipeline;
+  lost.nodes = 4;
+  lost.pipeline = 2;
+  lost.fault = "hang";
   check_lost_node_recovers(lost);
 }
 

@@ -1,8 +1,8 @@
 // The node-loss check shared by the pipeline and tensor-parallel paths
 // (tests/pipeline/test_pipeline_launch.cpp, tests/tensor/test_tensor_launch.cpp):
-// `dseek launch --nodes N` of a job whose last node is killed at step 10 for good
-// (cluster.max_restarts = 0; elastic.rejoin_seconds = 1) against the same job without the
-// fault. The survivors re-plan the layout (actors/node/fixed_world_training.hpp), the
+// `dseek launch --nodes N` of a job whose last node is killed (or hangs) at step 10 for
+// good (cluster.max_restarts = 0; elastic.rejoin_seconds = 1) against the same job
+// without the fault. The survivors re-plan the layout (actors/node/fixed_world_training.hpp), the
 // ranks of the new layout resume from the newest checkpoint (the one of step 8, written
 // by the old layout, checkpoint.every_steps = 4) or, without checkpoints, from step 0,
 // and the job finishes.
@@ -37,6 +37,9 @@ struct LostNodeJob {
   int nodes = 2;                 // the last one is killed
   int data = 1, pipeline = 1, tensor = 1;  // the layout the survivors train in
   bool checkpoints = true;       // checkpoint.every_steps = 4 (else none: from step 0)
+  // "kill", or "hang": the node stops answering, is declared lost by the missing
+  // heartbeats, and is killed by the launcher 2 s after the job finished (--stop-grace).
+  std::string fault = "kill";
 };
 
 inline void check_lost_node_recovers(const LostNodeJob& lost) {
@@ -60,22 +63,30 @@ inline void check_lost_node_recovers(const LostNodeJob& lost) {
 
   const auto result = run_process(
       tiny_launch(run.path(), lost.nodes, kSteps,
-                  job + std::vector<std::string>{"--set", "cluster.max_restarts=0", "--set",
+                  job + std::vector<std::string>{"--stop-grace", "2", "--set",
+                                                 "cluster.max_restarts=0", "--set",
                                                  "elastic.rejoin_seconds=1"} +
-                      faults("{kind = \"kill\", node = " + std::to_string(killed) +
-                             ", step = 10}")),
+                      faults("{kind = \"" + lost.fault + "\", node = " +
+                             std::to_string(killed) + ", step = 10}")),
       180s, launch_env());
   INFO(result.output);
   CHECK_FALSE(result.timed_out);
   REQUIRE(result.exit_code == 0);
-  CHECK_THAT(result.output, Contains("[launch] node " + std::to_string(killed) +
-                                     " failed 1 time; the job goes on with " +
-                                     std::to_string(lost.nodes - 1) + " node"));
+  if (lost.fault == "kill")
+    CHECK_THAT(result.output, Contains("[launch] node " + std::to_string(killed) +
+                                       " failed 1 time; the job goes on with " +
+                                       std::to_string(lost.nodes - 1) + " node"));
+  else
+    CHECK_THAT(result.output, Contains("[launch] node(s) " + std::to_string(killed) +
+                                       " still running 2 s after the job finished"));
   const int from_step = lost.checkpoints ? 8 : 0;
   std::string sha;
   for (int node = 0; node < killed; ++node) {
     INFO("node " << node);
-    CHECK_FALSE(event_with(run.path(), node, "node_lost", "lost_node", killed).empty());
+    const auto lost_event = event_with(run.path(), node, "node_lost", "lost_node", killed);
+    REQUIRE_FALSE(lost_event.empty());
+    if (lost.fault == "hang")
+      CHECK_THAT(string_field(lost_event, "reason"), Contains("heartbeat timeout"));
     const auto layouts = node_events(run.path(), node, "epoch_layout");
     REQUIRE(layouts.size() == 2);  // the whole world's, the survivors'
     const std::string& replanned = layouts[1];

@@ -117,7 +117,7 @@ TEST_CASE("tensor: dseek launch runs 2 replicas of a 2-rank group", "[tp][launch
   check_replicas_match_single_node(job);
 }
 
-TEST_CASE("tensor: a lost node of a replicated group costs a replica, and the job finishes",
+TEST_CASE("tensor: a lost node of a replicated group costs a replica and the job finishes",
           "[tp][launch][dp][faults]") {
   LostNodeJob lost;
   lost.name = "tp-dp-launch-kill";
