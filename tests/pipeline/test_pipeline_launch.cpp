@@ -106,6 +106,25 @@ TEST_CASE("pipeline: a lost node of a replicated pipeline costs a replica and th
   check_lost_node_recovers(lost);
 }
 
+// Not one whole pipeline is left: the 3 blocks go over the 2 survivors' stages.
+TEST_CASE("pipeline: a 3-stage pipeline that loses a node re-partitions its layers over 2 stages",
+          "[pp][launch][faults]") {
+  LostNodeJob lost;
+  lost.name = "pp3-launch-kill";
+  lost.job = {"--set", "parallel.pipeline=3", "--set", "model.layers=3", "--set",
+              "train.micro_batch_size=2", "--set", "train.threads=1", "--set",
+              "train.eval_every=0"};
+  lost.nodes = 3;
+  lost.pipeline = 2;
+  lost.also_check = [](const std::filesystem::path& run) {
+    std::vector<std::string> splits;
+    for (const auto& plan : node_events(run, 0, "pipeline_plan"))
+      splits.push_back(string_field(plan, "ranges"));
+    CHECK(splits == std::vector<std::string>{"[0,1) [1,2) [2,3)", "[0,2) [2,3)"});
+  };
+  check_lost_node_recovers(lost);
+}
+
 // A node that hangs is declared lost by its missing heartbeats: the same recovery.
 TEST_CASE("pipeline: a node of a replicated pipeline that hangs costs a replica and the job "
           "finishes", "[pp][launch][dp][faults]") {

@@ -22,6 +22,8 @@
 
 #include <chrono>
 #include <cmath>
+#include <filesystem>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -40,6 +42,8 @@ struct LostNodeJob {
   // "kill", or "hang": the node stops answering, is declared lost by the missing
   // heartbeats, and is killed by the launcher 2 s after the job finished (--stop-grace).
   std::string fault = "kill";
+  // More checks of the faulty run's directory (null: none).
+  std::function<void(const std::filesystem::path& run)> also_check;
 };
 
 inline void check_lost_node_recovers(const LostNodeJob& lost) {
@@ -128,6 +132,7 @@ inline void check_lost_node_recovers(const LostNodeJob& lost) {
   WARN(lost.name << ": val_loss " << got << " after the node loss, " << expected
                  << " without it: " << relative << " relative (tolerance " << kRelative << ")");
   CHECK(relative <= kRelative);
+  if (lost.also_check) lost.also_check(run.path());
   require_no_node_left(run.path(), lost.nodes);
 }
 
