@@ -28,11 +28,14 @@ bool has_unsupported_fault(const JobConfig& config) {
 // A pipeline or tensor-parallel job injects kill and hang (the node is lost: the
 // survivors re-plan the layout and resume from the newest checkpoint,
 // actors/node/fixed_world_training.hpp) and fail_checkpoint_write (its gathered
-// checkpoint fails and training goes on); nothing else.
+// checkpoint fails and training goes on); nothing else. during = "reduction" fires in the
+// data-parallel gradient all-reduce, which these jobs do not run.
 bool has_fault_a_fixed_world_lacks(const JobConfig& config) {
-  for (const auto& fault : config.faults)
+  for (const auto& fault : config.faults) {
     if (fault.kind != "kill" && fault.kind != "hang" && fault.kind != "fail_checkpoint_write")
       return true;
+    if (fault.during != "step") return true;
+  }
   return false;
 }
 
@@ -58,7 +61,8 @@ void add_fixed_world_gates(std::vector<Gate>& gates, const JobConfig& config, bo
   gates.push_back({requested && has_fault_a_fixed_world_lacks(config), "faults",
                    "the faults injected into " + jobs + " are kill and hang (the survivors "
                    "re-plan the layout and resume from the newest checkpoint) and "
-                   "fail_checkpoint_write; the others are not wired into these jobs"});
+                   "fail_checkpoint_write, at a step boundary or after_seconds (not during = "
+                   "\"reduction\"); the others are not wired into these jobs"});
   gates.push_back({requested && config.train.device != "cpu", "train.device",
                    std::string(kind) + "-parallel trainers compute on the CPU backend only "
                    "(train.device = \"cpu\"): not with " + asked});

@@ -397,6 +397,12 @@ TEST_CASE("config: pipeline parallelism runs one stage per node, with replicas t
       {"cluster.nodes=2", "parallel.pipeline=2"});
   CHECK_THAT(error_of([&] { config::check_supported(with_fault); }),
              Contains("the faults injected into pipeline-parallel jobs are kill and hang"));
+  // A kill in the gradient all-reduce is a data-parallel fault: there is none here.
+  auto in_reduction = config::load_config_text(
+      "[[faults]]\nkind = \"kill\"\nnode = 1\nstep = 3\nduring = \"reduction\"\n", "x",
+      {"cluster.nodes=2", "parallel.pipeline=2"});
+  CHECK_THAT(error_of([&] { config::check_supported(in_reduction); }),
+             Contains("not during = \"reduction\""));
   // A kill is allowed: the survivors re-plan and resume from the newest checkpoint.
   auto with_kill = config::load_config_text("[[faults]]\nkind = \"kill\"\nnode = 1\nstep = 3\n",
                                             "x", {"cluster.nodes=2", "parallel.pipeline=2"});
