@@ -1,6 +1,7 @@
 // Implementation of fixed_world_training.hpp.
 #include "actors/node/fixed_world_training.hpp"
 
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <memory>
@@ -37,20 +38,25 @@ util::JsonLine& add_layout(util::JsonLine& fields, const train::SurvivorLayout& 
       .add("tensor", static_cast<int64_t>(layout.tensor));
 }
 
+// "node K finished the job" once a member left after its training ended (an orderly
+// leave: the layout's ranks reached the last step, or the job was stopped); "" before.
+// The coordinator announces that leave before the epoch without the node.
+std::string job_ended_by(const EpochBoard& board) {
+  const auto finished = board.finished_members();
+  if (finished.empty()) return "";
+  return "node " + std::to_string(finished.front()) + " finished the job";
+}
+
 // A node past the layout's ranks: it waits for a later epoch it may train in (returned),
-// or for the job's end (a member that left after its training ended) or a stop (nullopt;
-// `ended_by` then names the member, or stays empty on a stop).
+// or for the job's end or a stop (nullopt; `ended_by` then says why, or stays empty on a
+// stop).
 std::optional<epoch_started> stand_by(EpochBoard& board, const WorldPolicy& policy,
                                       const std::atomic<bool>& stop, std::string& ended_by) {
   while (!stop.load()) {
     auto next = board.wait_for([&](const epoch_started& e) { return policy.accepts(e); },
                                WorldClock::now() + std::chrono::milliseconds(200));
-    // A node that finished leaves before the epoch without it starts: the job is over.
-    const auto finished = board.finished_members();
-    if (!finished.empty()) {
-      ended_by = "node " + std::to_string(finished.front()) + " finished the job";
-      return std::nullopt;
-    }
+    ended_by = job_ended_by(board);
+    if (!ended_by.empty()) return std::nullopt;
     if (next) return next;
   }
   return std::nullopt;
@@ -107,6 +113,12 @@ job_finished run_on_fixed_world(const worker_setup& setup, caf::actor_system& sy
                                " s";
       return result;
     }
+    // A standby whose layout grew just as the others finished: nothing is left to train.
+    if (const std::string ended_by = job_ended_by(board); !ended_by.empty()) {
+      events.emit("standby_ended",
+                  util::JsonLine().add("epoch", epoch->epoch).add("reason", ended_by));
+      return result;
+    }
     const train::SurvivorLayout layout = layout_for(config, *epoch);
     const int32_t rank = rank_in_plan(*epoch, config.cluster.node_id);
     const bool trains = rank < layout.ranks();
@@ -147,9 +159,14 @@ job_finished run_on_fixed_world(const worker_setup& setup, caf::actor_system& sy
 
     std::unique_ptr<comm::Communicator> communicator;
     std::string error;
+    // Set when a node joins (the layout may grow) or the node stops: the ranks finish
+    // the step they are in, vote to stop, write the checkpoint of that step and leave
+    // the layout together, with nothing in flight.
+    std::atomic<bool> stop_at_step_boundary{false};
     try {
       communicator = connect_data_plane(sys, *epoch, config, layout.ranks());
-      BoardAttachment attachment(board, communicator.get(), epoch->epoch);
+      BoardAttachment attachment(board, communicator.get(), epoch->epoch, &stop_at_step_boundary);
+      if (stop.load()) stop_at_step_boundary = true;
       config::JobConfig session = train::config_for_layout(config, layout);
       if (rank != 0) session.metrics.progress = "off";  // one progress display per job
       std::string source = "start";
@@ -169,7 +186,7 @@ job_finished run_on_fixed_world(const worker_setup& setup, caf::actor_system& sy
           .add("rank", static_cast<int64_t>(rank));
       events.emit("worker_started", add_layout(started, layout));
 
-      train::RunOptions options = node_run_options(setup, sys, stop);
+      train::RunOptions options = node_run_options(setup, sys, stop_at_step_boundary);
       if (recovering) {
         // The step the run resumes at is known only inside it (the checkpoint it loads):
         // the first step it starts is that one.
@@ -190,10 +207,18 @@ job_finished run_on_fixed_world(const worker_setup& setup, caf::actor_system& sy
         };
       }
       const train::RunSummary summary = train_on_layout(layout, *communicator, session, options);
-      result.stopped_early = summary.stopped_early;
-      result.steps_done = summary.steps_done;
-      result.params_sha256 = summary.params_sha256;
-      return result;
+      // Done, stopped by the job (a signal, train.stop_after_*), or left for a new layout.
+      if (!summary.stopped_early || stop.load() || !stop_at_step_boundary.load()) {
+        result.stopped_early = summary.stopped_early;
+        result.steps_done = summary.steps_done;
+        result.params_sha256 = summary.params_sha256;
+        return result;
+      }
+      // A node joined: every rank of this layout stopped at the same step boundary (the
+      // checkpoint of that step is written, when the job writes them). Plan again.
+      events.emit("layout_left", util::JsonLine().add("epoch", epoch->epoch)
+                                     .add("step", summary.steps_done)
+                                     .add("reason", std::string("a node joined")));
     } catch (const comm::CommError& failure) {
       error = failure.what();
       // This epoch's world is broken for every rank: wait for a later one.
@@ -205,11 +230,20 @@ job_finished run_on_fixed_world(const worker_setup& setup, caf::actor_system& sy
       // epoch is current, the same one included.
       std::this_thread::sleep_for(std::chrono::milliseconds(200));
     }
-    events.emit("training_interrupted",
-                util::JsonLine().add("epoch", epoch->epoch).add("error", error));
-    // Its orderly teardown would wait for the peers that are gone.
-    if (communicator) communicator->abort("this " + std::string(path.member) + "'s training failed");
-    retired.retire(std::move(communicator));
+    if (error.empty()) {
+      // Left at a step boundary: the peers are there and nothing is in flight, so the
+      // orderly teardown (a barrier with them) is quick. Only a later epoch will do.
+      communicator.reset();
+      policy.after_epoch = epoch->epoch;
+      policy.after_coordinator = epoch->coordinator_id;
+    } else {
+      events.emit("training_interrupted",
+                  util::JsonLine().add("epoch", epoch->epoch).add("error", error));
+      // Its orderly teardown would wait for the peers that are gone.
+      if (communicator)
+        communicator->abort("this " + std::string(path.member) + "'s training failed");
+      retired.retire(std::move(communicator));
+    }
     if (!recovering) {
       recovering = true;
       policy.failed_at = WorldClock::now();

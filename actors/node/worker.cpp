@@ -169,7 +169,8 @@ caf::behavior worker(caf::stateful_actor<worker_state>* self, worker_setup setup
       [self](const node_joined& joined) {
         // A node that (re)joins while the world trains: take it in at the next step.
         self->state.training->board.abort_before(
-            joined.epoch, "node " + std::to_string(joined.node_id) + " joined");
+            joined.epoch, "node " + std::to_string(joined.node_id) + " joined",
+            /*peers_alive=*/true);
       },
       [self](done_atom, job_finished& result) {
         auto& s = self->state;

@@ -139,8 +139,9 @@ TEST_CASE("pipeline: a node of a replicated pipeline that hangs costs a replica 
 
 // The lost node is restarted by the launcher (cluster.max_restarts) while the survivors
 // train without it (elastic.rejoin_seconds = 0: they re-plan at once, node 2 stands by):
-// when it rejoins, every node leaves that layout for the whole one again (data 2 x
-// pipeline 2), from the newest checkpoint, and the job ends with the fault-free run's
+// when it rejoins, the ranks finish their step, checkpoint it and leave that layout
+// together (no abort: the peers are alive), every node resumes the whole one (data 2 x
+// pipeline 2) from that checkpoint, and the job ends with the fault-free run's
 // val_loss (the tolerance of lost_node_launch.hpp: two changes of layout, each another
 // summation order). 200 steps, so that the one-replica layout is still training when the
 // node is back (about 1 s after the kill; those steps take about 5 s).
@@ -169,15 +170,25 @@ TEST_CASE("pipeline: a restarted node rejoins and the replicated pipeline grows 
     roles.push_back(string_field(layout, "role") + " " +
                     std::to_string(static_cast<int>(number_field(layout, "data"))));
   CHECK(roles == std::vector<std::string>{"train 2", "standby 1", "train 2"});
+  // The one-replica layout was left at a step boundary, with the checkpoint of that step.
+  for (int node : {0, 1}) {
+    INFO("node " << node);
+    const auto left = node_events(run.path(), node, "layout_left");
+    REQUIRE(left.size() == 1);
+    const double step = number_field(left[0], "step");
+    CHECK_FALSE(event_with(run.path(), node, "resumed", "step", step).empty());
+  }
   std::string sha;
   for (int node = 0; node < 4; ++node) {
     INFO("node " << node);
     const auto recovered = node_events(run.path(), node, "recovered");
     REQUIRE_FALSE(recovered.empty());
-    // The last recovery is into the whole layout again, from a checkpoint on disk.
+    // The last recovery is into the whole layout again, from the checkpoint written when
+    // the one-replica layout was left.
     CHECK(number_field(recovered.back(), "data") == 2);
     CHECK(string_field(recovered.back(), "source") == "disk");
-    CHECK(number_field(recovered.back(), "from_step") > 8);
+    CHECK(number_field(recovered.back(), "from_step") ==
+          number_field(node_events(run.path(), 0, "layout_left").at(0), "step"));
     const auto done = node_events(run.path(), node, "train_done");
     REQUIRE(done.size() == 1);
     CHECK(number_field(done[0], "step") == kSteps);
