@@ -12,6 +12,7 @@ void EpochBoard::post(const epoch_started& epoch) {
     // A new coordinator (the old one's node died and came back): its epochs are numbered
     // afresh, and the world of the old one is over.
     abort_epoch_ = 0;
+    join_epoch_ = 0;
     if (communicator_ != nullptr && latest_.coordinator_id != 0)
       communicator_->abort("the coordinator changed");
   }

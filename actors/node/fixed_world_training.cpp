@@ -47,19 +47,30 @@ std::string job_ended_by(const EpochBoard& board) {
   return "node " + std::to_string(finished.front()) + " finished the job";
 }
 
-// A node past the layout's ranks: it waits for a later epoch it may train in (returned),
-// or for the job's end or a stop (nullopt; `ended_by` then says why, or stays empty on a
-// stop).
-std::optional<epoch_started> stand_by(EpochBoard& board, const WorldPolicy& policy,
-                                      const std::atomic<bool>& stop, std::string& ended_by) {
+// Waits for an epoch `policy` accepts (returned), until `limit` (nullopt), a stop
+// (nullopt) or the job's end (nullopt with `ended_by` set: a node that stands by, or
+// whose layout was left, has nothing more to train once a member finished).
+std::optional<epoch_started> wait_for_world(EpochBoard& board, const WorldPolicy& policy,
+                                            const std::atomic<bool>& stop,
+                                            WorldClock::time_point limit, std::string& ended_by) {
   while (!stop.load()) {
+    const auto now = WorldClock::now();
+    if (now >= limit) break;
     auto next = board.wait_for([&](const epoch_started& e) { return policy.accepts(e); },
-                               WorldClock::now() + std::chrono::milliseconds(200));
+                               std::min(limit, now + std::chrono::milliseconds(200)));
     ended_by = job_ended_by(board);
     if (!ended_by.empty()) return std::nullopt;
     if (next) return next;
   }
   return std::nullopt;
+}
+
+// Whether a run that stopped early reached the job's own limit (train.stop_after_steps;
+// train.stop_after_minutes on the data-parallel layout) rather than a vote to leave the
+// layout or a signal.
+bool job_limit_reached(const config::TrainConfig& t, int64_t steps_run, double elapsed_s) {
+  return (t.stop_after_steps > 0 && steps_run >= t.stop_after_steps) ||
+         (t.stop_after_minutes > 0 && elapsed_s >= t.stop_after_minutes * 60);
 }
 
 // The checkpoint a recovery resumes from. Returns why the job starts over instead ("" when
@@ -88,14 +99,21 @@ job_finished run_on_fixed_world(const worker_setup& setup, caf::actor_system& sy
   const auto node_start = WorldClock::now();
   job_finished result;
   RetiredCommunicators retired;
+  bool standing_by = false;
   while (true) {
     if (stop.load()) {
       result.stopped_early = true;
       return result;
     }
     const auto waited_from = recovering ? policy.failed_at : node_start;
-    auto epoch = board.wait_for([&](const epoch_started& e) { return policy.accepts(e); },
-                                policy.wait_limit(waited_from));
+    // A node that stands by waits as long as the job runs.
+    const auto limit = standing_by ? WorldClock::time_point::max() : policy.wait_limit(waited_from);
+    std::string ended_by;
+    auto epoch = wait_for_world(board, policy, stop, limit, ended_by);
+    if (!ended_by.empty()) {
+      events.emit("standby_ended", util::JsonLine().add("reason", ended_by));
+      return result;
+    }
     if (!epoch) {
       result.stopped_early = stop.load();
       result.ok = result.stopped_early;
@@ -111,12 +129,6 @@ job_finished run_on_fixed_world(const worker_setup& setup, caf::actor_system& sy
                                std::to_string(config.elastic.min_nodes) + ") after waiting " +
                                std::to_string(static_cast<int64_t>(ms_since(waited_from) / 1000)) +
                                " s";
-      return result;
-    }
-    // A standby whose layout grew just as the others finished: nothing is left to train.
-    if (const std::string ended_by = job_ended_by(board); !ended_by.empty()) {
-      events.emit("standby_ended",
-                  util::JsonLine().add("epoch", epoch->epoch).add("reason", ended_by));
       return result;
     }
     const train::SurvivorLayout layout = layout_for(config, *epoch);
@@ -149,13 +161,10 @@ job_finished run_on_fixed_world(const worker_setup& setup, caf::actor_system& sy
       policy.first = false;
       policy.after_epoch = epoch->epoch;
       policy.after_coordinator = epoch->coordinator_id;
-      std::string ended_by;
-      if (stand_by(board, policy, stop, ended_by)) continue;
-      result.stopped_early = ended_by.empty();
-      events.emit("standby_ended", util::JsonLine().add("epoch", epoch->epoch)
-                                       .add("reason", ended_by.empty() ? std::string("stopped") : ended_by));
-      return result;
+      standing_by = true;
+      continue;
     }
+    standing_by = false;
 
     std::unique_ptr<comm::Communicator> communicator;
     std::string error;
@@ -187,6 +196,11 @@ job_finished run_on_fixed_world(const worker_setup& setup, caf::actor_system& sy
       events.emit("worker_started", add_layout(started, layout));
 
       train::RunOptions options = node_run_options(setup, sys, stop_at_step_boundary);
+      int64_t first_step = -1;
+      options.before_step = [inner = options.before_step, &first_step](int64_t step) {
+        if (first_step < 0) first_step = step;
+        if (inner) inner(step);
+      };
       if (recovering) {
         // The step the run resumes at is known only inside it (the checkpoint it loads):
         // the first step it starts is that one.
@@ -208,7 +222,12 @@ job_finished run_on_fixed_world(const worker_setup& setup, caf::actor_system& sy
       }
       const train::RunSummary summary = train_on_layout(layout, *communicator, session, options);
       // Done, stopped by the job (a signal, train.stop_after_*), or left for a new layout.
-      if (!summary.stopped_early || stop.load() || !stop_at_step_boundary.load()) {
+      // A vote to stop that this node did not cast for its own stop is a peer's: a join it
+      // heard of first (this node hears of it within moments), or a stop of the job (the
+      // peer then leaves, and wait_for_world ends this node's wait).
+      const int64_t steps_run = first_step < 0 ? 0 : summary.steps_done - first_step;
+      if (!summary.stopped_early || stop.load() ||
+          job_limit_reached(config.train, steps_run, summary.elapsed_s)) {
         result.stopped_early = summary.stopped_early;
         result.steps_done = summary.steps_done;
         result.params_sha256 = summary.params_sha256;
