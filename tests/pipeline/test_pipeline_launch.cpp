@@ -204,39 +204,3 @@ TEST_CASE("pipeline: a restarted node rejoins and the replicated pipeline grows 
   CHECK(relative <= 1e-5);
   require_no_node_left(run.path(), 4);
 }
-
-// The coordinator's node is lost: restarted by the launcher, it brings up a new
-// coordinator, the others join it, and the whole layout resumes from the newest
-// checkpoint. The same layout on the same checkpoint (whole float32 state) runs the same
-// sums: the job ends bitwise as the fault-free one.
-TEST_CASE("pipeline: the coordinator's node killed and restarted costs the replicated pipeline "
-          "only the steps since its checkpoint", "[pp][launch][dp][faults]") {
-  constexpr int kSteps = 40;
-  const std::vector<std::string> job =
-      kReplicatedPipeline + std::vector<std::string>{"--set", "checkpoint.every_steps=4",
-                                                     "--set", "checkpoint.async=false"};
-  ScratchDir reference_run("pp-dp-coordinator-reference"), run("pp-dp-coordinator");
-  const auto reference =
-      run_process(tiny_launch(reference_run.path(), 4, kSteps, job), 180s, launch_env());
-  INFO(reference.output);
-  REQUIRE(reference.exit_code == 0);
-  const auto result =
-      run_process(tiny_launch(run.path(), 4, kSteps, job + faults(R"({kind = "kill", node = 0, step = 10})")),
-                  180s, launch_env());
-  INFO(result.output);
-  REQUIRE(result.exit_code == 0);
-  CHECK_THAT(result.output, Contains("[launch] node 0 killed by signal SIGKILL; restarting (1/"));
-  const std::string expected =
-      string_field(node_events(reference_run.path(), 0, "train_done")[0], "params_sha256");
-  for (int node = 0; node < 4; ++node) {
-    INFO("node " << node);
-    const auto recovered = node_events(run.path(), node, "recovered");
-    REQUIRE(recovered.size() == 1);
-    CHECK(number_field(recovered[0], "from_step") == 8);
-    CHECK(number_field(recovered[0], "data") == 2);
-    const auto done = node_events(run.path(), node, "train_done");
-    REQUIRE(done.size() == 1);
-    CHECK(string_field(done[0], "params_sha256") == expected);
-  }
-  require_no_node_left(run.path(), 4);
-}
