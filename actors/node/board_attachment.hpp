@@ -1,10 +1,11 @@
 // Keeps a training's communicator registered with the node's EpochBoard (which aborts
 // it when a node is lost, so a collective blocked on a dead peer returns at once) while
 // the training runs, and unregisters it however the scope ends. Used by the paths that
-// cannot lose a node and go on (fixed_world_training, for pipeline_stage_training and
+// re-plan after a node loss (fixed_world_training, for pipeline_stage_training and
 // tensor_parallel_training).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 
 #include "actors/node/epoch_board.hpp"
@@ -14,9 +15,11 @@ namespace dseek::actors {
 
 class BoardAttachment {
  public:
-  BoardAttachment(EpochBoard& board, comm::Communicator* communicator, std::uint64_t epoch)
+  // `stop_at_step_boundary`: see EpochBoard::attach.
+  BoardAttachment(EpochBoard& board, comm::Communicator* communicator, std::uint64_t epoch,
+                  std::atomic<bool>* stop_at_step_boundary = nullptr)
       : board_(board) {
-    board_.attach(communicator, epoch);
+    board_.attach(communicator, epoch, stop_at_step_boundary);
   }
   ~BoardAttachment() { board_.attach(nullptr, 0); }
   BoardAttachment(const BoardAttachment&) = delete;

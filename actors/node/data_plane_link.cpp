@@ -20,20 +20,13 @@ int32_t rank_in_plan(const epoch_started& epoch, int64_t node_id) {
   return -1;
 }
 
-std::unique_ptr<comm::Communicator> connect_data_plane(caf::actor_system& sys,
-                                                       const epoch_started& epoch,
-                                                       const config::JobConfig& config) {
-  const int32_t rank = rank_in_plan(epoch, config.cluster.node_id);
-  if (rank < 0)
-    throw std::runtime_error("epoch " + std::to_string(epoch.epoch) + " has no worker on node " +
-                             std::to_string(config.cluster.node_id));
-  comm::CommOptions options;
-  options.op_timeout = std::chrono::milliseconds(config.comm.timeout_ms);
-  options.epoch = epoch.epoch;
-  comm::UcxCommunicatorBuilder builder(rank, epoch.world_size, options);
-  const std::string mine = comm::pack_strings({config.cluster.advertise_host, builder.address()});
+namespace {
 
-  std::vector<std::string> hosts, addresses;
+// Every rank's payload of `epoch`'s rendezvous, by rank.
+std::vector<std::string> exchange(caf::actor_system& sys, const epoch_started& epoch,
+                                  const config::JobConfig& config, int32_t rank,
+                                  const std::string& mine) {
+  std::vector<std::string> payloads;
   std::string failure;
   caf::scoped_actor self{sys};
   const auto agent = names::lookup(sys, names::membership);
@@ -42,23 +35,55 @@ std::unique_ptr<comm::Communicator> connect_data_plane(caf::actor_system& sys,
   const auto limit = std::chrono::milliseconds(
       static_cast<int64_t>(config.cluster.start_timeout_s * 1000));
   self->request(agent, limit, rendezvous_atom::value, epoch.epoch, rank, mine)
-      .receive(
-          [&](rendezvous_result& result) {
-            for (const auto& payload : result.payloads) {
-              auto parts = comm::unpack_strings(payload);
-              if (parts.size() != 2) {
-                failure = "malformed data-plane address in the rendezvous";
-                return;
-              }
-              hosts.push_back(parts[0]);
-              addresses.push_back(parts[1]);
-            }
-          },
-          [&](caf::error& error) { failure = sys.render(error); });
+      .receive([&](rendezvous_result& result) { payloads = std::move(result.payloads); },
+               [&](caf::error& error) { failure = sys.render(error); });
   if (!failure.empty())
     throw rendezvous_failed("data-plane rendezvous of epoch " + std::to_string(epoch.epoch) +
                             " failed: " + failure);
+  return payloads;
+}
+
+int32_t planned_rank(const epoch_started& epoch, const config::JobConfig& config) {
+  const int32_t rank = rank_in_plan(epoch, config.cluster.node_id);
+  if (rank < 0)
+    throw std::runtime_error("epoch " + std::to_string(epoch.epoch) + " has no worker on node " +
+                             std::to_string(config.cluster.node_id));
+  return rank;
+}
+
+}  // namespace
+
+std::unique_ptr<comm::Communicator> connect_data_plane(caf::actor_system& sys,
+                                                       const epoch_started& epoch,
+                                                       const config::JobConfig& config,
+                                                       int32_t ranks) {
+  const int32_t rank = planned_rank(epoch, config);
+  if (ranks < 0) ranks = epoch.world_size;
+  if (rank >= ranks || ranks > epoch.world_size)
+    throw std::logic_error("rank " + std::to_string(rank) + " of epoch " +
+                           std::to_string(epoch.epoch) + " is not among its " +
+                           std::to_string(ranks) + " connecting ranks");
+  comm::CommOptions options;
+  options.op_timeout = std::chrono::milliseconds(config.comm.timeout_ms);
+  options.epoch = epoch.epoch;
+  comm::UcxCommunicatorBuilder builder(rank, ranks, options);
+  const std::string mine = comm::pack_strings({config.cluster.advertise_host, builder.address()});
+  const auto payloads = exchange(sys, epoch, config, rank, mine);
+  std::vector<std::string> hosts, addresses;
+  for (int32_t peer = 0; peer < ranks && peer < static_cast<int32_t>(payloads.size()); ++peer) {
+    auto parts = comm::unpack_strings(payloads[static_cast<size_t>(peer)]);
+    if (parts.size() != 2)
+      throw rendezvous_failed("malformed data-plane address of rank " + std::to_string(peer) +
+                              " in the rendezvous of epoch " + std::to_string(epoch.epoch));
+    hosts.push_back(parts[0]);
+    addresses.push_back(parts[1]);
+  }
   return builder.connect(addresses, hosts);
+}
+
+void stand_by_in_rendezvous(caf::actor_system& sys, const epoch_started& epoch,
+                            const config::JobConfig& config) {
+  exchange(sys, epoch, config, planned_rank(epoch, config), std::string());
 }
 
 }  // namespace dseek::actors

@@ -2,7 +2,8 @@
 // endpoint, exchanges (host, address) with every rank through the coordinator's
 // rendezvous (the node agent forwards it), and connects. Called from the worker's
 // training thread (it blocks, bounded by the timeouts). Tensors then move over UCX,
-// never through CAF messages (DESIGN.md).
+// never through CAF messages (DESIGN.md). A re-planned pipeline or tensor-parallel job
+// may train on fewer ranks than the epoch has: only those connect, the others stand by.
 #pragma once
 
 #include <chrono>
@@ -28,9 +29,17 @@ struct rendezvous_failed : std::runtime_error {
 int32_t rank_in_plan(const epoch_started& epoch, int64_t node_id);
 
 // Throws rendezvous_failed when the rendezvous fails (the epoch changed meanwhile, no
-// coordinator) and comm::CommError when connecting fails.
+// coordinator) and comm::CommError when connecting fails. `ranks`: how many of the
+// epoch's ranks (the first ones) train and connect (-1: all); the others must call
+// stand_by_in_rendezvous, since the rendezvous waits for every rank of the epoch.
 std::unique_ptr<comm::Communicator> connect_data_plane(caf::actor_system& sys,
                                                        const epoch_started& epoch,
-                                                       const config::JobConfig& config);
+                                                       const config::JobConfig& config,
+                                                       int32_t ranks = -1);
+
+// A rank past the `ranks` that train in `epoch` (it stands by): takes part in the
+// rendezvous with no address, and connects nothing. Throws rendezvous_failed.
+void stand_by_in_rendezvous(caf::actor_system& sys, const epoch_started& epoch,
+                            const config::JobConfig& config);
 
 }  // namespace dseek::actors

@@ -17,6 +17,8 @@
 #include "actors/node/data_plane_link.hpp"
 #include "actors/node/node_registry.hpp"
 #include "actors/node/worker_restart.hpp"
+#include "actors/node/retired_communicators.hpp"
+#include "actors/node/world_policy.hpp"
 #include "actors/training/peer_shard_replica.hpp"
 #include "actors/training/run_data_parallel.hpp"
 #include "actors/training/sharded_state_sync.hpp"
@@ -30,37 +32,8 @@ namespace dseek::actors {
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
+using Clock = WorldClock;
 
-bool has_worker_here(const epoch_started& epoch, int64_t node_id) {
-  return rank_in_plan(epoch, node_id) >= 0;
-}
-
-double ms_since(Clock::time_point t) {
-  return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
-}
-
-// The world this node may train in next.
-struct WorldPolicy {
-  const config::JobConfig& config;
-  bool first;                      // the job's first world: all nodes
-  std::uint64_t after_epoch;       // the epoch that failed (later ones only)
-  std::uint64_t after_coordinator; // ... of this coordinator (any epoch of a new one is later)
-  Clock::time_point failed_at;
-
-  bool accepts(const epoch_started& e) const {
-    const bool later = e.coordinator_id != after_coordinator || e.epoch > after_epoch;
-    if (!later || e.epoch == 0 || !has_worker_here(e, config.cluster.node_id)) return false;
-    if (e.world_size >= config.cluster.nodes) return true;
-    if (first) return false;
-    const double waited_s = ms_since(failed_at) / 1000.0;
-    return waited_s >= config.elastic.rejoin_seconds && e.world_size >= config.elastic.min_nodes;
-  }
-};
-
-// A communicator that failed can take seconds to tear down (its transfers to a hung peer
-// are given up after a bounded wait): tear it down on the side while the next world is
-// built, and wait for that before returning.
 // Keeps `communicator` registered with the board while it lives, however the scope ends
 // (an exception out of the training must not leave the board a dangling pointer). When
 // the training leaves by an exception, the communicator is aborted: its orderly teardown
@@ -133,20 +106,6 @@ void report_peer_replica(metrics::EventLog& events, const PeerShardReplica& kept
                   .add("mean_exchange_ms", kept.mean_exchange_ms()));
 }
 
-class RetiredCommunicators {
- public:
-  ~RetiredCommunicators() {
-    for (auto& thread : threads_) thread.join();
-  }
-  void retire(std::unique_ptr<comm::Communicator> communicator) {
-    if (communicator)
-      threads_.emplace_back([dead = std::move(communicator)]() mutable { dead.reset(); });
-  }
-
- private:
-  std::vector<std::thread> threads_;
-};
-
 }  // namespace
 
 job_finished run_elastic_training(const worker_setup& setup, int starts, caf::actor_system& sys,
@@ -169,8 +128,6 @@ job_finished run_elastic_training(const worker_setup& setup, int starts, caf::ac
     }
   }
   const auto node_start = Clock::now();
-  const auto start_limit = std::chrono::milliseconds(
-      static_cast<int64_t>(config.cluster.start_timeout_s * 1000));
   job_finished result;
   RetiredCommunicators retired;
   while (true) {
@@ -179,9 +136,7 @@ job_finished run_elastic_training(const worker_setup& setup, int starts, caf::ac
       return result;
     }
     const auto waited_from = recovering ? policy.failed_at : node_start;
-    const auto limit = waited_from + start_limit +
-                       std::chrono::milliseconds(static_cast<int64_t>(
-                           policy.first ? 0 : config.elastic.rejoin_seconds * 1000));
+    const auto limit = policy.wait_limit(waited_from);
     auto epoch = board.wait_for([&](const epoch_started& e) { return policy.accepts(e); }, limit);
     if (!epoch) {
       if (stop.load()) {

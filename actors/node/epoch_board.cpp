@@ -12,6 +12,7 @@ void EpochBoard::post(const epoch_started& epoch) {
     // A new coordinator (the old one's node died and came back): its epochs are numbered
     // afresh, and the world of the old one is over.
     abort_epoch_ = 0;
+    join_epoch_ = 0;
     if (communicator_ != nullptr && latest_.coordinator_id != 0)
       communicator_->abort("the coordinator changed");
   }
@@ -19,19 +20,41 @@ void EpochBoard::post(const epoch_started& epoch) {
   changed_.notify_all();
 }
 
-void EpochBoard::abort_before(std::uint64_t epoch, const std::string& why) {
+void EpochBoard::abort_before(std::uint64_t epoch, const std::string& why, bool peers_alive) {
   std::lock_guard lock(mutex_);
-  if (epoch > abort_epoch_) {
+  const bool gently = peers_alive && stop_at_step_boundary_ != nullptr;
+  if (peers_alive) {
+    if (epoch > join_epoch_) {
+      join_epoch_ = epoch;
+      join_why_ = why;
+    }
+  } else if (epoch > abort_epoch_) {
     abort_epoch_ = epoch;
     abort_why_ = why;
   }
-  if (communicator_ != nullptr && communicator_epoch_ < epoch) communicator_->abort(why);
+  if (communicator_ == nullptr || communicator_epoch_ >= epoch) return;
+  if (gently)
+    *stop_at_step_boundary_ = true;
+  else
+    communicator_->abort(why);
+}
+
+void EpochBoard::member_finished(std::int64_t node_id) {
+  std::lock_guard lock(mutex_);
+  finished_members_.push_back(node_id);
+  changed_.notify_all();
+}
+
+std::vector<std::int64_t> EpochBoard::finished_members() const {
+  std::lock_guard lock(mutex_);
+  return finished_members_;
 }
 
 void EpochBoard::close(bool abort) {
   std::lock_guard lock(mutex_);
   closed_ = true;
   if (abort && communicator_ != nullptr) communicator_->abort("the worker stopped");
+  if (!abort && stop_at_step_boundary_ != nullptr) *stop_at_step_boundary_ = true;
   changed_.notify_all();
 }
 
@@ -53,12 +76,22 @@ epoch_started EpochBoard::latest() const {
   return latest_;
 }
 
-void EpochBoard::attach(comm::Communicator* communicator, std::uint64_t epoch) {
+void EpochBoard::attach(comm::Communicator* communicator, std::uint64_t epoch,
+                        std::atomic<bool>* stop_at_step_boundary) {
   std::lock_guard lock(mutex_);
   communicator_ = communicator;
   communicator_epoch_ = epoch;
+  stop_at_step_boundary_ = communicator == nullptr ? nullptr : stop_at_step_boundary;
   if (communicator_ == nullptr) return;
-  if (abort_epoch_ > epoch) communicator_->abort(abort_why_);
+  if (abort_epoch_ > epoch) {
+    communicator_->abort(abort_why_);
+  } else if (join_epoch_ > epoch) {
+    if (stop_at_step_boundary_ != nullptr)
+      *stop_at_step_boundary_ = true;
+    else
+      communicator_->abort(join_why_);
+  }
+  if (closed_ && stop_at_step_boundary_ != nullptr) *stop_at_step_boundary_ = true;
 }
 
 }  // namespace dseek::actors

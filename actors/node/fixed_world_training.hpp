@@ -1,13 +1,31 @@
-// What the training paths that cannot lose a node and go on (pipeline_stage_training,
-// tensor_parallel_training) do around their run, as the worker's thread runs them: wait
-// for the whole world (cluster.start_timeout_s), connect the data plane for that epoch,
-// keep the communicator attached to the EpochBoard (board_attachment.hpp) while the run
-// goes, and fail the job at once, with "recovery of <kind> jobs is not written yet", when
-// the data plane fails (a node died or hung and the epoch moved on).
+// What the training of a pipeline or tensor-parallel job (pipeline_stage_training,
+// tensor_parallel_training) does around its run, as the worker's thread runs it, and how
+// it goes on after a node loss:
+//
+//   - wait for a world epoch the policy accepts (world_policy.hpp: the whole world first;
+//     after a failure the whole world again, or the survivors once elastic.rejoin_seconds
+//     passed and they are at least elastic.min_nodes);
+//   - every node computes the same layout for that world (train::plan_survivor_layout:
+//     fewer data-parallel replicas first, then fewer pipeline stages, down to plain data
+//     parallelism): the first layout.ranks() ranks connect the data plane and train
+//     (layout_training.hpp), the others stand by: they take part in the epoch's
+//     rendezvous only, and wait for a later epoch (the layout grows again when a lost
+//     node rejoins) or for the job's end (a member that left after its training ended);
+//   - state: after a failure every rank resumes from the newest checkpoint
+//     (checkpoint.resume = "latest": the whole-model checkpoint of gathered_checkpointing,
+//     resharded to the new layout); without checkpoint.every_steps the job starts again
+//     from its first step, with a recovery_without_checkpoint event (nothing is lost but
+//     time). The sample order is a function of (seed, step): the steps run again see the
+//     same data.
+//
+// Events: epoch_layout (every epoch: the layout, this node's rank, train or standby),
+// worker_started, training_interrupted (epoch, error), recovered (from_step, source
+// "disk" or "start", recovery_ms from the failure this node saw to the start of its first
+// step on the new layout), recovery_without_checkpoint, standby_ended; and the
+// training's own events (parallel_layout, resumed, ...).
 #pragma once
 
 #include <atomic>
-#include <functional>
 #include <string_view>
 
 #include <caf/fwd.hpp>
@@ -15,22 +33,12 @@
 #include "actors/node/epoch_board.hpp"
 #include "actors/node/node_messages.hpp"
 #include "actors/node/worker.hpp"
-#include "comm/communicator.hpp"
-#include "runtime/train/run_training.hpp"
 
 namespace dseek::actors {
 
 struct FixedWorldPath {
-  std::string_view group;      // "the <group> did not start"
-  std::string_view jobs;       // "recovery of <jobs> jobs is not written yet"
-  std::string_view member;     // the abort's "this <member>'s training failed"
-  std::string_view rank_field; // worker_started's field naming the rank ("stage")
-  // Runs the training over the connected data plane with `session` (the job's config,
-  // progress off on every rank but 0).
-  std::function<train::RunSummary(comm::Communicator& communicator,
-                                  const config::JobConfig& session,
-                                  const train::RunOptions& options)>
-      run;
+  std::string_view group;   // "the <group> did not start"
+  std::string_view member;  // the abort's "this <member>'s training failed"
 };
 
 job_finished run_on_fixed_world(const worker_setup& setup, caf::actor_system& sys,

@@ -3,13 +3,11 @@
 // elastic data-parallel loop: wait for the whole world, connect the data plane for that
 // epoch (world rank = replica x P + stage), and run the stage (actors::run_pipeline,
 // which cuts the pipeline and data groups), its trainer in the worker group's
-// pipeline_stage actor (pipeline_stage.hpp). A pipeline cannot lose a stage and go on
-// yet: when the data plane fails (a node died or hung and the epoch moved on), the job
-// fails at once with "recovery of pipeline-parallel jobs is not written yet" instead of
-// waiting. The waiting, connecting and failing are fixed_world_training.hpp's, shared
-// with tensor_parallel_training. A restarted worker group (its pipeline_stage or worker
-// crashed) announces the restart, which fails the other stages the same way, and fails
-// itself naming its stage.
+// pipeline_stage actor (pipeline_stage.hpp). When a node is lost (or this node's worker
+// group restarted after a crash in its pipeline_stage or worker), the survivors re-plan
+// the layout (fewer replicas, then fewer stages) and resume from the newest checkpoint.
+// The waiting, connecting, re-planning and resuming are fixed_world_training.hpp's,
+// shared with tensor_parallel_training.
 #pragma once
 
 #include <atomic>

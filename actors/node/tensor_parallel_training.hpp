@@ -3,11 +3,12 @@
 // elastic data-parallel loop: wait for the whole world, connect the data plane for that
 // epoch, cut its tensor and data groups (parallel_communicators.hpp, the layout of
 // parallel_groups.hpp with one stage: world rank = replica x T + tensor rank), and run
-// train::run_tensor_parallel over CommTensorGroup and CommReplicaGroup. A tensor-parallel group
-// cannot lose a rank and go on (every rank holds a slice of every layer): when the data
-// plane fails, the job fails at once with "recovery of tensor-parallel jobs is not
-// written yet" instead of waiting. The waiting, connecting and failing are
-// fixed_world_training.hpp's, shared with pipeline_stage_training.
+// train::run_tensor_parallel over CommTensorGroup and CommReplicaGroup
+// (layout_training.hpp). A tensor-parallel group cannot lose a rank and go on (every
+// rank holds a slice of every layer): when a node is lost, the survivors re-plan the
+// layout (fewer replicas, else no tensor group) and resume from the newest checkpoint.
+// The waiting, connecting, re-planning and resuming are fixed_world_training.hpp's,
+// shared with pipeline_stage_training.
 #pragma once
 
 #include <atomic>

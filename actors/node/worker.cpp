@@ -167,14 +167,18 @@ caf::behavior worker(caf::stateful_actor<worker_state>* self, worker_setup setup
       [self](const epoch_started& epoch) { self->state.training->board.post(epoch); },
       [self](const node_lost& lost) {
         // A node that left after the job ended is no failure; any other loss is.
-        if (lost.reason == "left") return;
+        if (lost.reason == "left") {
+          self->state.training->board.member_finished(lost.lost_node);
+          return;
+        }
         self->state.training->board.abort_before(
             lost.epoch, "node " + std::to_string(lost.lost_node) + " lost (" + lost.reason + ")");
       },
       [self](const node_joined& joined) {
         // A node that (re)joins while the world trains: take it in at the next step.
         self->state.training->board.abort_before(
-            joined.epoch, "node " + std::to_string(joined.node_id) + " joined");
+            joined.epoch, "node " + std::to_string(joined.node_id) + " joined",
+            /*peers_alive=*/true);
       },
       [self](done_atom, job_finished& result) {
         auto& s = self->state;

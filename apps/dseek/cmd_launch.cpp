@@ -244,10 +244,6 @@ int cmd_launch(const Args& args) {
   plan.node_sets = parsed.sets;
   plan.max_restarts = static_cast<int>(std::min<int64_t>(job.cluster.max_restarts, 1'000'000));
   plan.min_nodes = static_cast<int>(job.elastic.min_nodes);
-  // A pipeline cannot recover a lost stage yet, nor a tensor-parallel group a lost rank
-  // (their surviving nodes fail the job, saying so): restarting the lost one would only
-  // start the whole run over from step 0.
-  if (job.parallel.pipeline > 1 || job.parallel.tensor > 1) plan.max_restarts = 0;
   plan.coordinator_node = static_cast<int>(job.cluster.coordinator_node);
   plan.timeout = to_milliseconds(parsed.timeout_s);
   plan.stop_grace = to_milliseconds(parsed.stop_grace_s);

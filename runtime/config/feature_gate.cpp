@@ -25,15 +25,21 @@ bool has_unsupported_fault(const JobConfig& config) {
   return false;
 }
 
-// A fixed-world job injects kill (it fails at once) and fail_checkpoint_write (its
-// gathered checkpoint fails and training goes on); a pipeline job also crash_actor of its
-// pipeline_stage (its worker group restarts, and the job fails naming the stage).
+// A pipeline or tensor-parallel job injects kill and hang (the node is lost: the
+// survivors re-plan the layout and resume from the newest checkpoint,
+// actors/node/fixed_world_training.hpp), a pipeline job also crash_actor of its
+// pipeline_stage (its worker group restarts and the job recovers the same way), and
+// fail_checkpoint_write (its gathered checkpoint fails and training goes on); nothing
+// else. during = "reduction" fires in the data-parallel gradient all-reduce, which these
+// jobs do not run.
 bool has_fault_a_fixed_world_lacks(const JobConfig& config, std::string_view kind) {
   for (const auto& fault : config.faults) {
-    if (fault.kind == "kill" || fault.kind == "fail_checkpoint_write") continue;
-    if (kind == "pipeline" && fault.kind == "crash_actor" && fault.actor == "pipeline_stage")
+    if ((kind == "pipeline" || config.parallel.pipeline > 1) && fault.kind == "crash_actor" &&
+        fault.actor == "pipeline_stage")
       continue;
-    return true;
+    if (fault.kind != "kill" && fault.kind != "hang" && fault.kind != "fail_checkpoint_write")
+      return true;
+    if (fault.during != "step") return true;
   }
   return false;
 }
@@ -66,12 +72,14 @@ void add_fixed_world_gates(std::vector<Gate>& gates, const JobConfig& config, bo
                    "gradient compression is for data-parallel reductions: not with " + asked});
   // checkpoint.every_steps and checkpoint.resume work on both paths: the ranks gather
   // the whole state to world rank 0 (train/gathered_checkpointing.hpp).
-  std::string injected = "kill, to check that the job fails at once, ";
+  std::string injected = "kill and hang (the survivors re-plan the layout and resume from "
+                         "the newest checkpoint), ";
   if (kind == "pipeline") injected += "crash_actor of the pipeline_stage (the same), ";
-  injected += "and fail_checkpoint_write";
+  injected += "and fail_checkpoint_write, at a step boundary or after_seconds (not during = "
+              "\"reduction\")";
   gates.push_back({requested && has_fault_a_fixed_world_lacks(config, kind), "faults",
-                   "recovery of " + jobs + " is not written yet: the faults injected into "
-                   "them are " + injected});
+                   "the faults injected into " + jobs + " are " + injected +
+                   "; the others are not wired into these jobs"});
   gates.push_back({requested && config.train.device != "cpu", "train.device",
                    std::string(kind) + "-parallel trainers compute on the CPU backend only "
                    "(train.device = \"cpu\"): not with " + asked});

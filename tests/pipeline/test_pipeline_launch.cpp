@@ -1,14 +1,18 @@
 // Pipeline parallelism through the node's actor tree: `dseek launch --nodes 2` with
 // parallel.pipeline = 2 runs one stage per dseek-node (the worker runs the stage on its
 // thread over the epoch's data plane) and ends with the same parameters on both; and a
-// pipeline that loses a node fails the job at once, naming what is missing, instead of
-// hanging or restarting the run from step 0; and `dseek launch --nodes 4` with
+// pipeline that loses a node goes on: the survivors re-plan (fewer replicas, or one
+// stage) and resume from the newest checkpoint (tests/support/lost_node_launch.hpp), and
+// a node that restarts brings the layout back; and `dseek launch --nodes 4` with
 // parallel.data = 2 runs two replicas of a 2-stage pipeline that train what one node
 // trains (tests/support/replica_parity_launch.hpp); and 2 stages of 2-rank tensor groups
 // on 4 nodes train what one node trains, and fail at once when one of them is lost.
 #include <catch2/catch.hpp>
 
 #include <chrono>
+#include <cmath>
+#include <string>
+#include <vector>
 
 #include "support/lost_node_launch.hpp"
 #include "support/node_runs.hpp"
@@ -21,6 +25,9 @@ using namespace std::chrono_literals;
 using Catch::Matchers::Contains;
 
 namespace {
+const std::vector<std::string> kReplicatedPipeline = {
+    "--set", "parallel.pipeline=2", "--set", "parallel.data=2", "--set", "train.micro_batch_size=2",
+    "--set", "train.threads=1", "--set", "train.eval_every=0"};
 const std::vector<std::string> kPipeline = {
     "--set", "parallel.pipeline=2", "--set", "train.micro_batch_size=4", "--set",
     "train.threads=1", "--set", "train.eval_every=0", "--set", "parallel.schedule=\"gpipe\""};
@@ -48,8 +55,13 @@ TEST_CASE("pipeline: dseek launch runs one stage per node", "[pp][launch]") {
   CHECK(number_field(steps.back(), "bubble") >= 0.0);
 }
 
-TEST_CASE("pipeline: a lost node fails the job at once", "[pp][launch]") {
-  check_lost_node_fails_at_once("pp-launch-kill", kPipeline, "pipeline-parallel");
+// Fewer nodes than stages: the layers go back onto one node.
+TEST_CASE("pipeline: a node lost for good leaves one stage that trains the whole model",
+          "[pp][launch][faults]") {
+  LostNodeJob lost;
+  lost.name = "pp-launch-kill";
+  lost.job = kPipeline;
+  check_lost_node_recovers(lost);
 }
 
 // crash_actor of node 1's pipeline_stage (the actor that owns its stage's trainer) at
@@ -58,18 +70,32 @@ TEST_CASE("pipeline: a lost node fails the job at once", "[pp][launch]") {
 // gets node_lost "worker restarted" and its data plane is aborted), and since a pipeline
 // cannot take a stage back yet, the job fails at once: node 1 naming its stage, node 0
 // with the missing recovery, as after a lost node. 400 steps: it must not run to its end.
-TEST_CASE("pipeline: a crashed pipeline_stage restarts its worker group and fails the job naming the stage",
+// A crash in node 1's pipeline_stage at step 6: its worker group (stage and worker)
+// restarts, the new worker tells the coordinator, node 0 hears "worker restarted", and
+// both stages resume the same layout from the step-4 checkpoint: the same layout resumed
+// from its own checkpoint computes the fault-free run's bits (test_pipeline_checkpoint),
+// so params_sha256 must equal the fault-free run's.
+TEST_CASE("pipeline: a crashed pipeline_stage restarts its worker group and the job recovers",
           "[pp][launch][faults]") {
-  ScratchDir run("pp-launch-stage-crash");
-  const auto start = std::chrono::steady_clock::now();
+  constexpr int kSteps = 12;
+  const std::vector<std::string> job =
+      kPipeline + std::vector<std::string>{"--set", "checkpoint.every_steps=4", "--set",
+                                           "checkpoint.async=false"};
+  ScratchDir reference_run("pp-launch-stage-crash-reference"), run("pp-launch-stage-crash");
+  const auto reference = run_process(tiny_launch(reference_run.path(), 2, kSteps, job), 120s,
+                                     launch_env());
+  INFO(reference.output);
+  REQUIRE(reference.exit_code == 0);
+  const auto reference_done = node_events(reference_run.path(), 0, "train_done");
+  REQUIRE(reference_done.size() == 1);
+
   const auto result = run_process(
-      tiny_launch(run.path(), 2, 400,
-                  kPipeline + faults(R"({kind = "crash_actor", actor = "pipeline_stage", node = 1, step = 3})")),
+      tiny_launch(run.path(), 2, kSteps,
+                  job + faults(R"({kind = "crash_actor", actor = "pipeline_stage", node = 1, step = 6})")),
       120s, launch_env());
   INFO(result.output);
   CHECK_FALSE(result.timed_out);
-  CHECK(result.exit_code != 0);
-  CHECK(std::chrono::steady_clock::now() - start < 60s);
+  REQUIRE(result.exit_code == 0);
   CHECK_FALSE(fault_of(run.path(), 1, "crash_actor").empty());
   // The whole group came back, under worker_group, with the stage named in the reason.
   std::vector<std::string> restarted;
@@ -81,20 +107,23 @@ TEST_CASE("pipeline: a crashed pipeline_stage restarts its worker group and fail
   }
   CHECK_THAT(restarted, Catch::Matchers::VectorContains(std::string("pipeline_stage")));
   CHECK_THAT(restarted, Catch::Matchers::VectorContains(std::string("worker")));
-  // Node 1 fails naming its stage; node 0 was told and fails as after a lost node.
-  const auto own = node_events(run.path(), 1, "training_interrupted");
-  REQUIRE_FALSE(own.empty());
-  CHECK_THAT(own.back(), Contains("pipeline stage 1 (node 1) was restarted"));
-  CHECK_THAT(own.back(), Contains("recovery of pipeline-parallel jobs is not written yet"));
   bool told = false;
   for (const auto& lost : node_events(run.path(), 0, "node_lost"))
     told = told || string_field(lost, "reason").find("worker restarted") == 0;
   CHECK(told);
-  const auto peer = node_events(run.path(), 0, "training_interrupted");
-  REQUIRE(peer.size() == 1);
-  CHECK_THAT(peer[0], Contains("recovery of pipeline-parallel jobs is not written yet"));
-  CHECK(node_events(run.path(), 0, "train_done").empty());
-  CHECK(node_events(run.path(), 1, "train_done").empty());
+  for (int node = 0; node < 2; ++node) {
+    INFO("node " << node);
+    const auto recovered = node_events(run.path(), node, "recovered");
+    REQUIRE(recovered.size() == 1);
+    CHECK(number_field(recovered[0], "from_step") == 4);
+    CHECK(string_field(recovered[0], "source") == "disk");
+    CHECK(number_field(recovered[0], "pipeline") == 2);
+    const auto done = node_events(run.path(), node, "train_done");
+    REQUIRE(done.size() == 1);
+    CHECK(number_field(done[0], "step") == kSteps);
+    CHECK(string_field(done[0], "params_sha256") ==
+          string_field(reference_done[0], "params_sha256"));
+  }
   require_no_node_left(run.path(), 2);
 }
 
@@ -130,12 +159,114 @@ TEST_CASE("pipeline: dseek launch runs 2 replicas of a 2-stage pipeline", "[pp][
   check_replicas_match_single_node(job);
 }
 
-TEST_CASE("pipeline: a lost node of a replicated pipeline fails the job at once", "[pp][launch][dp]") {
-  check_lost_node_fails_at_once("pp-dp-launch-kill",
-                                {"--set", "parallel.pipeline=2", "--set", "parallel.data=2",
-                                 "--set", "train.micro_batch_size=2", "--set", "train.threads=1",
-                                 "--set", "train.eval_every=0"},
-                                "pipeline-parallel", 4);
+// The test of issue 8: a 4-node job with P = 2 loses a node and finishes with D = 1.
+TEST_CASE("pipeline: a lost node of a replicated pipeline costs a replica and the job finishes",
+          "[pp][launch][dp][faults]") {
+  LostNodeJob lost;
+  lost.name = "pp-dp-launch-kill";
+  lost.job = kReplicatedPipeline;
+  lost.nodes = 4;
+  lost.pipeline = 2;
+  check_lost_node_recovers(lost);
+}
+
+// Not one whole pipeline is left: the 3 blocks go over the 2 survivors' stages.
+TEST_CASE("pipeline: a 3-stage pipeline that loses a node re-partitions its layers over 2 stages",
+          "[pp][launch][faults]") {
+  LostNodeJob lost;
+  lost.name = "pp3-launch-kill";
+  lost.job = {"--set", "parallel.pipeline=3", "--set", "model.layers=3", "--set",
+              "train.micro_batch_size=2", "--set", "train.threads=1", "--set",
+              "train.eval_every=0"};
+  lost.nodes = 3;
+  lost.pipeline = 2;
+  lost.also_check = [](const std::filesystem::path& run) {
+    std::vector<std::string> splits;
+    for (const auto& plan : node_events(run, 0, "pipeline_plan"))
+      splits.push_back(string_field(plan, "ranges"));
+    CHECK(splits == std::vector<std::string>{"[0,1) [1,2) [2,3)", "[0,2) [2,3)"});
+  };
+  check_lost_node_recovers(lost);
+}
+
+// A node that hangs is declared lost by its missing heartbeats: the same recovery.
+TEST_CASE("pipeline: a node of a replicated pipeline that hangs costs a replica and the job "
+          "finishes", "[pp][launch][dp][faults]") {
+  LostNodeJob lost;
+  lost.name = "pp-dp-launch-hang";
+  lost.job = kReplicatedPipeline;
+  lost.nodes = 4;
+  lost.pipeline = 2;
+  lost.fault = "hang";
+  check_lost_node_recovers(lost);
+}
+
+// The lost node is restarted by the launcher (cluster.max_restarts) while the survivors
+// train without it (elastic.rejoin_seconds = 0: they re-plan at once, node 2 stands by):
+// when it rejoins, the ranks finish their step, checkpoint it and leave that layout
+// together (no abort: the peers are alive), every node resumes the whole one (data 2 x
+// pipeline 2) from that checkpoint, and the job ends with the fault-free run's
+// val_loss (the tolerance of lost_node_launch.hpp: two changes of layout, each another
+// summation order). 200 steps, so that the one-replica layout is still training when the
+// node is back (about 1 s after the kill; those steps take about 5 s).
+TEST_CASE("pipeline: a restarted node rejoins and the replicated pipeline grows back",
+          "[pp][launch][dp][faults]") {
+  constexpr int kSteps = 200;
+  const std::vector<std::string> job =
+      kReplicatedPipeline + std::vector<std::string>{"--set", "checkpoint.every_steps=4",
+                                                     "--set", "checkpoint.async=false"};
+  ScratchDir reference_run("pp-dp-rejoin-reference"), run("pp-dp-rejoin");
+  const auto reference =
+      run_process(tiny_launch(reference_run.path(), 4, kSteps, job), 180s, launch_env());
+  INFO(reference.output);
+  REQUIRE(reference.exit_code == 0);
+  const auto result = run_process(
+      tiny_launch(run.path(), 4, kSteps,
+                  job + std::vector<std::string>{"--set", "elastic.rejoin_seconds=0"} +
+                      faults(R"({kind = "kill", node = 3, step = 10})")),
+      180s, launch_env());
+  INFO(result.output);
+  REQUIRE(result.exit_code == 0);
+  CHECK_THAT(result.output, Contains("[launch] node 3 killed by signal SIGKILL; restarting (1/"));
+  // Node 2 stood by while the survivors trained one replica, then trained again.
+  std::vector<std::string> roles;
+  for (const auto& layout : node_events(run.path(), 2, "epoch_layout"))
+    roles.push_back(string_field(layout, "role") + " " +
+                    std::to_string(static_cast<int>(number_field(layout, "data"))));
+  CHECK(roles == std::vector<std::string>{"train 2", "standby 1", "train 2"});
+  // The one-replica layout was left at a step boundary, with the checkpoint of that step.
+  for (int node : {0, 1}) {
+    INFO("node " << node);
+    const auto left = node_events(run.path(), node, "layout_left");
+    REQUIRE(left.size() == 1);
+    const double step = number_field(left[0], "step");
+    CHECK_FALSE(event_with(run.path(), node, "resumed", "step", step).empty());
+  }
+  std::string sha;
+  for (int node = 0; node < 4; ++node) {
+    INFO("node " << node);
+    const auto recovered = node_events(run.path(), node, "recovered");
+    REQUIRE_FALSE(recovered.empty());
+    // The last recovery is into the whole layout again, from the checkpoint written when
+    // the one-replica layout was left.
+    CHECK(number_field(recovered.back(), "data") == 2);
+    CHECK(string_field(recovered.back(), "source") == "disk");
+    CHECK(number_field(recovered.back(), "from_step") ==
+          number_field(node_events(run.path(), 0, "layout_left").at(0), "step"));
+    const auto done = node_events(run.path(), node, "train_done");
+    REQUIRE(done.size() == 1);
+    CHECK(number_field(done[0], "step") == kSteps);
+    if (sha.empty()) sha = string_field(done[0], "params_sha256");
+    CHECK(string_field(done[0], "params_sha256") == sha);
+  }
+  CHECK(node_events(run.path(), 0, "recovered").size() == 2);  // into data 1, then data 2
+  const double expected = number_field(node_events(reference_run.path(), 0, "train_done")[0], "val_loss");
+  const double got = number_field(node_events(run.path(), 0, "train_done")[0], "val_loss");
+  const double relative = std::abs(got - expected) / std::abs(expected);
+  WARN("rejoin: val_loss " << got << ", fault-free " << expected << ": " << relative
+                           << " relative (tolerance 1e-5)");
+  CHECK(relative <= 1e-5);
+  require_no_node_left(run.path(), 4);
 }
 
 // Pipeline x tensor through the node's actor tree: `dseek launch --nodes 4` with
@@ -159,11 +290,17 @@ TEST_CASE("pipeline: dseek launch runs a 2-stage pipeline of 2-rank tensor group
   check_replicas_match_single_node(job);
 }
 
-TEST_CASE("pipeline: a lost node of a pipeline of tensor groups fails the job at once",
-          "[pp][tp][launch]") {
-  check_lost_node_fails_at_once("pxt-launch-kill",
-                                {"--set", "parallel.pipeline=2", "--set", "parallel.tensor=2",
-                                 "--set", "train.micro_batch_size=2", "--set", "train.threads=1",
-                                 "--set", "train.eval_every=0"},
-                                "pipeline-parallel", 4);
+// 4 nodes P = 2 x T = 2 lose one: 3 survivors hold no whole pipeline of tensor groups
+// and no 1-stage pipeline is a pipeline, so the survivors keep the tensor group alone
+// (T = 2 on nodes 0 and 1, node 2 standing by) and resume from the step-8 checkpoint.
+TEST_CASE("pipeline: a pipeline of tensor groups that loses a node goes on as one tensor group",
+          "[pp][tp][launch][faults]") {
+  LostNodeJob lost;
+  lost.name = "pxt-launch-kill";
+  lost.job = {"--set", "parallel.pipeline=2", "--set", "parallel.tensor=2", "--set",
+              "train.micro_batch_size=2", "--set", "train.threads=1", "--set",
+              "train.eval_every=0"};
+  lost.nodes = 4;
+  lost.tensor = 2;
+  check_lost_node_recovers(lost);
 }

@@ -1,8 +1,9 @@
 // Tensor parallelism through the node's actor tree: `dseek launch --nodes 2` with
 // parallel.tensor = 2 runs one tensor-parallel rank per dseek-node (the worker runs
 // train::run_tensor_parallel over the epoch's data plane) and trains what a single-node
-// run of the same config trains; and a group that loses a node fails the job at once,
-// naming what is missing, instead of hanging or restarting the run from step 0; and
+// run of the same config trains; and a group that loses a node goes on: the survivors
+// re-plan (one node alone, or one replica of the group) and finish with the fault-free
+// run's val_loss (tests/support/lost_node_launch.hpp); and
 // `dseek launch --nodes 4` with parallel.data = 2 runs two replicas of a 2-rank group
 // that train what one node trains (tests/support/replica_parity_launch.hpp).
 //
@@ -89,8 +90,14 @@ TEST_CASE("tensor: dseek launch runs one tensor-parallel rank per node", "[tp][l
   CHECK(number_field(done1[0], "val_loss") == val_group);
 }
 
-TEST_CASE("tensor: a lost node fails the job at once", "[tp][launch]") {
-  check_lost_node_fails_at_once("tp-launch-kill", kTensor, "tensor-parallel");
+// Without checkpoints: the survivor starts the job again from step 0, alone.
+TEST_CASE("tensor: a node lost for good leaves one node that trains the whole model",
+          "[tp][launch][faults]") {
+  LostNodeJob lost;
+  lost.name = "tp-launch-kill";
+  lost.job = kTensor;
+  lost.checkpoints = false;
+  check_lost_node_recovers(lost);
 }
 
 // Two replicas of a 2-rank group, each on its half of every batch (3 micro-batches of
@@ -110,10 +117,14 @@ TEST_CASE("tensor: dseek launch runs 2 replicas of a 2-rank group", "[tp][launch
   check_replicas_match_single_node(job);
 }
 
-TEST_CASE("tensor: a lost node of a replicated group fails the job at once", "[tp][launch][dp]") {
-  check_lost_node_fails_at_once("tp-dp-launch-kill",
-                                {"--set", "parallel.tensor=2", "--set", "parallel.data=2",
-                                 "--set", "train.micro_batch_size=2", "--set", "train.threads=1",
-                                 "--set", "train.eval_every=0"},
-                                "tensor-parallel", 4);
+TEST_CASE("tensor: a lost node of a replicated group costs a replica and the job finishes",
+          "[tp][launch][dp][faults]") {
+  LostNodeJob lost;
+  lost.name = "tp-dp-launch-kill";
+  lost.job = {"--set", "parallel.tensor=2", "--set", "parallel.data=2", "--set",
+              "train.micro_batch_size=2", "--set", "train.threads=1", "--set",
+              "train.eval_every=0"};
+  lost.nodes = 4;
+  lost.tensor = 2;
+  check_lost_node_recovers(lost);
 }

@@ -403,8 +403,14 @@ TEST_CASE("config: pipeline parallelism runs one stage per node, with replicas t
       "[[faults]]\nkind = \"slow\"\nstep = 1\nms = 5\n", "x",
       {"cluster.nodes=2", "parallel.pipeline=2"});
   CHECK_THAT(error_of([&] { config::check_supported(with_fault); }),
-             Contains("recovery of pipeline-parallel jobs is not written yet"));
-  // A kill is allowed: it checks that a pipeline that loses a node fails at once.
+             Contains("the faults injected into pipeline-parallel jobs are kill and hang"));
+  // A kill in the gradient all-reduce is a data-parallel fault: there is none here.
+  auto in_reduction = config::load_config_text(
+      "[[faults]]\nkind = \"kill\"\nnode = 1\nstep = 3\nduring = \"reduction\"\n", "x",
+      {"cluster.nodes=2", "parallel.pipeline=2"});
+  CHECK_THAT(error_of([&] { config::check_supported(in_reduction); }),
+             Contains("not during = \"reduction\""));
+  // A kill is allowed: the survivors re-plan and resume from the newest checkpoint.
   auto with_kill = config::load_config_text("[[faults]]\nkind = \"kill\"\nnode = 1\nstep = 3\n",
                                             "x", {"cluster.nodes=2", "parallel.pipeline=2"});
   CHECK_NOTHROW(config::check_supported(with_kill));
@@ -489,7 +495,7 @@ TEST_CASE("config: tensor parallelism runs one rank per node, with replicas too"
       "[[faults]]\nkind = \"slow\"\nstep = 1\nms = 5\n", "x",
       {"cluster.nodes=2", "parallel.tensor=2"});
   CHECK_THAT(error_of([&] { config::check_supported(with_fault); }),
-             Contains("recovery of tensor-parallel jobs is not written yet"));
+             Contains("the faults injected into tensor-parallel jobs are kill and hang"));
   auto with_kill = config::load_config_text("[[faults]]\nkind = \"kill\"\nnode = 1\nstep = 3\n",
                                             "x", {"cluster.nodes=2", "parallel.tensor=2"});
   CHECK_NOTHROW(config::check_supported(with_kill));
