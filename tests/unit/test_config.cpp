@@ -419,8 +419,8 @@ TEST_CASE("config: pipeline parallelism runs one stage per node, with replicas t
       "[[faults]]\nkind = \"fail_checkpoint_write\"\nstep = 4\n", "x",
       {"cluster.nodes=2", "parallel.pipeline=2", "checkpoint.every_steps=4"});
   CHECK_NOTHROW(config::check_supported(with_failed_write));
-  // A crash of the pipeline_stage actor: its worker group restarts and the job fails
-  // naming the stage. Another actor's crash is refused; so is the stage's crash in a job
+  // A crash of the pipeline_stage actor: its worker group restarts and the job recovers
+  // as from a lost node. Another actor's crash is refused; so is the stage's crash in a job
   // that has no pipeline_stage.
   const std::string crash = "[[faults]]\nkind = \"crash_actor\"\nnode = 1\nstep = 3\nactor = ";
   CHECK_NOTHROW(config::check_supported(config::load_config_text(
@@ -429,12 +429,12 @@ TEST_CASE("config: pipeline parallelism runs one stage per node, with replicas t
                config::check_supported(config::load_config_text(
                    crash + "\"worker\"\n", "x", {"cluster.nodes=2", "parallel.pipeline=2"}));
              }),
-             Contains("recovery of pipeline-parallel jobs is not written yet"));
+             Contains("the faults injected into pipeline-parallel jobs are kill and hang"));
   CHECK_THAT(error_of([&] {
                config::check_supported(config::load_config_text(
                    crash + "\"pipeline_stage\"\n", "x", {"cluster.nodes=2", "parallel.tensor=2"}));
              }),
-             Contains("recovery of tensor-parallel jobs is not written yet"));
+             Contains("the faults injected into tensor-parallel jobs are kill and hang"));
   CHECK_THAT(error_of([&] {
                config::check_supported(config::load_config_text(
                    crash + "\"pipeline_stage\"\n", "x", {"cluster.nodes=2", "parallel.data=2"}));
