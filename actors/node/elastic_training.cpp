@@ -122,10 +122,7 @@ job_finished run_elastic_training(const worker_setup& setup, int starts, caf::ac
   WorldPolicy policy{config, starts == 1 && setup.incarnation == 0, 0, 0, Clock::now()};
   bool recovering = !policy.first;  // a restarted node or worker recovers too
   if (starts > 1) {
-    if (auto fresh = announce_worker_restart(sys, config)) {
-      policy.after_epoch = fresh->epoch - 1;  // that epoch or a later one
-      policy.after_coordinator = fresh->coordinator_id;
-    }
+    if (auto fresh = announce_worker_restart(sys, config)) policy.accept_from(*fresh);
   }
   const auto node_start = Clock::now();
   job_finished result;

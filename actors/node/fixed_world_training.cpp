@@ -102,10 +102,7 @@ job_finished run_on_fixed_world(const worker_setup& setup, caf::actor_system& sy
     // The worker group restarted after a crash in it (its worker or pipeline_stage): the
     // peers are still inside collectives with the old worker; the restart's epoch aborts
     // them, and every node re-plans from it (worker_restart.hpp).
-    if (auto fresh = announce_worker_restart(sys, config)) {
-      policy.after_epoch = fresh->epoch - 1;  // that epoch or a later one
-      policy.after_coordinator = fresh->coordinator_id;
-    }
+    if (auto fresh = announce_worker_restart(sys, config)) policy.accept_from(*fresh);
   }
   const auto node_start = WorldClock::now();
   job_finished result;

@@ -26,6 +26,11 @@ struct WorldPolicy {
   WorldClock::time_point failed_at;
 
   bool accepts(const epoch_started& e) const;
+  // Accept `e` or a later epoch (the one a worker restart announced: worker_restart.hpp).
+  void accept_from(const epoch_started& e) {
+    after_epoch = e.epoch - 1;
+    after_coordinator = e.coordinator_id;
+  }
   // How long to wait for an accepted world: cluster.start_timeout_s from `waited_from`,
   // plus elastic.rejoin_seconds after a failure.
   WorldClock::time_point wait_limit(WorldClock::time_point waited_from) const;

@@ -13,45 +13,22 @@
 
 #include "runtime/model/tensor_parallel_gpt.hpp"
 #include "runtime/train/pipeline_chunk.hpp"
+#include "runtime/train/pipeline_model_chunk.hpp"
 
 namespace dseek::train {
 
 namespace {
 
-class TensorParallelChunk final : public PipelineChunk {
+class TensorParallelChunk final : public ModelChunk<model::TensorParallelGpt> {
  public:
   TensorParallelChunk(const ChunkSpec& spec, backend::Backend& backend, model::TensorGroup& group)
-      : model_(spec.shape, spec.range, group, backend, spec.micro_batch_size,
+      : ModelChunk(spec.shape, spec.range, group, backend, spec.micro_batch_size,
                spec.activation_slots, spec.recompute),
         rank_(group.rank()) {
     if (spec.precision != "fp32")
       throw std::invalid_argument("train.precision = \"" + spec.precision +
                                   "\": the tensor-parallel model computes in fp32 only");
     model_.init_weights(spec.seed, spec.init_std);
-  }
-
-  model::LayerRange range() const override { return model_.range(); }
-  bool has_embedding() const override { return model_.has_embedding(); }
-  bool has_head() const override { return model_.has_head(); }
-  float* params() override { return model_.params(); }
-  float* grads() override { return model_.grads(); }
-  size_t buffer_floats() const override { return model_.num_params(); }
-  void zero_grads() override { model_.zero_grads(); }
-  model::ActivationMemory activation_memory() const override { return model_.activation_memory(); }
-  void select_activation_slot(int64_t slot) override { model_.select_activation_slot(slot); }
-  double forward(const int32_t* tokens, const int32_t* targets, int64_t B, int64_t T) override {
-    return model_.forward(tokens, targets, B, T);
-  }
-  void backward(float dloss) override { model_.backward(dloss); }
-  float* stage_input() override { return model_.stage_input(); }
-  float* stage_output() override { return model_.stage_output(); }
-  float* stage_input_grad() override { return model_.stage_input_grad(); }
-  float* stage_output_grad() override { return model_.stage_output_grad(); }
-  void share_recompute_scratch(PipelineChunk& owner) override {
-    auto* shard = dynamic_cast<TensorParallelChunk*>(&owner);
-    if (shard == nullptr)
-      throw std::logic_error("pipeline chunk: recompute scratch shared between model kinds");
-    model_.share_recompute_scratch(shard->model_);
   }
 
   // In GptModel's backward order: lnf, the blocks from the last, then the embedding
@@ -138,7 +115,6 @@ class TensorParallelChunk final : public PipelineChunk {
     return counted;
   }
 
-  model::TensorParallelGpt model_;
   int rank_;
 };
 

@@ -6,43 +6,20 @@
 
 #include "runtime/model/precision_policy.hpp"
 #include "runtime/train/pipeline_chunk.hpp"
+#include "runtime/train/pipeline_model_chunk.hpp"
 
 namespace dseek::train {
 
 namespace {
 
-class WholeModelChunk final : public PipelineChunk {
+class WholeModelChunk final : public ModelChunk<model::GptModel> {
  public:
   WholeModelChunk(const ChunkSpec& spec, backend::Backend& backend)
-      : model_(spec.shape, spec.range, backend, spec.micro_batch_size, spec.activation_slots,
+      : ModelChunk(spec.shape, spec.range, backend, spec.micro_batch_size, spec.activation_slots,
                spec.recompute) {
     model_.init_weights(spec.seed, spec.init_std);
     model_.set_precision(model::PrecisionPolicy(backend, model::matmul_format_of(spec.precision),
                                                 spec.shape.layers));
-  }
-
-  model::LayerRange range() const override { return model_.range(); }
-  bool has_embedding() const override { return model_.has_embedding(); }
-  bool has_head() const override { return model_.has_head(); }
-  float* params() override { return model_.params(); }
-  float* grads() override { return model_.grads(); }
-  size_t buffer_floats() const override { return model_.num_params(); }
-  void zero_grads() override { model_.zero_grads(); }
-  model::ActivationMemory activation_memory() const override { return model_.activation_memory(); }
-  void select_activation_slot(int64_t slot) override { model_.select_activation_slot(slot); }
-  double forward(const int32_t* tokens, const int32_t* targets, int64_t B, int64_t T) override {
-    return model_.forward(tokens, targets, B, T);
-  }
-  void backward(float dloss) override { model_.backward(dloss); }
-  float* stage_input() override { return model_.stage_input(); }
-  float* stage_output() override { return model_.stage_output(); }
-  float* stage_input_grad() override { return model_.stage_input_grad(); }
-  float* stage_output_grad() override { return model_.stage_output_grad(); }
-  void share_recompute_scratch(PipelineChunk& owner) override {
-    auto* whole = dynamic_cast<WholeModelChunk*>(&owner);
-    if (whole == nullptr)
-      throw std::logic_error("pipeline chunk: recompute scratch shared between model kinds");
-    model_.share_recompute_scratch(whole->model_);
   }
 
   std::vector<model::ParamRange> owned_ranges() const override {
@@ -79,8 +56,6 @@ class WholeModelChunk final : public PipelineChunk {
   bool is_head_copy_of_wte(const model::ParamRange& r) const {
     return !model_.has_embedding() && r == tied_wte();
   }
-
-  model::GptModel model_;
 };
 
 }  // namespace
