@@ -8,9 +8,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh build
 scripts/build.sh
+bin=${DSEEK_BUILD_DIR:-build}/bin  # where scripts/build.sh put the binaries
 data_dir=data/python-stdlib
 if [ ! -f "$data_dir/index.capnp" ]; then
   rm -rf "$data_dir"
-  build/bin/dseek data prepare --input /usr/lib/python3.11 --output "$data_dir"
+  "$bin/dseek" data prepare --input /usr/lib/python3.11 --output "$data_dir"
 fi
-exec build/bin/dseek launch --nodes "${DSEEK_NODES:-2}" config/single.toml "$@"
+exec "$bin/dseek" launch --nodes "${DSEEK_NODES:-2}" config/single.toml "$@"
