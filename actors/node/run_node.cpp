@@ -64,6 +64,22 @@ class node_system_config : public caf::actor_system_config {
   }
 };
 
+// The reason the node supervisor stopped on its own, from its down message (bounded:
+// stopping its remaining children takes moments).
+std::string supervisor_gave_up(caf::scoped_actor& main, const supervisor_actor& node,
+                               caf::actor_system& sys) {
+  std::string reason = "it shut the worker down on its own (no down message within 10 s)";
+  bool down = false;
+  main->receive_while([&] { return !down; })(
+      [&](caf::down_msg& msg) {
+        if (msg.source != node.address()) return;
+        down = true;
+        reason = sys.render(msg.reason);
+      },
+      caf::after(std::chrono::seconds(10)) >> [&] { down = true; });
+  return "the node supervisor stopped: " + reason;
+}
+
 // Waits for the job supervisor to publish the coordinator; returns its port or throws
 // with the supervisor's reason.
 std::uint16_t await_publication(caf::scoped_actor& main, const supervisor_actor& job,
@@ -195,6 +211,12 @@ int run_node(const config::JobConfig& job_config, const node_options& options) {
           // The job's stop vote can end this node's training before this loop polls the
           // node's own signal (the launcher signals every node at once).
           if (options.stop != nullptr && options.stop->load()) signalled = true;
+          // This loop has not asked the node supervisor to stop yet: a worker it shut
+          // down means the supervisor is stopping on its own (its restart intensity was
+          // exceeded). That is the node failing, not the job finishing: wait for the
+          // supervisor's down message to say why.
+          if (result.ok && result.shut_down_by_supervisor && !signalled)
+            failure = supervisor_gave_up(main, node, sys);
         },
         [&](join_refused& refused) {
           failure = "the coordinator at " + refused.coordinator + " refused this node: " +

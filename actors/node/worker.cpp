@@ -188,6 +188,7 @@ caf::behavior worker(caf::stateful_actor<worker_state>* self, worker_setup setup
           self->quit(caf::make_error(caf::sec::runtime_error, result.error));
           return;
         }
+        result.shut_down_by_supervisor = s.stopping;
         caf::anon_send(s.setup.node_main, std::move(result));
         self->quit(s.stopping ? s.stop_reason : caf::error{});
       },

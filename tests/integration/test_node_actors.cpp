@@ -9,6 +9,9 @@
 //     optimizer shard of the last completed step, and its neighbour's replica), and ends
 //     bit-identical to the fault-free ZeRO 1 run. Under ZeRO 0 the same crash recovers
 //     from the replicas' memory too (each keeps the whole last completed step).
+//   - a node supervisor that gives up (the metrics_exporter crashed 7 times in a few
+//     seconds: more than its 5 restarts in 30 s) fails the node: exit 1 naming the
+//     supervisor's reason, node_failed, no train_done -- not a "job finished" exit 0.
 // Every wait is bounded, and no node process outlives its test.
 #include <catch2/catch.hpp>
 
@@ -149,4 +152,27 @@ TEST_CASE("under ZeRO 0 a crashed gradient_shard's node recovers from memory",
     CHECK(string_field(recovered[0], "source") == "memory");
     CHECK(number_field(recovered[0], "from_step") == 12);
   }
+}
+
+TEST_CASE("a node supervisor that gives up fails the node instead of finishing it",
+          "[node_actors][faults]") {
+  ScratchDir run("node-actors-give-up");
+  std::string crashes;
+  for (int step = 2; step <= 8; ++step) {
+    if (!crashes.empty()) crashes += ", ";
+    crashes += R"({kind = "crash_actor", actor = "metrics_exporter", step = )" +
+               std::to_string(step) + "}";
+  }
+  const auto result = run_process(tiny_job(run.path(), 40, faults(crashes)), 120s);
+  INFO(result.output);
+  CHECK_FALSE(result.timed_out);
+  CHECK(result.exit_code == 1);
+  CHECK_THAT(result.output, Catch::Matchers::Contains("the node supervisor stopped") &&
+                                Catch::Matchers::Contains("restart_intensity_exceeded"));
+  const auto failed = node_events(run.path(), 0, "node_failed");
+  REQUIRE(failed.size() == 1);
+  CHECK_THAT(string_field(failed[0], "reason"),
+             Catch::Matchers::Contains("child 'metrics_exporter' needed 6 restarts"));
+  CHECK(node_events(run.path(), 0, "node_stopping").empty());
+  CHECK(node_events(run.path(), 0, "train_done").empty());
 }
