@@ -1,6 +1,10 @@
 // Implementation of pp_job.hpp.
 #include "pipeline/pp_job.hpp"
 
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cmath>
 #include <fstream>
 #include <thread>
 
@@ -86,6 +90,24 @@ JobRun run_job(int stages, const std::filesystem::path& run_dir,
   }
   job.final_params = read_params(params);
   return job;
+}
+
+double max_relative_difference(const std::vector<double>& a, const std::vector<double>& b) {
+  if (a.size() != b.size() || a.empty()) return INFINITY;
+  double worst = 0.0;
+  for (size_t i = 0; i < a.size(); ++i)
+    worst = std::max(worst, std::abs(a[i] - b[i]) / std::max(std::abs(b[i]), 1e-12));
+  return worst;
+}
+
+std::vector<std::string> resume_from(const std::filesystem::path& checkpoint) {
+  return {"checkpoint.resume=\"" + checkpoint.string() + "\""};
+}
+
+std::string resumed_event(const JobRun& run, int rank) {
+  const auto events = events_named(run.stages[static_cast<size_t>(rank)].lines, "resumed");
+  REQUIRE(events.size() == 1);
+  return events.front();
 }
 
 }  // namespace dseek::testing::pp

@@ -40,4 +40,14 @@ JobRun run_job(int ranks, const std::filesystem::path& run_dir,
                std::chrono::milliseconds timeout = std::chrono::seconds(120), int tensor = 1,
                int data = 1);
 
+// The largest |a[i] - b[i]| / |b[i]|; infinite when the lengths differ or a is empty (a
+// comparison of nothing must not pass).
+double max_relative_difference(const std::vector<double>& a, const std::vector<double>& b);
+
+// The setting that resumes a job from `checkpoint`.
+std::vector<std::string> resume_from(const std::filesystem::path& checkpoint);
+
+// The one `resumed` event of process `rank` (REQUIREs exactly one).
+std::string resumed_event(const JobRun& run, int rank);
+
 }  // namespace dseek::testing::pp

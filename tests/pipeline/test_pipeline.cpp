@@ -51,14 +51,6 @@ const JobRun& cached_run(const std::string& name, int stages, const std::vector<
   return runs.emplace(name, std::move(run)).first->second;
 }
 
-double max_relative_difference(const std::vector<double>& a, const std::vector<double>& b) {
-  if (a.size() != b.size()) return INFINITY;
-  double worst = 0.0;
-  for (size_t i = 0; i < a.size(); ++i)
-    worst = std::max(worst, std::abs(a[i] - b[i]) / std::max(std::abs(b[i]), 1e-12));
-  return worst;
-}
-
 double median(std::vector<double> values) {
   std::sort(values.begin(), values.end());
   return values[values.size() / 2];

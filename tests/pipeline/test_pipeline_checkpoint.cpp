@@ -42,24 +42,6 @@ JobRun run_ok(int stages, const fs::path& dir, const std::vector<std::string>& e
   return run;
 }
 
-std::vector<std::string> resume_from(const fs::path& checkpoint) {
-  return {"checkpoint.resume=\"" + checkpoint.string() + "\""};
-}
-
-double max_relative_difference(const std::vector<double>& a, const std::vector<double>& b) {
-  if (a.size() != b.size() || a.empty()) return INFINITY;
-  double worst = 0.0;
-  for (size_t i = 0; i < a.size(); ++i)
-    worst = std::max(worst, std::abs(a[i] - b[i]) / std::max(std::abs(b[i]), 1e-12));
-  return worst;
-}
-
-std::string resumed_event(const JobRun& run, int stage) {
-  const auto events = events_named(run.stages[static_cast<size_t>(stage)].lines, "resumed");
-  REQUIRE(events.size() == 1);
-  return events.front();
-}
-
 }  // namespace
 
 TEST_CASE("pipeline checkpoints: P=2 resumed from its own checkpoint ends bitwise as the "

@@ -48,14 +48,6 @@ std::vector<std::string> shape_settings(std::vector<std::string> extra = {}) {
   return small_settings(settings);
 }
 
-double max_relative_difference(const std::vector<double>& a, const std::vector<double>& b) {
-  if (a.size() != b.size() || a.empty()) return INFINITY;
-  double worst = 0.0;
-  for (size_t i = 0; i < a.size(); ++i)
-    worst = std::max(worst, std::abs(a[i] - b[i]) / std::max(std::abs(b[i]), 1e-12));
-  return worst;
-}
-
 // Every check of the header comment, for a run of `ranks` processes laid out
 // data x 2 stages x 2 tensor ranks.
 void check_matches_single_node(const std::string& name, const JobRun& run, const JobRun& single,

@@ -45,24 +45,6 @@ std::vector<std::string> with(std::vector<std::string> a, const std::vector<std:
   return a;
 }
 
-std::vector<std::string> resume_from(const fs::path& checkpoint) {
-  return {"checkpoint.resume=\"" + checkpoint.string() + "\""};
-}
-
-double max_relative_difference(const std::vector<double>& a, const std::vector<double>& b) {
-  if (a.size() != b.size() || a.empty()) return INFINITY;
-  double worst = 0.0;
-  for (size_t i = 0; i < a.size(); ++i)
-    worst = std::max(worst, std::abs(a[i] - b[i]) / std::max(std::abs(b[i]), 1e-12));
-  return worst;
-}
-
-std::string resumed_event(const JobRun& run, int rank) {
-  const auto events = events_named(run.stages[static_cast<size_t>(rank)].lines, "resumed");
-  REQUIRE(events.size() == 1);
-  return events.front();
-}
-
 }  // namespace
 
 TEST_CASE("pipeline x tensor checkpoints: P2 x T2 resumed from its own checkpoint ends "
