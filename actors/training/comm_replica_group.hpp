@@ -2,7 +2,9 @@
 // group cut by parallel_communicators.hpp) is replica r. The float sum is the
 // communicator's all-reduce, whose result is bitwise the same on every rank (the direct
 // all-reduce adds the contributions in rank order; the ring reduces each segment on one
-// rank and copies it to the others); the double sums are added in rank order.
+// rank and copies it to the others); the double sums are added in rank order. ZeRO's
+// pieces are the communicator's reduce-scatter / all-gather shards (shard_offset,
+// shard_count), so they move with one collective each.
 #pragma once
 
 #include <vector>
@@ -19,10 +21,14 @@ class CommReplicaGroup final : public train::ReplicaGroup {
   int replicas() const override { return comm_.size(); }
   void sum(float* data, size_t count) override;
   void sum(std::span<double> values) override;
+  model::ParamRange piece_of(size_t count) const override;
+  void reduce_scatter(float* data, size_t count) override;
+  void all_gather(float* data, size_t count) override;
 
  private:
   comm::Communicator& comm_;
   std::vector<unsigned char> scratch_;
+  std::vector<float> piece_scratch_;  // reduce_scatter's output, kept between calls
 };
 
 }  // namespace dseek::actors

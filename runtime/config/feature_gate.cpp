@@ -66,8 +66,6 @@ void add_fixed_world_gates(std::vector<Gate>& gates, const JobConfig& config, bo
                            std::string_view key, std::string_view kind) {
   const std::string asked = std::string(key) + " > 1";
   const std::string jobs = std::string(kind) + "-parallel jobs";
-  gates.push_back({requested && config.parallel.zero > 0, "parallel.zero",
-                   "ZeRO shards a data-parallel optimizer: not with " + asked});
   gates.push_back({requested && config.comm.compression != "none", "comm.compression",
                    "gradient compression is for data-parallel reductions: not with " + asked});
   // checkpoint.every_steps and checkpoint.resume work on both paths: the ranks gather

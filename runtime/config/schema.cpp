@@ -277,7 +277,9 @@ const std::vector<Key<JobConfig>>& job_keys() {
           "split minimizes the slowest stage)"),
       job<&J::parallel, &Pa::zero>(
           "parallel.zero", between(0, 2),
-          "ZeRO stage: 0 = off, 1 = shard optimizer state, 2 = and gradients"),
+          "ZeRO stage: 0 = off, 1 = shard optimizer state, 2 = and gradients; pipeline "
+          "and tensor-parallel jobs shard each stage's (tensor rank's) optimizer over its "
+          "data group (parallel.data > 1), reducing after backward for both stages"),
 
       job<&J::comm, &Co::backend>("comm.backend", one_of({"ucx", "nccl"}),
                                   "data plane: ucx (host memory) or nccl (GPU memory)"),

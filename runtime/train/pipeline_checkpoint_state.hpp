@@ -3,6 +3,7 @@
 // writes; on resume every stage of every replica takes its own ranges out of the whole
 // checkpoint (any split, any number of stages). With tensor parallelism each stage's
 // ranks add their shards first, and stage 0's tensor rank 0 (world rank 0) writes.
+// Under ZeRO the other replicas all-gather their moment pieces to replica 0 first.
 #pragma once
 
 #include "runtime/train/gathered_state.hpp"
@@ -19,7 +20,10 @@ class PipelineCheckpointState final : public GatheredState {
   bool is_writer() const override {
     return trainer_.info().replica == 0 && trainer_.info().gathers_state;
   }
-  bool takes_part() const override { return trainer_.info().replica == 0; }
+  // Under ZeRO the other replicas take part too: they hold pieces of the moments.
+  bool takes_part() const override {
+    return trainer_.info().replica == 0 || trainer_.info().shards_optimizer_state;
+  }
   bool writer_decides(bool value) override { return trainer_.first_stage_decides(value); }
   void gather_whole(float* params, float* adam_m, float* adam_v) override {
     trainer_.gather_state_to_first(params, adam_m, adam_v);

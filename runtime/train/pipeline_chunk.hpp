@@ -73,9 +73,12 @@ class PipelineChunk {
   // Every float of owned_ranges() with its whole-model offset (the head's copy of wte
   // and the replicated tensors included): what a restore from the whole state fills.
   virtual std::vector<model::ShardSegment> owned_segments() const = 0;
-  // AdamW over owned_ranges() with the whole model's weight-decay settings.
-  virtual std::unique_ptr<optim::AdamW> make_optimizer(backend::Backend& backend,
-                                                       const optim::AdamWSettings& settings) const = 0;
+  // AdamW over owned_ranges() with the whole model's weight-decay settings; with `only`
+  // (ZeRO inside the data group: this replica's pieces, inside owned_ranges()), over
+  // those ranges alone.
+  virtual std::unique_ptr<optim::AdamW> make_optimizer(
+      backend::Backend& backend, const optim::AdamWSettings& settings,
+      const std::vector<model::ParamRange>* only = nullptr) const = 0;
 };
 
 struct ChunkSpec {

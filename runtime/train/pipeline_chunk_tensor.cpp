@@ -78,8 +78,9 @@ class TensorParallelChunk final : public ModelChunk<model::TensorParallelGpt> {
     }
     return segments;
   }
-  std::unique_ptr<optim::AdamW> make_optimizer(backend::Backend& backend,
-                                               const optim::AdamWSettings& settings) const override {
+  std::unique_ptr<optim::AdamW> make_optimizer(
+      backend::Backend& backend, const optim::AdamWSettings& settings,
+      const std::vector<model::ParamRange>* only) const override {
     const model::TensorParallelLayout& layout = model_.layout();
     const auto& tensors = layout.whole().tensors();
     std::vector<optim::DecayRange> owned;
@@ -90,7 +91,16 @@ class TensorParallelChunk final : public ModelChunk<model::TensorParallelGpt> {
                                    [](size_t offset, const model::ParamTensor& t) {
                                      return offset < t.offset;
                                    });
-        owned.push_back({{segment.shard_offset, segment.count}, std::prev(it)->decay});
+        const bool decay = std::prev(it)->decay;
+        if (only == nullptr) {
+          owned.push_back({{segment.shard_offset, segment.count}, decay});
+          continue;
+        }
+        for (const model::ParamRange& piece : *only) {  // ZeRO: the segment's parts in pieces
+          const size_t begin = std::max(piece.offset, segment.shard_offset);
+          const size_t end = std::min(piece.end(), segment.shard_offset + segment.count);
+          if (begin < end) owned.push_back({{begin, end - begin}, decay});
+        }
       }
     return std::make_unique<optim::AdamW>(backend, settings, owned);
   }

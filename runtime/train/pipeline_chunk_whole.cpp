@@ -46,9 +46,11 @@ class WholeModelChunk final : public ModelChunk<model::GptModel> {
     for (const model::ParamRange& r : owned_ranges()) segments.push_back({r.offset, r.offset, r.count});
     return segments;
   }
-  std::unique_ptr<optim::AdamW> make_optimizer(backend::Backend& backend,
-                                               const optim::AdamWSettings& settings) const override {
-    return std::make_unique<optim::AdamW>(backend, model_.layout(), settings, owned_ranges());
+  std::unique_ptr<optim::AdamW> make_optimizer(
+      backend::Backend& backend, const optim::AdamWSettings& settings,
+      const std::vector<model::ParamRange>* only) const override {
+    return std::make_unique<optim::AdamW>(backend, model_.layout(), settings,
+                                          only != nullptr ? *only : owned_ranges());
   }
 
  private:

@@ -20,6 +20,8 @@ LocalPipelineStage::LocalPipelineStage(const PipelineStageSpec& spec)
   info_.tensor_ranks = trainer_.tensor_ranks();
   info_.gathers_state = trainer_.gathers_state();
   info_.owned_params = trainer_.owned_params();
+  info_.shards_optimizer_state = trainer_.shards_optimizer_state();
+  info_.optimizer_params = trainer_.optimizer_params();
   info_.activation_memory = trainer_.activation_memory();
   info_.plan = trainer_.plan();
 }

@@ -50,6 +50,10 @@ struct PipelineStageInfo {
   int tensor_rank = 0, tensor_ranks = 1;
   bool gathers_state = false;  // writes the gathered checkpoint (stage 0, tensor rank 0)
   size_t owned_params = 0;  // its blocks, and the embedding, head and wte at the ends
+  // ZeRO inside the data group: the optimizer state is sharded over the replicas, and
+  // this rank holds the AdamW moments of optimizer_params parameters.
+  bool shards_optimizer_state = false;
+  size_t optimizer_params = 0;
   model::ActivationMemory activation_memory;
   PipelinePlan plan;
 };

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "runtime/optim/adamw.hpp"
+#include "runtime/train/data_group_shards.hpp"
 #include "runtime/train/pipeline_chunk.hpp"
 #include "runtime/train/pipeline_stage_trainer.hpp"
 
@@ -22,7 +23,8 @@ struct PipelineStageTrainer::Chunk {
   ChunkNormRanges norm_ranges;                // squared for the global norm (wte once)
   std::vector<model::ShardSegment> whole_segments;  // contributed to gather_params (wte once)
   std::vector<model::ParamRange> owned_runs;  // `owned` merged into contiguous runs (replica sums)
-  std::unique_ptr<optim::AdamW> optimizer;
+  std::unique_ptr<optim::AdamW> optimizer;   // over `owned`, or over zero's pieces
+  std::unique_ptr<DataGroupShards> zero;     // ZeRO inside the data group; null without
   std::vector<int64_t> free_slots;
   std::map<int64_t, int64_t> slot_of_micro_batch;
 };

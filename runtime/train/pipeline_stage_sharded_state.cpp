@@ -27,7 +27,7 @@ void PipelineStageTrainer::gather_sharded_state_to_first(float* params, float* a
     const size_t floats = chunk->model->buffer_floats();
     std::vector<float> host_params(floats), host_m(floats, 0.0f), host_v(floats, 0.0f);
     backend_->copy_to_host(host_params.data(), chunk->model->params(), floats * sizeof(float));
-    chunk->optimizer->moments_to_host(host_m.data(), host_v.data());
+    moments_to_host(*chunk, host_m.data(), host_v.data());
     const std::vector<float>* sources[3] = {&host_params, &host_m, &host_v};
     for (int part = 0; part < 3; ++part)
       for (const model::ShardSegment& s : chunk->whole_segments)

@@ -35,6 +35,7 @@ PipelineStageTrainer::PipelineStageTrainer(const config::JobConfig& config, Batc
                                            model::TensorGroup* tensor_group)
     : config_(config), batches_(batches), links_(links), replicas_(replica_group),
       tensor_(tensor_group != nullptr && tensor_group->size() > 1 ? tensor_group : nullptr),
+      zero_(config.parallel.zero > 0 && replica_group != nullptr && replica_group->replicas() > 1),
       plan_(std::move(plan)), whole_layout_(shape_of(config.model)),
       schedule_(plan_.shape), stage_(links.stage()),
       backend_(backend::make_cpu_backend(static_cast<int>(config.train.threads))) {
@@ -85,7 +86,6 @@ PipelineStageTrainer::PipelineStageTrainer(const config::JobConfig& config, Batc
     chunk->owned = chunk->model->owned_ranges();
     chunk->norm_ranges = chunk->model->norm_ranges();
     chunk->whole_segments = chunk->model->whole_model_segments();
-    chunk->optimizer = chunk->model->make_optimizer(*backend_, settings);
     std::vector<model::ParamRange> sorted = chunk->owned;
     std::sort(sorted.begin(), sorted.end(),
               [](const model::ParamRange& a, const model::ParamRange& b) { return a.offset < b.offset; });
@@ -95,6 +95,14 @@ PipelineStageTrainer::PipelineStageTrainer(const config::JobConfig& config, Batc
         chunk->owned_runs.back().count += r.count;
       else
         chunk->owned_runs.push_back(r);
+    }
+    if (zero_) {
+      // The tied wte a run of its own, so the first and last stage cut it alike.
+      chunk->zero = std::make_unique<DataGroupShards>(
+          *replicas_, runs_cut_at(chunk->owned_runs, chunk->model->tied_wte()));
+      chunk->optimizer = chunk->model->make_optimizer(*backend_, settings, &chunk->zero->pieces());
+    } else {
+      chunk->optimizer = chunk->model->make_optimizer(*backend_, settings);
     }
     for (int64_t s = slots - 1; s >= 0; --s) chunk->free_slots.push_back(s);
     // The stage runs one op at a time: its chunks recompute in one scratch set.
@@ -122,6 +130,12 @@ size_t PipelineStageTrainer::owned_params() const {
     for (const auto& range : chunk->norm_ranges.local) count += range.count;
     for (const auto& range : chunk->norm_ranges.group_split) count += range.count;
   }
+  return count;
+}
+
+size_t PipelineStageTrainer::optimizer_params() const {
+  size_t count = 0;
+  for (const auto& chunk : chunks_) count += chunk->optimizer->owned_count();
   return count;
 }
 
@@ -257,14 +271,19 @@ PipelineStepReport PipelineStageTrainer::train_step(int64_t step) {
     replica_ms = std::chrono::duration<double, std::milli>(Clock::now() - reduce_start).count();
   }
   // [0]: squares counted as they are; [1]: of tensors split over the tensor group.
+  // Under ZeRO each replica holds the summed gradient on its pieces only: it squares
+  // those, and the replicas' sums are added, so every element counts once.
   std::array<double, 2> squares{0.0, 0.0};
   for (auto& chunk : chunks_) {
-    for (const auto& range : chunk->norm_ranges.local)
+    const ChunkNormRanges& norm = chunk->norm_ranges;
+    for (const auto& range : chunk->zero ? chunk->zero->within_pieces(norm.local) : norm.local)
       squares[0] += backend_->sum_squares(chunk->model->grads() + range.offset, range.count);
-    for (const auto& range : chunk->norm_ranges.group_split)
+    for (const auto& range :
+         chunk->zero ? chunk->zero->within_pieces(norm.group_split) : norm.group_split)
       squares[1] += backend_->sum_squares(chunk->model->grads() + range.offset, range.count);
   }
   links_.sum_over_stages(squares);
+  if (zero_) replicas_->sum(squares);
   if (tensor_ != nullptr) {
     // The group's all-reduce is f32: ~1e-7 relative on the norm, as in
     // TensorParallelTrainer; every rank gets the same bits.
@@ -276,6 +295,11 @@ PipelineStepReport PipelineStageTrainer::train_step(int64_t step) {
   for (auto& chunk : chunks_)
     chunk->optimizer->step_with_norm(chunk->model->params(), chunk->model->grads(),
                                      report.step.lr, norm);
+  if (zero_) {  // every replica's updated pieces to every replica
+    const auto gather_start = Clock::now();
+    for (auto& chunk : chunks_) chunk->zero->all_gather(chunk->model->params());
+    replica_ms += std::chrono::duration<double, std::milli>(Clock::now() - gather_start).count();
+  }
   report.step.grad_norm = norm;
   report.step.precision = config_.train.precision;
   const double update_ms =
@@ -291,9 +315,28 @@ PipelineStepReport PipelineStageTrainer::train_step(int64_t step) {
 }
 
 void PipelineStageTrainer::sum_gradients_over_replicas() {
-  for (auto& chunk : chunks_)
+  for (auto& chunk : chunks_) {
+    if (chunk->zero) {  // ZeRO: each replica gets the sum of its pieces only
+      chunk->zero->reduce_scatter(chunk->model->grads());
+      continue;
+    }
     for (const model::ParamRange& run : chunk->owned_runs)
       replicas_->sum(chunk->model->grads() + run.offset, run.count);
+  }
+}
+
+void PipelineStageTrainer::moments_to_host(Chunk& chunk, float* adam_m, float* adam_v) {
+  chunk.optimizer->moments_to_host(adam_m, adam_v);
+  if (!chunk.zero) return;
+  chunk.zero->all_gather(adam_m);
+  chunk.zero->all_gather(adam_v);
+}
+
+void PipelineStageTrainer::lend_moment_pieces() {
+  for (auto& chunk : chunks_) {
+    std::vector<float> host_m(chunk->model->buffer_floats()), host_v(host_m.size());
+    moments_to_host(*chunk, host_m.data(), host_v.data());
+  }
 }
 
 double PipelineStageTrainer::sum_over_world(double value) {
@@ -401,10 +444,22 @@ bool PipelineStageTrainer::first_stage_decides(bool value) {
   }
   std::array<double, 1> decision{value ? 1.0 : 0.0};
   links_.broadcast_from_first(decision);
+  // Under ZeRO every replica takes part in a checkpoint: replica 0's decision to all.
+  if (zero_) {
+    if (replica() != 0) decision[0] = 0.0;
+    replicas_->sum(decision);
+  }
   return decision[0] > 0.0;
 }
 
 void PipelineStageTrainer::gather_state_to_first(float* params, float* adam_m, float* adam_v) {
+  if (replica() != 0) {
+    // Only under ZeRO do the other replicas take part: they hold moment pieces.
+    if (!zero_ || params != nullptr)
+      throw std::logic_error("gather_state_to_first: a replica other than 0 takes part under "
+                             "ZeRO only, and passes no buffers");
+    return lend_moment_pieces();
+  }
   if (tensor_ != nullptr) return gather_sharded_state_to_first(params, adam_m, adam_v);
   const model::ParamLayout& layout = whole_layout();
   const size_t total = layout.total();
@@ -420,7 +475,7 @@ void PipelineStageTrainer::gather_state_to_first(float* params, float* adam_m, f
     if (count_of(ranges) != count_of(chunk->norm_ranges.local))
       throw std::logic_error("pipeline checkpoint: a chunk's ranges disagree with what it owns");
     backend_->copy_to_host(host_params.data(), chunk->model->params(), total * sizeof(float));
-    chunk->optimizer->moments_to_host(host_m.data(), host_v.data());
+    moments_to_host(*chunk, host_m.data(), host_v.data());
     if (stage_ == 0) {
       for (const auto& r : ranges) {
         const auto at = static_cast<std::ptrdiff_t>(r.offset);

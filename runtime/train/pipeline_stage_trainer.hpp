@@ -28,6 +28,14 @@
 // split tensors over the group and counts the replicated ones once; the stop votes are
 // summed over the group too.
 //
+// ZeRO (parallel.zero = 1 or 2, with D > 1 replicas): each stage (each tensor rank of
+// it) shards its optimizer state over its data group (data_group_shards.hpp): the
+// replica sum becomes a reduce-scatter, each chunk's AdamW holds and updates this
+// replica's pieces, the norm adds the replicas' squares of their pieces, and the
+// parameters are all-gathered after the update. The gradients are reduced after the
+// pipeline drains for both stages (no overlap with backward here), so 1 and 2 run the
+// same. Checkpoints: every replica takes part, lending its moment pieces to replica 0.
+//
 // Each step also measures the stage's bubble: 1 - (forward + backward compute) / (time
 // from the first op to the moment every stage drained the pipeline), and keeps trace
 // spans (forward, backward, send, recv, idle) for RUN_DIR/trace.json.
@@ -84,6 +92,11 @@ class PipelineStageTrainer {
   // Parameters this stage owns (its blocks; the embedding, the head and wte at the ends;
   // with tensor parallelism this rank's shard of them).
   size_t owned_params() const;
+  // Parameters whose AdamW moments this rank holds: owned_params() plus the head's copy
+  // of wte, or under ZeRO this replica's pieces of them only.
+  size_t optimizer_params() const;
+  // ZeRO inside the data group (see the top of this file).
+  bool shards_optimizer_state() const { return zero_; }
   // The activation buffers of this stage's chunks together.
   model::ActivationMemory activation_memory() const;
 
@@ -138,8 +151,13 @@ class PipelineStageTrainer {
   };
   static constexpr size_t kSpanDoubles = 5;
   void record(SpanKind kind, int64_t micro_batch, int64_t chunk, double start_us, double end_us);
-  // Sums every chunk's gradients over the replicas.
+  // Sums every chunk's gradients over the replicas (ZeRO: reduce-scatters them).
   void sum_gradients_over_replicas();
+  // A chunk's moments into whole-buffer host arrays; under ZeRO the replicas' pieces
+  // are all-gathered first (collective over the data group).
+  void moments_to_host(Chunk& chunk, float* adam_m, float* adam_v);
+  // A checkpoint on a replica other than 0 (ZeRO): its part of those all-gathers only.
+  void lend_moment_pieces();
   void add_idle_spans(size_t first_span, double start_us, double end_us);
   // Checkpoints with tensor parallelism (pipeline_stage_sharded_state.cpp): every rank
   // writes its chunks' floats (whole_model_segments: each whole-model float on one rank)
@@ -156,6 +174,7 @@ class PipelineStageTrainer {
   PipelineLinks& links_;
   ReplicaGroup* replicas_;
   model::TensorGroup* tensor_;  // null: one tensor rank
+  bool zero_;                   // ZeRO inside the data group
   PipelinePlan plan_;
   model::ParamLayout whole_layout_;
   PipelineSchedule schedule_;

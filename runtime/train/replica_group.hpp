@@ -9,11 +9,17 @@
 // Both sums give every replica the same bits (the contributions are added in replica
 // order), which is what keeps the replicas' parameters identical step after step
 // without comparing them.
+//
+// ZeRO inside the group (parallel.zero = 1 or 2, data_group_shards.hpp): piece_of()
+// cuts a run of floats into one piece per replica, reduce_scatter() leaves the sum of
+// this replica's piece only, all_gather() puts every replica's piece back together.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <span>
+
+#include "runtime/model/param_layout.hpp"
 
 namespace dseek::train {
 
@@ -26,6 +32,15 @@ class ReplicaGroup {
   virtual void sum(float* data, size_t count) = 0;
   // Element-wise sum of a few doubles (loss, counts, votes) over the replicas.
   virtual void sum(std::span<double> values) = 0;
+
+  // The piece [offset, offset + count) of a `count`-float run this replica owns; the
+  // pieces of the replicas partition the run, in replica order.
+  virtual model::ParamRange piece_of(size_t count) const = 0;
+  // Element-wise sum over the replicas of `count` floats, of which only this replica's
+  // piece_of(count) is written back (the rest of `data` is left as it was). Collective.
+  virtual void reduce_scatter(float* data, size_t count) = 0;
+  // Every replica's piece_of(count) of `data` to every replica, in place. Collective.
+  virtual void all_gather(float* data, size_t count) = 0;
 };
 
 // The sequences [first, first + size) of the global batch that `replica` of

@@ -93,10 +93,18 @@ PipelineRunSummary run_pipeline_stage(const config::JobConfig& config, const Run
       .add("replica", info.replica).add("replicas", info.replicas)
       .add("tensor_rank", info.tensor_rank).add("tensor", info.tensor_ranks)
       .add("stage_params", static_cast<uint64_t>(info.owned_params))
+      .add("zero", info.shards_optimizer_state ? config.parallel.zero : int64_t{0})
+      .add("optimizer_params", static_cast<uint64_t>(info.optimizer_params))
       .add("dim", config.model.dim).add("layers", config.model.layers)
       .add("batch_size", t.batch_size).add("steps", t.steps).add("threads", t.threads)
       .add("data", config.data.dir);
   events.emit("run_started", started);
+  if (info.shards_optimizer_state)
+    progress.line("stage " + std::to_string(info.stage) + " tensor rank " +
+                  std::to_string(info.tensor_rank) + ": optimizer state sharded over the data group (ZeRO " +
+                  std::to_string(config.parallel.zero) + ", " + std::to_string(info.replicas) +
+                  " replicas): AdamW moments of " + std::to_string(info.optimizer_params) +
+                  " parameters here (the stage owns " + std::to_string(info.owned_params) + ")");
   report_model_memory(events, progress, "stage " + std::to_string(info.stage) + " ",
                       config.model, info.activation_memory);
 

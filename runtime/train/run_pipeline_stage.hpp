@@ -15,8 +15,9 @@
 // With parallel.tensor = T each stage is a tensor-parallel group (`tensor`): the stage
 // trainer runs this rank's shard of every chunk (pipeline_stage_trainer.hpp), the layout
 // printed is D x P x T, and tensor rank 0 of replica 0's stage 0 writes the trace.
-// Not in a pipeline run (refused by config::check_supported before it gets here):
-// ZeRO, compression, faults other than kill and fail_checkpoint_write.
+// parallel.zero >= 1 with replicas shards each stage's optimizer over its data group
+// (data_group_shards.hpp). Not in a pipeline run (refused by config::check_supported
+// before it gets here): compression, faults other than kill and fail_checkpoint_write.
 #pragma once
 
 #include <vector>

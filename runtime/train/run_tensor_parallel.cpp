@@ -41,10 +41,18 @@ RunSummary run_tensor_parallel(const config::JobConfig& config, const RunOptions
       .add("tensor_rank", trainer.rank()).add("tensor", trainer.ranks())
       .add("replica", trainer.replica()).add("replicas", trainer.replicas())
       .add("shard_params", static_cast<uint64_t>(trainer.shard_params()))
+      .add("zero", trainer.shards_optimizer_state() ? config.parallel.zero : int64_t{0})
+      .add("optimizer_params", static_cast<uint64_t>(trainer.optimizer_params()))
       .add("dim", config.model.dim).add("layers", config.model.layers)
       .add("batch_size", t.batch_size).add("steps", t.steps).add("threads", t.threads)
       .add("data", config.data.dir);
   events.emit("run_started", started);
+  if (trainer.shards_optimizer_state())
+    progress.line("tensor rank " + std::to_string(trainer.rank()) +
+                  ": optimizer state sharded over the data group (ZeRO " +
+                  std::to_string(config.parallel.zero) + ", " + std::to_string(trainer.replicas()) +
+                  " replicas): AdamW moments of " + std::to_string(trainer.optimizer_params()) +
+                  " parameters here (the shard has " + std::to_string(trainer.shard_params()) + ")");
   report_model_memory(events, progress, "", config.model, trainer.activation_memory());
 
   TensorCheckpointState checkpoint_state(trainer);

@@ -13,8 +13,9 @@
 // checkpoint.resume slices any layout's checkpoint into this rank's shard.
 // With parallel.pipeline > 1 as well, the job runs on the pipeline path instead
 // (run_pipeline_stage.hpp: each stage a tensor-parallel group). Not in a tensor-parallel
-// run (refused by config::check_supported before it gets here): ZeRO, compression,
-// faults other than kill and fail_checkpoint_write.
+// run (refused by config::check_supported before it gets here): compression, faults
+// other than kill and fail_checkpoint_write. parallel.zero >= 1 with replicas shards the
+// rank's optimizer over its data group (data_group_shards.hpp).
 #pragma once
 
 #include "runtime/config/job_config.hpp"

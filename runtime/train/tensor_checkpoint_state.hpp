@@ -17,7 +17,10 @@ class TensorCheckpointState final : public GatheredState {
   const model::ParamLayout& whole_layout() const override { return trainer_.whole_layout(); }
   LayoutSizes sizes() const override;
   bool is_writer() const override { return trainer_.replica() == 0 && trainer_.rank() == 0; }
-  bool takes_part() const override { return trainer_.replica() == 0; }
+  // Under ZeRO the other replicas take part too: they hold pieces of the moments.
+  bool takes_part() const override {
+    return trainer_.replica() == 0 || trainer_.shards_optimizer_state();
+  }
   bool writer_decides(bool value) override { return trainer_.first_rank_decides(value); }
   void gather_whole(float* params, float* adam_m, float* adam_v) override {
     trainer_.gather_state_to_first(params, adam_m, adam_v);

@@ -59,8 +59,14 @@ TensorParallelTrainer::TensorParallelTrainer(const config::JobConfig& config, Ba
   model_->init_weights(static_cast<uint64_t>(t.seed), config.model.init_std);
   settings_ = optim::AdamWSettings{t.beta1, t.beta2, t.eps, t.weight_decay, t.grad_clip};
   lr_schedule_ = optim::LrSchedule{t.lr, t.min_lr, t.warmup_steps, t.steps};
-  m_ = backend::DeviceBuffer<float>(*backend_, model_->num_params());
-  v_ = backend::DeviceBuffer<float>(*backend_, model_->num_params());
+  moments_ = {0, model_->num_params()};
+  if (config.parallel.zero > 0 && replicas_ != nullptr && replicas_->replicas() > 1) {
+    zero_ = std::make_unique<DataGroupShards>(
+        *replicas_, std::vector<model::ParamRange>{{0, model_->num_params()}});
+    moments_ = zero_->pieces().empty() ? model::ParamRange{0, 0} : zero_->pieces().front();
+  }
+  m_ = backend::DeviceBuffer<float>(*backend_, moments_.count);
+  v_ = backend::DeviceBuffer<float>(*backend_, moments_.count);
   plan_update_runs();
   const size_t tokens = static_cast<size_t>(micro_batch_ * config.model.context);
   inputs_.resize(tokens);
@@ -92,6 +98,18 @@ void TensorParallelTrainer::plan_update_runs() {
       runs_.push_back({shard_begin, end - begin, tensor.decay});
     }
   }
+  // This replica's moments cover moments_ only (the whole shard without ZeRO).
+  std::vector<UpdateRun> in_moments;
+  for (const UpdateRun& run : runs_) {
+    const size_t begin = std::max(run.offset, moments_.offset);
+    const size_t end = std::min(run.offset + run.count, moments_.end());
+    if (begin < end) in_moments.push_back({begin, end - begin, run.decay, begin - moments_.offset});
+  }
+  runs_ = std::move(in_moments);
+  if (zero_) {
+    sharded_ = zero_->within_pieces(sharded_);
+    replicated_ = zero_->within_pieces(replicated_);
+  }
 }
 
 // The squares of the sharded tensors travel as one float (the group's all-reduce is
@@ -102,6 +120,12 @@ double TensorParallelTrainer::global_grad_norm() {
   for (const auto& range : sharded_) sharded += backend_->sum_squares(grads + range.offset, range.count);
   for (const auto& range : replicated_)
     replicated += backend_->sum_squares(grads + range.offset, range.count);
+  if (zero_) {  // each replica squared its piece: every element once over the group
+    std::array<double, 2> pieces{sharded, replicated};
+    replicas_->sum(pieces);
+    sharded = pieces[0];
+    replicated = pieces[1];
+  }
   float group_squares = static_cast<float>(sharded);
   timed_group_->all_reduce_sum(&group_squares, 1);
   return std::sqrt(static_cast<double>(group_squares) + replicated);
@@ -138,7 +162,8 @@ StepReport TensorParallelTrainer::train_step(int64_t step) {
   }
   if (replicas_ != nullptr) {
     const auto reduce_start = Clock::now();
-    replicas_->sum(model_->grads(), model_->num_params());
+    if (zero_) zero_->reduce_scatter(model_->grads());  // the piece's sum only
+    else replicas_->sum(model_->grads(), model_->num_params());
     std::array<double, 1> total{loss};
     replicas_->sum(total);
     loss = total[0];
@@ -152,11 +177,16 @@ StepReport TensorParallelTrainer::train_step(int64_t step) {
   ++optimizer_steps_;
   for (const UpdateRun& run : runs_) {
     backend_->adamw_update(model_->params() + run.offset, model_->grads() + run.offset,
-                           m_.data() + run.offset, v_.data() + run.offset, run.count,
+                           m_.data() + run.moment_offset, v_.data() + run.moment_offset, run.count,
                            static_cast<float>(report.lr), static_cast<float>(settings_.beta1),
                            static_cast<float>(settings_.beta2), static_cast<float>(settings_.eps),
                            run.decay ? static_cast<float>(settings_.weight_decay) : 0.0f,
                            optimizer_steps_, static_cast<float>(clip_scale));
+  }
+  if (zero_) {  // every replica's updated piece to every replica
+    const auto gather_start = Clock::now();
+    zero_->all_gather(model_->params());
+    report.comm_ms += ms_between(gather_start, Clock::now());
   }
   report.grad_norm = norm;
   report.comm_ms += timed_group_->take_spent_ms();
@@ -207,24 +237,49 @@ std::vector<float> TensorParallelTrainer::gather_params() {
 bool TensorParallelTrainer::first_rank_decides(bool value) {
   float decision = group_.rank() == 0 && value ? 1.0f : 0.0f;
   group_.all_reduce_sum(&decision, 1);
+  // Under ZeRO every replica takes part in a checkpoint: replica 0's decision to all.
+  if (zero_) {
+    std::array<double, 1> replica0{replica() == 0 ? static_cast<double>(decision) : 0.0};
+    replicas_->sum(replica0);
+    return replica0[0] > 0.0;
+  }
   return decision > 0.0f;
+}
+
+void TensorParallelTrainer::moment_to_host(const backend::DeviceBuffer<float>& moment,
+                                           std::vector<float>& shard) {
+  backend_->copy_to_host(shard.data() + moments_.offset, moment.data(),
+                         moments_.count * sizeof(float));
+  if (zero_) zero_->all_gather(shard.data());
 }
 
 void TensorParallelTrainer::gather_state_to_first(float* params, float* adam_m, float* adam_v) {
   const model::TensorParallelLayout& layout = model_->layout();
+  if (replica() != 0) {
+    // Only under ZeRO do the other replicas take part: they lend their moment pieces.
+    if (!zero_ || params != nullptr)
+      throw std::logic_error("gather_state_to_first: a replica other than 0 takes part under "
+                             "ZeRO only, and passes no buffers");
+    std::vector<float> shard(layout.total());
+    moment_to_host(m_, shard);
+    moment_to_host(v_, shard);
+    return;
+  }
   const bool first = group_.rank() == 0;
   if (first != (params != nullptr && adam_m != nullptr && adam_v != nullptr))
     throw std::logic_error("gather_state_to_first: rank 0, and only rank 0, passes buffers");
   const size_t whole_count = layout.whole().total();
   std::vector<float> shard(layout.total());
   std::vector<float> scratch(first ? 0 : whole_count);
-  const std::pair<const float*, float*> parts[] = {{model_->params(), params},
-                                                   {m_.data(), adam_m},
-                                                   {v_.data(), adam_v}};
-  for (const auto& [source, target] : parts) {
+  const std::pair<const backend::DeviceBuffer<float>*, float*> parts[] = {
+      {nullptr, params}, {&m_, adam_m}, {&v_, adam_v}};
+  for (const auto& [moment, target] : parts) {
     float* whole = first ? target : scratch.data();
     std::fill_n(whole, whole_count, -0.0f);
-    backend_->copy_to_host(shard.data(), source, shard.size() * sizeof(float));
+    if (moment == nullptr)
+      backend_->copy_to_host(shard.data(), model_->params(), shard.size() * sizeof(float));
+    else
+      moment_to_host(*moment, shard);
     for (const model::ShardSegment& segment : layout.segments()) {
       if (layout.replicated(segment.shard_offset) && !first) continue;
       std::copy_n(shard.begin() + static_cast<std::ptrdiff_t>(segment.shard_offset), segment.count,
@@ -238,12 +293,13 @@ void TensorParallelTrainer::restore_state(const float* params, const float* adam
                                           const float* adam_v, int64_t optimizer_steps) {
   const model::TensorParallelLayout& layout = model_->layout();
   std::vector<float> shard(layout.total());
-  const std::pair<const float*, float*> parts[] = {{params, model_->params()},
-                                                   {adam_m, m_.data()},
-                                                   {adam_v, v_.data()}};
-  for (const auto& [whole, target] : parts) {
+  layout.scatter(params, shard.data());
+  backend_->copy_from_host(model_->params(), shard.data(), shard.size() * sizeof(float));
+  // The moments of moments_ only (under ZeRO this replica's piece).
+  const std::pair<const float*, float*> moments[] = {{adam_m, m_.data()}, {adam_v, v_.data()}};
+  for (const auto& [whole, target] : moments) {
     layout.scatter(whole, shard.data());
-    backend_->copy_from_host(target, shard.data(), shard.size() * sizeof(float));
+    backend_->copy_from_host(target, shard.data() + moments_.offset, moments_.count * sizeof(float));
   }
   optimizer_steps_ = optimizer_steps;
 }

@@ -18,6 +18,12 @@
 //     moves as its part of the whole model would, weight decay taken from the whole
 //     model's tensor of each element (ParamLayout's decay flag).
 //
+// ZeRO (parallel.zero = 1 or 2, with D > 1 replicas): the rank's shard is cut into one
+// piece per replica of its data group (data_group_shards.hpp): the replica sum becomes
+// a reduce-scatter, this replica keeps AdamW moments for its piece only and updates it,
+// the norm adds the replicas' squares of their pieces, and the parameters are
+// all-gathered after the update. 1 and 2 run the same (the reduction follows backward).
+//
 // gather_params() puts the whole model back together on every rank (collective), for
 // the params_sha256 a single-node run of the same config can be compared with.
 #pragma once
@@ -34,6 +40,7 @@
 #include "runtime/optim/adamw.hpp"
 #include "runtime/optim/lr_schedule.hpp"
 #include "runtime/train/batch_source.hpp"
+#include "runtime/train/data_group_shards.hpp"
 #include "runtime/train/replica_group.hpp"
 #include "runtime/train/trainer.hpp"
 
@@ -74,6 +81,9 @@ class TensorParallelTrainer {
   bool first_rank_decides(bool value);
   // Parameters of this rank's shard (its slices plus the replicated tensors).
   size_t shard_params() const { return model_->num_params(); }
+  // ZeRO inside the data group, and the parameters whose moments this rank holds.
+  bool shards_optimizer_state() const { return zero_ != nullptr; }
+  size_t optimizer_params() const { return m_.size(); }
   const model::ActivationMemory& activation_memory() const {
     return model_->activation_memory();
   }
@@ -91,9 +101,12 @@ class TensorParallelTrainer {
   struct UpdateRun {
     size_t offset = 0, count = 0;
     bool decay = false;
+    size_t moment_offset = 0;  // into m_ and v_
   };
   void plan_update_runs();
   double global_grad_norm();
+  // The moments as a whole-shard host array (ZeRO: all-gathered over the replicas).
+  void moment_to_host(const backend::DeviceBuffer<float>& moment, std::vector<float>& shard);
 
   config::JobConfig config_;
   BatchSource& batches_;
@@ -107,7 +120,9 @@ class TensorParallelTrainer {
   ReplicaSlice slice_;
   int64_t micro_batch_ = 0;
   std::vector<UpdateRun> runs_;
-  std::vector<model::ParamRange> sharded_, replicated_;  // for the norm
+  std::vector<model::ParamRange> sharded_, replicated_;  // for the norm (ZeRO: in the piece)
+  std::unique_ptr<DataGroupShards> zero_;                  // null without ZeRO
+  model::ParamRange moments_;  // the shard's floats m_ and v_ hold (ZeRO: the piece)
   backend::DeviceBuffer<float> m_, v_;
   int64_t optimizer_steps_ = 0;
   std::vector<int32_t> inputs_, targets_;

@@ -170,6 +170,44 @@ TEST_CASE("pipeline: a lost node of a replicated pipeline costs a replica and th
   check_lost_node_recovers(lost);
 }
 
+// ZeRO inside the data group (parallel.zero = 1): through dseek-node, the two replicas
+// of each stage shard its optimizer state (said at start) and train what one node
+// trains, within the bound above.
+TEST_CASE("pipeline: dseek launch runs 2 replicas of a 2-stage pipeline with ZeRO 1",
+          "[pp][launch][dp][zero]") {
+  ReplicaParityJob job;
+  job.name = "pp-dp-zero-launch";
+  job.shared = {"--set", "train.micro_batch_size=2", "--set", "train.threads=1", "--set",
+                "train.eval_every=0"};
+  job.group = {"--set", "parallel.pipeline=2", "--set", "parallel.data=2", "--set",
+               "parallel.schedule=\"1f1b\"", "--set", "parallel.zero=1"};
+  job.layout_line = "optimizer state sharded over the data group (ZeRO 1, 2 replicas)";
+  job.pipeline = 2;
+  check_replicas_match_single_node(job);
+}
+
+// The same node loss with ZeRO 1: the newest checkpoint (step 8) holds both replicas'
+// moment pieces, and the survivors resume it unsharded (D = 1) within the bound of
+// lost_node_launch.hpp.
+TEST_CASE("pipeline: a lost node of a replicated pipeline with ZeRO 1 costs a replica and the "
+          "job finishes", "[pp][launch][dp][faults][zero]") {
+  LostNodeJob lost;
+  lost.name = "pp-dp-zero-launch-kill";
+  lost.job = kReplicatedPipeline + std::vector<std::string>{"--set", "parallel.zero=1"};
+  lost.nodes = 4;
+  lost.pipeline = 2;
+  lost.also_check = [](const std::filesystem::path& run) {
+    // Node 0 started sharded over 2 replicas, then trained the survivors' layout alone.
+    const auto started = node_events(run, 0, "run_started");
+    REQUIRE(started.size() == 2);
+    CHECK(number_field(started[0], "zero") == 1);
+    CHECK(number_field(started[1], "zero") == 0);
+    CHECK(number_field(started[0], "optimizer_params") <
+          0.6 * number_field(started[1], "optimizer_params"));
+  };
+  check_lost_node_recovers(lost);
+}
+
 // Not one whole pipeline is left: the 3 blocks go over the 2 survivors' stages.
 TEST_CASE("pipeline: a 3-stage pipeline that loses a node re-partitions its layers over 2 stages",
           "[pp][launch][faults]") {

@@ -117,6 +117,22 @@ TEST_CASE("tensor: dseek launch runs 2 replicas of a 2-rank group", "[tp][launch
   check_replicas_match_single_node(job);
 }
 
+// ZeRO inside the data group (parallel.zero = 1): each tensor rank's shard is cut in two
+// over its replicas (reduce-scatter, update of the piece, all-gather), said at start;
+// the same bound against one node.
+TEST_CASE("tensor: dseek launch runs 2 replicas of a 2-rank group with ZeRO 1",
+          "[tp][launch][dp][zero]") {
+  ReplicaParityJob job;
+  job.name = "tp-dp-zero-launch";
+  job.shared = {"--set", "train.micro_batch_size=2", "--set", "train.threads=1", "--set",
+                "train.eval_every=0"};
+  job.group = {"--set", "parallel.tensor=2", "--set", "parallel.data=2", "--set",
+               "parallel.zero=1"};
+  job.layout_line = "optimizer state sharded over the data group (ZeRO 1, 2 replicas)";
+  job.tensor = 2;
+  check_replicas_match_single_node(job);
+}
+
 TEST_CASE("tensor: a lost node of a replicated group costs a replica and the job finishes",
           "[tp][launch][dp][faults]") {
   LostNodeJob lost;
