@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "runtime/optim/adamw.hpp"
+#include "runtime/train/host_staging.hpp"
 #include "runtime/train/pipeline_chunk.hpp"
 #include "runtime/train/pipeline_stage_trainer.hpp"
 
@@ -23,6 +24,9 @@ struct PipelineStageTrainer::Chunk {
   std::vector<model::ShardSegment> whole_segments;  // contributed to gather_params (wte once)
   std::vector<model::ParamRange> owned_runs;  // `owned` merged into contiguous runs (replica sums)
   std::unique_ptr<optim::AdamW> optimizer;
+  // The gradients' host copy for the host data plane (the tied wte's sum, the replicas'
+  // sums); on the CPU backend the gradients themselves.
+  std::unique_ptr<HostStaging> grads_host;
   std::vector<int64_t> free_slots;
   std::map<int64_t, int64_t> slot_of_micro_batch;
 };

@@ -32,12 +32,13 @@ PipelineStageTrainer::MessageKey PipelineStageTrainer::key_of(const PipelineMess
 PipelineStageTrainer::PipelineStageTrainer(const config::JobConfig& config, BatchSource& batches,
                                            PipelineLinks& links, PipelinePlan plan,
                                            ReplicaGroup* replica_group,
-                                           model::TensorGroup* tensor_group)
+                                           model::TensorGroup* tensor_group,
+                                           const BackendFactory& make_backend)
     : config_(config), batches_(batches), links_(links), replicas_(replica_group),
       tensor_(tensor_group != nullptr && tensor_group->size() > 1 ? tensor_group : nullptr),
       plan_(std::move(plan)), whole_layout_(shape_of(config.model)),
       schedule_(plan_.shape), stage_(links.stage()),
-      backend_(backend::make_cpu_backend(static_cast<int>(config.train.threads))) {
+      backend_(make_backend ? make_backend(config) : make_runtime_backend(config)) {
   const auto& t = config.train;
   const int64_t P = plan_.shape.stages;
   if (P < 2 || links.stages() != P)
@@ -86,6 +87,8 @@ PipelineStageTrainer::PipelineStageTrainer(const config::JobConfig& config, Batc
     chunk->norm_ranges = chunk->model->norm_ranges();
     chunk->whole_segments = chunk->model->whole_model_segments();
     chunk->optimizer = chunk->model->make_optimizer(*backend_, settings);
+    chunk->grads_host = std::make_unique<HostStaging>(*backend_, chunk->model->grads(),
+                                                      chunk->model->buffer_floats());
     std::vector<model::ParamRange> sorted = chunk->owned;
     std::sort(sorted.begin(), sorted.end(),
               [](const model::ParamRange& a, const model::ParamRange& b) { return a.offset < b.offset; });
@@ -243,12 +246,12 @@ PipelineStepReport PipelineStageTrainer::train_step(int64_t step) {
   const int64_t P = plan_.shape.stages;
   Chunk& first_chunk = *chunks_.front();
   Chunk& last_chunk = *chunks_.back();
-  if (stage_ == 0) {
-    const model::ParamRange wte = first_chunk.model->tied_wte();
-    links_.sum_first_and_last(first_chunk.model->grads() + wte.offset, wte.count);
-  } else if (stage_ == P - 1) {
-    const model::ParamRange wte = last_chunk.model->tied_wte();
-    links_.sum_first_and_last(last_chunk.model->grads() + wte.offset, wte.count);
+  if (stage_ == 0 || stage_ == P - 1) {
+    Chunk& end = stage_ == 0 ? first_chunk : last_chunk;
+    const model::ParamRange wte = end.model->tied_wte();
+    end.grads_host->to_host(wte);
+    links_.sum_first_and_last(end.grads_host->host() + wte.offset, wte.count);
+    end.grads_host->to_backend(wte);
   }
   double replica_ms = 0.0;
   if (replicas_ != nullptr) {
@@ -291,9 +294,13 @@ PipelineStepReport PipelineStageTrainer::train_step(int64_t step) {
 }
 
 void PipelineStageTrainer::sum_gradients_over_replicas() {
-  for (auto& chunk : chunks_)
+  for (auto& chunk : chunks_) {
+    HostStaging& grads = *chunk->grads_host;
+    grads.to_host(chunk->owned_runs);
     for (const model::ParamRange& run : chunk->owned_runs)
-      replicas_->sum(chunk->model->grads() + run.offset, run.count);
+      replicas_->sum(grads.host() + run.offset, run.count);
+    grads.to_backend(chunk->owned_runs);
+  }
 }
 
 double PipelineStageTrainer::sum_over_world(double value) {

@@ -28,6 +28,11 @@
 // split tensors over the group and counts the replicated ones once; the stop votes are
 // summed over the group too.
 //
+// The stage computes on the backend of train.device (device_backend.hpp): its device
+// buffers reach the host data plane (activations and their gradients, the tied wte's
+// sum, the replicas' sums, checkpoints) only through the backend's copy calls, staged in
+// host buffers; on the CPU backend that staging is the buffers themselves.
+//
 // Each step also measures the stage's bubble: 1 - (forward + backward compute) / (time
 // from the first op to the moment every stage drained the pipeline), and keeps trace
 // spans (forward, backward, send, recv, idle) for RUN_DIR/trace.json.
@@ -47,6 +52,7 @@
 #include "runtime/optim/adamw.hpp"
 #include "runtime/optim/lr_schedule.hpp"
 #include "runtime/train/batch_source.hpp"
+#include "runtime/train/device_backend.hpp"
 #include "runtime/train/pipeline_links.hpp"
 #include "runtime/train/pipeline_plan.hpp"
 #include "runtime/train/replica_group.hpp"
@@ -66,10 +72,12 @@ class PipelineStageTrainer {
  public:
   // Every stage of `links` constructs one with the same config and plan; `replica_group` is
   // the stage's data group (null: one replica), `tensor_group` the stage's tensor-parallel
-  // group (null: one rank). Builds the backend (train.threads) itself.
+  // group (null: one rank). `make_backend` builds the backend of train.device (empty:
+  // make_runtime_backend).
   PipelineStageTrainer(const config::JobConfig& config, BatchSource& batches,
                        PipelineLinks& links, PipelinePlan plan, ReplicaGroup* replica_group = nullptr,
-                       model::TensorGroup* tensor_group = nullptr);
+                       model::TensorGroup* tensor_group = nullptr,
+                       const BackendFactory& make_backend = {});
   ~PipelineStageTrainer();
   PipelineStageTrainer(const PipelineStageTrainer&) = delete;
   PipelineStageTrainer& operator=(const PipelineStageTrainer&) = delete;

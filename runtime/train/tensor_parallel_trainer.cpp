@@ -39,10 +39,11 @@ class TensorParallelTrainer::TimedGroup final : public model::TensorGroup {
 };
 
 TensorParallelTrainer::TensorParallelTrainer(const config::JobConfig& config, BatchSource& batches,
-                                             model::TensorGroup& group, ReplicaGroup* replica_group)
+                                             model::TensorGroup& group, ReplicaGroup* replica_group,
+                                             const BackendFactory& make_backend)
     : config_(config), batches_(batches), group_(group), replicas_(replica_group),
       timed_group_(std::make_unique<TimedGroup>(group)),
-      backend_(backend::make_cpu_backend(static_cast<int>(config.train.threads))) {
+      backend_(make_backend ? make_backend(config) : make_runtime_backend(config)) {
   const auto& t = config.train;
   slice_ = replica_slice(t.batch_size, replicas_ != nullptr ? replicas_->replicas() : 1,
                          replicas_ != nullptr ? replicas_->replica() : 0);
@@ -61,6 +62,8 @@ TensorParallelTrainer::TensorParallelTrainer(const config::JobConfig& config, Ba
   lr_schedule_ = optim::LrSchedule{t.lr, t.min_lr, t.warmup_steps, t.steps};
   m_ = backend::DeviceBuffer<float>(*backend_, model_->num_params());
   v_ = backend::DeviceBuffer<float>(*backend_, model_->num_params());
+  if (replicas_ != nullptr)
+    grads_host_ = std::make_unique<HostStaging>(*backend_, model_->grads(), model_->num_params());
   plan_update_runs();
   const size_t tokens = static_cast<size_t>(micro_batch_ * config.model.context);
   inputs_.resize(tokens);
@@ -138,7 +141,9 @@ StepReport TensorParallelTrainer::train_step(int64_t step) {
   }
   if (replicas_ != nullptr) {
     const auto reduce_start = Clock::now();
-    replicas_->sum(model_->grads(), model_->num_params());
+    grads_host_->all_to_host();
+    replicas_->sum(grads_host_->host(), grads_host_->count());
+    grads_host_->all_to_backend();
     std::array<double, 1> total{loss};
     replicas_->sum(total);
     loss = total[0];

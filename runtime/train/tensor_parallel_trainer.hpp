@@ -18,6 +18,11 @@
 //     moves as its part of the whole model would, weight decay taken from the whole
 //     model's tensor of each element (ParamLayout's decay flag).
 //
+// The shard computes on the backend of train.device (device_backend.hpp); what goes to
+// the host data plane (the model's all-reduces, tensor_parallel_gpt.hpp; the replicas'
+// gradient sum; gathered parameters and checkpoints) moves through the backend's copy
+// calls, staged on the host (on the CPU backend the staging is the buffers themselves).
+//
 // gather_params() puts the whole model back together on every rank (collective), for
 // the params_sha256 a single-node run of the same config can be compared with.
 #pragma once
@@ -34,6 +39,8 @@
 #include "runtime/optim/adamw.hpp"
 #include "runtime/optim/lr_schedule.hpp"
 #include "runtime/train/batch_source.hpp"
+#include "runtime/train/device_backend.hpp"
+#include "runtime/train/host_staging.hpp"
 #include "runtime/train/replica_group.hpp"
 #include "runtime/train/trainer.hpp"
 
@@ -42,11 +49,12 @@ namespace dseek::train {
 class TensorParallelTrainer {
  public:
   // Every rank of `group` constructs one with the same config; `replica_group` is its data
-  // group (null: one replica). Builds the backend (train.threads) itself. Throws
-  // std::invalid_argument when the replicas or train.micro_batch_size do not split
-  // train.batch_size evenly.
+  // group (null: one replica). `make_backend` builds the backend of train.device (empty:
+  // make_runtime_backend). Throws std::invalid_argument when the replicas or
+  // train.micro_batch_size do not split train.batch_size evenly.
   TensorParallelTrainer(const config::JobConfig& config, BatchSource& batches,
-                        model::TensorGroup& group, ReplicaGroup* replica_group = nullptr);
+                        model::TensorGroup& group, ReplicaGroup* replica_group = nullptr,
+                        const BackendFactory& make_backend = {});
   ~TensorParallelTrainer();
   TensorParallelTrainer(const TensorParallelTrainer&) = delete;
   TensorParallelTrainer& operator=(const TensorParallelTrainer&) = delete;
@@ -109,6 +117,7 @@ class TensorParallelTrainer {
   std::vector<UpdateRun> runs_;
   std::vector<model::ParamRange> sharded_, replicated_;  // for the norm
   backend::DeviceBuffer<float> m_, v_;
+  std::unique_ptr<HostStaging> grads_host_;  // for the replicas' sum
   int64_t optimizer_steps_ = 0;
   std::vector<int32_t> inputs_, targets_;
 };
