@@ -156,6 +156,7 @@ TEST_CASE("pipeline and tensor parallelism accept a device (train.device), and a
     auto result = run_process({bin("dseek"), "config", "--check",
                                (source_dir() / "config" / "single.toml").string(), "--set",
                                parallel, "--set", "cluster.nodes=2", "--set",
+                               "train.micro_batch_size=2", "--set",
                                "train.device=\"scrambled-cpu-for-tests\""},
                               60s);
     INFO(parallel << "\n" << result.output);
