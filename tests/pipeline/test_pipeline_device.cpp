@@ -40,12 +40,14 @@ const std::string kScrambled = "train.device=\"scrambled-cpu-for-tests\"";
 const std::vector<std::string> kInterleaved = {"parallel.schedule=\"interleaved\"",
                                                "parallel.virtual_stages=2"};
 
-// `ranks` processes (stages x tensor ranks), 4 steps of the small job, on `device`
-// settings (empty: the CPU backend).
-JobRun run_ok(int ranks, int tensor, const fs::path& dir, std::vector<std::string> extra) {
+// `ranks` processes (data replicas x stages x tensor ranks), 4 steps of the small job,
+// with `extra` settings (train.device absent: the CPU backend).
+JobRun run_ok(int ranks, int tensor, const fs::path& dir, std::vector<std::string> extra,
+              int data = 1) {
   std::vector<std::string> settings = {"train.steps=4"};
   settings.insert(settings.end(), extra.begin(), extra.end());
-  JobRun run = run_job(ranks, dir, small_settings(settings), std::chrono::seconds(240), tensor);
+  JobRun run =
+      run_job(ranks, dir, small_settings(settings), std::chrono::seconds(240), tensor, data);
   INFO(run.report);
   REQUIRE(run.ok);
   REQUIRE(static_cast<int>(run.stages.size()) == ranks);
@@ -89,6 +91,15 @@ TEST_CASE("device: P=2 x T=2 on the scrambled device has the CPU backend's bits"
   const JobRun cpu = run_ok(4, 2, cpu_dir.path(), {});
   const JobRun device = run_ok(4, 2, device_dir.path(), {kScrambled});
   check_same_bits("P=2 x T=2", device, cpu);
+}
+
+TEST_CASE("device: DP=2 x P=2 on the scrambled device has the CPU backend's bits",
+          "[pp][dp][device][scrambled]") {
+  // The replicas' gradient sums run on the host data plane: staged through the backend.
+  ScratchDir cpu_dir("dxp-dev-cpu"), device_dir("dxp-dev-scrambled");
+  const JobRun cpu = run_ok(4, 1, cpu_dir.path(), {}, 2);
+  const JobRun device = run_ok(4, 1, device_dir.path(), {kScrambled}, 2);
+  check_same_bits("DP=2 x P=2", device, cpu);
 }
 
 TEST_CASE("device: T=2 launched on two nodes on the scrambled device has the CPU "
