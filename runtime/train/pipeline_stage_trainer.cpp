@@ -107,13 +107,15 @@ PipelineStageTrainer::PipelineStageTrainer(const config::JobConfig& config, Batc
     chunks_.push_back(std::move(chunk));
   }
   lr_schedule_ = optim::LrSchedule{t.lr, t.min_lr, t.warmup_steps, t.steps};
-  // A buffer per message of a step, in both directions.
+  // A buffer per message of a step, in both directions, in the backend's host memory
+  // (pinned for CUDA: the copies to and from the device run at the link's rate).
+  const auto host_memory = backend_->host_memory();
   for (int64_t peer = 0; peer < P; ++peer) {
     if (peer == stage_) continue;
     for (const auto& message : schedule_.message_order(peer, stage_))
-      recv_buffers_[key_of(message)].resize(activation_floats_);
+      recv_buffers_.emplace(key_of(message), backend::HostBuffer<float>(host_memory, activation_floats_));
     for (const auto& message : schedule_.message_order(stage_, peer))
-      send_buffers_[key_of(message)].resize(activation_floats_);
+      send_buffers_.emplace(key_of(message), backend::HostBuffer<float>(host_memory, activation_floats_));
   }
 }
 
@@ -324,7 +326,8 @@ double PipelineStageTrainer::evaluate(BatchSource& batches, int64_t eval_batches
   const int64_t T = config_.model.context;
   double total = 0.0;
   int64_t count = 0;
-  std::vector<float> incoming(activation_floats_), outgoing(activation_floats_);
+  backend::HostBuffer<float> incoming(backend_->host_memory(), activation_floats_),
+      outgoing(backend_->host_memory(), activation_floats_);
   for (int64_t b = 0; b < eval_batches; ++b) {
     for (int64_t mb = 0; mb < plan_.shape.micro_batches; ++mb) {
       for (auto& chunk_ptr : chunks_) {

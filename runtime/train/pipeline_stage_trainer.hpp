@@ -45,6 +45,7 @@
 #include <tuple>
 #include <vector>
 
+#include "runtime/backend/host_memory.hpp"
 #include "runtime/config/job_config.hpp"
 #include "runtime/metrics/chrome_trace.hpp"
 #include "runtime/model/gpt_model.hpp"
@@ -176,7 +177,7 @@ class PipelineStageTrainer {
   int64_t global_micro_batches_ = 0;  // m x replicas
   std::vector<int32_t> inputs_, targets_;
   // Per message of a step: its buffer, and the handle of its pending transfer.
-  std::map<MessageKey, std::vector<float>> recv_buffers_, send_buffers_;
+  std::map<MessageKey, backend::HostBuffer<float>> recv_buffers_, send_buffers_;
   std::map<MessageKey, PipelineLinks::Handle> pending_recvs_;
   std::vector<PipelineLinks::Handle> pending_sends_;
   // The step in progress.
