@@ -12,9 +12,11 @@
 // must match; any host access that bypasses the backend reads a masked value (1.0f
 // reads as about -1e-22) and moves the loss at once.
 //
-// A checkpoint written by a P = 2 job on the scrambled device holds the CPU job's bits:
-// resumed by P = 2 on the CPU backend it ends bitwise as the uninterrupted CPU run, and
-// by one node on the CPU within the pipeline's parity bound (test_pipeline_checkpoint.cpp).
+// A checkpoint written on the scrambled device holds the CPU job's bits: a P = 2 job's,
+// resumed by P = 2 on the CPU backend, ends bitwise as the uninterrupted CPU run, and
+// resumed by one node on the CPU stays within the pipeline's parity bound
+// (test_pipeline_checkpoint.cpp); a P = 2 x T = 2 job's (the tensor ranks gather their
+// shards) resumed by P = 2 x T = 2 on the CPU ends bitwise as the CPU run.
 // T = 2 alone runs only on dseek-node (train/run_tensor_parallel.hpp): it is launched
 // with `dseek launch --nodes 2` on both backends.
 #include <catch2/catch.hpp>
@@ -85,12 +87,28 @@ TEST_CASE("device: P=2 (1f1b and interleaved) on the scrambled device has the CP
   }
 }
 
-TEST_CASE("device: P=2 x T=2 on the scrambled device has the CPU backend's bits",
-          "[pp][tp][device][scrambled]") {
-  ScratchDir cpu_dir("pxt-dev-cpu"), device_dir("pxt-dev-scrambled");
+TEST_CASE("device: P=2 x T=2 on the scrambled device has the CPU backend's bits, and "
+          "its sharded checkpoint resumes on the CPU bitwise",
+          "[pp][tp][device][scrambled][checkpoint]") {
+  ScratchDir cpu_dir("pxt-dev-cpu"), device_dir("pxt-dev-scrambled"), resumed_dir("pxt-dev-resumed");
   const JobRun cpu = run_ok(4, 2, cpu_dir.path(), {});
-  const JobRun device = run_ok(4, 2, device_dir.path(), {kScrambled});
+  // Checkpoints at steps 2 and 4 (writing one does not change the run's bits).
+  const JobRun device = run_ok(4, 2, device_dir.path(), {kScrambled, "checkpoint.every_steps=2"});
   check_same_bits("P=2 x T=2", device, cpu);
+
+  // The tensor ranks' shards gathered on the device, resumed on the CPU: the CPU run's
+  // last two steps and final parameters, bit for bit.
+  const fs::path checkpoint = device_dir.path() / "checkpoints/step-00000002";
+  REQUIRE(fs::exists(checkpoint / "COMMITTED"));
+  const JobRun resumed = run_ok(4, 2, resumed_dir.path(), resume_from(checkpoint));
+  const std::vector<double> rest(cpu.stages[0].losses.begin() + 2, cpu.stages[0].losses.end());
+  for (int r = 0; r < 4; ++r) {
+    INFO("rank " << r);
+    CHECK(number_field(resumed_event(resumed, r), "step") == 2);
+    CHECK(resumed.stages[static_cast<size_t>(r)].losses == rest);
+    CHECK(resumed.stages[static_cast<size_t>(r)].params_sha256 == cpu.stages[0].params_sha256);
+  }
+  CHECK(resumed.final_params == cpu.final_params);
 }
 
 TEST_CASE("device: DP=2 x P=2 on the scrambled device has the CPU backend's bits",
