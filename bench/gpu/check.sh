@@ -118,7 +118,7 @@ else
   [[ $device == cpu ]] && cuda_flag=AUTO
   if ! bounded 400 "$out_dir/build.log" bash -c "
       cmake -S '$repo_root' -B '$build_dir' -G Ninja -DCMAKE_BUILD_TYPE=Release \\
-        -DDSEEK_WITH_CUDA=$cuda_flag && cmake --build '$build_dir' --target gpt2_train &&
+        -DDSEEK_WITH_CUDA=$cuda_flag && cmake --build '$build_dir' --target gpt2_train dseek dseek-node &&
       if [[ $device == cuda ]]; then cmake --build '$build_dir' --target matmul_rate; fi"; then
     echo "check.sh: the build failed; see $out_dir/build.log" >&2
   fi
