@@ -18,7 +18,7 @@
 // (test_pipeline_checkpoint.cpp); a P = 2 x T = 2 job's (the tensor ranks gather their
 // shards) resumed by P = 2 x T = 2 on the CPU ends bitwise as the CPU run.
 // T = 2 alone runs only on dseek-node (train/run_tensor_parallel.hpp): it is launched
-// with `dseek launch --nodes 2` on both backends.
+// with `dseek launch` on both backends, alone and as 2 replicas.
 #include <catch2/catch.hpp>
 
 #include <chrono>
@@ -120,36 +120,51 @@ TEST_CASE("device: DP=2 x P=2 on the scrambled device has the CPU backend's bits
   check_same_bits("DP=2 x P=2", device, cpu);
 }
 
-TEST_CASE("device: T=2 launched on two nodes on the scrambled device has the CPU "
-          "backend's bits", "[tp][device][scrambled][launch]") {
-  ScratchDir cpu_dir("tp-dev-cpu"), device_dir("tp-dev-scrambled");
-  const std::vector<std::string> tensor = {"--set", "parallel.tensor=2", "--set",
-                                           "train.micro_batch_size=4", "--set",
-                                           "train.threads=1"};
-  const auto cpu = run_process(tiny_launch(cpu_dir.path(), 2, 4, tensor), 240s, launch_env());
-  INFO(cpu.output);
-  REQUIRE(cpu.exit_code == 0);
-  const auto device = run_process(
-      tiny_launch(device_dir.path(), 2, 4, tensor + std::vector<std::string>{"--set", kScrambled}),
-      240s, launch_env());
-  INFO(device.output);
-  REQUIRE(device.exit_code == 0);
-  for (int node = 0; node < 2; ++node) {
-    INFO("node " << node);
-    const auto cpu_steps = node_events(cpu_dir.path(), node, "step");
-    const auto device_steps = node_events(device_dir.path(), node, "step");
-    REQUIRE(cpu_steps.size() == 4);
-    REQUIRE(device_steps.size() == 4);
-    for (size_t s = 0; s < cpu_steps.size(); ++s) {
-      CHECK(number_field(device_steps[s], "loss") == number_field(cpu_steps[s], "loss"));
-      CHECK(number_field(device_steps[s], "grad_norm") == number_field(cpu_steps[s], "grad_norm"));
+TEST_CASE("device: T=2 and DP=2 x T=2 launched on dseek-nodes on the scrambled device have "
+          "the CPU backend's bits", "[tp][dp][device][scrambled][launch]") {
+  struct Layout {
+    std::string name;
+    int nodes;
+    std::vector<std::string> settings;
+  };
+  const std::vector<Layout> layouts = {
+      {"T=2", 2, {"--set", "parallel.tensor=2", "--set", "train.micro_batch_size=4"}},
+      // The replicas' gradient sums run on the host data plane: staged through the backend.
+      {"DP=2 x T=2", 4,
+       {"--set", "parallel.tensor=2", "--set", "parallel.data=2", "--set",
+        "train.micro_batch_size=3"}}};
+  for (const Layout& layout : layouts) {
+    INFO(layout.name);
+    ScratchDir cpu_dir("tp-dev-cpu"), device_dir("tp-dev-scrambled");
+    const auto settings = layout.settings + std::vector<std::string>{"--set", "train.threads=1"};
+    const auto cpu = run_process(tiny_launch(cpu_dir.path(), layout.nodes, 4, settings), 240s,
+                                 launch_env());
+    INFO(cpu.output);
+    REQUIRE(cpu.exit_code == 0);
+    const auto device = run_process(
+        tiny_launch(device_dir.path(), layout.nodes, 4,
+                    settings + std::vector<std::string>{"--set", kScrambled}),
+        240s, launch_env());
+    INFO(device.output);
+    REQUIRE(device.exit_code == 0);
+    for (int node = 0; node < layout.nodes; ++node) {
+      INFO("node " << node);
+      const auto cpu_steps = node_events(cpu_dir.path(), node, "step");
+      const auto device_steps = node_events(device_dir.path(), node, "step");
+      REQUIRE(cpu_steps.size() == 4);
+      REQUIRE(device_steps.size() == 4);
+      for (size_t s = 0; s < cpu_steps.size(); ++s) {
+        CHECK(number_field(device_steps[s], "loss") == number_field(cpu_steps[s], "loss"));
+        CHECK(number_field(device_steps[s], "grad_norm") == number_field(cpu_steps[s], "grad_norm"));
+      }
+      const auto cpu_done = node_events(cpu_dir.path(), node, "train_done");
+      const auto device_done = node_events(device_dir.path(), node, "train_done");
+      REQUIRE(cpu_done.size() == 1);
+      REQUIRE(device_done.size() == 1);
+      CHECK(string_field(device_done[0], "params_sha256") ==
+            string_field(cpu_done[0], "params_sha256"));
+      CHECK(number_field(device_done[0], "val_loss") == number_field(cpu_done[0], "val_loss"));
     }
-    const auto cpu_done = node_events(cpu_dir.path(), node, "train_done");
-    const auto device_done = node_events(device_dir.path(), node, "train_done");
-    REQUIRE(cpu_done.size() == 1);
-    REQUIRE(device_done.size() == 1);
-    CHECK(string_field(device_done[0], "params_sha256") == string_field(cpu_done[0], "params_sha256"));
-    CHECK(number_field(device_done[0], "val_loss") == number_field(cpu_done[0], "val_loss"));
   }
 }
 
