@@ -11,6 +11,10 @@
 #   4. the overlapped CPU offload: bench/offload_overlap.sh --device cuda (dseek-node,
 #      train.offload_overlap true against false: step time and the forward's wait for
 #      updated chunks; skipped in cpu mode);
+#   5. pipeline and tensor parallelism on the device: bench/gpu/parallel_device_check.sh,
+#      a P = 2 job and a T = 2 job, each two dseek-node processes sharing CUDA device 0,
+#      against the same job on the CPU backend (every step's loss within 1e-4 relative,
+#      else the row fails); in cpu mode on the scrambled test device (equal losses);
 # then prints a short table last and writes it to OUT_DIR as gpu_check.txt and
 # gpu_check.json, beside one log per row.
 #
@@ -114,7 +118,7 @@ else
   [[ $device == cpu ]] && cuda_flag=AUTO
   if ! bounded 400 "$out_dir/build.log" bash -c "
       cmake -S '$repo_root' -B '$build_dir' -G Ninja -DCMAKE_BUILD_TYPE=Release \\
-        -DDSEEK_WITH_CUDA=$cuda_flag && cmake --build '$build_dir' --target gpt2_train &&
+        -DDSEEK_WITH_CUDA=$cuda_flag && cmake --build '$build_dir' --target gpt2_train dseek dseek-node &&
       if [[ $device == cuda ]]; then cmake --build '$build_dir' --target matmul_rate; fi"; then
     echo "check.sh: the build failed; see $out_dir/build.log" >&2
   fi
@@ -215,6 +219,38 @@ else
   else
     add_row offload failed - - "bench/offload_overlap.sh exit $code (see offload_overlap.log)" ""
   fi
+fi
+
+# --- 5. pipeline and tensor parallelism on the device ------------------------------------
+parallel_device=cuda parallel_steps=6
+[[ $device == cpu ]] && parallel_device=scrambled-cpu-for-tests parallel_steps=3
+if [[ ! -x $bin_dir/dseek-node || ! -x $bin_dir/dseek ]]; then
+  add_row parallel_p2 missing - - "dseek-node or dseek is not in $bin_dir" ""
+  add_row parallel_t2 missing - - "dseek-node or dseek is not in $bin_dir" ""
+elif ! bounded 60 "$out_dir/parallel_data.log" "$bin_dir/dseek" data prepare --input "$repo_root" \
+       --output "$out_dir/parallel-data" --max-bytes 1000000; then
+  add_row parallel_p2 failed - - "dseek data prepare failed (see parallel_data.log)" ""
+  add_row parallel_t2 failed - - "dseek data prepare failed (see parallel_data.log)" ""
+else
+  for layout in pipeline tensor; do
+    name=parallel_p2 what="P=2"
+    [[ $layout == tensor ]] && name=parallel_t2 what="T=2"
+    bounded 150 "$out_dir/$name.log" "$repo_root/bench/gpu/parallel_device_check.sh" \
+      --layout "$layout" --device "$parallel_device" --bin-dir "$bin_dir" \
+      --data "$out_dir/parallel-data" --out "$out_dir/parallel-runs" --steps "$parallel_steps"
+    code=$?
+    line=$(last_json_line "$out_dir/$name.log")
+    if ((code == 0)) && [[ $(json_field "$line" status) == ok ]]; then
+      add_row "$name" ok - - "$what, 2 dseek-node on $parallel_device vs cpu: max relative loss difference $(json_field "$line" max_relative_loss_difference) (bound $(json_field "$line" tolerance)) over $parallel_steps steps; step ms $(json_field "$line" device_step_ms) vs $(json_field "$line" cpu_step_ms)" \
+        "\"device\":\"$parallel_device\",\"max_relative_loss_difference\":$(json_field "$line" max_relative_loss_difference),\"tolerance\":$(json_field "$line" tolerance)"
+    elif ((code == 124 || code == 137)); then
+      add_row "$name" failed - - "$what on $parallel_device timed out (see $name.log)" ""
+    elif [[ -n $(json_field "$line" reason) ]]; then
+      add_row "$name" failed - - "$what on $parallel_device: $(json_field "$line" reason)" ""
+    else
+      add_row "$name" failed - - "$what on $parallel_device disagrees with cpu: max relative loss difference $(json_field "$line" max_relative_loss_difference) > $(json_field "$line" tolerance) (see $name.log)" ""
+    fi
+  done
 fi
 
 # --- the table, last ---------------------------------------------------------------------

@@ -78,9 +78,9 @@ void add_fixed_world_gates(std::vector<Gate>& gates, const JobConfig& config, bo
   gates.push_back({requested && has_fault_a_fixed_world_lacks(config, kind), "faults",
                    "the faults injected into " + jobs + " are " + injected +
                    "; the others are not wired into these jobs"});
-  gates.push_back({requested && config.train.device != "cpu", "train.device",
-                   std::string(kind) + "-parallel trainers compute on the CPU backend only "
-                   "(train.device = \"cpu\"): not with " + asked});
+  // train.device works on both paths: the stages and tensor ranks compute on the
+  // device and stage what the host data plane moves (pipeline_stage_trainer.hpp,
+  // tensor_parallel_trainer.hpp).
 }
 }  // namespace
 

@@ -8,12 +8,14 @@
 #include <stdexcept>
 #include <string>
 
+#include "runtime/backend/host_window.hpp"
 #include "runtime/model/initial_value.hpp"
 #include "runtime/util/fast_math.hpp"
 
 namespace dseek::model {
 
 using backend::DeviceBuffer;
+using backend::HostWindow;
 
 namespace {
 template <class T>
@@ -37,11 +39,6 @@ TensorParallelGpt::TensorParallelGpt(const GptShape& shape, LayerRange range, Te
       backend_(backend),
       max_batch_(max_batch),
       recompute_(recompute) {
-  if (backend.name() != "cpu")
-    throw std::invalid_argument(
-        "tensor parallelism (parallel.tensor > 1) runs on the CPU backend only (the "
-        "vocabulary-parallel embedding and cross-entropy are host loops); backend: " +
-        backend.name());
   if (max_batch < 1) throw std::invalid_argument("TensorParallelGpt: max_batch must be >= 1");
   if (range.begin < 0 || range.end > shape.layers || range.begin > range.end)
     throw std::invalid_argument("TensorParallelGpt: layer range [" + std::to_string(range.begin) +
@@ -203,7 +200,7 @@ void TensorParallelGpt::block_forward(int64_t layer, BlockActivations& a, const 
                        static_cast<int>(T_), Cl, NHl);
   be.matmul_forward(branch_out_.data(), a.atty.data(), w + p.attn_proj_w,
                     adds_bias ? w + p.attn_proj_b : nullptr, N, Cl, C);
-  group_.all_reduce_sum(branch_out_.data(), NC);
+  all_reduce_on_backend(branch_out_.data(), NC);
   be.residual_forward(a.residual2.data(), x, branch_out_.data(), NC);
   be.layernorm_forward(a.ln2.data(), a.ln2_mean.data(), a.ln2_rstd.data(), a.residual2.data(),
                        w + p.ln2_w, w + p.ln2_b, N, C);
@@ -212,7 +209,7 @@ void TensorParallelGpt::block_forward(int64_t layer, BlockActivations& a, const 
   if (out == nullptr) return;
   be.matmul_forward(branch_out_.data(), a.fch_gelu.data(), w + p.fc_proj_w,
                     adds_bias ? w + p.fc_proj_b : nullptr, N, Hl, C);
-  group_.all_reduce_sum(branch_out_.data(), NC);
+  all_reduce_on_backend(branch_out_.data(), NC);
   be.residual_forward(out, a.residual2.data(), branch_out_.data(), NC);
 }
 
@@ -236,7 +233,7 @@ void TensorParallelGpt::block_backward(int64_t layer, BlockActivations& a, const
   be.gelu_backward(dhidden, a.fch.data(), dhidden, static_cast<size_t>(N) * Hl);
   be.matmul_backward(dwidth1_.data(), g + p.fc_w, g + p.fc_b, dhidden, a.ln2.data(), w + p.fc_w,
                      N, C, Hl);
-  group_.all_reduce_sum(dwidth1_.data(), NC);
+  all_reduce_on_backend(dwidth1_.data(), NC);
   be.layernorm_backward(dres, g + p.ln2_w, g + p.ln2_b, dwidth1_.data(), a.residual2.data(),
                         w + p.ln2_w, a.ln2_mean.data(), a.ln2_rstd.data(), N, C);
   // Attention branch, the same pattern.
@@ -246,9 +243,15 @@ void TensorParallelGpt::block_backward(int64_t layer, BlockActivations& a, const
                         static_cast<int>(B_), static_cast<int>(T_), Cl, NHl);
   be.matmul_backward(dwidth1_.data(), g + p.qkv_w, g + p.qkv_b, dqkv_.data(), a.ln1.data(),
                      w + p.qkv_w, N, C, 3 * Cl);
-  group_.all_reduce_sum(dwidth1_.data(), NC);
+  all_reduce_on_backend(dwidth1_.data(), NC);
   be.layernorm_backward(dres, g + p.ln1_w, g + p.ln1_b, dwidth1_.data(), x, w + p.ln1_w,
                         a.ln1_mean.data(), a.ln1_rstd.data(), N, C);
+}
+
+void TensorParallelGpt::all_reduce_on_backend(float* data, size_t count) {
+  HostWindow window(backend_, data, count, HostWindow::Access::update, host_scratch_[0]);
+  group_.all_reduce_sum(window.data(), count);
+  window.write_back();
 }
 
 // Each rank writes the rows of the tokens in its vocabulary slice (zeros elsewhere); the
@@ -256,10 +259,17 @@ void TensorParallelGpt::block_backward(int64_t layer, BlockActivations& a, const
 void TensorParallelGpt::embedding_forward() {
   const int64_t C = layout_.whole().shape().dim;
   const int64_t v0 = layout_.vocab_begin(), vl = layout_.vocab_local();
-  const float* wte = params_.data() + layout_.wte();
-  const float* wpe = params_.data() + layout_.wpe();
-  float* out = slot_->residual.front().data();
   const int64_t N = B_ * T_;
+  using Access = HostWindow::Access;
+  HostWindow wte_window(backend_, params_.data() + layout_.wte(), static_cast<size_t>(vl * C),
+                        Access::read, host_scratch_[0]);
+  HostWindow wpe_window(backend_, params_.data() + layout_.wpe(), static_cast<size_t>(T_ * C),
+                        Access::read, host_scratch_[1]);
+  HostWindow out_window(backend_, slot_->residual.front().data(), static_cast<size_t>(N * C),
+                        Access::overwrite, host_scratch_[2]);
+  const float* wte = wte_window.data();
+  const float* wpe = wpe_window.data();
+  float* out = out_window.data();
   std::fill(out, out + N * C, 0.0f);
   for (int64_t n = 0; n < N; ++n) {
     const int64_t local = slot_->tokens[static_cast<size_t>(n)] - v0;
@@ -271,15 +281,23 @@ void TensorParallelGpt::embedding_forward() {
     const float* pos = wpe + (n % T_) * C;
     for (int64_t c = 0; c < C; ++c) out[n * C + c] += pos[c];
   }
+  out_window.write_back();
 }
 
 void TensorParallelGpt::embedding_backward() {
   const int64_t C = layout_.whole().shape().dim;
   const int64_t v0 = layout_.vocab_begin(), vl = layout_.vocab_local();
-  float* dwte = grads_.data() + layout_.wte();
-  float* dwpe = grads_.data() + layout_.wpe();
-  const float* dout = dresidual_.data();
   const int64_t N = B_ * T_;
+  using Access = HostWindow::Access;
+  HostWindow dwte_window(backend_, grads_.data() + layout_.wte(), static_cast<size_t>(vl * C),
+                         Access::update, host_scratch_[0]);
+  HostWindow dwpe_window(backend_, grads_.data() + layout_.wpe(), static_cast<size_t>(T_ * C),
+                         Access::update, host_scratch_[1]);
+  HostWindow dout_window(backend_, dresidual_.data(), static_cast<size_t>(N * C), Access::read,
+                         host_scratch_[2]);
+  float* dwte = dwte_window.data();
+  float* dwpe = dwpe_window.data();
+  const float* dout = dout_window.data();
   for (int64_t n = 0; n < N; ++n) {
     const float* row = dout + n * C;
     float* pos = dwpe + (n % T_) * C;
@@ -289,6 +307,8 @@ void TensorParallelGpt::embedding_backward() {
     float* emb = dwte + local * C;
     for (int64_t c = 0; c < C; ++c) emb[c] += row[c];
   }
+  dwte_window.write_back();
+  dwpe_window.write_back();
 }
 
 // Vocabulary-parallel softmax cross-entropy (Megatron-LM): the logits of a token are
@@ -301,7 +321,12 @@ double TensorParallelGpt::cross_entropy_forward() {
   const int64_t N = B_ * T_;
   const int64_t vl = layout_.vocab_local(), v0 = layout_.vocab_begin();
   const int ranks = group_.size();
-  float* logits = slot_->logits.data();
+  using Access = HostWindow::Access;
+  HostWindow logits_window(backend_, slot_->logits.data(), static_cast<size_t>(N * vl),
+                           Access::update, host_scratch_[0]);
+  HostWindow losses_window(backend_, slot_->losses.data(), static_cast<size_t>(N),
+                           Access::overwrite, host_scratch_[1]);
+  float* logits = logits_window.data();
   std::fill(token_maxima_.begin(), token_maxima_.begin() + N * ranks, 0.0f);
   for (int64_t n = 0; n < N; ++n) {
     const float* row = logits + n * vl;
@@ -324,26 +349,32 @@ double TensorParallelGpt::cross_entropy_forward() {
     sums[n] = total;
   }
   group_.all_reduce_sum(exp_sum_and_target_.data(), static_cast<size_t>(2 * N));
-  float* losses = slot_->losses.data();
+  float* losses = losses_window.data();
   for (int64_t n = 0; n < N; ++n) {
     const float inverse = 1.0f / sums[n];
     float* row = logits + n * vl;
     for (int64_t j = 0; j < vl; ++j) row[j] *= inverse;
     losses[n] = std::log(sums[n]) - target_logits[n];
   }
-  return backend_.sum(losses, static_cast<size_t>(N)) / static_cast<double>(N);
+  logits_window.write_back();
+  losses_window.write_back();
+  // The backend's sum, in its order: the single-node loss's bits on every backend.
+  return backend_.sum(slot_->losses.data(), static_cast<size_t>(N)) / static_cast<double>(N);
 }
 
 void TensorParallelGpt::cross_entropy_backward(float dloss) {
   const int64_t N = B_ * T_;
   const int64_t vl = layout_.vocab_local(), v0 = layout_.vocab_begin();
-  float* probs = slot_->logits.data();
+  HostWindow probs_window(backend_, slot_->logits.data(), static_cast<size_t>(N * vl),
+                          HostWindow::Access::update, host_scratch_[0]);
+  float* probs = probs_window.data();
   for (int64_t n = 0; n < N; ++n) {
     float* row = probs + n * vl;
     for (int64_t j = 0; j < vl; ++j) row[j] *= dloss;
     const int64_t target = slot_->targets[static_cast<size_t>(n)] - v0;
     if (target >= 0 && target < vl) row[target] -= dloss;
   }
+  probs_window.write_back();
 }
 
 double TensorParallelGpt::forward(const int32_t* tokens, const int32_t* targets, int64_t B,
@@ -399,7 +430,7 @@ void TensorParallelGpt::backward(float dloss) {
     backend_.matmul_backward(dwidth1_.data(), g + layout_.wte(), nullptr, slot_->logits.data(),
                              slot_->lnf.data(), w + layout_.wte(), N, C,
                              static_cast<int>(layout_.vocab_local()));
-    group_.all_reduce_sum(dwidth1_.data(), static_cast<size_t>(N) * C);
+    all_reduce_on_backend(dwidth1_.data(), static_cast<size_t>(N) * C);
     backend_.zero(dresidual_.data(), static_cast<size_t>(N) * C);
     backend_.layernorm_backward(dresidual_.data(), g + layout_.lnf_w(), g + layout_.lnf_b(),
                                 dwidth1_.data(), slot_->residual.back().data(),

@@ -32,8 +32,10 @@
 // GptModel. With `activation_slots` a stage keeps several micro-batches between their
 // forward and backward, each in its own set (the backward scratch is shared).
 //
-// The embedding and cross-entropy are host loops over the backend's buffers, so the CPU
-// backend is required (checked at construction).
+// The embedding and cross-entropy are host loops, and the group's all-reduces run on the
+// host data plane: on a device backend (train.device "cuda", the scrambled test device)
+// they work on host windows of the backend's buffers (backend/host_window.hpp), moved
+// only by the backend's copy calls; on the CPU backend the windows are the buffers.
 //
 // Activation recompute (model.recompute) works as in GptModel (counted from the range's
 // first block): a recomputed block runs in one shared scratch set (shared with the
@@ -50,6 +52,7 @@
 
 #include "runtime/backend/backend.hpp"
 #include "runtime/backend/device_buffer.hpp"
+#include "runtime/backend/host_memory.hpp"
 #include "runtime/model/activation_memory.hpp"
 #include "runtime/model/gpt_model.hpp"
 #include "runtime/model/recompute_policy.hpp"
@@ -131,6 +134,8 @@ class TensorParallelGpt {
   // `out` null: the recompute before a backward; stops before the MLP's projection.
   void block_forward(int64_t layer, BlockActivations& a, const float* x, float* out);
   void block_backward(int64_t layer, BlockActivations& a, const float* x);
+  // The group's sum of `count` floats of the backend's memory (through a host window).
+  void all_reduce_on_backend(float* data, size_t count);
   void embedding_forward();
   void embedding_backward();
   double cross_entropy_forward();
@@ -150,6 +155,8 @@ class TensorParallelGpt {
   BlockActivations recomputed_;  // shared by every recomputed block of every slot
   BlockActivations* recompute_set_ = &recomputed_;  // recomputed_, or another chunk's
   std::vector<float> token_maxima_, exp_sum_and_target_;  // cross-entropy's all-reduces
+  // Host windows' scratch (device backends only; at most three windows open at once).
+  backend::HostBuffer<float> host_scratch_[3];
   backend::DeviceBuffer<float> dresidual_, dwidth1_, dqkv_, datty_, dhidden_, branch_out_;
   ActivationMemory activation_memory_;
 };

@@ -12,7 +12,8 @@ std::unique_ptr<PipelineStage> make_pipeline_stage(const PipelineStageFactory& f
 }
 
 LocalPipelineStage::LocalPipelineStage(const PipelineStageSpec& spec)
-    : trainer_(spec.config, spec.batches, spec.links, spec.plan, spec.replicas, spec.tensor) {
+    : trainer_(spec.config, spec.batches, spec.links, spec.plan, spec.replicas, spec.tensor,
+               spec.make_backend) {
   info_.stage = trainer_.stage();
   info_.replica = trainer_.replica();
   info_.replicas = trainer_.replicas();

@@ -25,6 +25,7 @@
 #include "runtime/model/param_layout.hpp"
 #include "runtime/model/tensor_group.hpp"
 #include "runtime/train/batch_source.hpp"
+#include "runtime/train/device_backend.hpp"
 #include "runtime/train/pipeline_links.hpp"
 #include "runtime/train/pipeline_plan.hpp"
 #include "runtime/train/pipeline_stage_trainer.hpp"
@@ -41,6 +42,7 @@ struct PipelineStageSpec {
   PipelinePlan plan;
   ReplicaGroup* replicas;  // the stage's data group; null: one replica
   model::TensorGroup* tensor = nullptr;  // the stage's tensor group; null: one rank
+  BackendFactory make_backend = {};      // train.device's backend; empty: make_runtime_backend
 };
 
 // What a built stage is, fixed for its life (read once, not asked per step).

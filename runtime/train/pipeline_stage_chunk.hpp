@@ -9,6 +9,7 @@
 
 #include "runtime/optim/adamw.hpp"
 #include "runtime/train/data_group_shards.hpp"
+#include "runtime/train/host_staging.hpp"
 #include "runtime/train/pipeline_chunk.hpp"
 #include "runtime/train/pipeline_stage_trainer.hpp"
 
@@ -25,6 +26,11 @@ struct PipelineStageTrainer::Chunk {
   std::vector<model::ParamRange> owned_runs;  // `owned` merged into contiguous runs (replica sums)
   std::unique_ptr<optim::AdamW> optimizer;   // over `owned`, or over zero's pieces
   std::unique_ptr<DataGroupShards> zero;     // ZeRO inside the data group; null without
+  // The gradients' host copy for the host data plane (the tied wte's sum, the replicas'
+  // sums or reduce-scatter); on the CPU backend the gradients themselves.
+  std::unique_ptr<HostStaging> grads_host;
+  // ZeRO only: the parameters' host copy the updated pieces are all-gathered in.
+  std::unique_ptr<HostStaging> params_host;
   std::vector<int64_t> free_slots;
   std::map<int64_t, int64_t> slot_of_micro_batch;
 };

@@ -32,13 +32,14 @@ PipelineStageTrainer::MessageKey PipelineStageTrainer::key_of(const PipelineMess
 PipelineStageTrainer::PipelineStageTrainer(const config::JobConfig& config, BatchSource& batches,
                                            PipelineLinks& links, PipelinePlan plan,
                                            ReplicaGroup* replica_group,
-                                           model::TensorGroup* tensor_group)
+                                           model::TensorGroup* tensor_group,
+                                           const BackendFactory& make_backend)
     : config_(config), batches_(batches), links_(links), replicas_(replica_group),
       tensor_(tensor_group != nullptr && tensor_group->size() > 1 ? tensor_group : nullptr),
       zero_(config.parallel.zero > 0 && replica_group != nullptr && replica_group->replicas() > 1),
       plan_(std::move(plan)), whole_layout_(shape_of(config.model)),
       schedule_(plan_.shape), stage_(links.stage()),
-      backend_(backend::make_cpu_backend(static_cast<int>(config.train.threads))) {
+      backend_(make_backend ? make_backend(config) : make_runtime_backend(config)) {
   const auto& t = config.train;
   const int64_t P = plan_.shape.stages;
   if (P < 2 || links.stages() != P)
@@ -86,6 +87,8 @@ PipelineStageTrainer::PipelineStageTrainer(const config::JobConfig& config, Batc
     chunk->owned = chunk->model->owned_ranges();
     chunk->norm_ranges = chunk->model->norm_ranges();
     chunk->whole_segments = chunk->model->whole_model_segments();
+    chunk->grads_host = std::make_unique<HostStaging>(*backend_, chunk->model->grads(),
+                                                      chunk->model->buffer_floats());
     std::vector<model::ParamRange> sorted = chunk->owned;
     std::sort(sorted.begin(), sorted.end(),
               [](const model::ParamRange& a, const model::ParamRange& b) { return a.offset < b.offset; });
@@ -101,6 +104,8 @@ PipelineStageTrainer::PipelineStageTrainer(const config::JobConfig& config, Batc
       chunk->zero = std::make_unique<DataGroupShards>(
           *replicas_, runs_cut_at(chunk->owned_runs, chunk->model->tied_wte()));
       chunk->optimizer = chunk->model->make_optimizer(*backend_, settings, &chunk->zero->pieces());
+      chunk->params_host = std::make_unique<HostStaging>(*backend_, chunk->model->params(),
+                                                         chunk->model->buffer_floats());
     } else {
       chunk->optimizer = chunk->model->make_optimizer(*backend_, settings);
     }
@@ -112,13 +117,15 @@ PipelineStageTrainer::PipelineStageTrainer(const config::JobConfig& config, Batc
     chunks_.push_back(std::move(chunk));
   }
   lr_schedule_ = optim::LrSchedule{t.lr, t.min_lr, t.warmup_steps, t.steps};
-  // A buffer per message of a step, in both directions.
+  // A buffer per message of a step, in both directions, in the backend's host memory
+  // (pinned for CUDA: the copies to and from the device run at the link's rate).
+  const auto host_memory = backend_->host_memory();
   for (int64_t peer = 0; peer < P; ++peer) {
     if (peer == stage_) continue;
     for (const auto& message : schedule_.message_order(peer, stage_))
-      recv_buffers_[key_of(message)].resize(activation_floats_);
+      recv_buffers_.emplace(key_of(message), backend::HostBuffer<float>(host_memory, activation_floats_));
     for (const auto& message : schedule_.message_order(stage_, peer))
-      send_buffers_[key_of(message)].resize(activation_floats_);
+      send_buffers_.emplace(key_of(message), backend::HostBuffer<float>(host_memory, activation_floats_));
   }
 }
 
@@ -257,12 +264,12 @@ PipelineStepReport PipelineStageTrainer::train_step(int64_t step) {
   const int64_t P = plan_.shape.stages;
   Chunk& first_chunk = *chunks_.front();
   Chunk& last_chunk = *chunks_.back();
-  if (stage_ == 0) {
-    const model::ParamRange wte = first_chunk.model->tied_wte();
-    links_.sum_first_and_last(first_chunk.model->grads() + wte.offset, wte.count);
-  } else if (stage_ == P - 1) {
-    const model::ParamRange wte = last_chunk.model->tied_wte();
-    links_.sum_first_and_last(last_chunk.model->grads() + wte.offset, wte.count);
+  if (stage_ == 0 || stage_ == P - 1) {
+    Chunk& end = stage_ == 0 ? first_chunk : last_chunk;
+    const model::ParamRange wte = end.model->tied_wte();
+    end.grads_host->to_host(wte);
+    links_.sum_first_and_last(end.grads_host->host() + wte.offset, wte.count);
+    end.grads_host->to_backend(wte);
   }
   double replica_ms = 0.0;
   if (replicas_ != nullptr) {
@@ -297,7 +304,12 @@ PipelineStepReport PipelineStageTrainer::train_step(int64_t step) {
                                      report.step.lr, norm);
   if (zero_) {  // every replica's updated pieces to every replica
     const auto gather_start = Clock::now();
-    for (auto& chunk : chunks_) chunk->zero->all_gather(chunk->model->params());
+    for (auto& chunk : chunks_) {
+      HostStaging& params = *chunk->params_host;
+      params.to_host(chunk->owned_runs);
+      chunk->zero->all_gather(params.host());
+      params.to_backend(chunk->owned_runs);
+    }
     replica_ms += std::chrono::duration<double, std::milli>(Clock::now() - gather_start).count();
   }
   report.step.grad_norm = norm;
@@ -316,12 +328,15 @@ PipelineStepReport PipelineStageTrainer::train_step(int64_t step) {
 
 void PipelineStageTrainer::sum_gradients_over_replicas() {
   for (auto& chunk : chunks_) {
+    HostStaging& grads = *chunk->grads_host;
+    grads.to_host(chunk->owned_runs);
     if (chunk->zero) {  // ZeRO: each replica gets the sum of its pieces only
-      chunk->zero->reduce_scatter(chunk->model->grads());
-      continue;
+      chunk->zero->reduce_scatter(grads.host());
+    } else {
+      for (const model::ParamRange& run : chunk->owned_runs)
+        replicas_->sum(grads.host() + run.offset, run.count);
     }
-    for (const model::ParamRange& run : chunk->owned_runs)
-      replicas_->sum(chunk->model->grads() + run.offset, run.count);
+    grads.to_backend(chunk->owned_runs);
   }
 }
 
@@ -360,7 +375,8 @@ double PipelineStageTrainer::evaluate(BatchSource& batches, int64_t eval_batches
   const int64_t T = config_.model.context;
   double total = 0.0;
   int64_t count = 0;
-  std::vector<float> incoming(activation_floats_), outgoing(activation_floats_);
+  backend::HostBuffer<float> incoming(backend_->host_memory(), activation_floats_),
+      outgoing(backend_->host_memory(), activation_floats_);
   for (int64_t b = 0; b < eval_batches; ++b) {
     for (int64_t mb = 0; mb < plan_.shape.micro_batches; ++mb) {
       for (auto& chunk_ptr : chunks_) {

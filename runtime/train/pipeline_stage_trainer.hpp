@@ -36,6 +36,11 @@
 // pipeline drains for both stages (no overlap with backward here), so 1 and 2 run the
 // same. Checkpoints: every replica takes part, lending its moment pieces to replica 0.
 //
+// The stage computes on the backend of train.device (device_backend.hpp): its device
+// buffers reach the host data plane (activations and their gradients, the tied wte's
+// sum, the replicas' sums, checkpoints) only through the backend's copy calls, staged in
+// host buffers; on the CPU backend that staging is the buffers themselves.
+//
 // Each step also measures the stage's bubble: 1 - (forward + backward compute) / (time
 // from the first op to the moment every stage drained the pipeline), and keeps trace
 // spans (forward, backward, send, recv, idle) for RUN_DIR/trace.json.
@@ -48,6 +53,7 @@
 #include <tuple>
 #include <vector>
 
+#include "runtime/backend/host_memory.hpp"
 #include "runtime/config/job_config.hpp"
 #include "runtime/metrics/chrome_trace.hpp"
 #include "runtime/model/gpt_model.hpp"
@@ -55,6 +61,7 @@
 #include "runtime/optim/adamw.hpp"
 #include "runtime/optim/lr_schedule.hpp"
 #include "runtime/train/batch_source.hpp"
+#include "runtime/train/device_backend.hpp"
 #include "runtime/train/pipeline_links.hpp"
 #include "runtime/train/pipeline_plan.hpp"
 #include "runtime/train/replica_group.hpp"
@@ -74,10 +81,12 @@ class PipelineStageTrainer {
  public:
   // Every stage of `links` constructs one with the same config and plan; `replica_group` is
   // the stage's data group (null: one replica), `tensor_group` the stage's tensor-parallel
-  // group (null: one rank). Builds the backend (train.threads) itself.
+  // group (null: one rank). `make_backend` builds the backend of train.device (empty:
+  // make_runtime_backend).
   PipelineStageTrainer(const config::JobConfig& config, BatchSource& batches,
                        PipelineLinks& links, PipelinePlan plan, ReplicaGroup* replica_group = nullptr,
-                       model::TensorGroup* tensor_group = nullptr);
+                       model::TensorGroup* tensor_group = nullptr,
+                       const BackendFactory& make_backend = {});
   ~PipelineStageTrainer();
   PipelineStageTrainer(const PipelineStageTrainer&) = delete;
   PipelineStageTrainer& operator=(const PipelineStageTrainer&) = delete;
@@ -187,7 +196,7 @@ class PipelineStageTrainer {
   int64_t global_micro_batches_ = 0;  // m x replicas
   std::vector<int32_t> inputs_, targets_;
   // Per message of a step: its buffer, and the handle of its pending transfer.
-  std::map<MessageKey, std::vector<float>> recv_buffers_, send_buffers_;
+  std::map<MessageKey, backend::HostBuffer<float>> recv_buffers_, send_buffers_;
   std::map<MessageKey, PipelineLinks::Handle> pending_recvs_;
   std::vector<PipelineLinks::Handle> pending_sends_;
   // The step in progress.

@@ -63,8 +63,9 @@ PipelineRunSummary run_pipeline_stage(const config::JobConfig& config, const Run
                                config.model.context);
   auto val_batches = open_validation(config, progress);
 
-  // The profile of a balanced split runs on stage 0 with the threads it will train with.
-  auto profile_backend = backend::make_cpu_backend(static_cast<int>(t.threads));
+  // The profile of a balanced split runs on stage 0 on the backend (device, threads) it
+  // will train with.
+  auto profile_backend = options.backend ? options.backend(config) : make_runtime_backend(config);
   PipelinePlan plan = plan_pipeline(config, links, *profile_backend, replicas, tensor);
   profile_backend.reset();
   const util::JsonLine plan_fields = plan_event(plan, config);
@@ -79,7 +80,8 @@ PipelineRunSummary run_pipeline_stage(const config::JobConfig& config, const Run
 
   // Local, or the node's pipeline_stage actor (options.pipeline_stage): one loop drives either.
   const auto stage = make_pipeline_stage(options.pipeline_stage,
-                                         PipelineStageSpec{config, train_batches, links, plan, replicas, tensor});
+                                         PipelineStageSpec{config, train_batches, links, plan, replicas, tensor,
+                                                           options.backend});
   PipelineStage& trainer = *stage;
   const PipelineStageInfo& info = trainer.info();
   const ParallelGroups layout(info.replicas, static_cast<int>(plan.shape.stages), info.tensor_ranks);

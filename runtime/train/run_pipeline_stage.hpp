@@ -35,8 +35,9 @@ struct PipelineRunSummary {
   std::vector<float> final_params;  // the whole model's, layout order
 };
 
-// Uses options.run_dir, console, events, stop, before_step, checkpoint_sink and
-// pipeline_stage (where the stage's trainer runs, pipeline_stage.hpp); the rest of
+// Uses options.run_dir, console, events, stop, before_step, checkpoint_sink, backend
+// (train.device's) and pipeline_stage (where the stage's trainer runs,
+// pipeline_stage.hpp); the rest of
 // RunOptions is for data-parallel runs.
 // `replicas`: the stage's data-parallel group (null: one replica); `tensor`: its
 // tensor-parallel group (null: one rank).

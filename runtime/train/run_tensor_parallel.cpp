@@ -32,7 +32,7 @@ RunSummary run_tensor_parallel(const config::JobConfig& config, const RunOptions
                                config.model.context);
   auto val_batches = open_validation(config, progress);
 
-  TensorParallelTrainer trainer(config, train_batches, group, replicas);
+  TensorParallelTrainer trainer(config, train_batches, group, replicas, options.backend);
   const ParallelGroups layout(trainer.replicas(), 1, trainer.ranks());
   report_parallel_layout(layout, layout.rank_of({trainer.replica(), 0, trainer.rank()}), events,
                          progress);

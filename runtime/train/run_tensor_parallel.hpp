@@ -25,7 +25,8 @@
 
 namespace dseek::train {
 
-// Uses options.run_dir, console, events, stop, before_step and checkpoint_sink; the rest of RunOptions
+// Uses options.run_dir, console, events, stop, before_step, checkpoint_sink and backend
+// (train.device's); the rest of RunOptions
 // is for data-parallel runs. `replicas`: the rank's data-parallel group (null: one
 // replica).
 RunSummary run_tensor_parallel(const config::JobConfig& config, const RunOptions& options,

@@ -39,10 +39,11 @@ class TensorParallelTrainer::TimedGroup final : public model::TensorGroup {
 };
 
 TensorParallelTrainer::TensorParallelTrainer(const config::JobConfig& config, BatchSource& batches,
-                                             model::TensorGroup& group, ReplicaGroup* replica_group)
+                                             model::TensorGroup& group, ReplicaGroup* replica_group,
+                                             const BackendFactory& make_backend)
     : config_(config), batches_(batches), group_(group), replicas_(replica_group),
       timed_group_(std::make_unique<TimedGroup>(group)),
-      backend_(backend::make_cpu_backend(static_cast<int>(config.train.threads))) {
+      backend_(make_backend ? make_backend(config) : make_runtime_backend(config)) {
   const auto& t = config.train;
   slice_ = replica_slice(t.batch_size, replicas_ != nullptr ? replicas_->replicas() : 1,
                          replicas_ != nullptr ? replicas_->replica() : 0);
@@ -67,6 +68,10 @@ TensorParallelTrainer::TensorParallelTrainer(const config::JobConfig& config, Ba
   }
   m_ = backend::DeviceBuffer<float>(*backend_, moments_.count);
   v_ = backend::DeviceBuffer<float>(*backend_, moments_.count);
+  if (replicas_ != nullptr)
+    grads_host_ = std::make_unique<HostStaging>(*backend_, model_->grads(), model_->num_params());
+  if (zero_)
+    params_host_ = std::make_unique<HostStaging>(*backend_, model_->params(), model_->num_params());
   plan_update_runs();
   const size_t tokens = static_cast<size_t>(micro_batch_ * config.model.context);
   inputs_.resize(tokens);
@@ -162,8 +167,10 @@ StepReport TensorParallelTrainer::train_step(int64_t step) {
   }
   if (replicas_ != nullptr) {
     const auto reduce_start = Clock::now();
-    if (zero_) zero_->reduce_scatter(model_->grads());  // the piece's sum only
-    else replicas_->sum(model_->grads(), model_->num_params());
+    grads_host_->all_to_host();
+    if (zero_) zero_->reduce_scatter(grads_host_->host());  // the piece's sum only
+    else replicas_->sum(grads_host_->host(), grads_host_->count());
+    grads_host_->all_to_backend();
     std::array<double, 1> total{loss};
     replicas_->sum(total);
     loss = total[0];
@@ -185,7 +192,9 @@ StepReport TensorParallelTrainer::train_step(int64_t step) {
   }
   if (zero_) {  // every replica's updated piece to every replica
     const auto gather_start = Clock::now();
-    zero_->all_gather(model_->params());
+    params_host_->all_to_host();
+    zero_->all_gather(params_host_->host());
+    params_host_->all_to_backend();
     report.comm_ms += ms_between(gather_start, Clock::now());
   }
   report.grad_norm = norm;

@@ -24,6 +24,11 @@
 // the norm adds the replicas' squares of their pieces, and the parameters are
 // all-gathered after the update. 1 and 2 run the same (the reduction follows backward).
 //
+// The shard computes on the backend of train.device (device_backend.hpp); what goes to
+// the host data plane (the model's all-reduces, tensor_parallel_gpt.hpp; the replicas'
+// gradient sum; gathered parameters and checkpoints) moves through the backend's copy
+// calls, staged on the host (on the CPU backend the staging is the buffers themselves).
+//
 // gather_params() puts the whole model back together on every rank (collective), for
 // the params_sha256 a single-node run of the same config can be compared with.
 #pragma once
@@ -41,6 +46,8 @@
 #include "runtime/optim/lr_schedule.hpp"
 #include "runtime/train/batch_source.hpp"
 #include "runtime/train/data_group_shards.hpp"
+#include "runtime/train/device_backend.hpp"
+#include "runtime/train/host_staging.hpp"
 #include "runtime/train/replica_group.hpp"
 #include "runtime/train/trainer.hpp"
 
@@ -49,11 +56,12 @@ namespace dseek::train {
 class TensorParallelTrainer {
  public:
   // Every rank of `group` constructs one with the same config; `replica_group` is its data
-  // group (null: one replica). Builds the backend (train.threads) itself. Throws
-  // std::invalid_argument when the replicas or train.micro_batch_size do not split
-  // train.batch_size evenly.
+  // group (null: one replica). `make_backend` builds the backend of train.device (empty:
+  // make_runtime_backend). Throws std::invalid_argument when the replicas or
+  // train.micro_batch_size do not split train.batch_size evenly.
   TensorParallelTrainer(const config::JobConfig& config, BatchSource& batches,
-                        model::TensorGroup& group, ReplicaGroup* replica_group = nullptr);
+                        model::TensorGroup& group, ReplicaGroup* replica_group = nullptr,
+                        const BackendFactory& make_backend = {});
   ~TensorParallelTrainer();
   TensorParallelTrainer(const TensorParallelTrainer&) = delete;
   TensorParallelTrainer& operator=(const TensorParallelTrainer&) = delete;
@@ -124,6 +132,8 @@ class TensorParallelTrainer {
   std::unique_ptr<DataGroupShards> zero_;                  // null without ZeRO
   model::ParamRange moments_;  // the shard's floats m_ and v_ hold (ZeRO: the piece)
   backend::DeviceBuffer<float> m_, v_;
+  std::unique_ptr<HostStaging> grads_host_;   // for the replicas' sum
+  std::unique_ptr<HostStaging> params_host_;  // ZeRO: the pieces' all-gather
   int64_t optimizer_steps_ = 0;
   std::vector<int32_t> inputs_, targets_;
 };

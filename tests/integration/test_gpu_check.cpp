@@ -2,7 +2,8 @@
 // the CPU backend and reports speed and MFU by llm.c's formula; --precision bf16 and fp8
 // train through model::PrecisionPolicy there too; bench/gpu/check.sh --device cpu runs its rows,
 // prints the table last and writes the same table and a JSON summary; a missing binary
-// fails its row and the script.
+// fails its row and the script. Its parallel rows run P = 2 and T = 2 on the scrambled
+// test device there (bench/gpu/parallel_device_check.sh).
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -152,6 +153,14 @@ TEST_CASE("check.sh --device cpu runs the check's rows and writes the table and 
     CHECK(number_field(mixed, "skipped_steps") >= 0);
   }
   CHECK(std::filesystem::exists(out / "train_fp32.log"));
+  // Pipeline and tensor parallelism: two dseek-node processes on the scrambled device
+  // against the CPU backend (equal losses there; 1e-4 relative is the row's bound).
+  for (const char* name : {"parallel_p2", "parallel_t2"}) {
+    const std::string parallel = row(json, name);
+    CHECK(string_field(parallel, "status") == "ok");
+    CHECK(string_field(parallel, "device") == "scrambled-cpu-for-tests");
+    CHECK(number_field(parallel, "max_relative_loss_difference") == 0.0);
+  }
 }
 
 TEST_CASE("check.sh fails the rows whose binaries are missing", "[gpu_check]") {

@@ -2,7 +2,8 @@
 // TensorGroup. The shards of TensorParallelLayout put together are the whole model, a
 // shard initialises to the whole model's values, and T = 2 or 4 ranks train like one
 // whole GptModel (losses, gradients and parameters after AdamW steps); its layer ranges
-// (pipeline chunks) chained stage to stage compute the whole shard's math. The same model
+// (pipeline chunks) chained stage to stage compute the whole shard's math, and on the
+// scrambled test device the CPU's bits. The same model
 // over the data plane between processes is tested in tests/tensor (label tp).
 #include <catch2/catch.hpp>
 
@@ -17,6 +18,7 @@
 #include <vector>
 
 #include "runtime/backend/backend.hpp"
+#include "runtime/backend/scrambled_backend.hpp"
 #include "runtime/model/gpt_model.hpp"
 #include "runtime/model/tensor_parallel_gpt.hpp"
 #include "support/small_gpt.hpp"
@@ -374,5 +376,59 @@ TEST_CASE("tensor-parallel layer ranges chained stage to stage are the whole sha
     INFO(recorded.first_mismatch);
     CHECK(recorded.first_mismatch.empty());
     CHECK(recorded.worst_wte <= 1e-6 * recorded.wte_scale + 1e-9);
+  }
+}
+
+TEST_CASE("tensor-parallel ranks on the scrambled test device compute the CPU's bits",
+          "[model][tensor][scrambled]") {
+  // The scrambled device (backend/scrambled_backend.hpp) keeps its memory masked: the
+  // vocabulary-parallel embedding and cross-entropy and the group's all-reduces must
+  // reach the values through the backend's copy calls (backend/host_window.hpp), or they
+  // read garbage. It runs the CPU's ops on the same values, so equality is the bound:
+  // losses, every gradient and the stage output, two micro-batches accumulated.
+  const int ranks = 2;
+  const int64_t B = 2;
+  auto whole_backend = dseek::backend::make_cpu_backend(1);
+  GptModel whole(kShape, LayerRange{0, kShape.layers}, *whole_backend, B);
+  dseek::testing::init_nontrivial(whole, 33, 0.2);
+  const std::vector<float> start(whole.params(), whole.params() + whole.num_params());
+  struct RankResult {
+    std::vector<double> losses;
+    std::vector<float> grads;
+  };
+  auto run = [&](bool scrambled) {
+    std::vector<RankResult> results(static_cast<size_t>(ranks));
+    ThreadGroup group(ranks);
+    group.run([&](int rank, ThreadGroup::Member& member) {
+      auto backend = scrambled ? dseek::backend::make_scrambled_backend(1)
+                               : dseek::backend::make_cpu_backend(1);
+      TensorParallelGpt shard(kShape, member, *backend, B);
+      std::vector<float> host(shard.num_params());
+      shard.layout().scatter(start.data(), host.data());
+      backend->copy_from_host(shard.params(), host.data(), host.size() * sizeof(float));
+      RankResult& result = results[static_cast<size_t>(rank)];
+      shard.zero_grads();
+      for (uint32_t micro = 0; micro < 2; ++micro) {
+        auto batch = dseek::testing::random_batch(B, kShape.context, kShape.vocab, 80 + micro);
+        result.losses.push_back(
+            shard.forward(batch.tokens.data(), batch.targets.data(), B, kShape.context));
+        shard.backward(1.0f / static_cast<float>(B * kShape.context) / 2.0f);
+      }
+      result.grads.resize(shard.num_params());
+      backend->copy_to_host(result.grads.data(), shard.grads(),
+                            result.grads.size() * sizeof(float));
+    });
+    return results;
+  };
+  const auto cpu = run(false);
+  const auto scrambled = run(true);
+  for (size_t r = 0; r < static_cast<size_t>(ranks); ++r) {
+    INFO("rank " << r);
+    REQUIRE(cpu[r].losses.size() == 2);
+    CHECK(std::isfinite(cpu[r].losses[0]));
+    CHECK(scrambled[r].losses == cpu[r].losses);
+    REQUIRE(scrambled[r].grads.size() == cpu[r].grads.size());
+    CHECK(std::memcmp(scrambled[r].grads.data(), cpu[r].grads.data(),
+                      cpu[r].grads.size() * sizeof(float)) == 0);
   }
 }
