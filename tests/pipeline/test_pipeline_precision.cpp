@@ -12,9 +12,9 @@
 // single node's bits; later the summation order of the tied wte's gradient and of the
 // norm differs (~1e-7 relative), and an operand that this moves across an E4M3 / E5M2
 // rounding boundary changes by one fp8 step (2^-4 / 2^-3 relative, three and two
-// mantissa bits), rarer but larger than bf16's. Bound: 1e-3 relative on every step's
-// loss and the validation loss (measured: see the WARN line), checked to be below the
-// single node's distance from bf16, so a stage that ran another path fails it. The loss
+// mantissa bits), rarer but larger than bf16's. Bound: 1e-4 relative on every step's
+// loss and the validation loss (measured 7.1e-6), checked to be below the single node's
+// distance from bf16 (measured 0.13), so a stage that ran another path fails it. The loss
 // scale starts at 2^24, which overflows E5M2 in the first steps: both stages must report
 // the same skipped steps and loss scales as each other and as the single node.
 #include <catch2/catch.hpp>
@@ -99,8 +99,8 @@ TEST_CASE("pipeline: P=2 in fp8 follows the single node in fp8; an overflow skip
   WARN("fp8 P=2 vs one node: max relative loss difference " << difference
        << "; one node bf16 vs fp8: " << gap_to_bf16 << "; skipped steps " << first_stage.skips
        << ", loss scales " << first_stage.scales);
-  CHECK(difference <= 1e-3);
-  CHECK(gap_to_bf16 > 1e-3);
+  CHECK(difference <= 1e-4);
+  CHECK(gap_to_bf16 > 1e-4);
   CHECK(first_stage.skips.find('1') != std::string::npos);  // 2^24 overflowed
   CHECK(first_stage.skips.find('0') != std::string::npos);
   CHECK(first_stage.skips == last_stage.skips);
