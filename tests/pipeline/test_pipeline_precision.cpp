@@ -85,7 +85,7 @@ TEST_CASE("pipeline: P=2 in bf16 follows the single node in bf16", "[pp][precisi
   for (const auto& stage : pipeline.stages) CHECK(stage.params_sha256 == first.params_sha256);
 }
 
-TEST_CASE("pipeline: P=2 in fp8 follows the single node in fp8; an overflow skips the step "
+TEST_CASE("pipeline: P=2 in fp8 follows the single node in fp8, and an overflow skips the step "
           "on both stages", "[pp][precision]") {
   const std::vector<std::string> fp8{"train.precision=\"fp8\"", "train.loss_scale_init=16777216"};
   const std::vector<std::string> bf16{"train.precision=\"bf16\""};
