@@ -182,6 +182,7 @@ StepReport TensorParallelTrainer::train_step(int64_t step) {
 bool TensorParallelTrainer::apply_loss_scale(double& norm, StepReport& report) {
   const float scale = loss_scaler_->scale();
   report.loss_scale = scale;
+  // The scaler decides on finiteness: the square of a non-finite norm stays non-finite.
   if (!loss_scaler_->update(norm * norm)) {
     report.skipped = true;
     return false;
