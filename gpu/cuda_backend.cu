@@ -259,6 +259,10 @@ class CudaBackend final : public backend::Backend {
   // --- optimizer and reductions --------------------------------------------------------
   double sum_squares(const float* x, size_t n) override { return reduce(x, n, true); }
   double sum(const float* x, size_t n) override { return reduce(x, n, false); }
+  void scale(float* x, size_t n, float factor) override {
+    make_current();
+    kernels::scale(stream_, x, n, factor);
+  }
   void adamw_update(float* params, const float* grads, float* m, float* v, size_t n, float lr,
                     float beta1, float beta2, float eps, float weight_decay, int64_t step,
                     float grad_scale) override {

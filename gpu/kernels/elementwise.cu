@@ -1,5 +1,5 @@
 // Element-wise ops on the GPU: GELU (tanh approximation, GPT-2's) forward and backward,
-// and the residual addition. One thread per element, grid-stride. gelu_backward reads
+// the residual addition, and scaling in place (the loss scaler's unscaling). One thread per element, grid-stride. gelu_backward reads
 // inp[i] and dout[i] before writing dinp[i] at the same index, so dinp may alias dout
 // (which is why no pointer here is __restrict__).
 #include <cmath>
@@ -44,6 +44,12 @@ __global__ void residual_forward_kernel(float* out, const float* a, const float*
        i += static_cast<size_t>(gridDim.x) * blockDim.x)
     out[i] = a[i] + b[i];
 }
+
+__global__ void scale_kernel(float* x, size_t n, float factor) {
+  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<size_t>(gridDim.x) * blockDim.x)
+    x[i] *= factor;
+}
 }  // namespace
 
 void gelu_forward(cudaStream_t stream, float* out, const float* inp, size_t n) {
@@ -60,6 +66,12 @@ void gelu_backward(cudaStream_t stream, float* dinp, const float* inp, const flo
 void residual_forward(cudaStream_t stream, float* out, const float* a, const float* b, size_t n) {
   residual_forward_kernel<<<blocks_for(n, kThreads), kThreads, 0, stream>>>(out, a, b, n);
   DSEEK_CUDA_CHECK_LAUNCH(stream, "residual_forward_kernel");
+}
+
+void scale(cudaStream_t stream, float* x, size_t n, float factor) {
+  if (n == 0) return;
+  scale_kernel<<<blocks_for(n, kThreads), kThreads, 0, stream>>>(x, n, factor);
+  DSEEK_CUDA_CHECK_LAUNCH(stream, "scale_kernel");
 }
 
 }  // namespace dseek::gpu::kernels

@@ -65,6 +65,8 @@ void gelu_forward(cudaStream_t stream, float* out, const float* inp, size_t n);
 void gelu_backward(cudaStream_t stream, float* dinp, const float* inp, const float* dout,
                    size_t n);
 void residual_forward(cudaStream_t stream, float* out, const float* a, const float* b, size_t n);
+// x[i] *= factor (Backend::scale: the loss scaler's unscaling of the gradients).
+void scale(cudaStream_t stream, float* x, size_t n, float factor);
 
 // --- cross_entropy.cu ------------------------------------------------------------------
 void softmax_cross_entropy_forward(cudaStream_t stream, float* logits_to_probs, float* losses,

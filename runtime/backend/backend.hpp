@@ -141,6 +141,9 @@ class Backend {
   virtual double sum_squares(const float* x, size_t n) = 0;
   // Sum of x[i] in double (the mean loss).
   virtual double sum(const float* x, size_t n) = 0;
+  // x[i] *= factor, in place: dynamic loss scaling unscales the gradients where they
+  // live (optim/loss_scaler.hpp); exact for a power-of-two factor, barring underflow.
+  virtual void scale(float* x, size_t n, float factor) = 0;
   // AdamW (decoupled weight decay) on n parameters, with g = grads * grad_scale.
   // `step` counts from 1 (bias correction).
   virtual void adamw_update(float* params, const float* grads, float* m, float* v, size_t n,

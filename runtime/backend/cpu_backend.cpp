@@ -109,4 +109,11 @@ double CpuBackend::sum(const float* x, size_t n) {
   return reduce_sum(x, n, [](double v) { return v; });
 }
 
+void CpuBackend::scale(float* x, size_t n, float factor) {
+  pool_.parallel_for(n, [&](size_t begin, size_t end, int) {
+#pragma omp simd
+    for (size_t i = begin; i < end; ++i) x[i] *= factor;
+  }, 1 << 15);
+}
+
 }  // namespace dseek::backend

@@ -59,6 +59,7 @@ class CpuBackend final : public Backend {
                         int B, int T, int C) override;
 
   double sum_squares(const float* x, size_t n) override;
+  void scale(float* x, size_t n, float factor) override;
   double sum(const float* x, size_t n) override;
   void adamw_update(float* params, const float* grads, float* m, float* v, size_t n, float lr,
                     float beta1, float beta2, float eps, float weight_decay, int64_t step,

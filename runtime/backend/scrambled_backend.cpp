@@ -29,6 +29,8 @@ void flip(void* data, size_t bytes) {
 }
 
 class ScrambledBackend;
+class Staging;
+MatmulPrecision staged(Staging& s, const MatmulPrecision& precision);
 
 // Host scratch copies of the allocations one op touches; outputs are encoded back into
 // backend memory when the op is done (the destructor).
@@ -123,6 +125,19 @@ class ScrambledBackend final : public Backend {
     Staging s(*this);
     cpu_->matmul_forward(s.out(out), s.in(inp), s.in(w), s.in(bias), N, C, OC);
   }
+  void mixed_matmul_forward(float* out, const float* inp, const float* w, const float* bias,
+                            int N, int C, int OC, const MatmulPrecision& precision) override {
+    Staging s(*this);
+    cpu_->mixed_matmul_forward(s.out(out), s.in(inp), s.in(w), s.in(bias), N, C, OC,
+                               staged(s, precision));
+  }
+  void mixed_matmul_backward(float* dinp, float* dw, float* dbias, const float* dout,
+                             const float* inp, const float* w, int N, int C, int OC,
+                             const MatmulPrecision& precision) override {
+    Staging s(*this);
+    cpu_->mixed_matmul_backward(s.out(dinp), s.out(dw), s.out(dbias), s.in(dout), s.in(inp),
+                                s.in(w), N, C, OC, staged(s, precision));
+  }
   size_t attention_state_floats(int B, int T, int C, int NH) const override {
     return cpu_->attention_state_floats(B, T, C, NH);
   }
@@ -185,6 +200,10 @@ class ScrambledBackend final : public Backend {
     Staging s(*this);
     return cpu_->sum(s.in(x), n);
   }
+  void scale(float* x, size_t n, float factor) override {
+    Staging s(*this);
+    cpu_->scale(s.out(x), n, factor);
+  }
   void adamw_update(float* params, const float* grads, float* m, float* v, size_t n, float lr,
                     float beta1, float beta2, float eps, float weight_decay, int64_t step,
                     float grad_scale) override {
@@ -198,6 +217,16 @@ class ScrambledBackend final : public Backend {
   mutable std::mutex mutex_;
   std::map<uintptr_t, size_t> blocks_;  // base address -> bytes, of live allocations
 };
+
+// The FP8 scales (read) and amaxes (raised) of a mixed matmul are backend memory too.
+MatmulPrecision staged(Staging& s, const MatmulPrecision& precision) {
+  MatmulPrecision host = precision;
+  for (Fp8OperandScaling* operand : {&host.inp, &host.weight, &host.dout}) {
+    operand->scale = s.in(operand->scale);
+    operand->amax = s.out(operand->amax);
+  }
+  return host;
+}
 
 void* Staging::host(const void* device, bool written) {
   if (device == nullptr) return nullptr;

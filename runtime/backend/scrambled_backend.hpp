@@ -5,7 +5,8 @@
 //
 // So a caller that reads or writes the backend's memory directly, instead of through
 // the memory calls, reads garbage (1.0f reads as about -1e-22, token 5 as -1515870811)
-// or writes values the ops then misread; a training run on this backend has the CPU
+// or writes values the ops then misread (the bf16/fp8 matmuls' scales and amaxes, which
+// are backend memory too, included); a training run on this backend has the CPU
 // run's bits only if every host access goes through the backend. That is what the
 // trainer tests use it for, on a machine without a GPU. It is slow (every op copies
 // its buffers) and never meant for training.

@@ -105,19 +105,9 @@ void check_supported(const JobConfig& config) {
        "(parallel.pipeline > 1)"},
       {config.comm.backend != "ucx", "comm.backend",
        "the NCCL data plane comes with the GPU backend"},
-      // Mixed precision (model/precision_policy.hpp) runs in GptModel: the tensor-parallel
-      // model has its own matmul calls, and pipeline stages do not close FP8 scaling
-      // steps or scale the loss.
-      {config.train.precision != "fp32" && tensor, "train.precision",
-       "mixed precision is not wired into the tensor-parallel model (parallel.tensor > 1)"},
-      {config.train.precision == "fp8" && pipeline, "train.precision",
-       "fp8 delayed and loss scaling are not wired into pipeline stages (parallel.pipeline "
-       "> 1); bf16 is"},
       {config.train.precision == "fp8" && config.comm.compression != "none", "train.precision",
        "fp8's dynamic loss scale would change the scale of the compressed gradients' error "
        "feedback between steps: use comm.compression = \"none\""},
-      {config.train.precision == "fp8" && config.train.device != "cpu", "train.precision",
-       "fp8's loss scaling unscales the gradients in host memory: train.device = \"cpu\" only"},
       {config.cluster.gpus_per_node > 1, "cluster.gpus_per_node",
        "a node drives one GPU (device 0) with one worker so far: run one dseek-node per GPU"},
       {crashes_a_missing_stage(config), "faults",

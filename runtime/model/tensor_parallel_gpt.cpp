@@ -195,20 +195,24 @@ void TensorParallelGpt::block_forward(int64_t layer, BlockActivations& a, const 
   auto& be = backend_;
   be.layernorm_forward(a.ln1.data(), a.ln1_mean.data(), a.ln1_rstd.data(), x, w + p.ln1_w,
                        w + p.ln1_b, N, C);
-  be.matmul_forward(a.qkv.data(), a.ln1.data(), w + p.qkv_w, w + p.qkv_b, N, C, 3 * Cl);
+  be.mixed_matmul_forward(a.qkv.data(), a.ln1.data(), w + p.qkv_w, w + p.qkv_b, N, C, 3 * Cl,
+                          precision_.block(layer, PrecisionPolicy::kQkv));
   be.attention_forward(a.atty.data(), a.att.data(), a.qkv.data(), static_cast<int>(B_),
                        static_cast<int>(T_), Cl, NHl);
-  be.matmul_forward(branch_out_.data(), a.atty.data(), w + p.attn_proj_w,
-                    adds_bias ? w + p.attn_proj_b : nullptr, N, Cl, C);
+  be.mixed_matmul_forward(branch_out_.data(), a.atty.data(), w + p.attn_proj_w,
+                          adds_bias ? w + p.attn_proj_b : nullptr, N, Cl, C,
+                          precision_.block(layer, PrecisionPolicy::kAttentionProjection));
   all_reduce_on_backend(branch_out_.data(), NC);
   be.residual_forward(a.residual2.data(), x, branch_out_.data(), NC);
   be.layernorm_forward(a.ln2.data(), a.ln2_mean.data(), a.ln2_rstd.data(), a.residual2.data(),
                        w + p.ln2_w, w + p.ln2_b, N, C);
-  be.matmul_forward(a.fch.data(), a.ln2.data(), w + p.fc_w, w + p.fc_b, N, C, Hl);
+  be.mixed_matmul_forward(a.fch.data(), a.ln2.data(), w + p.fc_w, w + p.fc_b, N, C, Hl,
+                          precision_.block(layer, PrecisionPolicy::kMlpUp));
   be.gelu_forward(a.fch_gelu.data(), a.fch.data(), static_cast<size_t>(N) * Hl);
   if (out == nullptr) return;
-  be.matmul_forward(branch_out_.data(), a.fch_gelu.data(), w + p.fc_proj_w,
-                    adds_bias ? w + p.fc_proj_b : nullptr, N, Hl, C);
+  be.mixed_matmul_forward(branch_out_.data(), a.fch_gelu.data(), w + p.fc_proj_w,
+                          adds_bias ? w + p.fc_proj_b : nullptr, N, Hl, C,
+                          precision_.block(layer, PrecisionPolicy::kMlpDown));
   all_reduce_on_backend(branch_out_.data(), NC);
   be.residual_forward(out, a.residual2.data(), branch_out_.data(), NC);
 }
@@ -228,21 +232,25 @@ void TensorParallelGpt::block_backward(int64_t layer, BlockActivations& a, const
   float* dhidden = dhidden_.data();
   // MLP branch: the row-parallel projection's input gradient is local; the
   // column-parallel c_fc leaves a partial sum of d(ln2).
-  be.matmul_backward(dhidden, g + p.fc_proj_w, g + p.fc_proj_b, dres, a.fch_gelu.data(),
-                     w + p.fc_proj_w, N, Hl, C);
+  be.mixed_matmul_backward(dhidden, g + p.fc_proj_w, g + p.fc_proj_b, dres, a.fch_gelu.data(),
+                           w + p.fc_proj_w, N, Hl, C,
+                           precision_.block(layer, PrecisionPolicy::kMlpDown));
   be.gelu_backward(dhidden, a.fch.data(), dhidden, static_cast<size_t>(N) * Hl);
-  be.matmul_backward(dwidth1_.data(), g + p.fc_w, g + p.fc_b, dhidden, a.ln2.data(), w + p.fc_w,
-                     N, C, Hl);
+  be.mixed_matmul_backward(dwidth1_.data(), g + p.fc_w, g + p.fc_b, dhidden, a.ln2.data(),
+                           w + p.fc_w, N, C, Hl,
+                           precision_.block(layer, PrecisionPolicy::kMlpUp));
   all_reduce_on_backend(dwidth1_.data(), NC);
   be.layernorm_backward(dres, g + p.ln2_w, g + p.ln2_b, dwidth1_.data(), a.residual2.data(),
                         w + p.ln2_w, a.ln2_mean.data(), a.ln2_rstd.data(), N, C);
   // Attention branch, the same pattern.
-  be.matmul_backward(datty_.data(), g + p.attn_proj_w, g + p.attn_proj_b, dres, a.atty.data(),
-                     w + p.attn_proj_w, N, Cl, C);
+  be.mixed_matmul_backward(datty_.data(), g + p.attn_proj_w, g + p.attn_proj_b, dres,
+                           a.atty.data(), w + p.attn_proj_w, N, Cl, C,
+                           precision_.block(layer, PrecisionPolicy::kAttentionProjection));
   be.attention_backward(dqkv_.data(), datty_.data(), a.qkv.data(), a.att.data(),
                         static_cast<int>(B_), static_cast<int>(T_), Cl, NHl);
-  be.matmul_backward(dwidth1_.data(), g + p.qkv_w, g + p.qkv_b, dqkv_.data(), a.ln1.data(),
-                     w + p.qkv_w, N, C, 3 * Cl);
+  be.mixed_matmul_backward(dwidth1_.data(), g + p.qkv_w, g + p.qkv_b, dqkv_.data(), a.ln1.data(),
+                           w + p.qkv_w, N, C, 3 * Cl,
+                           precision_.block(layer, PrecisionPolicy::kQkv));
   all_reduce_on_backend(dwidth1_.data(), NC);
   be.layernorm_backward(dres, g + p.ln1_w, g + p.ln1_b, dwidth1_.data(), x, w + p.ln1_w,
                         a.ln1_mean.data(), a.ln1_rstd.data(), N, C);

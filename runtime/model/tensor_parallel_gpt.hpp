@@ -32,6 +32,19 @@
 // GptModel. With `activation_slots` a stage keeps several micro-batches between their
 // forward and backward, each in its own set (the backward scratch is shared).
 //
+// Mixed precision (train.precision) as in GptModel: the four block matmuls of each rank's
+// shard run in the PrecisionPolicy's format, the vocabulary-parallel head stays fp32.
+// Under fp8 each rank keeps the delayed-scaling state (amax histories, scales) of its
+// own operands and nothing is reduced over the group: the weights are each rank's shard
+// and their scale is that shard's; the operands every rank holds whole (the
+// column-parallel layers' input ln1/ln2, the row-parallel layers' output gradient) have
+// the same values, so the same amaxes and scales, on every rank; the rest (the
+// row-parallel layers' inputs, the column-parallel layers' output gradients) are this
+// rank's slice. No FP8 tensor crosses the group (the all-reduces carry fp32 partial
+// sums, each already multiplied back by its own scales), so the ranks need no common
+// scale, which is what Transformer Engine's amax reduction over the group is for.
+// The owner closes each optimizer step with precision().end_step() and scales the loss.
+//
 // The embedding and cross-entropy are host loops, and the group's all-reduces run on the
 // host data plane: on a device backend (train.device "cuda", the scrambled test device)
 // they work on host windows of the backend's buffers (backend/host_window.hpp), moved
@@ -48,6 +61,7 @@
 #pragma once
 
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "runtime/backend/backend.hpp"
@@ -55,6 +69,7 @@
 #include "runtime/backend/host_memory.hpp"
 #include "runtime/model/activation_memory.hpp"
 #include "runtime/model/gpt_model.hpp"
+#include "runtime/model/precision_policy.hpp"
 #include "runtime/model/recompute_policy.hpp"
 #include "runtime/model/tensor_group.hpp"
 #include "runtime/model/tensor_parallel_layout.hpp"
@@ -82,6 +97,9 @@ class TensorParallelGpt {
   float* grads() { return grads_.data(); }
   size_t num_params() const { return layout_.total(); }
   const RecomputePolicy& recompute() const { return recompute_; }
+  // The precision of the block matmuls (see above); fp32 until set.
+  void set_precision(PrecisionPolicy policy) { precision_ = std::move(policy); }
+  PrecisionPolicy& precision() { return precision_; }
   const ActivationMemory& activation_memory() const { return activation_memory_; }
   size_t activation_bytes() const { return activation_memory_.total(); }
 
@@ -147,6 +165,7 @@ class TensorParallelGpt {
   backend::Backend& backend_;
   int64_t max_batch_;
   RecomputePolicy recompute_;
+  PrecisionPolicy precision_;
   int64_t B_ = 0, T_ = 0;  // the selected slot's forward
 
   backend::DeviceBuffer<float> params_, grads_;

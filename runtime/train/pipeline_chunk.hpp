@@ -28,6 +28,7 @@
 #include "runtime/model/recompute_policy.hpp"
 #include "runtime/model/tensor_group.hpp"
 #include "runtime/model/tensor_parallel_layout.hpp"
+#include "runtime/numerics/delayed_scaling.hpp"
 #include "runtime/optim/adamw.hpp"
 
 namespace dseek::train {
@@ -60,6 +61,9 @@ class PipelineChunk {
   virtual float* stage_output_grad() = 0;
   // Recomputed blocks run in `owner`'s scratch set (a chunk of the same kind and shape).
   virtual void share_recompute_scratch(PipelineChunk& owner) = 0;
+  // Closes the optimizer step of the model's precision policy (FP8 delayed scaling:
+  // model/precision_policy.hpp); after every step, skipped or not.
+  virtual void end_precision_step() = 0;
 
   // What this chunk's optimizer updates: its blocks, the embedding on the first range,
   // lnf and the head's copy of the tied wte on the last.
@@ -89,7 +93,8 @@ struct ChunkSpec {
   model::RecomputePolicy recompute;
   uint64_t seed = 0;
   double init_std = 0.0;
-  std::string precision = "fp32";  // train.precision (whole-model chunks only)
+  std::string precision = "fp32";  // train.precision
+  numerics::DelayedScalingSettings fp8;  // train.fp8_amax_history, train.fp8_margin
 };
 
 // The chunk, initialised (init_weights with the spec's seed): a GptModel without

@@ -5,12 +5,13 @@
 // floats each holds, whether they are replicated over the group (counted once in the
 // norm, given by rank 0 when the model is put together) or split (summed over the
 // group), and which whole-model tensor, hence which weight-decay setting, they are of.
-// Precision: fp32 only (config::check_supported refuses the others with
-// parallel.tensor > 1).
+// Precision: train.precision, through the shard's PrecisionPolicy
+// (model/tensor_parallel_gpt.hpp says what each rank's FP8 scaling covers).
 #include <algorithm>
 #include <iterator>
 #include <stdexcept>
 
+#include "runtime/model/precision_policy.hpp"
 #include "runtime/model/tensor_parallel_gpt.hpp"
 #include "runtime/train/pipeline_chunk.hpp"
 #include "runtime/train/pipeline_model_chunk.hpp"
@@ -25,10 +26,9 @@ class TensorParallelChunk final : public ModelChunk<model::TensorParallelGpt> {
       : ModelChunk(spec.shape, spec.range, group, backend, spec.micro_batch_size,
                spec.activation_slots, spec.recompute),
         rank_(group.rank()) {
-    if (spec.precision != "fp32")
-      throw std::invalid_argument("train.precision = \"" + spec.precision +
-                                  "\": the tensor-parallel model computes in fp32 only");
     model_.init_weights(spec.seed, spec.init_std);
+    model_.set_precision(model::PrecisionPolicy(backend, model::matmul_format_of(spec.precision),
+                                                spec.shape.layers, spec.fp8));
   }
 
   // In GptModel's backward order: lnf, the blocks from the last, then the embedding

@@ -19,7 +19,7 @@ class WholeModelChunk final : public ModelChunk<model::GptModel> {
                spec.recompute) {
     model_.init_weights(spec.seed, spec.init_std);
     model_.set_precision(model::PrecisionPolicy(backend, model::matmul_format_of(spec.precision),
-                                                spec.shape.layers));
+                                                spec.shape.layers, spec.fp8));
   }
 
   std::vector<model::ParamRange> owned_ranges() const override {

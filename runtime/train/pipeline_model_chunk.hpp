@@ -29,6 +29,7 @@ class ModelChunk : public PipelineChunk {
     return model_.forward(tokens, targets, B, T);
   }
   void backward(float dloss) override { model_.backward(dloss); }
+  void end_precision_step() override { model_.precision().end_step(); }
   float* stage_input() override { return model_.stage_input(); }
   float* stage_output() override { return model_.stage_output(); }
   float* stage_input_grad() override { return model_.stage_input_grad(); }

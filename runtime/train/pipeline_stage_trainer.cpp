@@ -41,6 +41,9 @@ PipelineStageTrainer::PipelineStageTrainer(const config::JobConfig& config, Batc
       schedule_(plan_.shape), stage_(links.stage()),
       backend_(make_backend ? make_backend(config) : make_runtime_backend(config)) {
   const auto& t = config.train;
+  if (t.precision == "fp8")
+    loss_scaler_ = std::make_unique<optim::LossScaler>(
+        optim::LossScalerSettings{t.loss_scale_init, t.loss_scale_window});
   const int64_t P = plan_.shape.stages;
   if (P < 2 || links.stages() != P)
     throw std::invalid_argument("PipelineStageTrainer: " + std::to_string(links.stages()) +
@@ -71,9 +74,6 @@ PipelineStageTrainer::PipelineStageTrainer(const config::JobConfig& config, Batc
     }
     auto chunk = std::make_unique<Chunk>();
     chunk->virtual_stage = schedule_.virtual_stage(stage_, c);
-    // bf16 passes through; fp8 would need its scaling steps closed and the loss scaled.
-    if (t.precision == "fp8")
-      throw std::invalid_argument("train.precision = \"fp8\" is not wired into pipeline stages");
     ChunkSpec spec;
     spec.shape = shape;
     spec.range = plan_.ranges[static_cast<size_t>(chunk->virtual_stage)];
@@ -83,6 +83,7 @@ PipelineStageTrainer::PipelineStageTrainer(const config::JobConfig& config, Batc
     spec.seed = static_cast<uint64_t>(t.seed);
     spec.init_std = config.model.init_std;
     spec.precision = t.precision;
+    spec.fp8 = {t.fp8_amax_history, t.fp8_margin};
     chunk->model = make_pipeline_chunk(spec, *backend_, tensor_);
     chunk->owned = chunk->model->owned_ranges();
     chunk->norm_ranges = chunk->model->norm_ranges();
@@ -213,7 +214,8 @@ void PipelineStageTrainer::run_backward(const PipelineOp& op) {
   if (const auto input = schedule_.input_of(stage_, op)) receive_into(*input, op.chunk, model.stage_output_grad());
   const double tokens = static_cast<double>(plan_.micro_batch_size * config_.model.context);
   const float dloss = 1.0f / static_cast<float>(tokens) /
-                      static_cast<float>(global_micro_batches_);
+                      static_cast<float>(global_micro_batches_) *
+                      (loss_scaler_ ? loss_scaler_->scale() : 1.0f);
   const double start = now_us();
   model.backward(dloss);
   const double end = now_us();
@@ -298,20 +300,33 @@ PipelineStepReport PipelineStageTrainer::train_step(int64_t step) {
     tensor_->all_reduce_sum(&split, 1);
     squares[1] = static_cast<double>(split);
   }
-  const double norm = std::sqrt(squares[0] + squares[1]);
-  for (auto& chunk : chunks_)
-    chunk->optimizer->step_with_norm(chunk->model->params(), chunk->model->grads(),
-                                     report.step.lr, norm);
-  if (zero_) {  // every replica's updated pieces to every replica
-    const auto gather_start = Clock::now();
-    for (auto& chunk : chunks_) {
-      HostStaging& params = *chunk->params_host;
-      params.to_host(chunk->owned_runs);
-      chunk->zero->all_gather(params.host());
-      params.to_backend(chunk->owned_runs);
-    }
-    replica_ms += std::chrono::duration<double, std::milli>(Clock::now() - gather_start).count();
+  double norm = std::sqrt(squares[0] + squares[1]);
+  float loss_scale = 1.0f;
+  bool apply = true;
+  if (loss_scaler_) {
+    loss_scale = loss_scaler_->scale();
+    report.step.loss_scale = loss_scale;
+    apply = loss_scaler_->update(squares[0] + squares[1]);
+    report.step.skipped = !apply;
+    if (apply) norm /= loss_scale;  // exact: the scale is a power of two
   }
+  if (apply) {
+    for (auto& chunk : chunks_)
+      chunk->optimizer->step_with_norm(chunk->model->params(), chunk->model->grads(),
+                                       report.step.lr, norm, loss_scale);
+    if (zero_) {  // every replica's updated pieces to every replica
+      const auto gather_start = Clock::now();
+      for (auto& chunk : chunks_) {
+        HostStaging& params = *chunk->params_host;
+        params.to_host(chunk->owned_runs);
+        chunk->zero->all_gather(params.host());
+        params.to_backend(chunk->owned_runs);
+      }
+      replica_ms +=
+          std::chrono::duration<double, std::milli>(Clock::now() - gather_start).count();
+    }
+  }
+  for (auto& chunk : chunks_) chunk->model->end_precision_step();
   report.step.grad_norm = norm;
   report.step.precision = config_.train.precision;
   const double update_ms =

@@ -41,6 +41,15 @@
 // sum, the replicas' sums, checkpoints) only through the backend's copy calls, staged in
 // host buffers; on the CPU backend that staging is the buffers themselves.
 //
+// Mixed precision (train.precision): every chunk's block matmuls run in its format
+// (pipeline_chunk.hpp). fp8 scales the loss gradient (optim/loss_scaler.hpp) on every
+// stage, so the activation gradients crossing the stages are scaled too; each stage keeps
+// its own LossScaler, fed the global sum of squares (over the stages, the tensor group
+// and, through the summed gradients, the replicas): every stage and rank takes the same
+// decision, an overflow anywhere skips the step everywhere, and the scales stay equal.
+// The update divides the scale out on the backend (AdamW::step_with_norm), and every
+// chunk closes its FP8 delayed-scaling step after each step, skipped or not.
+//
 // Each step also measures the stage's bubble: 1 - (forward + backward compute) / (time
 // from the first op to the moment every stage drained the pipeline), and keeps trace
 // spans (forward, backward, send, recv, idle) for RUN_DIR/trace.json.
@@ -59,6 +68,7 @@
 #include "runtime/model/gpt_model.hpp"
 #include "runtime/model/tensor_group.hpp"
 #include "runtime/optim/adamw.hpp"
+#include "runtime/optim/loss_scaler.hpp"
 #include "runtime/optim/lr_schedule.hpp"
 #include "runtime/train/batch_source.hpp"
 #include "runtime/train/device_backend.hpp"
@@ -190,6 +200,7 @@ class PipelineStageTrainer {
   int64_t stage_;
   std::unique_ptr<backend::Backend> backend_;
   std::vector<std::unique_ptr<Chunk>> chunks_;
+  std::unique_ptr<optim::LossScaler> loss_scaler_;  // fp8 only
   optim::LrSchedule lr_schedule_;
   size_t activation_floats_;  // one micro-batch's (B, T, C)
   int64_t slice_first_ = 0;   // the replica's first sequence of the global batch

@@ -58,6 +58,12 @@ TensorParallelTrainer::TensorParallelTrainer(const config::JobConfig& config, Ba
                                                       *backend_, micro_batch_,
                                                       recompute_of(config.model));
   model_->init_weights(static_cast<uint64_t>(t.seed), config.model.init_std);
+  const backend::MatmulFormat format = model::matmul_format_of(t.precision);
+  model_->set_precision(model::PrecisionPolicy(*backend_, format, config.model.layers,
+                                               {t.fp8_amax_history, t.fp8_margin}));
+  if (format == backend::MatmulFormat::fp8)
+    loss_scaler_ = std::make_unique<optim::LossScaler>(
+        optim::LossScalerSettings{t.loss_scale_init, t.loss_scale_window});
   settings_ = optim::AdamWSettings{t.beta1, t.beta2, t.eps, t.weight_decay, t.grad_clip};
   lr_schedule_ = optim::LrSchedule{t.lr, t.min_lr, t.warmup_steps, t.steps};
   moments_ = {0, model_->num_params()};
@@ -154,7 +160,9 @@ StepReport TensorParallelTrainer::train_step(int64_t step) {
   report.lr = lr_schedule_.at(step);
   model_->zero_grads();
   timed_group_->take_spent_ms();
-  const float dloss = 1.0f / static_cast<float>(micro_batch_ * T) / static_cast<float>(micro_steps);
+  const float loss_scale = loss_scaler_ ? loss_scaler_->scale() : 1.0f;
+  const float dloss =
+      1.0f / static_cast<float>(micro_batch_ * T) / static_cast<float>(micro_steps) * loss_scale;
   double loss = 0.0;
   for (int64_t first = slice_.first; first < slice_.first + slice_.size; first += micro_batch_) {
     const auto wait_start = Clock::now();
@@ -177,7 +185,13 @@ StepReport TensorParallelTrainer::train_step(int64_t step) {
     report.comm_ms += ms_between(reduce_start, Clock::now());
   }
   report.loss = loss;
-  const double norm = global_grad_norm();
+  report.precision = config_.train.precision;
+  double norm = global_grad_norm();
+  report.grad_norm = norm;
+  if (loss_scaler_ && !apply_loss_scale(norm, report)) {
+    model_->precision().end_step();
+    return finish_report(report, start);
+  }
   double clip_scale = 1.0;
   if (settings_.grad_clip > 0.0 && norm > settings_.grad_clip)
     clip_scale = settings_.grad_clip / (norm + 1e-6);  // as AdamW::step_with_norm
@@ -197,11 +211,33 @@ StepReport TensorParallelTrainer::train_step(int64_t step) {
     params_host_->all_to_backend();
     report.comm_ms += ms_between(gather_start, Clock::now());
   }
+  model_->precision().end_step();
+  return finish_report(report, start);
+}
+
+// The norm is the same on every rank of the group and every replica (the sum over the
+// group and the replicas' summed gradients), so all take the same decision and keep the
+// same scale: an overflow on any rank skips the step everywhere.
+bool TensorParallelTrainer::apply_loss_scale(double& norm, StepReport& report) {
+  const float scale = loss_scaler_->scale();
+  report.loss_scale = scale;
+  // The scaler decides on finiteness: the square of a non-finite norm stays non-finite.
+  if (!loss_scaler_->update(norm * norm)) {
+    report.skipped = true;
+    return false;
+  }
+  backend_->scale(model_->grads(), model_->num_params(), 1.0f / scale);
+  norm /= scale;  // exact: the scale is a power of two
   report.grad_norm = norm;
+  return true;
+}
+
+StepReport TensorParallelTrainer::finish_report(StepReport& report, Clock::time_point start) {
+  const int64_t tokens = config_.train.batch_size * config_.model.context;
   report.comm_ms += timed_group_->take_spent_ms();
   report.step_ms = ms_between(start, Clock::now());
   report.compute_ms = report.step_ms - report.comm_ms - report.data_wait_ms;
-  report.tokens_per_s = static_cast<double>(batch * T) / (report.step_ms / 1000.0);
+  report.tokens_per_s = static_cast<double>(tokens) / (report.step_ms / 1000.0);
   report.peak_memory_bytes = backend_->memory_usage().peak_bytes;
   return report;
 }

@@ -14,6 +14,12 @@
 //     squares of the sharded tensors are summed over the group, those of the replicated
 //     tensors (wpe, LayerNorms, row-parallel biases) are added once, since every rank
 //     holds the same values (tensor_group.hpp);
+//   - mixed precision (train.precision, model/precision_policy.hpp) runs the shard's
+//     block matmuls in bf16 or fp8 (tensor_parallel_gpt.hpp); fp8 scales the loss
+//     (optim/loss_scaler.hpp): the decision to skip a step comes from the global norm,
+//     the same on every rank and replica, so an overflow anywhere skips it everywhere,
+//     and the gradients are unscaled on the backend; every rank closes its FP8
+//     delayed-scaling step after each step, skipped or not;
 //   - AdamW with the LR schedule updates the shard: an elementwise update, so each shard
 //     moves as its part of the whole model would, weight decay taken from the whole
 //     model's tensor of each element (ParamLayout's decay flag).
@@ -33,6 +39,7 @@
 // the params_sha256 a single-node run of the same config can be compared with.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -43,6 +50,7 @@
 #include "runtime/model/tensor_group.hpp"
 #include "runtime/model/tensor_parallel_gpt.hpp"
 #include "runtime/optim/adamw.hpp"
+#include "runtime/optim/loss_scaler.hpp"
 #include "runtime/optim/lr_schedule.hpp"
 #include "runtime/train/batch_source.hpp"
 #include "runtime/train/data_group_shards.hpp"
@@ -115,6 +123,11 @@ class TensorParallelTrainer {
   double global_grad_norm();
   // The moments as a whole-shard host array (ZeRO: all-gathered over the replicas).
   void moment_to_host(const backend::DeviceBuffer<float>& moment, std::vector<float>& shard);
+  // fp8: whether the step is applied (see the top); if so, unscales the gradients and
+  // `norm`.
+  bool apply_loss_scale(double& norm, StepReport& report);
+  // The step's timings and memory, once it is done.
+  StepReport finish_report(StepReport& report, std::chrono::steady_clock::time_point start);
 
   config::JobConfig config_;
   BatchSource& batches_;
@@ -123,6 +136,7 @@ class TensorParallelTrainer {
   std::unique_ptr<TimedGroup> timed_group_;
   std::unique_ptr<backend::Backend> backend_;
   std::unique_ptr<model::TensorParallelGpt> model_;
+  std::unique_ptr<optim::LossScaler> loss_scaler_;  // fp8 only
   optim::AdamWSettings settings_;
   optim::LrSchedule lr_schedule_;
   ReplicaSlice slice_;

@@ -169,7 +169,7 @@ StepReport Trainer::train_step(int64_t step) {
   // The norm of the whole gradient, summed as AdamW::step sums it: the same bits.
   double norm = 0.0;
   if (apply_loss_scale(backend_->sum_squares(model_->grads(), model_->num_params()), norm,
-                       report, model_->grads())) {
+                       report, /*host_grads=*/nullptr)) {
     report.grad_norm = update_parameters(report.lr, norm, /*grads_on_host=*/false).grad_norm;
   }
   model_->precision().end_step();
@@ -221,7 +221,10 @@ StepReport Trainer::data_parallel_step(int64_t step) {
   report.loss = sums[0];
   // Every replica decides on the same all-reduced sum: all skip, or none.
   double norm = 0.0;
-  if (apply_loss_scale(sums[1], norm, report, grads_host_->host())) {
+  // The optimizer reads the host copy of the gradients (grads_on_host below): where it is
+  // a separate copy, it is unscaled too.
+  if (apply_loss_scale(sums[1], norm, report,
+                       grads_host_->copies() ? grads_host_->host() : nullptr)) {
     report.grad_norm = update_parameters(report.lr, norm, /*grads_on_host=*/true).grad_norm;
     if (reducer_->shards_optimizer_state()) {
       params_host_->to_host(reducer_->shard());
@@ -251,7 +254,7 @@ StepReport Trainer::data_parallel_step(int64_t step) {
 }
 
 bool Trainer::apply_loss_scale(double sum_squares, double& norm, StepReport& report,
-                               float* grads) {
+                               float* host_grads) {
   report.precision = config_.train.precision;
   norm = std::sqrt(sum_squares);
   report.grad_norm = norm;
@@ -263,11 +266,13 @@ bool Trainer::apply_loss_scale(double sum_squares, double& norm, StepReport& rep
     return false;
   }
   // The optimizer reads the gradients of the parameters it owns: its shard under ZeRO.
-  if (reducer_ != nullptr && reducer_->shards_optimizer_state()) {
-    for (const auto& range : reducer_->shard())
-      optim::unscale_gradients(grads + range.offset, range.count, scale);
-  } else {
-    optim::unscale_gradients(grads, model_->num_params(), scale);
+  // They are unscaled where they live, through the backend (device memory on a GPU).
+  std::vector<model::ParamRange> owned{model::ParamRange{0, model_->num_params()}};
+  if (reducer_ != nullptr && reducer_->shards_optimizer_state()) owned = reducer_->shard();
+  for (const auto& range : owned) {
+    backend_->scale(model_->grads() + range.offset, range.count, 1.0f / scale);
+    if (host_grads != nullptr)
+      optim::unscale_gradients(host_grads + range.offset, range.count, scale);
   }
   norm /= scale;  // exact: the scale is a power of two
   report.grad_norm = norm;

@@ -168,10 +168,11 @@ class Trainer {
   StepReport data_parallel_step(int64_t step);
   // Loss scaling: whether the step's gradients (global sum of squares `sum_squares`)
   // are applied; if so, unscales this replica's owned gradients and returns their norm
-  // in `norm`. Without a loss scaler: true, norm = sqrt(sum_squares). `grads`: the
-  // gradients the optimizer reads, in host memory (train.precision = "fp8" runs on the
-  // CPU device only: feature_gate.cpp).
-  bool apply_loss_scale(double sum_squares, double& norm, StepReport& report, float* grads);
+  // in `norm`. Without a loss scaler: true, norm = sqrt(sum_squares). The backend's
+  // gradients are unscaled through the backend (Backend::scale); `host_grads`, when not
+  // null, is a separate host copy the optimizer reads, unscaled too.
+  bool apply_loss_scale(double sum_squares, double& norm, StepReport& report,
+                        float* host_grads);
   // The optimizer's update of the owned parameters, on the host when the optimizer runs
   // there (`grads_on_host`: the host staging already holds the owned gradients).
   optim::StepStats update_parameters(double lr, double grad_norm, bool grads_on_host);

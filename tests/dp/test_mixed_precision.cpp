@@ -19,6 +19,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "dp/dp_job.hpp"
 #include "support/test_paths.hpp"
@@ -65,6 +66,32 @@ std::string skip_pattern(const ReplicaRun& replica) {
     pattern += line.find("\"skipped\":true") != std::string::npos ? '1' : '0';
   }
   return pattern;
+}
+
+// The loss scale of every step event, in order, as written (the step's scale before its
+// update: a skipped step shows the scale that overflowed).
+std::vector<std::string> loss_scales(const ReplicaRun& replica) {
+  const std::string key = "\"loss_scale\":";
+  std::vector<std::string> scales;
+  for (const auto& line : replica.lines) {
+    if (line.find("\"event\":\"step\"") == std::string::npos) continue;
+    const size_t at = line.find(key);
+    if (at == std::string::npos) {
+      scales.emplace_back("none");
+      continue;
+    }
+    const size_t begin = at + key.size();
+    scales.push_back(line.substr(begin, line.find_first_of(",}", begin) - begin));
+  }
+  return scales;
+}
+
+// Equal, a skipped step's missing norm (NaN) included.
+bool same_norms(const std::vector<double>& a, const std::vector<double>& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i)
+    if (!(a[i] == b[i] || (std::isnan(a[i]) && std::isnan(b[i])))) return false;
+  return true;
 }
 
 void require_identical_replicas(const JobRun& run) {
@@ -140,5 +167,41 @@ TEST_CASE("mixed precision: fp8 under ZeRO 1 and 2 gives ZeRO 0's bits", "[dp][p
     CHECK(sharded.replicas[0].params_sha256 == zero0.replicas[0].params_sha256);
     CHECK(sharded.replicas[0].losses == zero0.replicas[0].losses);
     CHECK(skip_pattern(sharded.replicas[0]) == skip_pattern(zero0.replicas[0]));
+  }
+}
+
+TEST_CASE("mixed precision: fp8 on the scrambled test device gives the CPU's bits, skips and "
+          "loss scales, on one node and on 2 replicas (ZeRO 0 and 1)",
+          "[dp][precision][device]") {
+  // The scrambled device's memory reads as garbage in place
+  // (runtime/backend/scrambled_backend.hpp): the same bits as on the CPU backend mean that
+  // the loss scaler's overflow check and unscaling, and the FP8 scales and amaxes, all
+  // went through the backend (Backend::sum_squares and Backend::scale), as on a GPU.
+  // Exact equality: the same arithmetic in the same order. 2^24 forces skipped steps.
+  const std::vector<std::string> high_scale{"train.loss_scale_init=16777216"};
+  const std::string scrambled = "train.device=\"scrambled-cpu-for-tests\"";
+  struct Case {
+    int ranks;
+    std::string tag;
+    std::vector<std::string> extra;
+  };
+  const std::vector<Case> cases{{1, "", {}}, {2, "", {}}, {2, "-zero1", {"parallel.zero=1"}}};
+  for (const auto& c : cases) {
+    INFO(c.ranks << " rank(s)" << c.tag);
+    std::vector<std::string> on_cpu = high_scale;
+    on_cpu.insert(on_cpu.end(), c.extra.begin(), c.extra.end());
+    std::vector<std::string> on_device = on_cpu;
+    on_device.push_back(scrambled);
+    const JobRun& cpu = precision_run("fp8" + c.tag, c.ranks, on_cpu);
+    const JobRun& device = precision_run("fp8-scrambled" + c.tag, c.ranks, on_device);
+    require_identical_replicas(device);
+    const std::string skips = skip_pattern(device.replicas[0]);
+    CHECK(skips.find('1') != std::string::npos);  // the forced overflow was skipped
+    CHECK(skips == skip_pattern(cpu.replicas[0]));
+    CHECK(loss_scales(device.replicas[0]) == loss_scales(cpu.replicas[0]));
+    CHECK(device.replicas[0].losses == cpu.replicas[0].losses);
+    CHECK(same_norms(device.replicas[0].grad_norms, cpu.replicas[0].grad_norms));
+    CHECK(device.replicas[0].val_losses == cpu.replicas[0].val_losses);
+    CHECK(device.replicas[0].params_sha256 == cpu.replicas[0].params_sha256);
   }
 }

@@ -6,6 +6,8 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <cstring>
+#include <limits>
 
 #include "tests/gpu/parity_support.hpp"
 
@@ -256,4 +258,22 @@ TEST_CASE("zero clears and copies round-trip on the GPU", "[gpu][ops]") {
   const std::vector<float> cleared = x.gpu_values();
   for (size_t i = 0; i + 1 < n; ++i) REQUIRE(cleared[i] == 0.0f);
   CHECK(cleared[n - 1] == x.cpu_values()[n - 1]);  // one past the range is kept
+}
+
+TEST_CASE("scale (the loss scaler's unscaling) gives the CPU's bits, the range only",
+          "[gpu][ops]") {
+  BackendPair pair;
+  const size_t n = 100003;
+  std::vector<float> values = random_floats(n, 90, -3e4f, 3e4f);
+  values[7] = std::numeric_limits<float>::infinity();  // an overflowed gradient stays one
+  Mirrored<float> x(pair, values);
+  // A power of two: exact on both, so the bits must be equal, not merely close.
+  const float factor = 1.0f / 65536.0f;
+  pair.cpu->scale(x.cpu.data() + 1, n - 2, factor);
+  pair.gpu->scale(x.gpu.data() + 1, n - 2, factor);
+  const std::vector<float> gpu = x.gpu_values(), cpu = x.cpu_values();
+  CHECK(std::memcmp(gpu.data(), cpu.data(), n * sizeof(float)) == 0);
+  CHECK(gpu[0] == values[0]);          // before the range: kept
+  CHECK(gpu[n - 1] == values[n - 1]);  // after it: kept
+  CHECK(std::isinf(gpu[7]));
 }

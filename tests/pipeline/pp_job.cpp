@@ -20,7 +20,9 @@ StageRun read_stage(const std::filesystem::path& events) {
   run.lines = read_lines(events);
   for (const auto& line : events_named(run.lines, "step")) {
     run.losses.push_back(number_field(line, "loss"));
-    run.grad_norms.push_back(number_field(line, "grad_norm"));
+    // A step skipped for non-finite gradients (fp8 loss scaling) has no norm: null.
+    const bool no_norm = line.find("\"grad_norm\":null") != std::string::npos;
+    run.grad_norms.push_back(no_norm ? std::nan("") : number_field(line, "grad_norm"));
     if (line.find("\"bubble\":") != std::string::npos) {
       run.bubbles.push_back(number_field(line, "bubble"));
       run.bubble_theory.push_back(number_field(line, "bubble_theory"));
