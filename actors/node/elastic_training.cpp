@@ -94,6 +94,14 @@ AgreedState agree_on_state(const config::JobConfig& config, comm::Communicator& 
   return agreed;
 }
 
+// Faults that act in the step through the trainer's after-reduction hook
+// (FaultActions::in_step): a slowed step and a corrupted gradient.
+bool injects_into_gradients(const config::JobConfig& config) {
+  for (const auto& fault : config.faults)
+    if (fault.kind == "slow" || fault.kind == "corrupt_gradient") return true;
+  return false;
+}
+
 // After the first exchange of an epoch and after the job's last step: what the peer
 // replica costs this node (bytes, memory, and the exchange's time: the last one's and
 // the mean over the steps this epoch kept).
@@ -189,6 +197,13 @@ job_finished run_elastic_training(const worker_setup& setup, int starts, caf::ac
 
       train::RunOptions options = node_run_options(setup, sys, stop);
       options.start_from = agreement.steps_done >= 0 ? &replica : nullptr;
+      // The fault hook edits host gradients: with the gradients on the GPU (nccl) it
+      // costs a copy down and up every step, so only a job that injects there keeps it.
+      if (device_communicator && !injects_into_gradients(config)) options.after_reduction = nullptr;
+      // With the gradients reduced on the GPU, AdamW runs there too (the trainer's own
+      // optimizer) instead of in the CPU-offloaded gradient_shard actors, which would
+      // copy the reduced gradient down and the parameters up every step.
+      if (device_communicator) options.optimizer_shards = nullptr;
       const auto failed_at = policy.failed_at;
       const int64_t from_step = agreement.steps_done >= 0 ? agreement.steps_done : 0;
       const std::string why_disk = source == "disk" ? agreement.why_not_memory : std::string();

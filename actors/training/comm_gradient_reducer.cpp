@@ -73,6 +73,7 @@ void CommGradientReducer::detach() noexcept {
   variance_refreshed_ = false;
   in_step_ = false;
   release_scratch();
+  backend_ = nullptr;  // it goes with the trainer that bound it; a new one binds again
 }
 
 void CommGradientReducer::release_scratch() noexcept {

@@ -280,7 +280,8 @@ const std::vector<Key<JobConfig>>& job_keys() {
           "ZeRO stage: 0 = off, 1 = shard optimizer state, 2 = and gradients"),
 
       job<&J::comm, &Co::backend>("comm.backend", one_of({"ucx", "nccl"}),
-                                  "data plane: ucx (host memory) or nccl (GPU memory)"),
+                                  "gradients' data plane: ucx (host memory) or nccl (GPU memory; "
+                                  "data-parallel jobs with train.device = \"cuda\")"),
       job<&J::comm, &Co::timeout_ms>("comm.timeout_ms", at_least(100),
                                      "limit of one collective; a dead peer fails it sooner"),
       job<&J::comm, &Co::compression>("comm.compression",
