@@ -127,6 +127,9 @@ std::unique_ptr<comm::Communicator> connect_data_plane(caf::actor_system& sys,
 EpochDataPlanes connect_data_planes(caf::actor_system& sys, const epoch_started& epoch,
                                     const config::JobConfig& config, int device) {
   const bool nccl = config.comm.backend == "nccl";
+#ifdef DSEEK_HAVE_NCCL
+  if (nccl) comm::require_cuda_device(device);  // before the peers wait for this rank
+#endif
   std::string nccl_id;
   EpochDataPlanes planes;
   planes.host = connect_ucx_plane(sys, epoch, config, -1, nccl, nccl_id);

@@ -9,6 +9,7 @@
 #include <deque>
 #include <mutex>
 #include <optional>
+#include <stdexcept>
 #include <thread>
 #include <vector>
 
@@ -327,6 +328,13 @@ class NcclCommunicator final : public Communicator {
 };
 
 }  // namespace
+
+void require_cuda_device(int device) {
+  const cudaError_t status = cudaSetDevice(device);
+  if (status != cudaSuccess)
+    throw std::runtime_error("comm.backend = \"nccl\": CUDA device " + std::to_string(device) +
+                             " is not usable here: " + cudaGetErrorString(status));
+}
 
 std::string make_nccl_unique_id() {
   ncclUniqueId id;

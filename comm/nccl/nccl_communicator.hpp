@@ -19,6 +19,11 @@ class Bootstrap;
 // makes the unique id and the bootstrap spreads it.
 std::unique_ptr<Communicator> connect_nccl(Bootstrap& bootstrap, int device, const CommOptions& options = {});
 
+// Throws std::runtime_error -- not a CommError: no later epoch fixes it -- when CUDA
+// device `device` cannot be used here (no GPU, no driver), so that a node fails at once
+// instead of waiting for a world it can never train in.
+void require_cuda_device(int device);
+
 // The same in two halves, for callers that spread the id themselves (the node's actors
 // put it in the rendezvous that carries the UCX addresses, one per world epoch):
 // rank 0 makes a fresh unique id (its bytes) ...
