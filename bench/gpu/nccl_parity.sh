@@ -83,6 +83,6 @@ else:
                    first_loss=nccl[0], last_loss=nccl[-1])
     print(f"comm.backend nccl vs ucx, 1 GPU, world size 1, {steps} steps: losses "
           f"{nccl[0]:.4f} -> {nccl[-1]:.4f}, max relative difference {worst:.2e} (bound {bound:g})")
-print(json.dumps(summary))
+print(json.dumps(summary, separators=(",", ":")))  # check.sh reads it with json_field
 sys.exit(0 if summary["status"] == "ok" else 1)
 PY
