@@ -8,6 +8,8 @@
 //   - CommGradientReducer with ReducerSettings::backend_memory reduces the trainer's own
 //     buffer (ZeRO 0 and 2, odd sizes, uneven shards) and runs its small collectives
 //     through backend scratch;
+//   - the epoch board aborts the epoch's NCCL communicator with its UCX one (a lost node
+//     must not leave the survivors in an NCCL collective);
 //   - the config errors of comm.backend = "nccl" name their keys.
 // The host communicator here is a test double standing for `size` ranks that all hold
 // what this rank holds (sums are size times the values; an all-gather fills the other
@@ -21,6 +23,7 @@
 #include <vector>
 
 #include "actors/node/data_plane_link.hpp"
+#include "actors/node/epoch_board.hpp"
 #include "actors/training/backend_staged_communicator.hpp"
 #include "actors/training/comm_gradient_reducer.hpp"
 #include "actors/training/reducer_settings.hpp"
@@ -204,6 +207,27 @@ TEST_CASE("gradient reducer on backend memory: reduces the trainer's buffer in p
     CHECK(reducer.gather_u64(42) == std::vector<uint64_t>{42, 42, 42});
     reducer.detach();
   }
+}
+
+TEST_CASE("epoch board: a membership change aborts the NCCL communicator with the UCX one",
+          "[actors][backend_memory]") {
+  actors::EpochBoard board;
+  IdenticalRanksCommunicator host(0, 2), device(0, 2);  // abort() makes the next op fail
+  board.attach(&host, 1, nullptr, &device);
+  board.abort_before(2, "node 1 lost");
+  CHECK(host.fail_next);
+  CHECK(device.fail_next);
+  // Detached: a later change touches neither.
+  board.attach(nullptr, 0);
+  host.fail_next = device.fail_next = false;
+  board.abort_before(3, "node 1 lost again");
+  CHECK_FALSE(host.fail_next);
+  CHECK_FALSE(device.fail_next);
+  // Attached for an epoch that is already over: both are aborted at once.
+  board.attach(&host, 2, nullptr, &device);
+  CHECK(host.fail_next);
+  CHECK(device.fail_next);
+  board.attach(nullptr, 0);
 }
 
 TEST_CASE("comm.backend = nccl: the settings it cannot run are refused naming their keys",
