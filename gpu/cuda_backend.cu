@@ -146,6 +146,10 @@ class CudaBackend final : public backend::Backend {
     DSEEK_CUDA_CHECK(cudaEventRecord(copied_, copy_stream_));
     DSEEK_CUDA_CHECK(cudaStreamWaitEvent(stream_, copied_, 0));
   }
+  void finish_compute() override {
+    make_current();
+    synchronize();
+  }
   void finish_copies() override {
     make_current();
     cudaError_t status = cudaStreamSynchronize(copy_stream_);

@@ -11,6 +11,10 @@
 #include "actors/node/node_registry.hpp"
 #include "comm/bootstrap/bootstrap.hpp"
 #include "comm/ucx/ucx_communicator.hpp"
+#include "runtime/config/load.hpp"
+#ifdef DSEEK_HAVE_NCCL
+#include "comm/nccl/nccl_communicator.hpp"
+#endif
 
 namespace dseek::actors {
 
@@ -51,34 +55,98 @@ int32_t planned_rank(const epoch_started& epoch, const config::JobConfig& config
   return rank;
 }
 
-}  // namespace
+comm::CommOptions comm_options(const epoch_started& epoch, const config::JobConfig& config) {
+  comm::CommOptions options;
+  options.op_timeout = std::chrono::milliseconds(config.comm.timeout_ms);
+  options.epoch = epoch.epoch;
+  return options;
+}
 
-std::unique_ptr<comm::Communicator> connect_data_plane(caf::actor_system& sys,
+std::unique_ptr<comm::Communicator> connect_nccl_plane(const std::string& unique_id,
                                                        const epoch_started& epoch,
                                                        const config::JobConfig& config,
-                                                       int32_t ranks) {
+                                                       int32_t rank, int device) {
+#ifdef DSEEK_HAVE_NCCL
+  return comm::connect_nccl(unique_id, rank, epoch.world_size, device, comm_options(epoch, config));
+#else
+  (void)unique_id;
+  (void)epoch;
+  (void)rank;
+  (void)device;
+  check_data_plane_available(config);
+  return nullptr;
+#endif
+}
+
+// Connects the UCX plane of the first `ranks` ranks; with `nccl`, rank 0's payload also
+// carries a fresh NCCL unique id, returned in `nccl_id` on every rank.
+std::unique_ptr<comm::Communicator> connect_ucx_plane(caf::actor_system& sys,
+                                                      const epoch_started& epoch,
+                                                      const config::JobConfig& config,
+                                                      int32_t ranks, bool nccl,
+                                                      std::string& nccl_id) {
   const int32_t rank = planned_rank(epoch, config);
   if (ranks < 0) ranks = epoch.world_size;
   if (rank >= ranks || ranks > epoch.world_size)
     throw std::logic_error("rank " + std::to_string(rank) + " of epoch " +
                            std::to_string(epoch.epoch) + " is not among its " +
                            std::to_string(ranks) + " connecting ranks");
-  comm::CommOptions options;
-  options.op_timeout = std::chrono::milliseconds(config.comm.timeout_ms);
-  options.epoch = epoch.epoch;
-  comm::UcxCommunicatorBuilder builder(rank, ranks, options);
-  const std::string mine = comm::pack_strings({config.cluster.advertise_host, builder.address()});
-  const auto payloads = exchange(sys, epoch, config, rank, mine);
+  comm::UcxCommunicatorBuilder builder(rank, ranks, comm_options(epoch, config));
+  std::vector<std::string> parts{config.cluster.advertise_host, builder.address()};
+  if (nccl) {
+    check_data_plane_available(config);
+#ifdef DSEEK_HAVE_NCCL
+    parts.push_back(rank == 0 ? comm::make_nccl_unique_id() : std::string());
+#endif
+  }
+  const auto payloads = exchange(sys, epoch, config, rank, comm::pack_strings(parts));
   std::vector<std::string> hosts, addresses;
+  const size_t expected = nccl ? 3 : 2;
   for (int32_t peer = 0; peer < ranks && peer < static_cast<int32_t>(payloads.size()); ++peer) {
-    auto parts = comm::unpack_strings(payloads[static_cast<size_t>(peer)]);
-    if (parts.size() != 2)
+    auto theirs = comm::unpack_strings(payloads[static_cast<size_t>(peer)]);
+    if (theirs.size() != expected)
       throw rendezvous_failed("malformed data-plane address of rank " + std::to_string(peer) +
                               " in the rendezvous of epoch " + std::to_string(epoch.epoch));
-    hosts.push_back(parts[0]);
-    addresses.push_back(parts[1]);
+    hosts.push_back(theirs[0]);
+    addresses.push_back(theirs[1]);
+    if (nccl && peer == 0) nccl_id = theirs[2];
   }
   return builder.connect(addresses, hosts);
+}
+
+}  // namespace
+
+std::unique_ptr<comm::Communicator> connect_data_plane(caf::actor_system& sys,
+                                                       const epoch_started& epoch,
+                                                       const config::JobConfig& config,
+                                                       int32_t ranks) {
+  std::string unused;
+  return connect_ucx_plane(sys, epoch, config, ranks, false, unused);
+}
+
+EpochDataPlanes connect_data_planes(caf::actor_system& sys, const epoch_started& epoch,
+                                    const config::JobConfig& config, int device) {
+  const bool nccl = config.comm.backend == "nccl";
+#ifdef DSEEK_HAVE_NCCL
+  if (nccl) comm::require_cuda_device(device);  // before the peers wait for this rank
+#endif
+  std::string nccl_id;
+  EpochDataPlanes planes;
+  planes.host = connect_ucx_plane(sys, epoch, config, -1, nccl, nccl_id);
+  if (nccl)
+    planes.device = connect_nccl_plane(nccl_id, epoch, config, planes.host->rank(), device);
+  return planes;
+}
+
+void check_data_plane_available(const config::JobConfig& config) {
+#ifndef DSEEK_HAVE_NCCL
+  if (config.comm.backend == "nccl")
+    throw config::ConfigError(config.source + ": comm.backend = \"nccl\": this build has no NCCL "
+                              "(it is built with CUDA where nvcc and NCCL are found, "
+                              "DSEEK_WITH_CUDA); use comm.backend = \"ucx\"");
+#else
+  (void)config;
+#endif
 }
 
 void stand_by_in_rendezvous(caf::actor_system& sys, const epoch_started& epoch,

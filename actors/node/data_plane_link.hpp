@@ -4,6 +4,12 @@
 // training thread (it blocks, bounded by the timeouts). Tensors then move over UCX,
 // never through CAF messages (DESIGN.md). A re-planned pipeline or tensor-parallel job
 // may train on fewer ranks than the epoch has: only those connect, the others stand by.
+//
+// With comm.backend = "nccl" (a data-parallel job on train.device = "cuda"), rank 0 adds
+// a fresh NCCL unique id to its rendezvous payload, and every rank then also joins the
+// epoch's NCCL communicator on the GPU it trains on: the gradients go over NCCL, the
+// host-memory exchanges (state agreement, peer shard replicas) over UCX. A new epoch
+// builds both anew; the caller aborts both when the epoch ends (EpochBoard).
 #pragma once
 
 #include <chrono>
@@ -36,6 +42,22 @@ std::unique_ptr<comm::Communicator> connect_data_plane(caf::actor_system& sys,
                                                        const epoch_started& epoch,
                                                        const config::JobConfig& config,
                                                        int32_t ranks = -1);
+
+// The communicators of one epoch: `host` (UCX) always; `device` (NCCL, on the GPU) with
+// comm.backend = "nccl", else null.
+struct EpochDataPlanes {
+  std::unique_ptr<comm::Communicator> host;
+  std::unique_ptr<comm::Communicator> device;
+};
+
+// connect_data_plane for every rank of `epoch`, plus the NCCL communicator on CUDA device
+// `device` when config.comm.backend = "nccl". Throws as connect_data_plane does.
+EpochDataPlanes connect_data_planes(caf::actor_system& sys, const epoch_started& epoch,
+                                    const config::JobConfig& config, int device = 0);
+
+// At the node's start: comm.backend = "nccl" in a build without NCCL throws
+// config::ConfigError naming the key.
+void check_data_plane_available(const config::JobConfig& config);
 
 // A rank past the `ranks` that train in `epoch` (it stands by): takes part in the
 // rendezvous with no address, and connects nothing. Throws rendezvous_failed.

@@ -34,20 +34,25 @@ namespace {
 
 using Clock = WorldClock;
 
-// Keeps `communicator` registered with the board while it lives, however the scope ends
-// (an exception out of the training must not leave the board a dangling pointer). When
-// the training leaves by an exception, the communicator is aborted: its orderly teardown
-// (a barrier with the peers) would wait for peers that are still mid-step.
+// Keeps `communicator` (and the epoch's NCCL `device` one, if any) registered with the
+// board while it lives, however the scope ends (an exception out of the training must
+// not leave the board a dangling pointer). When the training leaves by an exception, the
+// communicators are aborted: an orderly teardown (a barrier with the peers) would wait
+// for peers that are still mid-step.
 class BoardRegistration {
  public:
-  BoardRegistration(EpochBoard& board, comm::Communicator* communicator, std::uint64_t epoch)
-      : board_(board), communicator_(communicator), exceptions_(std::uncaught_exceptions()) {
-    board_.attach(communicator, epoch);
+  BoardRegistration(EpochBoard& board, comm::Communicator* communicator,
+                    comm::Communicator* device, std::uint64_t epoch)
+      : board_(board), communicator_(communicator), device_(device),
+        exceptions_(std::uncaught_exceptions()) {
+    board_.attach(communicator, epoch, nullptr, device);
   }
   ~BoardRegistration() {
     board_.attach(nullptr, 0);
-    if (std::uncaught_exceptions() > exceptions_)
+    if (std::uncaught_exceptions() > exceptions_) {
       communicator_->abort("this replica's training failed");
+      if (device_ != nullptr) device_->abort("this replica's training failed");
+    }
   }
   BoardRegistration(const BoardRegistration&) = delete;
   BoardRegistration& operator=(const BoardRegistration&) = delete;
@@ -55,6 +60,7 @@ class BoardRegistration {
  private:
   EpochBoard& board_;
   comm::Communicator* communicator_;
+  comm::Communicator* device_;
   int exceptions_;
 };
 
@@ -86,6 +92,14 @@ AgreedState agree_on_state(const config::JobConfig& config, comm::Communicator& 
   if (agreed.steps_done < 0 && agreed.why_not_memory.empty())
     agreed.why_not_memory = "no node of this world holds a completed step in memory";
   return agreed;
+}
+
+// Faults that act in the step through the trainer's after-reduction hook
+// (FaultActions::in_step): a slowed step and a corrupted gradient.
+bool injects_into_gradients(const config::JobConfig& config) {
+  for (const auto& fault : config.faults)
+    if (fault.kind == "slow" || fault.kind == "corrupt_gradient") return true;
+  return false;
 }
 
 // After the first exchange of an epoch and after the job's last step: what the peer
@@ -152,14 +166,18 @@ job_finished run_elastic_training(const worker_setup& setup, int starts, caf::ac
       return result;
     }
     std::unique_ptr<comm::Communicator> communicator;
+    std::unique_ptr<comm::Communicator> device_communicator;  // comm.backend = "nccl"
     auto report_interruption = [&](const std::exception& error) {
       events.emit("training_interrupted",
                   util::JsonLine().add("epoch", epoch->epoch).add("error", error.what())
                       .add("last_step", replica.steps_done));
     };
     try {
-      communicator = connect_data_plane(sys, *epoch, config);
-      BoardRegistration registration(board, communicator.get(), epoch->epoch);
+      EpochDataPlanes planes = connect_data_planes(sys, *epoch, config);
+      communicator = std::move(planes.host);
+      device_communicator = std::move(planes.device);
+      BoardRegistration registration(board, communicator.get(), device_communicator.get(),
+                                     epoch->epoch);
       const AgreedState agreement = agree_on_state(config, *communicator, replica, param_count);
 
       config::JobConfig session = config;
@@ -179,6 +197,13 @@ job_finished run_elastic_training(const worker_setup& setup, int starts, caf::ac
 
       train::RunOptions options = node_run_options(setup, sys, stop);
       options.start_from = agreement.steps_done >= 0 ? &replica : nullptr;
+      // The fault hook edits host gradients: with the gradients on the GPU (nccl) it
+      // costs a copy down and up every step, so only a job that injects there keeps it.
+      if (device_communicator && !injects_into_gradients(config)) options.after_reduction = nullptr;
+      // With the gradients reduced on the GPU, AdamW runs there too (the trainer's own
+      // optimizer) instead of in the CPU-offloaded gradient_shard actors, which would
+      // copy the reduced gradient down and the parameters up every step.
+      if (device_communicator) options.optimizer_shards = nullptr;
       const auto failed_at = policy.failed_at;
       const int64_t from_step = agreement.steps_done >= 0 ? agreement.steps_done : 0;
       const std::string why_disk = source == "disk" ? agreement.why_not_memory : std::string();
@@ -224,7 +249,9 @@ job_finished run_elastic_training(const worker_setup& setup, int starts, caf::ac
         for (const auto& fault : plan->due_in_reduction(step))
           actions->fire(fault, "step " + std::to_string(step) + ", during the reduction");
       };
-      const auto summary = run_data_parallel(session, options, *communicator, settings);
+      // The gradients go over NCCL when the epoch has it (settings.backend_memory).
+      const auto summary = run_data_parallel(
+          session, options, device_communicator ? *device_communicator : *communicator, settings);
       result.stopped_early = summary.stopped_early;
       result.steps_done = summary.steps_done;
       result.params_sha256 = summary.params_sha256;
@@ -240,6 +267,7 @@ job_finished run_elastic_training(const worker_setup& setup, int starts, caf::ac
       // being replaced): try again with whatever epoch is current, the same one included.
       std::this_thread::sleep_for(std::chrono::milliseconds(200));
     }
+    retired.retire(std::move(device_communicator));
     retired.retire(std::move(communicator));
     if (!recovering) {
       recovering = true;

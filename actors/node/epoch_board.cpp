@@ -14,7 +14,7 @@ void EpochBoard::post(const epoch_started& epoch) {
     abort_epoch_ = 0;
     join_epoch_ = 0;
     if (communicator_ != nullptr && latest_.coordinator_id != 0)
-      communicator_->abort("the coordinator changed");
+      abort_attached("the coordinator changed");
   }
   latest_ = epoch;
   changed_.notify_all();
@@ -36,7 +36,7 @@ void EpochBoard::abort_before(std::uint64_t epoch, const std::string& why, bool 
   if (gently)
     *stop_at_step_boundary_ = true;
   else
-    communicator_->abort(why);
+    abort_attached(why);
 }
 
 void EpochBoard::member_finished(std::int64_t node_id) {
@@ -53,7 +53,7 @@ std::vector<std::int64_t> EpochBoard::finished_members() const {
 void EpochBoard::close(bool abort) {
   std::lock_guard lock(mutex_);
   closed_ = true;
-  if (abort && communicator_ != nullptr) communicator_->abort("the worker stopped");
+  if (abort && communicator_ != nullptr) abort_attached("the worker stopped");
   if (!abort && stop_at_step_boundary_ != nullptr) *stop_at_step_boundary_ = true;
   changed_.notify_all();
 }
@@ -76,20 +76,27 @@ epoch_started EpochBoard::latest() const {
   return latest_;
 }
 
+void EpochBoard::abort_attached(const std::string& why) {
+  communicator_->abort(why);
+  if (companion_ != nullptr) companion_->abort(why);
+}
+
 void EpochBoard::attach(comm::Communicator* communicator, std::uint64_t epoch,
-                        std::atomic<bool>* stop_at_step_boundary) {
+                        std::atomic<bool>* stop_at_step_boundary,
+                        comm::Communicator* companion) {
   std::lock_guard lock(mutex_);
   communicator_ = communicator;
+  companion_ = communicator == nullptr ? nullptr : companion;
   communicator_epoch_ = epoch;
   stop_at_step_boundary_ = communicator == nullptr ? nullptr : stop_at_step_boundary;
   if (communicator_ == nullptr) return;
   if (abort_epoch_ > epoch) {
-    communicator_->abort(abort_why_);
+    abort_attached(abort_why_);
   } else if (join_epoch_ > epoch) {
     if (stop_at_step_boundary_ != nullptr)
       *stop_at_step_boundary_ = true;
     else
-      communicator_->abort(join_why_);
+      abort_attached(join_why_);
   }
   if (closed_ && stop_at_step_boundary_ != nullptr) *stop_at_step_boundary_ = true;
 }

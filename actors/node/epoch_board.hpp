@@ -53,9 +53,11 @@ class EpochBoard {
   // communicator registered for an epoch that is already over is aborted at once (or its
   // `stop_at_step_boundary` set, when only nodes joined since). `stop_at_step_boundary`:
   // the flag the training's collective stop vote reads at each step boundary (null: the
-  // training is always aborted).
+  // training is always aborted). `companion`: another communicator of the same epoch
+  // (the NCCL one the gradients go over, comm.backend = "nccl"), aborted with it.
   void attach(comm::Communicator* communicator, std::uint64_t epoch,
-              std::atomic<bool>* stop_at_step_boundary = nullptr);
+              std::atomic<bool>* stop_at_step_boundary = nullptr,
+              comm::Communicator* companion = nullptr);
 
  private:
   mutable std::mutex mutex_;
@@ -63,7 +65,10 @@ class EpochBoard {
   epoch_started latest_;
   bool closed_ = false;
   std::vector<std::int64_t> finished_members_;
+  void abort_attached(const std::string& why);  // with mutex_ held, communicator_ set
+
   comm::Communicator* communicator_ = nullptr;
+  comm::Communicator* companion_ = nullptr;
   std::uint64_t communicator_epoch_ = 0;
   std::atomic<bool>* stop_at_step_boundary_ = nullptr;
   // The newest membership change asked to abort; a communicator of an older epoch

@@ -22,6 +22,7 @@
 #include "actors/faults/fault_actions.hpp"
 #include "actors/faults/fault_plan.hpp"
 #include "actors/message_types.hpp"
+#include "actors/node/data_plane_link.hpp"
 #include "actors/node/event_router.hpp"
 #include "actors/node/node_messages.hpp"
 #include "actors/node/node_registry.hpp"
@@ -141,6 +142,7 @@ void linger_for_scrapes(const metrics::MetricsEndpoint& endpoint, int64_t second
 int run_node(const config::JobConfig& job_config, const node_options& options) {
   config::JobConfig config = job_config;
   check_fault_targets(config.faults);
+  check_data_plane_available(config);  // comm.backend = "nccl" needs a build with NCCL
   resolve_job_secret(config);
   const auto node_start = clock::now();
   const auto& cluster = config.cluster;

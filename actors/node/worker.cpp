@@ -108,10 +108,12 @@ void start_training(caf::stateful_actor<worker_state>* self) {
         result = run_pipeline_stage_training(setup, sys, training->board, training->stop);
       else if (setup.config.parallel.tensor > 1)
         result = run_tensor_parallel_training(setup, sys, training->board, training->stop);
+      // A one-node job with comm.backend = "nccl" trains over the data plane too: its
+      // gradients over a one-rank NCCL communicator, as in a bigger world.
+      else if (setup.config.cluster.nodes > 1 || setup.config.comm.backend == "nccl")
+        result = run_elastic_training(setup, starts, sys, training->board, training->stop);
       else
-        result = setup.config.cluster.nodes > 1
-                     ? run_elastic_training(setup, starts, sys, training->board, training->stop)
-                     : train_alone(setup, starts, sys, training->stop);
+        result = train_alone(setup, starts, sys, training->stop);
     } catch (const gradient_shard_lost& error) {
       // The worker group is being restarted (one_for_all): no failure of the job.
       result.ok = false;

@@ -72,11 +72,21 @@ void CommGradientReducer::detach() noexcept {
   estimate_staging_.clear();
   variance_refreshed_ = false;
   in_step_ = false;
+  release_scratch();
+  backend_ = nullptr;  // it goes with the trainer that bound it; a new one binds again
+}
+
+void CommGradientReducer::release_scratch() noexcept {
+  if (scratch_ != nullptr && backend_ != nullptr) backend_->release(scratch_);
+  scratch_ = nullptr;
+  scratch_bytes_ = 0;
 }
 
 void CommGradientReducer::attach(float* grads, size_t total,
                                  const std::vector<model::ParamRange>& backward_order) {
   if (grads_ != nullptr) throw std::logic_error("CommGradientReducer::attach while attached (detach first)");
+  if (settings_.backend_memory && backend_ == nullptr)
+    throw std::logic_error("CommGradientReducer::attach: a reducer of backend memory needs bind_backend() first");
   buckets_ = plan_gradient_buckets(backward_order, total, settings_.bucket_bytes, comm_.rank(),
                                    comm_.size());
   grads_ = grads;
@@ -85,7 +95,8 @@ void CommGradientReducer::attach(float* grads, size_t total,
   shard_ = shard_of(buckets_);
   size_t shard_floats = 0;
   for (const auto& range : shard_) shard_floats += range.count;
-  if (settings_.zero_stage > 0) staging_.resize(shard_floats);
+  // In backend memory the reduce-scatter writes in place (see the header).
+  if (settings_.zero_stage > 0 && !settings_.backend_memory) staging_.resize(shard_floats);
   in_flight_.resize(buckets_.size());
   compressed_.resize(buckets_.size());
   if (settings_.compression != "none") {
@@ -126,10 +137,18 @@ void CommGradientReducer::gradients_ready(model::ParamRange range) {
                                                                  : std::string("no more ranges")));
   ++next_range_;
   if (settings_.zero_stage == 1) return;  // stage 1 reduces after backward
-  while (next_issue_ < buckets_.size() &&
-         buckets_[next_issue_].first_unit + buckets_[next_issue_].units <= next_range_) {
-    issue(next_issue_++);
-  }
+  const size_t first = next_issue_;
+  size_t last = first;
+  while (last < buckets_.size() && buckets_[last].first_unit + buckets_[last].units <= next_range_) ++last;
+  if (last == first) return;
+  wait_for_backend_compute();
+  while (next_issue_ < last) issue(next_issue_++);
+}
+
+// The data plane of backend memory reads on its own queue: backward's kernels that wrote
+// these gradients must be done first.
+void CommGradientReducer::wait_for_backend_compute() {
+  if (settings_.backend_memory) backend_->finish_compute();
 }
 
 void CommGradientReducer::issue(size_t b) {
@@ -147,8 +166,9 @@ void CommGradientReducer::issue(size_t b) {
   } else if (settings_.zero_stage == 0) {
     in_flight_[b].work = comm_.all_reduce(data, bucket.range.count, comm::DataType::f32, comm::ReduceOp::sum);
   } else {
-    in_flight_[b].work = comm_.reduce_scatter(data, staging_.data() + bucket.piece_offset, bucket.range.count,
-                                              comm::DataType::f32, comm::ReduceOp::sum);
+    float* piece = settings_.backend_memory ? grads_ + bucket.piece.offset : staging_.data() + bucket.piece_offset;
+    in_flight_[b].work =
+        comm_.reduce_scatter(data, piece, bucket.range.count, comm::DataType::f32, comm::ReduceOp::sum);
   }
   in_flight_[b].issued = true;
   if (b == 0 && settings_.after_first_bucket) settings_.after_first_bucket(step_);
@@ -166,7 +186,7 @@ void CommGradientReducer::complete(size_t b) {
   op.work.wait();
   op.work = comm::Work();
   encoded_bytes_ += bucket.range.count * sizeof(float);
-  if (settings_.zero_stage > 0 && bucket.piece.count > 0) {
+  if (settings_.zero_stage > 0 && !settings_.backend_memory && bucket.piece.count > 0) {
     std::memcpy(grads_ + bucket.piece.offset, staging_.data() + bucket.piece_offset,
                 bucket.piece.count * sizeof(float));
   }
@@ -178,6 +198,7 @@ void CommGradientReducer::finish() {
     throw std::logic_error("CommGradientReducer::finish: the gradients of " +
                            show(backward_order_[next_range_]) +
                            " (and of every range after it in backward order) were never reported ready");
+  if (next_issue_ < buckets_.size()) wait_for_backend_compute();
   ExposedTimer timer(exposed_ms_);
   while (next_issue_ < buckets_.size()) issue(next_issue_++);
   for (size_t b = 0; b < buckets_.size(); ++b) complete(b);
@@ -219,13 +240,36 @@ const float* CommGradientReducer::refreshed_second_moment() {
   return variance_refreshed_ ? refreshed_variance_.data() : nullptr;
 }
 
+// gathered_values_ = every rank's `slot` bytes, by rank. On host memory it is the buffer
+// the communicator writes; on backend memory the bytes go through scratch_ there.
+void CommGradientReducer::gather_slots(const void* mine, size_t slot) {
+  const size_t ranks = static_cast<size_t>(comm_.size());
+  const size_t offset = static_cast<size_t>(comm_.rank()) * slot;
+  gathered_values_.resize(ranks * slot);
+  if (!settings_.backend_memory) {
+    std::memcpy(gathered_values_.data() + offset, mine, slot);
+    comm_.all_gather(gathered_values_.data() + offset, gathered_values_.data(), ranks * slot, comm::DataType::u8)
+        .wait();
+    return;
+  }
+  if (backend_ == nullptr)
+    throw std::logic_error("CommGradientReducer: a reducer of backend memory needs bind_backend() first");
+  if (scratch_bytes_ < ranks * slot) {
+    release_scratch();
+    scratch_ = backend_->allocate(ranks * slot);
+    scratch_bytes_ = ranks * slot;
+  }
+  auto* scratch = static_cast<std::byte*>(scratch_);
+  backend_->copy_from_host(scratch + offset, mine, slot);  // returns once the copy is done
+  comm_.all_gather(scratch + offset, scratch, ranks * slot, comm::DataType::u8).wait();
+  backend_->copy_to_host(gathered_values_.data(), scratch, ranks * slot);
+}
+
 std::vector<uint64_t> CommGradientReducer::gather_u64(uint64_t mine) {
   ExposedTimer timer(exposed_ms_);
+  gather_slots(&mine, sizeof mine);
   std::vector<uint64_t> all(static_cast<size_t>(comm_.size()));
-  all[static_cast<size_t>(comm_.rank())] = mine;
-  comm_.all_gather(&all[static_cast<size_t>(comm_.rank())], all.data(), all.size() * sizeof(uint64_t),
-                   comm::DataType::u8)
-      .wait();
+  std::memcpy(all.data(), gathered_values_.data(), all.size() * sizeof(uint64_t));
   return all;
 }
 
@@ -234,11 +278,7 @@ void CommGradientReducer::sum_over_ranks(std::span<double> values) {
   ExposedTimer timer(exposed_ms_);
   const size_t slot = values.size() * sizeof(double);
   const size_t ranks = static_cast<size_t>(comm_.size());
-  const size_t mine = static_cast<size_t>(comm_.rank()) * slot;
-  gathered_values_.resize(ranks * slot);
-  std::memcpy(gathered_values_.data() + mine, values.data(), slot);
-  comm_.all_gather(gathered_values_.data() + mine, gathered_values_.data(), ranks * slot, comm::DataType::u8)
-      .wait();
+  gather_slots(values.data(), slot);
   for (size_t i = 0; i < values.size(); ++i) {
     double sum = 0.0;
     for (size_t r = 0; r < ranks; ++r) {
@@ -252,6 +292,8 @@ void CommGradientReducer::sum_over_ranks(std::span<double> values) {
 
 void CommGradientReducer::gather_shards(float* buffer) {
   require_attached("gather_shards");
+  // The update that wrote the shard may still be queued on the backend.
+  if (settings_.backend_memory) backend_->finish_compute();
   ExposedTimer timer(exposed_ms_);
   std::vector<comm::Work> works;
   works.reserve(buckets_.size());

@@ -19,6 +19,16 @@
 // the gradient buffer at their own offsets, so the optimizer and the norm read the same
 // addresses whatever the stage (and ZeRO 0/1/2 agree bit for bit where the sums agree).
 //
+// With settings.backend_memory (comm.backend = "nccl") the communicator reduces the
+// compute backend's memory in place: the trainer hands the backend's own gradient buffer
+// (reduces_backend_memory()), a reduce-scatter writes each replica's piece straight into
+// its place in that buffer (in place: the piece lies inside the bucket where the shard
+// rule puts it), and the small collectives (sum_over_ranks, gather_u64) move their few
+// bytes through a scratch buffer in backend memory. Before it issues buckets the reducer
+// waits for the backend's queued ops (Backend::finish_compute): the data plane runs on
+// its own queue and must read finished gradients; backward then goes on while the
+// buckets are reduced. Compression is refused there (the codecs work on host memory).
+//
 // Not thread-safe: the trainer's thread makes every call. A CommError from the data
 // plane (timeout, dead peer, abort) propagates: the epoch is over, the caller rebuilds.
 #pragma once
@@ -32,6 +42,7 @@
 #include "actors/training/reducer_settings.hpp"
 #include "comm/communicator.hpp"
 #include "comm/compressed_allreduce.hpp"
+#include "runtime/backend/backend.hpp"
 #include "runtime/optim/local_second_moment.hpp"
 #include "runtime/train/gradient_reducer.hpp"
 
@@ -48,6 +59,8 @@ class CommGradientReducer final : public train::GradientReducer {
   int rank() const override { return comm_.rank(); }
   int world_size() const override { return comm_.size(); }
   bool shards_optimizer_state() const override { return settings_.zero_stage > 0; }
+  bool reduces_backend_memory() const override { return settings_.backend_memory; }
+  void bind_backend(backend::Backend& backend) override { backend_ = &backend; }
 
   void attach(float* grads, size_t total, const std::vector<model::ParamRange>& backward_order) override;
   void detach() noexcept override;
@@ -75,7 +88,12 @@ class CommGradientReducer final : public train::GradientReducer {
     bool compressed = false;  // this step's bucket went through its codec
     bool issued = false;
   };
+  void wait_for_backend_compute();
   void issue(size_t bucket);
+  // The bytes of every rank's `slot` (this rank's from `mine`) in gathered_values_,
+  // through backend memory when the communicator reads it.
+  void gather_slots(const void* mine, size_t slot);
+  void release_scratch() noexcept;
   void complete(size_t bucket);
   void require_attached(const char* call) const;
   bool refreshes_variance_at(int64_t step) const;
@@ -83,6 +101,9 @@ class CommGradientReducer final : public train::GradientReducer {
 
   comm::Communicator& comm_;
   ReducerSettings settings_;
+  backend::Backend* backend_ = nullptr;  // settings_.backend_memory: bind_backend()'s
+  void* scratch_ = nullptr;              // ... memory for the small collectives
+  size_t scratch_bytes_ = 0;
   float* grads_ = nullptr;
   size_t total_ = 0;
   std::vector<model::ParamRange> backward_order_;

@@ -23,6 +23,11 @@ std::string refusal(const ReducerSettings& settings) {
            ": compressed gradients are all-reduced (all-gather of codec messages), which "
            "ZeRO's reduce-scatter cannot do; use parallel.zero = 0 with compression, or "
            "comm.compression = \"none\" with ZeRO";
+  if (settings.compression != "none" && settings.backend_memory)
+    return "comm.compression = \"" + settings.compression +
+           "\" with comm.backend = \"nccl\": the codecs encode gradients in host memory, "
+           "and NCCL reduces them on the GPU; use comm.compression = \"none\" with nccl, "
+           "or comm.backend = \"ucx\" with compression";
   if (settings.variance_refresh_steps < 0)
     return "comm.variance_refresh_steps = " + std::to_string(settings.variance_refresh_steps) +
            ": it is a number of steps, >= 0";
@@ -42,6 +47,7 @@ ReducerSettings reducer_settings(const config::JobConfig& config) {
   settings.variance_refresh_steps =
       optim::second_moment_from_local_gradients(config) ? config.comm.variance_refresh_steps : 0;
   settings.beta2 = config.train.beta2;
+  settings.backend_memory = config.comm.backend == "nccl";
   if (const std::string why = refusal(settings); !why.empty())
     throw config::ConfigError(config.source + ": " + why);
   return settings;

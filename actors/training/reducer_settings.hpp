@@ -31,6 +31,11 @@ struct ReducerSettings {
   // Gradient bytes per bucket (whole backward ranges are never split; ~one GPT block
   // per bucket at GPT-2 small sizes).
   size_t bucket_bytes = size_t{4} << 20;
+  // The communicator reads and writes the compute backend's memory (comm.backend =
+  // "nccl": NCCL on the GPU; in tests a BackendStagedCommunicator on the scrambled
+  // device): the reducer works on the trainer's own gradient buffer, nothing is staged
+  // through host memory. false: the communicator moves host memory (UCX).
+  bool backend_memory = false;
   // Called (with the step) once the step's first bucket is on the wire: fault injection
   // "during the reduction" (a kill or hang while the peers are mid-collective).
   std::function<void(int64_t step)> after_first_bucket;

@@ -15,6 +15,9 @@
 #      a P = 2 job and a T = 2 job, each two dseek-node processes sharing CUDA device 0,
 #      against the same job on the CPU backend (every step's loss within 1e-4 relative,
 #      else the row fails); in cpu mode on the scrambled test device (equal losses);
+#   6. nccl: bench/gpu/nccl_parity.sh (a one-node dseek-node job with comm.backend =
+#      "nccl" against the same job with "ucx": equal losses within 1e-3 relative; world
+#      size 1, as NCCL refuses two ranks on one GPU; skipped in cpu mode);
 # then prints a short table last and writes it to OUT_DIR as gpu_check.txt and
 # gpu_check.json, beside one log per row.
 #
@@ -251,6 +254,27 @@ else
       add_row "$name" failed - - "$what on $parallel_device disagrees with cpu: max relative loss difference $(json_field "$line" max_relative_loss_difference) > $(json_field "$line" tolerance) (see $name.log)" ""
     fi
   done
+fi
+
+# --- 6. the NCCL data plane against UCX (bench/gpu/nccl_parity.sh) -------------------------
+# World size 1: this machine has one GPU, and NCCL refuses two ranks on one device.
+if [[ $device == cpu ]]; then
+  add_row nccl skipped - - "cpu mode: comm.backend = nccl needs train.device = cuda (NCCL reduces GPU memory)" ""
+elif [[ ! -x $bin_dir/dseek-node || ! -x $bin_dir/dseek ]]; then
+  add_row nccl missing - - "dseek-node or dseek is not in $bin_dir" ""
+else
+  bounded 150 "$out_dir/nccl_parity.log" env DSEEK_BIN_DIR="$bin_dir" \
+    "$repo_root/bench/gpu/nccl_parity.sh" --steps 8 --text "$repo_root"
+  code=$?
+  line=$(last_json_line "$out_dir/nccl_parity.log")
+  if ((code == 0)); then
+    add_row nccl ok - - "1 GPU, world size 1 (NCCL refuses 2 ranks on one device): $(grep '^comm.backend' "$out_dir/nccl_parity.log")" \
+      "\"world_size\":1,\"max_relative_difference\":$(json_field "$line" max_relative_difference),\"bound\":$(json_field "$line" bound)"
+  elif ((code == 124 || code == 137)); then
+    add_row nccl failed - - "timed out (see nccl_parity.log)" ""
+  else
+    add_row nccl failed - - "bench/gpu/nccl_parity.sh exit $code: $(json_field "$line" reason)$(json_field "$line" max_relative_difference)" ""
+  fi
 fi
 
 # --- the table, last ---------------------------------------------------------------------

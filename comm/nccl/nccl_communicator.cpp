@@ -9,6 +9,7 @@
 #include <deque>
 #include <mutex>
 #include <optional>
+#include <stdexcept>
 #include <thread>
 #include <vector>
 
@@ -328,31 +329,48 @@ class NcclCommunicator final : public Communicator {
 
 }  // namespace
 
-std::unique_ptr<Communicator> connect_nccl(Bootstrap& bootstrap, int device, const CommOptions& options) {
-  DSEEK_CUDA_CHECK(cudaSetDevice(device));
-  std::string mine;
-  if (bootstrap.rank() == 0) {
-    ncclUniqueId id;
-    DSEEK_NCCL_CHECK(ncclGetUniqueId(&id));
-    mine.assign(reinterpret_cast<const char*>(&id), sizeof id);
-  }
-  const auto all = bootstrap.all_gather(mine, options.op_timeout);
-  if (all.empty() || all[0].size() != sizeof(ncclUniqueId))
-    throw CommError(ErrorKind::invalid_argument, "bootstrap did not deliver rank 0's NCCL unique id");
+void require_cuda_device(int device) {
+  const cudaError_t status = cudaSetDevice(device);
+  if (status != cudaSuccess)
+    throw std::runtime_error("comm.backend = \"nccl\": CUDA device " + std::to_string(device) +
+                             " is not usable here: " + cudaGetErrorString(status));
+}
+
+std::string make_nccl_unique_id() {
   ncclUniqueId id;
-  std::memcpy(&id, all[0].data(), sizeof id);
+  DSEEK_NCCL_CHECK(ncclGetUniqueId(&id));
+  return std::string(reinterpret_cast<const char*>(&id), sizeof id);
+}
+
+std::unique_ptr<Communicator> connect_nccl(const std::string& unique_id, int rank, int size, int device,
+                                           const CommOptions& options) {
+  if (unique_id.size() != sizeof(ncclUniqueId))
+    throw CommError(ErrorKind::invalid_argument, "an NCCL unique id has " + std::to_string(sizeof(ncclUniqueId)) +
+                                                     " bytes, got " + std::to_string(unique_id.size()));
+  DSEEK_CUDA_CHECK(cudaSetDevice(device));
+  ncclUniqueId id;
+  std::memcpy(&id, unique_id.data(), sizeof id);
   ncclConfig_t config = nonblocking_config();
   ncclComm_t comm = nullptr;
-  DSEEK_NCCL_CHECK(ncclCommInitRankConfig(&comm, bootstrap.size(), id, bootstrap.rank(), &config));
+  DSEEK_NCCL_CHECK(ncclCommInitRankConfig(&comm, size, id, rank, &config));
   try {
     settle(comm, Clock::now() + options.op_timeout, "ncclCommInitRankConfig");
   } catch (...) {
     ncclCommAbort(comm);
     throw;
   }
-  std::vector<int> world(static_cast<size_t>(bootstrap.size()));
-  for (int r = 0; r < bootstrap.size(); ++r) world[static_cast<size_t>(r)] = r;
-  return std::make_unique<NcclCommunicator>(comm, device, bootstrap.rank(), bootstrap.size(), std::move(world), options);
+  std::vector<int> world(static_cast<size_t>(size));
+  for (int r = 0; r < size; ++r) world[static_cast<size_t>(r)] = r;
+  return std::make_unique<NcclCommunicator>(comm, device, rank, size, std::move(world), options);
+}
+
+std::unique_ptr<Communicator> connect_nccl(Bootstrap& bootstrap, int device, const CommOptions& options) {
+  DSEEK_CUDA_CHECK(cudaSetDevice(device));
+  const std::string mine = bootstrap.rank() == 0 ? make_nccl_unique_id() : std::string();
+  const auto all = bootstrap.all_gather(mine, options.op_timeout);
+  if (all.empty() || all[0].size() != sizeof(ncclUniqueId))
+    throw CommError(ErrorKind::invalid_argument, "bootstrap did not deliver rank 0's NCCL unique id");
+  return connect_nccl(all[0], bootstrap.rank(), bootstrap.size(), device, options);
 }
 
 }  // namespace dseek::comm

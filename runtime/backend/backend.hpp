@@ -81,6 +81,10 @@ class Backend {
   }
   // Waits until every copy_from_host_async so far has read its host source.
   virtual void finish_copies() {}
+  // Waits until every op queued so far has finished writing its outputs, so that a data
+  // plane that reads this backend's memory on its own queue (NCCL on its CUDA stream)
+  // sees them. No-op where ops finish before they return (the CPU and scrambled ones).
+  virtual void finish_compute() {}
 
   // --- forward ops ----------------------------------------------------------------
   // out[b,t,:] = wte[tokens[b,t],:] + wpe[t,:]

@@ -103,8 +103,19 @@ void check_supported(const JobConfig& config) {
        "parallel.schedule", "parallel.schedule, parallel.virtual_stages, "
        "parallel.micro_batches and parallel.partition apply to pipeline-parallel jobs "
        "(parallel.pipeline > 1)"},
-      {config.comm.backend != "ucx", "comm.backend",
-       "the NCCL data plane comes with the GPU backend"},
+      // NCCL reduces the GPU's memory in place: a data-parallel job on CUDA
+      // (actors/node/data_plane_link.hpp; a build without NCCL refuses it at the node's
+      // start). The fixed-world paths have their own communicators over UCX.
+      {config.comm.backend == "nccl" && config.train.device != "cuda", "comm.backend",
+       "the NCCL data plane reduces GPU memory: it needs train.device = \"cuda\"; use "
+       "comm.backend = \"ucx\" on the CPU"},
+      {config.comm.backend == "nccl" && (tensor || pipeline), "comm.backend",
+       "the NCCL data plane carries data-parallel gradients only so far: tensor- and "
+       "pipeline-parallel jobs (parallel.tensor or parallel.pipeline > 1) run over "
+       "comm.backend = \"ucx\""},
+      {config.comm.backend == "nccl" && config.comm.compression != "none", "comm.compression",
+       "the gradient codecs encode in host memory and NCCL reduces GPU memory: use "
+       "comm.compression = \"none\" with comm.backend = \"nccl\""},
       {config.train.precision == "fp8" && config.comm.compression != "none", "train.precision",
        "fp8's dynamic loss scale would change the scale of the compressed gradients' error "
        "feedback between steps: use comm.compression = \"none\""},

@@ -17,6 +17,13 @@
 //   step_traffic()                the step's exposed communication time and bytes
 //
 // A Trainer without a reducer (nullptr) is the single-node trainer, unchanged.
+//
+// Where the buffers are: a reducer whose data plane moves host memory (UCX) gets the
+// host staging of the gradients (train/host_staging.hpp) and of the parameters. One
+// whose data plane reads the compute backend's memory itself (NCCL on a GPU) says so
+// with reduces_backend_memory(): the Trainer then binds it to its backend and hands it
+// the backend's own gradient and parameter buffers -- nothing is staged through the
+// host.
 #pragma once
 
 #include <cstddef>
@@ -25,6 +32,10 @@
 #include <vector>
 
 #include "runtime/model/param_layout.hpp"
+
+namespace dseek::backend {
+class Backend;
+}
 
 namespace dseek::train {
 
@@ -45,6 +56,14 @@ class GradientReducer {
   virtual int world_size() const = 0;
   // ZeRO >= 1: the optimizer state and update of shard() belong to this replica only.
   virtual bool shards_optimizer_state() const = 0;
+
+  // True: attach()'s and gather_shards()' buffers are the compute backend's memory, and
+  // bind_backend() comes first. False (the default): they are host memory.
+  virtual bool reduces_backend_memory() const { return false; }
+  // Before attach(), when reduces_backend_memory(): the backend whose memory the buffers
+  // are (the reducer keeps its scratch there and waits for its queued ops before it
+  // reads gradients). `backend` outlives the attachment.
+  virtual void bind_backend(backend::Backend& backend) { (void)backend; }
 
   // Once, before the first step: the flat gradient buffer (`total` floats) and the
   // ranges backward finalises, in its order (a partition of the buffer).

@@ -46,6 +46,26 @@ Slice slice_of(const config::TrainConfig& t, const GradientReducer* reducer) {
         std::to_string(size) + " sequences)");
   return {rank * size, size};
 }
+
+// reducer.gather_shards() of a host buffer: a reducer of backend memory gathers a copy
+// in `backend`'s memory (checkpoint snapshots only: the steps gather in place).
+void gather_host_shards(GradientReducer& reducer, backend::Backend& backend, float* host,
+                        size_t count) {
+  if (!reducer.reduces_backend_memory()) {
+    reducer.gather_shards(host);
+    return;
+  }
+  auto* copy = static_cast<float*>(backend.allocate(count * sizeof(float)));
+  try {
+    backend.copy_from_host(copy, host, count * sizeof(float));
+    reducer.gather_shards(copy);
+    backend.copy_to_host(host, copy, count * sizeof(float));
+  } catch (...) {
+    backend.release(copy);
+    throw;
+  }
+  backend.release(copy);
+}
 }  // namespace
 
 model::GptShape shape_of(const config::ModelConfig& m) {
@@ -83,10 +103,12 @@ Trainer::Trainer(const config::JobConfig& config, BatchSource& train_batches,
   const optim::AdamWSettings settings = optim::adamw_settings(config, reducer_ != nullptr);
   params_host_ = std::make_unique<HostStaging>(*backend_, model_->params(), model_->num_params());
   grads_host_ = std::make_unique<HostStaging>(*backend_, model_->grads(), model_->num_params());
-  // The data plane moves host memory: the reducer works on the gradients' host staging.
+  // A data plane of host memory (UCX) works on the gradients' host staging; one that
+  // reads the backend's memory (NCCL) on the backend's own gradient buffer.
   if (reducer_ != nullptr) {
-    reducer_->attach(grads_host_->host(), model_->num_params(),
-                     model_->gradient_ranges_in_backward_order());
+    if (reducer_->reduces_backend_memory()) reducer_->bind_backend(*backend_);
+    reducer_->attach(reducer_->reduces_backend_memory() ? model_->grads() : grads_host_->host(),
+                     model_->num_params(), model_->gradient_ranges_in_backward_order());
   }
   owned_ = {model::ParamRange{0, model_->num_params()}};
   if (reducer_ != nullptr && reducer_->shards_optimizer_state()) owned_ = reducer_->shard();
@@ -190,27 +212,35 @@ StepReport Trainer::data_parallel_step(int64_t step) {
   report.step = step;
   report.lr = schedule_.at(step);
   offload_wait_ms_ = 0.0;
+  // The reducer reads the backend's gradients itself (NCCL) or their host staging.
+  const bool on_backend = reducer_->reduces_backend_memory();
   reducer_->begin_step(step);
   const double local_loss =
       accumulate(step, slice_first_, slice_size_, batch / micro_batch_,
-                 [this](model::ParamRange range) {
+                 [this, on_backend](model::ParamRange range) {
                    // Each bucket goes to the host as backward finishes it, so its
                    // reduction still overlaps the rest of backward.
-                   grads_host_->to_host(range);
+                   if (!on_backend) grads_host_->to_host(range);
                    reducer_->gradients_ready(range);
                  },
                  report);
   reducer_->finish();
   if (const float* v = reducer_->refreshed_second_moment()) optimizer_->set_second_moment(v);
-  if (after_reduction_) after_reduction_(step, grads_host_->host(), model_->num_params());
+  if (after_reduction_) {
+    if (on_backend) grads_host_->all_to_host();  // fault injection edits host values
+    after_reduction_(step, grads_host_->host(), model_->num_params());
+    if (on_backend) grads_host_->all_to_backend();
+  }
   // The reduced gradient of the parameters this replica updates back to the backend.
-  grads_host_->to_backend(owned_);
+  if (!on_backend) grads_host_->to_backend(owned_);
   const int64_t every = config_.train.replica_check_every;
   const bool check = every > 0 && step % every == 0;
   // Under ZeRO 0 every replica holds the same reduced gradient: compare it before it is
   // used; sharded stages hold different pieces, so only the parameters are compared.
-  if (check && !reducer_->shards_optimizer_state())
+  if (check && !reducer_->shards_optimizer_state()) {
+    if (on_backend) grads_host_->all_to_host();  // the checksum is taken on the host
     check_replicas(step, "gradients", grads_host_->host(), model_->num_params());
+  }
   // Each replica squares its shard only (also for ZeRO 0, where it holds the whole sum):
   // the global norm is then added up in the same order whatever the ZeRO stage.
   double shard_squares = 0.0;
@@ -221,12 +251,14 @@ StepReport Trainer::data_parallel_step(int64_t step) {
   report.loss = sums[0];
   // Every replica decides on the same all-reduced sum: all skip, or none.
   double norm = 0.0;
-  // The optimizer reads the host copy of the gradients (grads_on_host below): where it is
-  // a separate copy, it is unscaled too.
+  // The optimizer reads the host copy of the gradients when they are staged (the UCX
+  // data plane; grads_on_host below): where it is a separate copy, it is unscaled too.
   if (apply_loss_scale(sums[1], norm, report,
-                       grads_host_->copies() ? grads_host_->host() : nullptr)) {
-    report.grad_norm = update_parameters(report.lr, norm, /*grads_on_host=*/true).grad_norm;
-    if (reducer_->shards_optimizer_state()) {
+                       !on_backend && grads_host_->copies() ? grads_host_->host() : nullptr)) {
+    report.grad_norm = update_parameters(report.lr, norm, /*grads_on_host=*/!on_backend).grad_norm;
+    if (reducer_->shards_optimizer_state() && on_backend) {
+      reducer_->gather_shards(model_->params());
+    } else if (reducer_->shards_optimizer_state()) {
       params_host_->to_host(reducer_->shard());
       reducer_->gather_shards(params_host_->host());
       params_host_->all_to_backend();
@@ -383,8 +415,8 @@ void Trainer::snapshot(float* params, float* adam_m, float* adam_v) {
   backend_->copy_to_host(params, model_->params(), bytes);
   optimizer_->moments_to_host(adam_m, adam_v);
   if (snapshot_is_collective()) {
-    reducer_->gather_shards(adam_m);
-    reducer_->gather_shards(adam_v);
+    gather_host_shards(*reducer_, *backend_, adam_m, model_->num_params());
+    gather_host_shards(*reducer_, *backend_, adam_v, model_->num_params());
   }
 }
 

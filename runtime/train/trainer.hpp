@@ -21,7 +21,10 @@
 // offloaded to the CPU, its moments in host memory). On the CPU backend the staging is
 // the buffer itself and nothing is copied. The host copies are in the backend's host
 // memory (Backend::host_memory(): pinned for CUDA), and so are the gradient_shard
-// actors' moments (OptimizerSpec::host_memory).
+// actors' moments (OptimizerSpec::host_memory). A reducer whose data plane reads the
+// backend's memory itself (NCCL: GradientReducer::reduces_backend_memory()) gets the
+// backend's own gradient and parameter buffers instead: no bucket, reduced gradient or
+// gathered parameter goes through the host.
 //
 // Overlap of the offloaded update (train.offload_overlap, on by default): with an
 // optimizer that updates in chunks (the gradient_shard actors) and ZeRO 0, the update

@@ -69,7 +69,7 @@ std::vector<std::string> tiny_settings(const std::vector<std::string>& extra) {
 
 JobRun run_job(int ranks, const std::filesystem::path& run_dir,
                const std::vector<std::string>& settings, size_t bucket_bytes,
-               std::chrono::milliseconds timeout) {
+               std::chrono::milliseconds timeout, const std::vector<std::string>& rank_args) {
   const std::filesystem::path rendezvous = run_dir / "rendezvous";
   std::filesystem::create_directories(rendezvous);
   std::vector<ProcessResult> results(static_cast<size_t>(ranks));
@@ -84,6 +84,7 @@ JobRun run_job(int ranks, const std::filesystem::path& run_dir,
       argv.push_back("--bucket-bytes");
       argv.push_back(std::to_string(bucket_bytes));
     }
+    argv.insert(argv.end(), rank_args.begin(), rank_args.end());
     for (const auto& setting : settings) {
       argv.push_back("--set");
       argv.push_back(setting);

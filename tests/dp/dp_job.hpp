@@ -38,9 +38,11 @@ std::vector<std::string> tiny_settings(const std::vector<std::string>& extra = {
 
 // Runs `ranks` replicas (1: the single-node run_training, no communicator) with
 // `settings` (--set values) in `run_dir`. bucket_bytes 0: the default 4 MiB buckets.
+// `rank_args`: more dseek_dp_rank arguments (e.g. {"--staged-backend-memory", "1"}).
 JobRun run_job(int ranks, const std::filesystem::path& run_dir,
                const std::vector<std::string>& settings, size_t bucket_bytes = 0,
-               std::chrono::milliseconds timeout = std::chrono::seconds(60));
+               std::chrono::milliseconds timeout = std::chrono::seconds(60),
+               const std::vector<std::string>& rank_args = {});
 
 // The largest relative difference between two loss curves of the same length.
 double max_relative_difference(const std::vector<double>& a, const std::vector<double>& b);

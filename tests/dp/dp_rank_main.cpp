@@ -6,6 +6,12 @@
 //
 //   dseek_dp_rank --rank R --size N --bootstrap file:<dir>|tcp:<port> --config FILE
 //                 --run-dir DIR [--bucket-bytes B] [--timeout-ms T] [--set key=value ...]
+//                 [--staged-backend-memory 1]
+//
+// --staged-backend-memory 1: the gradients stay in the backend's memory, as with
+// comm.backend = "nccl" (ReducerSettings::backend_memory), reduced through a
+// BackendStagedCommunicator over the UCX one -- how the tests run that path without a
+// GPU (on train.device = "scrambled-cpu-for-tests").
 //
 // Events go to DIR/node-R/events.jsonl (cluster.nodes = parallel.data = N,
 // cluster.node_id = R); the last line on stdout is
@@ -19,11 +25,13 @@
 #include <string>
 #include <vector>
 
+#include "actors/training/backend_staged_communicator.hpp"
 #include "actors/training/run_data_parallel.hpp"
 #include "comm/bootstrap/file_bootstrap.hpp"
 #include "comm/bootstrap/tcp_bootstrap.hpp"
 #include "comm/ucx/ucx_communicator.hpp"
 #include "runtime/config/load.hpp"
+#include "runtime/train/device_backend.hpp"
 #include "runtime/train/run_training.hpp"
 
 namespace {
@@ -33,6 +41,7 @@ struct Args {
   std::string bootstrap, config, run_dir;
   size_t bucket_bytes = 0;  // 0: the config's default
   long timeout_ms = 30000;
+  bool staged_backend_memory = false;
   std::vector<std::string> overrides;
 };
 
@@ -48,6 +57,7 @@ Args parse(int argc, char** argv) {
     else if (key == "--bucket-bytes") args.bucket_bytes = std::stoul(value);
     else if (key == "--timeout-ms") args.timeout_ms = std::stol(value);
     else if (key == "--set") args.overrides.push_back(value);
+    else if (key == "--staged-backend-memory") args.staged_backend_memory = value == "1";
     else throw std::invalid_argument("unknown argument " + key);
   }
   if (args.config.empty() || args.run_dir.empty())
@@ -92,7 +102,19 @@ int main(int argc, char** argv) {
       auto comm = dseek::comm::connect_ucx(*bootstrap, "localhost", comm_options);
       auto settings = dseek::actors::reducer_settings(config);
       if (args.bucket_bytes > 0) settings.bucket_bytes = args.bucket_bytes;
-      summary = dseek::actors::run_data_parallel(config, options, *comm, settings);
+      if (args.staged_backend_memory) {
+        dseek::actors::BackendStagedCommunicator staged(*comm);
+        settings.backend_memory = true;
+        // The trainer makes its backend: the staged communicator copies through it.
+        options.backend = [&staged](const dseek::config::JobConfig& job) {
+          auto backend = dseek::train::make_runtime_backend(job);
+          staged.bind_backend(*backend);
+          return backend;
+        };
+        summary = dseek::actors::run_data_parallel(config, options, staged, settings);
+      } else {
+        summary = dseek::actors::run_data_parallel(config, options, *comm, settings);
+      }
       bytes_sent = comm->counters().bytes_sent;
     }
     std::printf("rank %d: done params_sha256 %s bytes_sent %llu\n", args.rank,

@@ -140,6 +140,7 @@ TEST_CASE("check.sh --device cpu runs the check's rows and writes the table and 
   const std::string json = read_file(out / "gpu_check.json");
   CHECK(json.find("\"failed\":false") != std::string::npos);
   CHECK(string_field(row(json, "parity"), "status") == "skipped");
+  CHECK(string_field(row(json, "nccl"), "status") == "skipped");  // NCCL needs a GPU
   CHECK(number_field(row(json, "peak"), "bf16_tflops") == Approx(0.01));
   const std::string fp32 = row(json, "train_fp32");
   CHECK(string_field(fp32, "status") == "ok");
