@@ -14,10 +14,37 @@
 
 namespace dseek::actors {
 
-int32_t rank_in_plan(const epoch_started& epoch, int64_t node_id) {
+int32_t rank_in_plan(const epoch_started& epoch, int64_t node_id, int local_rank) {
+  // The node's workers are in the plan in local-rank order.
+  int seen = 0;
   for (const auto& assignment : epoch.plan)
-    if (assignment.node_id == node_id && assignment.role == "worker") return assignment.rank;
+    if (assignment.node_id == node_id && assignment.role == "worker" && seen++ == local_rank)
+      return assignment.rank;
   return -1;
+}
+
+int32_t ranks_in_plan(const epoch_started& epoch) {
+  int32_t ranks = 0;
+  for (const auto& assignment : epoch.plan) ranks += assignment.role == "worker" ? 1 : 0;
+  return ranks;
+}
+
+std::string rank_layout(const epoch_started& epoch) {
+  std::string text;
+  for (const auto& member : epoch.members) {
+    int32_t first = -1, last = -1;
+    for (const auto& assignment : epoch.plan) {
+      if (assignment.node_id != member.node_id || assignment.role != "worker") continue;
+      if (first < 0) first = assignment.rank;
+      last = assignment.rank;
+    }
+    if (first < 0) continue;
+    if (!text.empty()) text += ", ";
+    text += "node " + std::to_string(member.node_id);
+    text += first == last ? ": rank " + std::to_string(first)
+                          : ": ranks " + std::to_string(first) + "-" + std::to_string(last);
+  }
+  return text;
 }
 
 namespace {
@@ -43,10 +70,12 @@ std::vector<std::string> exchange(caf::actor_system& sys, const epoch_started& e
   return payloads;
 }
 
-int32_t planned_rank(const epoch_started& epoch, const config::JobConfig& config) {
-  const int32_t rank = rank_in_plan(epoch, config.cluster.node_id);
+int32_t planned_rank(const epoch_started& epoch, const config::JobConfig& config,
+                     int local_rank) {
+  const int32_t rank = rank_in_plan(epoch, config.cluster.node_id, local_rank);
   if (rank < 0)
-    throw std::runtime_error("epoch " + std::to_string(epoch.epoch) + " has no worker on node " +
+    throw std::runtime_error("epoch " + std::to_string(epoch.epoch) + " has no worker of local "
+                             "rank " + std::to_string(local_rank) + " on node " +
                              std::to_string(config.cluster.node_id));
   return rank;
 }
@@ -56,10 +85,11 @@ int32_t planned_rank(const epoch_started& epoch, const config::JobConfig& config
 std::unique_ptr<comm::Communicator> connect_data_plane(caf::actor_system& sys,
                                                        const epoch_started& epoch,
                                                        const config::JobConfig& config,
-                                                       int32_t ranks) {
-  const int32_t rank = planned_rank(epoch, config);
-  if (ranks < 0) ranks = epoch.world_size;
-  if (rank >= ranks || ranks > epoch.world_size)
+                                                       int32_t ranks, int local_rank) {
+  const int32_t rank = planned_rank(epoch, config, local_rank);
+  const int32_t planned = ranks_in_plan(epoch);
+  if (ranks < 0) ranks = planned;
+  if (rank >= ranks || ranks > planned)
     throw std::logic_error("rank " + std::to_string(rank) + " of epoch " +
                            std::to_string(epoch.epoch) + " is not among its " +
                            std::to_string(ranks) + " connecting ranks");
@@ -83,7 +113,7 @@ std::unique_ptr<comm::Communicator> connect_data_plane(caf::actor_system& sys,
 
 void stand_by_in_rendezvous(caf::actor_system& sys, const epoch_started& epoch,
                             const config::JobConfig& config) {
-  exchange(sys, epoch, config, planned_rank(epoch, config), std::string());
+  exchange(sys, epoch, config, planned_rank(epoch, config, 0), std::string());
 }
 
 }  // namespace dseek::actors
