@@ -103,76 +103,92 @@ std::string require_finished(const Job& job, const std::vector<int>& nodes, int 
 
 double relative_difference(double a, double b) { return std::abs(a - b) / std::abs(b); }
 
+// 4 nodes x 1 rank and 2 nodes x 2 ranks on `device`: the same model, and the layout.
+void check_two_by_two_is_four_by_one(const std::string& device) {
+  const std::vector<std::string> on = {"--set", "train.device=\"" + device + "\""};
+  const auto four = launch("multirank-4x1", 4, 1, on);
+  const auto two = launch("multirank-2x2", 2, 2, on);
+  const auto sha_four = require_finished(*four, {0, 1, 2, 3}, 1, 4);
+  const auto sha_two = require_finished(*two, {0, 1}, 2, 2);
+  CHECK(sha_two == sha_four);
+  CHECK(number_field(train_done(*two, 0), "val_loss") ==
+        number_field(train_done(*four, 0), "val_loss"));
+  // The layout, shown once by the world's rank 0, and each rank where the plan put it.
+  CHECK_THAT(two->launcher.output,
+             Contains("4 ranks on 2 node(s): node 0: ranks 0-1, node 1: ranks 2-3"));
+  for (int node : {0, 1})
+    for (int local_rank : {0, 1}) {
+      const auto started = node_events(rank_dir(*two, local_rank), node, "worker_started");
+      REQUIRE_FALSE(started.empty());
+      CHECK(number_field(started[0], "rank") == node * 2 + local_rank);
+      CHECK(number_field(started[0], "ranks") == 4);
+      CHECK(number_field(started[0], "local_rank") == local_rank);
+    }
+}
+
+// Node 1 of 2 x 2 ranks killed at step 10 for good under ZeRO `zero`: node 0's ranks
+// finish from memory (ZeRO 1: the killed node's shards from their replicas on node 0).
+void check_node_of_two_ranks_lost(int zero) {
+  const std::vector<std::string> sharding = {"--set", "parallel.zero=" + std::to_string(zero)};
+  const auto reference = launch("multirank-reference", 2, 2, sharding);
+  require_finished(*reference, {0, 1}, 2, 2);
+  const auto job = launch("multirank-shrink", 2, 2,
+                          sharding +
+                              std::vector<std::string>{"--set", "cluster.max_restarts=0",
+                                                       "--set", "elastic.rejoin_seconds=1"} +
+                              faults(R"({kind = "kill", node = 1, step = 10})"));
+  require_finished(*job, {0}, 2, 2);
+  INFO(job->launcher.output);
+  CHECK_THAT(job->launcher.output, Contains("the job goes on with 1 node "));
+  CHECK_THAT(job->launcher.output, Contains("2 ranks on 1 node(s): node 0: ranks 0-1"));
+  CHECK(node_events(job->path(), 1, "train_done").empty());
+  for (int local_rank : {0, 1}) {
+    INFO("local rank " << local_rank);
+    const auto back = node_events(rank_dir(*job, local_rank), 0, "recovered");
+    REQUIRE(back.size() == 1);
+    CHECK(number_field(back[0], "from_step") == kFaultStep);
+    CHECK(string_field(back[0], "source") == (zero == 0 ? "memory" : "peer"));
+    CHECK(number_field(back[0], "world_size") == 1);
+  }
+  // Steps 11 to 30 ran on 2 ranks instead of 4: the same batches, summed in another order.
+  const auto done = train_done(*job, 0);
+  const auto expected = train_done(*reference, 0);
+  const double loss_difference =
+      relative_difference(number_field(done, "loss"), number_field(expected, "loss"));
+  const double val_difference =
+      relative_difference(number_field(done, "val_loss"), number_field(expected, "val_loss"));
+  WARN("ZeRO " << zero << ", 2 x 2 ranks, node 1 killed at step 10: final loss within "
+               << loss_difference << ", val_loss within " << val_difference
+               << " relative of the fault-free run's");
+  CHECK(loss_difference <= kSumOrderTolerance);
+  CHECK(val_difference <= kSumOrderTolerance);
+}
+
 }  // namespace
 
-TEST_CASE("2 nodes x 2 ranks train bit for bit the model 4 nodes x 1 rank train",
+TEST_CASE("2 nodes x 2 ranks train bit for bit the model 4 nodes x 1 rank train on the CPU",
           "[multigpu][elastic]") {
-  for (const char* device : {"cpu", "scrambled-cpu-for-tests"}) {
-    INFO("train.device = " << device);
-    const std::vector<std::string> on = {"--set", "train.device=\"" + std::string(device) + "\""};
-    const auto four = launch("multirank-4x1", 4, 1, on);
-    const auto two = launch("multirank-2x2", 2, 2, on);
-    const auto sha_four = require_finished(*four, {0, 1, 2, 3}, 1, 4);
-    const auto sha_two = require_finished(*two, {0, 1}, 2, 2);
-    CHECK(sha_two == sha_four);
-    CHECK(number_field(train_done(*two, 0), "val_loss") ==
-          number_field(train_done(*four, 0), "val_loss"));
-    // The layout, shown once by the world's rank 0, and each rank where the plan put it.
-    CHECK_THAT(two->launcher.output,
-               Contains("4 ranks on 2 node(s): node 0: ranks 0-1, node 1: ranks 2-3"));
-    for (int node : {0, 1})
-      for (int local_rank : {0, 1}) {
-        const auto started = node_events(rank_dir(*two, local_rank), node, "worker_started");
-        REQUIRE_FALSE(started.empty());
-        CHECK(number_field(started[0], "rank") == node * 2 + local_rank);
-        CHECK(number_field(started[0], "ranks") == 4);
-        CHECK(number_field(started[0], "local_rank") == local_rank);
-      }
-  }
+  check_two_by_two_is_four_by_one("cpu");
+}
+
+TEST_CASE("2 nodes x 2 ranks train bit for bit the model 4 nodes x 1 rank train on the "
+          "scrambled device",
+          "[multigpu][elastic][device]") {
+  check_two_by_two_is_four_by_one("scrambled-cpu-for-tests");
 }
 
 TEST_CASE("a node of 2 ranks killed for good leaves the job to the other node's 2 ranks",
           "[multigpu][elastic][faults]") {
-  // ZeRO 0: every rank holds the whole state. ZeRO 1: each rank's optimizer shard has a
-  // replica on the same local rank of the next node (peer_shard_replica.hpp), so the
-  // killed node's two shards come back from the survivor's memory.
-  for (const int zero : {0, 1}) {
-    INFO("parallel.zero = " << zero);
-    const std::vector<std::string> sharding = {"--set", "parallel.zero=" + std::to_string(zero)};
-    const auto reference = launch("multirank-reference", 2, 2, sharding);
-    require_finished(*reference, {0, 1}, 2, 2);
-    const auto job = launch("multirank-shrink", 2, 2,
-                            sharding +
-                                std::vector<std::string>{"--set", "cluster.max_restarts=0",
-                                                         "--set", "elastic.rejoin_seconds=1"} +
-                                faults(R"({kind = "kill", node = 1, step = 10})"));
-    require_finished(*job, {0}, 2, 2);
-    INFO(job->launcher.output);
-    CHECK_THAT(job->launcher.output, Contains("the job goes on with 1 node "));
-    CHECK_THAT(job->launcher.output, Contains("2 ranks on 1 node(s): node 0: ranks 0-1"));
-    CHECK(node_events(job->path(), 1, "train_done").empty());
-    for (int local_rank : {0, 1}) {
-      INFO("local rank " << local_rank);
-      const auto back = node_events(rank_dir(*job, local_rank), 0, "recovered");
-      REQUIRE(back.size() == 1);
-      CHECK(number_field(back[0], "from_step") == kFaultStep);
-      CHECK(string_field(back[0], "source") == (zero == 0 ? "memory" : "peer"));
-      CHECK(number_field(back[0], "world_size") == 1);
-    }
-    // Steps 11 to 30 ran on 2 ranks instead of 4: the same batches, summed in another
-    // order.
-    const auto done = train_done(*job, 0);
-    const auto expected = train_done(*reference, 0);
-    const double loss_difference =
-        relative_difference(number_field(done, "loss"), number_field(expected, "loss"));
-    const double val_difference = relative_difference(number_field(done, "val_loss"),
-                                                      number_field(expected, "val_loss"));
-    WARN("ZeRO " << zero << ", 2 x 2 ranks, node 1 killed at step 10: final loss within "
-                 << loss_difference << ", val_loss within " << val_difference
-                 << " relative of the fault-free run's");
-    CHECK(loss_difference <= kSumOrderTolerance);
-    CHECK(val_difference <= kSumOrderTolerance);
-  }
+  // ZeRO 0: every rank holds the whole state.
+  check_node_of_two_ranks_lost(0);
+}
+
+TEST_CASE("under ZeRO 1 a node of 2 ranks killed for good leaves its shards on the other "
+          "node",
+          "[multigpu][elastic][faults][zero]") {
+  // Each rank's optimizer shard has a replica on the same local rank of the next node
+  // (peer_shard_replica.hpp), so the killed node's two shards come back from node 0.
+  check_node_of_two_ranks_lost(1);
 }
 
 TEST_CASE("a gradient_shard of local rank 1 that crashes restarts its worker group only",
