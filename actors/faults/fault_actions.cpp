@@ -55,8 +55,10 @@ CrashTarget parse_target(const std::string& target) {
   return {target.substr(0, at), number ? std::stoll(digits) : -1};
 }
 
-bool in_worker_group(const std::string& actor) {
-  return actor == "worker" || actor == "gradient_shard";
+// The actors a node runs once per worker group (the data_prefetcher is the node
+// supervisor's child, but serves one group).
+bool per_worker_group(const std::string& actor) {
+  return actor == "worker" || actor == "gradient_shard" || actor == "data_prefetcher";
 }
 
 caf::atom_value registry_name(const std::string& target) {
@@ -64,6 +66,7 @@ caf::atom_value registry_name(const std::string& target) {
   const int local_rank = static_cast<int>(parsed.local_rank);
   if (parsed.actor == "worker") return names::worker_of(local_rank);
   if (parsed.actor == "gradient_shard") return names::gradient_shard(0, local_rank);
+  if (parsed.actor == "data_prefetcher") return names::data_prefetcher_of(local_rank);
   for (const auto& known : kCrashable)
     if (parsed.actor == known.name) return known.registered_as;
   return names::worker;  // unreachable: check_fault_targets() refused other names at start
@@ -120,11 +123,11 @@ void check_fault_targets(const std::vector<config::FaultSpec>& faults, int64_t l
     const std::string which = "faults[" + std::to_string(i) + "].actor = \"" + faults[i].actor;
     if (!known)
       throw std::invalid_argument(which + "\": no such actor in a node (known: " + all +
-                                  "; worker and gradient_shard take @<local rank>)");
+                                  "; worker, gradient_shard and data_prefetcher take @<local rank>)");
     const bool suffixed = faults[i].actor.find('@') != std::string::npos;
-    if (suffixed && !in_worker_group(target.actor))
-      throw std::invalid_argument(which + "\": only worker and gradient_shard belong to a "
-                                  "worker group (@<local rank>)");
+    if (suffixed && !per_worker_group(target.actor))
+      throw std::invalid_argument(which + "\": only worker, gradient_shard and "
+                                  "data_prefetcher are one per worker group (@<local rank>)");
     if (target.local_rank < 0 || target.local_rank >= local_ranks)
       throw std::invalid_argument(which + "\": the local rank must be a number below "
                                   "cluster.gpus_per_node (" + std::to_string(local_ranks) + ")");

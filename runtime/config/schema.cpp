@@ -356,8 +356,8 @@ const std::vector<Key<FaultSpec>>& fault_keys() {
       fault<&Fa::ms>("faults.ms", at_least(0), "slow: extra milliseconds per step"),
       fault<&Fa::actor>("faults.actor", any(),
                         "crash_actor: name of the actor to crash; \"worker@1\", "
-                        "\"gradient_shard@1\": that actor of local rank 1's worker group "
-                        "(cluster.gpus_per_node > 1)"),
+                        "\"gradient_shard@1\", \"data_prefetcher@1\": that actor of local "
+                        "rank 1's worker group (cluster.gpus_per_node > 1)"),
       fault<&Fa::during>("faults.during", one_of({"step", "reduction"}),
                          "kill and hang at a step: at its start, or once its first gradient "
                          "bucket is on the wire (the peers are mid-collective)"),

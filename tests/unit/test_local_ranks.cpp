@@ -163,10 +163,11 @@ TEST_CASE("crash_actor names a worker group's actor by local rank", "[local_rank
   CHECK_NOTHROW(actors::check_fault_targets(crash("gradient_shard@1"), 2));
   CHECK_NOTHROW(actors::check_fault_targets(crash("worker@1"), 2));
   CHECK_NOTHROW(actors::check_fault_targets(crash("worker"), 1));
+  CHECK_NOTHROW(actors::check_fault_targets(crash("data_prefetcher@1"), 2));
   CHECK_THROWS_WITH(actors::check_fault_targets(crash("worker@2"), 2),
                     Catch::Contains("below cluster.gpus_per_node (2)"));
   CHECK_THROWS_WITH(actors::check_fault_targets(crash("worker@x"), 2),
                     Catch::Contains("below cluster.gpus_per_node"));
   CHECK_THROWS_WITH(actors::check_fault_targets(crash("membership@1"), 2),
-                    Catch::Contains("only worker and gradient_shard"));
+                    Catch::Contains("only worker, gradient_shard and data_prefetcher"));
 }
