@@ -11,9 +11,10 @@
 // ranks); a node killed for good takes its 2 ranks with it and the survivor's 2 ranks
 // finish from their memory, under ZeRO 0 and ZeRO 1 (the loss within the elastic tests'
 // 1e-5 of the fault-free run: the gradients are then summed over 2 ranks instead of 4);
-// a crash of a
-// gradient_shard of local rank 1 restarts that worker group only, and the job ends with
-// the fault-free model. Every wait is bounded and no node process outlives its test.
+// a crash of a gradient_shard of local rank 1 restarts that worker group only, and the
+// job ends with the fault-free model; each checkpoint is written once (by the world's
+// rank 0) and resumes on another layout (4 nodes x 1 rank) to the uninterrupted run's
+// model. Every wait is bounded and no node process outlives its test.
 //
 // Where the events are: a node's events.jsonl holds its actors' events and its local
 // rank 0's run; local rank r > 0 writes RUN_DIR/local-<r>/node-<id>/events.jsonl.
@@ -222,4 +223,38 @@ TEST_CASE("a gradient_shard of local rank 1 that crashes restarts its worker gro
       CHECK(number_field(back[0], "from_step") == kFaultStep);
       CHECK(string_field(back[0], "source") == "memory");
     }
+}
+
+TEST_CASE("2 nodes x 2 ranks write each checkpoint once and 4 nodes x 1 rank resume it",
+          "[multigpu][checkpoint]") {
+  const auto reference = launch("multirank-reference", 4, 1);
+  const auto sha = require_finished(*reference, {0, 1, 2, 3}, 1, 4);
+  // The first 20 of the 30 steps on 2 nodes x 2 ranks (the same schedule), with a
+  // checkpoint every 10 steps ...
+  const std::vector<std::string> checkpoints = {"--set", "checkpoint.every_steps=10", "--set",
+                                                "checkpoint.async=false"};
+  const auto first =
+      launch("multirank-checkpoint", 2, 2,
+             checkpoints + std::vector<std::string>{"--set", "train.stop_after_steps=20"});
+  INFO(first->launcher.output);
+  REQUIRE(first->launcher.exit_code == 0);
+  CHECK(node_events(first->path(), 0, "train_done").empty());
+  // ... written once per step, by the world's rank 0 (node 0's local rank 0).
+  CHECK(node_events(first->path(), 0, "checkpoint_committed").size() == 2);
+  CHECK(node_events(first->path(), 1, "checkpoint_committed").empty());
+  for (int node : {0, 1})
+    CHECK(node_events(rank_dir(*first, 1), node, "checkpoint_committed").empty());
+  // The last 10 on 4 nodes x 1 rank from that checkpoint: the uninterrupted run's model.
+  const auto resumed = run_process(
+      tiny_launch(first->path(), 4, kSteps,
+                  kOneThread + checkpoints +
+                      std::vector<std::string>{"--set", "checkpoint.resume=\"latest\""}),
+      120s, launch_env());
+  INFO(resumed.output);
+  REQUIRE(resumed.exit_code == 0);
+  const auto done = node_events(first->path(), 0, "train_done");
+  REQUIRE(done.size() == 1);
+  CHECK(number_field(done[0], "step") == kSteps);
+  CHECK(string_field(done[0], "params_sha256") == sha);
+  require_no_node_left(first->path(), 4);
 }
