@@ -9,14 +9,14 @@
 
 namespace dseek::gpu {
 
-train::BackendFactory backend_for_device() {
-  return [](const config::JobConfig& config) -> std::unique_ptr<backend::Backend> {
+train::BackendFactory backend_for_device(int device_index) {
+  return [device_index](const config::JobConfig& config) -> std::unique_ptr<backend::Backend> {
     if (config.train.device != "cuda") return train::make_runtime_backend(config);
     try {
-      return make_cuda_backend(0);
+      return make_cuda_backend(device_index);
     } catch (const std::exception& error) {
-      throw std::runtime_error(std::string("train.device = \"cuda\": no CUDA backend for this "
-                                           "run: ") + error.what());
+      throw std::runtime_error(std::string("train.device = \"cuda\": no CUDA backend on device ") +
+                               std::to_string(device_index) + " for this run: " + error.what());
     }
   };
 }

@@ -14,7 +14,7 @@
 //                   restarted (their data plane is gone); a new epoch with the same members
 //                   (node_lost "worker restarted: <why>" first, so peers abort theirs)
 //   any   -> coord  (rendezvous_atom, epoch, rank, payload) -> rendezvous_result, once every
-//                   rank of that epoch contributed (the data plane's address exchange);
+//                   rank of that epoch's plan contributed (the data plane's address exchange);
 //                   error stale_epoch if the epoch is not (or no longer) the current one
 //   coord -> agents epoch_started, node_joined, node_lost (asynchronous)
 #pragma once
@@ -87,8 +87,8 @@ typename Inspector::result_type inspect(Inspector& f, member_info& x) {
 }
 
 // One line of the coordinator's plan: which node runs which worker in an epoch.
-// Today every member runs one data-parallel worker whose rank is its rank in the
-// table; pipeline stages and tensor ranks add roles.
+// Every member runs cluster.gpus_per_node = G data-parallel workers (its local ranks
+// 0..G-1, in the plan in that order): member k of the table holds ranks k*G .. k*G+G-1.
 struct worker_assignment {
   std::int64_t node_id = 0;
   std::string role;      // "worker"

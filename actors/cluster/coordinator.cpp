@@ -81,10 +81,16 @@ struct coordinator_state {
     ev.world_size = static_cast<std::int32_t>(members.size());
     std::int32_t rank = 0;
     for (auto& [id, m] : members) {
-      ev.plan.push_back(worker_assignment{id, "worker", rank});
+      for (std::int32_t local = 0; local < cfg.ranks_per_node; ++local)
+        ev.plan.push_back(worker_assignment{id, "worker", rank * cfg.ranks_per_node + local});
       ev.members.push_back(member_info{id, rank++, m.host, m.joined_epoch});
     }
     return ev;
+  }
+
+  // The data-parallel ranks of the current epoch: every member's workers.
+  std::int32_t planned_ranks() const {
+    return static_cast<std::int32_t>(members.size()) * cfg.ranks_per_node;
   }
 
   // Every epoch change ends the rendezvous of the old epoch: its waiters get
@@ -97,13 +103,13 @@ struct coordinator_state {
 
   caf::result<rendezvous_result> on_rendezvous(std::uint64_t for_epoch, std::int32_t rank,
                                                std::string& payload) {
-    if (for_epoch != epoch || rank < 0 || rank >= static_cast<std::int32_t>(members.size()))
+    if (for_epoch != epoch || rank < 0 || rank >= planned_ranks())
       return make_error(cluster_errc::stale_epoch,
                         caf::make_message("rendezvous for epoch " + std::to_string(for_epoch)
                                           + " rank " + std::to_string(rank)
                                           + ", but the current epoch is "
                                           + std::to_string(epoch) + " with "
-                                          + std::to_string(members.size()) + " ranks"));
+                                          + std::to_string(planned_ranks()) + " ranks"));
     if (round.epoch != epoch)
       round = rendezvous_round{epoch, {}, {}};
     // A rank that asks again (its worker restarted) replaces its contribution.
@@ -115,7 +121,7 @@ struct coordinator_state {
     round.payloads[rank] = std::move(payload);
     auto promise = self->make_response_promise<rendezvous_result>();
     round.waiting.emplace(rank, promise);
-    if (round.payloads.size() == members.size()) {
+    if (round.payloads.size() == static_cast<size_t>(planned_ranks())) {
       rendezvous_result result;
       result.epoch = epoch;
       for (auto& [r, p] : round.payloads)

@@ -13,7 +13,8 @@
 //
 // Every membership change starts a new epoch (numbered from 1) and sends
 // every member (and the listener) node_joined / node_lost and then
-// epoch_started with the rank table (ranks in node id order). The
+// epoch_started with the rank table (ranks in node id order) and the plan (ranks_per_node
+// workers a member, numbered in the table's order). The
 // coordinator process is not itself a member: a node that trains runs an
 // agent, the coordinator's node included (it joins its local coordinator).
 // A node id that comes back (a restarted process) rejoins in a later epoch; a
@@ -66,6 +67,10 @@ struct coordinator_config {
   caf::actor listener;
   // Log lines on stderr ("[dseek coordinator] ..."): joins, losses, refusals.
   bool log = true;
+  // Workers per member (cluster.gpus_per_node, the same on every node): the plan gives
+  // member k of the table the data-parallel ranks k*G .. k*G+G-1, and a rendezvous
+  // completes once each of those ranks of every member contributed.
+  std::int32_t ranks_per_node = 1;
 };
 
 // Errors: cluster_errc::no_secret when neither the setting nor

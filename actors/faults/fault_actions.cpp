@@ -39,9 +39,36 @@ constexpr CrashableActor kCrashable[] = {
     {"pipeline_stage", names::pipeline_stage},
 };
 
-caf::atom_value registry_name(const std::string& actor) {
+// A crash_actor target: the actor's name and, for a worker group's actor, the group's
+// local rank ("worker@1"; no "@": group 0). local_rank is -1 when the suffix is no number.
+struct CrashTarget {
+  std::string actor;
+  int64_t local_rank = 0;
+};
+
+CrashTarget parse_target(const std::string& target) {
+  const auto at = target.find('@');
+  if (at == std::string::npos) return {target, 0};
+  const std::string digits = target.substr(at + 1);
+  const bool number = !digits.empty() && digits.size() <= 2 &&
+                      digits.find_first_not_of("0123456789") == std::string::npos;
+  return {target.substr(0, at), number ? std::stoll(digits) : -1};
+}
+
+// The actors a node runs once per worker group (the data_prefetcher is the node
+// supervisor's child, but serves one group).
+bool per_worker_group(const std::string& actor) {
+  return actor == "worker" || actor == "gradient_shard" || actor == "data_prefetcher";
+}
+
+caf::atom_value registry_name(const std::string& target) {
+  const CrashTarget parsed = parse_target(target);
+  const int local_rank = static_cast<int>(parsed.local_rank);
+  if (parsed.actor == "worker") return names::worker_of(local_rank);
+  if (parsed.actor == "gradient_shard") return names::gradient_shard(0, local_rank);
+  if (parsed.actor == "data_prefetcher") return names::data_prefetcher_of(local_rank);
   for (const auto& known : kCrashable)
-    if (actor == known.name) return known.registered_as;
+    if (parsed.actor == known.name) return known.registered_as;
   return names::worker;  // unreachable: check_fault_targets() refused other names at start
 }
 
@@ -83,19 +110,27 @@ const std::vector<std::string>& crashable_actors() {
   return list;
 }
 
-void check_fault_targets(const std::vector<config::FaultSpec>& faults) {
+void check_fault_targets(const std::vector<config::FaultSpec>& faults, int64_t local_ranks) {
   for (size_t i = 0; i < faults.size(); ++i) {
     if (faults[i].kind != "crash_actor") continue;
+    const CrashTarget target = parse_target(faults[i].actor);
     bool known = false;
     std::string all;
     for (const auto& name : crashable_actors()) {
-      known = known || name == faults[i].actor;
+      known = known || name == target.actor;
       all += (all.empty() ? "" : ", ") + name;
     }
+    const std::string which = "faults[" + std::to_string(i) + "].actor = \"" + faults[i].actor;
     if (!known)
-      throw std::invalid_argument("faults[" + std::to_string(i) + "].actor = \"" +
-                                  faults[i].actor + "\": no such actor in a node (known: " +
-                                  all + ")");
+      throw std::invalid_argument(which + "\": no such actor in a node (known: " + all +
+                                  "; worker, gradient_shard and data_prefetcher take @<local rank>)");
+    const bool suffixed = faults[i].actor.find('@') != std::string::npos;
+    if (suffixed && !per_worker_group(target.actor))
+      throw std::invalid_argument(which + "\": only worker, gradient_shard and "
+                                  "data_prefetcher are one per worker group (@<local rank>)");
+    if (target.local_rank < 0 || target.local_rank >= local_ranks)
+      throw std::invalid_argument(which + "\": the local rank must be a number below "
+                                  "cluster.gpus_per_node (" + std::to_string(local_ranks) + ")");
   }
 }
 

@@ -18,10 +18,37 @@
 
 namespace dseek::actors {
 
-int32_t rank_in_plan(const epoch_started& epoch, int64_t node_id) {
+int32_t rank_in_plan(const epoch_started& epoch, int64_t node_id, int local_rank) {
+  // The node's workers are in the plan in local-rank order.
+  int seen = 0;
   for (const auto& assignment : epoch.plan)
-    if (assignment.node_id == node_id && assignment.role == "worker") return assignment.rank;
+    if (assignment.node_id == node_id && assignment.role == "worker" && seen++ == local_rank)
+      return assignment.rank;
   return -1;
+}
+
+int32_t ranks_in_plan(const epoch_started& epoch) {
+  int32_t ranks = 0;
+  for (const auto& assignment : epoch.plan) ranks += assignment.role == "worker" ? 1 : 0;
+  return ranks;
+}
+
+std::string rank_layout(const epoch_started& epoch) {
+  std::string text;
+  for (const auto& member : epoch.members) {
+    int32_t first = -1, last = -1;
+    for (const auto& assignment : epoch.plan) {
+      if (assignment.node_id != member.node_id || assignment.role != "worker") continue;
+      if (first < 0) first = assignment.rank;
+      last = assignment.rank;
+    }
+    if (first < 0) continue;
+    if (!text.empty()) text += ", ";
+    text += "node " + std::to_string(member.node_id);
+    text += first == last ? ": rank " + std::to_string(first)
+                          : ": ranks " + std::to_string(first) + "-" + std::to_string(last);
+  }
+  return text;
 }
 
 namespace {
@@ -47,10 +74,12 @@ std::vector<std::string> exchange(caf::actor_system& sys, const epoch_started& e
   return payloads;
 }
 
-int32_t planned_rank(const epoch_started& epoch, const config::JobConfig& config) {
-  const int32_t rank = rank_in_plan(epoch, config.cluster.node_id);
+int32_t planned_rank(const epoch_started& epoch, const config::JobConfig& config,
+                     int local_rank) {
+  const int32_t rank = rank_in_plan(epoch, config.cluster.node_id, local_rank);
   if (rank < 0)
-    throw std::runtime_error("epoch " + std::to_string(epoch.epoch) + " has no worker on node " +
+    throw std::runtime_error("epoch " + std::to_string(epoch.epoch) + " has no worker of local "
+                             "rank " + std::to_string(local_rank) + " on node " +
                              std::to_string(config.cluster.node_id));
   return rank;
 }
@@ -67,7 +96,9 @@ std::unique_ptr<comm::Communicator> connect_nccl_plane(const std::string& unique
                                                        const config::JobConfig& config,
                                                        int32_t rank, int device) {
 #ifdef DSEEK_HAVE_NCCL
-  return comm::connect_nccl(unique_id, rank, epoch.world_size, device, comm_options(epoch, config));
+  // The world is every rank of the plan (cluster.gpus_per_node of them a node).
+  return comm::connect_nccl(unique_id, rank, ranks_in_plan(epoch), device,
+                           comm_options(epoch, config));
 #else
   (void)unique_id;
   (void)epoch;
@@ -83,11 +114,12 @@ std::unique_ptr<comm::Communicator> connect_nccl_plane(const std::string& unique
 std::unique_ptr<comm::Communicator> connect_ucx_plane(caf::actor_system& sys,
                                                       const epoch_started& epoch,
                                                       const config::JobConfig& config,
-                                                      int32_t ranks, bool nccl,
+                                                      int32_t ranks, int local_rank, bool nccl,
                                                       std::string& nccl_id) {
-  const int32_t rank = planned_rank(epoch, config);
-  if (ranks < 0) ranks = epoch.world_size;
-  if (rank >= ranks || ranks > epoch.world_size)
+  const int32_t rank = planned_rank(epoch, config, local_rank);
+  const int32_t planned = ranks_in_plan(epoch);
+  if (ranks < 0) ranks = planned;
+  if (rank >= ranks || ranks > planned)
     throw std::logic_error("rank " + std::to_string(rank) + " of epoch " +
                            std::to_string(epoch.epoch) + " is not among its " +
                            std::to_string(ranks) + " connecting ranks");
@@ -119,20 +151,21 @@ std::unique_ptr<comm::Communicator> connect_ucx_plane(caf::actor_system& sys,
 std::unique_ptr<comm::Communicator> connect_data_plane(caf::actor_system& sys,
                                                        const epoch_started& epoch,
                                                        const config::JobConfig& config,
-                                                       int32_t ranks) {
+                                                       int32_t ranks, int local_rank) {
   std::string unused;
-  return connect_ucx_plane(sys, epoch, config, ranks, false, unused);
+  return connect_ucx_plane(sys, epoch, config, ranks, local_rank, false, unused);
 }
 
 EpochDataPlanes connect_data_planes(caf::actor_system& sys, const epoch_started& epoch,
-                                    const config::JobConfig& config, int device) {
+                                    const config::JobConfig& config, int local_rank) {
+  const int device = local_rank;  // worker group i drives CUDA device i (node_tree.hpp)
   const bool nccl = config.comm.backend == "nccl";
 #ifdef DSEEK_HAVE_NCCL
   if (nccl) comm::require_cuda_device(device);  // before the peers wait for this rank
 #endif
   std::string nccl_id;
   EpochDataPlanes planes;
-  planes.host = connect_ucx_plane(sys, epoch, config, -1, nccl, nccl_id);
+  planes.host = connect_ucx_plane(sys, epoch, config, -1, local_rank, nccl, nccl_id);
   if (nccl)
     planes.device = connect_nccl_plane(nccl_id, epoch, config, planes.host->rank(), device);
   return planes;
@@ -151,7 +184,7 @@ void check_data_plane_available(const config::JobConfig& config) {
 
 void stand_by_in_rendezvous(caf::actor_system& sys, const epoch_started& epoch,
                             const config::JobConfig& config) {
-  exchange(sys, epoch, config, planned_rank(epoch, config), std::string());
+  exchange(sys, epoch, config, planned_rank(epoch, config, 0), std::string());
 }
 
 }  // namespace dseek::actors

@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <memory>
 #include <stdexcept>
+#include <string>
 
 #include <caf/fwd.hpp>
 
@@ -31,17 +32,27 @@ struct rendezvous_failed : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// This node's data-parallel rank in `epoch`'s plan; -1 if the plan has no worker here.
-int32_t rank_in_plan(const epoch_started& epoch, int64_t node_id);
+// The data-parallel rank of this node's worker group `local_rank` (cluster.gpus_per_node
+// of them) in `epoch`'s plan; -1 if the plan has no such worker here.
+int32_t rank_in_plan(const epoch_started& epoch, int64_t node_id, int local_rank = 0);
+
+// How many data-parallel ranks `epoch`'s plan has (every member's workers).
+int32_t ranks_in_plan(const epoch_started& epoch);
+
+// Which node holds which ranks in `epoch`'s plan, for people: "node 0: ranks 0-1, node 1:
+// ranks 2-3".
+std::string rank_layout(const epoch_started& epoch);
 
 // Throws rendezvous_failed when the rendezvous fails (the epoch changed meanwhile, no
 // coordinator) and comm::CommError when connecting fails. `ranks`: how many of the
 // epoch's ranks (the first ones) train and connect (-1: all); the others must call
 // stand_by_in_rendezvous, since the rendezvous waits for every rank of the epoch.
+// `local_rank`: which of the node's worker groups connects (each its own UCX worker and
+// endpoints: ranks of one process reach each other as ranks of two processes do).
 std::unique_ptr<comm::Communicator> connect_data_plane(caf::actor_system& sys,
                                                        const epoch_started& epoch,
                                                        const config::JobConfig& config,
-                                                       int32_t ranks = -1);
+                                                       int32_t ranks = -1, int local_rank = 0);
 
 // The communicators of one epoch: `host` (UCX) always; `device` (NCCL, on the GPU) with
 // comm.backend = "nccl", else null.
@@ -50,10 +61,11 @@ struct EpochDataPlanes {
   std::unique_ptr<comm::Communicator> device;
 };
 
-// connect_data_plane for every rank of `epoch`, plus the NCCL communicator on CUDA device
-// `device` when config.comm.backend = "nccl". Throws as connect_data_plane does.
+// connect_data_plane of worker group `local_rank` for every rank of `epoch`, plus the
+// NCCL communicator on CUDA device `local_rank` (the group's device) when
+// config.comm.backend = "nccl". Throws as connect_data_plane does.
 EpochDataPlanes connect_data_planes(caf::actor_system& sys, const epoch_started& epoch,
-                                    const config::JobConfig& config, int device = 0);
+                                    const config::JobConfig& config, int local_rank = 0);
 
 // At the node's start: comm.backend = "nccl" in a build without NCCL throws
 // config::ConfigError naming the key.

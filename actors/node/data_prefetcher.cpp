@@ -161,14 +161,15 @@ caf::behavior data_prefetcher(caf::stateful_actor<prefetcher_state>* self, std::
 class actor_batches final : public train::BatchSource {
  public:
   actor_batches(caf::actor_system& sys, std::shared_ptr<train::BatchSource> source,
-                std::chrono::milliseconds wait)
-      : sys_(sys), self_(sys), source_(std::move(source)), wait_(wait) {}
+                std::chrono::milliseconds wait, caf::atom_value prefetcher_name)
+      : sys_(sys), self_(sys), source_(std::move(source)), wait_(wait),
+        prefetcher_name_(prefetcher_name) {}
 
   void fill(uint64_t step, int64_t batch_size, int64_t first, int64_t count, int64_t context,
             int32_t* inputs, int32_t* targets) override {
     const size_t tokens = static_cast<size_t>(count * context);
     batch_ptr batch;
-    if (auto prefetcher = names::lookup(sys_, names::data_prefetcher)) {
+    if (auto prefetcher = names::lookup(sys_, prefetcher_name_)) {
       self_->request(prefetcher, wait_,
                      batch_request{source_, step, batch_slice{batch_size, first, count, context}})
           .receive([&](batch_reply& reply) { batch = std::move(reply.batch); },
@@ -188,23 +189,25 @@ class actor_batches final : public train::BatchSource {
   caf::scoped_actor self_;
   std::shared_ptr<train::BatchSource> source_;
   std::chrono::milliseconds wait_;
+  caf::atom_value prefetcher_name_;
 };
 
 }  // namespace
 
-caf::actor spawn_data_prefetcher(caf::actor_system& sys, std::int64_t depth) {
+caf::actor spawn_data_prefetcher(caf::actor_system& sys, std::int64_t depth, int local_rank) {
   auto prefetcher = sys.spawn(data_prefetcher, depth);
   // At once, not when the actor first runs: a training that starts next finds it.
-  names::register_handle(sys, names::data_prefetcher, prefetcher);
+  names::register_handle(sys, names::data_prefetcher_of(local_rank), prefetcher);
   return prefetcher;
 }
 
 std::function<std::unique_ptr<train::BatchSource>(std::shared_ptr<train::BatchSource> source)>
-prefetcher_for(caf::actor_system& sys, std::chrono::milliseconds wait) {
-  return [&sys, wait](std::shared_ptr<train::BatchSource> source)
+prefetcher_for(caf::actor_system& sys, std::chrono::milliseconds wait, int local_rank) {
+  const caf::atom_value name = names::data_prefetcher_of(local_rank);
+  return [&sys, wait, name](std::shared_ptr<train::BatchSource> source)
              -> std::unique_ptr<train::BatchSource> {
-    if (!names::lookup(sys, names::data_prefetcher)) return nullptr;
-    return std::make_unique<actor_batches>(sys, std::move(source), wait);
+    if (!names::lookup(sys, name)) return nullptr;
+    return std::make_unique<actor_batches>(sys, std::move(source), wait, name);
   };
 }
 

@@ -44,16 +44,21 @@ struct prefetch_stats {
   std::int64_t ready_through = -1;  // the furthest step with a slice ready (-1: none)
 };
 
-// Spawns the actor keeping `depth` steps ahead (data.prefetch); it registers itself
-// under names::data_prefetcher (a restarted one replaces its predecessor).
-caf::actor spawn_data_prefetcher(caf::actor_system& sys, std::int64_t depth);
+// Spawns the actor keeping `depth` steps ahead (data.prefetch) for the worker of group
+// `local_rank` (a node runs one per worker group, cluster.gpus_per_node); it registers
+// itself under names::data_prefetcher_of(local_rank) (a restarted one replaces its
+// predecessor).
+caf::actor spawn_data_prefetcher(caf::actor_system& sys, std::int64_t depth,
+                                 int local_rank = 0);
 
 // For RunOptions::batch_prefetcher: a BatchSource served by the node's data_prefetcher,
 // filling from `source` itself when the actor cannot answer within `wait`. Null when no
 // data_prefetcher runs in `sys` (a training outside the node's tree): the run then
 // prefetches on a thread of its own.
+// `local_rank`: whose data_prefetcher (the worker group's).
 std::function<std::unique_ptr<train::BatchSource>(std::shared_ptr<train::BatchSource> source)>
-prefetcher_for(caf::actor_system& sys, std::chrono::milliseconds wait = std::chrono::seconds(2));
+prefetcher_for(caf::actor_system& sys, std::chrono::milliseconds wait = std::chrono::seconds(2),
+               int local_rank = 0);
 
 }  // namespace dseek::actors
 

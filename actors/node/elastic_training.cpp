@@ -173,7 +173,7 @@ job_finished run_elastic_training(const worker_setup& setup, int starts, caf::ac
                       .add("last_step", replica.steps_done));
     };
     try {
-      EpochDataPlanes planes = connect_data_planes(sys, *epoch, config);
+      EpochDataPlanes planes = connect_data_planes(sys, *epoch, config, setup.local_rank);
       communicator = std::move(planes.host);
       device_communicator = std::move(planes.device);
       BoardRegistration registration(board, communicator.get(), device_communicator.get(),
@@ -189,10 +189,17 @@ job_finished run_elastic_training(const worker_setup& setup, int starts, caf::ac
         if (session.checkpoint.every_steps > 0 && session.checkpoint.resume.empty())
           session.checkpoint.resume = "latest";
       }
+      // The layout of the ranks over the nodes, once per world (by its rank 0).
+      if (rank == 0)
+        std::fprintf(stderr, "dseek-node: epoch %llu: %d ranks on %d node(s): %s\n",
+                     static_cast<unsigned long long>(epoch->epoch), communicator->size(),
+                     epoch->world_size, rank_layout(*epoch).c_str());
       events.emit("worker_started",
                   util::JsonLine().add("epoch", epoch->epoch)
                       .add("world_size", static_cast<int64_t>(epoch->world_size))
                       .add("rank", static_cast<int64_t>(rank))
+                      .add("ranks", static_cast<int64_t>(communicator->size()))
+                      .add("local_rank", static_cast<int64_t>(setup.local_rank))
                       .add("state_step", agreement.steps_done).add("state_source", source));
 
       train::RunOptions options = node_run_options(setup, sys, stop);
@@ -211,7 +218,8 @@ job_finished run_elastic_training(const worker_setup& setup, int starts, caf::ac
       std::unique_ptr<PeerShardReplica> shard_replica;
       if (keeps_shard_replica)
         shard_replica =
-            std::make_unique<PeerShardReplica>(*communicator, replica, settings.bucket_bytes);
+            std::make_unique<PeerShardReplica>(*communicator, replica, settings.bucket_bytes,
+                                               static_cast<int>(config.cluster.gpus_per_node));
       const int64_t last_step = config.train.steps;
       options.after_step = [&recovering, &replica, &events, &shard_replica, keeps_memory_state,
                             param_count, epoch, failed_at, from_step, source, why_disk,

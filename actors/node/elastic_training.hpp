@@ -14,6 +14,10 @@
 //     them (sharded_state_sync.hpp); when no step can be rebuilt (two neighbours lost,
 //     or elastic.shard_replica = false), the newest checkpoint on disk.
 //
+// A node with several worker groups (cluster.gpus_per_node) runs this once per group,
+// each for its rank of the plan (setup.local_rank), with its own state, communicator and
+// event log; so does a single node with several groups (its ranks are a world too).
+//
 // A worker that starts again in the same process (its worker group was restarted after a
 // crash in it) first has the coordinator start a new epoch with the same members: its
 // peers' collectives with the old worker are broken, and all of them meet in that epoch.

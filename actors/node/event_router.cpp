@@ -40,22 +40,27 @@ std::string members_text(const epoch_started& e) {
   return text;
 }
 
-caf::behavior event_router(caf::stateful_actor<router_state>* self, caf::actor node_main) {
+caf::behavior event_router(caf::stateful_actor<router_state>* self, caf::actor node_main,
+                           int local_ranks) {
   auto log = [self](const char* event, const util::JsonLine& fields) {
     names::send_to(self->system(), names::metrics_exporter, node_event{event, fields.str()});
+  };
+  auto to_workers = [self, local_ranks](const auto& event) {
+    for (int local_rank = 0; local_rank < local_ranks; ++local_rank)
+      names::send_to(self->system(), names::worker_of(local_rank), event);
   };
   return {
       [=](const node_joined& e) {
         log("node_joined", util::JsonLine().add("joined_node", e.node_id).add("host", e.host)
                                .add("epoch", e.epoch).add("rejoined", e.rejoined));
-        names::send_to(self->system(), names::worker, e);
+        to_workers(e);
       },
       [=](const node_lost& e) {
         log("node_lost", util::JsonLine().add("lost_node", e.lost_node).add("reason", e.reason)
                              .add("detection_ms", e.detection_ms)
                              .add("since_heartbeat_ms", e.since_heartbeat_ms)
                              .add("epoch", e.epoch));
-        names::send_to(self->system(), names::worker, e);
+        to_workers(e);
       },
       [=](const epoch_started& e) {
         if (!is_newer_epoch(e, self->state.last_epoch)) return;
@@ -63,7 +68,7 @@ caf::behavior event_router(caf::stateful_actor<router_state>* self, caf::actor n
         log("epoch_started", util::JsonLine().add("epoch", e.epoch)
                                  .add("world_size", static_cast<int64_t>(e.world_size))
                                  .add("members", members_text(e)).add("plan", plan_text(e)));
-        names::send_to(self->system(), names::worker, e);
+        to_workers(e);
       },
       [=](const join_refused& e) {
         log("join_refused", util::JsonLine().add("refused_node", e.node_id)
@@ -106,8 +111,8 @@ caf::behavior refusal_logger(caf::event_based_actor* self) {
 
 }  // namespace
 
-caf::actor spawn_event_router(caf::actor_system& sys, caf::actor node_main) {
-  return sys.spawn(event_router, std::move(node_main));
+caf::actor spawn_event_router(caf::actor_system& sys, caf::actor node_main, int local_ranks) {
+  return sys.spawn(event_router, std::move(node_main), local_ranks);
 }
 
 caf::actor spawn_refusal_logger(caf::actor_system& sys) {

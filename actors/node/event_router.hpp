@@ -1,7 +1,7 @@
 // The event router of a node: the one fixed address that the cluster agent, the
 // coordinator and the supervisors report to (their listener). It turns each event into a
 // line of the node's events.jsonl (through the metrics exporter), passes the epochs to
-// the worker, and the events that end the node (join refused, cannot join) to the node's
+// the workers (one per local rank, cluster.gpus_per_node), and the events that end the node (join refused, cannot join) to the node's
 // main loop. It is plumbing, not supervised, and holds no state but the last epoch, which
 // a (re)started worker asks for:
 //
@@ -13,8 +13,9 @@
 
 namespace dseek::actors {
 
-// `node_main` gets join_refused and agent_event{"join_failed"}.
-caf::actor spawn_event_router(caf::actor_system& sys, caf::actor node_main);
+// `node_main` gets join_refused and agent_event{"join_failed"}; the membership events go
+// to the workers of the node's `local_ranks` worker groups.
+caf::actor spawn_event_router(caf::actor_system& sys, caf::actor node_main, int local_ranks = 1);
 
 // The coordinator's listener on the coordinator node: it logs only the refused joins
 // (the node's own agent reports the joins, losses and epochs, once).

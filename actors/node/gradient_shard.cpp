@@ -297,27 +297,29 @@ int gradient_shard_count(const config::JobConfig& config) {
   return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
 }
 
-caf::actor spawn_gradient_shard(caf::actor_system& sys, int index) {
+caf::actor spawn_gradient_shard(caf::actor_system& sys, int index, int local_rank) {
   auto shard = sys.spawn(gradient_shard, index);
   // At once, not when the actor first runs: the worker started next looks it up.
-  names::register_handle(sys, names::gradient_shard(index), shard);
+  names::register_handle(sys, names::gradient_shard(index, local_rank), shard);
   return shard;
 }
 
-std::vector<caf::actor> running_gradient_shards(caf::actor_system& sys, int count) {
+std::vector<caf::actor> running_gradient_shards(caf::actor_system& sys, int count,
+                                                int local_rank) {
   std::vector<caf::actor> shards;
   for (int i = 0; i < count; ++i) {
-    auto shard = names::lookup(sys, names::gradient_shard(i));
+    auto shard = names::lookup(sys, names::gradient_shard(i, local_rank));
     if (!shard) return {};
     shards.push_back(std::move(shard));
   }
   return shards;
 }
 
-train::OptimizerShardsFactory gradient_shards_for(caf::actor_system& sys, int count) {
-  return [&sys, count](const train::OptimizerSpec& spec)
+train::OptimizerShardsFactory gradient_shards_for(caf::actor_system& sys, int count,
+                                                  int local_rank) {
+  return [&sys, count, local_rank](const train::OptimizerSpec& spec)
              -> std::unique_ptr<train::OptimizerShards> {
-    auto shards = running_gradient_shards(sys, count);
+    auto shards = running_gradient_shards(sys, count, local_rank);
     if (shards.empty()) return nullptr;
     return std::make_unique<actor_optimizer>(sys, std::move(shards), spec);
   };

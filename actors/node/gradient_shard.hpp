@@ -55,15 +55,20 @@ struct gradient_shard_lost : std::runtime_error {
 // (train.threads), so the update runs as wide as the trainer's own did.
 int gradient_shard_count(const config::JobConfig& config);
 
-// Spawns gradient_shard number `index`; it registers itself under names::gradient_shard.
-caf::actor spawn_gradient_shard(caf::actor_system& sys, int index);
+// Spawns gradient_shard number `index` of worker group `local_rank` (a node runs one
+// group per local rank, cluster.gpus_per_node); it registers itself under
+// names::gradient_shard(index, local_rank).
+caf::actor spawn_gradient_shard(caf::actor_system& sys, int index, int local_rank = 0);
 
-// The gradient_shard actors now registered (0 .. count-1); empty unless all are.
-std::vector<caf::actor> running_gradient_shards(caf::actor_system& sys, int count);
+// The gradient_shard actors of group `local_rank` now registered (0 .. count-1); empty
+// unless all are.
+std::vector<caf::actor> running_gradient_shards(caf::actor_system& sys, int count,
+                                                int local_rank = 0);
 
-// Optimizers kept by the node's `count` gradient_shard actors. When they are not all
-// running (a training outside the node's tree), the factory returns null: the trainer
-// then keeps its own LocalOptimizer.
-train::OptimizerShardsFactory gradient_shards_for(caf::actor_system& sys, int count);
+// Optimizers kept by the `count` gradient_shard actors of group `local_rank`. When they
+// are not all running (a training outside the node's tree), the factory returns null:
+// the trainer then keeps its own LocalOptimizer.
+train::OptimizerShardsFactory gradient_shards_for(caf::actor_system& sys, int count,
+                                                  int local_rank = 0);
 
 }  // namespace dseek::actors

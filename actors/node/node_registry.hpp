@@ -23,9 +23,25 @@ constexpr caf::atom_value fault_injector = caf::atom("dsfaults");
 constexpr caf::atom_value data_prefetcher = caf::atom("dsprefetch");
 constexpr caf::atom_value pipeline_stage = caf::atom("dsstage");
 
-// The gradient_shard actor number `index` of the worker group ("dsshard0", ...).
-inline caf::atom_value gradient_shard(int index) {
-  return caf::atom_from_string("dsshard" + std::to_string(index));
+// A node runs one worker group per local rank (cluster.gpus_per_node): group 0's actors
+// keep the names of a node with one group, the others' carry their local rank.
+
+// The worker of worker group `local_rank` ("dsworker", "dsworker1", ...).
+inline caf::atom_value worker_of(int local_rank) {
+  return local_rank == 0 ? worker : caf::atom_from_string("dsworker" + std::to_string(local_rank));
+}
+
+// The data_prefetcher of worker group `local_rank` ("dsprefetch", "dsprefet1", ...).
+inline caf::atom_value data_prefetcher_of(int local_rank) {
+  return local_rank == 0 ? data_prefetcher
+                         : caf::atom_from_string("dsprefet" + std::to_string(local_rank));
+}
+
+// The gradient_shard actor number `index` of worker group `local_rank` ("dsshard0", ...
+// for group 0; "dsg1s0", ... for the others: an atom holds at most 10 characters).
+inline caf::atom_value gradient_shard(int index, int local_rank = 0) {
+  if (local_rank == 0) return caf::atom_from_string("dsshard" + std::to_string(index));
+  return caf::atom_from_string("dsg" + std::to_string(local_rank) + "s" + std::to_string(index));
 }
 
 // Registers `handle` under `name`, replacing a predecessor (CAF 0.17's put() keeps an

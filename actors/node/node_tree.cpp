@@ -17,12 +17,63 @@
 #include "actors/node/metrics_exporter.hpp"
 #include "actors/node/node_registry.hpp"
 #include "actors/node/pipeline_stage.hpp"
+#include "runtime/metrics/event_log.hpp"
+#include "runtime/train/run_training.hpp"
 
 namespace dseek::actors {
 
 namespace {
 using std::chrono::milliseconds;
+
+// The worker group of local rank `local_rank` of `local_ranks`: its gradient_shards, a
+// pipeline job's stage, and the worker. A crash in it restarts this group only (one_for_all
+// within it); the node's other groups see it as a restarted worker of their node (a new
+// epoch) and recover from memory, as every other rank does.
+supervisor_config worker_group_config(const worker_setup& node_worker, int local_rank,
+                                      int local_ranks) {
+  const auto& config = node_worker.config;
+  supervisor_config group;
+  group.name = local_ranks == 1 ? "worker_group" : "worker_group_" + std::to_string(local_rank);
+  group.strategy = restart_strategy::one_for_all;
+  group.max_restarts = 3;
+  group.restart_period = std::chrono::seconds(60);
+  group.listener = node_worker.router;
+  // The optimizer state: started before the worker, which finds them at its start, and
+  // stopped after it (its final checkpoint reads their moments).
+  for (int index = 0; index < gradient_shard_count(config); ++index)
+    group.children.push_back({"gradient_shard_" + std::to_string(index),
+                              [index, local_rank](caf::actor_system& sys) {
+                                return spawn_gradient_shard(sys, index, local_rank);
+                              },
+                              restart_policy::permanent, milliseconds(2000)});
+  // A pipeline job's stage (its trainer, on a thread of its own): started before the
+  // worker, which drives it, and stopped after it.
+  if (config.parallel.pipeline > 1)
+    group.children.push_back({"pipeline_stage",
+                              [](caf::actor_system& sys) {
+                                return caf::actor_cast<caf::actor>(spawn_pipeline_stage(sys));
+                              },
+                              restart_policy::permanent, milliseconds(10000)});
+  auto worker = node_worker;
+  worker.local_rank = local_rank;
+  if (local_rank > 0) {
+    // Each group's own: its restarts, the state it recovers from, its run's events.
+    worker.starts = std::make_shared<std::atomic<int>>(0);
+    worker.replica = std::make_shared<train::TrainingState>();
+    // RUN_DIR/local-<r>/node-<id>/events.jsonl: local rank r's run as a run dir of its
+    // own, beside the node's events.jsonl (local rank 0's run and the node's actors), which
+    // keeps its one rank's run per node for its readers (node_runs.hpp, dseek report).
+    worker.events = std::make_shared<metrics::EventLog>(
+        worker.run_dir / ("local-" + std::to_string(local_rank)), config.cluster.node_id);
+  }
+  // The worker's orderly stop waits for the step in flight and the final checkpoint.
+  group.children.push_back({"worker",
+                            [worker](caf::actor_system& sys) { return spawn_worker(sys, worker); },
+                            restart_policy::transient, milliseconds(120000)});
+  return group;
 }
+
+}  // namespace
 
 ClusterSettings cluster_settings_of(const config::ClusterConfig& cluster) {
   ClusterSettings s;
@@ -61,12 +112,16 @@ supervisor_config node_supervisor_config(const node_tree_setup& setup) {
                            [](caf::actor_system& sys) { return spawn_checkpoint_writer(sys); },
                            restart_policy::permanent, milliseconds(60000)});
 
+  // One per worker group: each keeps its own worker's slices ahead.
   const int64_t prefetch_depth = config.data.prefetch;
-  node.children.push_back({"data_prefetcher",
-                           [prefetch_depth](caf::actor_system& sys) {
-                             return spawn_data_prefetcher(sys, prefetch_depth);
-                           },
-                           restart_policy::permanent, milliseconds(2000)});
+  const int local_ranks = static_cast<int>(config.cluster.gpus_per_node);
+  for (int local_rank = 0; local_rank < local_ranks; ++local_rank)
+    node.children.push_back({local_rank == 0 ? std::string("data_prefetcher")
+                                             : "data_prefetcher_" + std::to_string(local_rank),
+                             [prefetch_depth, local_rank](caf::actor_system& sys) {
+                               return spawn_data_prefetcher(sys, prefetch_depth, local_rank);
+                             },
+                             restart_policy::permanent, milliseconds(2000)});
 
   node_agent_config agent;
   agent.node_id = config.cluster.node_id;
@@ -95,34 +150,10 @@ supervisor_config node_supervisor_config(const node_tree_setup& setup) {
                            },
                            restart_policy::permanent, milliseconds(1000)});
 
-  supervisor_config group;
-  group.name = "worker_group";
-  group.strategy = restart_strategy::one_for_all;
-  group.max_restarts = 3;
-  group.restart_period = std::chrono::seconds(60);
-  group.listener = setup.worker.router;
-  // The optimizer state: started before the worker, which finds them at its start, and
-  // stopped after it (its final checkpoint reads their moments).
-  for (int index = 0; index < gradient_shard_count(config); ++index)
-    group.children.push_back({"gradient_shard_" + std::to_string(index),
-                              [index](caf::actor_system& sys) {
-                                return spawn_gradient_shard(sys, index);
-                              },
-                              restart_policy::permanent, milliseconds(2000)});
-  // A pipeline job's stage (its trainer, on a thread of its own): started before the
-  // worker, which drives it, and stopped after it.
-  if (config.parallel.pipeline > 1)
-    group.children.push_back({"pipeline_stage",
-                              [](caf::actor_system& sys) {
-                                return caf::actor_cast<caf::actor>(spawn_pipeline_stage(sys));
-                              },
-                              restart_policy::permanent, milliseconds(10000)});
-  auto worker = setup.worker;
-  // The worker's orderly stop waits for the step in flight and the final checkpoint.
-  group.children.push_back({"worker",
-                            [worker](caf::actor_system& sys) { return spawn_worker(sys, worker); },
-                            restart_policy::transient, milliseconds(120000)});
-  node.children.push_back(supervisor_child(std::move(group), restart_policy::transient));
+  // One worker group per local rank (cluster.gpus_per_node), each one rank of the world.
+  for (int local_rank = 0; local_rank < local_ranks; ++local_rank)
+    node.children.push_back(supervisor_child(
+        worker_group_config(setup.worker, local_rank, local_ranks), restart_policy::transient));
   return node;
 }
 
@@ -139,6 +170,7 @@ supervisor_config job_supervisor_config(const config::JobConfig& config, caf::ac
   coordinator_config cc;
   cc.settings = cluster_settings_of(config.cluster);
   cc.listener = refusal_logger;
+  cc.ranks_per_node = static_cast<std::int32_t>(config.cluster.gpus_per_node);
   const bool tls = !config.cluster.tls_ca.empty();
   job.children.push_back(
       {"coordinator",

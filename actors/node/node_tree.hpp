@@ -6,9 +6,12 @@
 //     |- health_monitor     step watchdog, replica checksum disagreements (sdc_detected)
 //     |- checkpoint_writer  persists checkpoint snapshots
 //     |- data_prefetcher    data.prefetch steps of batches ready ahead of the worker
+//                           (one per worker group: data_prefetcher_<i> for local rank i > 0)
 //     |- membership         the node agent: join, heartbeats, epochs, graceful leave
 //     |- fault_injector     timed [[faults]]
-//     `- worker_group (one_for_all)
+//     `- worker_group (one_for_all)   one per local rank: worker_group_0 .. _{G-1} when
+//          |                           cluster.gpus_per_node = G > 1, each a rank of the
+//          |                           world on its device (G = 1: "worker_group")
 //          |- gradient_shard_0 .. _{N-1}   the optimizer state, N = train.threads
 //          |- pipeline_stage  a pipeline job's stage and its trainer (parallel.pipeline > 1)
 //          `- worker        the training (transient: a finished job is not restarted)

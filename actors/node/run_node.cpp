@@ -141,7 +141,7 @@ void linger_for_scrapes(const metrics::MetricsEndpoint& endpoint, int64_t second
 
 int run_node(const config::JobConfig& job_config, const node_options& options) {
   config::JobConfig config = job_config;
-  check_fault_targets(config.faults);
+  check_fault_targets(config.faults, config.cluster.gpus_per_node);
   check_data_plane_available(config);  // comm.backend = "nccl" needs a build with NCCL
   resolve_job_secret(config);
   const auto node_start = clock::now();
@@ -166,7 +166,8 @@ int run_node(const config::JobConfig& job_config, const node_options& options) {
                                    .add("incarnation", options.incarnation)
                                    .add("tls", !cluster.tls_ca.empty()));
   caf::scoped_actor main{sys};
-  auto router = spawn_event_router(sys, main);
+  const int local_ranks = static_cast<int>(cluster.gpus_per_node);
+  auto router = spawn_event_router(sys, main, local_ranks);
 
   supervisor_actor job;
   caf::actor refusals;
@@ -201,6 +202,9 @@ int run_node(const config::JobConfig& job_config, const node_options& options) {
   std::string failure;
   bool finished = false;
   bool signalled = false;
+  // Every worker group (one per local rank) reports its training's end; the node is done
+  // when all did, and fails when one failed.
+  int finished_groups = 0;
   while (!finished && failure.empty()) {
     if (options.stop != nullptr && options.stop->load()) {
       signalled = true;
@@ -208,7 +212,7 @@ int run_node(const config::JobConfig& job_config, const node_options& options) {
     }
     main->receive(
         [&](job_finished& result) {
-          finished = true;
+          finished = ++finished_groups == local_ranks || !result.ok;
           if (!result.ok) failure = result.error;
           // The job's stop vote can end this node's training before this loop polls the
           // node's own signal (the launcher signals every node at once).

@@ -108,9 +108,11 @@ void start_training(caf::stateful_actor<worker_state>* self) {
         result = run_pipeline_stage_training(setup, sys, training->board, training->stop);
       else if (setup.config.parallel.tensor > 1)
         result = run_tensor_parallel_training(setup, sys, training->board, training->stop);
-      // A one-node job with comm.backend = "nccl" trains over the data plane too: its
-      // gradients over a one-rank NCCL communicator, as in a bigger world.
-      else if (setup.config.cluster.nodes > 1 || setup.config.comm.backend == "nccl")
+      // Several local ranks are a world even on one node: they reduce over the data
+      // plane; so does a one-node job with comm.backend = "nccl" (its gradients over a
+      // one-rank NCCL communicator, as in a bigger world).
+      else if (setup.config.cluster.nodes > 1 || setup.config.cluster.gpus_per_node > 1 ||
+               setup.config.comm.backend == "nccl")
         result = run_elastic_training(setup, starts, sys, training->board, training->stop);
       else
         result = train_alone(setup, starts, sys, training->stop);
@@ -136,12 +138,13 @@ caf::behavior worker(caf::stateful_actor<worker_state>* self, worker_setup setup
   auto& st = self->state;
   st.setup = std::move(setup);
   ++*st.setup.starts;
-  names::register_as(self, names::worker);
+  names::register_as(self, names::worker_of(st.setup.local_rank));
   // The gradient_shards of this group hold the optimizer state the training updates: one
   // that goes down takes the worker with it at once (as a crash: the training aborts its
   // collectives), before its supervisor restarts the group.
   for (const auto& shard :
-       running_gradient_shards(self->system(), gradient_shard_count(st.setup.config)))
+       running_gradient_shards(self->system(), gradient_shard_count(st.setup.config),
+                               st.setup.local_rank))
     self->monitor(shard);
   // So does its pipeline_stage (a pipeline job's), which owns the stage's trainer.
   if (auto stage = names::lookup(self->system(), names::pipeline_stage)) self->monitor(stage);
@@ -212,10 +215,11 @@ train::RunOptions node_run_options(const worker_setup& setup, caf::actor_system&
   options.before_step = setup.before_step;
   options.after_reduction = setup.in_step;
   options.checkpoint_sink = checkpoint_sink_for(sys);
-  options.optimizer_shards = gradient_shards_for(sys, gradient_shard_count(setup.config));
+  options.optimizer_shards =
+      gradient_shards_for(sys, gradient_shard_count(setup.config), setup.local_rank);
   options.pipeline_stage = pipeline_stage_for(sys);
-  options.backend = gpu::backend_for_device();
-  options.batch_prefetcher = prefetcher_for(sys);
+  options.backend = gpu::backend_for_device(setup.local_rank);
+  options.batch_prefetcher = prefetcher_for(sys, std::chrono::seconds(2), setup.local_rank);
   options.report_disagreement = sdc_reporter(sys, setup.events);
   return options;
 }

@@ -15,6 +15,9 @@
 // optimizer state in the worker group's gradient_shard actors, the batches from the
 // data_prefetcher, checkpoints to the checkpoint_writer, replica-check disagreements to
 // the health_monitor; a pipeline job's stage runs in the group's pipeline_stage actor.
+// A node with several worker groups (cluster.gpus_per_node > 1) runs one worker per
+// group, each one rank of the world on its own device (setup.local_rank); each trains
+// data-parallel even on a single node (its local ranks are a world of their own).
 // The worker watches its gradient_shards and pipeline_stage: one that goes down takes
 // the worker down with it at once (the group restarts as a whole).
 #pragma once
@@ -50,6 +53,10 @@ struct worker_setup {
   std::shared_ptr<FaultPlan> faults;
   std::shared_ptr<FaultActions> fault_actions;
   caf::actor router;     // asked for the latest epoch at start
+  // Which of the node's worker groups this worker leads (cluster.gpus_per_node of them):
+  // its local rank, which is also the index of the device it drives. Group 0's actors
+  // keep the names of a one-group node (node_registry.hpp).
+  int local_rank = 0;
   caf::actor node_main;  // gets job_finished
   // How many times a worker of this node was started (the first start is 1): later
   // starts resume from the newest checkpoint.
@@ -68,8 +75,9 @@ struct worker_setup {
 caf::actor spawn_worker(caf::actor_system& sys, const worker_setup& setup);
 
 // The run options every training path starts from: the run dir, the stop flag, the
-// node's event log, the step hooks, and the node's checkpoint_writer, gradient_shards,
-// pipeline_stage, data_prefetcher and health_monitor.
+// node's event log, the step hooks, and the node's checkpoint_writer, gradient_shards
+// and data_prefetcher (of the worker's group), pipeline_stage and health_monitor, and the
+// backend on the group's device.
 train::RunOptions node_run_options(const worker_setup& setup, caf::actor_system& sys,
                                    const std::atomic<bool>& stop);
 

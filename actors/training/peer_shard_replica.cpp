@@ -49,8 +49,8 @@ void unpack_moments(const std::vector<model::ParamRange>& ranges, const float* p
 }
 
 PeerShardReplica::PeerShardReplica(comm::Communicator& comm, train::TrainingState& state,
-                                   size_t bucket_bytes)
-    : comm_(comm), state_(state), bucket_bytes_(bucket_bytes) {}
+                                   size_t bucket_bytes, int ranks_per_node)
+    : comm_(comm), state_(state), bucket_bytes_(bucket_bytes), ranks_per_node_(ranks_per_node) {}
 
 void PeerShardReplica::prepare(train::Trainer& trainer) {
   const int world = comm_.size();
@@ -66,8 +66,10 @@ void PeerShardReplica::prepare(train::Trainer& trainer) {
   if (zero_shard_of(order, total, bucket_bytes_, rank, world) != own_ranges_)
     throw std::logic_error("PeerShardReplica: the ZeRO shard rule disagrees with the reducer's");
   if (world > 1) {
-    successor_ = (rank + 1) % world;
-    predecessor_ = (rank + world - 1) % world;
+    // The same local rank of the next node; a world left on one node: the next rank.
+    const int stride = world > ranks_per_node_ ? ranks_per_node_ : 1;
+    successor_ = (rank + stride) % world;
+    predecessor_ = (rank + world - stride) % world;
     replica_ranges_ = zero_shard_of(order, total, bucket_bytes_, successor_, world);
   }
   footprint_.holds_rank = world > 1 ? successor_ : -1;

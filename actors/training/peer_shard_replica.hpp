@@ -4,7 +4,10 @@
 // completed step. Rank r of N holds rank (r + 1) % N's shard: a single lost node's
 // shard then survives on the rank before it, and only the loss of two ring neighbours
 // together (a node and the holder of its replica) leaves a shard nowhere, so the job
-// falls back to the newest checkpoint (sharded_state_sync.hpp decides that).
+// falls back to the newest checkpoint (sharded_state_sync.hpp decides that). With G ranks
+// a node (cluster.gpus_per_node), rank r holds rank (r + G) % N's: the same local rank of
+// the next node, so that a node's loss does not take a shard and its replica together
+// (while the world spans more than one node).
 //
 // What a node holds, in its train::TrainingState: the whole parameters (ZeRO gathers
 // them after every step, so they are the same on every rank), its own shard's moments at
@@ -40,7 +43,10 @@ class PeerShardReplica {
   // `comm`: the data-parallel group the trainer reduces over (its rank and size are the
   // ZeRO ranks); `bucket_bytes`: the reducer's (the shards are pieces of its buckets).
   // Both `comm` and `state` must outlive this object.
-  PeerShardReplica(comm::Communicator& comm, train::TrainingState& state, size_t bucket_bytes);
+  // `ranks_per_node`: the world's ranks come in groups of that many a node (the
+  // replica's holder is on the next node).
+  PeerShardReplica(comm::Communicator& comm, train::TrainingState& state, size_t bucket_bytes,
+                   int ranks_per_node = 1);
 
   // After step `steps_done` completed: keeps this rank's parameters and shard, then swaps
   // shards with the ring neighbours. Collective between neighbours (every rank calls it
@@ -61,6 +67,7 @@ class PeerShardReplica {
   comm::Communicator& comm_;
   train::TrainingState& state_;
   size_t bucket_bytes_;
+  int ranks_per_node_;
   bool prepared_ = false;
   int successor_ = -1, predecessor_ = -1;
   std::vector<model::ParamRange> own_ranges_, replica_ranges_;

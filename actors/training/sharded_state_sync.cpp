@@ -68,9 +68,8 @@ RebuildPlan plan_for_step(const std::vector<HeldState>& held, int64_t step) {
       plan.unrecoverable =
           "the optimizer shard of rank " + std::to_string(shard) + " of the " +
           std::to_string(world) + "-rank world at step " + std::to_string(step) +
-          " is on no node of this world: neither its own node nor the one of rank " +
-          std::to_string((shard + world - 1) % world) +
-          ", which keeps its replica, holds it at that step (both lost)";
+          " is on no node of this world: neither its own node nor the rank that keeps its "
+          "replica holds it at that step (both lost)";
       return plan;
     }
     plan.shard_rank[static_cast<size_t>(shard)] = giver;

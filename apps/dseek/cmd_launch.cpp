@@ -196,14 +196,16 @@ void arrange_secret(const config::JobConfig& job, launch::LaunchPlan& plan) {
 
 // N nodes on one machine each using every core would fight over them: a config that
 // says train.threads = 0 (all cores) gets the cores shared out (as torchrun sets
-// OMP_NUM_THREADS), unless --set chose the count.
+// OMP_NUM_THREADS), unless --set chose the count. Every rank counts: a node runs
+// cluster.gpus_per_node of them.
 void share_cores(const config::JobConfig& job, launch::LaunchPlan& plan) {
   if (job.train.threads != 0) return;
   const long cores = std::max(1L, ::sysconf(_SC_NPROCESSORS_ONLN));
-  const long each = std::max(1L, cores / plan.nodes);
+  const long per_node = std::max<long>(1, static_cast<long>(job.cluster.gpus_per_node));
+  const long each = std::max(1L, cores / (plan.nodes * per_node));
   plan.node_sets.push_back("train.threads=" + std::to_string(each));
-  std::fprintf(stderr, "[launch] train.threads = 0 (all cores): %ld thread(s) per node for %d nodes on %ld cores\n",
-               each, plan.nodes, cores);
+  std::fprintf(stderr, "[launch] train.threads = 0 (all cores): %ld thread(s) per rank for %d "
+               "node(s) x %ld rank(s) on %ld cores\n", each, plan.nodes, per_node, cores);
 }
 
 }  // namespace

@@ -119,8 +119,17 @@ void check_supported(const JobConfig& config) {
       {config.train.precision == "fp8" && config.comm.compression != "none", "train.precision",
        "fp8's dynamic loss scale would change the scale of the compressed gradients' error "
        "feedback between steps: use comm.compression = \"none\""},
-      {config.cluster.gpus_per_node > 1, "cluster.gpus_per_node",
-       "a node drives one GPU (device 0) with one worker so far: run one dseek-node per GPU"},
+      // Several worker groups a node (cluster.gpus_per_node) run data-parallel ranks
+      // (actors/node/node_tree.hpp): a pipeline stage or tensor rank is one per node.
+      {config.cluster.gpus_per_node > 1 && (pipeline || tensor), "cluster.gpus_per_node",
+       "a node runs several ranks (cluster.gpus_per_node > 1) in data-parallel jobs only: "
+       "pipeline and tensor parallelism run one stage or tensor rank per node (set "
+       "parallel.pipeline = parallel.tensor = 1, or cluster.gpus_per_node = 1 and one "
+       "dseek-node per GPU)"},
+      {config.cluster.gpus_per_node > 1 && config.parallel.data > 1, "cluster.gpus_per_node",
+       "parallel.data counts nodes of pipeline or tensor-parallel replicas; with "
+       "cluster.gpus_per_node > 1 leave it at 1 (the data-parallel degree is cluster.nodes "
+       "x cluster.gpus_per_node)"},
       {crashes_a_missing_stage(config), "faults",
        "crash_actor of the pipeline_stage: only a pipeline job (parallel.pipeline > 1) has "
        "that actor"},

@@ -120,16 +120,34 @@ void validate(const JobConfig& config) {
                      ") must equal cluster.nodes (" + std::to_string(cluster.nodes) +
                      "): one tensor-parallel rank per node");
   }
-  if (data_parallel_nodes && cluster.nodes > 1 && train.batch_size % cluster.nodes != 0) {
+  if (data_parallel_nodes && cluster.nodes > 1 && cluster.gpus_per_node == 1 &&
+      train.batch_size % cluster.nodes != 0) {
     fail(config, "train.batch_size (" + std::to_string(train.batch_size) +
                      ") must be divisible by cluster.nodes (" + std::to_string(cluster.nodes) +
                      "): every node trains an equal slice of the global batch");
   }
-  if (data_parallel_nodes && cluster.nodes > 1 && train.micro_batch_size > 0 &&
+  if (data_parallel_nodes && cluster.nodes > 1 && cluster.gpus_per_node == 1 &&
+      train.micro_batch_size > 0 &&
       (train.batch_size / cluster.nodes) % train.micro_batch_size != 0) {
     fail(config, "train.micro_batch_size (" + std::to_string(train.micro_batch_size) +
                      ") must divide each node's slice of the batch (train.batch_size / "
                      "cluster.nodes = " + std::to_string(train.batch_size / cluster.nodes) + ")");
+  }
+  // Several worker groups a node: every one of the nodes x gpus_per_node ranks trains an
+  // equal slice.
+  const int64_t ranks = cluster.nodes * cluster.gpus_per_node;
+  if (data_parallel_nodes && cluster.gpus_per_node > 1 && train.batch_size % ranks != 0) {
+    fail(config, "train.batch_size (" + std::to_string(train.batch_size) +
+                     ") must be divisible by cluster.nodes x cluster.gpus_per_node (" +
+                     std::to_string(ranks) + "): every rank trains an equal slice of the "
+                     "global batch");
+  }
+  if (data_parallel_nodes && cluster.gpus_per_node > 1 && train.micro_batch_size > 0 &&
+      (train.batch_size / ranks) % train.micro_batch_size != 0) {
+    fail(config, "train.micro_batch_size (" + std::to_string(train.micro_batch_size) +
+                     ") must divide each rank's slice of the batch (train.batch_size / "
+                     "(cluster.nodes x cluster.gpus_per_node) = " +
+                     std::to_string(train.batch_size / ranks) + ")");
   }
   // Replicas of a pipeline or a tensor-parallel group each run an equal slice of the
   // batch (a pipeline's micro-batches are checked with its schedule).

@@ -58,8 +58,8 @@ TEST_CASE("rebuild plan: two ring neighbours lost together leave a shard nowhere
   CHECK(plan.steps_done == -1);
   CHECK(plan.unrecoverable ==
         "the optimizer shard of rank 2 of the 3-rank world at step 12 is on no node of this "
-        "world: neither its own node nor the one of rank 1, which keeps its replica, holds it "
-        "at that step (both lost)");
+        "world: neither its own node nor the rank that keeps its replica holds it at that "
+        "step (both lost)");
 }
 
 TEST_CASE("rebuild plan: a replica one step behind does not complete the newer step",

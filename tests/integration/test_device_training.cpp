@@ -179,16 +179,26 @@ TEST_CASE("train.device = cuda trains on a GPU or fails at once naming the key",
   }
 }
 
-TEST_CASE("pipeline and tensor parallelism accept a device (train.device), and a node "
-          "drives one GPU",
+TEST_CASE("pipeline and tensor parallelism accept a device (train.device) and a node runs "
+          "several ranks in data-parallel jobs only",
           "[device][config]") {
-  auto gpus = run_process({bin("dseek"), "config", "--check",
-                           (source_dir() / "config" / "single.toml").string(), "--set",
-                           "cluster.gpus_per_node=2"},
-                          60s);
-  INFO(gpus.output);
-  CHECK(gpus.exit_code != 0);
-  CHECK_THAT(gpus.output, Contains("cluster.gpus_per_node = 2"));
+  // A node's several ranks (cluster.gpus_per_node) are data-parallel ranks only.
+  for (const char* parallel : {"parallel.pipeline=2", "parallel.tensor=2"}) {
+    auto gpus = run_process({bin("dseek"), "config", "--check",
+                             (source_dir() / "config" / "single.toml").string(), "--set",
+                             "cluster.gpus_per_node=2", "--set", parallel, "--set",
+                             "cluster.nodes=2"},
+                            60s);
+    INFO(gpus.output);
+    CHECK(gpus.exit_code != 0);
+    CHECK_THAT(gpus.output, Contains("cluster.gpus_per_node = 2"));
+  }
+  auto data_parallel = run_process({bin("dseek"), "config", "--check",
+                                    (source_dir() / "config" / "single.toml").string(), "--set",
+                                    "cluster.gpus_per_node=2", "--set", "cluster.nodes=2"},
+                                   60s);
+  INFO(data_parallel.output);
+  CHECK(data_parallel.exit_code == 0);
   // Their runs on the scrambled device: tests/pipeline/test_pipeline_device.cpp.
   for (const char* parallel : {"parallel.pipeline=2", "parallel.tensor=2"}) {
     auto result = run_process({bin("dseek"), "config", "--check",

@@ -1,0 +1,173 @@
+// Nodes with several ranks (cluster.gpus_per_node = G), the parts that need no process:
+// the coordinator's plan gives member k of the table ranks kG .. kG+G-1 and completes a
+// rendezvous once all of them contributed; a node finds its local ranks in the plan and
+// prints the layout; each worker group's actors have names of their own (group 0 keeps
+// a one-group node's); the config refuses what several ranks a node do not run, and
+// crash_actor's "actor@local rank" targets are checked. The multi-process behaviour
+// (training, node loss, group crash) is in tests/integration/test_multi_rank_nodes.cpp.
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <future>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <caf/actor_system.hpp>
+#include <caf/actor_system_config.hpp>
+#include <caf/scoped_actor.hpp>
+
+#include "actors/cluster/cluster_settings.hpp"
+#include "actors/cluster/coordinator.hpp"
+#include "actors/faults/fault_actions.hpp"
+#include "actors/node/data_plane_link.hpp"
+#include "actors/node/node_registry.hpp"
+#include "runtime/config/load.hpp"
+
+namespace actors = dseek::actors;
+namespace config = dseek::config;
+using namespace std::chrono_literals;
+
+namespace {
+
+// Joins node `node_id` to `coordinator` with `agent` as its agent; returns the epoch.
+actors::epoch_started join(caf::scoped_actor& agent, const caf::actor& coordinator,
+                           std::int64_t node_id, const std::string& secret) {
+  actors::join_challenge challenge;
+  agent->request(coordinator, 5s, actors::hello_atom::value, node_id)
+      .receive([&](actors::join_challenge& c) { challenge = c; },
+               [](caf::error&) { FAIL("no challenge"); });
+  actors::join_proof proof{node_id, "127.0.0.1", challenge.nonce,
+                           actors::join_mac(secret, challenge.nonce, node_id),
+                           caf::actor_cast<caf::actor>(agent)};
+  actors::epoch_started epoch;
+  agent->request(coordinator, 5s, actors::join_atom::value, proof)
+      .receive([&](actors::epoch_started& e) { epoch = e; },
+               [](caf::error&) { FAIL("join refused"); });
+  return epoch;
+}
+
+config::JobConfig config_with(const std::vector<std::string>& overrides) {
+  auto job = config::default_config();
+  for (const auto& line : overrides) config::apply_override(job, line);
+  return job;
+}
+
+}  // namespace
+
+TEST_CASE("the coordinator plans G ranks a member and waits for all of them to meet",
+          "[local_ranks]") {
+  caf::actor_system_config cfg;
+  caf::actor_system sys{cfg};
+  actors::coordinator_config cc;
+  cc.settings.secret = "local-ranks-secret";
+  cc.log = false;
+  cc.ranks_per_node = 2;
+  auto coordinator = actors::spawn_coordinator(sys, cc);
+  REQUIRE(coordinator);
+  caf::scoped_actor agent0{sys}, agent1{sys};
+  join(agent0, *coordinator, 0, cc.settings.secret);
+  const auto epoch = join(agent1, *coordinator, 1, cc.settings.secret);
+
+  CHECK(epoch.world_size == 2);  // members (nodes)
+  CHECK(actors::ranks_in_plan(epoch) == 4);
+  CHECK(actors::rank_in_plan(epoch, 0, 0) == 0);
+  CHECK(actors::rank_in_plan(epoch, 0, 1) == 1);
+  CHECK(actors::rank_in_plan(epoch, 1, 0) == 2);
+  CHECK(actors::rank_in_plan(epoch, 1, 1) == 3);
+  CHECK(actors::rank_in_plan(epoch, 1, 2) == -1);
+  CHECK(actors::rank_layout(epoch) == "node 0: ranks 0-1, node 1: ranks 2-3");
+
+  // Every rank of the plan contributes from its own thread (as the worker groups do);
+  // the first three wait for the fourth.
+  auto contribute = [&](std::int32_t rank) {
+    caf::scoped_actor self{sys};
+    std::vector<std::string> payloads;
+    self->request(*coordinator, 10s, actors::rendezvous_atom::value, epoch.epoch, rank,
+                  "address-" + std::to_string(rank))
+        .receive([&](actors::rendezvous_result& result) { payloads = result.payloads; },
+                 [](caf::error&) {});
+    return payloads;
+  };
+  std::vector<std::future<std::vector<std::string>>> waiting;
+  for (std::int32_t rank = 0; rank < 3; ++rank)
+    waiting.push_back(std::async(std::launch::async, contribute, rank));
+  for (auto& w : waiting) CHECK(w.wait_for(300ms) == std::future_status::timeout);
+  const auto last = contribute(3);
+  const std::vector<std::string> expected = {"address-0", "address-1", "address-2",
+                                             "address-3"};
+  CHECK(last == expected);
+  for (auto& w : waiting) CHECK(w.get() == expected);
+
+  // A rank past the plan is refused.
+  caf::scoped_actor self{sys};
+  bool refused = false;
+  self->request(*coordinator, 5s, actors::rendezvous_atom::value, epoch.epoch,
+                std::int32_t{4}, std::string("address-4"))
+      .receive([](actors::rendezvous_result&) {}, [&](caf::error&) { refused = true; });
+  CHECK(refused);
+  caf::anon_send_exit(*coordinator, caf::exit_reason::user_shutdown);
+}
+
+TEST_CASE("a one-rank plan: the node's local rank 0 is its rank", "[local_ranks]") {
+  actors::epoch_started epoch;
+  for (int node = 0; node < 3; ++node) {
+    epoch.members.push_back({node, node, "127.0.0.1", 1});
+    epoch.plan.push_back({node, "worker", node});
+  }
+  CHECK(actors::ranks_in_plan(epoch) == 3);
+  CHECK(actors::rank_in_plan(epoch, 2) == 2);
+  CHECK(actors::rank_in_plan(epoch, 2, 1) == -1);
+  CHECK(actors::rank_layout(epoch) == "node 0: rank 0, node 1: rank 1, node 2: rank 2");
+}
+
+TEST_CASE("each worker group's actors have names of their own", "[local_ranks]") {
+  namespace names = actors::names;
+  CHECK(names::worker_of(0) == names::worker);
+  CHECK(names::data_prefetcher_of(0) == names::data_prefetcher);
+  CHECK(names::gradient_shard(3) == caf::atom("dsshard3"));
+  std::set<caf::atom_value> seen;
+  for (int local_rank = 0; local_rank < 64; ++local_rank) {
+    seen.insert(names::worker_of(local_rank));
+    seen.insert(names::data_prefetcher_of(local_rank));
+    for (int shard = 0; shard < 64; ++shard) seen.insert(names::gradient_shard(shard, local_rank));
+  }
+  CHECK(seen.size() == 64u * (2 + 64));
+}
+
+TEST_CASE("several ranks a node: the batch splits over every rank, data parallelism only",
+          "[local_ranks][config]") {
+  auto two_by_two = config_with({"cluster.nodes=2", "cluster.gpus_per_node=2",
+                                 "train.batch_size=12"});
+  CHECK_NOTHROW(config::validate(two_by_two));
+  CHECK_NOTHROW(config::check_supported(two_by_two));
+  // 12 sequences over 2 x 5 ranks do not split evenly.
+  auto uneven = config_with({"cluster.nodes=2", "cluster.gpus_per_node=5",
+                             "train.batch_size=12"});
+  CHECK_THROWS_WITH(config::validate(uneven),
+                    Catch::Contains("cluster.nodes x cluster.gpus_per_node (10)"));
+  auto pipeline = config_with({"cluster.nodes=2", "cluster.gpus_per_node=2",
+                               "parallel.pipeline=2", "train.batch_size=12"});
+  CHECK_THROWS_WITH(config::check_supported(pipeline),
+                    Catch::Contains("cluster.gpus_per_node = 2"));
+}
+
+TEST_CASE("crash_actor names a worker group's actor by local rank", "[local_ranks][faults]") {
+  auto crash = [](const std::string& actor) {
+    config::FaultSpec fault;
+    fault.kind = "crash_actor";
+    fault.actor = actor;
+    fault.step = 3;
+    return std::vector<config::FaultSpec>{fault};
+  };
+  CHECK_NOTHROW(actors::check_fault_targets(crash("gradient_shard@1"), 2));
+  CHECK_NOTHROW(actors::check_fault_targets(crash("worker@1"), 2));
+  CHECK_NOTHROW(actors::check_fault_targets(crash("worker"), 1));
+  CHECK_NOTHROW(actors::check_fault_targets(crash("data_prefetcher@1"), 2));
+  CHECK_THROWS_WITH(actors::check_fault_targets(crash("worker@2"), 2),
+                    Catch::Contains("below cluster.gpus_per_node (2)"));
+  CHECK_THROWS_WITH(actors::check_fault_targets(crash("worker@x"), 2),
+                    Catch::Contains("below cluster.gpus_per_node"));
+  CHECK_THROWS_WITH(actors::check_fault_targets(crash("membership@1"), 2),
+                    Catch::Contains("only worker, gradient_shard and data_prefetcher"));
+}
