@@ -82,11 +82,11 @@ void SharedSegments::release() {
 SharedSegments::Flags& SharedSegments::flags(int r) const {
   return *std::launder(reinterpret_cast<Flags*>(bases_[static_cast<size_t>(r)]));
 }
-std::byte* SharedSegments::staging(int r, uint64_t chunk) const {
-  return bases_[static_cast<size_t>(r)] + kFlagBytes + (chunk % kSlots) * chunk_bytes_;
+std::byte* SharedSegments::staging(int r, int slot) const {
+  return bases_[static_cast<size_t>(r)] + kFlagBytes + static_cast<size_t>(slot) * chunk_bytes_;
 }
-std::byte* SharedSegments::result(int r, uint64_t chunk) const {
-  return bases_[static_cast<size_t>(r)] + kFlagBytes + (kSlots + chunk % kSlots) * chunk_bytes_;
+std::byte* SharedSegments::result(int r, int slot) const {
+  return bases_[static_cast<size_t>(r)] + kFlagBytes + static_cast<size_t>(kSlots + slot) * chunk_bytes_;
 }
 
 }  // namespace dseek::comm

@@ -43,10 +43,10 @@ class SharedSegments {
   int ranks() const { return ranks_; }
   size_t chunk_bytes() const { return chunk_bytes_; }
   Flags& flags(int r) const;
-  // Chunk number v (the flags' values, from 1) uses slot v % 2 of each area.
+  // Two slots per area: the all-reduce stages one chunk while the previous one is read.
   static constexpr int kSlots = 2;
-  std::byte* staging(int r, uint64_t chunk) const;
-  std::byte* result(int r, uint64_t chunk) const;
+  std::byte* staging(int r, int slot) const;
+  std::byte* result(int r, int slot) const;
 
   // All-reduces through the segments run one at a time in issue order (the same order on
   // every rank): take a ticket when started, run while it is served.

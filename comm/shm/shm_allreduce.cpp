@@ -1,15 +1,18 @@
 // Shared-memory all-reduce (see shm_allreduce.hpp).
 //
 // The order on every rank: stage(1), then per chunk v: reduce(v), stage(v+1) if there is
-// one, gather(v). Why the two flags suffice with two slots per area (chunk v uses slot
-// v % 2, so chunk v+2 reuses chunk v's):
-// - stage(v+2) overwrites staging slot v % 2, which the peers read in reduce(v); it runs
-//   after our gather(v), which waited for every peer's `reduced` to reach v.
-// - reduce(v+2) overwrites result slot v % 2, which the peers read in gather(v); it
-//   waits for every peer's `staged` to reach v+2, published in stage(v+2), which a peer
-//   runs after its gather(v) (after its reduce(v+1), or at the start of an all-reduce
-//   after the whole previous one).
-// The input of chunk v+1 is staged before chunk v's output is gathered, and chunks do
+// one, gather(v). The k-th chunk of an all-reduce uses slot k % 2 of each area, so a
+// chunk never shares a slot with the one before it in the same all-reduce, and an
+// all-reduce of one chunk always uses slot 0 (the same warm cache lines every call).
+// Why the two flags suffice, for a chunk w whose slot chunk u < w used last:
+// - stage(w) overwrites the staging slot the peers read in reduce(u). If w is the first
+//   chunk of its all-reduce, we ran gather(w-1) before, which waited for every peer's
+//   `reduced` to reach w-1 >= u; otherwise u <= w-2 and we ran gather(w-2) before.
+// - reduce(w) overwrites the result slot the peers read in gather(u); it waits for every
+//   peer's `staged` to reach w, published in stage(w), which a peer runs after its
+//   gather(w-1) if w is the first chunk of its all-reduce, else after its gather(w-2),
+//   and u <= w-2 then.
+// The input of chunk w+1 is staged before chunk w's output is gathered, and chunks do
 // not overlap, so `out` may alias `in`.
 #include "comm/shm/shm_allreduce.hpp"
 
@@ -47,8 +50,9 @@ bool ShmAllReduce::peers_reached(bool reduced, uint64_t chunk) const {
 ShmAllReduce::Chunk ShmAllReduce::stage(size_t first) {
   const int n = ranks(), me = rank();
   const auto* in = static_cast<const std::byte*>(in_) + first * es_;
-  const Chunk c{seg_.next_chunk(), first, std::min(chunk_elems_, count_ - first)};
-  std::byte* staging = seg_.staging(me, c.number);
+  const Chunk c{seg_.next_chunk(), static_cast<int>((first / chunk_elems_) % SharedSegments::kSlots), first,
+                std::min(chunk_elems_, count_ - first)};
+  std::byte* staging = seg_.staging(me, c.slot);
   // Only the shards the peers reduce: ours is read from the input itself.
   for (int r = 0; r < n; ++r) {
     if (r == me) continue;
@@ -66,9 +70,9 @@ void ShmAllReduce::reduce(const Chunk& c) {
   const size_t mine = shard_count(c.len, n, me), offset = shard_offset(c.len, n, me) * es_;
   // In rank order, so each element sums its ranks in the same order whoever owns it.
   for (int r = 0; r < n; ++r)
-    sources_[static_cast<size_t>(r)] = (r == me ? in : seg_.staging(r, c.number)) + offset;
+    sources_[static_cast<size_t>(r)] = (r == me ? in : seg_.staging(r, c.slot)) + offset;
   if (mine > 0)
-    reduce_sources_f32(out + offset, seg_.result(me, c.number) + offset, sources_.data(), n, mine, type_, op_, scale_);
+    reduce_sources_f32(out + offset, seg_.result(me, c.slot) + offset, sources_.data(), n, mine, type_, op_, scale_);
   seg_.flags(me).reduced.store(c.number, std::memory_order_release);
   // Bytes that crossed between processes, as the ring would count them: the peers read
   // our shard of their input and our reduced shard, we read theirs.
@@ -82,7 +86,7 @@ void ShmAllReduce::gather(const Chunk& c) {
   for (int r = 0; r < n; ++r) {
     if (r == me) continue;
     const size_t len = shard_count(c.len, n, r), offset = shard_offset(c.len, n, r) * es_;
-    if (len > 0) std::memcpy(out + offset, seg_.result(r, c.number) + offset, len * es_);
+    if (len > 0) std::memcpy(out + offset, seg_.result(r, c.slot) + offset, len * es_);
   }
 }
 

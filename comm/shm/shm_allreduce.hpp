@@ -33,6 +33,7 @@ class ShmAllReduce final : public Operation {
   // One chunk of the buffer in flight: its number (the flags' value) and its elements.
   struct Chunk {
     uint64_t number = 0;
+    int slot = 0;  // of the segments' areas
     size_t first = 0;
     size_t len = 0;
   };
