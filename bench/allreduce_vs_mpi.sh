@@ -12,10 +12,10 @@
 # ranks, `dseek bench allreduce` (--bind core, its default) whenever there is a core per
 # rank; more ranks than cores oversubscribe (mpirun --oversubscribe).
 #
-# Pairs, for a shared, noisy machine: each run of each rank count is one dseek run and
-# one OpenMPI run back to back (same sizes, same pinning), in the order AB in even runs
-# and BA in odd ones, then Gloo (--no-gloo skips it: it is 10x slower and takes most of
-# the time), then memcpy. A load swing that lasts a few seconds hits both halves of a pair
+# Pairs, for a shared, noisy machine: each run, for each rank count and each size, is one
+# dseek process and one OpenMPI job back to back (same size, same pinning), in the order
+# AB in even runs and BA in odd ones; then Gloo over all sizes (--no-gloo skips it: it is
+# 10x slower and takes most of the time), then memcpy. A load swing that lasts a few seconds hits both halves of a pair
 # alike, so besides the medians over runs of each side's busbw (and their ratio) the
 # table shows the MEDIAN OF THE PER-PAIR RATIOS dseek/OpenMPI, with their range: quote
 # that one. The load average is printed at the start and the end: quote it with the
@@ -55,8 +55,8 @@ print(",".join(str(int(s[:-1]) * m[s[-1].upper()] if s[-1].upper() in m else int
 
 results=$tmp/results.jsonl
 timeout_s=300
-run_peer() {  # run_peer NAME RANKS RUN: one run of one side, its JSON lines (tagged with RUN) appended to $results
-  local name=$1 n=$2 run=$3 out=$tmp/out.txt
+run_peer() {  # run_peer NAME RANKS RUN [BYTES]: one run of one side (all sizes, or BYTES), its JSON lines (tagged with RUN) appended to $results
+  local name=$1 n=$2 run=$3 bytes=${4:-$bytes} out=$tmp/out.txt
   case $name in
     dseek) timeout "$timeout_s" "$dseek" bench allreduce --ranks "$n" --bytes "$bytes" --iters "$iters" \
              --warmup "$warmup" --timeout "$timeout_s" >"$out" ;;
@@ -74,15 +74,17 @@ echo "# dseek vs OpenMPI vs Gloo all-reduce (fp32 sum, in place, one host), $(da
 echo "machine: $(lscpu | sed -n 's/^Model name: *//p' | head -1), nproc $(nproc)"
 echo "OpenMPI $(mpirun --version 2>/dev/null | sed -n 's/.*(Open MPI) //p' | head -1)," \
      "PyTorch $("$py" -c 'import torch; print(torch.__version__)') (gloo), UCX $(ucx_info -v 2>/dev/null | sed -n "s/^# Version //p" | head -1)"
-echo "sizes $sizes; ranks $ranks; $runs runs per side, dseek and OpenMPI in pairs (AB, BA, ...)$([[ $gloo == 1 ]] && echo ", then Gloo"); $warmup warm-up + $iters timed calls per size"
+echo "sizes $sizes; ranks $ranks; $runs runs per side, dseek and OpenMPI in pairs per size (AB, BA, ...)$([[ $gloo == 1 ]] && echo ", then Gloo"); $warmup warm-up + $iters timed calls per size"
 echo "load average at the start: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo
 
 start=$SECONDS
 for ((r = 0; r < runs; r++)); do
   for n in $ranks; do
-    if ((r % 2 == 0)); then run_peer dseek "$n" "$r"; run_peer openmpi "$n" "$r"
-    else run_peer openmpi "$n" "$r"; run_peer dseek "$n" "$r"; fi
+    for b in ${bytes//,/ }; do  # a pair per size: its two halves run within a second or so
+      if ((r % 2 == 0)); then run_peer dseek "$n" "$r" "$b"; run_peer openmpi "$n" "$r" "$b"
+      else run_peer openmpi "$n" "$r" "$b"; run_peer dseek "$n" "$r" "$b"; fi
+    done
     if [[ $gloo == 1 ]]; then run_peer gloo "$n" "$r"; fi
   done
   run_peer memcpy 1 "$r"
