@@ -55,7 +55,7 @@ void reduce_sources_n(T* da, T* db, const void* const* src, size_t count, Combin
   for (size_t i = 0; i < count; i += kLanes) {
     const size_t len = std::min(kLanes, count - i);
     float acc[kLanes];
-    if (len == kLanes) {
+    if (len == kLanes) {  // constant trip counts: fully vectorised; the tail below is the same with `len`
       for (size_t j = 0; j < kLanes; ++j) acc[j] = load_f32(s[0][i + j]);
       for (int r = 1; r < N; ++r)
         for (size_t j = 0; j < kLanes; ++j) acc[j] = combine(acc[j], load_f32(s[r][i + j]));
