@@ -32,7 +32,8 @@ TEST_CASE("all_reduce through shared memory in many small chunks", "[comm][all_r
 TEST_CASE("all_reduce through shared memory at every size on 4 ranks", "[comm][all_reduce][shm]") {
   // More ranks than this host's cores would send the larger sizes to UCX: force the
   // shared-memory path for all of them (the 4-source reduce, chunks staged ahead while
-  // the previous one is gathered), in 64 KiB chunks and in one.
+  // the previous one is gathered) in 64 KiB chunks; and at 2 ranks in the default 1 MiB
+  // chunks past the default 4 MiB limit.
   expect_scenario(4, "all_reduce", {"--shm-chunk-bytes", "65536", "--shm-max-bytes", "67108864"});
   expect_scenario(4, "all_reduce_async", {"--shm-chunk-bytes", "65536", "--shm-max-bytes", "67108864"});
   expect_scenario(2, "all_reduce", {"--shm-max-bytes", "67108864"});
