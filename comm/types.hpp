@@ -62,11 +62,12 @@ struct CommOptions {
   size_t direct_rsag_max_bytes = 2 * 1024 * 1024;
   // All-reduces of a world whose ranks all run on one host go through shared memory
   // (comm/shm/): memcpy and reduce loops on shm segments instead of UCX (no page pinning,
-  // no rendezvous). Needs POSIX shm (/dev/shm) of 2 x shm_chunk_bytes per rank.
+  // no rendezvous). Needs POSIX shm (/dev/shm) of 4 x shm_chunk_bytes per rank.
   // Not with peer_failure_detection (which needs the transport to carry every message).
   // DSEEK_COMM_SHM=0 turns it off, for measurements.
   bool shared_memory = true;
-  // The chunk one shared-memory all-reduce step moves; each rank's segment holds two.
+  // The chunk one shared-memory all-reduce step moves; each rank's segment holds four
+  // (two staging and two result slots, so one chunk is staged while the last is gathered).
   size_t shm_chunk_bytes = 1024 * 1024;
   // Buffers up to this size take the shared-memory path; larger ones the UCX ring, which
   // touches less memory (no staging copy) and was faster from 16 MiB at 2 ranks on 2

@@ -1,9 +1,19 @@
 // Shared-memory all-reduce (see shm_allreduce.hpp).
 //
-// Why the two flags suffice: a rank overwrites its staging area for chunk v only after
-// it saw every peer's `reduced` reach v-1 (so they are done reading it), and its result
-// area only after it saw every peer's `staged` reach v, which a peer publishes only after
-// it copied every result of chunk v-1 out.
+// The order on every rank: stage(1), then per chunk v: reduce(v), stage(v+1) if there is
+// one, gather(v). The k-th chunk of an all-reduce uses slot k % 2 of each area, so a
+// chunk never shares a slot with the one before it in the same all-reduce, and an
+// all-reduce of one chunk always uses slot 0 (the same warm cache lines every call).
+// Why the two flags suffice, for a chunk w whose slot chunk u < w used last:
+// - stage(w) overwrites the staging slot the peers read in reduce(u). If w is the first
+//   chunk of its all-reduce, we ran gather(w-1) before, which waited for every peer's
+//   `reduced` to reach w-1 >= u; otherwise u <= w-2 and we ran gather(w-2) before.
+// - reduce(w) overwrites the result slot the peers read in gather(u); it waits for every
+//   peer's `staged` to reach w, published in stage(w), which a peer runs after its
+//   gather(w-1) if w is the first chunk of its all-reduce, else after its gather(w-2),
+//   and u <= w-2 then.
+// The input of chunk w+1 is staged before chunk w's output is gathered, and chunks do
+// not overlap, so `out` may alias `in`.
 #include "comm/shm/shm_allreduce.hpp"
 
 #include <algorithm>
@@ -24,72 +34,88 @@ void ShmAllReduce::start() {
     throw CommError(ErrorKind::invalid_argument, "shared-memory all-reduce on a group that is not the whole world");
   es_ = element_size(type_);
   chunk_elems_ = std::max<size_t>(1, seg_.chunk_bytes() / es_);
-  acc_ = pool().acquire(std::max<size_t>(1, shard_count(chunk_elems_, ranks(), 0) * sizeof(float)));
+  sources_.resize(static_cast<size_t>(ranks()));
   ticket_ = seg_.take_ticket();
 }
 
-bool ShmAllReduce::peers_reached(bool reduced) const {
+bool ShmAllReduce::peers_reached(bool reduced, uint64_t chunk) const {
   for (int r = 0; r < ranks(); ++r) {
     if (r == rank()) continue;
     const auto& flag = reduced ? seg_.flags(r).reduced : seg_.flags(r).staged;
-    if (flag.load(std::memory_order_acquire) < chunk_) return false;
+    if (flag.load(std::memory_order_acquire) < chunk) return false;
   }
   return true;
 }
 
+ShmAllReduce::Chunk ShmAllReduce::stage(size_t first) {
+  const int n = ranks(), me = rank();
+  const auto* in = static_cast<const std::byte*>(in_) + first * es_;
+  const Chunk c{seg_.next_chunk(), static_cast<int>((first / chunk_elems_) % SharedSegments::kSlots), first,
+                std::min(chunk_elems_, count_ - first)};
+  std::byte* staging = seg_.staging(me, c.slot);
+  // Only the shards the peers reduce: ours is read from the input itself.
+  for (int r = 0; r < n; ++r) {
+    if (r == me) continue;
+    const size_t offset = shard_offset(c.len, n, r) * es_;
+    std::memcpy(staging + offset, in + offset, shard_count(c.len, n, r) * es_);
+  }
+  seg_.flags(me).staged.store(c.number, std::memory_order_release);
+  return c;
+}
+
+void ShmAllReduce::reduce(const Chunk& c) {
+  const int n = ranks(), me = rank();
+  const auto* in = static_cast<const std::byte*>(in_) + c.first * es_;
+  auto* out = static_cast<std::byte*>(out_) + c.first * es_;
+  const size_t mine = shard_count(c.len, n, me), offset = shard_offset(c.len, n, me) * es_;
+  // In rank order, so each element sums its ranks in the same order whoever owns it.
+  for (int r = 0; r < n; ++r)
+    sources_[static_cast<size_t>(r)] = (r == me ? in : seg_.staging(r, c.slot)) + offset;
+  if (mine > 0)
+    reduce_sources_f32(out + offset, seg_.result(me, c.slot) + offset, sources_.data(), n, mine, type_, op_, scale_);
+  seg_.flags(me).reduced.store(c.number, std::memory_order_release);
+  // Bytes that crossed between processes, as the ring would count them: the peers read
+  // our shard of their input and our reduced shard, we read theirs.
+  const uint64_t moved = (c.len - mine) * es_ + static_cast<uint64_t>(n - 1) * mine * es_;
+  count_moved(moved, moved);
+}
+
+void ShmAllReduce::gather(const Chunk& c) {
+  const int n = ranks(), me = rank();
+  auto* out = static_cast<std::byte*>(out_) + c.first * es_;
+  for (int r = 0; r < n; ++r) {
+    if (r == me) continue;
+    const size_t len = shard_count(c.len, n, r), offset = shard_offset(c.len, n, r) * es_;
+    if (len > 0) std::memcpy(out + offset, seg_.result(r, c.slot) + offset, len * es_);
+  }
+}
+
 bool ShmAllReduce::advance() {
   if (!seg_.serving(ticket_)) return false;  // an earlier all-reduce still uses the segments
-  const int n = ranks(), me = rank();
-  const auto* in = static_cast<const std::byte*>(in_);
-  auto* out = static_cast<std::byte*>(out_);
   for (;;) {
     switch (phase_) {
-      case Phase::stage:
-        chunk_len_ = std::min(chunk_elems_, count_ - next_elem_);
-        chunk_ = seg_.next_chunk();
-        // Only the shards the peers reduce: ours is read from the input itself.
-        for (int r = 0; r < n; ++r) {
-          if (r == me) continue;
-          const size_t offset = shard_offset(chunk_len_, n, r) * es_;
-          std::memcpy(seg_.staging(me) + offset, in + next_elem_ * es_ + offset, shard_count(chunk_len_, n, r) * es_);
-        }
-        seg_.flags(me).staged.store(chunk_, std::memory_order_release);
+      case Phase::stage_first:
+        current_ = stage(0);
         phase_ = Phase::reduce;
         [[fallthrough]];
-      case Phase::reduce: {
-        if (!peers_reached(false)) return false;
-        const size_t mine = shard_count(chunk_len_, n, me), offset = shard_offset(chunk_len_, n, me) * es_;
-        if (mine > 0) {
-          auto* acc = reinterpret_cast<float*>(acc_.data());
-          for (int r = 0; r < n; ++r) {
-            const std::byte* src = r == me ? in + next_elem_ * es_ + offset : seg_.staging(r) + offset;
-            accumulate_f32(acc, src, mine, type_, op_, r == 0);
-          }
-          // The input shard was read into `acc` already, so `out` may alias `in`.
-          store_from_f32(out + next_elem_ * es_ + offset, acc, mine, type_, scale_);
-          store_from_f32(seg_.result(me) + offset, acc, mine, type_, scale_);
-        }
-        seg_.flags(me).reduced.store(chunk_, std::memory_order_release);
-        // Bytes that crossed between processes, as the ring would count them: the peers
-        // read our shard of their input and our reduced shard, we read theirs.
-        const uint64_t others = (chunk_len_ - mine) * es_;
-        count_moved(others + static_cast<uint64_t>(n - 1) * mine * es_, others + static_cast<uint64_t>(n - 1) * mine * es_);
+      case Phase::reduce:
+        if (!peers_reached(false, current_.number)) return false;
+        reduce(current_);
+        // Stage the next chunk now: the peers may still be reducing this one, and our
+        // copy-in overlaps their work instead of waiting for it.
+        has_next_ = current_.first + current_.len < count_;
+        if (has_next_) next_ = stage(current_.first + current_.len);
         phase_ = Phase::gather;
         [[fallthrough]];
-      }
       case Phase::gather:
-        if (!peers_reached(true)) return false;
-        for (int r = 0; r < n; ++r) {
-          if (r == me) continue;
-          const size_t len = shard_count(chunk_len_, n, r), offset = shard_offset(chunk_len_, n, r) * es_;
-          if (len > 0) std::memcpy(out + next_elem_ * es_ + offset, seg_.result(r) + offset, len * es_);
-        }
-        next_elem_ += chunk_len_;
-        if (next_elem_ >= count_) {
+        if (!peers_reached(true, current_.number)) return false;
+        gather(current_);
+        if (!has_next_) {
           seg_.next_ticket_served();
           return true;
         }
-        phase_ = Phase::stage;
+        current_ = next_;
+        phase_ = Phase::reduce;
         break;
     }
   }

@@ -15,6 +15,19 @@ TEST_CASE("a rank killed during all_reduce fails the others within the timeout",
   }
 }
 
+TEST_CASE("a rank killed during a shared-memory all_reduce fails the others within the timeout", "[comm][faults][shm]") {
+  // The 16 MiB all-reduces forced through shared memory (16 chunks, staged ahead): the
+  // survivors wait on a flag the dead rank never sets, until the operation's deadline.
+  for (int n : {2, 4}) {
+    const RanksResult r = run_ranks(n, "kill_during_all_reduce", {"--timeout-ms", "3000", "--shm-max-bytes", "67108864"},
+                                    std::chrono::seconds(60));
+    INFO(r.report());
+    for (int rank = 0; rank < n - 1; ++rank) CHECK(r.ranks[static_cast<size_t>(rank)].exit_code == 0);
+    CHECK(r.ranks.back().exit_code == 128 + 9);
+    CHECK(r.elapsed < std::chrono::seconds(30));
+  }
+}
+
 TEST_CASE("with peer failure detection a killed rank fails the others at once", "[comm][faults]") {
   const RanksResult r = run_ranks(2, "kill_during_all_reduce",
                                   {"--timeout-ms", "20000", "--chunk-bytes", "524288", "--detect-peer-failure", "1"},

@@ -40,3 +40,37 @@ TEST_CASE("shards cover any length exactly once", "[comm][kernels]") {
     }
   }
 }
+
+// The shared-memory all-reduce's one-pass kernel must give the bits of the step-by-step
+// fp32 accumulation it replaced (what the ring's owner computes too), in place as well.
+TEST_CASE("reduce_sources_f32 gives the bits of accumulate_f32 then store_from_f32", "[comm][kernels]") {
+  for (DataType type : {DataType::f32, DataType::bf16})
+    for (ReduceOp op : {ReduceOp::sum, ReduceOp::max})
+      for (int n : {1, 2, 3, 4, 5, 6})
+        for (size_t count : {size_t{1}, size_t{63}, size_t{64}, size_t{65}, size_t{1000}, size_t{4099}}) {
+          const size_t es = element_size(type);
+          const float factor = op == ReduceOp::sum ? 1.0f / static_cast<float>(n) : 1.0f;
+          std::vector<std::vector<uint8_t>> src(static_cast<size_t>(n), std::vector<uint8_t>(count * es));
+          for (int r = 0; r < n; ++r)
+            for (size_t i = 0; i < count; ++i) {
+              // Values whose sums round differently in another order: the order is under test too.
+              const float v = static_cast<float>((i * 7919 + static_cast<size_t>(r) * 104729) % 2003) * 0.37f - 350.0f +
+                              static_cast<float>(r) * 1e-3f;
+              if (type == DataType::f32) reinterpret_cast<float*>(src[static_cast<size_t>(r)].data())[i] = v;
+              else reinterpret_cast<uint16_t*>(src[static_cast<size_t>(r)].data())[i] = float_to_bf16(v);
+            }
+          std::vector<float> acc(count);
+          for (int r = 0; r < n; ++r) accumulate_f32(acc.data(), src[static_cast<size_t>(r)].data(), count, type, op, r == 0);
+          std::vector<uint8_t> expected(count * es);
+          store_from_f32(expected.data(), acc.data(), count, type, factor);
+
+          // In place: the first destination is the last source (as `out` is this rank's input).
+          std::vector<const void*> ptrs;
+          for (auto& s : src) ptrs.push_back(s.data());
+          std::vector<uint8_t> second(count * es, 0xAB);
+          reduce_sources_f32(src.back().data(), second.data(), ptrs.data(), n, count, type, op, factor);
+          INFO("type " << to_string(type) << " op " << to_string(op) << " n " << n << " count " << count);
+          CHECK(src.back() == expected);
+          CHECK(second == expected);
+        }
+}

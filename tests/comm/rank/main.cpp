@@ -2,7 +2,8 @@
 // joins a communicator through a file or TCP bootstrap and runs one named scenario:
 //   dseek_comm_rank --rank R --size N --bootstrap file:<dir>|tcp:<port> --scenario NAME
 //                   [--hosts h0,h1,...] [--timeout-ms T] [--chunk-bytes B]
-//                   [--detect-peer-failure 0|1] [--shared-memory 0|1] [--shm-chunk-bytes B] [...]
+//                   [--detect-peer-failure 0|1] [--shared-memory 0|1] [--shm-chunk-bytes B]
+//                   [--shm-max-bytes B] [...]
 // Exit status 0: the scenario passed; 1: it failed (the reason on stderr).
 #include <chrono>
 #include <cstdio>
@@ -44,6 +45,9 @@ int main(int argc, char** argv) {
     env.options.peer_failure_detection = env.arg("detect-peer-failure", "0") == "1";
     env.options.shared_memory = env.arg("shared-memory", "1") == "1";
     env.options.shm_chunk_bytes = std::stoul(env.arg("shm-chunk-bytes", "1048576"));
+    // Up to this size all-reduces take the shared-memory path, whatever the cores (0: the defaults).
+    if (const size_t shm_max = std::stoul(env.arg("shm-max-bytes", "0")); shm_max > 0)
+      env.options.shm_max_bytes = env.options.shm_max_bytes_oversubscribed = shm_max;
     // Fake host names (comma-separated, one per rank) exercise the host-aware paths.
     std::string host = "localhost";
     if (const std::string hosts = env.arg("hosts"); !hosts.empty()) {
