@@ -23,7 +23,8 @@ struct PipelineStageTrainer::Chunk {
   ChunkNormRanges norm_ranges;                // squared for the global norm (wte once)
   std::vector<model::ShardSegment> whole_segments;  // contributed to gather_params (wte once)
   std::vector<model::ParamRange> owned_runs;  // `owned` merged into contiguous runs (replica sums)
-  std::unique_ptr<optim::AdamW> optimizer;   // over `owned`, or over zero's pieces
+  std::unique_ptr<OptimizerShards> optimizer;  // over `owned`, or over zero's pieces
+  size_t optimizer_floats = 0;                 // the parameters it holds moments of
   std::unique_ptr<DataGroupShards> zero;     // ZeRO inside the data group; null without
   std::vector<int64_t> free_slots;
   std::map<int64_t, int64_t> slot_of_micro_batch;

@@ -32,7 +32,8 @@ PipelineStageTrainer::MessageKey PipelineStageTrainer::key_of(const PipelineMess
 PipelineStageTrainer::PipelineStageTrainer(const config::JobConfig& config, BatchSource& batches,
                                            PipelineLinks& links, PipelinePlan plan,
                                            ReplicaGroup* replica_group,
-                                           model::TensorGroup* tensor_group)
+                                           model::TensorGroup* tensor_group,
+                                           const OptimizerShardsFactory& optimizer_shards)
     : config_(config), batches_(batches), links_(links), replicas_(replica_group),
       tensor_(tensor_group != nullptr && tensor_group->size() > 1 ? tensor_group : nullptr),
       zero_(config.parallel.zero > 0 && replica_group != nullptr && replica_group->replicas() > 1),
@@ -100,9 +101,12 @@ PipelineStageTrainer::PipelineStageTrainer(const config::JobConfig& config, Batc
       // The tied wte a run of its own, so the first and last stage cut it alike.
       chunk->zero = std::make_unique<DataGroupShards>(
           *replicas_, runs_cut_at(chunk->owned_runs, chunk->model->tied_wte()));
-      chunk->optimizer = chunk->model->make_optimizer(*backend_, settings, &chunk->zero->pieces());
+      chunk->optimizer = chunk->model->make_optimizer(*backend_, settings, optimizer_shards,
+                                                      &chunk->zero->pieces());
+      chunk->optimizer_floats = chunk->zero->piece_floats();
     } else {
-      chunk->optimizer = chunk->model->make_optimizer(*backend_, settings);
+      chunk->optimizer = chunk->model->make_optimizer(*backend_, settings, optimizer_shards);
+      for (const model::ParamRange& r : chunk->owned) chunk->optimizer_floats += r.count;
     }
     for (int64_t s = slots - 1; s >= 0; --s) chunk->free_slots.push_back(s);
     // The stage runs one op at a time: its chunks recompute in one scratch set.
@@ -133,9 +137,13 @@ size_t PipelineStageTrainer::owned_params() const {
   return count;
 }
 
+std::string PipelineStageTrainer::optimizer_description() const {
+  return chunks_.front()->optimizer->describe();
+}
+
 size_t PipelineStageTrainer::optimizer_params() const {
   size_t count = 0;
-  for (const auto& chunk : chunks_) count += chunk->optimizer->owned_count();
+  for (const auto& chunk : chunks_) count += chunk->optimizer_floats;
   return count;
 }
 
@@ -293,8 +301,7 @@ PipelineStepReport PipelineStageTrainer::train_step(int64_t step) {
   }
   const double norm = std::sqrt(squares[0] + squares[1]);
   for (auto& chunk : chunks_)
-    chunk->optimizer->step_with_norm(chunk->model->params(), chunk->model->grads(),
-                                     report.step.lr, norm);
+    chunk->optimizer->update(chunk->model->params(), chunk->model->grads(), report.step.lr, norm);
   if (zero_) {  // every replica's updated pieces to every replica
     const auto gather_start = Clock::now();
     for (auto& chunk : chunks_) chunk->zero->all_gather(chunk->model->params());

@@ -36,6 +36,14 @@
 // pipeline drains for both stages (no overlap with backward here), so 1 and 2 run the
 // same. Checkpoints: every replica takes part, lending its moment pieces to replica 0.
 //
+// Who updates: each chunk's optimizer comes from `optimizer_shards` (in dseek-node
+// RunOptions::optimizer_shards, the worker group's gradient_shard actors), a
+// LocalOptimizer without one. One per chunk, not one over the stage: the chunks of an
+// interleaved schedule have flat buffers of their own, and the actors hold a piece per
+// client (actors/node/gradient_shard.hpp), so a chunk's optimizer is built and called
+// as the plain data-parallel trainer's is. An update is element-wise: either gives
+// the same bits.
+//
 // Each step also measures the stage's bubble: 1 - (forward + backward compute) / (time
 // from the first op to the moment every stage drained the pipeline), and keeps trace
 // spans (forward, backward, send, recv, idle) for RUN_DIR/trace.json.
@@ -77,7 +85,8 @@ class PipelineStageTrainer {
   // group (null: one rank). Builds the backend (train.threads) itself.
   PipelineStageTrainer(const config::JobConfig& config, BatchSource& batches,
                        PipelineLinks& links, PipelinePlan plan, ReplicaGroup* replica_group = nullptr,
-                       model::TensorGroup* tensor_group = nullptr);
+                       model::TensorGroup* tensor_group = nullptr,
+                       const OptimizerShardsFactory& optimizer_shards = {});
   ~PipelineStageTrainer();
   PipelineStageTrainer(const PipelineStageTrainer&) = delete;
   PipelineStageTrainer& operator=(const PipelineStageTrainer&) = delete;
@@ -95,6 +104,8 @@ class PipelineStageTrainer {
   // Parameters whose AdamW moments this rank holds: owned_params() plus the head's copy
   // of wte, or under ZeRO this replica's pieces of them only.
   size_t optimizer_params() const;
+  // Who runs the chunks' updates (OptimizerShards::describe of the first chunk's).
+  std::string optimizer_description() const;
   // ZeRO inside the data group (see the top of this file).
   bool shards_optimizer_state() const { return zero_; }
   // The activation buffers of this stage's chunks together.
