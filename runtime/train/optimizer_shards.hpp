@@ -7,8 +7,10 @@
 // thread and backend, the default for runtime-only users and tests/dp; and in dseek-node
 // the node's gradient_shard actors (actors/node/gradient_shard.hpp), which hold the
 // moments of contiguous pieces of the owned ranges and update them in parallel. The
-// Trainer picks one through an OptimizerShardsFactory (RunOptions::optimizer_shards);
-// the runtime sees only this interface, so it knows nothing of actors.
+// Trainer picks one through an OptimizerShardsFactory (RunOptions::optimizer_shards),
+// and so do the pipeline stage trainer (one per chunk) and the tensor-parallel trainer
+// (make_optimizer_in_place); the runtime sees only this interface, so it knows nothing
+// of actors.
 //
 // Every implementation gives the same bits: an AdamW update is element-wise, so the
 // pieces an update is cut into do not change its result (optim/adamw.hpp).
