@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <map>
 #include <memory>
 #include <string>
 #include <thread>
@@ -13,6 +14,7 @@
 #include <caf/allowed_unsafe_message_type.hpp>
 #include <caf/event_based_actor.hpp>
 #include <caf/scoped_actor.hpp>
+#include <caf/send.hpp>
 #include <caf/stateful_actor.hpp>
 
 #include "actors/faults/crash_request.hpp"
@@ -28,6 +30,8 @@ struct shard_assignment {
   std::shared_ptr<const model::ParamLayout> layout;
   optim::AdamWSettings settings;
   std::vector<model::ParamRange> ranges;
+  // Not empty: `ranges` with their decay settings (OptimizerSpec::decay_ranges).
+  std::vector<optim::DecayRange> decay_ranges;
   std::shared_ptr<backend::HostMemory> host_memory;  // for the moments; null: aligned
 };
 struct shard_update {
@@ -51,6 +55,10 @@ struct shard_moments {
   float* adam_m = nullptr;
   float* adam_v = nullptr;
 };
+// The client `owner` is gone: its moments are freed.
+struct shard_release {
+  std::uint64_t owner = 0;
+};
 
 }  // namespace dseek::actors::detail
 
@@ -58,6 +66,7 @@ CAF_ALLOW_UNSAFE_MESSAGE_TYPE(dseek::actors::detail::shard_assignment)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(dseek::actors::detail::shard_update)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(dseek::actors::detail::shard_moments)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(dseek::actors::detail::shard_second_moment)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(dseek::actors::detail::shard_release)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(dseek::optim::StepStats)
 
 namespace dseek::actors {
@@ -66,6 +75,7 @@ namespace {
 
 using detail::shard_assignment;
 using detail::shard_moments;
+using detail::shard_release;
 using detail::shard_second_moment;
 using detail::shard_update;
 
@@ -73,14 +83,20 @@ using detail::shard_update;
 // alive but stuck (a request to a dead one fails at once).
 constexpr auto kShardAnswer = std::chrono::seconds(30);
 
-struct shard_state {
-  int index = 0;
+// One client's piece: a trainer's optimizer, or one chunk's of a pipeline stage that
+// has several (interleaved schedules), all live at once.
+struct shard_piece {
   // Single-threaded: the shards are the parallelism. Its memory (the moments) is the
   // trainer backend's host memory: pinned when the trainer runs on a CUDA device.
-  std::unique_ptr<backend::Backend> backend = backend::make_cpu_backend(1);
+  std::unique_ptr<backend::Backend> backend;
   std::shared_ptr<const model::ParamLayout> layout;  // outlives adamw, which refers to it
   std::unique_ptr<optim::AdamW> adamw;
-  std::uint64_t owner = 0;
+};
+
+struct shard_state {
+  int index = 0;
+  // By client (owner); a client's destructor releases its piece.
+  std::map<std::uint64_t, shard_piece> pieces;
   static inline const char* name = "dseek.gradient_shard";
 };
 
@@ -90,13 +106,20 @@ caf::error not_assigned(const shard_state& st) {
                              " holds no state for this trainer (it was restarted)");
 }
 
+// The piece of client `owner`, or null.
+optim::AdamW* adamw_of(shard_state& st, std::uint64_t owner) {
+  const auto it = st.pieces.find(owner);
+  return it == st.pieces.end() ? nullptr : it->second.adamw.get();
+}
+
 // The update in layout order, reporting each chunk of the piece as soon as the runs
 // of the update passed its last element: the trainer sends it to the device at once.
-caf::result<optim::StepStats> overlapped_update(shard_state& st, const shard_update& u) {
-  const auto reports = train::chunk_reports(st.adamw->owned(), *u.chunks);
+caf::result<optim::StepStats> overlapped_update(shard_state& st, optim::AdamW& adamw,
+                                                const shard_update& u) {
+  const auto reports = train::chunk_reports(adamw.owned(), *u.chunks);
   size_t next = 0;
   try {
-    const auto stats = st.adamw->step_with_norm(
+    const auto stats = adamw.step_with_norm(
         u.params, u.grads, u.lr, u.grad_norm, 1.0f, [&](size_t end) {
           for (; next < reports.size() && reports[next].after <= end; ++next)
             u.progress->report(reports[next].chunk);
@@ -116,36 +139,42 @@ caf::behavior gradient_shard(caf::stateful_actor<shard_state>* self, int index) 
   self->state.index = index;
   return {
       [self](shard_assignment& a) {
-        auto& st = self->state;
-        st.adamw.reset();
-        st.backend = a.host_memory ? backend::make_cpu_backend(1, std::move(a.host_memory))
-                                   : backend::make_cpu_backend(1);
-        st.layout = std::move(a.layout);
-        st.adamw = std::make_unique<optim::AdamW>(*st.backend, *st.layout, a.settings,
-                                                  std::move(a.ranges));
-        st.owner = a.owner;
+        shard_piece& piece = self->state.pieces[a.owner];
+        piece.adamw.reset();
+        piece.backend = a.host_memory ? backend::make_cpu_backend(1, std::move(a.host_memory))
+                                      : backend::make_cpu_backend(1);
+        piece.layout = std::move(a.layout);
+        piece.adamw = a.decay_ranges.empty()
+                          ? std::make_unique<optim::AdamW>(*piece.backend, *piece.layout,
+                                                           a.settings, std::move(a.ranges))
+                          : std::make_unique<optim::AdamW>(*piece.backend, a.settings,
+                                                           a.decay_ranges);
         return caf::ok_atom::value;
       },
+      [self](const shard_release& r) { self->state.pieces.erase(r.owner); },
       [self](const shard_update& u) -> caf::result<optim::StepStats> {
         auto& st = self->state;
-        if (!st.adamw || u.owner != st.owner) return not_assigned(st);
-        st.adamw->set_steps_taken(u.steps_before);
-        if (!u.progress) return st.adamw->step_with_norm(u.params, u.grads, u.lr, u.grad_norm);
-        return overlapped_update(st, u);
+        optim::AdamW* adamw = adamw_of(st, u.owner);
+        if (adamw == nullptr) return not_assigned(st);
+        adamw->set_steps_taken(u.steps_before);
+        if (!u.progress) return adamw->step_with_norm(u.params, u.grads, u.lr, u.grad_norm);
+        return overlapped_update(st, *adamw, u);
       },
       [self](const shard_moments& m) -> caf::result<caf::ok_atom> {
         auto& st = self->state;
-        if (!st.adamw || m.owner != st.owner) return not_assigned(st);
+        optim::AdamW* adamw = adamw_of(st, m.owner);
+        if (adamw == nullptr) return not_assigned(st);
         if (m.to_host)
-          st.adamw->moments_to_host(m.adam_m, m.adam_v);
+          adamw->moments_to_host(m.adam_m, m.adam_v);
         else
-          st.adamw->moments_from_host(m.adam_m, m.adam_v);
+          adamw->moments_from_host(m.adam_m, m.adam_v);
         return caf::ok_atom::value;
       },
       [self](const shard_second_moment& v) -> caf::result<caf::ok_atom> {
         auto& st = self->state;
-        if (!st.adamw || v.owner != st.owner) return not_assigned(st);
-        st.adamw->set_second_moment(v.second_moment);
+        optim::AdamW* adamw = adamw_of(st, v.owner);
+        if (adamw == nullptr) return not_assigned(st);
+        adamw->set_second_moment(v.second_moment);
         return caf::ok_atom::value;
       },
       [](crash_atom) { crash_now("gradient_shard"); },
@@ -168,7 +197,11 @@ class actor_optimizer final : public train::OptimizerShards {
     shards.resize(pieces_.size());  // a tiny buffer may make fewer pieces than actors
     shards_ = std::move(shards);
     for_all([&](size_t i) {
-      return shard_assignment{owner_, layout, spec.settings, pieces_[i], spec.host_memory};
+      return shard_assignment{owner_, layout, spec.settings, pieces_[i],
+                              spec.decay_ranges.empty()
+                                  ? std::vector<optim::DecayRange>{}
+                                  : train::with_decay(pieces_[i], spec.decay_ranges),
+                              spec.host_memory};
     }, "take its piece");
     // A shard that goes down wakes a training thread waiting for one of its chunks
     // (at once; a dead shard's answer would come only when the thread asks for it).
@@ -189,6 +222,8 @@ class actor_optimizer final : public train::OptimizerShards {
         // Going away after a failure: nothing is left to tell.
       }
     }
+    // Each actor may serve several clients (the chunks of a pipeline stage): free ours.
+    for (const auto& shard : shards_) caf::anon_send(shard, shard_release{owner_});
   }
 
   optim::StepStats update(float* params, const float* grads, double lr,
@@ -224,6 +259,9 @@ class actor_optimizer final : public train::OptimizerShards {
   int64_t steps_taken() const override { return steps_; }
   void set_steps_taken(int64_t steps) override { steps_ = steps; }
   bool updates_on_host() const override { return true; }
+  std::string describe() const override {
+    return std::to_string(shards_.size()) + " gradient_shard actors";
+  }
 
   bool updates_in_chunks() const override { return true; }
   void start_update(float* params, const float* grads, double lr, double grad_norm,

@@ -25,14 +25,21 @@
 // never leave the process) and waits for all, bounded. The order of the step stays the
 // trainer's: finish the reduction, norm, update (here), gather.
 //
+// The pipeline and tensor-parallel trainers (3D jobs) get their optimizers the same way:
+// a pipeline stage has one per chunk (an interleaved schedule gives it several, each
+// over its own flat buffer), so an actor holds one piece per client, keyed by the
+// client, and a client frees its pieces when it goes away. A tensor-parallel shard's
+// buffer is not a ParamLayout: its client passes each range's decay setting
+// (OptimizerSpec::decay_ranges), and each actor gets its piece's.
+//
 // A gradient_shard that crashes takes the worker group down with it (one_for_all): the
 // worker watches its shards and fails at once (its training aborts its collectives, as
 // on a worker crash), the supervisor restarts the whole group, and the node recovers as
 // after a worker crash (elastic_training.hpp). A request that finds its actor gone
 // throws gradient_shard_lost on the training thread.
 //
-// Messages (local to the process, not announced): the assignment, the update, moments
-// to / from host, the given second moment (compressed gradients); crash_atom (crash_actor fault, which names shard 0).
+// Messages (local to the process, not announced): the assignment and its release, the
+// update, moments to / from host, the given second moment (compressed gradients); crash_atom (crash_actor fault, which names shard 0).
 #pragma once
 
 #include <stdexcept>

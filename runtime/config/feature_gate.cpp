@@ -28,14 +28,15 @@ bool has_unsupported_fault(const JobConfig& config) {
 // A pipeline or tensor-parallel job injects kill and hang (the node is lost: the
 // survivors re-plan the layout and resume from the newest checkpoint,
 // actors/node/fixed_world_training.hpp), a pipeline job also crash_actor of its
-// pipeline_stage (its worker group restarts and the job recovers the same way), and
+// pipeline_stage or of a gradient_shard, which runs its chunks' optimizer updates (its
+// worker group restarts and the job recovers the same way), and
 // fail_checkpoint_write (its gathered checkpoint fails and training goes on); nothing
 // else. during = "reduction" fires in the data-parallel gradient all-reduce, which these
 // jobs do not run.
 bool has_fault_a_fixed_world_lacks(const JobConfig& config, std::string_view kind) {
   for (const auto& fault : config.faults) {
     if ((kind == "pipeline" || config.parallel.pipeline > 1) && fault.kind == "crash_actor" &&
-        fault.actor == "pipeline_stage")
+        (fault.actor == "pipeline_stage" || fault.actor == "gradient_shard"))
       continue;
     if (fault.kind != "kill" && fault.kind != "hang" && fault.kind != "fail_checkpoint_write")
       return true;
@@ -72,7 +73,8 @@ void add_fixed_world_gates(std::vector<Gate>& gates, const JobConfig& config, bo
   // the whole state to world rank 0 (train/gathered_checkpointing.hpp).
   std::string injected = "kill and hang (the survivors re-plan the layout and resume from "
                          "the newest checkpoint), ";
-  if (kind == "pipeline") injected += "crash_actor of the pipeline_stage (the same), ";
+  if (kind == "pipeline")
+    injected += "crash_actor of the pipeline_stage or a gradient_shard (the same), ";
   injected += "and fail_checkpoint_write, at a step boundary or after_seconds (not during = "
               "\"reduction\")";
   gates.push_back({requested && has_fault_a_fixed_world_lacks(config, kind), "faults",

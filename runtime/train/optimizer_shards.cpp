@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <stdexcept>
+#include <string>
 
 namespace dseek::train {
 
@@ -22,8 +23,39 @@ bool OptimizerShards::chunk_updated(size_t) const { no_chunked_update("chunk_upd
 void OptimizerShards::wait_for_chunk(size_t) { no_chunked_update("wait_for_chunk"); }
 optim::StepStats OptimizerShards::finish_update() { no_chunked_update("finish_update"); }
 
-LocalOptimizer::LocalOptimizer(const OptimizerSpec& spec)
-    : adamw_(spec.backend, spec.layout, spec.settings, spec.owned) {}
+namespace {
+optim::AdamW adamw_of(const OptimizerSpec& spec) {
+  if (spec.decay_ranges.empty()) return optim::AdamW(spec.backend, spec.layout, spec.settings, spec.owned);
+  return optim::AdamW(spec.backend, spec.settings, spec.decay_ranges);
+}
+}  // namespace
+
+LocalOptimizer::LocalOptimizer(const OptimizerSpec& spec) : adamw_(adamw_of(spec)) {}
+
+std::unique_ptr<OptimizerShards> make_optimizer_in_place(const OptimizerShardsFactory& factory,
+                                                         const OptimizerSpec& spec) {
+  std::unique_ptr<OptimizerShards> optimizer;
+  if (factory && spec.backend.memory_is_host()) optimizer = factory(spec);
+  if (!optimizer) optimizer = std::make_unique<LocalOptimizer>(spec);
+  return optimizer;
+}
+
+std::vector<optim::DecayRange> with_decay(const std::vector<model::ParamRange>& piece,
+                                          const std::vector<optim::DecayRange>& owned) {
+  std::vector<optim::DecayRange> result;
+  result.reserve(piece.size());
+  for (const model::ParamRange& range : piece) {
+    const auto it = std::find_if(owned.begin(), owned.end(), [&](const optim::DecayRange& d) {
+      return d.range.offset <= range.offset && range.end() <= d.range.end();
+    });
+    if (it == owned.end())
+      throw std::invalid_argument("with_decay: a piece's range [" + std::to_string(range.offset) +
+                                  ", " + std::to_string(range.end()) +
+                                  ") lies in no owned range");
+    result.push_back({range, it->decay});
+  }
+  return result;
+}
 
 optim::StepStats LocalOptimizer::update(float* params, const float* grads, double lr,
                                         double grad_norm) {

@@ -7,8 +7,10 @@
 // thread and backend, the default for runtime-only users and tests/dp; and in dseek-node
 // the node's gradient_shard actors (actors/node/gradient_shard.hpp), which hold the
 // moments of contiguous pieces of the owned ranges and update them in parallel. The
-// Trainer picks one through an OptimizerShardsFactory (RunOptions::optimizer_shards);
-// the runtime sees only this interface, so it knows nothing of actors.
+// Trainer picks one through an OptimizerShardsFactory (RunOptions::optimizer_shards),
+// and so do the pipeline stage trainer (one per chunk) and the tensor-parallel trainer
+// (make_optimizer_in_place); the runtime sees only this interface, so it knows nothing
+// of actors.
 //
 // Every implementation gives the same bits: an AdamW update is element-wise, so the
 // pieces an update is cut into do not change its result (optim/adamw.hpp).
@@ -26,6 +28,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "runtime/backend/backend.hpp"
@@ -45,6 +48,11 @@ struct OptimizerSpec {
   // for CUDA): where an optimizer that runs on the host keeps its moments. Null: its
   // own backend's default.
   std::shared_ptr<backend::HostMemory> host_memory = nullptr;
+  // For a buffer `layout` does not describe (a tensor-parallel shard, whose elements
+  // take the weight decay of the whole model's tensor they come from): the owned ranges
+  // with their decay settings, the same ranges as `owned` in the same order; `layout`
+  // then only has to outlive the spec. Empty: decay from `layout`.
+  std::vector<optim::DecayRange> decay_ranges = {};
 };
 
 class OptimizerShards {
@@ -69,6 +77,8 @@ class OptimizerShards {
   // trainer's backend: its params and grads must then be host arrays, and the trainer
   // stages them when its backend's memory is not host memory (host_staging.hpp).
   virtual bool updates_on_host() const { return false; }
+  // Who runs the update, for the run's report (run_started's "optimizer").
+  virtual std::string describe() const = 0;
 
   // --- the overlapped update (see the top of this file) ------------------------------
   // Whether start_update() and the calls below are implemented.
@@ -91,6 +101,13 @@ class OptimizerShards {
 using OptimizerShardsFactory =
     std::function<std::unique_ptr<OptimizerShards>(const OptimizerSpec& spec)>;
 
+// The optimizer `factory` makes for `spec`, or a LocalOptimizer when it is empty or
+// returns null. For trainers that do not stage their buffers to the host (the pipeline
+// and tensor-parallel ones): on a backend whose memory is not host memory the factory
+// is not asked -- the update stays on the device, where the parameters are.
+std::unique_ptr<OptimizerShards> make_optimizer_in_place(const OptimizerShardsFactory& factory,
+                                                         const OptimizerSpec& spec);
+
 // One optim::AdamW over the owned ranges, on the caller's thread and backend.
 class LocalOptimizer final : public OptimizerShards {
  public:
@@ -104,6 +121,7 @@ class LocalOptimizer final : public OptimizerShards {
   }
   int64_t steps_taken() const override { return adamw_.steps_taken(); }
   void set_steps_taken(int64_t steps) override { adamw_.set_steps_taken(steps); }
+  std::string describe() const override { return "local AdamW"; }
 
  private:
   optim::AdamW adamw_;
@@ -115,6 +133,11 @@ class LocalOptimizer final : public OptimizerShards {
 // fewer than `pieces` x `align` elements.
 std::vector<std::vector<model::ParamRange>> split_owned(
     const std::vector<model::ParamRange>& owned, int pieces, size_t align = 16);
+
+// `piece` (ranges each inside one range of `owned`, as split_owned cuts them) with the
+// decay setting of the range it lies in; std::invalid_argument for a range outside.
+std::vector<optim::DecayRange> with_decay(const std::vector<model::ParamRange>& piece,
+                                          const std::vector<optim::DecayRange>& owned);
 
 // The overlapped update: when a piece of it (its ranges, in layout order) may report
 // each chunk it holds part of -- once its update passed `after`, the flat offset just

@@ -30,6 +30,7 @@
 #include "runtime/model/tensor_parallel_layout.hpp"
 #include "runtime/numerics/delayed_scaling.hpp"
 #include "runtime/optim/adamw.hpp"
+#include "runtime/train/optimizer_shards.hpp"
 
 namespace dseek::train {
 
@@ -79,9 +80,11 @@ class PipelineChunk {
   virtual std::vector<model::ShardSegment> owned_segments() const = 0;
   // AdamW over owned_ranges() with the whole model's weight-decay settings; with `only`
   // (ZeRO inside the data group: this replica's pieces, inside owned_ranges()), over
-  // those ranges alone.
-  virtual std::unique_ptr<optim::AdamW> make_optimizer(
+  // those ranges alone. `factory`'s optimizer (in dseek-node the worker group's
+  // gradient_shard actors), or a LocalOptimizer (make_optimizer_in_place).
+  virtual std::unique_ptr<OptimizerShards> make_optimizer(
       backend::Backend& backend, const optim::AdamWSettings& settings,
+      const OptimizerShardsFactory& factory,
       const std::vector<model::ParamRange>* only = nullptr) const = 0;
 };
 

@@ -78,8 +78,9 @@ class TensorParallelChunk final : public ModelChunk<model::TensorParallelGpt> {
     }
     return segments;
   }
-  std::unique_ptr<optim::AdamW> make_optimizer(
+  std::unique_ptr<OptimizerShards> make_optimizer(
       backend::Backend& backend, const optim::AdamWSettings& settings,
+      const OptimizerShardsFactory& factory,
       const std::vector<model::ParamRange>* only) const override {
     const model::TensorParallelLayout& layout = model_.layout();
     const auto& tensors = layout.whole().tensors();
@@ -102,7 +103,10 @@ class TensorParallelChunk final : public ModelChunk<model::TensorParallelGpt> {
           if (begin < end) owned.push_back({{begin, end - begin}, decay});
         }
       }
-    return std::make_unique<optim::AdamW>(backend, settings, owned);
+    // The shard's buffer is no ParamLayout: the decay travels with each range.
+    OptimizerSpec spec{backend, layout.whole(), settings, {}, backend.host_memory(), owned};
+    for (const optim::DecayRange& range : owned) spec.owned.push_back(range.range);
+    return make_optimizer_in_place(factory, spec);
   }
 
  private:

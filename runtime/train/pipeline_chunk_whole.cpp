@@ -46,11 +46,13 @@ class WholeModelChunk final : public ModelChunk<model::GptModel> {
     for (const model::ParamRange& r : owned_ranges()) segments.push_back({r.offset, r.offset, r.count});
     return segments;
   }
-  std::unique_ptr<optim::AdamW> make_optimizer(
+  std::unique_ptr<OptimizerShards> make_optimizer(
       backend::Backend& backend, const optim::AdamWSettings& settings,
+      const OptimizerShardsFactory& factory,
       const std::vector<model::ParamRange>* only) const override {
-    return std::make_unique<optim::AdamW>(backend, model_.layout(), settings,
-                                          only != nullptr ? *only : owned_ranges());
+    return make_optimizer_in_place(
+        factory, OptimizerSpec{backend, model_.layout(), settings,
+                               only != nullptr ? *only : owned_ranges(), backend.host_memory()});
   }
 
  private:

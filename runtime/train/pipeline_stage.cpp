@@ -13,7 +13,7 @@ std::unique_ptr<PipelineStage> make_pipeline_stage(const PipelineStageFactory& f
 
 LocalPipelineStage::LocalPipelineStage(const PipelineStageSpec& spec)
     : trainer_(spec.config, spec.batches, spec.links, spec.plan, spec.replicas, spec.tensor,
-               spec.make_backend) {
+               spec.make_backend, spec.optimizer_shards) {
   info_.stage = trainer_.stage();
   info_.replica = trainer_.replica();
   info_.replicas = trainer_.replicas();
@@ -23,6 +23,7 @@ LocalPipelineStage::LocalPipelineStage(const PipelineStageSpec& spec)
   info_.owned_params = trainer_.owned_params();
   info_.shards_optimizer_state = trainer_.shards_optimizer_state();
   info_.optimizer_params = trainer_.optimizer_params();
+  info_.optimizer = trainer_.optimizer_description();
   info_.activation_memory = trainer_.activation_memory();
   info_.plan = trainer_.plan();
 }

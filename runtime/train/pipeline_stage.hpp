@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "runtime/config/job_config.hpp"
@@ -43,6 +44,9 @@ struct PipelineStageSpec {
   ReplicaGroup* replicas;  // the stage's data group; null: one replica
   model::TensorGroup* tensor = nullptr;  // the stage's tensor group; null: one rank
   BackendFactory make_backend = {};      // train.device's backend; empty: make_runtime_backend
+  // Who runs each chunk's optimizer (RunOptions::optimizer_shards: in dseek-node the
+  // worker group's gradient_shard actors); empty: LocalOptimizers.
+  OptimizerShardsFactory optimizer_shards = {};
 };
 
 // What a built stage is, fixed for its life (read once, not asked per step).
@@ -56,6 +60,7 @@ struct PipelineStageInfo {
   // this rank holds the AdamW moments of optimizer_params parameters.
   bool shards_optimizer_state = false;
   size_t optimizer_params = 0;
+  std::string optimizer;  // who runs its update (OptimizerShards::describe)
   model::ActivationMemory activation_memory;
   PipelinePlan plan;
 };

@@ -24,7 +24,8 @@ struct PipelineStageTrainer::Chunk {
   ChunkNormRanges norm_ranges;                // squared for the global norm (wte once)
   std::vector<model::ShardSegment> whole_segments;  // contributed to gather_params (wte once)
   std::vector<model::ParamRange> owned_runs;  // `owned` merged into contiguous runs (replica sums)
-  std::unique_ptr<optim::AdamW> optimizer;   // over `owned`, or over zero's pieces
+  std::unique_ptr<OptimizerShards> optimizer;  // over `owned`, or over zero's pieces
+  size_t optimizer_floats = 0;                 // the parameters it holds moments of
   std::unique_ptr<DataGroupShards> zero;     // ZeRO inside the data group; null without
   // The gradients' host copy for the host data plane (the tied wte's sum, the replicas'
   // sums or reduce-scatter); on the CPU backend the gradients themselves.

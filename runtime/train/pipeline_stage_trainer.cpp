@@ -33,7 +33,8 @@ PipelineStageTrainer::PipelineStageTrainer(const config::JobConfig& config, Batc
                                            PipelineLinks& links, PipelinePlan plan,
                                            ReplicaGroup* replica_group,
                                            model::TensorGroup* tensor_group,
-                                           const BackendFactory& make_backend)
+                                           const BackendFactory& make_backend,
+                                           const OptimizerShardsFactory& optimizer_shards)
     : config_(config), batches_(batches), links_(links), replicas_(replica_group),
       tensor_(tensor_group != nullptr && tensor_group->size() > 1 ? tensor_group : nullptr),
       zero_(config.parallel.zero > 0 && replica_group != nullptr && replica_group->replicas() > 1),
@@ -104,11 +105,14 @@ PipelineStageTrainer::PipelineStageTrainer(const config::JobConfig& config, Batc
       // The tied wte a run of its own, so the first and last stage cut it alike.
       chunk->zero = std::make_unique<DataGroupShards>(
           *replicas_, runs_cut_at(chunk->owned_runs, chunk->model->tied_wte()));
-      chunk->optimizer = chunk->model->make_optimizer(*backend_, settings, &chunk->zero->pieces());
+      chunk->optimizer = chunk->model->make_optimizer(*backend_, settings, optimizer_shards,
+                                                      &chunk->zero->pieces());
+      chunk->optimizer_floats = chunk->zero->piece_floats();
       chunk->params_host = std::make_unique<HostStaging>(*backend_, chunk->model->params(),
                                                          chunk->model->buffer_floats());
     } else {
-      chunk->optimizer = chunk->model->make_optimizer(*backend_, settings);
+      chunk->optimizer = chunk->model->make_optimizer(*backend_, settings, optimizer_shards);
+      for (const model::ParamRange& r : chunk->owned) chunk->optimizer_floats += r.count;
     }
     for (int64_t s = slots - 1; s >= 0; --s) chunk->free_slots.push_back(s);
     // The stage runs one op at a time: its chunks recompute in one scratch set.
@@ -141,9 +145,13 @@ size_t PipelineStageTrainer::owned_params() const {
   return count;
 }
 
+std::string PipelineStageTrainer::optimizer_description() const {
+  return chunks_.front()->optimizer->describe();
+}
+
 size_t PipelineStageTrainer::optimizer_params() const {
   size_t count = 0;
-  for (const auto& chunk : chunks_) count += chunk->optimizer->owned_count();
+  for (const auto& chunk : chunks_) count += chunk->optimizer_floats;
   return count;
 }
 
@@ -311,9 +319,15 @@ PipelineStepReport PipelineStageTrainer::train_step(int64_t step) {
     if (apply) norm /= loss_scale;  // exact: the scale is a power of two
   }
   if (apply) {
-    for (auto& chunk : chunks_)
-      chunk->optimizer->step_with_norm(chunk->model->params(), chunk->model->grads(),
-                                       report.step.lr, norm, loss_scale);
+    for (auto& chunk : chunks_) {
+      // fp8: the owned gradients unscaled where they live (exact: a power of two), so
+      // any OptimizerShards (the gradient_shard actors too) updates from true gradients.
+      if (loss_scale != 1.0f)
+        for (const model::ParamRange& r : chunk->zero ? chunk->zero->pieces() : chunk->owned)
+          backend_->scale(chunk->model->grads() + r.offset, r.count, 1.0f / loss_scale);
+      chunk->optimizer->update(chunk->model->params(), chunk->model->grads(), report.step.lr,
+                               norm);
+    }
     if (zero_) {  // every replica's updated pieces to every replica
       const auto gather_start = Clock::now();
       for (auto& chunk : chunks_) {

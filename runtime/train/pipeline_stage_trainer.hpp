@@ -50,6 +50,14 @@
 // The update divides the scale out on the backend (AdamW::step_with_norm), and every
 // chunk closes its FP8 delayed-scaling step after each step, skipped or not.
 //
+// Who updates: each chunk's optimizer comes from `optimizer_shards` (in dseek-node
+// RunOptions::optimizer_shards, the worker group's gradient_shard actors), a
+// LocalOptimizer without one. One per chunk, not one over the stage: the chunks of an
+// interleaved schedule have flat buffers of their own, and the actors hold a piece per
+// client (actors/node/gradient_shard.hpp), so a chunk's optimizer is built and called
+// as the plain data-parallel trainer's is. An update is element-wise: either gives
+// the same bits.
+//
 // Each step also measures the stage's bubble: 1 - (forward + backward compute) / (time
 // from the first op to the moment every stage drained the pipeline), and keeps trace
 // spans (forward, backward, send, recv, idle) for RUN_DIR/trace.json.
@@ -96,7 +104,8 @@ class PipelineStageTrainer {
   PipelineStageTrainer(const config::JobConfig& config, BatchSource& batches,
                        PipelineLinks& links, PipelinePlan plan, ReplicaGroup* replica_group = nullptr,
                        model::TensorGroup* tensor_group = nullptr,
-                       const BackendFactory& make_backend = {});
+                       const BackendFactory& make_backend = {},
+                       const OptimizerShardsFactory& optimizer_shards = {});
   ~PipelineStageTrainer();
   PipelineStageTrainer(const PipelineStageTrainer&) = delete;
   PipelineStageTrainer& operator=(const PipelineStageTrainer&) = delete;
@@ -114,6 +123,8 @@ class PipelineStageTrainer {
   // Parameters whose AdamW moments this rank holds: owned_params() plus the head's copy
   // of wte, or under ZeRO this replica's pieces of them only.
   size_t optimizer_params() const;
+  // Who runs the chunks' updates (OptimizerShards::describe of the first chunk's).
+  std::string optimizer_description() const;
   // ZeRO inside the data group (see the top of this file).
   bool shards_optimizer_state() const { return zero_; }
   // The activation buffers of this stage's chunks together.

@@ -81,7 +81,7 @@ PipelineRunSummary run_pipeline_stage(const config::JobConfig& config, const Run
   // Local, or the node's pipeline_stage actor (options.pipeline_stage): one loop drives either.
   const auto stage = make_pipeline_stage(options.pipeline_stage,
                                          PipelineStageSpec{config, train_batches, links, plan, replicas, tensor,
-                                                           options.backend});
+                                                           options.backend, options.optimizer_shards});
   PipelineStage& trainer = *stage;
   const PipelineStageInfo& info = trainer.info();
   const ParallelGroups layout(info.replicas, static_cast<int>(plan.shape.stages), info.tensor_ranks);
@@ -97,6 +97,7 @@ PipelineRunSummary run_pipeline_stage(const config::JobConfig& config, const Run
       .add("stage_params", static_cast<uint64_t>(info.owned_params))
       .add("zero", info.shards_optimizer_state ? config.parallel.zero : int64_t{0})
       .add("optimizer_params", static_cast<uint64_t>(info.optimizer_params))
+      .add("optimizer", info.optimizer)
       .add("dim", config.model.dim).add("layers", config.model.layers)
       .add("batch_size", t.batch_size).add("steps", t.steps).add("threads", t.threads)
       .add("data", config.data.dir);
@@ -106,7 +107,8 @@ PipelineRunSummary run_pipeline_stage(const config::JobConfig& config, const Run
                   std::to_string(info.tensor_rank) + ": optimizer state sharded over the data group (ZeRO " +
                   std::to_string(config.parallel.zero) + ", " + std::to_string(info.replicas) +
                   " replicas): AdamW moments of " + std::to_string(info.optimizer_params) +
-                  " parameters here (the stage owns " + std::to_string(info.owned_params) + ")");
+                  " parameters here (the stage owns " + std::to_string(info.owned_params) +
+                  "), updated by " + info.optimizer);
   report_model_memory(events, progress, "stage " + std::to_string(info.stage) + " ",
                       config.model, info.activation_memory);
 

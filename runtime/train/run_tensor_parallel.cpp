@@ -32,7 +32,8 @@ RunSummary run_tensor_parallel(const config::JobConfig& config, const RunOptions
                                config.model.context);
   auto val_batches = open_validation(config, progress);
 
-  TensorParallelTrainer trainer(config, train_batches, group, replicas, options.backend);
+  TensorParallelTrainer trainer(config, train_batches, group, replicas, options.backend,
+                                options.optimizer_shards);
   const ParallelGroups layout(trainer.replicas(), 1, trainer.ranks());
   report_parallel_layout(layout, layout.rank_of({trainer.replica(), 0, trainer.rank()}), events,
                          progress);
@@ -43,6 +44,7 @@ RunSummary run_tensor_parallel(const config::JobConfig& config, const RunOptions
       .add("shard_params", static_cast<uint64_t>(trainer.shard_params()))
       .add("zero", trainer.shards_optimizer_state() ? config.parallel.zero : int64_t{0})
       .add("optimizer_params", static_cast<uint64_t>(trainer.optimizer_params()))
+      .add("optimizer", trainer.optimizer_description())
       .add("dim", config.model.dim).add("layers", config.model.layers)
       .add("batch_size", t.batch_size).add("steps", t.steps).add("threads", t.threads)
       .add("data", config.data.dir);
@@ -52,7 +54,8 @@ RunSummary run_tensor_parallel(const config::JobConfig& config, const RunOptions
                   ": optimizer state sharded over the data group (ZeRO " +
                   std::to_string(config.parallel.zero) + ", " + std::to_string(trainer.replicas()) +
                   " replicas): AdamW moments of " + std::to_string(trainer.optimizer_params()) +
-                  " parameters here (the shard has " + std::to_string(trainer.shard_params()) + ")");
+                  " parameters here (the shard has " + std::to_string(trainer.shard_params()) +
+                  "), updated by " + trainer.optimizer_description());
   report_model_memory(events, progress, "", config.model, trainer.activation_memory());
 
   TensorCheckpointState checkpoint_state(trainer);

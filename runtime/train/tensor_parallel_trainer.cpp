@@ -40,7 +40,8 @@ class TensorParallelTrainer::TimedGroup final : public model::TensorGroup {
 
 TensorParallelTrainer::TensorParallelTrainer(const config::JobConfig& config, BatchSource& batches,
                                              model::TensorGroup& group, ReplicaGroup* replica_group,
-                                             const BackendFactory& make_backend)
+                                             const BackendFactory& make_backend,
+                                             const OptimizerShardsFactory& optimizer_shards)
     : config_(config), batches_(batches), group_(group), replicas_(replica_group),
       timed_group_(std::make_unique<TimedGroup>(group)),
       backend_(make_backend ? make_backend(config) : make_runtime_backend(config)) {
@@ -72,13 +73,16 @@ TensorParallelTrainer::TensorParallelTrainer(const config::JobConfig& config, Ba
         *replicas_, std::vector<model::ParamRange>{{0, model_->num_params()}});
     moments_ = zero_->pieces().empty() ? model::ParamRange{0, 0} : zero_->pieces().front();
   }
-  m_ = backend::DeviceBuffer<float>(*backend_, moments_.count);
-  v_ = backend::DeviceBuffer<float>(*backend_, moments_.count);
   if (replicas_ != nullptr)
     grads_host_ = std::make_unique<HostStaging>(*backend_, model_->grads(), model_->num_params());
   if (zero_)
     params_host_ = std::make_unique<HostStaging>(*backend_, model_->params(), model_->num_params());
   plan_update_runs();
+  // The shard's buffer is no ParamLayout: each run carries its decay (OptimizerSpec).
+  OptimizerSpec spec{*backend_, model_->layout().whole(), settings_, {}, backend_->host_memory(),
+                     runs_};
+  for (const optim::DecayRange& run : runs_) spec.owned.push_back(run.range);
+  optimizer_ = make_optimizer_in_place(optimizer_shards, spec);
   const size_t tokens = static_cast<size_t>(micro_batch_ * config.model.context);
   inputs_.resize(tokens);
   targets_.resize(tokens);
@@ -102,19 +106,19 @@ void TensorParallelTrainer::plan_update_runs() {
       if (begin >= end) continue;
       const size_t shard_begin = segment.shard_offset + (begin - segment.whole_offset);
       if (!runs_.empty() && runs_.back().decay == tensor.decay &&
-          runs_.back().offset + runs_.back().count == shard_begin) {
-        runs_.back().count += end - begin;
+          runs_.back().range.end() == shard_begin) {
+        runs_.back().range.count += end - begin;
         continue;
       }
-      runs_.push_back({shard_begin, end - begin, tensor.decay});
+      runs_.push_back({{shard_begin, end - begin}, tensor.decay});
     }
   }
-  // This replica's moments cover moments_ only (the whole shard without ZeRO).
-  std::vector<UpdateRun> in_moments;
-  for (const UpdateRun& run : runs_) {
-    const size_t begin = std::max(run.offset, moments_.offset);
-    const size_t end = std::min(run.offset + run.count, moments_.end());
-    if (begin < end) in_moments.push_back({begin, end - begin, run.decay, begin - moments_.offset});
+  // This replica's optimizer covers moments_ only (the whole shard without ZeRO).
+  std::vector<optim::DecayRange> in_moments;
+  for (const optim::DecayRange& run : runs_) {
+    const size_t begin = std::max(run.range.offset, moments_.offset);
+    const size_t end = std::min(run.range.end(), moments_.end());
+    if (begin < end) in_moments.push_back({{begin, end - begin}, run.decay});
   }
   runs_ = std::move(in_moments);
   if (zero_) {
@@ -192,18 +196,7 @@ StepReport TensorParallelTrainer::train_step(int64_t step) {
     model_->precision().end_step();
     return finish_report(report, start);
   }
-  double clip_scale = 1.0;
-  if (settings_.grad_clip > 0.0 && norm > settings_.grad_clip)
-    clip_scale = settings_.grad_clip / (norm + 1e-6);  // as AdamW::step_with_norm
-  ++optimizer_steps_;
-  for (const UpdateRun& run : runs_) {
-    backend_->adamw_update(model_->params() + run.offset, model_->grads() + run.offset,
-                           m_.data() + run.moment_offset, v_.data() + run.moment_offset, run.count,
-                           static_cast<float>(report.lr), static_cast<float>(settings_.beta1),
-                           static_cast<float>(settings_.beta2), static_cast<float>(settings_.eps),
-                           run.decay ? static_cast<float>(settings_.weight_decay) : 0.0f,
-                           optimizer_steps_, static_cast<float>(clip_scale));
-  }
+  optimizer_->update(model_->params(), model_->grads(), report.lr, norm);
   if (zero_) {  // every replica's updated piece to every replica
     const auto gather_start = Clock::now();
     params_host_->all_to_host();
@@ -291,11 +284,12 @@ bool TensorParallelTrainer::first_rank_decides(bool value) {
   return decision > 0.0f;
 }
 
-void TensorParallelTrainer::moment_to_host(const backend::DeviceBuffer<float>& moment,
-                                           std::vector<float>& shard) {
-  backend_->copy_to_host(shard.data() + moments_.offset, moment.data(),
-                         moments_.count * sizeof(float));
-  if (zero_) zero_->all_gather(shard.data());
+void TensorParallelTrainer::moments_to_host(std::vector<float>& m_shard,
+                                            std::vector<float>& v_shard) {
+  optimizer_->moments_to_host(m_shard.data(), v_shard.data());
+  if (!zero_) return;
+  zero_->all_gather(m_shard.data());
+  zero_->all_gather(v_shard.data());
 }
 
 void TensorParallelTrainer::gather_state_to_first(float* params, float* adam_m, float* adam_v) {
@@ -305,26 +299,24 @@ void TensorParallelTrainer::gather_state_to_first(float* params, float* adam_m, 
     if (!zero_ || params != nullptr)
       throw std::logic_error("gather_state_to_first: a replica other than 0 takes part under "
                              "ZeRO only, and passes no buffers");
-    std::vector<float> shard(layout.total());
-    moment_to_host(m_, shard);
-    moment_to_host(v_, shard);
+    std::vector<float> m_shard(layout.total()), v_shard(layout.total());
+    moments_to_host(m_shard, v_shard);
     return;
   }
   const bool first = group_.rank() == 0;
   if (first != (params != nullptr && adam_m != nullptr && adam_v != nullptr))
     throw std::logic_error("gather_state_to_first: rank 0, and only rank 0, passes buffers");
   const size_t whole_count = layout.whole().total();
-  std::vector<float> shard(layout.total());
+  std::vector<float> param_shard(layout.total()), m_shard(layout.total()), v_shard(layout.total());
   std::vector<float> scratch(first ? 0 : whole_count);
-  const std::pair<const backend::DeviceBuffer<float>*, float*> parts[] = {
-      {nullptr, params}, {&m_, adam_m}, {&v_, adam_v}};
-  for (const auto& [moment, target] : parts) {
+  backend_->copy_to_host(param_shard.data(), model_->params(), param_shard.size() * sizeof(float));
+  moments_to_host(m_shard, v_shard);
+  const std::pair<const std::vector<float>*, float*> parts[] = {
+      {&param_shard, params}, {&m_shard, adam_m}, {&v_shard, adam_v}};
+  for (const auto& [source, target] : parts) {
+    const std::vector<float>& shard = *source;
     float* whole = first ? target : scratch.data();
     std::fill_n(whole, whole_count, -0.0f);
-    if (moment == nullptr)
-      backend_->copy_to_host(shard.data(), model_->params(), shard.size() * sizeof(float));
-    else
-      moment_to_host(*moment, shard);
     for (const model::ShardSegment& segment : layout.segments()) {
       if (layout.replicated(segment.shard_offset) && !first) continue;
       std::copy_n(shard.begin() + static_cast<std::ptrdiff_t>(segment.shard_offset), segment.count,
@@ -340,13 +332,12 @@ void TensorParallelTrainer::restore_state(const float* params, const float* adam
   std::vector<float> shard(layout.total());
   layout.scatter(params, shard.data());
   backend_->copy_from_host(model_->params(), shard.data(), shard.size() * sizeof(float));
-  // The moments of moments_ only (under ZeRO this replica's piece).
-  const std::pair<const float*, float*> moments[] = {{adam_m, m_.data()}, {adam_v, v_.data()}};
-  for (const auto& [whole, target] : moments) {
-    layout.scatter(whole, shard.data());
-    backend_->copy_from_host(target, shard.data() + moments_.offset, moments_.count * sizeof(float));
-  }
-  optimizer_steps_ = optimizer_steps;
+  // The optimizer reads the moments of its ranges only (under ZeRO this replica's piece).
+  std::vector<float> v_shard(layout.total());
+  layout.scatter(adam_m, shard.data());
+  layout.scatter(adam_v, v_shard.data());
+  optimizer_->moments_from_host(shard.data(), v_shard.data());
+  optimizer_->set_steps_taken(optimizer_steps);
 }
 
 }  // namespace dseek::train

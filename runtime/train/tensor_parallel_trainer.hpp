@@ -35,6 +35,10 @@
 // gradient sum; gathered parameters and checkpoints) moves through the backend's copy
 // calls, staged on the host (on the CPU backend the staging is the buffers themselves).
 //
+// The update runs on the OptimizerShards `optimizer_shards` makes (in dseek-node the
+// worker group's gradient_shard actors, RunOptions::optimizer_shards), a LocalOptimizer
+// without one; the shard's ranges carry their decay flags (OptimizerSpec::decay_ranges).
+//
 // gather_params() puts the whole model back together on every rank (collective), for
 // the params_sha256 a single-node run of the same config can be compared with.
 #pragma once
@@ -42,6 +46,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "runtime/backend/backend.hpp"
@@ -69,7 +74,8 @@ class TensorParallelTrainer {
   // train.micro_batch_size do not split train.batch_size evenly.
   TensorParallelTrainer(const config::JobConfig& config, BatchSource& batches,
                         model::TensorGroup& group, ReplicaGroup* replica_group = nullptr,
-                        const BackendFactory& make_backend = {});
+                        const BackendFactory& make_backend = {},
+                        const OptimizerShardsFactory& optimizer_shards = {});
   ~TensorParallelTrainer();
   TensorParallelTrainer(const TensorParallelTrainer&) = delete;
   TensorParallelTrainer& operator=(const TensorParallelTrainer&) = delete;
@@ -91,7 +97,7 @@ class TensorParallelTrainer {
   // The shard's params and moments sliced out of the whole state (the layout's segments).
   void restore_state(const float* params, const float* adam_m, const float* adam_v,
                      int64_t optimizer_steps);
-  int64_t optimizer_steps() const { return optimizer_steps_; }
+  int64_t optimizer_steps() const { return optimizer_->steps_taken(); }
   const model::ParamLayout& whole_layout() const { return model_->layout().whole(); }
   // Rank 0's `value` on every rank of the group (collective).
   bool first_rank_decides(bool value);
@@ -99,7 +105,9 @@ class TensorParallelTrainer {
   size_t shard_params() const { return model_->num_params(); }
   // ZeRO inside the data group, and the parameters whose moments this rank holds.
   bool shards_optimizer_state() const { return zero_ != nullptr; }
-  size_t optimizer_params() const { return m_.size(); }
+  size_t optimizer_params() const { return moments_.count; }
+  // Who runs the update (OptimizerShards::describe).
+  std::string optimizer_description() const { return optimizer_->describe(); }
   const model::ActivationMemory& activation_memory() const {
     return model_->activation_memory();
   }
@@ -114,15 +122,10 @@ class TensorParallelTrainer {
  private:
   class TimedGroup;
   // A contiguous run of the shard whose elements share one weight-decay setting.
-  struct UpdateRun {
-    size_t offset = 0, count = 0;
-    bool decay = false;
-    size_t moment_offset = 0;  // into m_ and v_
-  };
   void plan_update_runs();
   double global_grad_norm();
-  // The moments as a whole-shard host array (ZeRO: all-gathered over the replicas).
-  void moment_to_host(const backend::DeviceBuffer<float>& moment, std::vector<float>& shard);
+  // The moments as whole-shard host arrays (ZeRO: all-gathered over the replicas).
+  void moments_to_host(std::vector<float>& m_shard, std::vector<float>& v_shard);
   // fp8: whether the step is applied (see the top); if so, unscales the gradients and
   // `norm`.
   bool apply_loss_scale(double& norm, StepReport& report);
@@ -141,14 +144,15 @@ class TensorParallelTrainer {
   optim::LrSchedule lr_schedule_;
   ReplicaSlice slice_;
   int64_t micro_batch_ = 0;
-  std::vector<UpdateRun> runs_;
+  std::vector<optim::DecayRange> runs_;  // the optimizer's ranges with their decay
   std::vector<model::ParamRange> sharded_, replicated_;  // for the norm (ZeRO: in the piece)
   std::unique_ptr<DataGroupShards> zero_;                  // null without ZeRO
-  model::ParamRange moments_;  // the shard's floats m_ and v_ hold (ZeRO: the piece)
-  backend::DeviceBuffer<float> m_, v_;
+  model::ParamRange moments_;  // the shard's floats the optimizer holds (ZeRO: the piece)
+  // The update: RunOptions::optimizer_shards's (dseek-node: the gradient_shard actors)
+  // or a LocalOptimizer; over runs_.
+  std::unique_ptr<OptimizerShards> optimizer_;
   std::unique_ptr<HostStaging> grads_host_;   // for the replicas' sum
   std::unique_ptr<HostStaging> params_host_;  // ZeRO: the pieces' all-gather
-  int64_t optimizer_steps_ = 0;
   std::vector<int32_t> inputs_, targets_;
 };
 

@@ -3,7 +3,9 @@
 // prefetcher returns exactly its source's batches, has the next steps ready ahead after
 // one step (hits), and is replaced by filling directly while it is gone; the
 // gradient_shards give the same bits as one local AdamW over the same ranges (the whole
-// buffer and a ZeRO shard), and a request to a crashed shard fails at once.
+// buffer and a ZeRO shard), also when they serve several clients at once (a pipeline
+// stage's chunks, a tensor-parallel shard's decay ranges), and a request to a crashed
+// shard fails at once.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -176,6 +178,70 @@ TEST_CASE("gradient_shard actors update bit for bit as one local AdamW", "[actor
   Buffers a(n);
   CHECK_THROWS_AS(sharded->update(a.params.data(), a.grads.data(), 1e-3, 1.0),
                   actors::gradient_shard_lost);
+  for (auto& shard : shards) caf::anon_send_exit(shard, caf::exit_reason::user_shutdown);
+  for (int i = 0; i < kShards; ++i) sys.registry().erase(actors::names::gradient_shard(i));
+}
+
+// The optimizers of a pipeline stage: one client per chunk (an interleaved schedule has
+// several), all on the same actors at once, and a tensor-parallel shard's, whose ranges
+// carry their decay flags (OptimizerSpec::decay_ranges). Each keeps its own moments; the
+// updates, in turns, match local AdamWs bit for bit; a client that goes away frees its
+// pieces and the others go on.
+TEST_CASE("gradient_shard actors hold several clients' pieces, with given decay ranges",
+          "[actors][zero]") {
+  node_system_config cfg;
+  caf::actor_system sys{cfg};
+  constexpr int kShards = 2;
+  std::vector<caf::actor> shards;
+  for (int i = 0; i < kShards; ++i) shards.push_back(actors::spawn_gradient_shard(sys, i));
+  const model::ParamLayout layout(model::GptShape{32, 2, 2, 16, 64});
+  const size_t n = layout.total();
+  auto backend = backend::make_cpu_backend(1);
+  const optim::AdamWSettings settings{0.9, 0.95, 1e-8, 0.1, 1.0};
+  // A shard-like buffer of 1000 floats: decay, none, decay (a boundary inside a piece).
+  const size_t shard_floats = 1000;
+  const std::vector<optim::DecayRange> decay = {{{0, 300}, true}, {{300, 150}, false},
+                                                {{450, 550}, true}};
+  train::OptimizerSpec tensor_spec{*backend, layout, settings, {}, nullptr, decay};
+  for (const auto& range : decay) tensor_spec.owned.push_back(range.range);
+  const train::OptimizerSpec chunk_spec{*backend, layout, settings, {{n / 3, n / 2}}};
+
+  auto make = actors::gradient_shards_for(sys, kShards);
+  auto chunk_actors = make(chunk_spec);
+  auto tensor_actors = make(tensor_spec);
+  REQUIRE(chunk_actors);
+  REQUIRE(tensor_actors);
+  CHECK(tensor_actors->describe() == "2 gradient_shard actors");
+  train::LocalOptimizer chunk_local(chunk_spec), tensor_local(tensor_spec);
+  Buffers chunk_a(n), chunk_b(n), tensor_a(shard_floats), tensor_b(shard_floats);
+  for (int step = 0; step < 3; ++step) {
+    chunk_actors->update(chunk_a.params.data(), chunk_a.grads.data(), 1e-3, 2.5);
+    tensor_actors->update(tensor_a.params.data(), tensor_a.grads.data(), 1e-3, 0.5);
+    chunk_local.update(chunk_b.params.data(), chunk_b.grads.data(), 1e-3, 2.5);
+    tensor_local.update(tensor_b.params.data(), tensor_b.grads.data(), 1e-3, 0.5);
+  }
+  CHECK(chunk_a.params == chunk_b.params);
+  CHECK(tensor_a.params == tensor_b.params);
+  // The decay flags were applied: without decay on [0, 300) the parameters differ.
+  train::OptimizerSpec no_decay_spec = tensor_spec;
+  no_decay_spec.decay_ranges[0].decay = false;
+  train::LocalOptimizer no_decay(no_decay_spec);
+  Buffers tensor_c(shard_floats);
+  for (int step = 0; step < 3; ++step)
+    no_decay.update(tensor_c.params.data(), tensor_c.grads.data(), 1e-3, 0.5);
+  CHECK(tensor_c.params != tensor_b.params);
+
+  chunk_actors.reset();  // releases its pieces
+  tensor_actors->update(tensor_a.params.data(), tensor_a.grads.data(), 1e-3, 0.5);
+  tensor_local.update(tensor_b.params.data(), tensor_b.grads.data(), 1e-3, 0.5);
+  CHECK(tensor_a.params == tensor_b.params);
+  std::vector<float> ma(shard_floats, 0.f), va(shard_floats, 0.f), mb(shard_floats, 0.f),
+      vb(shard_floats, 0.f);
+  tensor_actors->moments_to_host(ma.data(), va.data());
+  tensor_local.moments_to_host(mb.data(), vb.data());
+  CHECK(ma == mb);
+  CHECK(va == vb);
+  tensor_actors.reset();
   for (auto& shard : shards) caf::anon_send_exit(shard, caf::exit_reason::user_shutdown);
   for (int i = 0; i < kShards; ++i) sys.registry().erase(actors::names::gradient_shard(i));
 }

@@ -421,12 +421,15 @@ TEST_CASE("config: pipeline parallelism runs one stage per node, with replicas t
       "[[faults]]\nkind = \"fail_checkpoint_write\"\nstep = 4\n", "x",
       {"cluster.nodes=2", "parallel.pipeline=2", "checkpoint.every_steps=4"});
   CHECK_NOTHROW(config::check_supported(with_failed_write));
-  // A crash of the pipeline_stage actor: its worker group restarts and the job recovers
-  // as from a lost node. Another actor's crash is refused; so is the stage's crash in a job
-  // that has no pipeline_stage.
+  // A crash of the pipeline_stage actor or of a gradient_shard (which runs the stage's
+  // optimizer updates): its worker group restarts and the job recovers as from a lost
+  // node. Another actor's crash is refused; so is the stage's crash in a job that has no
+  // pipeline_stage.
   const std::string crash = "[[faults]]\nkind = \"crash_actor\"\nnode = 1\nstep = 3\nactor = ";
   CHECK_NOTHROW(config::check_supported(config::load_config_text(
       crash + "\"pipeline_stage\"\n", "x", {"cluster.nodes=2", "parallel.pipeline=2"})));
+  CHECK_NOTHROW(config::check_supported(config::load_config_text(
+      crash + "\"gradient_shard\"\n", "x", {"cluster.nodes=2", "parallel.pipeline=2"})));
   CHECK_THAT(error_of([&] {
                config::check_supported(config::load_config_text(
                    crash + "\"worker\"\n", "x", {"cluster.nodes=2", "parallel.pipeline=2"}));

@@ -103,6 +103,7 @@ class ThreadedChunkOptimizer final : public train::OptimizerShards {
   int64_t steps_taken() const override { return adamw_.steps_taken(); }
   void set_steps_taken(int64_t steps) override { adamw_.set_steps_taken(steps); }
   bool updates_on_host() const override { return true; }
+  std::string describe() const override { return "threaded test optimizer"; }
   bool updates_in_chunks() const override { return true; }
 
   void start_update(float* params, const float* grads, double lr, double grad_norm,
