@@ -8,6 +8,7 @@
 #include <cmath>
 #include <stdexcept>
 
+#include "runtime/optim/loss_scaler_of.hpp"
 #include "runtime/train/pipeline_stage_chunk.hpp"
 
 namespace dseek::train {
@@ -42,9 +43,7 @@ PipelineStageTrainer::PipelineStageTrainer(const config::JobConfig& config, Batc
       schedule_(plan_.shape), stage_(links.stage()),
       backend_(make_backend ? make_backend(config) : make_runtime_backend(config)) {
   const auto& t = config.train;
-  if (t.precision == "fp8")
-    loss_scaler_ = std::make_unique<optim::LossScaler>(
-        optim::LossScalerSettings{t.loss_scale_init, t.loss_scale_window});
+  loss_scaler_ = optim::loss_scaler_of(config);  // fp8 only
   const int64_t P = plan_.shape.stages;
   if (P < 2 || links.stages() != P)
     throw std::invalid_argument("PipelineStageTrainer: " + std::to_string(links.stages()) +

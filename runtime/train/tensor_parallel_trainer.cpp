@@ -9,6 +9,8 @@
 #include <string>
 #include <utility>
 
+#include "runtime/optim/loss_scaler_of.hpp"
+
 namespace dseek::train {
 
 namespace {
@@ -62,9 +64,7 @@ TensorParallelTrainer::TensorParallelTrainer(const config::JobConfig& config, Ba
   const backend::MatmulFormat format = model::matmul_format_of(t.precision);
   model_->set_precision(model::PrecisionPolicy(*backend_, format, config.model.layers,
                                                {t.fp8_amax_history, t.fp8_margin}));
-  if (format == backend::MatmulFormat::fp8)
-    loss_scaler_ = std::make_unique<optim::LossScaler>(
-        optim::LossScalerSettings{t.loss_scale_init, t.loss_scale_window});
+  loss_scaler_ = optim::loss_scaler_of(config);  // fp8 only
   settings_ = optim::AdamWSettings{t.beta1, t.beta2, t.eps, t.weight_decay, t.grad_clip};
   lr_schedule_ = optim::LrSchedule{t.lr, t.min_lr, t.warmup_steps, t.steps};
   moments_ = {0, model_->num_params()};

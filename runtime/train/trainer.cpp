@@ -3,6 +3,7 @@
 
 #include "runtime/train/replica_check.hpp"
 #include "runtime/optim/adamw_settings.hpp"
+#include "runtime/optim/loss_scaler_of.hpp"
 
 #include <algorithm>
 #include <array>
@@ -97,9 +98,7 @@ Trainer::Trainer(const config::JobConfig& config, BatchSource& train_batches,
   const backend::MatmulFormat format = model::matmul_format_of(t.precision);
   model_->set_precision(model::PrecisionPolicy(*backend_, format, config.model.layers,
                                                {t.fp8_amax_history, t.fp8_margin}));
-  if (format == backend::MatmulFormat::fp8)
-    loss_scaler_ = std::make_unique<optim::LossScaler>(
-        optim::LossScalerSettings{t.loss_scale_init, t.loss_scale_window});
+  loss_scaler_ = optim::loss_scaler_of(config);  // fp8 only
   const optim::AdamWSettings settings = optim::adamw_settings(config, reducer_ != nullptr);
   params_host_ = std::make_unique<HostStaging>(*backend_, model_->params(), model_->num_params());
   grads_host_ = std::make_unique<HostStaging>(*backend_, model_->grads(), model_->num_params());

@@ -112,4 +112,23 @@ std::string resumed_event(const JobRun& run, int rank) {
   return events.front();
 }
 
+std::vector<std::string> launch_crashing_in_worker_group(const std::filesystem::path& run_dir,
+                                                         int nodes, int steps,
+                                                         const std::vector<std::string>& job,
+                                                         const std::string& fault, int node,
+                                                         std::chrono::seconds timeout) {
+  const auto result =
+      run_process(tiny_launch(run_dir, nodes, steps, job + faults(fault)), timeout, launch_env());
+  INFO(result.output);
+  CHECK_FALSE(result.timed_out);
+  REQUIRE(result.exit_code == 0);
+  CHECK_FALSE(fault_of(run_dir, node, "crash_actor").empty());
+  std::vector<std::string> restarted;
+  for (const auto& line : node_events(run_dir, node, "actor_restarted")) {
+    CHECK(string_field(line, "supervisor") == "worker_group");
+    restarted.push_back(string_field(line, "actor"));
+  }
+  return restarted;
+}
+
 }  // namespace dseek::testing::pp

@@ -50,4 +50,14 @@ std::vector<std::string> resume_from(const std::filesystem::path& checkpoint);
 // The one `resumed` event of process `rank` (REQUIREs exactly one).
 std::string resumed_event(const JobRun& run, int rank);
 
+// Launches `nodes` dseek-nodes of `job` for `steps` steps with `fault` (a crash_actor),
+// REQUIREs that the job still finished (exit 0) and that the fault fired on `node`, and
+// returns the actors node `node`'s worker_group restarted (CHECKs each restart's
+// supervisor is worker_group: the group restarts as a whole).
+std::vector<std::string> launch_crashing_in_worker_group(const std::filesystem::path& run_dir,
+                                                         int nodes, int steps,
+                                                         const std::vector<std::string>& job,
+                                                         const std::string& fault, int node,
+                                                         std::chrono::seconds timeout);
+
 }  // namespace dseek::testing::pp

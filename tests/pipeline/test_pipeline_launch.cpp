@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "pipeline/pp_job.hpp"
 #include "support/lost_node_launch.hpp"
 #include "support/node_runs.hpp"
 #include "support/replica_parity_launch.hpp"
@@ -89,22 +90,13 @@ TEST_CASE("pipeline: a crashed pipeline_stage restarts its worker group and the 
   const auto reference_done = node_events(reference_run.path(), 0, "train_done");
   REQUIRE(reference_done.size() == 1);
 
-  const auto result = run_process(
-      tiny_launch(run.path(), 2, kSteps,
-                  job + faults(R"({kind = "crash_actor", actor = "pipeline_stage", node = 1, step = 6})")),
-      120s, launch_env());
-  INFO(result.output);
-  CHECK_FALSE(result.timed_out);
-  REQUIRE(result.exit_code == 0);
-  CHECK_FALSE(fault_of(run.path(), 1, "crash_actor").empty());
   // The whole group came back, under worker_group, with the stage named in the reason.
-  std::vector<std::string> restarted;
-  for (const auto& line : node_events(run.path(), 1, "actor_restarted")) {
-    CHECK(string_field(line, "supervisor") == "worker_group");
-    restarted.push_back(string_field(line, "actor"));
+  const auto restarted = pp::launch_crashing_in_worker_group(
+      run.path(), 2, kSteps, job,
+      R"({kind = "crash_actor", actor = "pipeline_stage", node = 1, step = 6})", 1, 120s);
+  for (const auto& line : node_events(run.path(), 1, "actor_restarted"))
     if (string_field(line, "actor") == "pipeline_stage")  // (the reason has quotes inside)
       CHECK_THAT(line, Contains("crash_actor pipeline_stage (stage 1)"));
-  }
   CHECK_THAT(restarted, Catch::Matchers::VectorContains(std::string("pipeline_stage")));
   CHECK_THAT(restarted, Catch::Matchers::VectorContains(std::string("worker")));
   bool told = false;

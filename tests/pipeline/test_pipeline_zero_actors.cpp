@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "pipeline/pp_job.hpp"
 #include "support/node_runs.hpp"
 #include "support/process.hpp"
 #include "support/replica_parity_launch.hpp"
@@ -53,19 +54,9 @@ TEST_CASE("pipeline ZeRO in dseek-node: the gradient_shard actors update the pie
   const auto reference_done = node_events(reference_run.path(), 0, "train_done");
   REQUIRE(reference_done.size() == 1);
 
-  const auto result = run_process(
-      tiny_launch(run.path(), kNodes, kSteps,
-                  job + faults(R"({kind = "crash_actor", actor = "gradient_shard", node = 1, step = 6})")),
-      300s, launch_env());
-  INFO(result.output);
-  CHECK_FALSE(result.timed_out);
-  REQUIRE(result.exit_code == 0);
-  CHECK_FALSE(fault_of(run.path(), 1, "crash_actor").empty());
-  std::vector<std::string> restarted;
-  for (const auto& line : node_events(run.path(), 1, "actor_restarted")) {
-    CHECK(string_field(line, "supervisor") == "worker_group");
-    restarted.push_back(string_field(line, "actor"));
-  }
+  const auto restarted = pp::launch_crashing_in_worker_group(
+      run.path(), kNodes, kSteps, job,
+      R"({kind = "crash_actor", actor = "gradient_shard", node = 1, step = 6})", 1, 300s);
   CHECK_THAT(restarted, Catch::Matchers::VectorContains(std::string("gradient_shard_0")));
   CHECK_THAT(restarted, Catch::Matchers::VectorContains(std::string("worker")));
   for (int node = 0; node < kNodes; ++node) {
