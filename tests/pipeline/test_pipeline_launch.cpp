@@ -142,8 +142,6 @@ TEST_CASE("pipeline: dseek config --check refuses a schedule that cannot run", "
 TEST_CASE("pipeline: dseek launch runs 2 replicas of a 2-stage pipeline", "[pp][launch][dp]") {
   ReplicaParityJob job;
   job.name = "pp-dp-launch";
-  job.shared = {"--set", "train.micro_batch_size=2", "--set", "train.threads=1", "--set",
-                "train.eval_every=0"};
   job.group = {"--set", "parallel.pipeline=2", "--set", "parallel.data=2", "--set",
                "parallel.schedule=\"1f1b\""};
   job.layout_line = "parallel layout: data 2 x pipeline 2 x tensor 1 = 4 ranks";
@@ -169,8 +167,6 @@ TEST_CASE("pipeline: dseek launch runs 2 replicas of a 2-stage pipeline with ZeR
           "[pp][launch][dp][zero]") {
   ReplicaParityJob job;
   job.name = "pp-dp-zero-launch";
-  job.shared = {"--set", "train.micro_batch_size=2", "--set", "train.threads=1", "--set",
-                "train.eval_every=0"};
   job.group = {"--set", "parallel.pipeline=2", "--set", "parallel.data=2", "--set",
                "parallel.schedule=\"1f1b\"", "--set", "parallel.zero=1"};
   job.layout_line = "optimizer state sharded over the data group (ZeRO 1, 2 replicas)";
@@ -310,8 +306,6 @@ TEST_CASE("pipeline: dseek launch runs a 2-stage pipeline of 2-rank tensor group
           "[pp][tp][launch]") {
   ReplicaParityJob job;
   job.name = "pxt-launch";
-  job.shared = {"--set", "train.micro_batch_size=2", "--set", "train.threads=1", "--set",
-                "train.eval_every=0"};
   job.group = {"--set", "parallel.pipeline=2", "--set", "parallel.tensor=2", "--set",
                "parallel.schedule=\"1f1b\""};
   job.layout_line = "parallel layout: data 1 x pipeline 2 x tensor 2 = 4 ranks";

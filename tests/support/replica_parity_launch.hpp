@@ -32,7 +32,10 @@ namespace dseek::testing {
 
 struct ReplicaParityJob {
   std::string name;                 // scratch directories' prefix
-  std::vector<std::string> shared;  // --set arguments of both runs
+  // --set arguments of both runs: by default micro-batches of 2, one thread each, no
+  // periodic evaluation (the final val_loss is still compared).
+  std::vector<std::string> shared = {"--set", "train.micro_batch_size=2", "--set",
+                                     "train.threads=1", "--set", "train.eval_every=0"};
   std::vector<std::string> group;   // --set arguments of the group (its size 2, data 2)
   std::string layout_line;          // printed at start
   int pipeline = 1, tensor = 1;     // the group's shape

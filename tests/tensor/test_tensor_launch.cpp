@@ -109,8 +109,6 @@ TEST_CASE("tensor: a node lost for good leaves one node that trains the whole mo
 TEST_CASE("tensor: dseek launch runs 2 replicas of a 2-rank group", "[tp][launch][dp]") {
   ReplicaParityJob job;
   job.name = "tp-dp-launch";
-  job.shared = {"--set", "train.micro_batch_size=2", "--set", "train.threads=1", "--set",
-                "train.eval_every=0"};
   job.group = {"--set", "parallel.tensor=2", "--set", "parallel.data=2"};
   job.layout_line = "parallel layout: data 2 x pipeline 1 x tensor 2 = 4 ranks";
   job.tensor = 2;
@@ -124,8 +122,6 @@ TEST_CASE("tensor: dseek launch runs 2 replicas of a 2-rank group with ZeRO 1",
           "[tp][launch][dp][zero]") {
   ReplicaParityJob job;
   job.name = "tp-dp-zero-launch";
-  job.shared = {"--set", "train.micro_batch_size=2", "--set", "train.threads=1", "--set",
-                "train.eval_every=0"};
   job.group = {"--set", "parallel.tensor=2", "--set", "parallel.data=2", "--set",
                "parallel.zero=1"};
   job.layout_line = "optimizer state sharded over the data group (ZeRO 1, 2 replicas)";

@@ -77,6 +77,36 @@ class ThreadGroup {
   std::barrier<> sync_;
 };
 
+// What one rank computed over two accumulated micro-batches.
+struct ShardRun {
+  std::vector<double> losses;
+  std::vector<float> grads;
+  size_t activation_bytes = 0;
+};
+
+// Loads the whole model `start` into `shard` through `backend` (the shard's), runs two
+// micro-batches of `B` sequences (batch seeds `seed` and `seed` + 1) with their gradients
+// accumulated, as the trainer runs them, and reads back the losses and gradients through
+// the backend.
+ShardRun two_micro_batches(TensorParallelGpt& shard, dseek::backend::Backend& backend,
+                           const std::vector<float>& start, int64_t B, uint32_t seed) {
+  std::vector<float> host(shard.num_params());
+  shard.layout().scatter(start.data(), host.data());
+  backend.copy_from_host(shard.params(), host.data(), host.size() * sizeof(float));
+  ShardRun result;
+  shard.zero_grads();
+  for (uint32_t micro = 0; micro < 2; ++micro) {
+    auto batch = dseek::testing::random_batch(B, kShape.context, kShape.vocab, seed + micro);
+    result.losses.push_back(
+        shard.forward(batch.tokens.data(), batch.targets.data(), B, kShape.context));
+    shard.backward(1.0f / static_cast<float>(B * kShape.context) / 2.0f);
+  }
+  result.grads.resize(shard.num_params());
+  backend.copy_to_host(result.grads.data(), shard.grads(), result.grads.size() * sizeof(float));
+  result.activation_bytes = shard.activation_bytes();
+  return result;
+}
+
 }  // namespace
 
 TEST_CASE("tensor-parallel shards put together are the whole model", "[model][tensor]") {
@@ -235,28 +265,13 @@ TEST_CASE("tensor-parallel recompute gives every rank bitwise the gradients with
   GptModel whole(kShape, LayerRange{0, kShape.layers}, *whole_backend, B);
   dseek::testing::init_nontrivial(whole, 21, 0.2);
   const std::vector<float> start(whole.params(), whole.params() + whole.num_params());
-  struct RankResult {
-    std::vector<double> losses;
-    std::vector<float> grads;
-    size_t activation_bytes = 0;
-  };
   auto run = [&](const dseek::model::RecomputePolicy& recompute) {
-    std::vector<RankResult> results(static_cast<size_t>(ranks));
+    std::vector<ShardRun> results(static_cast<size_t>(ranks));
     ThreadGroup group(ranks);
     group.run([&](int rank, ThreadGroup::Member& member) {
       auto backend = dseek::backend::make_cpu_backend(1);
       TensorParallelGpt shard(kShape, member, *backend, B, recompute);
-      shard.layout().scatter(start.data(), shard.params());
-      RankResult& result = results[static_cast<size_t>(rank)];
-      shard.zero_grads();
-      for (uint32_t micro = 0; micro < 2; ++micro) {
-        auto batch = dseek::testing::random_batch(B, kShape.context, kShape.vocab, 60 + micro);
-        result.losses.push_back(
-            shard.forward(batch.tokens.data(), batch.targets.data(), B, kShape.context));
-        shard.backward(1.0f / static_cast<float>(B * kShape.context) / 2.0f);
-      }
-      result.grads.assign(shard.grads(), shard.grads() + shard.num_params());
-      result.activation_bytes = shard.activation_bytes();
+      results[static_cast<size_t>(rank)] = two_micro_batches(shard, *backend, start, B, 60);
     });
     return results;
   };
@@ -392,31 +407,14 @@ TEST_CASE("tensor-parallel ranks on the scrambled test device compute the CPU's 
   GptModel whole(kShape, LayerRange{0, kShape.layers}, *whole_backend, B);
   dseek::testing::init_nontrivial(whole, 33, 0.2);
   const std::vector<float> start(whole.params(), whole.params() + whole.num_params());
-  struct RankResult {
-    std::vector<double> losses;
-    std::vector<float> grads;
-  };
   auto run = [&](bool scrambled) {
-    std::vector<RankResult> results(static_cast<size_t>(ranks));
+    std::vector<ShardRun> results(static_cast<size_t>(ranks));
     ThreadGroup group(ranks);
     group.run([&](int rank, ThreadGroup::Member& member) {
       auto backend = scrambled ? dseek::backend::make_scrambled_backend(1)
                                : dseek::backend::make_cpu_backend(1);
       TensorParallelGpt shard(kShape, member, *backend, B);
-      std::vector<float> host(shard.num_params());
-      shard.layout().scatter(start.data(), host.data());
-      backend->copy_from_host(shard.params(), host.data(), host.size() * sizeof(float));
-      RankResult& result = results[static_cast<size_t>(rank)];
-      shard.zero_grads();
-      for (uint32_t micro = 0; micro < 2; ++micro) {
-        auto batch = dseek::testing::random_batch(B, kShape.context, kShape.vocab, 80 + micro);
-        result.losses.push_back(
-            shard.forward(batch.tokens.data(), batch.targets.data(), B, kShape.context));
-        shard.backward(1.0f / static_cast<float>(B * kShape.context) / 2.0f);
-      }
-      result.grads.resize(shard.num_params());
-      backend->copy_to_host(result.grads.data(), shard.grads(),
-                            result.grads.size() * sizeof(float));
+      results[static_cast<size_t>(rank)] = two_micro_batches(shard, *backend, start, B, 80);
     });
     return results;
   };
