@@ -260,6 +260,47 @@ class CudaBackend final : public backend::Backend {
     kernels::encoder_backward(stream_, dwte, dwpe, dout, tokens, B, T, C);
   }
 
+  // --- vocabulary-parallel embedding and cross-entropy --------------------------------
+  void vocab_parallel_encoder_forward(float* out, const int32_t* tokens, const float* wte_slice,
+                                      const float* wpe, backend::VocabSlice slice, int B, int T,
+                                      int C) override {
+    make_current();
+    kernels::vocab_parallel_encoder_forward(stream_, out, tokens, wte_slice, wpe, slice.begin,
+                                            slice.rows, B, T, C);
+  }
+  void vocab_parallel_encoder_backward(float* dwte_slice, float* dwpe, const float* dout,
+                                       const int32_t* tokens, backend::VocabSlice slice, int B,
+                                       int T, int C) override {
+    make_current();
+    kernels::vocab_parallel_encoder_backward(stream_, dwte_slice, dwpe, dout, tokens, slice.begin,
+                                             slice.rows, B, T, C);
+  }
+  void vocab_parallel_logit_max(float* max_slots, const float* logits, int N, int V_local,
+                                int rank, int ranks) override {
+    make_current();
+    kernels::vocab_parallel_logit_max(stream_, max_slots, logits, N, V_local, rank, ranks);
+  }
+  void vocab_parallel_exp_sums(float* logits_to_exps, float* sums_and_targets,
+                               const float* max_slots, const int32_t* targets,
+                               backend::VocabSlice slice, int N, int ranks) override {
+    make_current();
+    kernels::vocab_parallel_exp_sums(stream_, logits_to_exps, sums_and_targets, max_slots, targets,
+                                     slice.begin, slice.rows, N, ranks);
+  }
+  void vocab_parallel_softmax_loss(float* exps_to_probs, float* losses,
+                                   const float* sums_and_targets, int N, int V_local) override {
+    make_current();
+    kernels::vocab_parallel_softmax_loss(stream_, exps_to_probs, losses, sums_and_targets, N,
+                                         V_local);
+  }
+  void vocab_parallel_cross_entropy_backward(float* probs_to_dlogits, const int32_t* targets,
+                                             backend::VocabSlice slice, int N,
+                                             float dloss) override {
+    make_current();
+    kernels::vocab_parallel_cross_entropy_backward(stream_, probs_to_dlogits, targets, slice.begin,
+                                                   slice.rows, N, dloss);
+  }
+
   // --- optimizer and reductions --------------------------------------------------------
   double sum_squares(const float* x, size_t n) override { return reduce(x, n, true); }
   double sum(const float* x, size_t n) override { return reduce(x, n, false); }

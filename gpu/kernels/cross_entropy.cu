@@ -2,6 +2,12 @@
 // the CPU backend: forward turns logits into probabilities and per-row losses, backward
 // turns probabilities into logit gradients. Forward is one block per row; its max and
 // sum are block reductions in a fixed order (deterministic). Backward is element-wise.
+//
+// The vocabulary-parallel cross-entropy (Backend::vocab_parallel_*) is the same forward
+// cut in three where the tensor group's all-reduces go, on a rank's (N, V / T) slice of
+// the logits: the row maxima, then the exponentials and their sums (with the target's
+// logit on the rank that holds it), then the probabilities and losses; one block per row
+// for each. Its backward is the kernel above with the slice's first id.
 #include <cmath>
 
 #include "gpu/cuda_check.hpp"
@@ -55,18 +61,72 @@ __global__ void softmax_cross_entropy_forward_kernel(float* logits_to_probs, flo
   if (threadIdx.x == 0) losses[blockIdx.x] = logf(total) - (target_logit - max_value);
 }
 
+// Subtracts dloss at the target's column only where the slice that starts at
+// `vocab_begin` holds it: j == target - vocab_begin cannot hold for a target outside
+// [vocab_begin, vocab_begin + V), as 0 <= j < V.
 __global__ void softmax_cross_entropy_backward_kernel(float* probs_to_dlogits,
-                                                      const int32_t* targets, int N, int V,
-                                                      float dloss) {
+                                                      const int32_t* targets, int vocab_begin,
+                                                      int N, int V, float dloss) {
   const size_t total = static_cast<size_t>(N) * V;
   for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < total;
        i += static_cast<size_t>(gridDim.x) * blockDim.x) {
     const size_t row = i / V;
     const int j = static_cast<int>(i % V);
     float value = probs_to_dlogits[i] * dloss;
-    if (j == targets[row]) value -= dloss;
+    if (j == targets[row] - vocab_begin) value -= dloss;
     probs_to_dlogits[i] = value;
   }
+}
+
+// Block per row: max_slots[row, rank] = the row's maximum, the other ranks' slots zero.
+__global__ void vocab_parallel_logit_max_kernel(float* max_slots, const float* logits,
+                                                int V_local, int rank, int ranks) {
+  __shared__ float shared[kWarpSize + 1];
+  const float* row = logits + static_cast<size_t>(blockIdx.x) * V_local;
+  float max_value = -INFINITY;
+  for (int j = threadIdx.x; j < V_local; j += blockDim.x) max_value = fmaxf(max_value, row[j]);
+  max_value = block_reduce(max_value, true, shared);
+  float* slots = max_slots + static_cast<size_t>(blockIdx.x) * ranks;
+  for (int k = threadIdx.x; k < ranks; k += blockDim.x) slots[k] = k == rank ? max_value : 0.0f;
+}
+
+// Block per row: m = the maximum of the row's slots; the row becomes exp(logit - m),
+// sums[row] its sum, target_logits[row] = logit[target] - m where the slice holds the
+// target, else 0.
+__global__ void vocab_parallel_exp_sums_kernel(float* logits_to_exps, float* sums,
+                                               float* target_logits, const float* max_slots,
+                                               const int32_t* targets, int vocab_begin,
+                                               int V_local, int ranks) {
+  __shared__ float shared[kWarpSize + 1];
+  float* row = logits_to_exps + static_cast<size_t>(blockIdx.x) * V_local;
+  const float* slots = max_slots + static_cast<size_t>(blockIdx.x) * ranks;
+  float max_value = slots[0];
+  for (int k = 1; k < ranks; ++k) max_value = fmaxf(max_value, slots[k]);
+  const int target = targets[blockIdx.x] - vocab_begin;
+  const bool held = target >= 0 && target < V_local;
+  // Read before the row is overwritten below: the barrier orders every thread's writes
+  // after this read.
+  if (threadIdx.x == 0) target_logits[blockIdx.x] = held ? row[target] - max_value : 0.0f;
+  __syncthreads();
+  float total = 0.0f;
+  for (int j = threadIdx.x; j < V_local; j += blockDim.x) {
+    const float e = expf(row[j] - max_value);
+    row[j] = e;
+    total += e;
+  }
+  total = block_reduce(total, false, shared);
+  if (threadIdx.x == 0) sums[blockIdx.x] = total;
+}
+
+// Block per row: the exponentials divided by the group's sum, and the row's loss.
+__global__ void vocab_parallel_softmax_loss_kernel(float* exps_to_probs, float* losses,
+                                                   const float* sums, const float* target_logits,
+                                                   int V_local) {
+  float* row = exps_to_probs + static_cast<size_t>(blockIdx.x) * V_local;
+  const float total = sums[blockIdx.x];
+  const float inverse = 1.0f / total;
+  for (int j = threadIdx.x; j < V_local; j += blockDim.x) row[j] *= inverse;
+  if (threadIdx.x == 0) losses[blockIdx.x] = logf(total) - target_logits[blockIdx.x];
 }
 }  // namespace
 
@@ -80,9 +140,42 @@ void softmax_cross_entropy_forward(cudaStream_t stream, float* logits_to_probs, 
 
 void softmax_cross_entropy_backward(cudaStream_t stream, float* probs_to_dlogits,
                                     const int32_t* targets, int N, int V, float dloss) {
-  const size_t n = static_cast<size_t>(N) * V;
+  vocab_parallel_cross_entropy_backward(stream, probs_to_dlogits, targets, 0, V, N, dloss);
+}
+
+void vocab_parallel_logit_max(cudaStream_t stream, float* max_slots, const float* logits, int N,
+                              int V_local, int rank, int ranks) {
+  if (N == 0) return;  // empty: a grid of 0 blocks would not launch
+  vocab_parallel_logit_max_kernel<<<static_cast<unsigned>(N), kThreads, 0, stream>>>(
+      max_slots, logits, V_local, rank, ranks);
+  DSEEK_CUDA_CHECK_LAUNCH(stream, "vocab_parallel_logit_max_kernel");
+}
+
+void vocab_parallel_exp_sums(cudaStream_t stream, float* logits_to_exps, float* sums_and_targets,
+                             const float* max_slots, const int32_t* targets, int vocab_begin,
+                             int V_local, int N, int ranks) {
+  if (N == 0) return;
+  vocab_parallel_exp_sums_kernel<<<static_cast<unsigned>(N), kThreads, 0, stream>>>(
+      logits_to_exps, sums_and_targets, sums_and_targets + N, max_slots, targets, vocab_begin,
+      V_local, ranks);
+  DSEEK_CUDA_CHECK_LAUNCH(stream, "vocab_parallel_exp_sums_kernel");
+}
+
+void vocab_parallel_softmax_loss(cudaStream_t stream, float* exps_to_probs, float* losses,
+                                 const float* sums_and_targets, int N, int V_local) {
+  if (N == 0) return;
+  vocab_parallel_softmax_loss_kernel<<<static_cast<unsigned>(N), kThreads, 0, stream>>>(
+      exps_to_probs, losses, sums_and_targets, sums_and_targets + N, V_local);
+  DSEEK_CUDA_CHECK_LAUNCH(stream, "vocab_parallel_softmax_loss_kernel");
+}
+
+void vocab_parallel_cross_entropy_backward(cudaStream_t stream, float* probs_to_dlogits,
+                                           const int32_t* targets, int vocab_begin, int V_local,
+                                           int N, float dloss) {
+  const size_t n = static_cast<size_t>(N) * V_local;
+  if (n == 0) return;
   softmax_cross_entropy_backward_kernel<<<blocks_for(n, kThreads), kThreads, 0, stream>>>(
-      probs_to_dlogits, targets, N, V, dloss);
+      probs_to_dlogits, targets, vocab_begin, N, V_local, dloss);
   DSEEK_CUDA_CHECK_LAUNCH(stream, "softmax_cross_entropy_backward_kernel");
 }
 

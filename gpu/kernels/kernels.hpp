@@ -27,6 +27,14 @@ void encoder_forward(cudaStream_t stream, float* out, const int32_t* tokens, con
                      const float* wpe, int B, int T, int C);
 void encoder_backward(cudaStream_t stream, float* dwte, float* dwpe, const float* dout,
                       const int32_t* tokens, int B, int T, int C);
+// The same on the wte rows [vocab_begin, vocab_begin + vocab_rows) (Backend::
+// vocab_parallel_encoder_*); wpe may be null in forward.
+void vocab_parallel_encoder_forward(cudaStream_t stream, float* out, const int32_t* tokens,
+                                    const float* wte_slice, const float* wpe, int vocab_begin,
+                                    int vocab_rows, int B, int T, int C);
+void vocab_parallel_encoder_backward(cudaStream_t stream, float* dwte_slice, float* dwpe,
+                                     const float* dout, const int32_t* tokens, int vocab_begin,
+                                     int vocab_rows, int B, int T, int C);
 
 // --- layernorm.cu -------------------------------------------------------------------
 void layernorm_forward(cudaStream_t stream, float* out, float* mean, float* rstd,
@@ -73,6 +81,18 @@ void softmax_cross_entropy_forward(cudaStream_t stream, float* logits_to_probs, 
                                    const int32_t* targets, int N, int V);
 void softmax_cross_entropy_backward(cudaStream_t stream, float* probs_to_dlogits,
                                     const int32_t* targets, int N, int V, float dloss);
+// The vocabulary-parallel pieces (Backend::vocab_parallel_*) on a rank's (N, V_local)
+// logits, the slice's ids starting at vocab_begin; sums_and_targets is 2N floats.
+void vocab_parallel_logit_max(cudaStream_t stream, float* max_slots, const float* logits, int N,
+                              int V_local, int rank, int ranks);
+void vocab_parallel_exp_sums(cudaStream_t stream, float* logits_to_exps, float* sums_and_targets,
+                             const float* max_slots, const int32_t* targets, int vocab_begin,
+                             int V_local, int N, int ranks);
+void vocab_parallel_softmax_loss(cudaStream_t stream, float* exps_to_probs, float* losses,
+                                 const float* sums_and_targets, int N, int V_local);
+void vocab_parallel_cross_entropy_backward(cudaStream_t stream, float* probs_to_dlogits,
+                                           const int32_t* targets, int vocab_begin, int V_local,
+                                           int N, float dloss);
 
 // --- adamw.cu ------------------------------------------------------------------------
 void adamw_update(cudaStream_t stream, float* params, const float* grads, float* m, float* v,

@@ -50,6 +50,17 @@ struct MatmulPrecision {
   Fp8OperandScaling dout;         // E5M2, fp8 only (backward)
 };
 
+// The vocabulary rows [begin, begin + rows) one rank of a tensor-parallel group holds:
+// its slice of the vocabulary-parallel embedding and head (model/tensor_parallel_layout.hpp).
+// An embedding or logits buffer given with a slice holds those rows only, row 0 being
+// vocabulary id `begin`; whole() is every id, for the whole model's ops.
+struct VocabSlice {
+  int begin = 0;
+  int rows = 0;
+  static constexpr VocabSlice whole(int vocab) { return {0, vocab}; }
+  constexpr bool holds(int32_t id) const { return id >= begin && id - begin < rows; }
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -139,6 +150,47 @@ class Backend {
   // dwte[tokens[b,t]] += dout[b,t]; dwpe[t] += dout[b,t]
   virtual void encoder_backward(float* dwte, float* dwpe, const float* dout,
                                 const int32_t* tokens, int B, int T, int C) = 0;
+
+  // --- vocabulary-parallel embedding and cross-entropy (tensor parallelism) ------------
+  // A tensor-parallel rank holds the embedding rows and the head's logits of its
+  // VocabSlice only. These ops are its halves of Megatron-LM's vocabulary-parallel
+  // embedding and cross-entropy, split where the group's sum all-reduces go (the model
+  // runs those; what crosses is (N, ranks) maxima and 2N sums, never the logits).
+  //
+  // out[b,t,:] = (tokens[b,t] held ? wte_slice[tokens[b,t] - slice.begin,:] : 0)
+  //              + (wpe ? wpe[t,:] : 0); out is overwritten. The group sums the ranks'
+  // outputs, so one rank alone passes wpe.
+  virtual void vocab_parallel_encoder_forward(float* out, const int32_t* tokens,
+                                              const float* wte_slice, const float* wpe,
+                                              VocabSlice slice, int B, int T, int C) = 0;
+  // dwte_slice[tokens[b,t] - slice.begin] += dout[b,t] for the held tokens only;
+  // dwpe[t] += dout[b,t] for every token.
+  virtual void vocab_parallel_encoder_backward(float* dwte_slice, float* dwpe,
+                                               const float* dout, const int32_t* tokens,
+                                               VocabSlice slice, int B, int T, int C) = 0;
+  // Step 1 of the cross-entropy on this rank's logits (N, V_local): max_slots (N, ranks)
+  // is overwritten with the row maxima in column `rank` and zeros elsewhere, so that a sum
+  // all-reduce over the group gives every rank every rank's maximum, exactly.
+  virtual void vocab_parallel_logit_max(float* max_slots, const float* logits, int N,
+                                        int V_local, int rank, int ranks) = 0;
+  // Step 2, after that all-reduce: with m the maximum of row n's slots, the logits become
+  // exp(logit - m) in place; sums_and_targets (2N) is overwritten with [the row sums of
+  // those | logit[target] - m where this rank holds the target, 0 elsewhere], for the
+  // second sum all-reduce. V_local = slice.rows.
+  virtual void vocab_parallel_exp_sums(float* logits_to_exps, float* sums_and_targets,
+                                       const float* max_slots, const int32_t* targets,
+                                       VocabSlice slice, int N, int ranks) = 0;
+  // Step 3, after it: the exponentials become this rank's slice of the probabilities
+  // (divided by the group's sum) and losses[n] = log(sum) - (target logit - m)
+  // (overwritten), as softmax_cross_entropy_forward leaves its buffers.
+  virtual void vocab_parallel_softmax_loss(float* exps_to_probs, float* losses,
+                                           const float* sums_and_targets, int N,
+                                           int V_local) = 0;
+  // softmax_cross_entropy_backward on the slice's probabilities (N, slice.rows): the
+  // one-hot is subtracted on the rank that holds the target only.
+  virtual void vocab_parallel_cross_entropy_backward(float* probs_to_dlogits,
+                                                     const int32_t* targets, VocabSlice slice,
+                                                     int N, float dloss) = 0;
 
   // --- optimizer and reductions ------------------------------------------------------
   // Sum of x[i]^2 in double, in an order fixed by the backend's thread count.

@@ -58,6 +58,22 @@ class CpuBackend final : public Backend {
   void encoder_backward(float* dwte, float* dwpe, const float* dout, const int32_t* tokens,
                         int B, int T, int C) override;
 
+  void vocab_parallel_encoder_forward(float* out, const int32_t* tokens, const float* wte_slice,
+                                      const float* wpe, VocabSlice slice, int B, int T,
+                                      int C) override;
+  void vocab_parallel_encoder_backward(float* dwte_slice, float* dwpe, const float* dout,
+                                       const int32_t* tokens, VocabSlice slice, int B, int T,
+                                       int C) override;
+  void vocab_parallel_logit_max(float* max_slots, const float* logits, int N, int V_local,
+                                int rank, int ranks) override;
+  void vocab_parallel_exp_sums(float* logits_to_exps, float* sums_and_targets,
+                               const float* max_slots, const int32_t* targets, VocabSlice slice,
+                               int N, int ranks) override;
+  void vocab_parallel_softmax_loss(float* exps_to_probs, float* losses,
+                                   const float* sums_and_targets, int N, int V_local) override;
+  void vocab_parallel_cross_entropy_backward(float* probs_to_dlogits, const int32_t* targets,
+                                             VocabSlice slice, int N, float dloss) override;
+
   double sum_squares(const float* x, size_t n) override;
   void scale(float* x, size_t n, float factor) override;
   double sum(const float* x, size_t n) override;

@@ -1,7 +1,6 @@
-// A host view of a range of floats in a backend's memory, for code that has to loop over
-// the values on the host or hand them to the host data plane: the tensor-parallel model's
-// vocabulary-parallel embedding and cross-entropy, and its all-reduces over the tensor
-// group (the UCX data plane moves host memory).
+// A host view of a range of floats in a backend's memory, for code that has to hand the
+// values to the host data plane: the tensor-parallel model's all-reduces over the tensor
+// group (the UCX data plane moves host memory). Its compute stays on the backend.
 //
 // On a backend whose memory is host memory (the CPU backend) the window is the range
 // itself and nothing is copied, so the CPU path costs nothing. On a device (CUDA, the

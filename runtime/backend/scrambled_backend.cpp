@@ -3,9 +3,11 @@
 // encodes back the allocations it was given as outputs. Staging whole allocations needs
 // no shape arithmetic per op and handles aliasing (dinp == dout) and several outputs in
 // one buffer (dw and dbias in the gradient buffer) for free; it costs a copy of each
-// touched buffer per op, which a test device can afford on the tiny test models.
+// touched buffer per op, which a test device can afford on the tiny test models. The
+// memory calls count what they move (take_host_traffic): the traffic of a real device.
 #include "runtime/backend/scrambled_backend.hpp"
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -14,6 +16,7 @@
 #include <new>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace dseek::backend {
@@ -102,10 +105,16 @@ class ScrambledBackend final : public Backend {
   void copy_from_host(void* dst, const void* host_src, size_t bytes) override {
     std::memcpy(dst, host_src, bytes);
     flip(dst, bytes);
+    count(traffic_.from_host, bytes);
   }
   void copy_to_host(void* host_dst, const void* src, size_t bytes) override {
     std::memcpy(host_dst, src, bytes);
     flip(host_dst, bytes);
+    count(traffic_.to_host, bytes);
+  }
+  HostTraffic take_traffic() {
+    std::lock_guard lock(mutex_);
+    return std::exchange(traffic_, HostTraffic{});
   }
   MemoryUsage memory_usage() const override { return cpu_->memory_usage(); }
 
@@ -192,6 +201,44 @@ class ScrambledBackend final : public Backend {
     Staging s(*this);
     cpu_->encoder_backward(s.out(dwte), s.out(dwpe), s.in(dout), s.in(tokens), B, T, C);
   }
+  void vocab_parallel_encoder_forward(float* out, const int32_t* tokens, const float* wte_slice,
+                                      const float* wpe, VocabSlice slice, int B, int T,
+                                      int C) override {
+    Staging s(*this);
+    cpu_->vocab_parallel_encoder_forward(s.out(out), s.in(tokens), s.in(wte_slice), s.in(wpe),
+                                         slice, B, T, C);
+  }
+  void vocab_parallel_encoder_backward(float* dwte_slice, float* dwpe, const float* dout,
+                                       const int32_t* tokens, VocabSlice slice, int B, int T,
+                                       int C) override {
+    Staging s(*this);
+    cpu_->vocab_parallel_encoder_backward(s.out(dwte_slice), s.out(dwpe), s.in(dout),
+                                          s.in(tokens), slice, B, T, C);
+  }
+  void vocab_parallel_logit_max(float* max_slots, const float* logits, int N, int V_local,
+                                int rank, int ranks) override {
+    Staging s(*this);
+    cpu_->vocab_parallel_logit_max(s.out(max_slots), s.in(logits), N, V_local, rank, ranks);
+  }
+  void vocab_parallel_exp_sums(float* logits_to_exps, float* sums_and_targets,
+                               const float* max_slots, const int32_t* targets, VocabSlice slice,
+                               int N, int ranks) override {
+    Staging s(*this);
+    cpu_->vocab_parallel_exp_sums(s.out(logits_to_exps), s.out(sums_and_targets), s.in(max_slots),
+                                  s.in(targets), slice, N, ranks);
+  }
+  void vocab_parallel_softmax_loss(float* exps_to_probs, float* losses,
+                                   const float* sums_and_targets, int N, int V_local) override {
+    Staging s(*this);
+    cpu_->vocab_parallel_softmax_loss(s.out(exps_to_probs), s.out(losses), s.in(sums_and_targets),
+                                      N, V_local);
+  }
+  void vocab_parallel_cross_entropy_backward(float* probs_to_dlogits, const int32_t* targets,
+                                             VocabSlice slice, int N, float dloss) override {
+    Staging s(*this);
+    cpu_->vocab_parallel_cross_entropy_backward(s.out(probs_to_dlogits), s.in(targets), slice, N,
+                                                dloss);
+  }
   double sum_squares(const float* x, size_t n) override {
     Staging s(*this);
     return cpu_->sum_squares(s.in(x), n);
@@ -213,9 +260,17 @@ class ScrambledBackend final : public Backend {
   }
 
  private:
+  void count(HostTraffic::Direction& direction, size_t bytes) {
+    std::lock_guard lock(mutex_);
+    ++direction.copies;
+    direction.bytes += bytes;
+    direction.largest_copy_bytes = std::max(direction.largest_copy_bytes, bytes);
+  }
+
   std::unique_ptr<Backend> cpu_;
   mutable std::mutex mutex_;
   std::map<uintptr_t, size_t> blocks_;  // base address -> bytes, of live allocations
+  HostTraffic traffic_;                 // since the last take_traffic()
 };
 
 // The FP8 scales (read) and amaxes (raised) of a mixed matmul are backend memory too.
@@ -260,6 +315,14 @@ Staging::~Staging() {
 
 std::unique_ptr<Backend> make_scrambled_backend(int threads) {
   return std::make_unique<ScrambledBackend>(threads);
+}
+
+HostTraffic take_host_traffic(Backend& scrambled) {
+  auto* backend = dynamic_cast<ScrambledBackend*>(&scrambled);
+  if (backend == nullptr)
+    throw std::invalid_argument("take_host_traffic: the " + scrambled.name() +
+                                " backend is not the scrambled test device");
+  return backend->take_traffic();
 }
 
 }  // namespace dseek::backend

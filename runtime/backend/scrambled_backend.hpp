@@ -12,6 +12,7 @@
 // its buffers) and never meant for training.
 #pragma once
 
+#include <cstddef>
 #include <memory>
 
 #include "runtime/backend/backend.hpp"
@@ -23,5 +24,21 @@ inline constexpr const char* kScrambledDevice = "scrambled-cpu-for-tests";
 
 // Wraps make_cpu_backend(threads): the same arithmetic, so the same bits.
 std::unique_ptr<Backend> make_scrambled_backend(int threads);
+
+// What the memory calls (copy_to_host, copy_from_host) moved between the host and the
+// device: on a GPU, the PCIe traffic. Tests read it to show what a step makes cross,
+// e.g. that the tensor-parallel model never moves its logits (N x V/T floats) to the
+// host. Ops move nothing: the device's staging inside them is not host traffic.
+struct HostTraffic {
+  struct Direction {
+    size_t copies = 0;
+    size_t bytes = 0;
+    size_t largest_copy_bytes = 0;
+  };
+  Direction to_host, from_host;
+};
+// The traffic of `scrambled` (made by make_scrambled_backend) since the previous call,
+// and starts counting afresh; std::invalid_argument for any other backend.
+HostTraffic take_host_traffic(Backend& scrambled);
 
 }  // namespace dseek::backend

@@ -4,13 +4,11 @@
 #include "runtime/model/tensor_parallel_gpt.hpp"
 
 #include <algorithm>
-#include <cmath>
 #include <stdexcept>
 #include <string>
 
 #include "runtime/backend/host_window.hpp"
 #include "runtime/model/initial_value.hpp"
-#include "runtime/util/fast_math.hpp"
 
 namespace dseek::model {
 
@@ -59,8 +57,8 @@ TensorParallelGpt::TensorParallelGpt(const GptShape& shape, LayerRange range, Te
   slot_ = &slots_.front();
   if (recompute_.any() && range.end > range.begin) recomputed_ = make_block_activations(BT, att);
   if (has_head()) {
-    token_maxima_.resize(BT * static_cast<size_t>(group.size()));
-    exp_sum_and_target_.resize(2 * BT);
+    max_slots_ = DeviceBuffer<float>(backend, BT * static_cast<size_t>(group.size()));
+    sums_and_targets_ = DeviceBuffer<float>(backend, 2 * BT);
   }
   dresidual_ = DeviceBuffer<float>(backend, BT * C);
   dwidth1_ = DeviceBuffer<float>(backend, BT * C);
@@ -70,7 +68,7 @@ TensorParallelGpt::TensorParallelGpt(const GptShape& shape, LayerRange range, Te
   branch_out_ = DeviceBuffer<float>(backend, BT * C);
 
   for (const ForwardState& state : slots_) {
-    activation_memory_.kept += (state.tokens.capacity() + state.targets.capacity()) * sizeof(int32_t);
+    activation_memory_.kept += bytes_of(state.tokens) + bytes_of(state.targets);
     for (const auto& buffer : state.residual) activation_memory_.kept += bytes_of(buffer);
     for (const BlockActivations& a : state.blocks) activation_memory_.kept += block_bytes(a);
     for (const auto* buffer : {&state.lnf, &state.lnf_mean, &state.lnf_rstd, &state.logits,
@@ -80,16 +78,15 @@ TensorParallelGpt::TensorParallelGpt(const GptShape& shape, LayerRange range, Te
   activation_memory_.recompute = block_bytes(recomputed_);
   for (const auto* buffer : {&dresidual_, &dwidth1_, &dqkv_, &datty_, &dhidden_, &branch_out_})
     activation_memory_.backward += bytes_of(*buffer);
-  activation_memory_.backward +=
-      (token_maxima_.size() + exp_sum_and_target_.size()) * sizeof(float);
+  activation_memory_.backward += bytes_of(max_slots_) + bytes_of(sums_and_targets_);
 }
 
 TensorParallelGpt::ForwardState TensorParallelGpt::make_forward_state(size_t BT, size_t att) {
   const size_t C = static_cast<size_t>(layout_.whole().shape().dim);
   auto& backend = backend_;
   ForwardState state;
-  state.tokens.reserve(BT);
-  state.targets.reserve(BT);
+  if (has_embedding()) state.tokens = DeviceBuffer<int32_t>(backend, BT);
+  if (has_head()) state.targets = DeviceBuffer<int32_t>(backend, BT);
   for (int64_t l = range_.begin; l <= range_.end; ++l) state.residual.emplace_back(backend, BT * C);
   for (int64_t l = range_.begin; l < range_.end; ++l)
     state.blocks.push_back(recompute_.recomputes(l - range_.begin) ? BlockActivations{}
@@ -257,66 +254,38 @@ void TensorParallelGpt::block_backward(int64_t layer, BlockActivations& a, const
 }
 
 void TensorParallelGpt::all_reduce_on_backend(float* data, size_t count) {
-  HostWindow window(backend_, data, count, HostWindow::Access::update, host_scratch_[0]);
+  HostWindow window(backend_, data, count, HostWindow::Access::update, host_scratch_);
   group_.all_reduce_sum(window.data(), count);
   window.write_back();
 }
 
-// Each rank writes the rows of the tokens in its vocabulary slice (zeros elsewhere); the
-// all-reduce assembles the lookup, then every rank adds the replicated wpe.
-void TensorParallelGpt::embedding_forward() {
-  const int64_t C = layout_.whole().shape().dim;
-  const int64_t v0 = layout_.vocab_begin(), vl = layout_.vocab_local();
-  const int64_t N = B_ * T_;
-  using Access = HostWindow::Access;
-  HostWindow wte_window(backend_, params_.data() + layout_.wte(), static_cast<size_t>(vl * C),
-                        Access::read, host_scratch_[0]);
-  HostWindow wpe_window(backend_, params_.data() + layout_.wpe(), static_cast<size_t>(T_ * C),
-                        Access::read, host_scratch_[1]);
-  HostWindow out_window(backend_, slot_->residual.front().data(), static_cast<size_t>(N * C),
-                        Access::overwrite, host_scratch_[2]);
-  const float* wte = wte_window.data();
-  const float* wpe = wpe_window.data();
-  float* out = out_window.data();
-  std::fill(out, out + N * C, 0.0f);
-  for (int64_t n = 0; n < N; ++n) {
-    const int64_t local = slot_->tokens[static_cast<size_t>(n)] - v0;
-    if (local < 0 || local >= vl) continue;
-    std::copy(wte + local * C, wte + (local + 1) * C, out + n * C);
-  }
-  group_.all_reduce_sum(out, static_cast<size_t>(N * C));
-  for (int64_t n = 0; n < N; ++n) {
-    const float* pos = wpe + (n % T_) * C;
-    for (int64_t c = 0; c < C; ++c) out[n * C + c] += pos[c];
-  }
-  out_window.write_back();
+backend::VocabSlice TensorParallelGpt::vocab_slice() const {
+  return {static_cast<int>(layout_.vocab_begin()), static_cast<int>(layout_.vocab_local())};
 }
 
+// Each rank writes the rows of the tokens in its vocabulary slice (zeros elsewhere) and
+// the all-reduce assembles the lookup. Rank 0 adds the replicated wpe before it, as it
+// adds a row-parallel bias: the sum then holds it once, and as only two of the summed
+// values are not zero, the result is wte + wpe rounded once, whatever the order.
+void TensorParallelGpt::embedding_forward() {
+  const int C = static_cast<int>(layout_.whole().shape().dim);
+  const float* w = params_.data();
+  float* out = slot_->residual.front().data();
+  backend_.vocab_parallel_encoder_forward(out, slot_->tokens.data(), w + layout_.wte(),
+                                          group_.rank() == 0 ? w + layout_.wpe() : nullptr,
+                                          vocab_slice(), static_cast<int>(B_),
+                                          static_cast<int>(T_), C);
+  all_reduce_on_backend(out, static_cast<size_t>(B_ * T_) * static_cast<size_t>(C));
+}
+
+// Every rank adds the (replicated) output gradient into its own wte rows and into wpe,
+// whose gradient is then the same on every rank, as for the other replicated parameters.
 void TensorParallelGpt::embedding_backward() {
-  const int64_t C = layout_.whole().shape().dim;
-  const int64_t v0 = layout_.vocab_begin(), vl = layout_.vocab_local();
-  const int64_t N = B_ * T_;
-  using Access = HostWindow::Access;
-  HostWindow dwte_window(backend_, grads_.data() + layout_.wte(), static_cast<size_t>(vl * C),
-                         Access::update, host_scratch_[0]);
-  HostWindow dwpe_window(backend_, grads_.data() + layout_.wpe(), static_cast<size_t>(T_ * C),
-                         Access::update, host_scratch_[1]);
-  HostWindow dout_window(backend_, dresidual_.data(), static_cast<size_t>(N * C), Access::read,
-                         host_scratch_[2]);
-  float* dwte = dwte_window.data();
-  float* dwpe = dwpe_window.data();
-  const float* dout = dout_window.data();
-  for (int64_t n = 0; n < N; ++n) {
-    const float* row = dout + n * C;
-    float* pos = dwpe + (n % T_) * C;
-    for (int64_t c = 0; c < C; ++c) pos[c] += row[c];
-    const int64_t local = slot_->tokens[static_cast<size_t>(n)] - v0;
-    if (local < 0 || local >= vl) continue;
-    float* emb = dwte + local * C;
-    for (int64_t c = 0; c < C; ++c) emb[c] += row[c];
-  }
-  dwte_window.write_back();
-  dwpe_window.write_back();
+  float* g = grads_.data();
+  backend_.vocab_parallel_encoder_backward(g + layout_.wte(), g + layout_.wpe(), dresidual_.data(),
+                                           slot_->tokens.data(), vocab_slice(),
+                                           static_cast<int>(B_), static_cast<int>(T_),
+                                           static_cast<int>(layout_.whole().shape().dim));
 }
 
 // Vocabulary-parallel softmax cross-entropy (Megatron-LM): the logits of a token are
@@ -325,64 +294,29 @@ void TensorParallelGpt::embedding_backward() {
 // all-reduce (an exact maximum without a max collective); the sums and target logits
 // (zero on the ranks that do not hold the target) in a second one. The logits become
 // this rank's slice of the probabilities, as softmax_cross_entropy_forward leaves them.
+// The backend's ops do the work where the logits are; what crosses to the host for the
+// all-reduces is N x ranks and 2N floats.
 double TensorParallelGpt::cross_entropy_forward() {
-  const int64_t N = B_ * T_;
-  const int64_t vl = layout_.vocab_local(), v0 = layout_.vocab_begin();
+  const int N = static_cast<int>(B_ * T_);
   const int ranks = group_.size();
-  using Access = HostWindow::Access;
-  HostWindow logits_window(backend_, slot_->logits.data(), static_cast<size_t>(N * vl),
-                           Access::update, host_scratch_[0]);
-  HostWindow losses_window(backend_, slot_->losses.data(), static_cast<size_t>(N),
-                           Access::overwrite, host_scratch_[1]);
-  float* logits = logits_window.data();
-  std::fill(token_maxima_.begin(), token_maxima_.begin() + N * ranks, 0.0f);
-  for (int64_t n = 0; n < N; ++n) {
-    const float* row = logits + n * vl;
-    token_maxima_[static_cast<size_t>(n * ranks + group_.rank())] = *std::max_element(row, row + vl);
-  }
-  group_.all_reduce_sum(token_maxima_.data(), static_cast<size_t>(N * ranks));
-  float* sums = exp_sum_and_target_.data();
-  float* target_logits = sums + N;
-  for (int64_t n = 0; n < N; ++n) {
-    const float* slots = token_maxima_.data() + n * ranks;
-    const float max_value = *std::max_element(slots, slots + ranks);
-    float* row = logits + n * vl;
-    const int64_t target = slot_->targets[static_cast<size_t>(n)] - v0;
-    target_logits[n] = target >= 0 && target < vl ? row[target] - max_value : 0.0f;
-    float total = 0.0f;
-    for (int64_t j = 0; j < vl; ++j) {
-      row[j] = util::exp_approx(row[j] - max_value);
-      total += row[j];
-    }
-    sums[n] = total;
-  }
-  group_.all_reduce_sum(exp_sum_and_target_.data(), static_cast<size_t>(2 * N));
-  float* losses = losses_window.data();
-  for (int64_t n = 0; n < N; ++n) {
-    const float inverse = 1.0f / sums[n];
-    float* row = logits + n * vl;
-    for (int64_t j = 0; j < vl; ++j) row[j] *= inverse;
-    losses[n] = std::log(sums[n]) - target_logits[n];
-  }
-  logits_window.write_back();
-  losses_window.write_back();
+  const backend::VocabSlice slice = vocab_slice();
+  float* logits = slot_->logits.data();
+  backend_.vocab_parallel_logit_max(max_slots_.data(), logits, N, slice.rows, group_.rank(),
+                                    ranks);
+  all_reduce_on_backend(max_slots_.data(), static_cast<size_t>(N) * static_cast<size_t>(ranks));
+  backend_.vocab_parallel_exp_sums(logits, sums_and_targets_.data(), max_slots_.data(),
+                                   slot_->targets.data(), slice, N, ranks);
+  all_reduce_on_backend(sums_and_targets_.data(), 2 * static_cast<size_t>(N));
+  backend_.vocab_parallel_softmax_loss(logits, slot_->losses.data(), sums_and_targets_.data(), N,
+                                       slice.rows);
   // The backend's sum, in its order: the single-node loss's bits on every backend.
   return backend_.sum(slot_->losses.data(), static_cast<size_t>(N)) / static_cast<double>(N);
 }
 
 void TensorParallelGpt::cross_entropy_backward(float dloss) {
-  const int64_t N = B_ * T_;
-  const int64_t vl = layout_.vocab_local(), v0 = layout_.vocab_begin();
-  HostWindow probs_window(backend_, slot_->logits.data(), static_cast<size_t>(N * vl),
-                          HostWindow::Access::update, host_scratch_[0]);
-  float* probs = probs_window.data();
-  for (int64_t n = 0; n < N; ++n) {
-    float* row = probs + n * vl;
-    for (int64_t j = 0; j < vl; ++j) row[j] *= dloss;
-    const int64_t target = slot_->targets[static_cast<size_t>(n)] - v0;
-    if (target >= 0 && target < vl) row[target] -= dloss;
-  }
-  probs_window.write_back();
+  backend_.vocab_parallel_cross_entropy_backward(slot_->logits.data(), slot_->targets.data(),
+                                                 vocab_slice(), static_cast<int>(B_ * T_),
+                                                 dloss);
 }
 
 double TensorParallelGpt::forward(const int32_t* tokens, const int32_t* targets, int64_t B,
@@ -403,9 +337,15 @@ double TensorParallelGpt::forward(const int32_t* tokens, const int32_t* targets,
                                     " is outside the vocabulary [0, " + std::to_string(s.vocab) +
                                     ")");
   };
+  // The ids go over first, as in GptModel: copy_from_host synchronises a device's stream,
+  // which holds the host up least before any kernel is queued.
+  if (has_head()) {
+    check_ids(targets, "target");
+    backend_.copy_from_host(slot_->targets.data(), targets, BT * sizeof(int32_t));
+  }
   if (has_embedding()) {
     check_ids(tokens, "token");
-    slot_->tokens.assign(tokens, tokens + BT);
+    backend_.copy_from_host(slot_->tokens.data(), tokens, BT * sizeof(int32_t));
     embedding_forward();
   }
   for (int64_t l = range_.begin; l < range_.end; ++l) {
@@ -413,8 +353,6 @@ double TensorParallelGpt::forward(const int32_t* tokens, const int32_t* targets,
     block_forward(l, activations_of(i), slot_->residual[i].data(), slot_->residual[i + 1].data());
   }
   if (!has_head()) return 0.0;
-  check_ids(targets, "target");
-  slot_->targets.assign(targets, targets + BT);
   const int N = static_cast<int>(BT);
   const int C = static_cast<int>(s.dim);
   const float* w = params_.data();

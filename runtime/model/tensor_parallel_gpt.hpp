@@ -45,10 +45,14 @@
 // scale, which is what Transformer Engine's amax reduction over the group is for.
 // The owner closes each optimizer step with precision().end_step() and scales the loss.
 //
-// The embedding and cross-entropy are host loops, and the group's all-reduces run on the
-// host data plane: on a device backend (train.device "cuda", the scrambled test device)
-// they work on host windows of the backend's buffers (backend/host_window.hpp), moved
-// only by the backend's copy calls; on the CPU backend the windows are the buffers.
+// The vocabulary-parallel embedding and cross-entropy are backend ops (backend.hpp,
+// vocab_parallel_*), run where the parameters and logits are; only the group's
+// all-reduces run on the host data plane: on a device backend (train.device "cuda", the
+// scrambled test device) they work on host windows of the backend's buffers
+// (backend/host_window.hpp), moved only by the backend's copy calls; on the CPU backend
+// the windows are the buffers. So a step moves to the host and back the (B, T, C)
+// activations and gradients the group reduces, and for the loss N x (group size) maxima
+// and 2N sums (N = B T), never the (B, T, V / T) logits nor the wte rows.
 //
 // Activation recompute (model.recompute) works as in GptModel (counted from the range's
 // first block): a recomputed block runs in one shared scratch set (shared with the
@@ -137,7 +141,8 @@ class TensorParallelGpt {
   // What one forward leaves for its backward.
   struct ForwardState {
     int64_t B = 0, T = 0;  // B = 0 before the first forward
-    std::vector<int32_t> tokens, targets;
+    // In the backend's memory: tokens with the embedding, targets with the head.
+    backend::DeviceBuffer<int32_t> tokens, targets;
     // residual[i] is the input of block begin+i; residual.back() the range's output.
     std::vector<backend::DeviceBuffer<float>> residual;
     std::vector<BlockActivations> blocks;  // empty sets for recomputed blocks
@@ -154,6 +159,8 @@ class TensorParallelGpt {
   void block_backward(int64_t layer, BlockActivations& a, const float* x);
   // The group's sum of `count` floats of the backend's memory (through a host window).
   void all_reduce_on_backend(float* data, size_t count);
+  // This rank's rows of the vocabulary-parallel embedding and head.
+  backend::VocabSlice vocab_slice() const;
   void embedding_forward();
   void embedding_backward();
   double cross_entropy_forward();
@@ -173,9 +180,11 @@ class TensorParallelGpt {
   ForwardState* slot_ = nullptr;
   BlockActivations recomputed_;  // shared by every recomputed block of every slot
   BlockActivations* recompute_set_ = &recomputed_;  // recomputed_, or another chunk's
-  std::vector<float> token_maxima_, exp_sum_and_target_;  // cross-entropy's all-reduces
-  // Host windows' scratch (device backends only; at most three windows open at once).
-  backend::HostBuffer<float> host_scratch_[3];
+  // What the cross-entropy all-reduces: (N, ranks) row maxima, one column per rank, and
+  // the N sums of exponentials followed by the N target logits.
+  backend::DeviceBuffer<float> max_slots_, sums_and_targets_;
+  // The all-reduces' host window scratch (device backends only).
+  backend::HostBuffer<float> host_scratch_;
   backend::DeviceBuffer<float> dresidual_, dwidth1_, dqkv_, datty_, dhidden_, branch_out_;
   ActivationMemory activation_memory_;
 };

@@ -1,6 +1,7 @@
 // Every op of the backend interface on the CUDA backend against the CPU backend, on the
 // same fresh random inputs, with odd sizes (N = B*T = 111 rows, not a multiple of 32;
-// C = 48; T = 37; V = 101) so that partial warps, blocks and tiles are exercised.
+// C = 48; T = 37; V = 101) so that partial warps, blocks and tiles are exercised; the
+// vocabulary-parallel ops on slices that do not start at id 0.
 // Tolerances: relative L2 error < 1e-5 (parity_support.hpp); reductions in double
 // agree to 1e-12 relative.
 #include <catch2/catch.hpp>
@@ -209,6 +210,96 @@ TEST_CASE("softmax cross-entropy forward and backward match the CPU", "[gpu][ops
   const float dloss = 1.0f / static_cast<float>(N);
   pair.cpu->softmax_cross_entropy_backward(logits.cpu.data(), targets.cpu.data(), N, vocab, dloss);
   pair.gpu->softmax_cross_entropy_backward(logits.gpu.data(), targets.gpu.data(), N, vocab, dloss);
+  DSEEK_CHECK_PARITY(logits, kFp32Tolerance);  // now dlogits
+}
+
+TEST_CASE("vocabulary-parallel embedding matches the CPU, on a slice not starting at 0",
+          "[gpu][ops][vocab_parallel]") {
+  BackendPair pair;
+  // Rank 1 of 3 over V = 101 would hold 33 rows; an odd slice [17, 47) exercises both the
+  // held and the skipped tokens, and repeated ones (ids from the whole vocabulary).
+  const dseek::backend::VocabSlice slice{17, 30};
+  const bool with_positions = GENERATE(true, false);
+  INFO("wpe: " << with_positions);
+  Mirrored<int32_t> tokens(pair, random_ids(N, V, 100));
+  Mirrored<float> wte(pair, random_floats(static_cast<size_t>(slice.rows) * C, 101));
+  Mirrored<float> wpe(pair, random_floats(static_cast<size_t>(T) * C, 102));
+  Mirrored<float> out(pair, nan_filled(static_cast<size_t>(N) * C));
+  pair.cpu->vocab_parallel_encoder_forward(out.cpu.data(), tokens.cpu.data(), wte.cpu.data(),
+                                           with_positions ? wpe.cpu.data() : nullptr, slice, B, T,
+                                           C);
+  pair.gpu->vocab_parallel_encoder_forward(out.gpu.data(), tokens.gpu.data(), wte.gpu.data(),
+                                           with_positions ? wpe.gpu.data() : nullptr, slice, B, T,
+                                           C);
+  DSEEK_CHECK_PARITY(out, kFp32Tolerance);
+  // A copy, a zero or one add per element: the GPU's bits are the CPU's.
+  CHECK(out.gpu_values() == out.cpu_values());
+
+  Mirrored<float> dout(pair, random_floats(static_cast<size_t>(N) * C, 103));
+  Mirrored<float> dwte(pair, random_floats(static_cast<size_t>(slice.rows) * C, 104));
+  Mirrored<float> dwpe(pair, random_floats(static_cast<size_t>(T) * C, 105));
+  pair.cpu->vocab_parallel_encoder_backward(dwte.cpu.data(), dwpe.cpu.data(), dout.cpu.data(),
+                                            tokens.cpu.data(), slice, B, T, C);
+  pair.gpu->vocab_parallel_encoder_backward(dwte.gpu.data(), dwpe.gpu.data(), dout.gpu.data(),
+                                            tokens.gpu.data(), slice, B, T, C);
+  DSEEK_CHECK_PARITY(dwte, kFp32Tolerance);
+  DSEEK_CHECK_PARITY(dwpe, kFp32Tolerance);
+}
+
+TEST_CASE("vocabulary-parallel cross-entropy pieces match the CPU", "[gpu][ops][vocab_parallel]") {
+  BackendPair pair;
+  // This rank is rank 1 of 3 with V_local rows from id V_local; the targets come from
+  // the whole vocabulary of 3 V_local, so about a third are held here.
+  const int local = GENERATE(101, 1027);  // under and over one block of 256 threads per row
+  const int ranks = 3, rank = 1;
+  const dseek::backend::VocabSlice slice{local, local};
+  INFO("V_local = " << local);
+  const std::vector<float> host_logits =
+      random_floats(static_cast<size_t>(N) * local, 110, -6.0f, 6.0f);
+  Mirrored<float> logits(pair, host_logits);
+  Mirrored<int32_t> targets(pair, random_ids(N, ranks * local, 111));
+
+  Mirrored<float> slots(pair, nan_filled(static_cast<size_t>(N) * ranks));
+  pair.cpu->vocab_parallel_logit_max(slots.cpu.data(), logits.cpu.data(), N, local, rank, ranks);
+  pair.gpu->vocab_parallel_logit_max(slots.gpu.data(), logits.gpu.data(), N, local, rank, ranks);
+  // A maximum and zeros: exact on both.
+  CHECK(count_nan(slots.gpu_values()) == 0);
+  CHECK(slots.gpu_values() == slots.cpu_values());
+
+  // The all-reduced slots as the group would leave them: the other ranks' maxima from
+  // the same range, some above this rank's, some below.
+  std::vector<float> reduced = slots.cpu_values();
+  const std::vector<float> others = random_floats(static_cast<size_t>(N) * ranks, 112, 4.0f, 7.0f);
+  for (int n = 0; n < N; ++n)
+    for (int k = 0; k < ranks; ++k)
+      if (k != rank) reduced[static_cast<size_t>(n * ranks + k)] = others[static_cast<size_t>(n * ranks + k)];
+  Mirrored<float> max_slots(pair, reduced);
+  Mirrored<float> sums(pair, nan_filled(2 * static_cast<size_t>(N)));
+  pair.cpu->vocab_parallel_exp_sums(logits.cpu.data(), sums.cpu.data(), max_slots.cpu.data(),
+                                    targets.cpu.data(), slice, N, ranks);
+  pair.gpu->vocab_parallel_exp_sums(logits.gpu.data(), sums.gpu.data(), max_slots.gpu.data(),
+                                    targets.gpu.data(), slice, N, ranks);
+  DSEEK_CHECK_PARITY(logits, kFp32Tolerance);  // now exponentials
+  DSEEK_CHECK_PARITY(sums, kFp32Tolerance);    // sums, then target logits (0 where not held)
+
+  // The group's sums: this rank's plus the others' (any positive values).
+  std::vector<float> group_sums = sums.cpu_values();
+  const std::vector<float> extra = random_floats(static_cast<size_t>(N), 113, 0.5f, 20.0f);
+  for (int n = 0; n < N; ++n) group_sums[static_cast<size_t>(n)] += extra[static_cast<size_t>(n)];
+  Mirrored<float> all_sums(pair, group_sums);
+  Mirrored<float> losses(pair, nan_filled(N));
+  pair.cpu->vocab_parallel_softmax_loss(logits.cpu.data(), losses.cpu.data(), all_sums.cpu.data(),
+                                        N, local);
+  pair.gpu->vocab_parallel_softmax_loss(logits.gpu.data(), losses.gpu.data(), all_sums.gpu.data(),
+                                        N, local);
+  DSEEK_CHECK_PARITY(logits, kFp32Tolerance);  // now this slice's probabilities
+  DSEEK_CHECK_PARITY(losses, kFp32Tolerance);
+
+  const float dloss = 1.0f / static_cast<float>(N);
+  pair.cpu->vocab_parallel_cross_entropy_backward(logits.cpu.data(), targets.cpu.data(), slice, N,
+                                                  dloss);
+  pair.gpu->vocab_parallel_cross_entropy_backward(logits.gpu.data(), targets.gpu.data(), slice, N,
+                                                  dloss);
   DSEEK_CHECK_PARITY(logits, kFp32Tolerance);  // now dlogits
 }
 

@@ -3,8 +3,9 @@
 // shard initialises to the whole model's values, and T = 2 or 4 ranks train like one
 // whole GptModel (losses, gradients and parameters after AdamW steps); its layer ranges
 // (pipeline chunks) chained stage to stage compute the whole shard's math, and on the
-// scrambled test device the CPU's bits. The same model
-// over the data plane between processes is tested in tests/tensor (label tp).
+// scrambled test device the CPU's bits, while a step moves only its all-reduces and ids
+// between the host and the device, never the logits. The same model over the data plane
+// between processes is tested in tests/tensor (label tp).
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -13,6 +14,7 @@
 #include <cstring>
 #include <functional>
 #include <mutex>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -397,9 +399,9 @@ TEST_CASE("tensor-parallel layer ranges chained stage to stage are the whole sha
 TEST_CASE("tensor-parallel ranks on the scrambled test device compute the CPU's bits",
           "[model][tensor][scrambled]") {
   // The scrambled device (backend/scrambled_backend.hpp) keeps its memory masked: the
-  // vocabulary-parallel embedding and cross-entropy and the group's all-reduces must
-  // reach the values through the backend's copy calls (backend/host_window.hpp), or they
-  // read garbage. It runs the CPU's ops on the same values, so equality is the bound:
+  // vocabulary-parallel embedding and cross-entropy must run as backend ops and the
+  // group's all-reduces reach the values through the backend's copy calls
+  // (backend/host_window.hpp), or they read garbage. It runs the CPU's ops on the same values, so equality is the bound:
   // losses, every gradient and the stage output, two micro-batches accumulated.
   const int ranks = 2;
   const int64_t B = 2;
@@ -429,4 +431,53 @@ TEST_CASE("tensor-parallel ranks on the scrambled test device compute the CPU's 
     CHECK(std::memcmp(scrambled[r].grads.data(), cpu[r].grads.data(),
                       cpu[r].grads.size() * sizeof(float)) == 0);
   }
+}
+
+TEST_CASE("a tensor-parallel step on a device moves only the all-reduces and the ids, never "
+          "the logits", "[model][tensor][scrambled]") {
+  // A vocabulary wide against the width (V / T = 64 rows of C = 16), so the logits
+  // (N x 64 floats) and the wte rows (64 x 16) are each 4x a (B, T, C) activation. The
+  // scrambled device counts what its memory calls move (take_host_traffic). A step's
+  // traffic, exactly: the group's all-reduces, each down and back up -- (N, C) for the
+  // embedding's lookup, two per block forward, two per block backward and the head's
+  // input gradient; (N, ranks) maxima and 2N sums for the cross-entropy -- plus the tokens
+  // and targets going up. Anything else (the logits or wte through a host loop) adds
+  // to it and raises the largest copy above one activation.
+  const GptShape wide{.dim = 16, .layers = 2, .heads = 4, .context = 8, .vocab = 128};
+  const int ranks = 2;
+  const int64_t B = 2;
+  const size_t N = static_cast<size_t>(B * wide.context);
+  const size_t activation_bytes = N * static_cast<size_t>(wide.dim) * sizeof(float);
+  const size_t logits_bytes = N * static_cast<size_t>(wide.vocab / ranks) * sizeof(float);
+  const size_t reduced_bytes =
+      static_cast<size_t>(2 + 4 * wide.layers) * activation_bytes +
+      (N * static_cast<size_t>(ranks) + 2 * N) * sizeof(float);
+  const size_t ids_bytes = 2 * N * sizeof(int32_t);
+  std::vector<dseek::backend::HostTraffic> traffic(static_cast<size_t>(ranks));
+  std::vector<double> losses(static_cast<size_t>(ranks));
+  ThreadGroup group(ranks);
+  group.run([&](int rank, ThreadGroup::Member& member) {
+    auto device = dseek::backend::make_scrambled_backend(1);
+    TensorParallelGpt shard(wide, member, *device, B);
+    shard.init_weights(3, 0.2);
+    shard.zero_grads();
+    const auto batch = dseek::testing::random_batch(B, wide.context, wide.vocab, 90);
+    dseek::backend::take_host_traffic(*device);  // the set-up's copies are not the step's
+    losses[static_cast<size_t>(rank)] =
+        shard.forward(batch.tokens.data(), batch.targets.data(), B, wide.context);
+    shard.backward(1.0f / static_cast<float>(N));
+    traffic[static_cast<size_t>(rank)] = dseek::backend::take_host_traffic(*device);
+  });
+  REQUIRE(logits_bytes == 4 * activation_bytes);
+  for (size_t r = 0; r < static_cast<size_t>(ranks); ++r) {
+    INFO("rank " << r);
+    CHECK(losses[r] > 4.0);  // about ln(128) = 4.85 at init: a real loss, not garbage
+    CHECK(losses[r] == losses[0]);
+    CHECK(traffic[r].to_host.bytes == reduced_bytes);
+    CHECK(traffic[r].from_host.bytes == reduced_bytes + ids_bytes);
+    CHECK(traffic[r].to_host.largest_copy_bytes == activation_bytes);
+    CHECK(traffic[r].from_host.largest_copy_bytes == activation_bytes);
+  }
+  auto cpu = dseek::backend::make_cpu_backend(1);
+  CHECK_THROWS_AS(dseek::backend::take_host_traffic(*cpu), std::invalid_argument);
 }
