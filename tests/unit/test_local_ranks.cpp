@@ -2,7 +2,8 @@
 // the coordinator's plan gives member k of the table ranks kG .. kG+G-1 and completes a
 // rendezvous once all of them contributed; a node finds its local ranks in the plan and
 // prints the layout; each worker group's actors have names of their own (group 0 keeps
-// a one-group node's); the config refuses what several ranks a node do not run, and
+// a one-group node's); the config takes pipeline, tensor and 3D jobs whose layout fills
+// the nodes x G world and refuses the others by name, and
 // crash_actor's "actor@local rank" targets are checked. The multi-process behaviour
 // (training, node loss, group crash) is in tests/integration/test_multi_rank_nodes.cpp.
 #include <catch2/catch.hpp>
@@ -130,12 +131,14 @@ TEST_CASE("each worker group's actors have names of their own", "[local_ranks]")
   for (int local_rank = 0; local_rank < 64; ++local_rank) {
     seen.insert(names::worker_of(local_rank));
     seen.insert(names::data_prefetcher_of(local_rank));
+    seen.insert(names::pipeline_stage_of(local_rank));
     for (int shard = 0; shard < 64; ++shard) seen.insert(names::gradient_shard(shard, local_rank));
   }
-  CHECK(seen.size() == 64u * (2 + 64));
+  CHECK(names::pipeline_stage_of(0) == names::pipeline_stage);
+  CHECK(seen.size() == 64u * (3 + 64));
 }
 
-TEST_CASE("several ranks a node: the batch splits over every rank, data parallelism only",
+TEST_CASE("several ranks a node: the batch splits over every rank of a data-parallel job",
           "[local_ranks][config]") {
   auto two_by_two = config_with({"cluster.nodes=2", "cluster.gpus_per_node=2",
                                  "train.batch_size=12"});
@@ -146,10 +149,63 @@ TEST_CASE("several ranks a node: the batch splits over every rank, data parallel
                              "train.batch_size=12"});
   CHECK_THROWS_WITH(config::validate(uneven),
                     Catch::Contains("cluster.nodes x cluster.gpus_per_node (10)"));
-  auto pipeline = config_with({"cluster.nodes=2", "cluster.gpus_per_node=2",
-                               "parallel.pipeline=2", "train.batch_size=12"});
-  CHECK_THROWS_WITH(config::check_supported(pipeline),
-                    Catch::Contains("cluster.gpus_per_node = 2"));
+  // A data-parallel job's degree is the world: parallel.data counts replicas of groups.
+  auto replicas = config_with({"cluster.nodes=2", "cluster.gpus_per_node=2",
+                               "parallel.data=4", "train.batch_size=12"});
+  CHECK_THROWS_WITH(config::check_supported(replicas),
+                    Catch::Contains("cluster.gpus_per_node = 2") &&
+                        Catch::Contains("leave parallel.data at 1"));
+}
+
+// Megatron's shape: tensor parallelism inside a host, pipeline and data across hosts.
+TEST_CASE("several ranks a node: pipeline, tensor and 3D jobs fill the world of nodes x G",
+          "[local_ranks][config]") {
+  for (const auto& shape : std::vector<std::vector<std::string>>{
+           {"parallel.pipeline=2", "parallel.tensor=2"},
+           {"parallel.pipeline=2", "parallel.data=2", "train.micro_batch_size=2"},
+           {"parallel.tensor=2", "parallel.data=2"},
+           {"parallel.pipeline=4"}}) {
+    auto settings = shape;
+    settings.push_back("cluster.nodes=2");
+    settings.push_back("cluster.gpus_per_node=2");
+    settings.push_back("train.batch_size=12");
+    INFO(settings[0] << " " << settings[1]);
+    auto job = config_with(settings);
+    CHECK_NOTHROW(config::validate(job));
+    CHECK_NOTHROW(config::check_supported(job));
+  }
+  // A tensor group of 2 on one node with 2 ranks.
+  auto one_node = config_with({"cluster.gpus_per_node=2", "parallel.tensor=2"});
+  CHECK_NOTHROW(config::validate(one_node));
+  CHECK_NOTHROW(config::check_supported(one_node));
+  // The world (2 x 2 ranks) must be the layout's ranks, refused by name.
+  auto too_few = config_with({"cluster.nodes=2", "cluster.gpus_per_node=2",
+                              "parallel.pipeline=2", "train.batch_size=12"});
+  CHECK_THROWS_WITH(config::validate(too_few),
+                    Catch::Contains("parallel.pipeline (2) must equal cluster.nodes x "
+                                    "cluster.gpus_per_node (4)"));
+  auto three_d = config_with({"cluster.nodes=2", "cluster.gpus_per_node=2",
+                              "parallel.pipeline=2", "parallel.tensor=2", "parallel.data=2",
+                              "train.batch_size=12"});
+  CHECK_THROWS_WITH(config::validate(three_d),
+                    Catch::Contains("parallel.data (2) x parallel.tensor (2) x "
+                                    "parallel.pipeline (2) must equal cluster.nodes x "
+                                    "cluster.gpus_per_node (4)"));
+  auto tensor = config_with({"cluster.gpus_per_node=2", "parallel.tensor=4"});
+  CHECK_THROWS_WITH(config::validate(tensor),
+                    Catch::Contains("parallel.tensor (4) must equal cluster.nodes x "
+                                    "cluster.gpus_per_node (2)"));
+  // A node's stage of local rank 1 may crash; there is none without a pipeline.
+  auto crash = config_with({"cluster.nodes=2", "cluster.gpus_per_node=2",
+                            "parallel.pipeline=2", "parallel.tensor=2", "train.batch_size=12",
+                            "faults=[{kind = \"crash_actor\", actor = \"pipeline_stage@1\", "
+                            "node = 1, step = 3}]"});
+  CHECK_NOTHROW(config::check_supported(crash));
+  auto no_stage = config_with({"cluster.gpus_per_node=2", "parallel.tensor=2",
+                               "faults=[{kind = \"crash_actor\", actor = \"pipeline_stage@1\", "
+                               "node = 0, step = 3}]"});
+  CHECK_THROWS_WITH(config::check_supported(no_stage),
+                    Catch::Contains("[[faults]]") && Catch::Contains("tensor-parallel jobs"));
 }
 
 TEST_CASE("crash_actor names a worker group's actor by local rank", "[local_ranks][faults]") {
@@ -164,10 +220,12 @@ TEST_CASE("crash_actor names a worker group's actor by local rank", "[local_rank
   CHECK_NOTHROW(actors::check_fault_targets(crash("worker@1"), 2));
   CHECK_NOTHROW(actors::check_fault_targets(crash("worker"), 1));
   CHECK_NOTHROW(actors::check_fault_targets(crash("data_prefetcher@1"), 2));
+  CHECK_NOTHROW(actors::check_fault_targets(crash("pipeline_stage@1"), 2));
   CHECK_THROWS_WITH(actors::check_fault_targets(crash("worker@2"), 2),
                     Catch::Contains("below cluster.gpus_per_node (2)"));
   CHECK_THROWS_WITH(actors::check_fault_targets(crash("worker@x"), 2),
                     Catch::Contains("below cluster.gpus_per_node"));
   CHECK_THROWS_WITH(actors::check_fault_targets(crash("membership@1"), 2),
-                    Catch::Contains("only worker, gradient_shard and data_prefetcher"));
+                    Catch::Contains("only worker, gradient_shard, data_prefetcher and "
+                                    "pipeline_stage"));
 }
