@@ -10,7 +10,8 @@
 //     its coordinates (runtime/train/parallel_groups.hpp), so every rank computes the
 //     same sums in the same order (the same losses at every step, the same
 //     params_sha256); the launcher prints which node holds which rank, stage and tensor
-//     rank; with T = 2 = G each tensor group is inside one node;
+//     rank; with T = 2 = G each tensor group is inside one node; P = 2 x T = 2 also on
+//     the scrambled test device;
 //   - a T = 2 group on one node of 2 ranks trains bit for bit what 2 nodes x 1 rank train;
 //   - a node of a P = 2 x D = 2 job killed for good takes 2 ranks with it: the survivor's
 //     2 ranks re-plan D = 1 x P = 2 and resume from the newest checkpoint
@@ -158,6 +159,18 @@ TEST_CASE("pipeline x tensor: 2 nodes x 2 ranks train bit for bit what 4 nodes x
                               "[node 0]   node 1: rank 2 (replica 0, stage 1, tensor rank 0), "
                               "rank 3 (replica 0, stage 1, tensor rank 1)"));
   CHECK(output.find("a tensor group spans nodes") == std::string::npos);
+}
+
+// The same on the scrambled test device (runtime/backend/scrambled_backend.hpp): each
+// group's backend is its own local device's, and a stage or tensor rank that read
+// backend memory directly would not give the CPU's bits.
+TEST_CASE("pipeline x tensor: 2 nodes x 2 ranks train bit for bit what 4 nodes x 1 rank train "
+          "on the scrambled device",
+          "[pp][tp][multigpu][launch][device]") {
+  check_same_bits("pxt-multirank-device",
+                  kPipelineTensor + std::vector<std::string>{
+                                        "--set", "train.device=\"scrambled-cpu-for-tests\""},
+                  2, 2, 1, 2, 2);
 }
 
 TEST_CASE("pipeline x data: 2 nodes x 2 ranks train bit for bit what 4 nodes x 1 rank train",
