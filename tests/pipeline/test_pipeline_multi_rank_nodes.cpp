@@ -15,7 +15,9 @@
 //   - a T = 2 group on one node of 2 ranks trains bit for bit what 2 nodes x 1 rank train;
 //   - a node of a P = 2 x D = 2 job killed for good takes 2 ranks with it: the survivor's
 //     2 ranks re-plan D = 1 x P = 2 and resume from the newest checkpoint
-//     (tests/support/lost_node_launch.hpp, its 1e-5 bound on val_loss);
+//     (tests/support/lost_node_launch.hpp, its 1e-5 bound on val_loss); P = 2 x T = 2
+//     goes on as the tensor group alone; 2 x 3 ranks of P = 3 x T = 2 go on as T = 2 on
+//     node 0, whose third rank stands by and ends when its node's trainers finished;
 //   - crash_actor of "pipeline_stage@1" restarts local rank 1's worker group only, and
 //     every rank resumes the same layout from the newest checkpoint: the fault-free
 //     run's params_sha256.
@@ -212,6 +214,51 @@ TEST_CASE("pipeline x data: a node of 2 ranks lost for good leaves one replica o
           string_field(node_events(run, 0, "train_done").at(0), "params_sha256"));
     for (int local_rank : {0, 1})
       CHECK(node_events(rank_dir(run, local_rank), 1, "train_done").empty());
+  };
+  check_lost_node_recovers(lost);
+}
+
+// P = 2 x T = 2 on 2 nodes x 2 ranks loses node 1 (stage 1): no whole pipeline is left,
+// so node 0's 2 ranks (a whole tensor group) go on as the tensor group alone.
+TEST_CASE("pipeline x tensor: a node of 2 ranks lost for good leaves the tensor group on the "
+          "other node", "[pp][tp][multigpu][launch][faults]") {
+  LostNodeJob lost;
+  lost.name = "pxt-multirank-kill";
+  lost.job = kShared + ranks_per_node(2) + kPipelineTensor;
+  lost.nodes = 2;
+  lost.tensor = 2;
+  lost.also_check = [](const fs::path& run) {
+    const auto recovered = node_events(rank_dir(run, 1), 0, "recovered");
+    REQUIRE(recovered.size() == 1);
+    CHECK(number_field(recovered[0], "tensor") == 2);
+    CHECK(number_field(recovered[0], "pipeline") == 1);
+  };
+  check_lost_node_recovers(lost);
+}
+
+// 2 nodes x 3 ranks of P = 3 x T = 2 lose node 1: 3 ranks are left, which hold no
+// pipeline of 2-rank groups, so the tensor group alone trains on node 0's local ranks 0
+// and 1 and its local rank 2 stands by. Every trainer is on node 0, which leaves only
+// when all its groups are done: the standby group ends when its node's trainers finished
+// the job (not by a member's leave, which never comes).
+TEST_CASE("pipeline x tensor: a standby rank on the node that trains alone ends with the job",
+          "[pp][tp][multigpu][launch][faults]") {
+  LostNodeJob lost;
+  lost.name = "pxt-multirank-standby";
+  lost.job = kShared + ranks_per_node(3) +
+             std::vector<std::string>{"--set", "parallel.pipeline=3", "--set",
+                                      "parallel.tensor=2", "--set", "model.layers=3"};
+  lost.nodes = 2;
+  lost.tensor = 2;
+  lost.also_check = [](const fs::path& run) {
+    const auto layouts = node_events(rank_dir(run, 2), 0, "epoch_layout");
+    REQUIRE(layouts.size() == 2);
+    CHECK(string_field(layouts[1], "role") == "standby");
+    CHECK(number_field(layouts[1], "rank") == 2);
+    const auto ended = node_events(rank_dir(run, 2), 0, "standby_ended");
+    REQUIRE(ended.size() == 1);
+    CHECK(string_field(ended[0], "reason") == "a worker group of this node finished the job");
+    CHECK(node_events(rank_dir(run, 2), 0, "train_done").empty());
   };
   check_lost_node_recovers(lost);
 }

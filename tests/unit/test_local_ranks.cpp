@@ -22,6 +22,7 @@
 #include "actors/cluster/coordinator.hpp"
 #include "actors/faults/fault_actions.hpp"
 #include "actors/node/data_plane_link.hpp"
+#include "actors/node/layout_placement.hpp"
 #include "actors/node/node_registry.hpp"
 #include "runtime/config/load.hpp"
 
@@ -120,6 +121,43 @@ TEST_CASE("a one-rank plan: the node's local rank 0 is its rank", "[local_ranks]
   CHECK(actors::rank_in_plan(epoch, 2) == 2);
   CHECK(actors::rank_in_plan(epoch, 2, 1) == -1);
   CHECK(actors::rank_layout(epoch) == "node 0: rank 0, node 1: rank 1, node 2: rank 2");
+}
+
+namespace {
+// An epoch whose members 0 .. nodes-1 run `g` ranks each (the coordinator's plan).
+actors::epoch_started planned_epoch(int nodes, int g) {
+  actors::epoch_started epoch;
+  epoch.epoch = 1;
+  epoch.world_size = nodes;
+  for (int node = 0; node < nodes; ++node) {
+    epoch.members.push_back(actors::member_info{node, node, "127.0.0.1", 1});
+    for (int local = 0; local < g; ++local)
+      epoch.plan.push_back(actors::worker_assignment{node, "worker", node * g + local});
+  }
+  return epoch;
+}
+}  // namespace
+
+TEST_CASE("the placement says which node holds which rank, stage and tensor rank",
+          "[local_ranks]") {
+  // Megatron's shape: T = 2 = G, so each tensor group is one node.
+  CHECK(actors::layout_placement(planned_epoch(2, 2), {1, 2, 2}) ==
+        "data 1 x pipeline 2 x tensor 2 on 4 ranks of 2 node(s)\n"
+        "  node 0: rank 0 (replica 0, stage 0, tensor rank 0), rank 1 (replica 0, stage 0, "
+        "tensor rank 1)\n"
+        "  node 1: rank 2 (replica 0, stage 1, tensor rank 0), rank 3 (replica 0, stage 1, "
+        "tensor rank 1)");
+  // T = 2 over G = 3: the group of ranks 2 and 3 spans nodes 0 and 1, said once.
+  const std::string spanning = actors::layout_placement(planned_epoch(2, 3), {1, 3, 2});
+  CHECK_THAT(spanning, Catch::Contains("node 0: rank 0 (replica 0, stage 0, tensor rank 0), "
+                                       "rank 1 (replica 0, stage 0, tensor rank 1), rank 2 "
+                                       "(replica 0, stage 1, tensor rank 0)"));
+  CHECK_THAT(spanning, Catch::Contains("a tensor group spans nodes"));
+  // A re-planned layout smaller than the world: the ranks past it stand by.
+  CHECK(actors::layout_placement(planned_epoch(1, 3), {1, 1, 2}) ==
+        "data 1 x pipeline 1 x tensor 2 on 3 ranks of 1 node(s)\n"
+        "  node 0: rank 0 (replica 0, stage 0, tensor rank 0), rank 1 (replica 0, stage 0, "
+        "tensor rank 1), rank 2 (standby)");
 }
 
 TEST_CASE("each worker group's actors have names of their own", "[local_ranks]") {
