@@ -58,7 +58,8 @@ CrashTarget parse_target(const std::string& target) {
 // The actors a node runs once per worker group (the data_prefetcher is the node
 // supervisor's child, but serves one group).
 bool per_worker_group(const std::string& actor) {
-  return actor == "worker" || actor == "gradient_shard" || actor == "data_prefetcher";
+  return actor == "worker" || actor == "gradient_shard" || actor == "data_prefetcher" ||
+         actor == "pipeline_stage";
 }
 
 caf::atom_value registry_name(const std::string& target) {
@@ -67,6 +68,7 @@ caf::atom_value registry_name(const std::string& target) {
   if (parsed.actor == "worker") return names::worker_of(local_rank);
   if (parsed.actor == "gradient_shard") return names::gradient_shard(0, local_rank);
   if (parsed.actor == "data_prefetcher") return names::data_prefetcher_of(local_rank);
+  if (parsed.actor == "pipeline_stage") return names::pipeline_stage_of(local_rank);
   for (const auto& known : kCrashable)
     if (parsed.actor == known.name) return known.registered_as;
   return names::worker;  // unreachable: check_fault_targets() refused other names at start
@@ -123,11 +125,13 @@ void check_fault_targets(const std::vector<config::FaultSpec>& faults, int64_t l
     const std::string which = "faults[" + std::to_string(i) + "].actor = \"" + faults[i].actor;
     if (!known)
       throw std::invalid_argument(which + "\": no such actor in a node (known: " + all +
-                                  "; worker, gradient_shard and data_prefetcher take @<local rank>)");
+                                  "; worker, gradient_shard, data_prefetcher and pipeline_stage take @<local "
+                                  "rank>)");
     const bool suffixed = faults[i].actor.find('@') != std::string::npos;
     if (suffixed && !per_worker_group(target.actor))
-      throw std::invalid_argument(which + "\": only worker, gradient_shard and "
-                                  "data_prefetcher are one per worker group (@<local rank>)");
+      throw std::invalid_argument(which + "\": only worker, gradient_shard, data_prefetcher "
+                                  "and pipeline_stage are one per worker group (@<local "
+                                  "rank>)");
     if (target.local_rank < 0 || target.local_rank >= local_ranks)
       throw std::invalid_argument(which + "\": the local rank must be a number below "
                                   "cluster.gpus_per_node (" + std::to_string(local_ranks) + ")");

@@ -28,8 +28,8 @@ class EventLog;
 namespace dseek::actors {
 
 // The actor names crash_actor accepts. On a node with several worker groups
-// (cluster.gpus_per_node > 1), "worker@R", "gradient_shard@R" and "data_prefetcher@R"
-// name that actor of the group of local rank R ("worker" is "worker@0").
+// (cluster.gpus_per_node > 1), "worker@R", "gradient_shard@R", "data_prefetcher@R" and
+// "pipeline_stage@R" name that actor of the group of local rank R ("worker" is "worker@0").
 const std::vector<std::string>& crashable_actors();
 // Throws std::invalid_argument naming the fault and the known names when a crash_actor
 // fault names no actor of the tree (of a node with `local_ranks` worker groups).

@@ -183,8 +183,8 @@ void check_data_plane_available(const config::JobConfig& config) {
 }
 
 void stand_by_in_rendezvous(caf::actor_system& sys, const epoch_started& epoch,
-                            const config::JobConfig& config) {
-  exchange(sys, epoch, config, planned_rank(epoch, config, 0), std::string());
+                            const config::JobConfig& config, int local_rank) {
+  exchange(sys, epoch, config, planned_rank(epoch, config, local_rank), std::string());
 }
 
 }  // namespace dseek::actors

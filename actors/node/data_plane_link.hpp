@@ -73,7 +73,8 @@ void check_data_plane_available(const config::JobConfig& config);
 
 // A rank past the `ranks` that train in `epoch` (it stands by): takes part in the
 // rendezvous with no address, and connects nothing. Throws rendezvous_failed.
+// `local_rank`: which of the node's worker groups stands by.
 void stand_by_in_rendezvous(caf::actor_system& sys, const epoch_started& epoch,
-                            const config::JobConfig& config);
+                            const config::JobConfig& config, int local_rank = 0);
 
 }  // namespace dseek::actors

@@ -12,6 +12,7 @@
 
 #include "actors/node/board_attachment.hpp"
 #include "actors/node/data_plane_link.hpp"
+#include "actors/node/layout_placement.hpp"
 #include "actors/node/layout_training.hpp"
 #include "actors/node/pipeline_stage.hpp"
 #include "actors/node/retired_communicators.hpp"
@@ -25,9 +26,11 @@ namespace dseek::actors {
 
 namespace {
 
+// The layout of `epoch`'s ranks: every member's worker groups (cluster.gpus_per_node a
+// node), not its members.
 train::SurvivorLayout layout_for(const config::JobConfig& config, const epoch_started& epoch) {
   return train::plan_survivor_layout(
-      epoch.world_size, static_cast<int>(config.parallel.data),
+      ranks_in_plan(epoch), static_cast<int>(config.parallel.data),
       static_cast<int>(config.parallel.pipeline), static_cast<int>(config.parallel.tensor),
       [&config](const train::SurvivorLayout& layout) {
         return train::layout_refusal(config, layout);
@@ -43,10 +46,14 @@ util::JsonLine& add_layout(util::JsonLine& fields, const train::SurvivorLayout& 
 // "node K finished the job" once a member left after its training ended (an orderly
 // leave: the layout's ranks reached the last step, or the job was stopped); "" before.
 // The coordinator announces that leave before the epoch without the node.
-std::string job_ended_by(const EpochBoard& board) {
+// A worker group of this node that trained to the job's end counts too: with several a
+// node, the layout's ranks may all be this node's, which leaves only when all its groups
+// are done.
+std::string job_ended_by(const EpochBoard& board, const std::atomic<bool>& local_job_done) {
   const auto finished = board.finished_members();
-  if (finished.empty()) return "";
-  return "node " + std::to_string(finished.front()) + " finished the job";
+  if (!finished.empty()) return "node " + std::to_string(finished.front()) + " finished the job";
+  if (local_job_done.load()) return "a worker group of this node finished the job";
+  return "";
 }
 
 // Waits for an epoch `policy` accepts (returned), until `limit` (nullopt), a stop
@@ -54,13 +61,14 @@ std::string job_ended_by(const EpochBoard& board) {
 // whose layout was left, has nothing more to train once a member finished).
 std::optional<epoch_started> wait_for_world(EpochBoard& board, const WorldPolicy& policy,
                                             const std::atomic<bool>& stop,
+                                            const std::atomic<bool>& local_job_done,
                                             WorldClock::time_point limit, std::string& ended_by) {
   while (!stop.load()) {
     const auto now = WorldClock::now();
     if (now >= limit) break;
     auto next = board.wait_for([&](const epoch_started& e) { return policy.accepts(e); },
                                std::min(limit, now + std::chrono::milliseconds(200)));
-    ended_by = job_ended_by(board);
+    ended_by = job_ended_by(board, local_job_done);
     if (!ended_by.empty()) return std::nullopt;
     if (next) return next;
   }
@@ -117,7 +125,7 @@ job_finished run_on_fixed_world(const worker_setup& setup, caf::actor_system& sy
     // A node that stands by waits as long as the job runs.
     const auto limit = standing_by ? WorldClock::time_point::max() : policy.wait_limit(waited_from);
     std::string ended_by;
-    auto epoch = wait_for_world(board, policy, stop, limit, ended_by);
+    auto epoch = wait_for_world(board, policy, stop, *setup.local_job_done, limit, ended_by);
     if (!ended_by.empty()) {
       events.emit("standby_ended", util::JsonLine().add("reason", ended_by));
       return result;
@@ -140,28 +148,34 @@ job_finished run_on_fixed_world(const worker_setup& setup, caf::actor_system& sy
       return result;
     }
     const train::SurvivorLayout layout = layout_for(config, *epoch);
-    const int32_t rank = rank_in_plan(*epoch, config.cluster.node_id);
+    const int32_t rank = rank_in_plan(*epoch, config.cluster.node_id, setup.local_rank);
     const bool trains = rank < layout.ranks();
     util::JsonLine planned;
     planned.add("epoch", epoch->epoch).add("world_size", static_cast<int64_t>(epoch->world_size));
     add_layout(planned, layout).add("ranks", static_cast<int64_t>(layout.ranks()))
-        .add("rank", static_cast<int64_t>(rank)).add("role", std::string(trains ? "train" : "standby"));
+        .add("rank", static_cast<int64_t>(rank)).add("local_rank", static_cast<int64_t>(setup.local_rank))
+        .add("role", std::string(trains ? "train" : "standby"));
     events.emit("epoch_layout", planned);
+    // Which node holds which ranks of the layout, once per epoch (by its rank 0).
+    if (rank == 0)
+      std::fprintf(stderr, "dseek-node: epoch %llu: %s\n",
+                   static_cast<unsigned long long>(epoch->epoch),
+                   layout_placement(*epoch, layout).c_str());
 
     if (!trains) {
       try {
-        stand_by_in_rendezvous(sys, *epoch, config);
+        stand_by_in_rendezvous(sys, *epoch, config, setup.local_rank);
       } catch (const rendezvous_failed&) {
         // The epoch moved on meanwhile: plan again in the current one.
         std::this_thread::sleep_for(std::chrono::milliseconds(200));
         continue;
       }
       std::fprintf(stderr,
-                   "dseek-node: node %lld stands by in epoch %llu: the layout %s trains on "
-                   "ranks 0..%d of %d\n",
-                   static_cast<long long>(config.cluster.node_id),
+                   "dseek-node: node %lld (local rank %d) stands by in epoch %llu: the layout "
+                   "%s trains on ranks 0..%d of %d\n",
+                   static_cast<long long>(config.cluster.node_id), setup.local_rank,
                    static_cast<unsigned long long>(epoch->epoch), train::describe(layout).c_str(),
-                   layout.ranks() - 1, epoch->world_size);
+                   layout.ranks() - 1, ranks_in_plan(*epoch));
       if (!recovering) {
         recovering = true;  // when it trains again, it resumes from the checkpoint
         policy.failed_at = WorldClock::now();
@@ -181,7 +195,7 @@ job_finished run_on_fixed_world(const worker_setup& setup, caf::actor_system& sy
     // the layout together, with nothing in flight.
     std::atomic<bool> stop_at_step_boundary{false};
     try {
-      communicator = connect_data_plane(sys, *epoch, config, layout.ranks());
+      communicator = connect_data_plane(sys, *epoch, config, layout.ranks(), setup.local_rank);
       BoardAttachment attachment(board, communicator.get(), epoch->epoch, &stop_at_step_boundary);
       if (stop.load()) stop_at_step_boundary = true;
       config::JobConfig session = train::config_for_layout(config, layout);
@@ -200,7 +214,7 @@ job_finished run_on_fixed_world(const worker_setup& setup, caf::actor_system& sy
       }
       util::JsonLine started;
       started.add("epoch", epoch->epoch).add("world_size", static_cast<int64_t>(epoch->world_size))
-          .add("rank", static_cast<int64_t>(rank));
+          .add("rank", static_cast<int64_t>(rank)).add("local_rank", static_cast<int64_t>(setup.local_rank));
       events.emit("worker_started", add_layout(started, layout));
 
       train::RunOptions options = node_run_options(setup, sys, stop_at_step_boundary);
@@ -239,6 +253,7 @@ job_finished run_on_fixed_world(const worker_setup& setup, caf::actor_system& sy
         result.stopped_early = summary.stopped_early;
         result.steps_done = summary.steps_done;
         result.params_sha256 = summary.params_sha256;
+        setup.local_job_done->store(true);
         return result;
       }
       // A node joined: every rank of this layout stopped at the same step boundary (the

@@ -5,12 +5,14 @@
 //   - wait for a world epoch the policy accepts (world_policy.hpp: the whole world first;
 //     after a failure the whole world again, or the survivors once elastic.rejoin_seconds
 //     passed and they are at least elastic.min_nodes);
-//   - every node computes the same layout for that world (train::plan_survivor_layout:
-//     fewer data-parallel replicas first, then fewer pipeline stages, down to plain data
+//   - every node computes the same layout for that world's ranks (every member's worker
+//     groups, cluster.gpus_per_node a node; train::plan_survivor_layout: fewer
+//     data-parallel replicas first, then fewer pipeline stages, down to plain data
 //     parallelism): the first layout.ranks() ranks connect the data plane and train
 //     (layout_training.hpp), the others stand by: they take part in the epoch's
 //     rendezvous only, and wait for a later epoch (the layout grows again when a lost
-//     node rejoins) or for the job's end (a member that left after its training ended);
+//     node rejoins) or for the job's end (a member that left after its training ended,
+//     or a worker group of the same node that trained to the end);
 //   - state: after a failure every rank resumes from the newest checkpoint
 //     (checkpoint.resume = "latest": the whole-model checkpoint of gathered_checkpointing,
 //     resharded to the new layout); without checkpoint.every_steps the job starts again

@@ -37,6 +37,12 @@ inline caf::atom_value data_prefetcher_of(int local_rank) {
                          : caf::atom_from_string("dsprefet" + std::to_string(local_rank));
 }
 
+// The pipeline_stage of worker group `local_rank` ("dsstage", "dsstage1", ...).
+inline caf::atom_value pipeline_stage_of(int local_rank) {
+  return local_rank == 0 ? pipeline_stage
+                         : caf::atom_from_string("dsstage" + std::to_string(local_rank));
+}
+
 // The gradient_shard actor number `index` of worker group `local_rank` ("dsshard0", ...
 // for group 0; "dsg1s0", ... for the others: an atom holds at most 10 characters).
 inline caf::atom_value gradient_shard(int index, int local_rank = 0) {

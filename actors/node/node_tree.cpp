@@ -50,8 +50,9 @@ supervisor_config worker_group_config(const worker_setup& node_worker, int local
   // worker, which drives it, and stopped after it.
   if (config.parallel.pipeline > 1)
     group.children.push_back({"pipeline_stage",
-                              [](caf::actor_system& sys) {
-                                return caf::actor_cast<caf::actor>(spawn_pipeline_stage(sys));
+                              [local_rank](caf::actor_system& sys) {
+                                return caf::actor_cast<caf::actor>(
+                                    spawn_pipeline_stage(sys, local_rank));
                               },
                               restart_policy::permanent, milliseconds(10000)});
   auto worker = node_worker;

@@ -58,7 +58,7 @@ stage_reply<T> guarded(stage_state& st, Work&& work) {
   return reply;
 }
 
-pipeline_stage_actor::behavior_type pipeline_stage(stage_pointer self) {
+pipeline_stage_actor::behavior_type pipeline_stage(stage_pointer self, caf::atom_value name) {
   using train::LocalPipelineStage;
   // The exit reason keeps what the actor threw (CAF's default keeps only
   // "runtime_error"): the supervisor's actor_restarted and the worker see which stage.
@@ -76,9 +76,8 @@ pipeline_stage_actor::behavior_type pipeline_stage(stage_pointer self) {
   // actor takes its name out when it ends, unless a successor has it already.
   auto& sys = self->system();
   auto* me = self->ctrl();
-  self->attach_functor([&sys, me](const caf::error&) {
-    if (sys.registry().get(names::pipeline_stage).get() == me)
-      sys.registry().erase(names::pipeline_stage);
+  self->attach_functor([&sys, me, name](const caf::error&) {
+    if (sys.registry().get(name).get() == me) sys.registry().erase(name);
   });
   return {
       [self](const stage_build& build) {
@@ -217,10 +216,11 @@ class actor_pipeline_stage final : public train::PipelineStage {
 
 }  // namespace
 
-pipeline_stage_actor spawn_pipeline_stage(caf::actor_system& sys) {
-  auto stage = sys.spawn<caf::detached>(pipeline_stage);
+pipeline_stage_actor spawn_pipeline_stage(caf::actor_system& sys, int local_rank) {
+  const caf::atom_value name = names::pipeline_stage_of(local_rank);
+  auto stage = sys.spawn<caf::detached>(pipeline_stage, name);
   // At once, not when the actor first runs: the worker started next looks it up.
-  names::register_handle(sys, names::pipeline_stage, stage);
+  names::register_handle(sys, name, stage);
   return stage;
 }
 
@@ -231,9 +231,10 @@ train::PipelineStageFactory pipeline_stage_of(caf::actor_system& sys, pipeline_s
   };
 }
 
-train::PipelineStageFactory pipeline_stage_for(caf::actor_system& sys) {
-  return [&sys](const train::PipelineStageSpec& spec) -> std::unique_ptr<train::PipelineStage> {
-    auto stage = caf::actor_cast<pipeline_stage_actor>(names::lookup(sys, names::pipeline_stage));
+train::PipelineStageFactory pipeline_stage_for(caf::actor_system& sys, int local_rank) {
+  const caf::atom_value name = names::pipeline_stage_of(local_rank);
+  return [&sys, name](const train::PipelineStageSpec& spec) -> std::unique_ptr<train::PipelineStage> {
+    auto stage = caf::actor_cast<pipeline_stage_actor>(names::lookup(sys, name));
     if (!stage) return nullptr;
     return pipeline_stage_of(sys, std::move(stage))(spec);
   };

@@ -43,15 +43,16 @@ struct pipeline_stage_lost : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// Spawns a pipeline_stage (detached); it registers under names::pipeline_stage.
-pipeline_stage_actor spawn_pipeline_stage(caf::actor_system& sys);
+// Spawns the pipeline_stage of worker group `local_rank` (detached); it registers under
+// names::pipeline_stage_of(local_rank).
+pipeline_stage_actor spawn_pipeline_stage(caf::actor_system& sys, int local_rank = 0);
 
 // Stages kept by `stage` (one run at a time).
 train::PipelineStageFactory pipeline_stage_of(caf::actor_system& sys, pipeline_stage_actor stage);
 
-// Stages kept by the node's pipeline_stage actor, looked up when the run builds its
-// stage. When none is running (a run outside the node's tree), the factory returns
-// null: the run then keeps a LocalPipelineStage.
-train::PipelineStageFactory pipeline_stage_for(caf::actor_system& sys);
+// Stages kept by the pipeline_stage actor of the node's worker group `local_rank`, looked
+// up when the run builds its stage. When none is running (a run outside the node's
+// tree), the factory returns null: the run then keeps a LocalPipelineStage.
+train::PipelineStageFactory pipeline_stage_for(caf::actor_system& sys, int local_rank = 0);
 
 }  // namespace dseek::actors

@@ -1,6 +1,7 @@
-// The training of one node of a pipeline-parallel job (parallel.pipeline > 1, with
-// parallel.data replicas of the pipeline), as the worker's thread runs it instead of the
-// elastic data-parallel loop: wait for the whole world, connect the data plane for that
+// The training of one rank of a pipeline-parallel job (parallel.pipeline > 1, with
+// parallel.data replicas of the pipeline; a node runs cluster.gpus_per_node such ranks,
+// one per worker group, each with its own pipeline_stage actor), as the worker's thread
+// runs it instead of the elastic data-parallel loop: wait for the whole world, connect the data plane for that
 // epoch (world rank = replica x P + stage), and run the stage (actors::run_pipeline,
 // which cuts the pipeline and data groups), its trainer in the worker group's
 // pipeline_stage actor (pipeline_stage.hpp). When a node is lost (or this node's worker

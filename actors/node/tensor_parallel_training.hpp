@@ -1,5 +1,6 @@
-// The training of one node of a tensor-parallel job (parallel.tensor > 1, no pipeline,
-// parallel.data replicas of the group), as the worker's thread runs it instead of the
+// The training of one rank of a tensor-parallel job (parallel.tensor > 1, no pipeline,
+// parallel.data replicas of the group; a node runs cluster.gpus_per_node such ranks, one
+// per worker group), as the worker's thread runs it instead of the
 // elastic data-parallel loop: wait for the whole world, connect the data plane for that
 // epoch, cut its tensor and data groups (parallel_communicators.hpp, the layout of
 // parallel_groups.hpp with one stage: world rank = replica x T + tensor rank), and run

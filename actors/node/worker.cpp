@@ -147,7 +147,8 @@ caf::behavior worker(caf::stateful_actor<worker_state>* self, worker_setup setup
                                st.setup.local_rank))
     self->monitor(shard);
   // So does its pipeline_stage (a pipeline job's), which owns the stage's trainer.
-  if (auto stage = names::lookup(self->system(), names::pipeline_stage)) self->monitor(stage);
+  if (auto stage = names::lookup(self->system(), names::pipeline_stage_of(st.setup.local_rank)))
+    self->monitor(stage);
   self->set_down_handler([self](caf::down_msg& down) { self->quit(down.reason); });
   start_training(self);
   // Epochs that came before this worker existed (or before a restart of it).
@@ -217,7 +218,7 @@ train::RunOptions node_run_options(const worker_setup& setup, caf::actor_system&
   options.checkpoint_sink = checkpoint_sink_for(sys);
   options.optimizer_shards =
       gradient_shards_for(sys, gradient_shard_count(setup.config), setup.local_rank);
-  options.pipeline_stage = pipeline_stage_for(sys);
+  options.pipeline_stage = pipeline_stage_for(sys, setup.local_rank);
   options.backend = gpu::backend_for_device(setup.local_rank);
   options.batch_prefetcher = prefetcher_for(sys, std::chrono::seconds(2), setup.local_rank);
   options.report_disagreement = sdc_reporter(sys, setup.events);

@@ -16,8 +16,9 @@
 // data_prefetcher, checkpoints to the checkpoint_writer, replica-check disagreements to
 // the health_monitor; a pipeline job's stage runs in the group's pipeline_stage actor.
 // A node with several worker groups (cluster.gpus_per_node > 1) runs one worker per
-// group, each one rank of the world on its own device (setup.local_rank); each trains
-// data-parallel even on a single node (its local ranks are a world of their own).
+// group, each one rank of the world on its own device (setup.local_rank): a
+// data-parallel rank even on a single node (its local ranks are a world of their own),
+// or a rank of a pipeline or tensor-parallel job's data x pipeline x tensor world.
 // The worker watches its gradient_shards and pipeline_stage: one that goes down takes
 // the worker down with it at once (the group restarts as a whole).
 #pragma once
@@ -63,6 +64,11 @@ struct worker_setup {
   std::shared_ptr<std::atomic<int>> starts = std::make_shared<std::atomic<int>>(0);
   // How many times `dseek launch` restarted this node (0: the first process).
   int64_t incarnation = 0;
+  // Set by the first of the node's worker groups whose training reached the job's end:
+  // a group of the same node that stands by (a re-planned layout smaller than the world)
+  // then ends too, where it would otherwise wait for a member to leave (shared by the
+  // node's groups, cluster.gpus_per_node of them).
+  std::shared_ptr<std::atomic<bool>> local_job_done = std::make_shared<std::atomic<bool>>(false);
   // The state of the last completed step, kept for the node's lifetime (it survives a
   // restart of the worker actor): what the node recovers from, and gives to peers.
   std::shared_ptr<train::TrainingState> replica;

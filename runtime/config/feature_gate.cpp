@@ -25,6 +25,12 @@ bool has_unsupported_fault(const JobConfig& config) {
   return false;
 }
 
+// The actor a crash_actor target names, without its worker group ("pipeline_stage@1":
+// "pipeline_stage").
+std::string_view actor_of_target(std::string_view target) {
+  return target.substr(0, target.find('@'));
+}
+
 // A pipeline or tensor-parallel job injects kill and hang (the node is lost: the
 // survivors re-plan the layout and resume from the newest checkpoint,
 // actors/node/fixed_world_training.hpp), a pipeline job also crash_actor of its
@@ -35,8 +41,9 @@ bool has_unsupported_fault(const JobConfig& config) {
 // jobs do not run.
 bool has_fault_a_fixed_world_lacks(const JobConfig& config, std::string_view kind) {
   for (const auto& fault : config.faults) {
+    const std::string_view actor = actor_of_target(fault.actor);
     if ((kind == "pipeline" || config.parallel.pipeline > 1) && fault.kind == "crash_actor" &&
-        (fault.actor == "pipeline_stage" || fault.actor == "gradient_shard"))
+        (actor == "pipeline_stage" || actor == "gradient_shard"))
       continue;
     if (fault.kind != "kill" && fault.kind != "hang" && fault.kind != "fail_checkpoint_write")
       return true;
@@ -48,7 +55,7 @@ bool has_fault_a_fixed_world_lacks(const JobConfig& config, std::string_view kin
 // Only a pipeline job has a pipeline_stage actor to crash.
 bool crashes_a_missing_stage(const JobConfig& config) {
   for (const auto& fault : config.faults)
-    if (fault.kind == "crash_actor" && fault.actor == "pipeline_stage" &&
+    if (fault.kind == "crash_actor" && actor_of_target(fault.actor) == "pipeline_stage" &&
         config.parallel.pipeline < 2)
       return true;
   return false;
@@ -90,11 +97,12 @@ void check_supported(const JobConfig& config) {
   const bool tensor = config.parallel.tensor > 1;
   const bool pipeline = config.parallel.pipeline > 1;
   std::vector<Gate> gates;
-  // Tensor parallelism runs one tensor-parallel rank per node
-  // (train/run_tensor_parallel.hpp), pipeline parallelism one stage per node
-  // (train/run_pipeline_stage.hpp), both together one tensor rank of a stage per node
-  // (the pipeline path, each stage a tensor-parallel group), each with parallel.data
-  // replicas; what they do not combine with yet:
+  // Tensor parallelism runs one tensor-parallel rank per worker group
+  // (train/run_tensor_parallel.hpp), pipeline parallelism one stage per worker group
+  // (train/run_pipeline_stage.hpp), both together one tensor rank of a stage per worker
+  // group (the pipeline path, each stage a tensor-parallel group), each with
+  // parallel.data replicas, on cluster.gpus_per_node worker groups a node; what they do
+  // not combine with yet:
   add_fixed_world_gates(gates, config, tensor, "parallel.tensor", "tensor");
   add_fixed_world_gates(gates, config, pipeline, "parallel.pipeline", "pipeline");
   const Gate other_gates[] = {
@@ -121,17 +129,14 @@ void check_supported(const JobConfig& config) {
       {config.train.precision == "fp8" && config.comm.compression != "none", "train.precision",
        "fp8's dynamic loss scale would change the scale of the compressed gradients' error "
        "feedback between steps: use comm.compression = \"none\""},
-      // Several worker groups a node (cluster.gpus_per_node) run data-parallel ranks
-      // (actors/node/node_tree.hpp): a pipeline stage or tensor rank is one per node.
-      {config.cluster.gpus_per_node > 1 && (pipeline || tensor), "cluster.gpus_per_node",
-       "a node runs several ranks (cluster.gpus_per_node > 1) in data-parallel jobs only: "
-       "pipeline and tensor parallelism run one stage or tensor rank per node (set "
-       "parallel.pipeline = parallel.tensor = 1, or cluster.gpus_per_node = 1 and one "
-       "dseek-node per GPU)"},
-      {config.cluster.gpus_per_node > 1 && config.parallel.data > 1, "cluster.gpus_per_node",
-       "parallel.data counts nodes of pipeline or tensor-parallel replicas; with "
-       "cluster.gpus_per_node > 1 leave it at 1 (the data-parallel degree is cluster.nodes "
-       "x cluster.gpus_per_node)"},
+      // Several worker groups a node (cluster.gpus_per_node): in a pipeline or
+      // tensor-parallel job each is one rank of the data x pipeline x tensor world
+      // (parallel.data counts its replicas); a data-parallel job's degree is the world.
+      {config.cluster.gpus_per_node > 1 && config.parallel.data > 1 && !tensor && !pipeline,
+       "cluster.gpus_per_node",
+       "a data-parallel job with cluster.gpus_per_node > 1 trains on every rank of the "
+       "world (cluster.nodes x cluster.gpus_per_node): leave parallel.data at 1 (it counts "
+       "the replicas of a pipeline or tensor-parallel group)"},
       {crashes_a_missing_stage(config), "faults",
        "crash_actor of the pipeline_stage: only a pipeline job (parallel.pipeline > 1) has "
        "that actor"},

@@ -57,7 +57,7 @@ struct DataConfig {
 struct ClusterConfig {
   int64_t nodes = 1;    // nodes in the job
   int64_t node_id = 0;  // this node's id, 0..nodes-1
-  int64_t gpus_per_node = 1;  // GPUs one node drives with train.device = "cuda"; only 1 so far
+  int64_t gpus_per_node = 1;  // worker groups (ranks) one node runs, one per local device
   std::string coordinator = "127.0.0.1:7420";  // host:port of the coordinator node
   int64_t coordinator_node = 0;  // the node id that runs the coordinator
   std::string advertise_host = "127.0.0.1";  // this node's address for its peers

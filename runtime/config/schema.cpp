@@ -199,10 +199,13 @@ const std::vector<Key<JobConfig>>& job_keys() {
                                      "this node's id, 0 .. cluster.nodes - 1"),
       job<&J::cluster, &Cl::gpus_per_node>(
           "cluster.gpus_per_node", between(1, 64),
-          "worker groups (data-parallel ranks) one node runs, one per local device: GPUs 0 .. "
+          "worker groups (ranks of the world) one node runs, one per local device: GPUs 0 .. "
           "G-1 with train.device = \"cuda\"; G ranks sharing the host's cores on the CPU "
-          "devices. World size = cluster.nodes x G; data-parallel jobs only (parallel.pipeline "
-          "= parallel.tensor = parallel.data = 1)"),
+          "devices. World size = cluster.nodes x G, node k holding ranks kG .. kG+G-1: a "
+          "data-parallel job's replicas (parallel.data left at 1), or the parallel.data x "
+          "parallel.pipeline x parallel.tensor ranks of a pipeline or tensor-parallel job "
+          "(their product must equal the world; tensor groups stay inside a node when "
+          "parallel.tensor divides G)"),
       job<&J::cluster, &Cl::coordinator>("cluster.coordinator", any(),
                                          "host:port of the coordinator node"),
       job<&J::cluster, &Cl::coordinator_node>("cluster.coordinator_node", at_least(0),
@@ -359,8 +362,9 @@ const std::vector<Key<FaultSpec>>& fault_keys() {
       fault<&Fa::ms>("faults.ms", at_least(0), "slow: extra milliseconds per step"),
       fault<&Fa::actor>("faults.actor", any(),
                         "crash_actor: name of the actor to crash; \"worker@1\", "
-                        "\"gradient_shard@1\", \"data_prefetcher@1\": that actor of local "
-                        "rank 1's worker group (cluster.gpus_per_node > 1)"),
+                        "\"gradient_shard@1\", \"data_prefetcher@1\", "
+                        "\"pipeline_stage@1\": that actor of local rank 1's worker group "
+                        "(cluster.gpus_per_node > 1)"),
       fault<&Fa::during>("faults.during", one_of({"step", "reduction"}),
                          "kill and hang at a step: at its start, or once its first gradient "
                          "bucket is on the wire (the peers are mid-collective)"),

@@ -97,28 +97,33 @@ void validate(const JobConfig& config) {
   const auto& parallel = config.parallel;
   // Data parallelism splits every global batch over the nodes (and a world that shrank
   // after a node loss over the survivors; that is checked when it happens). A pipeline
-  // runs one stage per node, each on the whole batch (its micro-batches are checked
+  // runs one stage per rank, each on the whole batch (its micro-batches are checked
   // with the schedule, train/pipeline_plan.cpp).
-  // A tensor-parallel group likewise runs one rank per node, each on the whole batch.
+  // A tensor-parallel group likewise runs one rank per rank of the world, each on the
+  // whole batch. The world is cluster.nodes x cluster.gpus_per_node ranks (a node runs
+  // one per worker group).
   const bool data_parallel_nodes = parallel.pipeline == 1 && parallel.tensor == 1;
+  const int64_t world_ranks = cluster.nodes * cluster.gpus_per_node;
+  const std::string world =
+      (cluster.gpus_per_node == 1 ? "cluster.nodes (" : "cluster.nodes x cluster.gpus_per_node (") +
+      std::to_string(world_ranks) + ")";
+  const std::string per_rank = cluster.gpus_per_node == 1 ? " per node" : " per rank";
   if (parallel.pipeline > 1 && parallel.tensor == 1 && parallel.data == 1 &&
-      parallel.pipeline != cluster.nodes) {
-    fail(config, "parallel.pipeline (" + std::to_string(parallel.pipeline) +
-                     ") must equal cluster.nodes (" + std::to_string(cluster.nodes) +
-                     "): one pipeline stage per node");
+      parallel.pipeline != world_ranks) {
+    fail(config, "parallel.pipeline (" + std::to_string(parallel.pipeline) + ") must equal " +
+                     world + ": one pipeline stage" + per_rank);
   }
   if (parallel.pipeline > 1 && parallel.tensor > 1 && parallel.data == 1 &&
-      parallel.pipeline * parallel.tensor != cluster.nodes) {
+      parallel.pipeline * parallel.tensor != world_ranks) {
     fail(config, "parallel.pipeline (" + std::to_string(parallel.pipeline) +
                      ") x parallel.tensor (" + std::to_string(parallel.tensor) +
-                     ") must equal cluster.nodes (" + std::to_string(cluster.nodes) +
-                     "): one tensor-parallel rank of one pipeline stage per node");
+                     ") must equal " + world + ": one tensor-parallel rank of one pipeline "
+                     "stage" + per_rank);
   }
   if (parallel.tensor > 1 && parallel.data == 1 && parallel.pipeline == 1 &&
-      parallel.tensor != cluster.nodes) {
-    fail(config, "parallel.tensor (" + std::to_string(parallel.tensor) +
-                     ") must equal cluster.nodes (" + std::to_string(cluster.nodes) +
-                     "): one tensor-parallel rank per node");
+      parallel.tensor != world_ranks) {
+    fail(config, "parallel.tensor (" + std::to_string(parallel.tensor) + ") must equal " +
+                     world + ": one tensor-parallel rank" + per_rank);
   }
   if (data_parallel_nodes && cluster.nodes > 1 && cluster.gpus_per_node == 1 &&
       train.batch_size % cluster.nodes != 0) {
@@ -162,11 +167,10 @@ void validate(const JobConfig& config) {
                      ") must divide each replica's slice of the batch (train.batch_size / "
                      "parallel.data = " + std::to_string(train.batch_size / parallel.data) + ")");
   }
-  if (parallel.data > 1 && parallel.data * parallel.tensor * parallel.pipeline != cluster.nodes) {
+  if (parallel.data > 1 && parallel.data * parallel.tensor * parallel.pipeline != world_ranks) {
     fail(config, "parallel.data (" + std::to_string(parallel.data) + ") x parallel.tensor (" +
                      std::to_string(parallel.tensor) + ") x parallel.pipeline (" +
-                     std::to_string(parallel.pipeline) + ") must equal cluster.nodes (" +
-                     std::to_string(cluster.nodes) + ")");
+                     std::to_string(parallel.pipeline) + ") must equal " + world);
   }
   if (cluster.coordinator_node >= cluster.nodes) {
     fail(config, "cluster.coordinator_node (" + std::to_string(cluster.coordinator_node) +

@@ -70,9 +70,11 @@ config::JobConfig config_for_layout(const config::JobConfig& config, const Survi
 
 std::string layout_refusal(const config::JobConfig& config, const SurvivorLayout& layout) {
   // The job as if it had been launched on exactly the layout's ranks: the checks of the
-  // world's own membership (node ids, fault targets, the elastic minimum) do not apply.
+  // world's own membership (node ids, fault targets, the elastic minimum) do not apply,
+  // nor how its ranks sit on nodes (cluster.gpus_per_node of them a node).
   config::JobConfig probe = config_for_layout(config, layout);
   probe.cluster.nodes = layout.ranks();
+  probe.cluster.gpus_per_node = 1;
   probe.cluster.node_id = 0;
   probe.cluster.coordinator_node = 0;
   probe.elastic.min_nodes = 1;

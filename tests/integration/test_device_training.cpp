@@ -180,18 +180,28 @@ TEST_CASE("train.device = cuda trains on a GPU or fails at once naming the key",
 }
 
 TEST_CASE("pipeline and tensor parallelism accept a device (train.device) and a node runs "
-          "several ranks in data-parallel jobs only",
+          "several ranks of them when the layout fills the world",
           "[device][config]") {
-  // A node's several ranks (cluster.gpus_per_node) are data-parallel ranks only.
+  // A node's several ranks (cluster.gpus_per_node) are ranks of a pipeline or tensor
+  // group too: accepted when the layout's ranks are the world's (2 nodes x 2 = 4), refused
+  // by name when they are not.
   for (const char* parallel : {"parallel.pipeline=2", "parallel.tensor=2"}) {
     auto gpus = run_process({bin("dseek"), "config", "--check",
                              (source_dir() / "config" / "single.toml").string(), "--set",
                              "cluster.gpus_per_node=2", "--set", parallel, "--set",
-                             "cluster.nodes=2"},
+                             "cluster.nodes=2", "--set", "train.micro_batch_size=2"},
                             60s);
     INFO(gpus.output);
     CHECK(gpus.exit_code != 0);
-    CHECK_THAT(gpus.output, Contains("cluster.gpus_per_node = 2"));
+    CHECK_THAT(gpus.output, Contains("must equal cluster.nodes x cluster.gpus_per_node (4)"));
+    auto filled = run_process({bin("dseek"), "config", "--check",
+                               (source_dir() / "config" / "single.toml").string(), "--set",
+                               "cluster.gpus_per_node=2", "--set", parallel, "--set",
+                               "cluster.nodes=2", "--set", "parallel.data=2", "--set",
+                               "train.micro_batch_size=2"},
+                              60s);
+    INFO(filled.output);
+    CHECK(filled.exit_code == 0);
   }
   auto data_parallel = run_process({bin("dseek"), "config", "--check",
                                     (source_dir() / "config" / "single.toml").string(), "--set",

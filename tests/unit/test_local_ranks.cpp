@@ -2,7 +2,8 @@
 // the coordinator's plan gives member k of the table ranks kG .. kG+G-1 and completes a
 // rendezvous once all of them contributed; a node finds its local ranks in the plan and
 // prints the layout; each worker group's actors have names of their own (group 0 keeps
-// a one-group node's); the config refuses what several ranks a node do not run, and
+// a one-group node's); the config takes pipeline, tensor and 3D jobs whose layout fills
+// the nodes x G world and refuses the others by name, and
 // crash_actor's "actor@local rank" targets are checked. The multi-process behaviour
 // (training, node loss, group crash) is in tests/integration/test_multi_rank_nodes.cpp.
 #include <catch2/catch.hpp>
@@ -21,6 +22,7 @@
 #include "actors/cluster/coordinator.hpp"
 #include "actors/faults/fault_actions.hpp"
 #include "actors/node/data_plane_link.hpp"
+#include "actors/node/layout_placement.hpp"
 #include "actors/node/node_registry.hpp"
 #include "runtime/config/load.hpp"
 
@@ -121,6 +123,43 @@ TEST_CASE("a one-rank plan: the node's local rank 0 is its rank", "[local_ranks]
   CHECK(actors::rank_layout(epoch) == "node 0: rank 0, node 1: rank 1, node 2: rank 2");
 }
 
+namespace {
+// An epoch whose members 0 .. nodes-1 run `g` ranks each (the coordinator's plan).
+actors::epoch_started planned_epoch(int nodes, int g) {
+  actors::epoch_started epoch;
+  epoch.epoch = 1;
+  epoch.world_size = nodes;
+  for (int node = 0; node < nodes; ++node) {
+    epoch.members.push_back(actors::member_info{node, node, "127.0.0.1", 1});
+    for (int local = 0; local < g; ++local)
+      epoch.plan.push_back(actors::worker_assignment{node, "worker", node * g + local});
+  }
+  return epoch;
+}
+}  // namespace
+
+TEST_CASE("the placement says which node holds which rank, stage and tensor rank",
+          "[local_ranks]") {
+  // Megatron's shape: T = 2 = G, so each tensor group is one node.
+  CHECK(actors::layout_placement(planned_epoch(2, 2), {1, 2, 2}) ==
+        "data 1 x pipeline 2 x tensor 2 on 4 ranks of 2 node(s)\n"
+        "  node 0: rank 0 (replica 0, stage 0, tensor rank 0), rank 1 (replica 0, stage 0, "
+        "tensor rank 1)\n"
+        "  node 1: rank 2 (replica 0, stage 1, tensor rank 0), rank 3 (replica 0, stage 1, "
+        "tensor rank 1)");
+  // T = 2 over G = 3: the group of ranks 2 and 3 spans nodes 0 and 1, said once.
+  const std::string spanning = actors::layout_placement(planned_epoch(2, 3), {1, 3, 2});
+  CHECK_THAT(spanning, Catch::Contains("node 0: rank 0 (replica 0, stage 0, tensor rank 0), "
+                                       "rank 1 (replica 0, stage 0, tensor rank 1), rank 2 "
+                                       "(replica 0, stage 1, tensor rank 0)"));
+  CHECK_THAT(spanning, Catch::Contains("a tensor group spans nodes"));
+  // A re-planned layout smaller than the world: the ranks past it stand by.
+  CHECK(actors::layout_placement(planned_epoch(1, 3), {1, 1, 2}) ==
+        "data 1 x pipeline 1 x tensor 2 on 3 ranks of 1 node(s)\n"
+        "  node 0: rank 0 (replica 0, stage 0, tensor rank 0), rank 1 (replica 0, stage 0, "
+        "tensor rank 1), rank 2 (standby)");
+}
+
 TEST_CASE("each worker group's actors have names of their own", "[local_ranks]") {
   namespace names = actors::names;
   CHECK(names::worker_of(0) == names::worker);
@@ -130,12 +169,14 @@ TEST_CASE("each worker group's actors have names of their own", "[local_ranks]")
   for (int local_rank = 0; local_rank < 64; ++local_rank) {
     seen.insert(names::worker_of(local_rank));
     seen.insert(names::data_prefetcher_of(local_rank));
+    seen.insert(names::pipeline_stage_of(local_rank));
     for (int shard = 0; shard < 64; ++shard) seen.insert(names::gradient_shard(shard, local_rank));
   }
-  CHECK(seen.size() == 64u * (2 + 64));
+  CHECK(names::pipeline_stage_of(0) == names::pipeline_stage);
+  CHECK(seen.size() == 64u * (3 + 64));
 }
 
-TEST_CASE("several ranks a node: the batch splits over every rank, data parallelism only",
+TEST_CASE("several ranks a node: the batch splits over every rank of a data-parallel job",
           "[local_ranks][config]") {
   auto two_by_two = config_with({"cluster.nodes=2", "cluster.gpus_per_node=2",
                                  "train.batch_size=12"});
@@ -146,10 +187,63 @@ TEST_CASE("several ranks a node: the batch splits over every rank, data parallel
                              "train.batch_size=12"});
   CHECK_THROWS_WITH(config::validate(uneven),
                     Catch::Contains("cluster.nodes x cluster.gpus_per_node (10)"));
-  auto pipeline = config_with({"cluster.nodes=2", "cluster.gpus_per_node=2",
-                               "parallel.pipeline=2", "train.batch_size=12"});
-  CHECK_THROWS_WITH(config::check_supported(pipeline),
-                    Catch::Contains("cluster.gpus_per_node = 2"));
+  // A data-parallel job's degree is the world: parallel.data counts replicas of groups.
+  auto replicas = config_with({"cluster.nodes=2", "cluster.gpus_per_node=2",
+                               "parallel.data=4", "train.batch_size=12"});
+  CHECK_THROWS_WITH(config::check_supported(replicas),
+                    Catch::Contains("cluster.gpus_per_node = 2") &&
+                        Catch::Contains("leave parallel.data at 1"));
+}
+
+// Megatron's shape: tensor parallelism inside a host, pipeline and data across hosts.
+TEST_CASE("several ranks a node: pipeline, tensor and 3D jobs fill the world of nodes x G",
+          "[local_ranks][config]") {
+  for (const auto& shape : std::vector<std::vector<std::string>>{
+           {"parallel.pipeline=2", "parallel.tensor=2"},
+           {"parallel.pipeline=2", "parallel.data=2", "train.micro_batch_size=2"},
+           {"parallel.tensor=2", "parallel.data=2"},
+           {"parallel.pipeline=4"}}) {
+    auto settings = shape;
+    settings.push_back("cluster.nodes=2");
+    settings.push_back("cluster.gpus_per_node=2");
+    settings.push_back("train.batch_size=12");
+    INFO(settings[0] << " " << settings[1]);
+    auto job = config_with(settings);
+    CHECK_NOTHROW(config::validate(job));
+    CHECK_NOTHROW(config::check_supported(job));
+  }
+  // A tensor group of 2 on one node with 2 ranks.
+  auto one_node = config_with({"cluster.gpus_per_node=2", "parallel.tensor=2"});
+  CHECK_NOTHROW(config::validate(one_node));
+  CHECK_NOTHROW(config::check_supported(one_node));
+  // The world (2 x 2 ranks) must be the layout's ranks, refused by name.
+  auto too_few = config_with({"cluster.nodes=2", "cluster.gpus_per_node=2",
+                              "parallel.pipeline=2", "train.batch_size=12"});
+  CHECK_THROWS_WITH(config::validate(too_few),
+                    Catch::Contains("parallel.pipeline (2) must equal cluster.nodes x "
+                                    "cluster.gpus_per_node (4)"));
+  auto three_d = config_with({"cluster.nodes=2", "cluster.gpus_per_node=2",
+                              "parallel.pipeline=2", "parallel.tensor=2", "parallel.data=2",
+                              "train.batch_size=12"});
+  CHECK_THROWS_WITH(config::validate(three_d),
+                    Catch::Contains("parallel.data (2) x parallel.tensor (2) x "
+                                    "parallel.pipeline (2) must equal cluster.nodes x "
+                                    "cluster.gpus_per_node (4)"));
+  auto tensor = config_with({"cluster.gpus_per_node=2", "parallel.tensor=4"});
+  CHECK_THROWS_WITH(config::validate(tensor),
+                    Catch::Contains("parallel.tensor (4) must equal cluster.nodes x "
+                                    "cluster.gpus_per_node (2)"));
+  // A node's stage of local rank 1 may crash; there is none without a pipeline.
+  auto crash = config_with({"cluster.nodes=2", "cluster.gpus_per_node=2",
+                            "parallel.pipeline=2", "parallel.tensor=2", "train.batch_size=12",
+                            "faults=[{kind = \"crash_actor\", actor = \"pipeline_stage@1\", "
+                            "node = 1, step = 3}]"});
+  CHECK_NOTHROW(config::check_supported(crash));
+  auto no_stage = config_with({"cluster.gpus_per_node=2", "parallel.tensor=2",
+                               "faults=[{kind = \"crash_actor\", actor = \"pipeline_stage@1\", "
+                               "node = 0, step = 3}]"});
+  CHECK_THROWS_WITH(config::check_supported(no_stage),
+                    Catch::Contains("[[faults]]") && Catch::Contains("tensor-parallel jobs"));
 }
 
 TEST_CASE("crash_actor names a worker group's actor by local rank", "[local_ranks][faults]") {
@@ -164,10 +258,12 @@ TEST_CASE("crash_actor names a worker group's actor by local rank", "[local_rank
   CHECK_NOTHROW(actors::check_fault_targets(crash("worker@1"), 2));
   CHECK_NOTHROW(actors::check_fault_targets(crash("worker"), 1));
   CHECK_NOTHROW(actors::check_fault_targets(crash("data_prefetcher@1"), 2));
+  CHECK_NOTHROW(actors::check_fault_targets(crash("pipeline_stage@1"), 2));
   CHECK_THROWS_WITH(actors::check_fault_targets(crash("worker@2"), 2),
                     Catch::Contains("below cluster.gpus_per_node (2)"));
   CHECK_THROWS_WITH(actors::check_fault_targets(crash("worker@x"), 2),
                     Catch::Contains("below cluster.gpus_per_node"));
   CHECK_THROWS_WITH(actors::check_fault_targets(crash("membership@1"), 2),
-                    Catch::Contains("only worker, gradient_shard and data_prefetcher"));
+                    Catch::Contains("only worker, gradient_shard, data_prefetcher and "
+                                    "pipeline_stage"));
 }
