@@ -276,7 +276,9 @@ void check_fp8_compressed(const std::string& codec) {
                 << codec << "; steps skipped " << std::count(skips.begin(), skips.end(), '1')
                 << " (uncompressed fp8: "
                 << std::count(plain_skips.begin(), plain_skips.end(), '1')
-                << ")");
+                << "); exposed communication " << replica.comm_ms << " ms over the run (fp32 + "
+                << codec << ", reduced as backward goes: " << fp32_codec.replicas[0].comm_ms
+                << " ms)");
   CHECK(over_fp32_codec < kFp8ValLossBound);
   CHECK(fp8_gap < fp32_gap + kFp8ValLossBound);
 }
