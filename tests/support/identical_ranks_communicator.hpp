@@ -2,7 +2,8 @@
 // rank holds: sums are size times the values, averages the values, an all-gather fills
 // the other ranks' shards by repeating this rank's bytes, so a test in one process knows
 // every result exactly. It reduces f32 sums and averages of any type. Operations finish
-// at once; `fail_next` (or abort()) makes the next one fail as a dead peer would. Used by
+// at once; `fail_next` (or abort()) makes the next one fail as a dead peer would;
+// `after_all_gather` lets a test make another rank's shard differ. Used by
 // the unit tests of the gradient reducer (test_backend_memory_reduction.cpp,
 // test_fp8_compressed_reduction.cpp); the same paths over real UCX ranks are tests/dp's.
 #pragma once
@@ -11,6 +12,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -26,6 +28,9 @@ class IdenticalRanksCommunicator final : public comm::Communicator {
     for (int r = 0; r < size; ++r) world_.push_back(r);
   }
   bool fail_next = false;
+  // Called on the result of every all-gather: a test may make another rank's shard differ
+  // from this rank's (e.g. another replica's overflow flag).
+  std::function<void(void* out, size_t count, comm::DataType type)> after_all_gather;
 
   int rank() const override { return rank_; }
   int size() const override { return size_; }
@@ -65,6 +70,7 @@ class IdenticalRanksCommunicator final : public comm::Communicator {
       const size_t n = comm::shard_count(count, size_, r) * es;
       for (size_t i = 0; i < n && mine_bytes > 0; ++i) shard[i] = mine[i % mine_bytes];
     }
+    if (after_all_gather) after_all_gather(out, count, type);
     return done();
   }
   comm::Work broadcast(void*, size_t, comm::DataType, int) override { return done(); }

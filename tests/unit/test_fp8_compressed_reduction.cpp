@@ -8,7 +8,8 @@
 // AdamW state unchanged across a skipped step, never a non-finite residual, residuals
 // in the units of the unscaled gradient, the scale halved; its scale sequence is that of the same trainer reducing uncompressed, and the
 // codec sees unscaled gradients (the INT8 run's norm is the uncompressed run's within
-// INT8's rounding); on the scrambled test device it gives the CPU backend's bits.
+// INT8's rounding); another replica's overflow skips a step whose local gradients were
+// finite; on the scrambled test device it gives the CPU backend's bits.
 // The data plane is IdenticalRanksCommunicator (support/): 2 ranks holding the same
 // values, so the sums are exact; the same over real UCX ranks is
 // tests/dp/test_fp8_compression.cpp.
@@ -227,6 +228,41 @@ TEST_CASE("fp8 with compression: an overflow skips the step before any codec, th
     CHECK(applied >= 3);
     CHECK(skipped_with_residual >= 1);  // an overflow after the residuals held something
   }
+}
+
+TEST_CASE("fp8 with compression: another replica's overflow skips the step on this one, "
+          "whose own gradients were finite", "[train][precision][compression]") {
+  // The other replica's flag (the second of the two doubles each replica contributes to
+  // the step's first small collective) says it overflowed, at step 4 only; a twin
+  // replica without it shows that this one's own step 4 would have gone through.
+  auto settings = fp8_settings("topk+int8");
+  settings.push_back("train.loss_scale_window=1000");
+  CompressedReplica replica(settings), twin(settings);
+  bool inject = false;
+  replica.comm.after_all_gather = [&inject](void* out, size_t count, comm::DataType type) {
+    const size_t slot = 2 * sizeof(double);  // {loss, overflow flag} of each replica
+    if (!inject || type != comm::DataType::u8 || count != 2 * slot) return;
+    const double overflowed = 1.0;
+    std::memcpy(static_cast<std::byte*>(out) + slot + sizeof(double), &overflowed, sizeof overflowed);
+    inject = false;
+  };
+  for (int64_t step = 0; step < 4; ++step) {
+    replica.trainer.train_step(step);
+    twin.trainer.train_step(step);
+  }
+  const Residuals before = residuals_of(replica.reducer);
+  REQUIRE(any_nonzero(before));
+  const auto state_before = replica.state();
+  REQUIRE_FALSE(twin.trainer.train_step(4).skipped);
+  inject = true;
+  const auto skipped = replica.trainer.train_step(4);
+  CHECK_FALSE(inject);  // the flag went in
+  CHECK(skipped.skipped);
+  CHECK(std::isfinite(skipped.loss));
+  CHECK(residuals_of(replica.reducer) == before);
+  CHECK(replica.state() == state_before);
+  const auto next = replica.trainer.train_step(5);
+  CHECK(next.loss_scale == skipped.loss_scale / 2);
 }
 
 TEST_CASE("fp8 with compression: the uncompressed run's loss scales, and unscaled "
