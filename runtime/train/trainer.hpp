@@ -10,7 +10,10 @@
 // micro-batches of the GLOBAL batch)), so the sum over replicas is the single-node
 // gradient of the mean over the global batch. Clipping uses the norm of that sum; every
 // replica applies the same update (ZeRO >= 1: each its shard, then the parameters are
-// gathered). Without a reducer the numbers are exactly the single-node ones.
+// gathered). Without a reducer the numbers are exactly the single-node ones. With fp8's
+// loss scaling and a reducer that keeps state between steps (compression), the step is
+// decided and the gradients unscaled before the reduction, after backward
+// (trainer_unscaled_reduction.cpp).
 //
 // The backend (train.device) may keep its memory off the host (CUDA): the trainer then
 // touches parameters and gradients on the host only through host staging copies
