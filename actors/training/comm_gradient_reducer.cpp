@@ -71,6 +71,7 @@ void CommGradientReducer::detach() noexcept {
   refreshed_variance_.clear();
   estimate_staging_.clear();
   variance_refreshed_ = false;
+  refresh_owed_ = false;
   in_step_ = false;
   release_scratch();
   backend_ = nullptr;  // it goes with the trainer that bound it; a new one binds again
@@ -204,8 +205,21 @@ void CommGradientReducer::finish() {
   for (size_t b = 0; b < buckets_.size(); ++b) complete(b);
   if (local_variance_) {
     local_variance_->end_step();
-    if (refreshes_variance_at(step_)) refresh_variance();
+    if (refresh_owed_ || refreshes_variance_at(step_)) refresh_variance();
+    refresh_owed_ = false;
   }
+}
+
+// Nothing was issued, so no residual, no estimate and no counter has seen the step.
+void CommGradientReducer::skip_step() {
+  if (!in_step_) throw std::logic_error("CommGradientReducer::skip_step without begin_step");
+  if (next_range_ != 0)
+    throw std::logic_error("CommGradientReducer::skip_step after gradients_ready: the step's "
+                           "reductions have started, it can no longer be skipped");
+  // The optimizer may take its given second moment from the next step on: it must not
+  // miss the refresh (the first one above all: it is the first v the optimizer gets).
+  if (local_variance_ && refreshes_variance_at(step_)) refresh_owed_ = true;
+  in_step_ = false;
 }
 
 // From the first compressed step on (the optimizer takes the given v from then), every
@@ -313,6 +327,11 @@ train::ReducerTraffic CommGradientReducer::step_traffic() const {
   traffic.gradient_bytes = total_ * sizeof(float);
   traffic.encoded_bytes = encoded_bytes_;
   return traffic;
+}
+
+std::span<const float> CommGradientReducer::residual(size_t b) const {
+  if (b >= compressed_.size() || !compressed_[b]) return {};
+  return compressed_[b]->residual();
 }
 
 comm::CompressedTraffic CommGradientReducer::compressed_total() const {

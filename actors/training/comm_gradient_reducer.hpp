@@ -29,6 +29,14 @@
 // its own queue and must read finished gradients; backward then goes on while the
 // buckets are reduced. Compression is refused there (the codecs work on host memory).
 //
+// With a codec the reducer carries state between steps (carries_state_between_steps():
+// each bucket's error-feedback residual, the local second moment), so a loss-scaled
+// trainer hands it unscaled, finite gradients only, after the whole backward, and
+// skip_step()s a step that overflowed on any replica (runtime/train/gradient_reducer.hpp,
+// trainer_unscaled_reduction.cpp). A skipped step leaves the residuals and the estimate
+// as they were; a second-moment refresh due at a skipped step is done at the next step
+// that is not skipped (every replica skips the same steps, so all refresh together).
+//
 // Not thread-safe: the trainer's thread makes every call. A CommError from the data
 // plane (timeout, dead peer, abort) propagates: the epoch is over, the caller rebuilds.
 #pragma once
@@ -69,6 +77,8 @@ class CommGradientReducer final : public train::GradientReducer {
   void begin_step(int64_t step) override;
   void gradients_ready(model::ParamRange range) override;
   void finish() override;
+  void skip_step() override;
+  bool carries_state_between_steps() const override { return settings_.compression != "none"; }
 
   void sum_over_ranks(std::span<double> values) override;
   std::vector<uint64_t> gather_u64(uint64_t mine) override;
@@ -81,6 +91,9 @@ class CommGradientReducer final : public train::GradientReducer {
   const std::vector<GradientBucket>& buckets() const { return buckets_; }
   // The compressed all-reduces' traffic since construction (zero without a codec).
   comm::CompressedTraffic compressed_total() const;
+  // Bucket `b`'s error-feedback residual (empty without a codec or before its first
+  // compressed step): what the tests compare across a skipped step.
+  std::span<const float> residual(size_t b) const;
 
  private:
   struct InFlight {
@@ -119,6 +132,7 @@ class CommGradientReducer final : public train::GradientReducer {
   std::vector<float> refreshed_variance_;                         // what the optimizer gets
   std::vector<float> estimate_staging_;                           // this replica's, in float
   bool variance_refreshed_ = false;                               // ... at this step
+  bool refresh_owed_ = false;  // a refresh fell on a skipped step: the next step does it
 
   // The step in progress.
   bool in_step_ = false;

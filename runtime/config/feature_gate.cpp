@@ -126,9 +126,9 @@ void check_supported(const JobConfig& config) {
       {config.comm.backend == "nccl" && config.comm.compression != "none", "comm.compression",
        "the gradient codecs encode in host memory and NCCL reduces GPU memory: use "
        "comm.compression = \"none\" with comm.backend = \"nccl\""},
-      {config.train.precision == "fp8" && config.comm.compression != "none", "train.precision",
-       "fp8's dynamic loss scale would change the scale of the compressed gradients' error "
-       "feedback between steps: use comm.compression = \"none\""},
+      // fp8 with comm.compression runs where compression does (data parallel, ZeRO 0,
+      // UCX): the trainer decides the loss-scaled step and unscales the gradients before
+      // any codec sees them (runtime/train/trainer_unscaled_reduction.cpp).
       // Several worker groups a node (cluster.gpus_per_node): in a pipeline or
       // tensor-parallel job each is one rank of the data x pipeline x tensor world
       // (parallel.data counts its replicas); a data-parallel job's degree is the world.

@@ -20,8 +20,10 @@ LossScaler::LossScaler(LossScalerSettings settings)
                                 std::to_string(settings.window));
 }
 
-bool LossScaler::update(double sum_squares) {
-  if (!std::isfinite(sum_squares)) {
+bool LossScaler::update(double sum_squares) { return update_finite(std::isfinite(sum_squares)); }
+
+bool LossScaler::update_finite(bool finite) {
+  if (!finite) {
     // Halving stops at the smallest normal float: below it the scaled loss gradient
     // itself would lose bits.
     scale_ = std::max(scale_ * 0.5f, std::numeric_limits<float>::min());

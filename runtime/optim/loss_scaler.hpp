@@ -12,7 +12,10 @@
 // unscaling change no mantissa bits (barring underflow).
 //
 // Data parallel: every replica computes the decision from the same all-reduced sum of
-// squares, so all take the same skip decision and keep the same scale.
+// squares, so all take the same skip decision and keep the same scale. With gradient
+// compression the decision comes first, from a flag summed over the replicas (any
+// replica's non-finite local gradient skips the step everywhere), and the gradients are
+// unscaled before the codecs see them (train/trainer_unscaled_reduction.cpp).
 #pragma once
 
 #include <cstddef>
@@ -34,6 +37,9 @@ class LossScaler {
   // `sum_squares`; returns whether the step may be applied (false: skip it). Updates
   // the scale for the next step.
   bool update(double sum_squares);
+  // The same decision from a flag: whether every gradient of the step was finite (a
+  // trainer that decides before the reduction, on a global overflow flag).
+  bool update_finite(bool finite);
   int64_t good_steps() const { return good_steps_; }
 
  private:

@@ -16,6 +16,13 @@
 //   gather_shards(params)         ZeRO >= 1: every replica gets the whole parameters
 //   step_traffic()                the step's exposed communication time and bytes
 //
+// A reducer that carries_state_between_steps() (compression: error-feedback residuals
+// and the local second-moment estimate) is given finite gradients in one scale only: a
+// loss-scaled trainer (fp8) reports no range during backward, decides the step on a
+// global overflow flag (sum_over_ranks), and then either calls skip_step() (nothing of
+// the step enters the reducer) or unscales the gradients and reports every range
+// (train/trainer_unscaled_reduction.cpp).
+//
 // A Trainer without a reducer (nullptr) is the single-node trainer, unchanged.
 //
 // Where the buffers are: a reducer whose data plane moves host memory (UCX) gets the
@@ -85,6 +92,15 @@ class GradientReducer {
   // Waits for every reduction of the step: the gradient summed over replicas is in the
   // buffer on shard() (on the whole buffer for ZeRO 0).
   virtual void finish() = 0;
+  // Instead of gradients_ready() and finish(): the step begun is skipped on every
+  // replica (a loss scaler saw non-finite gradients on one of them). Valid before the
+  // first gradients_ready() only (std::logic_error after): nothing of the step has
+  // entered the reducer, and nothing does; the next call is begin_step().
+  virtual void skip_step() = 0;
+  // Whether what this reducer is given at one step changes what it sends at later ones
+  // (compression's error feedback, the local second moment): it must then never see a
+  // non-finite value, nor values in a scale that changes between steps (see the top).
+  virtual bool carries_state_between_steps() const { return false; }
 
   // values[i] = the sum of values[i] over the replicas, added in rank order so every
   // replica gets the same bits. Blocking; collective.

@@ -206,24 +206,30 @@ StepReport Trainer::train_step(int64_t step) {
 StepReport Trainer::data_parallel_step(int64_t step) {
   const auto start = Clock::now();
   const int64_t batch = config_.train.batch_size;
-  const int64_t T = config_.model.context;
   StepReport report;
   report.step = step;
   report.lr = schedule_.at(step);
   offload_wait_ms_ = 0.0;
   // The reducer reads the backend's gradients itself (NCCL) or their host staging.
   const bool on_backend = reducer_->reduces_backend_memory();
+  const model::GradientsReady stage_and_reduce = [this, on_backend](model::ParamRange range) {
+    // Each bucket goes to the host as backward finishes it, so its reduction still
+    // overlaps the rest of backward.
+    if (!on_backend) grads_host_->to_host(range);
+    reducer_->gradients_ready(range);
+  };
+  // Loss scaling into a reducer with state (compression): decided and unscaled first,
+  // after backward (trainer_unscaled_reduction.cpp).
+  const bool unscale_first = reduces_unscaled();
   reducer_->begin_step(step);
   const double local_loss =
       accumulate(step, slice_first_, slice_size_, batch / micro_batch_,
-                 [this, on_backend](model::ParamRange range) {
-                   // Each bucket goes to the host as backward finishes it, so its
-                   // reduction still overlaps the rest of backward.
-                   if (!on_backend) grads_host_->to_host(range);
-                   reducer_->gradients_ready(range);
-                 },
-                 report);
-  reducer_->finish();
+                 unscale_first ? model::GradientsReady{} : stage_and_reduce, report);
+  if (!unscale_first) {
+    reducer_->finish();
+  } else if (!reduce_unscaled_if_finite(local_loss, stage_and_reduce, report)) {
+    return end_data_parallel_step(step, start, report);  // skipped on every replica
+  }
   if (const float* v = reducer_->refreshed_second_moment()) optimizer_->set_second_moment(v);
   if (after_reduction_) {
     if (on_backend) grads_host_->all_to_host();  // fault injection edits host values
@@ -232,8 +238,7 @@ StepReport Trainer::data_parallel_step(int64_t step) {
   }
   // The reduced gradient of the parameters this replica updates back to the backend.
   if (!on_backend) grads_host_->to_backend(owned_);
-  const int64_t every = config_.train.replica_check_every;
-  const bool check = every > 0 && step % every == 0;
+  const bool check = replica_check_at(step);
   // Under ZeRO 0 every replica holds the same reduced gradient: compare it before it is
   // used; sharded stages hold different pieces, so only the parameters are compared.
   if (check && !reducer_->shards_optimizer_state()) {
@@ -253,7 +258,8 @@ StepReport Trainer::data_parallel_step(int64_t step) {
   // The optimizer reads the host copy of the gradients when they are staged (the UCX
   // data plane; grads_on_host below): where it is a separate copy, it is unscaled too.
   if (apply_loss_scale(sums[1], norm, report,
-                       !on_backend && grads_host_->copies() ? grads_host_->host() : nullptr)) {
+                       !on_backend && grads_host_->copies() ? grads_host_->host() : nullptr,
+                       /*decided_and_unscaled=*/unscale_first)) {
     report.grad_norm = update_parameters(report.lr, norm, /*grads_on_host=*/!on_backend).grad_norm;
     if (reducer_->shards_optimizer_state() && on_backend) {
       reducer_->gather_shards(model_->params());
@@ -263,8 +269,20 @@ StepReport Trainer::data_parallel_step(int64_t step) {
       params_host_->all_to_backend();
     }
   }
+  return end_data_parallel_step(step, start, report);
+}
+
+bool Trainer::replica_check_at(int64_t step) const {
+  const int64_t every = config_.train.replica_check_every;
+  return every > 0 && step % every == 0;
+}
+
+StepReport Trainer::end_data_parallel_step(int64_t step, std::chrono::steady_clock::time_point start,
+                                           StepReport& report) {
+  const int64_t batch = config_.train.batch_size;
+  const int64_t T = config_.model.context;
   model_->precision().end_step();
-  if (check) {
+  if (replica_check_at(step)) {
     finish_update();  // the parameters compared are the updated ones
     params_host_->all_to_host();
     check_replicas(step, "parameters", params_host_->host(), model_->num_params());
@@ -285,11 +303,11 @@ StepReport Trainer::data_parallel_step(int64_t step) {
 }
 
 bool Trainer::apply_loss_scale(double sum_squares, double& norm, StepReport& report,
-                               float* host_grads) {
+                               float* host_grads, bool decided_and_unscaled) {
   report.precision = config_.train.precision;
   norm = std::sqrt(sum_squares);
   report.grad_norm = norm;
-  if (!loss_scaler_) return true;
+  if (!loss_scaler_ || decided_and_unscaled) return true;
   const float scale = loss_scaler_->scale();
   report.loss_scale = scale;
   if (!loss_scaler_->update(sum_squares)) {

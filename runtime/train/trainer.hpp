@@ -10,7 +10,10 @@
 // micro-batches of the GLOBAL batch)), so the sum over replicas is the single-node
 // gradient of the mean over the global batch. Clipping uses the norm of that sum; every
 // replica applies the same update (ZeRO >= 1: each its shard, then the parameters are
-// gathered). Without a reducer the numbers are exactly the single-node ones.
+// gathered). Without a reducer the numbers are exactly the single-node ones. With fp8's
+// loss scaling and a reducer that keeps state between steps (compression), the step is
+// decided and the gradients unscaled before the reduction, after backward
+// (trainer_unscaled_reduction.cpp).
 //
 // The backend (train.device) may keep its memory off the host (CUDA): the trainer then
 // touches parameters and gradients on the host only through host staging copies
@@ -46,6 +49,7 @@
 // the update (train.replica_check_every) waits for it in that step.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -169,13 +173,31 @@ class Trainer {
   double accumulate(int64_t step, int64_t first, int64_t count, int64_t micro_steps,
                     const model::GradientsReady& on_ready, StepReport& report);
   StepReport data_parallel_step(int64_t step);
+  // The end of a data-parallel step, applied or skipped: the parameters' replica check,
+  // the traffic and the timings.
+  StepReport end_data_parallel_step(int64_t step, std::chrono::steady_clock::time_point start,
+                                    StepReport& report);
+  bool replica_check_at(int64_t step) const;
   // Loss scaling: whether the step's gradients (global sum of squares `sum_squares`)
   // are applied; if so, unscales this replica's owned gradients and returns their norm
   // in `norm`. Without a loss scaler: true, norm = sqrt(sum_squares). The backend's
   // gradients are unscaled through the backend (Backend::scale); `host_grads`, when not
   // null, is a separate host copy the optimizer reads, unscaled too.
+  // `decided_and_unscaled`: reduce_unscaled_if_finite() took the step already; only the
+  // norm is left.
   bool apply_loss_scale(double sum_squares, double& norm, StepReport& report,
-                        float* host_grads);
+                        float* host_grads, bool decided_and_unscaled = false);
+  // Loss scaling with a reducer that carries state between steps (compression), in
+  // trainer_unscaled_reduction.cpp: whether the local gradients go into the reduction
+  // unscaled, after backward, instead of scaled as backward finishes them.
+  bool reduces_unscaled() const;
+  // After backward, before any gradient reached the reducer: decides the step on a flag
+  // summed over the replicas (a non-finite local gradient anywhere skips it everywhere,
+  // reducer_->skip_step(): false, report.loss the global mean); else unscales the local
+  // gradients, hands every range to `stage_and_reduce` in backward order and waits for
+  // the reduction (reducer_->finish()): true.
+  bool reduce_unscaled_if_finite(double local_loss, const model::GradientsReady& stage_and_reduce,
+                                 StepReport& report);
   // The optimizer's update of the owned parameters, on the host when the optimizer runs
   // there (`grads_on_host`: the host staging already holds the owned gradients).
   optim::StepStats update_parameters(double lr, double grad_norm, bool grads_on_host);

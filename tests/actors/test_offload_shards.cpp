@@ -10,7 +10,6 @@
 #include <atomic>
 #include <chrono>
 #include <memory>
-#include <random>
 #include <string>
 #include <vector>
 
@@ -23,8 +22,10 @@
 #include "runtime/backend/scrambled_backend.hpp"
 #include "runtime/config/load.hpp"
 #include "runtime/train/trainer.hpp"
+#include "support/random_batches.hpp"
 
 using namespace dseek;
+using dseek::testing::RandomBatches;
 using namespace std::chrono_literals;
 
 namespace {
@@ -33,20 +34,6 @@ struct node_system_config : caf::actor_system_config {
   node_system_config() { actors::register_message_types(*this); }
 };
 
-class RandomBatches final : public train::BatchSource {
- public:
-  void fill(uint64_t step, int64_t, int64_t first, int64_t count, int64_t context,
-            int32_t* inputs, int32_t* targets) override {
-    for (int64_t s = 0; s < count; ++s) {
-      std::mt19937 rng(static_cast<uint32_t>(step * 1000 + static_cast<uint64_t>(first + s)));
-      std::uniform_int_distribution<int32_t> id(0, 63);
-      for (int64_t t = 0; t < context; ++t) {
-        inputs[s * context + t] = id(rng);
-        targets[s * context + t] = id(rng);
-      }
-    }
-  }
-};
 
 // Aligned host memory that counts what it hands out.
 class CountingHostMemory final : public backend::HostMemory {

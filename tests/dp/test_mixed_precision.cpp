@@ -11,6 +11,11 @@
 // Replicas must agree bit for bit, as in fp32: they see the same reduced gradients, so
 // they take the same skip decisions and keep the same loss scale (fp8 starts at a loss
 // scale of 2^24 here, so that the first steps overflow E5M2 and are skipped).
+// fp8 with gradient compression (top-k 5%, INT8, both; ZeRO 0 as compression runs) on 2
+// replicas: the overflows forced by 2^24 are skipped before any codec, on every replica,
+// at the uncompressed fp8 run's steps and loss scales; the loss falls and the validation
+// loss tracks uncompressed fp8 and compressed fp32 (bounds: see the constants); on the
+// scrambled test device the CPU's bits.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -30,6 +35,16 @@ using namespace dseek::testing::dp;
 namespace {
 constexpr double kBf16ValLossBound = 0.02;  // relative to fp32, see the header comment
 constexpr double kFp8ValLossBound = 0.05;
+// fp8 with compression, 200 steps (40 are too few: compression's own cost is still
+// 36% there). The compression tests' bound, 3% over uncompressed (issue 5,
+// tests/integration/test_elastic.cpp), does not hold for fp32 on this job either (top-k
+// + INT8 costs it 3.1% at the default seed; over seeds 1, 2, 3: 3.4, 2.7, 0.3%); and fp8
+// skips steps the uncompressed run does not (its later overflows follow the parameters).
+// So the bounds are fp8's own (kFp8ValLossBound, 5%), on top of compression's: fp8 with a
+// codec within 5% of fp32 with it (measured at the default seed: top-k 2.7%, INT8 0.7%,
+// top-k + INT8 1.6%; seeds 1-3: -1.3 to 4.2%), and its gap over uncompressed fp8 at most
+// 5 points above fp32's gap (measured: 5.9% against 2.9%, 1.6 against 0.8, 4.9 against
+// 3.1; seeds 1-3: 0.1 to 2.6% against 0.3 to 3.4%).
 
 // `label` is the precision, optionally followed by "-" and a tag naming the extra settings.
 const JobRun& precision_run(const std::string& label, int ranks,
@@ -204,4 +219,107 @@ TEST_CASE("mixed precision: fp8 on the scrambled test device gives the CPU's bit
     CHECK(device.replicas[0].val_losses == cpu.replicas[0].val_losses);
     CHECK(device.replicas[0].params_sha256 == cpu.replicas[0].params_sha256);
   }
+}
+
+namespace {
+
+// The overflow phase that 2^24 forces at the start: the steps up to the first applied
+// one (same parameters in every run until then), as skip flags and loss scales.
+std::string forced_skips(const ReplicaRun& replica) {
+  const std::string pattern = skip_pattern(replica);
+  return pattern.substr(0, pattern.find('0') + 1);
+}
+
+// fp8 with `codec` against fp8 uncompressed, and fp32 with and without it, 2 replicas,
+// 200 steps (see kFp8CompressedBound).
+void check_fp8_compressed(const std::string& codec) {
+  const std::vector<std::string> longer{"train.steps=200", "train.eval_every=100",
+                                        "train.eval_batches=8"};
+  const std::vector<std::string> high_scale{"train.loss_scale_init=16777216"};
+  const std::vector<std::string> compressed{"parallel.zero=0",
+                                            "comm.compression=\"" + codec + "\"",
+                                            "comm.topk_fraction=0.05"};
+  auto settings = [&](std::vector<std::vector<std::string>> parts) {
+    std::vector<std::string> all = longer;
+    for (const auto& part : parts) all.insert(all.end(), part.begin(), part.end());
+    return all;
+  };
+  const JobRun& fp32 = precision_run("fp32-long", 2, settings({}));
+  const JobRun& fp32_codec = precision_run("fp32-long-" + codec, 2, settings({compressed}));
+  const JobRun& fp8 = precision_run("fp8-long", 2, settings({high_scale}));
+  const JobRun& fp8_codec = precision_run("fp8-long-" + codec, 2, settings({high_scale, compressed}));
+  require_identical_replicas(fp8_codec);  // skips included; and the replica checks passed
+  const auto& replica = fp8_codec.replicas[0];
+  CHECK(replica.grad_encoded_bytes < replica.grad_bytes);  // the codec ran
+  // The forced overflows: skipped before any codec, at the uncompressed run's steps and
+  // scales. Later overflows depend on the parameters, which compression changes.
+  const std::string forced = forced_skips(replica);
+  CHECK(forced.find('1') != std::string::npos);
+  CHECK(forced == forced_skips(fp8.replicas[0]));
+  const auto scales = loss_scales(replica);
+  const auto plain_scales = loss_scales(fp8.replicas[0]);
+  REQUIRE(scales.size() == plain_scales.size());
+  CHECK(std::vector<std::string>(scales.begin(), scales.begin() + static_cast<long>(forced.size())) ==
+        std::vector<std::string>(plain_scales.begin(),
+                                 plain_scales.begin() + static_cast<long>(forced.size())));
+  CHECK(replica.losses.back() < replica.losses.front() - 1.0);
+  const double val = replica.val_losses.back();
+  const double fp8_gap = (val - fp8.replicas[0].val_losses.back()) / fp8.replicas[0].val_losses.back();
+  const double fp32_gap = (fp32_codec.replicas[0].val_losses.back() - fp32.replicas[0].val_losses.back()) /
+                          fp32.replicas[0].val_losses.back();
+  const double over_fp32_codec = relative(val, fp32_codec.replicas[0].val_losses.back());
+  const std::string skips = skip_pattern(replica);
+  const std::string plain_skips = skip_pattern(fp8.replicas[0]);
+  WARN("fp8 + " << codec << ", 2 replicas, 200 steps: val_loss " << val << ", "
+                << 100 * fp8_gap << "% above fp8 uncompressed (fp32: compression costs "
+                << 100 * fp32_gap << "%), " << 100 * over_fp32_codec << "% from fp32 + "
+                << codec << "; steps skipped " << std::count(skips.begin(), skips.end(), '1')
+                << " (uncompressed fp8: "
+                << std::count(plain_skips.begin(), plain_skips.end(), '1')
+                << "); exposed communication " << replica.comm_ms << " ms over the run (fp32 + "
+                << codec << ", reduced as backward goes: " << fp32_codec.replicas[0].comm_ms
+                << " ms)");
+  CHECK(over_fp32_codec < kFp8ValLossBound);
+  CHECK(fp8_gap < fp32_gap + kFp8ValLossBound);
+}
+
+}  // namespace
+
+TEST_CASE("mixed precision: fp8 with top-k compression follows uncompressed fp8 and "
+          "skips its forced overflows", "[dp][precision][compression]") {
+  check_fp8_compressed("topk");
+}
+
+TEST_CASE("mixed precision: fp8 with INT8 compression follows uncompressed fp8 and skips "
+          "its forced overflows", "[dp][precision][compression]") {
+  check_fp8_compressed("int8");
+}
+
+TEST_CASE("mixed precision: fp8 with top-k + INT8 compression follows uncompressed fp8 and "
+          "skips its forced overflows", "[dp][precision][compression]") {
+  check_fp8_compressed("topk+int8");
+}
+
+TEST_CASE("mixed precision: fp8 with compression on the scrambled test device gives the "
+          "CPU's bits, skips and loss scales", "[dp][precision][compression][device]") {
+  // The codecs encode the host staging of the gradients (the device's gradients are
+  // unscaled through the backend, then copied down bucket by bucket); the rest is the
+  // device's. AdamW's given second moment runs in the host optimizer (the node's
+  // gradient_shard actors) only, so this replica's own AdamW takes v from the reduced
+  // gradients (comm.variance_refresh_steps = 0).
+  const std::vector<std::string> on_cpu{"train.loss_scale_init=16777216", "parallel.zero=0",
+                                        "comm.compression=\"topk+int8\"",
+                                        "comm.variance_refresh_steps=0"};
+  std::vector<std::string> on_device = on_cpu;
+  on_device.push_back("train.device=\"scrambled-cpu-for-tests\"");
+  const JobRun& cpu = precision_run("fp8-compressed", 2, on_cpu);
+  const JobRun& device = precision_run("fp8-compressed-scrambled", 2, on_device);
+  require_identical_replicas(device);
+  const std::string skips = skip_pattern(device.replicas[0]);
+  CHECK(skips.find('1') != std::string::npos);
+  CHECK(skips == skip_pattern(cpu.replicas[0]));
+  CHECK(loss_scales(device.replicas[0]) == loss_scales(cpu.replicas[0]));
+  CHECK(device.replicas[0].losses == cpu.replicas[0].losses);
+  CHECK(same_norms(device.replicas[0].grad_norms, cpu.replicas[0].grad_norms));
+  CHECK(device.replicas[0].params_sha256 == cpu.replicas[0].params_sha256);
 }

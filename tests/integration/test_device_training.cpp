@@ -7,7 +7,8 @@
 // backend's copy calls. Also: train.device = "cuda" either trains (a CUDA build on a
 // host with a device) or fails at once naming train.device; and every step event
 // reports the backend's peak memory. The overlapped CPU offload (train.offload_overlap)
-// gives the bits of the update finished in its own step, on both devices.
+// gives the bits of the update finished in its own step, on both devices. fp8 gives the
+// CPU's bits and skipped steps, also with compressed gradients.
 #include <catch2/catch.hpp>
 
 #include <filesystem>
@@ -163,6 +164,39 @@ TEST_CASE("fp8 through dseek-node on the scrambled test device ends with the CPU
     for (int node = 0; node < nodes; ++node)
       CHECK(final_sha(scrambled.path(), node) == final_sha(cpu.path()));
   }
+}
+
+TEST_CASE("fp8 with compressed gradients through dseek-node on the scrambled test device "
+          "ends with the CPU run's parameters and skips the same steps",
+          "[device][scrambled][precision][compression]") {
+  // 2 nodes, top-k + INT8: each node unscales its local gradients through the backend
+  // before the codecs read their host copy, after a global overflow flag. 2^24
+  // overflows step 0, and with it the second-moment refresh of step 0: step 1, not a
+  // refresh step of its own (every 3), does the refresh owed (unit-tested in
+  // tests/unit/test_fp8_compressed_reduction.cpp), here on both backends alike, and the
+  // gradient_shard actors' AdamW takes that v.
+  const std::vector<std::string> job = {
+      "--set", "train.precision=\"fp8\"", "--set", "train.loss_scale_init=16777216",
+      "--set", "train.threads=1", "--set", "comm.compression=\"topk+int8\"",
+      "--set", "comm.variance_refresh_steps=3", "--set", "train.replica_check_every=3"};
+  ScratchDir cpu("fp8-compressed-cpu"), scrambled("fp8-compressed-scrambled");
+  auto cpu_run = run_process(tiny_launch(cpu.path(), 2, 10, job), 300s, launch_env());
+  INFO(cpu_run.output);
+  REQUIRE(cpu_run.exit_code == 0);
+  auto device_run =
+      run_process(tiny_launch(scrambled.path(), 2, 10, job + kScrambled), 300s, launch_env());
+  INFO(device_run.output);
+  REQUIRE(device_run.exit_code == 0);
+  const auto skipped = skipped_steps(cpu.path());
+  REQUIRE_FALSE(skipped.empty());
+  CHECK(skipped[0].first == 1);  // events number steps from 1: step 0 was skipped
+  CHECK(skipped_steps(scrambled.path()) == skipped);
+  const std::string expected = final_sha(cpu.path());
+  CHECK(final_sha(cpu.path(), 1) == expected);
+  CHECK(final_sha(scrambled.path(), 0) == expected);
+  CHECK(final_sha(scrambled.path(), 1) == expected);
+  CHECK(node_events(scrambled.path(), 0, "sdc_detected").empty());
+  require_no_node_left(scrambled.path(), 2);
 }
 
 TEST_CASE("train.device = cuda trains on a GPU or fails at once naming the key",

@@ -8,15 +8,16 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
-#include <random>
 #include <string>
 #include <vector>
 
 #include "runtime/config/load.hpp"
 #include "runtime/optim/loss_scaler.hpp"
 #include "runtime/train/trainer.hpp"
+#include "support/random_batches.hpp"
 
 using namespace dseek;
+using dseek::testing::RandomBatches;
 
 TEST_CASE("loss scaler: halves on overflow, doubles after a window of good steps",
           "[optim][precision]") {
@@ -41,24 +42,6 @@ TEST_CASE("loss scaler: halves on overflow, doubles after a window of good steps
   optim::unscale_gradients(g.data(), g.size(), 512.0f);
   CHECK(g == std::vector<float>{2.0f, -3.0f / 512.0f, 0.5f / 512.0f});
 }
-
-namespace {
-// Random tokens that depend on (step, sequence) only.
-class RandomBatches final : public train::BatchSource {
- public:
-  void fill(uint64_t step, int64_t, int64_t first, int64_t count, int64_t context,
-            int32_t* inputs, int32_t* targets) override {
-    for (int64_t s = 0; s < count; ++s) {
-      std::mt19937 rng(static_cast<uint32_t>(step * 1000 + static_cast<uint64_t>(first + s)));
-      std::uniform_int_distribution<int32_t> id(0, 63);
-      for (int64_t t = 0; t < context; ++t) {
-        inputs[s * context + t] = id(rng);
-        targets[s * context + t] = id(rng);
-      }
-    }
-  }
-};
-}  // namespace
 
 TEST_CASE("loss scaler: the trainer skips a step with an injected overflow",
           "[optim][precision]") {

@@ -11,7 +11,6 @@
 #include <chrono>
 #include <memory>
 #include <mutex>
-#include <random>
 #include <string>
 #include <thread>
 #include <vector>
@@ -19,9 +18,11 @@
 #include "runtime/backend/scrambled_backend.hpp"
 #include "runtime/config/load.hpp"
 #include "runtime/train/trainer.hpp"
+#include "support/random_batches.hpp"
 #include "runtime/train/update_progress.hpp"
 
 using namespace dseek;
+using dseek::testing::RandomBatches;
 using namespace std::chrono_literals;
 using model::ParamRange;
 
@@ -62,21 +63,6 @@ TEST_CASE("offload overlap: UpdateProgress waits for a chunk, fails waiters, and
 
 namespace {
 
-// Random tokens that depend on (step, sequence) only.
-class RandomBatches final : public train::BatchSource {
- public:
-  void fill(uint64_t step, int64_t, int64_t first, int64_t count, int64_t context,
-            int32_t* inputs, int32_t* targets) override {
-    for (int64_t s = 0; s < count; ++s) {
-      std::mt19937 rng(static_cast<uint32_t>(step * 1000 + static_cast<uint64_t>(first + s)));
-      std::uniform_int_distribution<int32_t> id(0, 63);
-      for (int64_t t = 0; t < context; ++t) {
-        inputs[s * context + t] = id(rng);
-        targets[s * context + t] = id(rng);
-      }
-    }
-  }
-};
 
 // An AdamW on a thread of its own that updates in chunks, as slowly as `per_run` per
 // contiguous run, so the next forward has to wait. `report_early`: it reports every
