@@ -43,6 +43,16 @@ class CommError : public std::runtime_error {
   ErrorKind kind_;
 };
 
+// Which algorithm an all-reduce runs. `automatic` chooses by size, rank count and
+// placement (CommOptions below); the others force one whatever the size, for tests and
+// measurements. shared_memory needs a world on one host (else the call fails).
+enum class AllReduceAlgorithm : uint8_t { automatic, shared_memory, direct, direct_rsag, recursive_halving, ring };
+
+const char* to_string(AllReduceAlgorithm algorithm);
+// "auto", "shm", "direct", "rsag", "halving", "ring"; throws CommError(invalid_argument)
+// naming `what` (the knob it came from) for anything else.
+AllReduceAlgorithm parse_all_reduce_algorithm(const std::string& name, const std::string& what);
+
 struct CommOptions {
   // Every operation fails with ErrorKind::timeout if it is not done this long after it
   // was issued: a dead or hung peer never hangs the others.
@@ -76,6 +86,14 @@ struct CommOptions {
   // DSEEK_COMM_SHM_MAX (bytes) overrides both, for measurements.
   size_t shm_max_bytes = 4 * 1024 * 1024;
   size_t shm_max_bytes_oversubscribed = 256 * 1024;
+  // All-reduces of a power-of-two number of ranks (more than 2) above small_message_bytes
+  // up to this many bytes use recursive halving + doubling (recursive_halving.hpp: every
+  // step waits for one partner) instead of the direct reduce-scatter + all-gather or the
+  // ring. 0 turns it off.
+  size_t recursive_halving_max_bytes = 4 * 1024 * 1024;
+  // Forces one all-reduce algorithm (automatic: chosen by the limits above).
+  // DSEEK_COMM_ALLREDUCE=auto|shm|direct|rsag|halving|ring overrides it, for measurements.
+  AllReduceAlgorithm all_reduce_algorithm = AllReduceAlgorithm::automatic;
   // Use the host-aware all-reduce (intra-host reduce, inter-host all-reduce, intra-host
   // broadcast) when a group spans several hosts and some host holds several of its ranks.
   bool hierarchical = true;
