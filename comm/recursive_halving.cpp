@@ -4,10 +4,11 @@
 // the end of the halving by the rank whose power-of-two rank is b. Halving step l pairs
 // ranks differing in bit P >> (l + 1): the one with the bit clear keeps the lower half of
 // the current range. Doubling step l pairs ranks differing in bit 1 << l: each sends its
-// range and receives the partner's adjacent one. Steps run one after the other: a step
-// posts its send and receive and finishes when both completed, so a buffer region is never
-// written while a send still reads it (which makes out == in safe), and the one staging
-// buffer is free again for the next step.
+// range and receives the partner's adjacent one. A step starts when the previous one's
+// data arrived (one staging buffer serves every halving step: its contents were reduced
+// by then); sends are only waited for where their source is written next: the half given
+// away at halving step l is written by the receive of doubling step log2(P) - 1 - l (so
+// out == in is safe), the input a folded rank sent by the unfold's receive.
 #include "comm/recursive_halving.hpp"
 
 #include <algorithm>
@@ -46,6 +47,8 @@ void RecursiveHalvingAllReduce::start() {
   const bool paired = r < 2 * extra_;
   vrank_ = paired ? (r % 2 == 1 ? r / 2 : -1) : r - extra_;
   steps_ = vrank_ < 0 ? 2 : 2 * levels_ + (paired ? 2 : 0);
+  first_halving_step_ = paired ? 1 : 0;
+  sends_.resize(static_cast<size_t>(steps_));
   lo_ = 0;
   len_ = pow2_;
   if (n == 1) {
@@ -89,7 +92,7 @@ void RecursiveHalvingAllReduce::post() {
   const auto unfold_piece = static_cast<uint32_t>(1 + 2 * levels_);
   switch (kind_) {
     case Step::fold_send:
-      send_ = send_to(rank() + 1, 0, in_, whole);
+      sends_[step_] = send_to(rank() + 1, 0, in_, whole);
       break;
     case Step::fold_recv:
       recv_ = recv_from(rank() - 1, 0, inbox_.data(), whole);
@@ -105,7 +108,7 @@ void RecursiveHalvingAllReduce::post() {
       const void* src = reduced_any_ ? out_ : in_;
       const size_t give_first = block_offset(give_lo), give_elems = block_offset(give_lo + half) - give_first;
       const size_t keep_elems = block_offset(keep_lo_ + half) - block_offset(keep_lo_);
-      if (give_elems > 0) send_ = send_to(real_rank(partner_), halving_piece, at(src, give_first), give_elems * es_);
+      if (give_elems > 0) sends_[step_] = send_to(real_rank(partner_), halving_piece, at(src, give_first), give_elems * es_);
       if (keep_elems > 0) recv_ = recv_from(real_rank(partner_), halving_piece, inbox_.data(), keep_elems * es_);
       break;
     }
@@ -115,13 +118,13 @@ void RecursiveHalvingAllReduce::post() {
       const int partner_lo = lo_ ^ mask;  // lo_ is a multiple of len_ == mask
       const size_t own_first = block_offset(lo_), own_elems = block_offset(lo_ + len_) - own_first;
       const size_t their_first = block_offset(partner_lo), their_elems = block_offset(partner_lo + len_) - their_first;
-      if (own_elems > 0) send_ = send_to(real_rank(partner_), doubling_piece, at(out_, own_first), own_elems * es_);
+      if (own_elems > 0) sends_[step_] = send_to(real_rank(partner_), doubling_piece, at(out_, own_first), own_elems * es_);
       if (their_elems > 0)
         recv_ = recv_from(real_rank(partner_), doubling_piece, at(out_, their_first), their_elems * es_);
       break;
     }
     case Step::unfold_send:
-      send_ = send_to(rank() - 1, unfold_piece, out_, whole);
+      sends_[step_] = send_to(rank() - 1, unfold_piece, out_, whole);
       break;
     case Step::unfold_recv:
       recv_ = recv_from(rank() + 1, unfold_piece, out_, whole);
@@ -162,20 +165,37 @@ void RecursiveHalvingAllReduce::finish() {
   }
 }
 
+bool RecursiveHalvingAllReduce::may_post() {
+  int level = 0;
+  switch (step_kind(step_, &level)) {
+    case Step::double_up:
+      // Its receive overwrites the half this rank gave away at halving step
+      // levels - 1 - level: that send must be done.
+      return collect(sends_[static_cast<size_t>(first_halving_step_ + levels_ - 1 - level)], true);
+    case Step::unfold_recv:
+      return collect(sends_[0], true);  // `out` may be the input the fold sent
+    default:
+      return true;
+  }
+}
+
 bool RecursiveHalvingAllReduce::advance() {
   while (step_ < steps_) {
     if (!posted_) {
+      if (!may_post()) return false;
       post();
       posted_ = true;
     }
-    const bool sent = collect(send_, true);
-    const bool received = collect(recv_, false);
-    if (!sent || !received) return false;
+    // A step is over when its data arrived: the next one need not wait for the partner to
+    // have taken ours (which needs the partner scheduled again), only may_post() does.
+    if (!collect(recv_, false)) return false;
     finish();
     ++step_;
     posted_ = false;
   }
-  return true;
+  bool all = true;
+  for (auto& io : sends_) all = collect(io, true) && all;
+  return all;
 }
 
 }  // namespace dseek::comm

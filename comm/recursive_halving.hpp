@@ -21,6 +21,8 @@
 // each of its N - 1 steps). An average is scaled by its owner once fully reduced.
 #pragma once
 
+#include <vector>
+
 #include "comm/operation.hpp"
 
 namespace dseek::comm {
@@ -39,6 +41,9 @@ class RecursiveHalvingAllReduce final : public Operation {
   // arithmetic once they completed.
   void post();
   void finish();
+  // Whether step step_ may post its messages: a send reading what its receive overwrites
+  // must be done.
+  bool may_post();
   // Step `index` of this rank: fold (if any), log2(P) halving, log2(P) doubling, unfold
   // (if any); `level` numbers the halving / doubling steps from 0.
   Step step_kind(int index, int* level) const;
@@ -68,7 +73,9 @@ class RecursiveHalvingAllReduce final : public Operation {
   int level_ = 0, partner_ = 0;
   int keep_lo_ = 0, keep_len_ = 0;
   StagingPool::Lease inbox_;        // the partner's half (or the folded rank's whole input)
-  IoPtr send_, recv_;
+  int first_halving_step_ = 0;
+  std::vector<IoPtr> sends_;  // per step; waited for lazily (may_post, and at the end)
+  IoPtr recv_;
 };
 
 }  // namespace dseek::comm
