@@ -47,6 +47,7 @@ class RecursiveHalvingAllReduce final : public Operation {
   // Step `index` of this rank: fold (if any), log2(P) halving, log2(P) doubling, unfold
   // (if any); `level` numbers the halving / doubling steps from 0.
   Step step_kind(int index, int* level) const;
+  int halving_mask(int level) const;   // the bit halving step `level` pairs ranks on
   int real_rank(int virtual_rank) const;  // group rank of a rank of the power-of-two group
   size_t block_offset(int block) const;   // first element of block `block` of P (P: count)
   std::byte* at(void* base, size_t element) const;
