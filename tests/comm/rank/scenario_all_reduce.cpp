@@ -28,11 +28,14 @@ const RegisterScenario all_reduce("all_reduce", [](RankEnv& env) {
         check_all_reduce(env, type, op, count, true, ++salt);
         if (op == ReduceOp::sum) check_all_reduce(env, type, op, count, false, ++salt);
       }
-  // Past CommOptions::direct_rsag_max_bytes (2 MiB): the pipelined ring on 3+ ranks too.
-  const size_t ring_count = (size_t{2} << 20) / 4 + 4099;
-  check_all_reduce(env, DataType::f32, ReduceOp::sum, ring_count, true, ++salt);
-  check_all_reduce(env, DataType::f32, ReduceOp::sum, ring_count, false, ++salt);
-  check_all_reduce(env, DataType::bf16, ReduceOp::avg, ring_count * 2, true, ++salt);
+  // 2 MiB + 16 KiB of f32: past CommOptions::direct_rsag_max_bytes (the ring at 3 ranks),
+  // recursive halving at 4, shared memory in 3 chunks at 2. 4 MiB + 16 KiB: past
+  // recursive_halving_max_bytes and the shared-memory limit too: the ring at 2-4 ranks.
+  for (size_t big : {(size_t{2} << 20) / 4 + 4099, (size_t{4} << 20) / 4 + 4099}) {
+    check_all_reduce(env, DataType::f32, ReduceOp::sum, big, true, ++salt);
+    check_all_reduce(env, DataType::f32, ReduceOp::sum, big, false, ++salt);
+  }
+  check_all_reduce(env, DataType::bf16, ReduceOp::avg, ((size_t{2} << 20) / 4 + 4099) * 2, true, ++salt);
 });
 
 // Waits from threads other than the issuer, several at once, and test() polling: the
