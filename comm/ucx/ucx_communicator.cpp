@@ -116,6 +116,12 @@ class UcxCommunicator final : public Communicator {
     const float scale = op == ReduceOp::avg ? 1.0f / static_cast<float>(size()) : 1.0f;
     const ReduceOp base = op == ReduceOp::avg ? ReduceOp::sum : op;
     const size_t bytes = count * element_size(type);
+    const AllReduceAlgorithm forced = options_.all_reduce_algorithm;
+    const bool shm_ready = owns_world_ && world_->segments;
+    if (forced == AllReduceAlgorithm::shared_memory && !shm_ready)
+      throw CommError(ErrorKind::invalid_argument,
+                      "all-reduce algorithm 'shm' (DSEEK_COMM_ALLREDUCE / CommOptions::all_reduce_algorithm) needs "
+                      "a world whose ranks all run on one host, with shared memory on");
     std::lock_guard lock(mutex_);
     auto work = new_work(name);
     if (count == 0) return finished(work);
@@ -129,12 +135,6 @@ class UcxCommunicator final : public Communicator {
       if (several_local) parts.push_back(std::make_unique<Broadcast>(ctx(local_, work), out, bytes, 0));
       return submit(std::make_unique<SequenceOperation>(ctx(main_, work, false), std::move(parts)), work);
     }
-    const AllReduceAlgorithm forced = options_.all_reduce_algorithm;
-    const bool shm_ready = owns_world_ && world_->segments;
-    if (forced == AllReduceAlgorithm::shared_memory && !shm_ready)
-      throw CommError(ErrorKind::invalid_argument,
-                      "all-reduce algorithm 'shm' (DSEEK_COMM_ALLREDUCE / CommOptions::all_reduce_algorithm) needs "
-                      "the whole world on one host with shared memory on");
     if (shm_ready && (forced == AllReduceAlgorithm::shared_memory ||
                       (forced == AllReduceAlgorithm::automatic && bytes <= world_->shm_max_bytes)))
       return submit(std::make_unique<ShmAllReduce>(ctx(main_, work), *world_->segments, in, out, count, type, base, scale),
@@ -274,7 +274,7 @@ class UcxCommunicator final : public Communicator {
         return std::make_unique<RingCollective>(ctx(group, work), RingCollective::Kind::all_reduce, in, out, count,
                                                 type, op, scale);
       case AllReduceAlgorithm::automatic:
-      case AllReduceAlgorithm::shared_memory:  // a sub-group or the leaders' group: by size
+      case AllReduceAlgorithm::shared_memory:  // not reached: all_reduce() refuses it here
         break;
     }
     const int n = group.info->size();

@@ -46,3 +46,6 @@ TEST_CASE("all_reduce over UCX only overlaps, threads and counts bytes", "[comm]
   expect_scenario(4, "all_reduce_threads", {"--shared-memory", "0"});
   expect_scenario(4, "all_reduce_counters", {"--shared-memory", "0"});
 }
+TEST_CASE("all_reduce with the shared-memory algorithm forced, and refused by a sub-group", "[comm][all_reduce][shm]") {
+  for (int n : {2, 3}) expect_scenario(n, "all_reduce_forced_shm", {"--all-reduce-algorithm", "shm"});
+}

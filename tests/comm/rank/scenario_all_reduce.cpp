@@ -101,5 +101,25 @@ const RegisterScenario all_reduce_counters("all_reduce_counters", [](RankEnv& en
   require(after.operations == before.operations + 1, "operation counter did not advance by one");
 });
 
+// Run with --all-reduce-algorithm shm: the world takes the shared-memory path past every
+// size limit; a sub-group, which cannot, refuses at once and names the knob.
+const RegisterScenario all_reduce_forced_shm("all_reduce_forced_shm", [](RankEnv& env) {
+  const size_t past_limits = (size_t{8} << 20) / 4 + 4099;  // 8 MiB + 16 KiB of f32
+  check_all_reduce(env, DataType::f32, ReduceOp::sum, past_limits, true, 1);
+  check_all_reduce(env, DataType::bf16, ReduceOp::avg, 65537, false, 2);
+  std::vector<int> reversed;
+  for (int r = env.size; r-- > 0;) reversed.push_back(r);
+  auto group = env.comm->subgroup(reversed);
+  std::vector<float> buf(1000, 1.0f);
+  bool refused = false;
+  try {
+    group->all_reduce(buf.data(), buf.size(), DataType::f32, ReduceOp::sum).wait();
+  } catch (const CommError& e) {
+    refused = e.kind() == ErrorKind::invalid_argument && std::string(e.what()).find("DSEEK_COMM_ALLREDUCE") != std::string::npos;
+  }
+  require(refused, "a sub-group's all_reduce with the shm algorithm forced did not refuse naming the knob");
+  env.comm->barrier().wait();  // the world is still usable
+});
+
 }  // namespace
 }  // namespace dseek::comm::test
