@@ -98,7 +98,7 @@ void RecursiveHalvingAllReduce::post() {
   const auto unfold_piece = static_cast<uint32_t>(1 + 2 * levels_);
   switch (kind_) {
     case Step::fold_send:
-      sends_[step_] = send_to(rank() + 1, 0, in_, whole);
+      sends_[static_cast<size_t>(step_)] = send_to(rank() + 1, 0, in_, whole);
       break;
     case Step::fold_recv:
       recv_ = recv_from(rank() - 1, 0, inbox_.data(), whole);
@@ -114,7 +114,7 @@ void RecursiveHalvingAllReduce::post() {
       const void* src = reduced_any_ ? out_ : in_;
       const size_t give_first = block_offset(give_lo), give_elems = block_offset(give_lo + half) - give_first;
       const size_t keep_elems = block_offset(keep_lo_ + half) - block_offset(keep_lo_);
-      if (give_elems > 0) sends_[step_] = send_to(real_rank(partner_), halving_piece, at(src, give_first), give_elems * es_);
+      if (give_elems > 0) sends_[static_cast<size_t>(step_)] = send_to(real_rank(partner_), halving_piece, at(src, give_first), give_elems * es_);
       if (keep_elems > 0) recv_ = recv_from(real_rank(partner_), halving_piece, inbox_.data(), keep_elems * es_);
       break;
     }
@@ -123,13 +123,13 @@ void RecursiveHalvingAllReduce::post() {
       const int partner_lo = lo_ ^ len_;  // the sibling range: lo_ is a multiple of len_
       const size_t own_first = block_offset(lo_), own_elems = block_offset(lo_ + len_) - own_first;
       const size_t their_first = block_offset(partner_lo), their_elems = block_offset(partner_lo + len_) - their_first;
-      if (own_elems > 0) sends_[step_] = send_to(real_rank(partner_), doubling_piece, at(out_, own_first), own_elems * es_);
+      if (own_elems > 0) sends_[static_cast<size_t>(step_)] = send_to(real_rank(partner_), doubling_piece, at(out_, own_first), own_elems * es_);
       if (their_elems > 0)
         recv_ = recv_from(real_rank(partner_), doubling_piece, at(out_, their_first), their_elems * es_);
       break;
     }
     case Step::unfold_send:
-      sends_[step_] = send_to(rank() - 1, unfold_piece, out_, whole);
+      sends_[static_cast<size_t>(step_)] = send_to(rank() - 1, unfold_piece, out_, whole);
       break;
     case Step::unfold_recv:
       recv_ = recv_from(rank() + 1, unfold_piece, out_, whole);
