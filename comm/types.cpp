@@ -30,6 +30,31 @@ const char* to_string(ReduceOp op) {
   return "?";
 }
 
+namespace {
+struct AlgorithmName {
+  AllReduceAlgorithm algorithm;
+  const char* name;
+};
+constexpr AlgorithmName kAlgorithmNames[] = {
+    {AllReduceAlgorithm::automatic, "auto"},           {AllReduceAlgorithm::shared_memory, "shm"},
+    {AllReduceAlgorithm::direct, "direct"},            {AllReduceAlgorithm::direct_rsag, "rsag"},
+    {AllReduceAlgorithm::recursive_halving, "halving"}, {AllReduceAlgorithm::ring, "ring"},
+};
+}  // namespace
+
+const char* to_string(AllReduceAlgorithm algorithm) {
+  for (const auto& a : kAlgorithmNames)
+    if (a.algorithm == algorithm) return a.name;
+  return "?";
+}
+
+AllReduceAlgorithm parse_all_reduce_algorithm(const std::string& name, const std::string& what) {
+  for (const auto& a : kAlgorithmNames)
+    if (name == a.name) return a.algorithm;
+  throw CommError(ErrorKind::invalid_argument,
+                  what + ": unknown all-reduce algorithm '" + name + "' (auto, shm, direct, rsag, halving, ring)");
+}
+
 const char* to_string(ErrorKind kind) {
   switch (kind) {
     case ErrorKind::aborted: return "aborted";

@@ -43,6 +43,16 @@ class CommError : public std::runtime_error {
   ErrorKind kind_;
 };
 
+// Which algorithm an all-reduce runs. `automatic` chooses by size, rank count and
+// placement (CommOptions below); the others force one whatever the size, for tests and
+// measurements. shared_memory needs a world on one host (else the call fails).
+enum class AllReduceAlgorithm : uint8_t { automatic, shared_memory, direct, direct_rsag, recursive_halving, ring };
+
+const char* to_string(AllReduceAlgorithm algorithm);
+// "auto", "shm", "direct", "rsag", "halving", "ring"; throws CommError(invalid_argument)
+// naming `what` (the knob it came from) for anything else.
+AllReduceAlgorithm parse_all_reduce_algorithm(const std::string& name, const std::string& what);
+
 struct CommOptions {
   // Every operation fails with ErrorKind::timeout if it is not done this long after it
   // was issued: a dead or hung peer never hangs the others.
@@ -55,10 +65,17 @@ struct CommOptions {
   // Buffers up to this many bytes use the latency-optimised algorithms (direct exchange)
   // instead of the ring.
   size_t small_message_bytes = 32 * 1024;
-  // All-reduces of more than 2 ranks up to this many bytes (and above small_message_bytes)
-  // use the direct reduce-scatter + all-gather (2 rounds) instead of the ring (2(N-1)
-  // steps). 0 turns it off; DSEEK_COMM_RSAG_MAX (bytes) overrides it, for measurements.
-  // At 4 ranks on 2 cores: 1 MiB ~10-25% faster than the ring, 4 MiB ~10% slower.
+  // All-reduces of a power-of-two number of ranks (more than 2) above small_message_bytes
+  // up to this many bytes use recursive halving + doubling (recursive_halving.hpp: 2
+  // log2(N) steps, each waiting for one partner). 0 turns it off. At 4 ranks on 2 cores
+  // (bench/RESULTS.md): ~1.2x the direct reduce-scatter + all-gather at 1-4 MiB, ~1.05x
+  // the ring at 4 MiB, slower than the ring at 8 MiB; at 3 ranks (folded) slower than both.
+  size_t recursive_halving_max_bytes = 4 * 1024 * 1024;
+  // All-reduces of more than 2 ranks (not taken by the limit above) up to this many bytes
+  // (and above small_message_bytes) use the direct reduce-scatter + all-gather (2 rounds)
+  // instead of the ring (2(N-1) steps). 0 turns it off; DSEEK_COMM_RSAG_MAX (bytes)
+  // overrides it, for measurements. At 4 ranks on 2 cores: 1 MiB ~10-25% faster than the
+  // ring, 4 MiB ~10% slower; at 3 ranks on par with the ring at 1 MiB.
   size_t direct_rsag_max_bytes = 2 * 1024 * 1024;
   // All-reduces of a world whose ranks all run on one host go through shared memory
   // (comm/shm/): memcpy and reduce loops on shm segments instead of UCX (no page pinning,
@@ -69,13 +86,17 @@ struct CommOptions {
   // The chunk one shared-memory all-reduce step moves; each rank's segment holds four
   // (two staging and two result slots, so one chunk is staged while the last is gathered).
   size_t shm_chunk_bytes = 1024 * 1024;
-  // Buffers up to this size take the shared-memory path; larger ones the UCX ring, which
-  // touches less memory (no staging copy) and was faster from 16 MiB at 2 ranks on 2
-  // cores. When this host runs more ranks than cores, every flag wait of every chunk can
-  // cost a context switch, and the ring was faster from 1 MiB: the second limit applies.
+  // Buffers up to this size take the shared-memory path; larger ones the UCX algorithms,
+  // which touch less memory (no staging copy): the ring was faster from 16 MiB at 2 ranks
+  // on 2 cores. When this host runs more ranks than cores, every flag wait (on all peers)
+  // can cost a context switch: at 4 ranks on 2 cores recursive halving was faster from
+  // 256 KiB (1.3x; 0.88-1.1x at 128 KiB), so the second limit applies.
   // DSEEK_COMM_SHM_MAX (bytes) overrides both, for measurements.
   size_t shm_max_bytes = 4 * 1024 * 1024;
-  size_t shm_max_bytes_oversubscribed = 256 * 1024;
+  size_t shm_max_bytes_oversubscribed = 128 * 1024;
+  // Forces one all-reduce algorithm (automatic: chosen by the limits above).
+  // DSEEK_COMM_ALLREDUCE=auto|shm|direct|rsag|halving|ring overrides it, for measurements.
+  AllReduceAlgorithm all_reduce_algorithm = AllReduceAlgorithm::automatic;
   // Use the host-aware all-reduce (intra-host reduce, inter-host all-reduce, intra-host
   // broadcast) when a group spans several hosts and some host holds several of its ranks.
   bool hierarchical = true;

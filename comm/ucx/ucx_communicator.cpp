@@ -1,6 +1,8 @@
 // The UCX Communicator: chooses an algorithm per call (shared memory for the all-reduces
-// of a world on one host, direct exchange for small buffers, the pipelined ring for large
-// ones, the hierarchical all-reduce when the group spans hosts), numbers operations in
+// of a world on one host, direct exchange for small buffers, recursive halving + doubling
+// or the direct reduce-scatter + all-gather for mid-size ones, the pipelined ring for
+// large ones, the hierarchical all-reduce when the group spans hosts; DSEEK_COMM_ALLREDUCE
+// forces one), numbers operations in
 // issue order, and hands them to the progress engine. Sub-groups share the parent's
 // transport and progress thread.
 #include "comm/ucx/ucx_communicator.hpp"
@@ -23,6 +25,7 @@
 #include "comm/direct_rsag.hpp"
 #include "comm/point_to_point.hpp"
 #include "comm/progress_engine.hpp"
+#include "comm/recursive_halving.hpp"
 #include "comm/reduce_kernels.hpp"
 #include "comm/reduce_to_root.hpp"
 #include "comm/ring_collective.hpp"
@@ -113,6 +116,12 @@ class UcxCommunicator final : public Communicator {
     const float scale = op == ReduceOp::avg ? 1.0f / static_cast<float>(size()) : 1.0f;
     const ReduceOp base = op == ReduceOp::avg ? ReduceOp::sum : op;
     const size_t bytes = count * element_size(type);
+    const AllReduceAlgorithm forced = options_.all_reduce_algorithm;
+    const bool shm_ready = owns_world_ && world_->segments;
+    if (forced == AllReduceAlgorithm::shared_memory && !shm_ready)
+      throw CommError(ErrorKind::invalid_argument,
+                      "all-reduce algorithm 'shm' (DSEEK_COMM_ALLREDUCE / CommOptions::all_reduce_algorithm) needs "
+                      "a world whose ranks all run on one host, with shared memory on");
     std::lock_guard lock(mutex_);
     auto work = new_work(name);
     if (count == 0) return finished(work);
@@ -126,7 +135,8 @@ class UcxCommunicator final : public Communicator {
       if (several_local) parts.push_back(std::make_unique<Broadcast>(ctx(local_, work), out, bytes, 0));
       return submit(std::make_unique<SequenceOperation>(ctx(main_, work, false), std::move(parts)), work);
     }
-    if (owns_world_ && world_->segments && bytes <= world_->shm_max_bytes)
+    if (shm_ready && (forced == AllReduceAlgorithm::shared_memory ||
+                      (forced == AllReduceAlgorithm::automatic && bytes <= world_->shm_max_bytes)))
       return submit(std::make_unique<ShmAllReduce>(ctx(main_, work), *world_->segments, in, out, count, type, base, scale),
                     work);
     return submit(flat_all_reduce(main_, work, in, out, count, type, base, scale, bytes), work);
@@ -253,11 +263,29 @@ class UcxCommunicator final : public Communicator {
   std::unique_ptr<Operation> flat_all_reduce(GroupState& group, const std::shared_ptr<WorkState>& work, const void* in,
                                              void* out, size_t count, DataType type, ReduceOp op, float scale,
                                              size_t bytes) {
-    if (bytes <= options_.small_message_bytes && group.info->size() > 1)
+    switch (options_.all_reduce_algorithm) {
+      case AllReduceAlgorithm::direct:
+        return std::make_unique<DirectAllReduce>(ctx(group, work), in, out, count, type, op, scale);
+      case AllReduceAlgorithm::direct_rsag:
+        return std::make_unique<DirectRsAgAllReduce>(ctx(group, work), in, out, count, type, op, scale);
+      case AllReduceAlgorithm::recursive_halving:
+        return std::make_unique<RecursiveHalvingAllReduce>(ctx(group, work), in, out, count, type, op, scale);
+      case AllReduceAlgorithm::ring:
+        return std::make_unique<RingCollective>(ctx(group, work), RingCollective::Kind::all_reduce, in, out, count,
+                                                type, op, scale);
+      case AllReduceAlgorithm::automatic:
+      case AllReduceAlgorithm::shared_memory:  // not reached: all_reduce() refuses it here
+        break;
+    }
+    const int n = group.info->size();
+    if (bytes <= options_.small_message_bytes && n > 1)
       return std::make_unique<DirectAllReduce>(ctx(group, work), in, out, count, type, op, scale);
+    // Power-of-two groups: every step waits for one partner, not for all peers.
+    if (bytes <= options_.recursive_halving_max_bytes && n > 2 && (n & (n - 1)) == 0)
+      return std::make_unique<RecursiveHalvingAllReduce>(ctx(group, work), in, out, count, type, op, scale);
     static const long rsag_env = [] { const char* v = std::getenv("DSEEK_COMM_RSAG_MAX"); return v ? std::atol(v) : -1L; }();
     const size_t rsag_max = rsag_env >= 0 ? static_cast<size_t>(rsag_env) : options_.direct_rsag_max_bytes;
-    if (bytes <= rsag_max && group.info->size() > 2)
+    if (bytes <= rsag_max && n > 2)
       return std::make_unique<DirectRsAgAllReduce>(ctx(group, work), in, out, count, type, op, scale);
     return std::make_unique<RingCollective>(ctx(group, work), RingCollective::Kind::all_reduce, in, out, count, type, op,
                                             scale);
@@ -337,10 +365,13 @@ UcxCommunicatorBuilder::UcxCommunicatorBuilder(int world_rank, int world_size, C
     : rank_(world_rank), size_(world_size), options_(options),
       transport_(std::make_unique<UcxTransport>(world_rank, world_size, options.peer_failure_detection)) {
   // Measurement knobs: the ring's chunk size and pipeline depth (DSEEK_COMM_CHUNK_BYTES,
-  // DSEEK_COMM_PIPELINE_DEPTH) override the options.
+  // DSEEK_COMM_PIPELINE_DEPTH), the shared-memory chunk, and the all-reduce algorithm
+  // (DSEEK_COMM_ALLREDUCE) override the options.
   if (const char* v = std::getenv("DSEEK_COMM_CHUNK_BYTES")) options_.chunk_bytes = static_cast<size_t>(std::atol(v));
   if (const char* v = std::getenv("DSEEK_COMM_PIPELINE_DEPTH")) options_.pipeline_depth = std::atoi(v);
   if (const char* v = std::getenv("DSEEK_COMM_SHM_CHUNK_BYTES")) options_.shm_chunk_bytes = static_cast<size_t>(std::atol(v));
+  if (const char* v = std::getenv("DSEEK_COMM_ALLREDUCE"))
+    options_.all_reduce_algorithm = parse_all_reduce_algorithm(v, "DSEEK_COMM_ALLREDUCE");
   if (world_size > kMaxWorldRanks)
     throw CommError(ErrorKind::invalid_argument, "at most " + std::to_string(kMaxWorldRanks) + " ranks");
 }

@@ -1,7 +1,8 @@
 // all_reduce across separate processes: sum/avg/max, f32/bf16, odd sizes, in and out of
 // place, several in flight, byte counters. All ranks run on this host, so by default the
 // all-reduces go through shared memory (comm/shm/); the cases with --shared-memory 0 run
-// the UCX algorithms (direct, direct reduce-scatter + all-gather, ring) instead.
+// the UCX algorithms (direct, recursive halving at 4 ranks, direct reduce-scatter +
+// all-gather at 3, ring) instead.
 #include "expect_ranks.hpp"
 
 using dseek::comm::test::expect_scenario;
@@ -44,4 +45,7 @@ TEST_CASE("all_reduce over UCX only overlaps, threads and counts bytes", "[comm]
   expect_scenario(3, "all_reduce_async", {"--shared-memory", "0"});
   expect_scenario(4, "all_reduce_threads", {"--shared-memory", "0"});
   expect_scenario(4, "all_reduce_counters", {"--shared-memory", "0"});
+}
+TEST_CASE("all_reduce with the shared-memory algorithm forced, and refused by a sub-group", "[comm][all_reduce][shm]") {
+  for (int n : {2, 3}) expect_scenario(n, "all_reduce_forced_shm", {"--all-reduce-algorithm", "shm"});
 }

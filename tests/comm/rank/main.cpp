@@ -3,7 +3,8 @@
 //   dseek_comm_rank --rank R --size N --bootstrap file:<dir>|tcp:<port> --scenario NAME
 //                   [--hosts h0,h1,...] [--timeout-ms T] [--chunk-bytes B]
 //                   [--detect-peer-failure 0|1] [--shared-memory 0|1] [--shm-chunk-bytes B]
-//                   [--shm-max-bytes B] [...]
+//                   [--shm-max-bytes B] [--all-reduce-algorithm auto|shm|direct|rsag|halving|ring]
+//                   [...]
 // Exit status 0: the scenario passed; 1: it failed (the reason on stderr).
 #include <chrono>
 #include <cstdio>
@@ -48,6 +49,8 @@ int main(int argc, char** argv) {
     // Up to this size all-reduces take the shared-memory path, whatever the cores (0: the defaults).
     if (const size_t shm_max = std::stoul(env.arg("shm-max-bytes", "0")); shm_max > 0)
       env.options.shm_max_bytes = env.options.shm_max_bytes_oversubscribed = shm_max;
+    env.options.all_reduce_algorithm =
+        parse_all_reduce_algorithm(env.arg("all-reduce-algorithm", "auto"), "--all-reduce-algorithm");
     // Fake host names (comma-separated, one per rank) exercise the host-aware paths.
     std::string host = "localhost";
     if (const std::string hosts = env.arg("hosts"); !hosts.empty()) {

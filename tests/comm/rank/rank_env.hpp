@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <functional>
 #include <map>
 #include <memory>
@@ -82,6 +83,30 @@ inline void expect_close(double got, double want, DataType type, const std::stri
     s << where << ": got " << got << ", expected " << want;
     fail(s.str());
   }
+}
+
+// Every rank got the same bits: gather everybody's result and compare.
+inline void require_identical(Communicator& comm, const void* data, size_t bytes, const std::string& what) {
+  std::vector<uint8_t> all(bytes * static_cast<size_t>(comm.size()));
+  std::memcpy(all.data() + bytes * static_cast<size_t>(comm.rank()), data, bytes);
+  comm.all_gather(all.data() + bytes * static_cast<size_t>(comm.rank()), all.data(), all.size(), DataType::u8).wait();
+  for (int r = 0; r < comm.size(); ++r)
+    require(std::memcmp(all.data() + bytes * static_cast<size_t>(r), data, bytes) == 0,
+            what + ": rank " + std::to_string(r) + " got different bits than rank " + std::to_string(comm.rank()));
+}
+inline void require_identical(Communicator& comm, const std::vector<float>& out, const std::string& what) {
+  require_identical(comm, out.data(), out.size() * sizeof(float), what);
+}
+
+// Test data whose sums round (unlike input_value's): a hash of `key` mapped to [-1, 1).
+inline uint64_t mix(uint64_t x) {  // splitmix64's finalizer: a good enough hash for test data
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+inline float uniform(uint64_t key) {  // in [-1, 1)
+  return static_cast<float>(static_cast<double>(mix(key) >> 11) * 0x1.0p-53 * 2.0 - 1.0);
 }
 
 inline std::string label(const char* op, DataType type, size_t count, const std::string& extra = "") {

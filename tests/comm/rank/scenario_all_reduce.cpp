@@ -28,11 +28,14 @@ const RegisterScenario all_reduce("all_reduce", [](RankEnv& env) {
         check_all_reduce(env, type, op, count, true, ++salt);
         if (op == ReduceOp::sum) check_all_reduce(env, type, op, count, false, ++salt);
       }
-  // Past CommOptions::direct_rsag_max_bytes (2 MiB): the pipelined ring on 3+ ranks too.
-  const size_t ring_count = (size_t{2} << 20) / 4 + 4099;
-  check_all_reduce(env, DataType::f32, ReduceOp::sum, ring_count, true, ++salt);
-  check_all_reduce(env, DataType::f32, ReduceOp::sum, ring_count, false, ++salt);
-  check_all_reduce(env, DataType::bf16, ReduceOp::avg, ring_count * 2, true, ++salt);
+  // 2 MiB + 16 KiB of f32: past CommOptions::direct_rsag_max_bytes (the ring at 3 ranks),
+  // recursive halving at 4, shared memory in 3 chunks at 2. 4 MiB + 16 KiB: past
+  // recursive_halving_max_bytes and the shared-memory limit too: the ring at 2-4 ranks.
+  for (size_t big : {(size_t{2} << 20) / 4 + 4099, (size_t{4} << 20) / 4 + 4099}) {
+    check_all_reduce(env, DataType::f32, ReduceOp::sum, big, true, ++salt);
+    check_all_reduce(env, DataType::f32, ReduceOp::sum, big, false, ++salt);
+  }
+  check_all_reduce(env, DataType::bf16, ReduceOp::avg, ((size_t{2} << 20) / 4 + 4099) * 2, true, ++salt);
 });
 
 // Waits from threads other than the issuer, several at once, and test() polling: the
@@ -96,6 +99,26 @@ const RegisterScenario all_reduce_counters("all_reduce_counters", [](RankEnv& en
           "bytes received " + std::to_string(w.bytes_received()) + ", expected about " + std::to_string(expected));
   require(after.bytes_sent - before.bytes_sent == w.bytes_sent(), "communicator counter disagrees with the op's");
   require(after.operations == before.operations + 1, "operation counter did not advance by one");
+});
+
+// Run with --all-reduce-algorithm shm: the world takes the shared-memory path past every
+// size limit; a sub-group, which cannot, refuses at once and names the knob.
+const RegisterScenario all_reduce_forced_shm("all_reduce_forced_shm", [](RankEnv& env) {
+  const size_t past_limits = (size_t{8} << 20) / 4 + 4099;  // 8 MiB + 16 KiB of f32
+  check_all_reduce(env, DataType::f32, ReduceOp::sum, past_limits, true, 1);
+  check_all_reduce(env, DataType::bf16, ReduceOp::avg, 65537, false, 2);
+  std::vector<int> reversed;
+  for (int r = env.size; r-- > 0;) reversed.push_back(r);
+  auto group = env.comm->subgroup(reversed);
+  std::vector<float> buf(1000, 1.0f);
+  bool refused = false;
+  try {
+    group->all_reduce(buf.data(), buf.size(), DataType::f32, ReduceOp::sum).wait();
+  } catch (const CommError& e) {
+    refused = e.kind() == ErrorKind::invalid_argument && std::string(e.what()).find("DSEEK_COMM_ALLREDUCE") != std::string::npos;
+  }
+  require(refused, "a sub-group's all_reduce with the shm algorithm forced did not refuse naming the knob");
+  env.comm->barrier().wait();  // the world is still usable
 });
 
 }  // namespace

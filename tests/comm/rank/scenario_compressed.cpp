@@ -20,16 +20,6 @@ namespace {
 using compression::ErrorFeedback;
 using compression::make_codec;
 
-uint64_t mix(uint64_t x) {  // splitmix64's finalizer: a good enough hash for test data
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
-float uniform(uint64_t key) {  // in [-1, 1)
-  return static_cast<float>(static_cast<double>(mix(key) >> 11) * 0x1.0p-53 * 2.0 - 1.0);
-}
-
 // Rank r's gradient at step t: a bias shared by the ranks and steps (what training would
 // follow) plus noise of each rank and step, in a range of magnitudes so top-k has to choose.
 std::vector<float> gradient(int r, int step, size_t n, uint64_t salt) {
@@ -40,17 +30,6 @@ std::vector<float> gradient(int r, int step, size_t n, uint64_t salt) {
     g[i] = (bias + noise) * (1.0f + 3.0f * static_cast<float>(i % 7 == 0));
   }
   return g;
-}
-
-// Every rank got the same bits: gather everybody's result and compare.
-void require_identical(Communicator& comm, const std::vector<float>& out, const std::string& what) {
-  const size_t bytes = out.size() * sizeof(float);
-  std::vector<uint8_t> all(bytes * static_cast<size_t>(comm.size()));
-  std::memcpy(all.data() + bytes * static_cast<size_t>(comm.rank()), out.data(), bytes);
-  comm.all_gather(all.data() + bytes * static_cast<size_t>(comm.rank()), all.data(), all.size(), DataType::u8).wait();
-  for (int r = 0; r < comm.size(); ++r)
-    require(std::memcmp(all.data() + bytes * static_cast<size_t>(r), out.data(), bytes) == 0,
-            what + ": rank " + std::to_string(r) + " got different bits than rank " + std::to_string(comm.rank()));
 }
 
 const RegisterScenario exact("compressed_all_reduce", [](RankEnv& env) {
