@@ -133,8 +133,8 @@ ParallelForward parallel_forward(Backend& backend, const std::vector<float>& log
 
 }  // namespace
 
-TEST_CASE("vocabulary-parallel embedding: a slice's rows, zero elsewhere; slices sum to the "
-          "whole lookup", "[backend][tensor][vocab_parallel]") {
+TEST_CASE("vocabulary-parallel embedding: a slice holds its rows and zero elsewhere and "
+          "the slices sum to the whole lookup", "[backend][tensor][vocab_parallel]") {
   auto cpu = dseek::backend::make_cpu_backend(2);
   const auto wte = dseek::testing::random_values(static_cast<size_t>(kVocab) * kC, 1, 1.0f);
   const auto wpe = dseek::testing::random_values(static_cast<size_t>(kT) * kC, 2, 1.0f);
