@@ -60,8 +60,19 @@ struct CheckpointManifest {
   layout @3 :Layout;
   configToml @4 :Text;       # the job config that wrote it (to_toml)
   data @5 :DataPosition;
-  lossScale @6 :Float64;     # dynamic loss scale; fp32 training has none: 1
+  lossScale @6 :Float64;     # dynamic loss scale; fp32 and bf16 training have none: 1
   createdUnixS @7 :Float64;
   tensors @8 :List(TensorShard);
   files @9 :List(DataFile);
+  precision @10 :PrecisionState;  # absent in older checkpoints: fresh state on resume
+}
+
+struct PrecisionState {
+  # What a resumed mixed-precision run needs to continue the run that wrote it
+  # (runtime/checkpoint/precision_state.hpp); the loss scale itself is lossScale above.
+  precision @0 :Text;              # train.precision that wrote it: fp32, bf16, fp8
+  lossScaleGoodSteps @1 :Int64;    # good steps since the loss scale last changed
+  fp8AmaxHistoryLength @2 :Int64;  # amaxes per operand (train.fp8_amax_history)
+  fp8AmaxHistories @3 :List(Float32);  # operands x length, each oldest first
+  fp8Scales @4 :List(Float32);     # the next step's scale of every operand
 }

@@ -74,9 +74,17 @@ int inspect(const std::string& path) {
               m.format_version, m.step, format_time(m.created_unix_s).c_str());
   std::printf("layout: world size %u, data %u, tensor %u, pipeline %u, zero %u\n", m.world_size,
               m.data_parallel, m.tensor_parallel, m.pipeline_parallel, m.zero_stage);
-  std::printf("data position: seed %" PRId64 ", next step %" PRId64
-              "; optimizer steps %" PRId64 ", loss scale %g\n",
-              m.seed, m.next_step, m.optimizer_steps, m.loss_scale);
+  std::printf("data position: seed %" PRId64 ", next step %" PRId64 "; optimizer steps %" PRId64
+              "\n",
+              m.seed, m.next_step, m.optimizer_steps);
+  const auto& p = m.precision;
+  std::printf("precision: %s, loss scale %g (%" PRId64 " good steps since its last change)",
+              p.precision.empty() ? "not recorded" : p.precision.c_str(), p.loss_scale,
+              p.loss_scale_good_steps);
+  if (!p.fp8.empty())
+    std::printf(", fp8 scaling of %zu operands (amax history %" PRId64 ")", p.fp8.scales.size(),
+                p.fp8.history_length);
+  std::printf("\n");
   for (const auto& file : m.files) {
     std::printf("file %s: %" PRIu64 " bytes\n", file.name.c_str(), file.bytes);
   }

@@ -58,7 +58,21 @@ Manifest parse(kj::ArrayPtr<const capnp::word> words, const std::string& where) 
   m.config_toml = in.getConfigToml().cStr();
   m.seed = in.getData().getSeed();
   m.next_step = in.getData().getNextStep();
-  m.loss_scale = in.getLossScale();
+  m.precision.loss_scale = in.getLossScale();
+  if (in.hasPrecision()) {  // absent in checkpoints written before it existed
+    auto precision = in.getPrecision();
+    m.precision.precision = precision.getPrecision().cStr();
+    m.precision.loss_scale_good_steps = precision.getLossScaleGoodSteps();
+    auto& fp8 = m.precision.fp8;
+    fp8.history_length = precision.getFp8AmaxHistoryLength();
+    for (float amax : precision.getFp8AmaxHistories()) fp8.histories.push_back(amax);
+    for (float scale : precision.getFp8Scales()) fp8.scales.push_back(scale);
+    if (fp8.history_length < 0 ||
+        fp8.histories.size() != fp8.scales.size() * static_cast<uint64_t>(fp8.history_length))
+      throw bad("fp8 amax histories: " + std::to_string(fp8.histories.size()) + " values for " +
+                std::to_string(fp8.scales.size()) + " operands of history " +
+                std::to_string(fp8.history_length));
+  }
   m.created_unix_s = in.getCreatedUnixS();
   if (m.step < 0 || m.world_size == 0) throw bad("step or world size out of range");
   std::map<std::string, uint64_t> file_bytes;
@@ -138,7 +152,17 @@ void write_manifest(const std::filesystem::path& path, const Manifest& m) {
   auto data = out.initData();
   data.setSeed(m.seed);
   data.setNextStep(m.next_step);
-  out.setLossScale(m.loss_scale);
+  out.setLossScale(m.precision.loss_scale);
+  auto precision = out.initPrecision();
+  precision.setPrecision(m.precision.precision);
+  precision.setLossScaleGoodSteps(m.precision.loss_scale_good_steps);
+  precision.setFp8AmaxHistoryLength(m.precision.fp8.history_length);
+  const auto& histories = m.precision.fp8.histories;
+  auto amaxes = precision.initFp8AmaxHistories(static_cast<unsigned>(histories.size()));
+  for (size_t i = 0; i < histories.size(); ++i) amaxes.set(static_cast<unsigned>(i), histories[i]);
+  const auto& fp8_scales = m.precision.fp8.scales;
+  auto scales = precision.initFp8Scales(static_cast<unsigned>(fp8_scales.size()));
+  for (size_t i = 0; i < fp8_scales.size(); ++i) scales.set(static_cast<unsigned>(i), fp8_scales[i]);
   out.setCreatedUnixS(m.created_unix_s);
   auto tensors = out.initTensors(static_cast<unsigned>(m.tensors.size()));
   for (size_t i = 0; i < m.tensors.size(); ++i) {

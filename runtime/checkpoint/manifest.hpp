@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include "runtime/checkpoint/precision_state.hpp"
+
 namespace dseek::checkpoint {
 
 inline constexpr uint32_t kFormatVersion = 1;
@@ -48,7 +50,7 @@ struct Manifest {
   std::string config_toml;
   int64_t seed = 0;       // data position: the order is f(seed, step)
   int64_t next_step = 0;
-  double loss_scale = 1.0;  // fp32: no loss scaling
+  PrecisionState precision;  // loss scale, fp8 amax histories (precision_state.hpp)
   double created_unix_s = 0;
   std::vector<TensorShard> tensors;
   std::vector<DataFile> files;

@@ -136,7 +136,7 @@ WriteResult write_checkpoint(const Snapshot& snapshot, const WriteOptions& optio
     manifest.tensor_parallel = std::max<uint32_t>(snapshot.tensor_parallel, 1);
     manifest.zero_stage = snapshot.zero_stage;
     manifest.next_step = snapshot.step;
-    manifest.loss_scale = 1.0;
+    manifest.precision = snapshot.precision;
     manifest.created_unix_s =
         std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
     const DataBuffer buffers[] = {{"params.bin", Role::param, &snapshot.params},

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "runtime/checkpoint/precision_state.hpp"
 #include "runtime/model/param_layout.hpp"
 
 namespace dseek::checkpoint {
@@ -28,6 +29,7 @@ struct Snapshot {
   uint32_t data_parallel = 0, pipeline_parallel = 1, tensor_parallel = 1;
   std::vector<model::ParamTensor> tensors;  // the layout of the flat buffers
   std::vector<float> params, adam_m, adam_v;
+  PrecisionState precision;  // loss scale and fp8 scaling state at the step boundary
 };
 
 struct WriteOptions {

@@ -1,7 +1,10 @@
 // Implementation of precision_policy.hpp.
 #include "runtime/model/precision_policy.hpp"
 
+#include <algorithm>
+#include <cstddef>
 #include <stdexcept>
+#include <string>
 
 namespace dseek::model {
 
@@ -76,6 +79,37 @@ std::vector<float> PrecisionPolicy::scales_to_host() const {
   std::vector<float> scales(scaling_.size());
   for (size_t i = 0; i < scales.size(); ++i) scales[i] = scaling_[i].scale();
   return scales;
+}
+
+numerics::DelayedScalingState PrecisionPolicy::fp8_state() const {
+  numerics::DelayedScalingState state;
+  if (scaling_.empty()) return state;
+  state.history_length = static_cast<int64_t>(scaling_.front().history_oldest_first().size());
+  for (const auto& operand : scaling_) {
+    const auto history = operand.history_oldest_first();
+    state.histories.insert(state.histories.end(), history.begin(), history.end());
+    state.scales.push_back(operand.scale());
+  }
+  return state;
+}
+
+void PrecisionPolicy::restore_fp8_state(const numerics::DelayedScalingState& state) {
+  const size_t count = scaling_.size();
+  const size_t length = static_cast<size_t>(std::max<int64_t>(state.history_length, 0));
+  if (state.scales.size() != count || state.histories.size() != count * length)
+    throw std::invalid_argument("fp8 scaling state of " + std::to_string(state.scales.size()) +
+                                " operands (" + std::to_string(state.histories.size()) +
+                                " amaxes), this model has " + std::to_string(count) +
+                                " fp8 operands");
+  if (count == 0) return;
+  for (size_t i = 0; i < count; ++i) {
+    const auto first = state.histories.begin() + static_cast<std::ptrdiff_t>(i * length);
+    scaling_[i].restore(std::vector<float>(first, first + static_cast<std::ptrdiff_t>(length)),
+                        state.scales[i]);
+    host_[i] = state.scales[i];
+  }
+  backend_->copy_from_host(scales_.data(), host_.data(), count * sizeof(float));
+  backend_->zero(amaxes_.data(), count);
 }
 
 }  // namespace dseek::model

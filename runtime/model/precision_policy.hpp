@@ -51,6 +51,12 @@ class PrecisionPolicy {
   void end_step();
   // FP8 only: the current scales, in the order (layer, matmul, operand inp/weight/dout).
   std::vector<float> scales_to_host() const;
+  // FP8 only (empty otherwise): every operand's delayed-scaling state between steps, in
+  // the order of scales_to_host(), for a checkpoint; and putting one back (the scales
+  // also into the backend's memory). Throws std::invalid_argument when the state has
+  // another operand count (a checkpoint of another model shape).
+  numerics::DelayedScalingState fp8_state() const;
+  void restore_fp8_state(const numerics::DelayedScalingState& state);
 
  private:
   static constexpr int kOperands = 3;  // inp, weight, dout

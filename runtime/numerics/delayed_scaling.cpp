@@ -45,4 +45,22 @@ float DelayedScaling::history_max() const {
   return *std::max_element(history_.begin(), history_.end());
 }
 
+std::vector<float> DelayedScaling::history_oldest_first() const {
+  std::vector<float> ordered(history_.size());
+  for (size_t i = 0; i < history_.size(); ++i) ordered[i] = history_[(next_ + i) % history_.size()];
+  return ordered;
+}
+
+void DelayedScaling::restore(const std::vector<float>& oldest_first, float scale) {
+  std::fill(history_.begin(), history_.end(), 0.0f);
+  const size_t kept = std::min(oldest_first.size(), history_.size());
+  // The newest `kept` amaxes end the history; the next one replaces its oldest, index 0.
+  std::copy(oldest_first.end() - static_cast<std::ptrdiff_t>(kept), oldest_first.end(),
+            history_.end() - static_cast<std::ptrdiff_t>(kept));
+  next_ = 0;
+  current_ = 0.0f;
+  current_finite_ = true;
+  scale_ = scale;
+}
+
 }  // namespace dseek::numerics

@@ -12,6 +12,7 @@
 // GEMM operand and moves the scales and amaxes to and from the backend once per step.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
@@ -22,6 +23,15 @@ namespace dseek::numerics {
 struct DelayedScalingSettings {
   int64_t history = 16;  // train.fp8_amax_history
   int64_t margin = 0;    // train.fp8_margin: scale down by 2^margin for headroom
+};
+
+// The delayed-scaling state of a set of tensors between steps, as a checkpoint keeps it:
+// per tensor its scale and `history_length` amaxes, oldest first. Empty: none (not fp8).
+struct DelayedScalingState {
+  int64_t history_length = 0;
+  std::vector<float> histories;  // tensors x history_length
+  std::vector<float> scales;     // one per tensor
+  bool empty() const { return scales.empty(); }
 };
 
 class DelayedScaling {
@@ -38,6 +48,14 @@ class DelayedScaling {
   void end_step();
   // max over the history (0 while empty).
   float history_max() const;
+
+  // The state between steps, for a checkpoint: the history oldest first, and the scale
+  // (which is not a function of the history alone: it stays put while the history holds
+  // only zeros). Called at a step boundary (no amax recorded since end_step()).
+  std::vector<float> history_oldest_first() const;
+  // Puts back such a state; a history of another length keeps its newest amaxes (and
+  // pads the oldest with zeros), as train.fp8_amax_history may change between runs.
+  void restore(const std::vector<float>& oldest_first, float scale);
 
  private:
   Fp8Format format_;

@@ -38,6 +38,14 @@ bool LossScaler::update_finite(bool finite) {
   return true;
 }
 
+void LossScaler::restore(float scale, int64_t good_steps) {
+  if (!(scale > 0.0f) || !std::isfinite(scale))
+    throw std::invalid_argument("checkpoint's loss scale must be a positive finite float, got " +
+                                std::to_string(scale));
+  scale_ = scale;
+  good_steps_ = std::max<int64_t>(good_steps, 0);
+}
+
 void unscale_gradients(float* grads, size_t count, float scale) {
   const float inverse = 1.0f / scale;
 #pragma omp simd

@@ -41,6 +41,10 @@ class LossScaler {
   // trainer that decides before the reduction, on a global overflow flag).
   bool update_finite(bool finite);
   int64_t good_steps() const { return good_steps_; }
+  // Puts back the state a checkpoint kept (scale() and good_steps() between steps), so
+  // that a resumed run halves and doubles at the same steps as the run it continues.
+  // std::invalid_argument when the scale is not a positive finite float.
+  void restore(float scale, int64_t good_steps);
 
  private:
   LossScalerSettings settings_;

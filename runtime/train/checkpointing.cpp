@@ -9,6 +9,7 @@
 #include "runtime/checkpoint/store.hpp"
 #include "runtime/checkpoint/writer_thread.hpp"
 #include "runtime/config/load.hpp"
+#include "runtime/train/precision_resume.hpp"
 
 namespace dseek::train {
 
@@ -38,6 +39,7 @@ Checkpointing::Checkpointing(const config::JobConfig& config, const std::filesys
       adam_v = gather_v_.data();
     }
     trainer_.snapshot(params, adam_m, adam_v);
+    if (auto* snapshot = cadence_->snapshot_buffer()) snapshot->precision = trainer_.precision_state();
     return trainer_.optimizer_steps();
   };
   cadence_ = std::make_unique<CheckpointCadence>(config, root_, is_writer,
@@ -75,6 +77,9 @@ int64_t Checkpointing::resume() {
   }
   trainer_.restore(loaded->params.data(), loaded->adam_m.data(), loaded->adam_v.data(),
                    m.optimizer_steps);
+  const PrecisionResume precision = precision_resume(m.precision, config_.train.precision);
+  if (precision.restore) trainer_.restore_precision_state(m.precision);
+  if (!precision.note.empty()) progress_.line(precision.note);
   // The checkpoint holds the whole state, so the layouts may differ: say both.
   const int64_t world = trainer_.reducer() != nullptr ? trainer_.reducer()->world_size() : 1;
   const int64_t zero = trainer_.reducer() != nullptr ? config_.parallel.zero : 0;
@@ -85,7 +90,8 @@ int64_t Checkpointing::resume() {
                               .add("written_pipeline", static_cast<int64_t>(m.pipeline_parallel))
                               .add("written_tensor", static_cast<int64_t>(m.tensor_parallel))
                               .add("world_size", world).add("zero", zero).add("data", world)
-                              .add("pipeline", int64_t{1}).add("tensor", int64_t{1}));
+                              .add("pipeline", int64_t{1}).add("tensor", int64_t{1})
+                              .add("precision_state", precision.outcome));
   progress_.line("checkpoint: resumed from " + loaded->dir.string() + " at step " +
                  std::to_string(m.step) + " (written by a world of " +
                  std::to_string(m.world_size) + " = data " + std::to_string(m.data_parallel) +

@@ -57,6 +57,7 @@
 #include <vector>
 
 #include "runtime/backend/backend.hpp"
+#include "runtime/checkpoint/precision_state.hpp"
 #include "runtime/config/job_config.hpp"
 #include "runtime/model/gpt_model.hpp"
 #include "runtime/optim/adamw.hpp"
@@ -146,6 +147,11 @@ class Trainer {
   // when sharded) and AdamW's step count.
   void restore(const float* params, const float* adam_m, const float* adam_v,
                int64_t optimizer_steps);
+  // The mixed-precision state between steps (loss scale, fp8 amax histories) for a
+  // checkpoint, and putting a checkpoint's back (trainer_precision_state.cpp; whether to
+  // is train/precision_resume.hpp's decision). The replicas hold the same state.
+  checkpoint::PrecisionState precision_state();
+  void restore_precision_state(const checkpoint::PrecisionState& state);
   // Counts an update still running (overlap) as taken: its step is decided.
   int64_t optimizer_steps() const {
     return optimizer_->steps_taken() + (update_pending_ ? 1 : 0);

@@ -97,7 +97,9 @@ TEST_CASE("checkpoint: write then load gives back the same state", "[checkpoint]
   CHECK(m.world_size == 1);
   CHECK(m.data_parallel == 1);
   CHECK(m.zero_stage == 0);
-  CHECK(m.loss_scale == 1.0);
+  CHECK(m.precision.loss_scale == 1.0);
+  CHECK(m.precision.precision.empty());  // the snapshot said none
+  CHECK(m.precision.fp8.empty());
   CHECK(m.config_toml == snapshot.config_toml);
   CHECK(m.tensors.size() == 3 * tiny_layout().tensors().size());
   // params.bin is the raw little-endian fp32 buffer (readable by mmap or numpy.fromfile).
