@@ -73,6 +73,7 @@ struct PrecisionState {
   precision @0 :Text;              # train.precision that wrote it: fp32, bf16, fp8
   lossScaleGoodSteps @1 :Int64;    # good steps since the loss scale last changed
   fp8AmaxHistoryLength @2 :Int64;  # amaxes per operand (train.fp8_amax_history)
-  fp8AmaxHistories @3 :List(Float32);  # operands x length, each oldest first
-  fp8Scales @4 :List(Float32);     # the next step's scale of every operand
+  fp8AmaxHistories @3 :List(Float32);  # replicas x operands x length, each oldest first
+  fp8Scales @4 :List(Float32);     # replicas x operands: the next step's scales
+  fp8Replicas @5 :UInt32;          # data-parallel replicas, each with its own histories
 }

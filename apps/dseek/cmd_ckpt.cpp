@@ -82,8 +82,9 @@ int inspect(const std::string& path) {
               p.precision.empty() ? "not recorded" : p.precision.c_str(), p.loss_scale,
               p.loss_scale_good_steps);
   if (!p.fp8.empty())
-    std::printf(", fp8 scaling of %zu operands (amax history %" PRId64 ")", p.fp8.scales.size(),
-                p.fp8.history_length);
+    std::printf(", fp8 scaling of %zu operands x %" PRId64 " replica(s) (amax history %" PRId64
+                ")",
+                p.fp8.tensors(), p.fp8.replicas, p.fp8.history_length);
   std::printf("\n");
   for (const auto& file : m.files) {
     std::printf("file %s: %" PRIu64 " bytes\n", file.name.c_str(), file.bytes);

@@ -7,6 +7,7 @@
 #include <kj/array.h>
 #include <kj/exception.h>
 
+#include <algorithm>
 #include <cstring>
 #include <map>
 
@@ -64,13 +65,15 @@ Manifest parse(kj::ArrayPtr<const capnp::word> words, const std::string& where) 
     m.precision.precision = precision.getPrecision().cStr();
     m.precision.loss_scale_good_steps = precision.getLossScaleGoodSteps();
     auto& fp8 = m.precision.fp8;
+    fp8.replicas = std::max<int64_t>(precision.getFp8Replicas(), 1);
     fp8.history_length = precision.getFp8AmaxHistoryLength();
     for (float amax : precision.getFp8AmaxHistories()) fp8.histories.push_back(amax);
     for (float scale : precision.getFp8Scales()) fp8.scales.push_back(scale);
-    if (fp8.history_length < 0 ||
+    if (fp8.history_length < 0 || fp8.scales.size() % static_cast<uint64_t>(fp8.replicas) != 0 ||
         fp8.histories.size() != fp8.scales.size() * static_cast<uint64_t>(fp8.history_length))
       throw bad("fp8 amax histories: " + std::to_string(fp8.histories.size()) + " values for " +
-                std::to_string(fp8.scales.size()) + " operands of history " +
+                std::to_string(fp8.scales.size()) + " scales of " +
+                std::to_string(fp8.replicas) + " replica(s), history " +
                 std::to_string(fp8.history_length));
   }
   m.created_unix_s = in.getCreatedUnixS();
@@ -156,6 +159,7 @@ void write_manifest(const std::filesystem::path& path, const Manifest& m) {
   auto precision = out.initPrecision();
   precision.setPrecision(m.precision.precision);
   precision.setLossScaleGoodSteps(m.precision.loss_scale_good_steps);
+  precision.setFp8Replicas(static_cast<uint32_t>(m.precision.fp8.replicas));
   precision.setFp8AmaxHistoryLength(m.precision.fp8.history_length);
   const auto& histories = m.precision.fp8.histories;
   auto amaxes = precision.initFp8AmaxHistories(static_cast<unsigned>(histories.size()));

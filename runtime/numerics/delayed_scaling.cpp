@@ -45,6 +45,35 @@ float DelayedScaling::history_max() const {
   return *std::max_element(history_.begin(), history_.end());
 }
 
+DelayedScalingState replica_state(const DelayedScalingState& state, int64_t replica) {
+  if (replica < 0 || replica >= state.replicas)
+    throw std::invalid_argument("fp8 scaling state: replica " + std::to_string(replica) +
+                                " of " + std::to_string(state.replicas));
+  const size_t tensors = state.tensors();
+  const size_t length = static_cast<size_t>(state.history_length);
+  const size_t r = static_cast<size_t>(replica);
+  DelayedScalingState one;
+  one.history_length = state.history_length;
+  one.scales.assign(state.scales.begin() + static_cast<std::ptrdiff_t>(r * tensors),
+                    state.scales.begin() + static_cast<std::ptrdiff_t>((r + 1) * tensors));
+  one.histories.assign(
+      state.histories.begin() + static_cast<std::ptrdiff_t>(r * tensors * length),
+      state.histories.begin() + static_cast<std::ptrdiff_t>((r + 1) * tensors * length));
+  return one;
+}
+
+DelayedScalingState merged_state(const DelayedScalingState& state) {
+  DelayedScalingState merged = replica_state(state, 0);
+  for (int64_t r = 1; r < state.replicas; ++r) {
+    const DelayedScalingState other = replica_state(state, r);
+    for (size_t i = 0; i < merged.scales.size(); ++i)
+      merged.scales[i] = std::min(merged.scales[i], other.scales[i]);
+    for (size_t i = 0; i < merged.histories.size(); ++i)
+      merged.histories[i] = std::max(merged.histories[i], other.histories[i]);
+  }
+  return merged;
+}
+
 std::vector<float> DelayedScaling::history_oldest_first() const {
   std::vector<float> ordered(history_.size());
   for (size_t i = 0; i < history_.size(); ++i) ordered[i] = history_[(next_ + i) % history_.size()];

@@ -26,13 +26,24 @@ struct DelayedScalingSettings {
 };
 
 // The delayed-scaling state of a set of tensors between steps, as a checkpoint keeps it:
-// per tensor its scale and `history_length` amaxes, oldest first. Empty: none (not fp8).
+// per tensor its scale and `history_length` amaxes, oldest first; for `replicas` copies
+// of the set (data-parallel replicas quantize their own activations and output
+// gradients, so their histories differ). Empty: none (not fp8).
 struct DelayedScalingState {
+  int64_t replicas = 1;
   int64_t history_length = 0;
-  std::vector<float> histories;  // tensors x history_length
-  std::vector<float> scales;     // one per tensor
+  std::vector<float> histories;  // replicas x tensors x history_length
+  std::vector<float> scales;     // replicas x tensors
   bool empty() const { return scales.empty(); }
+  size_t tensors() const { return scales.size() / static_cast<size_t>(replicas); }
 };
+
+// Replica `replica`'s state alone (replicas = 1).
+DelayedScalingState replica_state(const DelayedScalingState& state, int64_t replica);
+// One state for every replica of a world of another size (whose replicas see other slices
+// of the batch): per tensor the elementwise max of the histories and the smallest scale,
+// the most cautious of them (no replica's amaxes would have overflowed it).
+DelayedScalingState merged_state(const DelayedScalingState& state);
 
 class DelayedScaling {
  public:

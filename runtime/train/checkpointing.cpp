@@ -20,26 +20,29 @@ Checkpointing::Checkpointing(const config::JobConfig& config, const std::filesys
     : config_(config), trainer_(trainer), events_(events), progress_(progress),
       root_(checkpoint::checkpoint_root(config, run_dir)),
       enabled_(checkpoints_enabled(config)),
-      collective_(trainer.snapshot_is_collective()) {
+      collective_(trainer.snapshot_is_collective() || trainer.precision_state_is_collective()) {
   if (!enabled_) return;
   const size_t n = trainer.model().num_params();
   const bool is_writer = trainer.reducer() == nullptr || trainer.reducer()->rank() == 0;
-  if (!is_writer && collective_) {
+  if (!is_writer && trainer.snapshot_is_collective()) {
     gather_params_.resize(n);
     gather_m_.resize(n);
     gather_v_.resize(n);
   }
   CheckpointCadence::Participation participation;
   participation.writer_decides = [this](bool value) { return replica0_decides(value); };
-  // The other replicas take part in a collective (ZeRO) snapshot with their own space.
+  // The other replicas take part in a collective (ZeRO) snapshot with their own space,
+  // and in the gathering of the fp8 amax histories (each replica has its own).
   participation.snapshot = [this](float* params, float* adam_m, float* adam_v) {
-    if (params == nullptr) {
+    const bool writer = params != nullptr;
+    if (!writer && trainer_.snapshot_is_collective()) {
       params = gather_params_.data();
       adam_m = gather_m_.data();
       adam_v = gather_v_.data();
     }
-    trainer_.snapshot(params, adam_m, adam_v);
-    if (auto* snapshot = cadence_->snapshot_buffer()) snapshot->precision = trainer_.precision_state();
+    if (params != nullptr) trainer_.snapshot(params, adam_m, adam_v);
+    auto precision = trainer_.precision_state();
+    if (writer) cadence_->snapshot_buffer()->precision = std::move(precision);
     return trainer_.optimizer_steps();
   };
   cadence_ = std::make_unique<CheckpointCadence>(config, root_, is_writer,
@@ -77,8 +80,13 @@ int64_t Checkpointing::resume() {
   }
   trainer_.restore(loaded->params.data(), loaded->adam_m.data(), loaded->adam_v.data(),
                    m.optimizer_steps);
-  const PrecisionResume precision = precision_resume(m.precision, config_.train.precision);
-  if (precision.restore) trainer_.restore_precision_state(m.precision);
+  PrecisionResume precision = precision_resume(m.precision, config_.train.precision);
+  if (precision.restore && !trainer_.restore_precision_state(m.precision)) {
+    precision.outcome = "merged";
+    precision.note = "checkpoint: the fp8 amax histories of " +
+                     std::to_string(m.precision.fp8.replicas) +
+                     " replicas merged for this world (the most cautious scales)";
+  }
   if (!precision.note.empty()) progress_.line(precision.note);
   // The checkpoint holds the whole state, so the layouts may differ: say both.
   const int64_t world = trainer_.reducer() != nullptr ? trainer_.reducer()->world_size() : 1;

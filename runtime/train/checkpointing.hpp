@@ -9,7 +9,9 @@
 //   checkpoint_fallback   error, fallback
 //   resumed               step, path, written_world_size, written_zero, written_data,
 //                         written_pipeline, written_tensor (the layout that wrote it),
-//                         world_size, zero, data, pipeline, tensor (this one's)
+//                         world_size, zero, data, pipeline, tensor (this one's),
+//                         precision_state (restored | merged | fresh | ignored | none:
+//                         the loss scale and fp8 amax histories, precision_resume.hpp)
 // A failed checkpoint never stops training; the next one is tried.
 //
 // Data parallel (the trainer has a GradientReducer): every replica resumes from the same
@@ -19,7 +21,8 @@
 // busy, the last one may be committed already) is replica 0's decision, shared with a
 // small collective. The checkpoint always holds the whole, unsharded state: it resumes
 // on any world size and ZeRO stage; its manifest records the world size and ZeRO stage
-// that wrote it, and the resumed event says both layouts.
+// that wrote it, and the resumed event says both layouts. Under fp8 every replica also
+// takes part in every snapshot: the checkpoint keeps each replica's amax histories.
 #pragma once
 
 #include <cstdint>

@@ -2,7 +2,9 @@
 // (checkpoint/precision_state.hpp), given this run's train.precision. Shared by every
 // trainer's checkpoint front end (checkpointing.hpp, gathered_checkpointing.hpp).
 //
-//   written fp8, resumed fp8          restored: the run continues exactly
+//   written fp8, resumed fp8          restored: the run continues exactly (on another
+//                                     data-parallel size: each replica's amax histories
+//                                     merged, Trainer::restore_precision_state)
 //   written fp8, resumed fp32/bf16    ignored, with a note: bf16 and fp32 keep no loss
 //                                     scale and no amax history; the weights and moments
 //                                     are fp32 in every precision, so they resume as they are
@@ -24,7 +26,8 @@ namespace dseek::train {
 
 struct PrecisionResume {
   bool restore = false;  // put the checkpoint's state into the trainer
-  // "restored" | "ignored" | "fresh" | "none": the resumed event's precision_state.
+  // "restored" | "ignored" | "fresh" | "none": the resumed event's precision_state
+  // (the caller makes "restored" "merged" when the world's replica count differs).
   std::string outcome = "none";
   std::string note;  // a progress line, "" when there is nothing to say
 };

@@ -149,9 +149,14 @@ class Trainer {
                int64_t optimizer_steps);
   // The mixed-precision state between steps (loss scale, fp8 amax histories) for a
   // checkpoint, and putting a checkpoint's back (trainer_precision_state.cpp; whether to
-  // is train/precision_resume.hpp's decision). The replicas hold the same state.
+  // is train/precision_resume.hpp's decision). The replicas share the loss scale but
+  // not the amax histories (each quantizes its own slice of the batch): under fp8 with
+  // replicas precision_state() gathers every replica's (collective:
+  // precision_state_is_collective()), and a restore takes this replica's own when the
+  // checkpoint has as many replicas (returns true), else their merge (false).
   checkpoint::PrecisionState precision_state();
-  void restore_precision_state(const checkpoint::PrecisionState& state);
+  bool precision_state_is_collective() const;
+  bool restore_precision_state(const checkpoint::PrecisionState& state);
   // Counts an update still running (overlap) as taken: its step is decided.
   int64_t optimizer_steps() const {
     return optimizer_->steps_taken() + (update_pending_ ? 1 : 0);

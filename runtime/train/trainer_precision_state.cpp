@@ -1,14 +1,26 @@
 // The Trainer's mixed-precision state in checkpoints (trainer.hpp: precision_state,
 // restore_precision_state): the dynamic loss scaler's scale and good-step count, and the
 // delayed-scaling state of the model's fp8 matmuls, read and put back at a step boundary
-// (checkpoint/precision_state.hpp says what and why). Every replica holds the same state
-// (the same reduced gradients decide every skip; the same amaxes enter every history),
-// so replica 0's copy stands for all and each replica restores it.
+// (checkpoint/precision_state.hpp says what and why).
+// The replicas take the same skip decisions from the same reduced gradients, so they
+// share the loss scaler's state and replica 0's stands for all. The amax histories are
+// each replica's own: the inputs and output gradients of its fp8 matmuls come from its
+// slice of the global batch (only the weights' amaxes agree). So the checkpoint keeps one
+// history set per replica, gathered with one small collective, and a replica resumes its
+// own; a world of another size (other slices) resumes their cautious merge
+// (numerics::merged_state).
 // The error-feedback residuals of gradient compression (trainer_unscaled_reduction.cpp)
 // are not part of it: they stay out of checkpoints.
+#include <span>
+#include <vector>
+
 #include "runtime/train/trainer.hpp"
 
 namespace dseek::train {
+
+bool Trainer::precision_state_is_collective() const {
+  return reducer_ != nullptr && reducer_->world_size() > 1 && config_.train.precision == "fp8";
+}
 
 checkpoint::PrecisionState Trainer::precision_state() {
   checkpoint::PrecisionState state;
@@ -18,13 +30,41 @@ checkpoint::PrecisionState Trainer::precision_state() {
     state.loss_scale_good_steps = loss_scaler_->good_steps();
   }
   state.fp8 = model_->precision().fp8_state();
+  if (!precision_state_is_collective()) return state;
+  // Every replica's state in its own slot of a zeroed buffer, summed over the replicas:
+  // x + 0 is exact, so the sum is a gather (floats survive the round trip through double).
+  const auto& mine = state.fp8;
+  const size_t per_replica = mine.scales.size() + mine.histories.size();
+  const auto world = static_cast<size_t>(reducer_->world_size());
+  const auto rank = static_cast<size_t>(reducer_->rank());
+  std::vector<double> all(world * per_replica, 0.0);
+  double* slot = all.data() + rank * per_replica;
+  for (size_t i = 0; i < mine.scales.size(); ++i) slot[i] = mine.scales[i];
+  for (size_t i = 0; i < mine.histories.size(); ++i) slot[mine.scales.size() + i] = mine.histories[i];
+  reducer_->sum_over_ranks(std::span<double>(all));
+  numerics::DelayedScalingState gathered;
+  gathered.replicas = static_cast<int64_t>(world);
+  gathered.history_length = mine.history_length;
+  for (size_t r = 0; r < world; ++r) {
+    const double* from = all.data() + r * per_replica;
+    for (size_t i = 0; i < mine.scales.size(); ++i)
+      gathered.scales.push_back(static_cast<float>(from[i]));
+    for (size_t i = 0; i < mine.histories.size(); ++i)
+      gathered.histories.push_back(static_cast<float>(from[mine.scales.size() + i]));
+  }
+  state.fp8 = std::move(gathered);
   return state;
 }
 
-void Trainer::restore_precision_state(const checkpoint::PrecisionState& state) {
+bool Trainer::restore_precision_state(const checkpoint::PrecisionState& state) {
   if (loss_scaler_)
     loss_scaler_->restore(static_cast<float>(state.loss_scale), state.loss_scale_good_steps);
-  model_->precision().restore_fp8_state(state.fp8);
+  const int64_t world = reducer_ != nullptr ? reducer_->world_size() : 1;
+  const int64_t rank = reducer_ != nullptr ? reducer_->rank() : 0;
+  const bool own = state.fp8.replicas == world;
+  model_->precision().restore_fp8_state(own ? numerics::replica_state(state.fp8, rank)
+                                            : numerics::merged_state(state.fp8));
+  return own;
 }
 
 }  // namespace dseek::train

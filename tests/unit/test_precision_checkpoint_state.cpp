@@ -1,6 +1,7 @@
 // The mixed-precision state a checkpoint keeps (runtime/checkpoint/precision_state.hpp):
 // a delayed-scaling history and a loss scaler put back from their saved state go on
-// exactly as the originals; an fp8 Trainer restored from a snapshot of step k (weights,
+// exactly as the originals; a replica's own state is cut out of all replicas', and a
+// world of another size gets their cautious merge; an fp8 Trainer restored from a snapshot of step k (weights,
 // moments and this state) takes steps k.. with the same skips, loss scales, losses and
 // parameter bits as the trainer that never stopped, and one restored without the state
 // does not (so the comparison can fail); the manifest round-trips the state, reads an
@@ -82,6 +83,26 @@ TEST_CASE("delayed scaling: a restored history gives the same scales as the orig
   numerics::DelayedScaling longer(numerics::Fp8Format::e4m3, {4, 0});
   longer.restore({1.0f, 2.0f}, 0.5f);
   CHECK(longer.history_oldest_first() == std::vector<float>{0.0f, 0.0f, 1.0f, 2.0f});
+}
+
+TEST_CASE("delayed scaling: a replica's own state, and the cautious merge of all replicas'",
+          "[unit][numerics][precision][checkpoint]") {
+  // 2 replicas x 2 tensors, history 2 (replica 0's, then replica 1's).
+  numerics::DelayedScalingState state;
+  state.replicas = 2;
+  state.history_length = 2;
+  state.scales = {8.0f, 4.0f, 2.0f, 16.0f};
+  state.histories = {1.0f, 3.0f, 0.5f, 0.25f, 2.0f, 1.0f, 0.0f, 0.5f};
+  CHECK(state.tensors() == 2);
+  const auto second = numerics::replica_state(state, 1);
+  CHECK(second.replicas == 1);
+  CHECK(second.scales == std::vector<float>{2.0f, 16.0f});
+  CHECK(second.histories == std::vector<float>{2.0f, 1.0f, 0.0f, 0.5f});
+  const auto merged = numerics::merged_state(state);
+  CHECK(merged.replicas == 1);
+  CHECK(merged.scales == std::vector<float>{2.0f, 4.0f});  // the smaller of each
+  CHECK(merged.histories == std::vector<float>{2.0f, 3.0f, 0.5f, 0.5f});  // the larger
+  CHECK_THROWS_WITH(numerics::replica_state(state, 2), Contains("replica 2 of 2"));
 }
 
 TEST_CASE("loss scaler: a restored scaler halves and doubles at the original's steps",
@@ -206,6 +227,7 @@ ck::Snapshot fp8_snapshot() {
   s.precision.precision = "fp8";
   s.precision.loss_scale = 4096.0;
   s.precision.loss_scale_good_steps = 17;
+  s.precision.fp8.replicas = 2;  // one operand each
   s.precision.fp8.history_length = 3;
   s.precision.fp8.scales = {448.0f, 0.25f};
   s.precision.fp8.histories = {0.0f, 1.5f, 2.0f, 3.0f, std::ldexp(1.0f, -20), 0.0f};
@@ -244,6 +266,7 @@ TEST_CASE("checkpoint manifest: the precision state round-trips; an older manife
   CHECK(m.precision.loss_scale == 4096.0);
   CHECK(m.precision.loss_scale_good_steps == 17);
   CHECK(m.precision.fp8.history_length == 3);
+  CHECK(m.precision.fp8.replicas == 2);
   CHECK(m.precision.fp8.scales == snapshot.precision.fp8.scales);
   CHECK(m.precision.fp8.histories == snapshot.precision.fp8.histories);  // bitwise floats
 
@@ -263,6 +286,7 @@ TEST_CASE("checkpoint manifest: the precision state round-trips; an older manife
     auto precision = root.initPrecision();
     precision.setPrecision("fp8");
     precision.setFp8AmaxHistoryLength(3);
+    precision.setFp8Replicas(1);
     precision.initFp8Scales(2);
     precision.initFp8AmaxHistories(5);  // one short
   });
