@@ -9,6 +9,7 @@
 #include "runtime/checkpoint/store.hpp"
 #include "runtime/checkpoint/writer_thread.hpp"
 #include "runtime/config/load.hpp"
+#include "runtime/train/precision_resume.hpp"
 
 namespace dseek::train {
 
@@ -87,6 +88,16 @@ int64_t GatheredCheckpointing::resume() {
   }
   state_.restore_whole(loaded->params.data(), loaded->adam_m.data(), loaded->adam_v.data(),
                        m.optimizer_steps);
+  // The pipeline and tensor-parallel trainers neither write nor restore the loss scale
+  // and fp8 amax histories yet (their checkpoints record no precision): fp8 starts them
+  // fresh, on every rank alike, and says so.
+  PrecisionResume precision = precision_resume(m.precision, config_.train.precision);
+  if (config_.train.precision == "fp8") {
+    precision.outcome = "fresh";
+    precision.note = "checkpoint: pipeline and tensor-parallel jobs do not restore the fp8 loss "
+                     "scale and amax histories yet; fp8 starts at train.loss_scale_init";
+  }
+  if (!precision.note.empty()) progress_.line(precision.note);
   const LayoutSizes now = state_.sizes();
   events_.emit("resumed",
                util::JsonLine().add("step", m.step).add("path", loaded->dir.string())
@@ -97,7 +108,8 @@ int64_t GatheredCheckpointing::resume() {
                    .add("world_size", static_cast<int64_t>(now.world()))
                    .add("data", static_cast<int64_t>(now.data))
                    .add("pipeline", static_cast<int64_t>(now.pipeline))
-                   .add("tensor", static_cast<int64_t>(now.tensor)));
+                   .add("tensor", static_cast<int64_t>(now.tensor))
+                   .add("precision_state", precision.outcome));
   progress_.line("checkpoint: resumed from " + loaded->dir.string() + " at step " +
                  std::to_string(m.step) + " (written by " +
                  describe(m.data_parallel, m.pipeline_parallel, m.tensor_parallel) +

@@ -12,7 +12,9 @@
 // a disagreement is an error). Events, as in checkpointing.hpp, from rank 0:
 //   checkpoint_committed / checkpoint_skipped / checkpoint_failed  (the same fields)
 //   resumed  step, path, written_world_size, written_data, written_pipeline,
-//            written_tensor, world_size, data, pipeline, tensor      (every rank)
+//            written_tensor, world_size, data, pipeline, tensor,
+//            precision_state (fresh under fp8: these jobs do not keep the loss scale and
+//            amax histories yet; ignored / none otherwise)              (every rank)
 #pragma once
 
 #include <cstdint>

@@ -374,3 +374,46 @@ TEST_CASE("mixed precision: an fp8 run stopped at step k and resumed continues t
     }
   }
 }
+
+TEST_CASE("mixed precision: an fp8 checkpoint of 2 replicas resumes on one node with their "
+          "amax histories merged, and as bf16 without them",
+          "[dp][precision][checkpoint]") {
+  // Another world size sees other slices of the batch: each replica's own histories do
+  // not fit it, their cautious merge does (runtime/train/trainer_precision_state.cpp). A
+  // bf16 run has no loss scale and no amax history: it ignores them
+  // (runtime/train/precision_resume.hpp). Both train on from the checkpoint.
+  const std::vector<std::string> fp8{"train.precision=\"fp8\"", "train.loss_scale_init=16777216",
+                                     "train.loss_scale_window=2"};
+  ScratchDir merged_dir("fp8-resume-merged"), bf16_dir("fp8-resume-bf16");
+  std::vector<std::string> stop = fp8;
+  stop.push_back("train.stop_after_steps=5");
+  const JobRun first = run_job(2, merged_dir.path(), tiny_settings(stop));
+  INFO(first.report);
+  REQUIRE(first.ok);
+  std::filesystem::remove_all(merged_dir.path() / "rendezvous");
+  std::filesystem::copy(merged_dir.path(), bf16_dir.path(),
+                        std::filesystem::copy_options::recursive |
+                            std::filesystem::copy_options::overwrite_existing);
+  struct Case {
+    const ScratchDir& dir;
+    std::string precision, outcome;
+  };
+  for (const Case& c : {Case{merged_dir, "fp8", "merged"}, Case{bf16_dir, "bf16", "ignored"}}) {
+    INFO("resumed as " << c.precision);
+    std::vector<std::string> settings = fp8;
+    settings.push_back("train.precision=\"" + c.precision + "\"");
+    settings.push_back("checkpoint.resume=\"latest\"");
+    const JobRun resumed = run_job(1, c.dir.path(), tiny_settings(settings));
+    INFO(resumed.report);
+    REQUIRE(resumed.ok);
+    const auto& replica = resumed.replicas[0];
+    std::string resumed_event;
+    for (const auto& line : replica.lines)
+      if (line.find("\"event\":\"resumed\"") != std::string::npos) resumed_event = line;
+    CHECK_THAT(resumed_event, Catch::Matchers::Contains("\"precision_state\":\"" + c.outcome + "\""));
+    // The events file is appended to: node 0's 5 steps, then the resumed 7.
+    REQUIRE(replica.losses.size() == 12);
+    CHECK(replica.losses.back() < replica.losses.front());
+    CHECK(std::isfinite(replica.losses.back()));
+  }
+}
