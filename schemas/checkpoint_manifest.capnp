@@ -1,9 +1,10 @@
 # The manifest of one checkpoint: manifest.capnp inside the checkpoint directory
 # step-<8 digits>/, next to its raw data files. It says which run state the directory
-# holds (step, layout of the world that wrote it, config, data position, loss scale) and,
-# for every tensor shard, which slice of which full tensor it is and where its bytes are,
-# with a checksum. Describing slices (not whole tensors) is what lets a checkpoint written
-# by N data-parallel ranks (ZeRO shards) be assembled into any other layout.
+# holds (step, layout of the world that wrote it, config, data position, loss scale and
+# fp8 scaling state) and, for every tensor shard, which slice of which full tensor it is
+# and where its bytes are, with a checksum. Describing slices (not whole tensors) is what
+# lets a checkpoint written by N data-parallel ranks (ZeRO shards) be assembled into any
+# other layout.
 @0x83ee37e6455238bf;
 
 $import "/capnp/c++.capnp".namespace("dseek::schema");
