@@ -255,8 +255,8 @@ void rewrite_manifest(const fs::path& dir, Edit edit) {
 
 }  // namespace
 
-TEST_CASE("checkpoint manifest: the precision state round-trips; an older manifest reads "
-          "as not recorded; a malformed one is refused",
+TEST_CASE("checkpoint manifest: the precision state round-trips, an older manifest reads "
+          "as not recorded and a malformed one is refused",
           "[unit][checkpoint][precision]") {
   testing::ScratchDir dir("ckpt-precision");
   const ck::Snapshot snapshot = fp8_snapshot();
