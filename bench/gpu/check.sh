@@ -23,6 +23,7 @@
 #
 # Usage: bench/gpu/check.sh [--device cuda|cpu] [--bundle DIR] [--bin-dir DIR]
 #                           [--out DIR] [--batch B] [--steps S] [--peak-tflops P]
+#                           [--budget SECONDS]
 #   --device cuda (default): the flow above on CUDA device 0.
 #   --device cpu: the same flow on the CPU backend with a tiny model (2 layers, d=64,
 #       context 32), to test this script without a GPU (tests/integration/
@@ -37,7 +38,8 @@
 #   --out: where the table, JSON and logs go (default $OUT when set, else gpu-check-out/).
 #   --batch / --steps: gpt2_train's batch (sequences of 1024 tokens) and steps (the
 #       first 3 are warm-up, untimed). --peak-tflops: use this BF16 peak instead of
-#       measuring it.
+#       measuring it. --budget: the whole check's time bound (default 570 s); each row
+#       gets at most what is left of it, so a device call's own limit is never hit.
 # Exit status: 0 when no row failed (a "skipped" row is not a
 # failure), 1 otherwise, 2 on bad arguments.
 set -uo pipefail
@@ -50,6 +52,7 @@ out_dir=${OUT:-$repo_root/gpu-check-out}
 batch=""
 steps=""
 peak_given=""
+budget_seconds=570  # every step below is bounded so the whole stays under 10 minutes
 while (($#)); do
   case "$1" in
     --device) device=$2; shift 2 ;;
@@ -59,6 +62,7 @@ while (($#)); do
     --batch) batch=$2; shift 2 ;;
     --steps) steps=$2; shift 2 ;;
     --peak-tflops) peak_given=$2; shift 2 ;;
+    --budget) budget_seconds=$2; shift 2 ;;
     *) echo "check.sh: unknown argument '$1' (see the header of $0)" >&2; exit 2 ;;
   esac
 done
@@ -72,7 +76,6 @@ bundle=$(realpath -m "$bundle")
 cd "$repo_root"
 mkdir -p "$out_dir"
 start_seconds=$SECONDS
-budget_seconds=570  # every step below is bounded so the whole stays under 10 minutes
 
 # --- rows: parallel arrays, one entry per row --------------------------------------
 row_names=() row_status=() row_rate=() row_mfu=() row_detail=() row_json=()
@@ -98,11 +101,17 @@ bounded() {
   timeout --kill-after=10 "$limit" "$@" >"$log" 2>&1
 }
 
+# tar needs the xz program for .tar.xz; a machine without it may still have python3.
+unpack_tar_xz() {  # archive destination
+  tar -C "$2" -xJf "$1" 2>/dev/null ||
+    python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])' "$1" "$2"
+}
+
 # --- the binaries --------------------------------------------------------------------
 if [[ -n $bin_dir ]]; then
   source_of_binaries="--bin-dir $bin_dir"
 elif [[ ! -d $bundle && -f $bundle.tar.xz ]] && mkdir -p /tmp/dseek-gpu-check &&
-     tar -C /tmp/dseek-gpu-check -xJf "$bundle.tar.xz" &&
+     unpack_tar_xz "$bundle.tar.xz" /tmp/dseek-gpu-check &&
      bundle=/tmp/dseek-gpu-check/$(basename "$bundle") && [[ -x $bundle/bin/gpt2_train ]]; then
   bin_dir=$bundle/bin
   # shellcheck source=/dev/null
@@ -139,15 +148,37 @@ if [[ $device == cpu ]]; then
 elif [[ ! -x $bin_dir/dseek_gpu_tests ]]; then
   add_row parity missing - - "dseek_gpu_tests is not in $bin_dir (the CUDA backend's tests are not in this build)" ""
 else
-  bounded 180 "$out_dir/parity.log" "$bin_dir/dseek_gpu_tests"
-  code=$?
-  summary=$(grep -E "test cases|All tests passed" "$out_dir/parity.log" | tail -n 1)
-  case $code in
-    0) add_row parity ok - - "dseek_gpu_tests: ${summary:-passed}" "" ;;
-    77) add_row parity failed - - "dseek_gpu_tests found no usable GPU (exit 77)" "" ;;
-    124|137) add_row parity failed - - "dseek_gpu_tests timed out" "" ;;
-    *) add_row parity failed - - "dseek_gpu_tests exit $code: ${summary:-see parity.log}" "" ;;
-  esac
+  # One process per test case, each bounded: a case that crashes the process or hangs
+  # the device (code that never ran on one before) does not hide the cases after it.
+  parity_deadline=$((SECONDS + 180))
+  parity_passed=0 parity_failed=() parity_not_run=0
+  : >"$out_dir/parity.log"
+  while IFS= read -r case_name; do
+    [[ -z $case_name ]] && continue
+    if ((SECONDS >= parity_deadline)); then parity_not_run=$((parity_not_run + 1)); continue; fi
+    # Catch2 reads ',' '[' ']' '"' '\' in a test spec as syntax: escape them.
+    spec=$(sed 's/[][,"\\]/\\&/g' <<<"$case_name")
+    echo "=== $case_name" >>"$out_dir/parity.log"
+    bounded 45 "$out_dir/parity_case.log" "$bin_dir/dseek_gpu_tests" "$spec"
+    code=$?
+    cat "$out_dir/parity_case.log" >>"$out_dir/parity.log"
+    echo "=== exit $code: $case_name" >>"$out_dir/parity.log"
+    if ((code == 0)) && grep -q "All tests passed" "$out_dir/parity_case.log"; then
+      parity_passed=$((parity_passed + 1))
+    else
+      parity_failed+=("$case_name (exit $code)")
+    fi
+  done < <("$bin_dir/dseek_gpu_tests" --list-test-names-only 2>>"$out_dir/parity.log")
+  rm -f "$out_dir/parity_case.log"
+  parity_total=$((parity_passed + ${#parity_failed[@]} + parity_not_run))
+  if ((parity_total == 0)); then
+    add_row parity failed - - "dseek_gpu_tests listed no test case (see parity.log)" ""
+  elif ((${#parity_failed[@]} == 0 && parity_not_run == 0)); then
+    add_row parity ok - - "dseek_gpu_tests: $parity_passed/$parity_total test cases passed, one process each" ""
+  else
+    failed_list=$(printf '%s; ' "${parity_failed[@]}")
+    add_row parity failed - - "dseek_gpu_tests: $parity_passed/$parity_total passed, $parity_not_run not run (180 s), failed: ${failed_list%; }" ""
+  fi
 fi
 
 # --- 2. the BF16 peak --------------------------------------------------------------------
