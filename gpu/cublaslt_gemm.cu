@@ -6,6 +6,7 @@
 // column-major out^T = y @ x^T, swapping the operands instead of copying them.
 #include "gpu/cublaslt_gemm.hpp"
 
+#include <cstdint>
 #include <stdexcept>
 #include <string>
 
@@ -175,9 +176,45 @@ void CublasLtGemm::run(const Product& p) {
   // ways (cuBLASLt's in-place rule wants Cdesc == Ddesc), so C is null, as Transformer
   // Engine passes it for fp8 outputs.
   const void* c_pointer = is_fp8(p.d_type) ? nullptr : p.D;
-  DSEEK_CUBLAS_CHECK(cublasLtMatmul(handle_, desc.operation, &alpha, p.A, desc.a, p.B, desc.b,
-                                    &p.beta, c_pointer, desc.c, p.D, desc.d, &found->second,
-                                    workspace_, workspace_bytes_, stream_));
+  const cublasStatus_t status =
+      cublasLtMatmul(handle_, desc.operation, &alpha, p.A, desc.a, p.B, desc.b, &p.beta,
+                     c_pointer, desc.c, p.D, desc.d, &found->second, workspace_,
+                     workspace_bytes_, stream_);
+  // cuBLASLt's status alone ("not supported") does not say which product: name it.
+  if (status != CUBLAS_STATUS_SUCCESS)
+    check_cublas(status, __FILE__, __LINE__, ("cublasLtMatmul of " + describe(p)).c_str());
+}
+
+std::string CublasLtGemm::describe(const Product& p) {
+  const auto type_name = [](cudaDataType type) -> std::string {
+    switch (type) {
+      case CUDA_R_32F: return "fp32";
+      case CUDA_R_16BF: return "bf16";
+      case CUDA_R_8F_E4M3: return "e4m3";
+      case CUDA_R_8F_E5M2: return "e5m2";
+      default: return "type " + std::to_string(static_cast<int>(type));
+    }
+  };
+  // A pointer's alignment: cuBLASLt's kernels need 16 bytes, its heuristic assumes 256.
+  const auto alignment = [](const void* pointer) {
+    const auto address = reinterpret_cast<uintptr_t>(pointer);
+    return address == 0 ? std::string("null")
+                        : std::to_string(address & ~(address - 1) > 256 ? 256
+                                                                         : address & ~(address - 1));
+  };
+  return "D (" + std::to_string(p.m) + " x " + std::to_string(p.n) + ", " +
+         type_name(p.d_type) + ", ld " + std::to_string(p.ldd) + ", aligned " +
+         alignment(p.D) + ") = " + (p.transa == CUBLAS_OP_N ? "A" : "A^T") + " (" +
+         type_name(p.a_type) + ", ld " + std::to_string(p.lda) + ", aligned " +
+         alignment(p.A) + ") @ " + (p.transb == CUBLAS_OP_N ? "B" : "B^T") + " (" +
+         type_name(p.b_type) + ", ld " + std::to_string(p.ldb) + ", aligned " +
+         alignment(p.B) + "), k " + std::to_string(p.k) + ", beta " + std::to_string(p.beta) +
+         (p.bias != nullptr ? ", bias " + type_name(p.bias_type) : std::string(", no bias")) +
+         (p.a_scale != nullptr ? ", scales aligned " + alignment(p.a_scale) + " and " +
+                                     alignment(p.b_scale)
+                               : std::string()) + (p.d_scale != nullptr ? ", d_scale" : "") +
+         (p.amax_d != nullptr ? ", amax_d" : "") +
+         (p.fast_accumulation ? ", fast accumulation" : "") + " on " + device_name_;
 }
 
 // --- BF16 ------------------------------------------------------------------------------

@@ -108,6 +108,8 @@ class CublasLtGemm {
 
  private:
   void run(const Product& product);
+  // The product in words (shapes, types, leading dimensions, pointer alignment), for errors.
+  std::string describe(const Product& product);
 
   int device_index_ = 0;
   int compute_major_ = 0;

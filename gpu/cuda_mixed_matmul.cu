@@ -19,12 +19,17 @@ namespace {
 using backend::MatmulFormat;
 using backend::MatmulPrecision;
 
+// The inverse scales lie 256 bytes apart: cuBLASLt refuses (CUBLAS_STATUS_NOT_SUPPORTED,
+// seen on an H200) a scale pointer that is only 4-byte aligned, as inverse + 1 was.
+constexpr int kScaleStride = 64;  // floats
+constexpr int kInpScale = 0, kWeightScale = kScaleStride, kDoutScale = 2 * kScaleStride;
+
 __global__ void reciprocals_kernel(float* inverse, const float* inp_scale,
                                    const float* weight_scale, const float* dout_scale) {
   // The same float division the CPU reference does (1.0f / *scale), one thread.
-  inverse[0] = 1.0f / *inp_scale;
-  inverse[1] = 1.0f / *weight_scale;
-  if (dout_scale != nullptr) inverse[2] = 1.0f / *dout_scale;
+  inverse[kInpScale] = 1.0f / *inp_scale;
+  inverse[kWeightScale] = 1.0f / *weight_scale;
+  if (dout_scale != nullptr) inverse[kDoutScale] = 1.0f / *dout_scale;
 }
 
 // out[r, c] = bias[c]: the fp8 product then adds to it with beta = 1, as the CPU's sgemm does.
@@ -81,7 +86,7 @@ void* CudaMixedMatmul::slot(Slot which, size_t bytes) {
 }
 
 const float* CudaMixedMatmul::inverse_scales(const MatmulPrecision& precision, bool with_dout) {
-  auto* inverse = static_cast<float*>(slot(kScaleInv, 4 * sizeof(float)));
+  auto* inverse = static_cast<float*>(slot(kScaleInv, 3 * kScaleStride * sizeof(float)));
   reciprocals_kernel<<<1, 1, 0, stream_>>>(inverse, precision.inp.scale, precision.weight.scale,
                                            with_dout ? precision.dout.scale : nullptr);
   DSEEK_CUDA_CHECK_LAUNCH(stream_, "reciprocals_kernel");
@@ -133,8 +138,8 @@ void CudaMixedMatmul::forward(float* out, const float* inp, const float* w, cons
     DSEEK_CUDA_CHECK_LAUNCH(stream_, "broadcast_bias_kernel");
   }
   Fp8Scales scales;
-  scales.a_scale_inv = inverse + 0;  // a = inp
-  scales.b_scale_inv = inverse + 1;  // b = w
+  scales.a_scale_inv = inverse + kInpScale;  // a = inp
+  scales.b_scale_inv = inverse + kWeightScale;  // b = w
   // fp32 bias (the CPU adds it in fp32): broadcast above and added with beta = 1, since
   // cuBLASLt's FP8 bias epilogue takes bf16 only.
   gemm().fp8_gemm(out, Fp8Output::fp32, inp_q, CUDA_R_8F_E4M3, w_q, CUDA_R_8F_E4M3, nullptr, N,
@@ -179,13 +184,13 @@ void CudaMixedMatmul::backward(float* dinp, float* dw, const float* dout, const 
     quantize_to_fp8(dout_q, Fp8Format::e5m2, dout, dout_n, precision.dout.scale,
                     precision.dout.amax, stream_);
     Fp8Scales scales;
-    scales.a_scale_inv = inverse + 2;  // a = dout
-    scales.b_scale_inv = inverse + 1;  // b = w^T
+    scales.a_scale_inv = inverse + kDoutScale;  // a = dout
+    scales.b_scale_inv = inverse + kWeightScale;  // b = w^T
     gemm().fp8_backward_input(dinp, Fp8Output::fp32, dout_q, w_t, N, C, OC, scales);
   }
   Fp8Scales scales;
-  scales.a_scale_inv = inverse + 2;  // a = dout^T
-  scales.b_scale_inv = inverse + 0;  // b = inp^T
+  scales.a_scale_inv = inverse + kDoutScale;  // a = dout^T
+  scales.b_scale_inv = inverse + kInpScale;  // b = inp^T
   gemm().fp8_backward_weight(dw, dout_t, inp_t, N, C, OC, scales);
 }
 

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdio>
 #include <random>
+#include <stdexcept>
 #include <vector>
 
 #include "bench/gpu/device_array.hpp"
@@ -76,6 +77,26 @@ double relative_error(const std::vector<float>& got, const std::vector<float>& w
 }
 
 int failures = 0;
+
+// FP8 products against the fp32 reference on the same quantized values: every product of
+// two FP8 values is exact in fp32, but Hopper's FP8 tensor cores add them in an
+// accumulator narrower than fp32 (about 14 bits, DeepSeek-V3 report section 3.3.2), also
+// with cuBLASLt's fast accumulation off. Measured on an H200 (2026-11-30, K = 192 to 320):
+// 1.5e-4 to 2.6e-4 of the largest output. Bound: 1e-3. A bf16 product accumulates in fp32
+// (its bound stays 1e-4).
+constexpr double kFp8AccumulationBound = 1e-3;
+
+// Runs one check; an exception (cuBLASLt refusing a product) is a failed check, reported
+// with its message, and the checks after it still run.
+template <class Check>
+void guarded(const char* what, Check&& check) {
+  try {
+    check();
+  } catch (const std::exception& error) {
+    ++failures;
+    std::printf("check %-44s FAILED: %s\n", what, error.what());
+  }
+}
 
 void report(const char* what, double error, double bound) {
   const bool ok = error <= bound;
@@ -201,7 +222,7 @@ void check_fp8(CublasLtGemm& gemm, int N, int C, int OC) {
                    C, OC, {inp.scale_inv.get(), w.scale_inv.get(), nullptr, nullptr});
   reference(want, inp.exact, C, 1, w.exact, C, 1, bias.exact.get(), N, OC, C, 0.0f);
   const std::vector<float> fp8_out = download(got);
-  report("fp8 forward e4m3, fp32 out + bias", relative_error(fp8_out, download(want)), 1e-4);
+  report("fp8 forward e4m3, fp32 out + bias", relative_error(fp8_out, download(want)), kFp8AccumulationBound);
   {  // Against the unquantized product: the FP8 rounding itself (E4M3: 3 mantissa bits).
     Device<float> full_inp = upload(inp_values), full_w = upload(w_values);
     Device<float> full_want(size_t(N) * OC);
@@ -235,7 +256,7 @@ void check_fp8(CublasLtGemm& gemm, int N, int C, int OC) {
          relative_error(download(out8_float), want_nobias_host),
          7e-2);  // E4M3 keeps 3 mantissa bits: half a step is 2^-4 of the value
   std::vector<float> amax_host = download(amax_d);
-  report("fp8 forward, amax_d", std::fabs(amax_host[0] - want_amax) / want_amax, 1e-4);
+  report("fp8 forward, amax_d", std::fabs(amax_host[0] - want_amax) / want_amax, kFp8AccumulationBound);
 
   Device<float> dinp(size_t(N) * C), dinp_want(size_t(N) * C);
   fill_nan(dinp);
@@ -246,7 +267,7 @@ void check_fp8(CublasLtGemm& gemm, int N, int C, int OC) {
   reference(dinp_want, dout.exact, OC, 1, w_t.exact, OC, 1, nullptr, N, C, OC, 0.0f);
   report("fp8 backward input e5m2 x e4m3, fp32 out",
          relative_error(download(dinp), download(dinp_want)),
-         1e-4);
+         kFp8AccumulationBound);
 
   const std::vector<float> dw_start = random_values(size_t(OC) * C, 1e-2f, 15);
   Device<float> dw = upload(dw_start), dw_want = upload(dw_start);
@@ -256,7 +277,23 @@ void check_fp8(CublasLtGemm& gemm, int N, int C, int OC) {
   // dw[o][c] += sum_n dout_t[o][n] inp_t[c][n]
   reference(dw_want, dout_t.exact, N, 1, inp_t.exact, N, 1, nullptr, OC, C, N, 1.0f);
   report("fp8 backward weight, fp32 accumulate", relative_error(download(dw), download(dw_want)),
-         1e-4);
+         kFp8AccumulationBound);
+
+  // The form CudaMixedMatmul's forward uses for an fp32 bias (cuBLASLt's FP8 bias
+  // epilogue takes bf16 only): the bias broadcast into d first, the product added with
+  // beta = 1.
+  guarded("fp8 forward e4m3, fp32 out, beta 1 on a bias", [&] {
+    std::vector<float> start(size_t(N) * OC);
+    const std::vector<float> bias_host = download(bias.exact);
+    for (size_t i = 0; i < start.size(); ++i) start[i] = bias_host[i % OC];
+    Device<float> d = upload(start), d_want(size_t(N) * OC);
+    gemm.fp8_gemm(d.get(), Fp8Output::fp32, inp.low.get(), CUDA_R_8F_E4M3, w.low.get(),
+                  CUDA_R_8F_E4M3, nullptr, N, OC, C, 1.0f,
+                  {inp.scale_inv.get(), w.scale_inv.get(), nullptr, nullptr});
+    reference(d_want, inp.exact, C, 1, w.exact, C, 1, bias.exact.get(), N, OC, C, 0.0f);
+    report("fp8 forward e4m3, fp32 out, beta 1 on a bias",
+           relative_error(download(d), download(d_want)), kFp8AccumulationBound);
+  });
 }
 
 }  // namespace
@@ -264,7 +301,7 @@ void check_fp8(CublasLtGemm& gemm, int N, int C, int OC) {
 int check_gemm_products(CublasLtGemm& gemm, bool fp8) {
   failures = 0;
   check_bf16(gemm, 256, 192, 320);
-  if (fp8) check_fp8(gemm, 256, 192, 320);
+  if (fp8) guarded("fp8 products", [&] { check_fp8(gemm, 256, 192, 320); });
   DSEEK_CUDA_CHECK(cudaDeviceSynchronize());
   return failures;
 }

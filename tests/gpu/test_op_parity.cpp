@@ -116,44 +116,60 @@ TEST_CASE("matmul backward without dinp leaves it alone and still accumulates dw
   DSEEK_CHECK_PARITY(dw, kFp32Tolerance);
 }
 
-TEST_CASE("attention forward and backward match the CPU", "[gpu][ops][attention]") {
+namespace {
+// Forward and backward of one attention shape on both backends.
+void check_attention(int batch, int steps, int channels, int heads) {
   BackendPair pair;
-  // Head sizes 12, 24 (partial warps), 48 (one and a half warps) and 96 (three per lane).
-  const int heads = GENERATE(4, 1);
-  const int channels = GENERATE(48, 96);
-  INFO("C = " << channels << ", NH = " << heads);
-  Mirrored<float> qkv(pair, random_floats(static_cast<size_t>(N) * 3 * channels, 30));
-  Mirrored<float> out(pair, nan_filled(static_cast<size_t>(N) * channels));
+  const int rows = batch * steps;
+  INFO("B = " << batch << ", T = " << steps << ", C = " << channels << ", NH = " << heads);
+  Mirrored<float> qkv(pair, random_floats(static_cast<size_t>(rows) * 3 * channels, 30));
+  Mirrored<float> out(pair, nan_filled(static_cast<size_t>(rows) * channels));
   Mirrored<float> att_cpu_side(pair,
-                               nan_filled(pair.cpu->attention_state_floats(B, T, channels, heads)));
+                               nan_filled(pair.cpu->attention_state_floats(batch, steps, channels, heads)));
   // Each side's attention state, NaN-filled; only the GPU's copy of att_gpu_side is used.
   Mirrored<float> att_gpu_side(pair,
-                               nan_filled(pair.gpu->attention_state_floats(B, T, channels, heads)));
+                               nan_filled(pair.gpu->attention_state_floats(batch, steps, channels, heads)));
   float* att_gpu = att_gpu_side.gpu.data();
-  // The CUDA backend saves one logsumexp per row and head, not the T x T probabilities.
-  CHECK(pair.gpu->attention_state_floats(B, T, channels, heads) ==
-        static_cast<size_t>(B) * heads * T);
-  pair.cpu->attention_forward(out.cpu.data(), att_cpu_side.cpu.data(), qkv.cpu.data(), B, T,
+  // The CUDA backend saves one logsumexp per row and head, not the steps x steps probabilities.
+  CHECK(pair.gpu->attention_state_floats(batch, steps, channels, heads) ==
+        static_cast<size_t>(batch) * heads * steps);
+  pair.cpu->attention_forward(out.cpu.data(), att_cpu_side.cpu.data(), qkv.cpu.data(), batch, steps,
                               channels, heads);
-  pair.gpu->attention_forward(out.gpu.data(), att_gpu, qkv.gpu.data(), B, T, channels,
+  pair.gpu->attention_forward(out.gpu.data(), att_gpu, qkv.gpu.data(), batch, steps, channels,
                               heads);
   DSEEK_CHECK_PARITY(out, kFp32Tolerance);
   // Every logsumexp was written.
   CHECK(count_nan(att_gpu_side.gpu_values()) == 0);
 
-  Mirrored<float> dout(pair, random_floats(static_cast<size_t>(N) * channels, 31));
-  Mirrored<float> dqkv(pair, nan_filled(static_cast<size_t>(N) * 3 * channels));  // overwritten
+  Mirrored<float> dout(pair, random_floats(static_cast<size_t>(rows) * channels, 31));
+  Mirrored<float> dqkv(pair, nan_filled(static_cast<size_t>(rows) * 3 * channels));  // overwritten
   pair.cpu->attention_backward(dqkv.cpu.data(), dout.cpu.data(), qkv.cpu.data(),
-                               att_cpu_side.cpu.data(), B, T, channels, heads);
+                               att_cpu_side.cpu.data(), batch, steps, channels, heads);
   pair.gpu->attention_backward(dqkv.gpu.data(), dout.gpu.data(), qkv.gpu.data(), att_gpu,
-                               B, T, channels, heads);
+                               batch, steps, channels, heads);
   DSEEK_CHECK_PARITY(dqkv, kFp32Tolerance);
 
   // Deterministic: the same inputs again give bit-identical gradients.
   const std::vector<float> first = dqkv.gpu_values();
   pair.gpu->attention_backward(dqkv.gpu.data(), dout.gpu.data(), qkv.gpu.data(), att_gpu,
-                               B, T, channels, heads);
+                               batch, steps, channels, heads);
   CHECK(dqkv.gpu_values() == first);
+}
+}  // namespace
+
+TEST_CASE("attention forward and backward match the CPU", "[gpu][ops][attention]") {
+  // Head sizes 12, 24, 48 (the tiled kernels, one partial tile of 37 rows) and 96 (the
+  // warp-per-row kernels: three values per lane).
+  const int heads = GENERATE(4, 1);
+  const int channels = GENERATE(48, 96);
+  check_attention(B, T, channels, heads);
+}
+
+TEST_CASE("tiled attention over several tiles matches the CPU", "[gpu][ops][attention]") {
+  // T = 150: query and key tiles 0, 1 and a partial 2 (22 rows), the diagonal tiles
+  // masked; head size 64 (GPT-2's, every dimension of a tile) and 40 (zero-padded).
+  const int channels = GENERATE(128, 80);
+  check_attention(2, 150, channels, 2);
 }
 
 TEST_CASE("attention refuses head sizes its kernels do not handle", "[gpu][ops][attention]") {
