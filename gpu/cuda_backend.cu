@@ -175,7 +175,7 @@ class CudaBackend final : public backend::Backend {
     kernels::matmul_forward(cublas_, stream_, out, inp, w, bias, N, C, OC);
   }
   size_t attention_state_floats(int B, int T, int C, int NH) const override {
-    return static_cast<size_t>(B) * NH * T;  // one logsumexp per query row and head
+    return kernels::attention_state_floats(B, T, C, NH);
   }
   void attention_forward(float* out, float* att, const float* qkv, int B, int T, int C,
                          int NH) override {

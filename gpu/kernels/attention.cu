@@ -206,6 +206,11 @@ unsigned blocks_for_rows(int B, int T, int NH) {
 }
 }  // namespace
 
+size_t attention_state_floats(int B, int T, int C, int NH) {
+  if (tiled_attention_handles(B, T, C, NH)) return tiled_attention_state_floats(B, T, C, NH);
+  return static_cast<size_t>(B) * NH * T;  // one logsumexp per query row and head
+}
+
 void attention_forward(cudaStream_t stream, float* out, float* logsumexp, const float* qkv, int B,
                        int T, int C, int NH) {
   if (B == 0 || T == 0 || NH == 0) return;  // empty: a grid of 0 blocks would not launch

@@ -11,14 +11,18 @@
 // computes a 4 x 4 block of every 64 x 64 product from there.
 //
 // Thread layout: thread (ty, tx) = (tid / 16, tid % 16) owns rows ty + 16 i and columns
-// tx + 16 j (i, j < 4) of a tile product; a row's 16 threads are one half-warp, so a row
-// max or sum is a 4-step butterfly. Tiles are stored with a row stride of 65 floats so
-// that 16 threads reading one column of 16 rows hit 16 different banks.
+// tx + 16 j (i, j < 4) of a score tile; a row's 16 threads are one half-warp, so a row
+// max or sum is a 4-step butterfly. Products read their operands from shared memory four
+// floats at a time (float4 along the summed index, or along the output columns): tiles
+// are stored with a row stride of 68 floats, a multiple of 4 that puts the rows 8 threads
+// read at once in different banks. Per 4 steps of a sum a warp then reads 12 wavefronts
+// of shared memory for 64 FMAs, which keeps the FMA pipes, not shared memory, the limit.
 //
 // Backward (P the probabilities, dP = dO V^T, D_t = sum_j P_tj dP_tj,
-// dS = P (dP - D) * scale): one kernel per query tile computes D and dQ = dS K (two passes
-// over the key tiles); one kernel per key tile walks the query tiles below the diagonal
-// for dK = dS^T Q and dV = P^T dO.
+// dS = P (dP - D) * scale): D_t = dO_t . O_t from a copy of the forward's output kept in
+// the attention state (beside the logsumexps); then one kernel per query tile computes
+// dQ = dS K, and one kernel per key tile walks the query tiles below the diagonal for
+// dK = dS^T Q and dV = P^T dO.
 #include <cmath>
 
 #include "gpu/cuda_check.hpp"
@@ -29,13 +33,30 @@ namespace dseek::gpu::kernels {
 
 namespace {
 
-constexpr int kTile = 64;                       // rows of a query or key tile
-constexpr int kStride = kTile + 1;              // floats per stored tile row (see the top)
+constexpr int kTile = 64;           // rows of a query or key tile
+constexpr int kStride = kTile + 4;  // floats per stored tile row (see the top)
 constexpr int kTileFloats = kTile * kStride;
-constexpr int kThreads = 256;                   // 16 x 16 threads, each 4 x 4 of a tile
-constexpr int kPer = 4;                         // rows (and columns) per thread
+constexpr int kThreads = 256;       // 16 x 16 threads, each 4 x 4 of a tile
+constexpr int kPer = 4;             // rows (and columns) per thread
 
 using Block4 = float[kPer][kPer];
+
+// Which rows (or columns) of a tile a thread's 4 x 4 block covers: index * spread + k * step
+// for k < 4, with index ty (rows) or tx (columns). Interleaved {1, 16} keeps a row's 16
+// threads in one half-warp (the softmax's row max and sum); contiguous {4, 1} lets a
+// thread read its 4 values of a tile row as one float4.
+struct Spread {
+  int spread, step;
+};
+constexpr Spread kInterleaved{1, 16};
+constexpr Spread kContiguous{4, 1};
+
+__device__ __forceinline__ float4 load4(const float* tile, int offset) {
+  return *reinterpret_cast<const float4*>(tile + offset);
+}
+__device__ __forceinline__ float element(const float4& v, int k) {
+  return k == 0 ? v.x : k == 1 ? v.y : k == 2 ? v.z : v.w;
+}
 
 struct Head {
   int b, h;
@@ -56,55 +77,68 @@ __device__ void load_tile(float* tile, const float* base, size_t row_stride, int
   }
 }
 
-// acc[i][j] = sum_d A[ty+16i][d] * B[tx+16j][d]   (A B^T: scores, dP)
+// acc[i][j] = sum_d A[ty+16i][d] * B[tx+16j][d]   (A B^T: scores, dP), d < depth rounded
+// up to 4 (the tiles are zero past the head size).
 __device__ __forceinline__ void product_abt(Block4& acc, const float* A, const float* B, int ty,
                                             int tx, int depth) {
 #pragma unroll
   for (int i = 0; i < kPer; ++i)
 #pragma unroll
     for (int j = 0; j < kPer; ++j) acc[i][j] = 0.0f;
-  for (int d = 0; d < depth; ++d) {
-    float a[kPer], b[kPer];
+  for (int d = 0; d < depth; d += 4) {
+    float4 a[kPer], b[kPer];
 #pragma unroll
-    for (int i = 0; i < kPer; ++i) a[i] = A[(ty + 16 * i) * kStride + d];
+    for (int i = 0; i < kPer; ++i) a[i] = load4(A, (ty + 16 * i) * kStride + d);
 #pragma unroll
-    for (int j = 0; j < kPer; ++j) b[j] = B[(tx + 16 * j) * kStride + d];
+    for (int j = 0; j < kPer; ++j) b[j] = load4(B, (tx + 16 * j) * kStride + d);
 #pragma unroll
     for (int i = 0; i < kPer; ++i)
 #pragma unroll
-      for (int j = 0; j < kPer; ++j) acc[i][j] += a[i] * b[j];
+      for (int j = 0; j < kPer; ++j) {
+        acc[i][j] += a[i].x * b[j].x;
+        acc[i][j] += a[i].y * b[j].y;
+        acc[i][j] += a[i].z * b[j].z;
+        acc[i][j] += a[i].w * b[j].w;
+      }
   }
 }
 
-// acc[i][j] += sum_c A[ty+16i][c] * B[c][tx+16j]   (A B: P V, dS K)
+// acc[i][j] += sum_c A[ty+16i][c] * B[c][4tx+j]   (A B: P V, dS K)
 __device__ __forceinline__ void accumulate_ab(Block4& acc, const float* A, const float* B, int ty,
                                               int tx) {
-  for (int c = 0; c < kTile; ++c) {
-    float a[kPer], b[kPer];
+  for (int c = 0; c < kTile; c += 4) {
+    float4 a[kPer], b[kPer];
 #pragma unroll
-    for (int i = 0; i < kPer; ++i) a[i] = A[(ty + 16 * i) * kStride + c];
+    for (int i = 0; i < kPer; ++i) a[i] = load4(A, (ty + 16 * i) * kStride + c);
 #pragma unroll
-    for (int j = 0; j < kPer; ++j) b[j] = B[c * kStride + tx + 16 * j];
+    for (int k = 0; k < kPer; ++k) b[k] = load4(B, (c + k) * kStride + 4 * tx);
 #pragma unroll
     for (int i = 0; i < kPer; ++i)
 #pragma unroll
-      for (int j = 0; j < kPer; ++j) acc[i][j] += a[i] * b[j];
+      for (int k = 0; k < kPer; ++k) {
+        const float a_k = element(a[i], k);
+        acc[i][0] += a_k * b[k].x;
+        acc[i][1] += a_k * b[k].y;
+        acc[i][2] += a_k * b[k].z;
+        acc[i][3] += a_k * b[k].w;
+      }
   }
 }
 
-// acc[i][j] += sum_r A[r][ty+16i] * B[r][tx+16j]   (A^T B: P^T dO, dS^T Q)
+// acc[i][j] += sum_r A[r][4ty+i] * B[r][4tx+j]   (A^T B: P^T dO, dS^T Q)
 __device__ __forceinline__ void accumulate_atb(Block4& acc, const float* A, const float* B,
                                                int ty, int tx) {
   for (int r = 0; r < kTile; ++r) {
-    float a[kPer], b[kPer];
+    const float4 a = load4(A, r * kStride + 4 * ty);
+    const float4 b = load4(B, r * kStride + 4 * tx);
 #pragma unroll
-    for (int i = 0; i < kPer; ++i) a[i] = A[r * kStride + ty + 16 * i];
-#pragma unroll
-    for (int j = 0; j < kPer; ++j) b[j] = B[r * kStride + tx + 16 * j];
-#pragma unroll
-    for (int i = 0; i < kPer; ++i)
-#pragma unroll
-      for (int j = 0; j < kPer; ++j) acc[i][j] += a[i] * b[j];
+    for (int i = 0; i < kPer; ++i) {
+      const float a_i = element(a, i);
+      acc[i][0] += a_i * b.x;
+      acc[i][1] += a_i * b.y;
+      acc[i][2] += a_i * b.z;
+      acc[i][3] += a_i * b.w;
+    }
   }
 }
 
@@ -127,25 +161,29 @@ __device__ __forceinline__ void store_block(float* tile, const Block4& values, i
     for (int j = 0; j < kPer; ++j) tile[(ty + 16 * i) * kStride + tx + 16 * j] = values[i][j];
 }
 
-// Rows of `values` (4 x 4 per thread: rows ty+16i, dims tx+16j) to global memory.
+// A thread's 4 x 4 block of a tile (rows `rows`, head dimensions `dims` of the thread's
+// ty and tx), each row times row_factor[i], to global memory; rows past T and dimensions
+// past hs are not written.
 __device__ __forceinline__ void store_rows(float* base, size_t row_stride, const Block4& values,
-                                           int row0, int T, int hs, int ty, int tx,
-                                           const float (&row_factor)[kPer]) {
+                                           int row0, int T, int hs, int ty, int tx, Spread rows,
+                                           Spread dims, const float (&row_factor)[kPer]) {
 #pragma unroll
   for (int i = 0; i < kPer; ++i) {
-    const int r = row0 + ty + 16 * i;
+    const int r = row0 + ty * rows.spread + i * rows.step;
     if (r >= T) continue;
 #pragma unroll
     for (int j = 0; j < kPer; ++j) {
-      const int d = tx + 16 * j;
+      const int d = tx * dims.spread + j * dims.step;
       if (d < hs) base[static_cast<size_t>(r) * row_stride + d] = values[i][j] * row_factor[i];
     }
   }
 }
 
 __global__ void __launch_bounds__(kThreads)
-    tiled_forward_kernel(float* out, float* logsumexp, const float* qkv, int T, int C, int NH) {
-  extern __shared__ float shared[];
+    tiled_forward_kernel(float* out, float* saved_out, float* logsumexp, const float* qkv, int T,
+                         int C, int NH) {
+  extern __shared__ float4 shared_memory[];  // float4: 16-byte aligned
+  float* shared = reinterpret_cast<float*>(shared_memory);
   float* Q = shared;
   float* K = Q + kTileFloats;
   float* V = K + kTileFloats;
@@ -157,6 +195,7 @@ __global__ void __launch_bounds__(kThreads)
   // Heaviest tiles (most keys below the diagonal) first: a shorter tail.
   const int query_tile = static_cast<int>(gridDim.x - 1 - blockIdx.x);
   const int q0 = query_tile * kTile;
+  const int depth = (hs + 3) / 4 * 4;  // the tiles are zero from hs to 64
   const float* head_qkv = qkv + static_cast<size_t>(head.b) * T * 3 * C +
                           static_cast<size_t>(head.h) * hs;
   load_tile(Q, head_qkv, 3 * static_cast<size_t>(C), q0, T, hs);
@@ -176,7 +215,7 @@ __global__ void __launch_bounds__(kThreads)
     load_tile(K, head_qkv + C, 3 * static_cast<size_t>(C), k0, T, hs);
     load_tile(V, head_qkv + 2 * C, 3 * static_cast<size_t>(C), k0, T, hs);
     __syncthreads();
-    product_abt(s, Q, K, ty, tx, hs);
+    product_abt(s, Q, K, ty, tx, depth);
 #pragma unroll
     for (int i = 0; i < kPer; ++i) {
       const int r = q0 + ty + 16 * i;
@@ -209,8 +248,11 @@ __global__ void __launch_bounds__(kThreads)
   float inverse[kPer];
 #pragma unroll
   for (int i = 0; i < kPer; ++i) inverse[i] = 1.0f / l[i];
-  store_rows(out + static_cast<size_t>(head.b) * T * C + static_cast<size_t>(head.h) * hs, C, o,
-             q0, T, hs, ty, tx, inverse);
+  const size_t head_out = static_cast<size_t>(head.b) * T * C + static_cast<size_t>(head.h) * hs;
+  store_rows(out + head_out, C, o, q0, T, hs, ty, tx, kInterleaved, kContiguous, inverse);
+  // The backward pass's D_t = dO_t . O_t reads this copy (`out` is the caller's, and may be
+  // changed before the backward runs).
+  store_rows(saved_out + head_out, C, o, q0, T, hs, ty, tx, kInterleaved, kContiguous, inverse);
   if (tx == 0) {
 #pragma unroll
     for (int i = 0; i < kPer; ++i) {
@@ -227,8 +269,9 @@ __device__ __forceinline__ void probabilities(Block4& p, Block4& dp, const float
                                               const float* K, const float* dO, const float* V,
                                               const float (&lse)[kPer], int q0, int k0, int T,
                                               int hs, float scale, int ty, int tx) {
-  product_abt(p, Q, K, ty, tx, hs);
-  product_abt(dp, dO, V, ty, tx, hs);
+  const int depth = (hs + 3) / 4 * 4;
+  product_abt(p, Q, K, ty, tx, depth);
+  product_abt(dp, dO, V, ty, tx, depth);
 #pragma unroll
   for (int i = 0; i < kPer; ++i) {
     const int r = q0 + ty + 16 * i;
@@ -240,11 +283,31 @@ __device__ __forceinline__ void probabilities(Block4& p, Block4& dp, const float
   }
 }
 
-// Per query tile: D_t (into dsum) and dq_t = sum_j dS_tj k_j (overwritten).
+// D_t = dO_t . O_t for every (b, h, t) row (= sum_j P_tj dP_tj, as FlashAttention-2 gets
+// it): one warp per row, lanes over the head's dimensions, a fixed butterfly.
+__global__ void row_dot_kernel(float* dsum, const float* dout, const float* saved_out, int B,
+                               int T, int C, int NH) {
+  const long long row = static_cast<long long>(blockIdx.x) * (kThreads / kWarpSize) +
+                        threadIdx.x / kWarpSize;
+  if (row >= static_cast<long long>(B) * NH * T) return;  // the whole warp leaves together
+  const int lane = threadIdx.x % kWarpSize;
+  const int t = static_cast<int>(row % T);
+  const long long bh = row / T;
+  const int h = static_cast<int>(bh % NH), b = static_cast<int>(bh / NH);
+  const int hs = C / NH;
+  const size_t offset = (static_cast<size_t>(b) * T + t) * C + static_cast<size_t>(h) * hs;
+  float partial = 0.0f;
+  for (int d = lane; d < hs; d += kWarpSize) partial += dout[offset + d] * saved_out[offset + d];
+  const float total = warp_sum(partial);
+  if (lane == 0) dsum[row] = total;
+}
+
+// Per query tile: dq_t = sum_j dS_tj k_j (overwritten), with D_t from dsum (row_dot_kernel).
 __global__ void __launch_bounds__(kThreads)
-    tiled_backward_query_kernel(float* dqkv, float* dsum, const float* dout, const float* qkv,
+    tiled_backward_query_kernel(float* dqkv, const float* dsum, const float* dout, const float* qkv,
                                 const float* logsumexp, int T, int C, int NH) {
-  extern __shared__ float shared[];
+  extern __shared__ float4 shared_memory[];  // float4: 16-byte aligned
+  float* shared = reinterpret_cast<float*>(shared_memory);
   float* Q = shared;
   float* dO = Q + kTileFloats;
   float* K = dO + kTileFloats;
@@ -268,25 +331,10 @@ __global__ void __launch_bounds__(kThreads)
   for (int i = 0; i < kPer; ++i) {
     const int r = q0 + ty + 16 * i;
     lse[i] = r < T ? logsumexp[head_rows + r] : 0.0f;
-    D[i] = 0.0f;
+    D[i] = r < T ? dsum[head_rows + r] : 0.0f;
   }
   Block4 p, dp;
-  // Pass one: D_t = sum_j P_tj dP_tj, each thread's part over all key tiles, then the row.
-  for (int key_tile = 0; key_tile <= query_tile; ++key_tile) {
-    const int k0 = key_tile * kTile;
-    __syncthreads();
-    load_tile(K, head_qkv + C, qkv_stride, k0, T, hs);
-    load_tile(V, head_qkv + 2 * C, qkv_stride, k0, T, hs);
-    __syncthreads();
-    probabilities(p, dp, Q, K, dO, V, lse, q0, k0, T, hs, scale, ty, tx);
-#pragma unroll
-    for (int i = 0; i < kPer; ++i)
-#pragma unroll
-      for (int j = 0; j < kPer; ++j) D[i] += p[i][j] * dp[i][j];
-  }
-#pragma unroll
-  for (int i = 0; i < kPer; ++i) D[i] = row_sum(D[i]);
-  // Pass two: dq = sum over key tiles of dS K.
+  // dq = sum over key tiles of dS K.
   Block4 dq;
 #pragma unroll
   for (int i = 0; i < kPer; ++i)
@@ -309,21 +357,15 @@ __global__ void __launch_bounds__(kThreads)
   }
   const float one[kPer] = {1.0f, 1.0f, 1.0f, 1.0f};
   store_rows(dqkv + static_cast<size_t>(head.b) * T * 3 * C + static_cast<size_t>(head.h) * hs,
-             qkv_stride, dq, q0, T, hs, ty, tx, one);
-  if (tx == 0) {
-#pragma unroll
-    for (int i = 0; i < kPer; ++i) {
-      const int r = q0 + ty + 16 * i;
-      if (r < T) dsum[head_rows + r] = D[i];
-    }
-  }
+             qkv_stride, dq, q0, T, hs, ty, tx, kInterleaved, kContiguous, one);
 }
 
 // Per key tile: dk_j = sum_{t>=j} dS_tj q_t and dv_j = sum_{t>=j} P_tj dO_t (overwritten).
 __global__ void __launch_bounds__(kThreads)
     tiled_backward_key_kernel(float* dqkv, const float* dsum, const float* dout, const float* qkv,
                               const float* logsumexp, int T, int C, int NH) {
-  extern __shared__ float shared[];
+  extern __shared__ float4 shared_memory[];  // float4: 16-byte aligned
+  float* shared = reinterpret_cast<float*>(shared_memory);
   float* K = shared;
   float* V = K + kTileFloats;
   float* Q = V + kTileFloats;
@@ -378,8 +420,8 @@ __global__ void __launch_bounds__(kThreads)
   const float one[kPer] = {1.0f, 1.0f, 1.0f, 1.0f};
   float* head_dqkv =
       dqkv + static_cast<size_t>(head.b) * T * 3 * C + static_cast<size_t>(head.h) * hs;
-  store_rows(head_dqkv + C, qkv_stride, dk, k0, T, hs, ty, tx, one);
-  store_rows(head_dqkv + 2 * C, qkv_stride, dv, k0, T, hs, ty, tx, one);
+  store_rows(head_dqkv + C, qkv_stride, dk, k0, T, hs, ty, tx, kContiguous, kContiguous, one);
+  store_rows(head_dqkv + 2 * C, qkv_stride, dv, k0, T, hs, ty, tx, kContiguous, kContiguous, one);
 }
 
 constexpr size_t shared_bytes(int tiles) { return sizeof(float) * kTileFloats * tiles; }
@@ -398,22 +440,34 @@ dim3 tile_grid(int B, int T, int NH) {
 
 }  // namespace
 
+size_t tiled_attention_state_floats(int B, int T, int C, int NH) {
+  return static_cast<size_t>(B) * NH * T + static_cast<size_t>(B) * T * C;
+}
+
 bool tiled_attention_handles(int B, int T, int C, int NH) {
   return NH > 0 && C % NH == 0 && C / NH <= kTile && static_cast<long long>(B) * NH <= 65535 &&
          T > 0;
 }
 
-void tiled_attention_forward(cudaStream_t stream, float* out, float* logsumexp, const float* qkv,
+void tiled_attention_forward(cudaStream_t stream, float* out, float* state, const float* qkv,
                              int B, int T, int C, int NH) {
+  float* logsumexp = state;
+  float* saved_out = state + static_cast<size_t>(B) * NH * T;
   allow_shared(tiled_forward_kernel, shared_bytes(4));
   tiled_forward_kernel<<<tile_grid(B, T, NH), kThreads, shared_bytes(4), stream>>>(
-      out, logsumexp, qkv, T, C, NH);
+      out, saved_out, logsumexp, qkv, T, C, NH);
   DSEEK_CUDA_CHECK_LAUNCH(stream, "tiled_forward_kernel");
 }
 
 void tiled_attention_backward(cudaStream_t stream, float* dsum, float* dqkv, const float* dout,
-                              const float* qkv, const float* logsumexp, int B, int T, int C,
-                              int NH) {
+                              const float* qkv, const float* state, int B, int T, int C, int NH) {
+  const float* logsumexp = state;
+  const float* saved_out = state + static_cast<size_t>(B) * NH * T;
+  const long long rows = static_cast<long long>(B) * NH * T;
+  const int warps_per_block = kThreads / kWarpSize;
+  row_dot_kernel<<<static_cast<unsigned>((rows + warps_per_block - 1) / warps_per_block), kThreads,
+                   0, stream>>>(dsum, dout, saved_out, B, T, C, NH);
+  DSEEK_CUDA_CHECK_LAUNCH(stream, "row_dot_kernel");
   allow_shared(tiled_backward_query_kernel, shared_bytes(5));
   allow_shared(tiled_backward_key_kernel, shared_bytes(6));
   tiled_backward_query_kernel<<<tile_grid(B, T, NH), kThreads, shared_bytes(5), stream>>>(

@@ -61,6 +61,9 @@ void add_column_sums(cudaStream_t stream, Scratch scratch, float* dst, const flo
 // --- attention.cu (flash-style: saves the row logsumexp, recomputes probabilities) -----
 // Largest head size the kernels handle (C / NH).
 constexpr int kMaxHeadSize = 256;
+// Floats of per-layer attention state (the `att` buffer): one logsumexp per query row and
+// head, and for the tiled kernels (head size <= 64) a copy of the output.
+size_t attention_state_floats(int B, int T, int C, int NH);
 void attention_forward(cudaStream_t stream, float* out, float* logsumexp, const float* qkv, int B,
                        int T, int C, int NH);
 // Floats of scratch attention_backward needs (one per query row and head).

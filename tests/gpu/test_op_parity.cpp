@@ -124,17 +124,20 @@ void check_attention(int batch, int steps, int channels, int heads) {
   INFO("B = " << batch << ", T = " << steps << ", C = " << channels << ", NH = " << heads);
   Mirrored<float> qkv(pair, random_floats(static_cast<size_t>(rows) * 3 * channels, 30));
   Mirrored<float> out(pair, nan_filled(static_cast<size_t>(rows) * channels));
-  Mirrored<float> att_cpu_side(pair,
-                               nan_filled(pair.cpu->attention_state_floats(batch, steps, channels, heads)));
+  Mirrored<float> att_cpu_side(
+      pair, nan_filled(pair.cpu->attention_state_floats(batch, steps, channels, heads)));
   // Each side's attention state, NaN-filled; only the GPU's copy of att_gpu_side is used.
-  Mirrored<float> att_gpu_side(pair,
-                               nan_filled(pair.gpu->attention_state_floats(batch, steps, channels, heads)));
+  Mirrored<float> att_gpu_side(
+      pair, nan_filled(pair.gpu->attention_state_floats(batch, steps, channels, heads)));
   float* att_gpu = att_gpu_side.gpu.data();
-  // The CUDA backend saves one logsumexp per row and head, not the steps x steps probabilities.
+  // The CUDA backend saves one logsumexp per row and head, not the T x T probabilities;
+  // the tiled kernels (head size <= 64) also keep a copy of the output for the backward.
+  const size_t logsumexps = static_cast<size_t>(batch) * heads * steps;
   CHECK(pair.gpu->attention_state_floats(batch, steps, channels, heads) ==
-        static_cast<size_t>(batch) * heads * steps);
-  pair.cpu->attention_forward(out.cpu.data(), att_cpu_side.cpu.data(), qkv.cpu.data(), batch, steps,
-                              channels, heads);
+        (channels / heads <= 64 ? logsumexps + static_cast<size_t>(rows) * channels
+                                : logsumexps));
+  pair.cpu->attention_forward(out.cpu.data(), att_cpu_side.cpu.data(), qkv.cpu.data(), batch,
+                              steps, channels, heads);
   pair.gpu->attention_forward(out.gpu.data(), att_gpu, qkv.gpu.data(), batch, steps, channels,
                               heads);
   DSEEK_CHECK_PARITY(out, kFp32Tolerance);
