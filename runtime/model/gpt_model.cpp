@@ -270,7 +270,8 @@ double GptModel::forward(const int32_t* tokens, const int32_t* targets, int64_t 
   backend_.layernorm_forward(slot_->lnf.data(), slot_->lnf_mean.data(), slot_->lnf_rstd.data(),
                              slot_->residual.back().data(), w + layout_.lnf_w(), w + layout_.lnf_b(),
                              N, C);
-  backend_.matmul_forward(slot_->logits.data(), slot_->lnf.data(), w + layout_.wte(), nullptr, N, C, V);
+  backend_.mixed_matmul_forward(slot_->logits.data(), slot_->lnf.data(), w + layout_.wte(),
+                                nullptr, N, C, V, precision_.head());
   backend_.softmax_cross_entropy_forward(slot_->logits.data(), slot_->losses.data(), slot_->targets.data(), N, V);
   return backend_.sum(slot_->losses.data(), BT) / static_cast<double>(BT);
 }
@@ -306,8 +307,9 @@ void GptModel::backward(float dloss, const GradientsReady& on_ready) {
     const int V = static_cast<int>(s.vocab);
     backend_.softmax_cross_entropy_backward(slot_->logits.data(), slot_->targets.data(), N, V, dloss);
     backend_.zero(dresidual_.data(), static_cast<size_t>(N) * C);
-    backend_.matmul_backward(dwidth1_.data(), g + layout_.wte(), nullptr, slot_->logits.data(),
-                             slot_->lnf.data(), w + layout_.wte(), N, C, V);
+    backend_.mixed_matmul_backward(dwidth1_.data(), g + layout_.wte(), nullptr,
+                                   slot_->logits.data(), slot_->lnf.data(), w + layout_.wte(),
+                                   N, C, V, precision_.head());
     backend_.layernorm_backward(dresidual_.data(), g + layout_.lnf_w(), g + layout_.lnf_b(),
                                 dwidth1_.data(), slot_->residual.back().data(), w + layout_.lnf_w(),
                                 slot_->lnf_mean.data(), slot_->lnf_rstd.data(), N, C);

@@ -108,8 +108,8 @@ class GptModel {
 
   void zero_grads();
 
-  // The precision of the block matmuls (train.precision; precision_policy.hpp); fp32
-  // until set. The head's matmul stays fp32. The owner calls precision().end_step()
+  // The precision of the matmuls (train.precision; precision_policy.hpp: the blocks', and
+  // the head's in bf16 unless fp32); fp32 until set. The owner calls precision().end_step()
   // after each optimizer step (FP8 delayed scaling).
   void set_precision(PrecisionPolicy policy) { precision_ = std::move(policy); }
   PrecisionPolicy& precision() { return precision_; }

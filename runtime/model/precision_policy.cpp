@@ -62,6 +62,12 @@ backend::MatmulPrecision PrecisionPolicy::block(int64_t layer, BlockMatmul matmu
   return p;
 }
 
+backend::MatmulPrecision PrecisionPolicy::head() const {
+  backend::MatmulPrecision p;
+  p.format = format_ == MatmulFormat::fp32 ? MatmulFormat::fp32 : MatmulFormat::bf16;
+  return p;
+}
+
 void PrecisionPolicy::end_step() {
   if (format_ != MatmulFormat::fp8) return;
   const size_t count = scaling_.size();

@@ -2,12 +2,16 @@
 // matmul runs in, and, for FP8, the delayed-scaling state of each of its operands.
 //
 //   fp32: every matmul in fp32.
-//   bf16: the four matmuls of every block (qkv, attention projection, MLP up and down)
-//         in bf16, forward and backward. The head (logits = lnf @ wte^T, tied to the
-//         embedding) stays fp32, as Megatron-LM and Transformer Engine keep it by default:
-//         the softmax over the vocabulary is where small logit errors cost most.
+//   bf16: every matmul in bf16 (fp32 accumulate), forward and backward: the four of
+//         every block (qkv, attention projection, MLP up and down) and the head
+//         (logits = lnf @ wte^T, tied to the embedding), as Megatron-LM runs its output
+//         layer under --bf16 and llm.c its head. The logits come out in fp32 and the
+//         softmax / cross-entropy over the vocabulary runs in fp32: that is where small
+//         logit errors would cost most, not in the GEMM's bf16 operands.
 //   fp8:  the same block matmuls in FP8 (inputs and weights E4M3, output gradients E5M2)
-//         with per-operand delayed scaling; the head stays fp32.
+//         with per-operand delayed scaling; the head in bf16, never FP8, as Transformer
+//         Engine's FP8 recipes keep the last layer in the higher precision (and without
+//         fp8 scaling state: it needs none).
 // In every mode the FP32 master weights stay in GptModel::params() and the gradients are
 // accumulated in fp32.
 //
@@ -43,8 +47,8 @@ class PrecisionPolicy {
 
   backend::MatmulFormat format() const { return format_; }
   backend::MatmulPrecision block(int64_t layer, BlockMatmul matmul) const;
-  // The head's matmul: fp32 in every mode (see above).
-  backend::MatmulPrecision head() const { return {}; }
+  // The head's matmul (forward and backward): fp32 under fp32, bf16 under bf16 and fp8.
+  backend::MatmulPrecision head() const;
 
   // Closes an optimizer step: FP8 amaxes enter their histories and the scales of the
   // next step are set. Nothing to do in fp32 and bf16.

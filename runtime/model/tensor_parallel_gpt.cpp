@@ -359,8 +359,9 @@ double TensorParallelGpt::forward(const int32_t* tokens, const int32_t* targets,
   backend_.layernorm_forward(slot_->lnf.data(), slot_->lnf_mean.data(), slot_->lnf_rstd.data(),
                              slot_->residual.back().data(), w + layout_.lnf_w(),
                              w + layout_.lnf_b(), N, C);
-  backend_.matmul_forward(slot_->logits.data(), slot_->lnf.data(), w + layout_.wte(), nullptr, N,
-                          C, static_cast<int>(layout_.vocab_local()));
+  backend_.mixed_matmul_forward(slot_->logits.data(), slot_->lnf.data(), w + layout_.wte(),
+                                nullptr, N, C, static_cast<int>(layout_.vocab_local()),
+                                precision_.head());
   return cross_entropy_forward();
 }
 
@@ -373,9 +374,10 @@ void TensorParallelGpt::backward(float dloss) {
   if (has_head()) {
     cross_entropy_backward(dloss);
     // The head is column-parallel over the vocabulary: d(lnf) is a partial sum.
-    backend_.matmul_backward(dwidth1_.data(), g + layout_.wte(), nullptr, slot_->logits.data(),
-                             slot_->lnf.data(), w + layout_.wte(), N, C,
-                             static_cast<int>(layout_.vocab_local()));
+    backend_.mixed_matmul_backward(dwidth1_.data(), g + layout_.wte(), nullptr,
+                                   slot_->logits.data(), slot_->lnf.data(), w + layout_.wte(),
+                                   N, C, static_cast<int>(layout_.vocab_local()),
+                                   precision_.head());
     all_reduce_on_backend(dwidth1_.data(), static_cast<size_t>(N) * C);
     backend_.zero(dresidual_.data(), static_cast<size_t>(N) * C);
     backend_.layernorm_backward(dresidual_.data(), g + layout_.lnf_w(), g + layout_.lnf_b(),

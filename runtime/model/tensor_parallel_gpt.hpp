@@ -33,7 +33,8 @@
 // forward and backward, each in its own set (the backward scratch is shared).
 //
 // Mixed precision (train.precision) as in GptModel: the four block matmuls of each rank's
-// shard run in the PrecisionPolicy's format, the vocabulary-parallel head stays fp32.
+// shard run in the PrecisionPolicy's format, and the vocabulary-parallel head (each rank's
+// slice of the logits) in its head() precision: bf16 unless fp32, never fp8.
 // Under fp8 each rank keeps the delayed-scaling state (amax histories, scales) of its
 // own operands and nothing is reduced over the group: the weights are each rank's shard
 // and their scale is that shard's; the operands every rank holds whole (the
@@ -101,7 +102,7 @@ class TensorParallelGpt {
   float* grads() { return grads_.data(); }
   size_t num_params() const { return layout_.total(); }
   const RecomputePolicy& recompute() const { return recompute_; }
-  // The precision of the block matmuls (see above); fp32 until set.
+  // The precision of the matmuls, the head's included (see above); fp32 until set.
   void set_precision(PrecisionPolicy policy) { precision_ = std::move(policy); }
   PrecisionPolicy& precision() { return precision_; }
   const ActivationMemory& activation_memory() const { return activation_memory_; }
