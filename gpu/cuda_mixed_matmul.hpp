@@ -13,8 +13,9 @@
 // breaks the rule is REFUSED (std::invalid_argument naming train.precision), not run in
 // bf16: a silent fallback would give numbers the CPU reference never computes for that
 // config and would leave the operands' amax unraised, so the next step's scales would
-// come from a stale history. GPT-2's vocabulary head (V = 50257) stays fp32 in
-// model::PrecisionPolicy, so a GPT-2 step with B*T a multiple of 16 never hits it.
+// come from a stale history. GPT-2's vocabulary head (V = 50257) runs in bf16, never
+// fp8, under model::PrecisionPolicy, so a GPT-2 step with B*T a multiple of 16 never hits
+// it.
 //
 // Everything is enqueued on the backend's stream; operand copies live in scratch blocks
 // taken from the backend's pool, grown to the largest shape seen and then kept.

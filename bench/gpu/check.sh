@@ -8,6 +8,8 @@
 #      steps with gpt2_train in fp32, bf16 and fp8 (model::PrecisionPolicy; fp8 with
 #      dynamic loss scaling, its skipped steps in the row): tokens/s and MFU, or a failed
 #      row with the error (e.g. fp8 on a GPU older than sm_90) -- never a made-up number;
+#   3b. the peer: the same GPT-2 in PyTorch (bench/peers/pytorch_gpt_train.py, bf16
+#      autocast, fused attention on cuda), tokens/s and the ratio dseek bf16 / PyTorch;
 #   4. the overlapped CPU offload: bench/offload_overlap.sh --device cuda (dseek-node,
 #      train.offload_overlap true against false: step time and the forward's wait for
 #      updated chunks; skipped in cpu mode);
@@ -230,6 +232,7 @@ for precision in fp32 bf16 fp8; do
     mfu_text=n/a
     [[ $mfu != null && -n $mfu ]] && mfu_text=$(awk -v m="$mfu" 'BEGIN { printf "%.1f%%", 100 * m }')
     detail="$(json_field "$line" device_name); step $(fmt "$(json_field "$line" step_ms_median)" %.1f) ms, loss $(fmt "$(json_field "$line" first_loss)" %.4f) -> $(fmt "$(json_field "$line" last_loss)" %.4f), $(json_field "$line" skipped_steps) skipped, peak memory $(fmt "$(json_field "$line" peak_memory_bytes)" %.0f) bytes"
+    [[ $precision == bf16 ]] && dseek_bf16_rate=$rate
     add_row "$name" ok "$(awk -v r="$rate" 'BEGIN { printf "%.0f", r }')" "$mfu_text" "$detail" \
       "\"tokens_per_s\":$rate,\"mfu\":$mfu,\"step_ms\":$(json_field "$line" step_ms_median),\"first_loss\":$(json_field "$line" first_loss),\"last_loss\":$(json_field "$line" last_loss),\"loss_decreased\":$(json_field "$line" loss_decreased),\"skipped_steps\":$(json_field "$line" skipped_steps),\"params\":$(json_field "$line" params),\"batch\":$(json_field "$line" batch),\"context\":$(json_field "$line" context)"
   elif ((code == 124 || code == 137)); then
@@ -238,6 +241,44 @@ for precision in fp32 bf16 fp8; do
     add_row "$name" failed - - "exit $code: $(grep -v '^step ' "$log" | tail -n 1)" ""
   fi
 done
+
+# --- the peer: the same model in PyTorch, bf16 autocast, side by side ----------------------
+# bench/peers/pytorch_gpt_train.py (nanoGPT-style eager ops; on cuda torch's fused
+# scaled_dot_product_attention, as a GPU user runs it), the same shape, batch and steps.
+peer_log=$out_dir/peer_bf16.log
+# The interpreter that has torch: python3 on the PATH (the GPU machine's), else Debian's.
+peer_python=""
+for candidate in python3 /usr/bin/python3; do
+  if "$candidate" -c 'import torch' >/dev/null 2>&1; then peer_python=$candidate; break; fi
+done
+if [[ -z $peer_python ]]; then
+  add_row peer_bf16 skipped - - "no python3 with PyTorch here: no peer measured" ""
+else
+  if [[ $device == cpu ]]; then
+    peer_args=(--device cpu --threads 2 --dim 64 --layers 2 --heads 4 --context 32 --vocab 256
+               --batch-size "${batch:-2}" --steps "${steps:-5}" --warmup 1)
+  else
+    peer_args=(--device cuda --dim 768 --layers 12 --heads 12 --context 1024 --vocab 50257
+               --batch-size "${batch:-16}" --steps "$((${steps:-10} - 3))" --warmup 3)
+  fi
+  bounded 150 "$peer_log" "$peer_python" "$repo_root/bench/peers/pytorch_gpt_train.py" \
+    "${peer_args[@]}" --precision bf16
+  code=$?
+  line=$(last_json_line "$peer_log")
+  peer_rate=$(json_field "$line" tokens_per_s)
+  if ((code == 0)) && [[ -n $peer_rate ]]; then
+    ratio=n/a
+    [[ -n ${dseek_bf16_rate:-} ]] &&
+      ratio=$(awk -v d="$dseek_bf16_rate" -v p="$peer_rate" 'BEGIN { printf "%.2f", d / p }')
+    add_row peer_bf16 ok "$(awk -v r="$peer_rate" 'BEGIN { printf "%.0f", r }')" - \
+      "PyTorch $(json_field "$line" torch) bf16 autocast on $(json_field "$line" device), attention $(json_field "$line" attention): step $(json_field "$line" step_ms_median) ms; dseek bf16 / PyTorch = $ratio" \
+      "\"tokens_per_s\":$peer_rate,\"dseek_over_pytorch\":\"$ratio\",\"torch\":\"$(json_field "$line" torch)\""
+  elif ((code == 124 || code == 137)); then
+    add_row peer_bf16 failed - - "PyTorch peer timed out (see peer_bf16.log)" ""
+  else
+    add_row peer_bf16 failed - - "PyTorch peer exit $code: $(tail -n 1 "$peer_log")" ""
+  fi
+fi
 
 # --- the overlapped CPU offload (bench/offload_overlap.sh) on the GPU ----------------------
 if [[ $device == cpu ]]; then

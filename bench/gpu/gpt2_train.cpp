@@ -20,8 +20,8 @@
 // MFU is null. Times are medians over the steps after the first W (warm-up: allocation,
 // cuBLAS heuristics).
 //
-// --precision bf16|fp8 runs the block matmuls through model::PrecisionPolicy (as
-// train.precision does; the head stays fp32) on any backend that implements them (CPU:
+// --precision bf16|fp8 runs the matmuls through model::PrecisionPolicy (as
+// train.precision does: the block matmuls in bf16 or fp8, the head in bf16) on any backend that implements them (CPU:
 // the reference numerics; CUDA: cuBLASLt, FP8 on sm_90 only). fp8 uses dynamic loss
 // scaling as the trainer does (optim::LossScaler, default settings): the gradient is
 // scaled before backward, a step whose gradients are not finite is skipped (counted in

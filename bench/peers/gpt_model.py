@@ -3,7 +3,9 @@ and pytorch_ddp_train.py (DistributedDataParallel over gloo).
 
 GPT-2 style: token + learned position embedding, pre-LayerNorm blocks with causal
 softmax attention and a 4*dim tanh-GELU MLP, final LayerNorm, head tied to the
-token embedding; plain nanoGPT-style eager ops, as users run it. make_optimizer
+token embedding; plain nanoGPT-style eager ops, as users run it (attention="sdpa":
+torch's fused scaled_dot_product_attention, as nanoGPT uses where torch has it -- 2.0
+and later, so not Debian 12's 1.13 -- and as a GPU user would run it). make_optimizer
 gives the AdamW dseek uses (lr 1e-3, betas 0.9/0.95, weight decay 0.1 on 2-D
 weights only).
 """
@@ -15,9 +17,10 @@ import torch.nn.functional as F
 
 
 class Block(nn.Module):
-    def __init__(self, dim, heads, context):
+    def __init__(self, dim, heads, context, attention="manual"):
         super().__init__()
         self.heads = heads
+        self.attention = attention
         self.ln1 = nn.LayerNorm(dim)
         self.qkv = nn.Linear(dim, 3 * dim)
         self.proj = nn.Linear(dim, dim)
@@ -31,6 +34,9 @@ class Block(nn.Module):
         B, T, C = x.shape
         q, k, v = self.qkv(x).split(C, dim=2)
         q, k, v = (t.view(B, T, self.heads, C // self.heads).transpose(1, 2) for t in (q, k, v))
+        if self.attention == "sdpa":
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            return self.proj(y.transpose(1, 2).contiguous().view(B, T, C))
         att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))
         att = att.masked_fill(~self.mask[:, :, :T, :T], float("-inf"))
         att = F.softmax(att, dim=-1)
@@ -43,11 +49,13 @@ class Block(nn.Module):
 
 
 class GPT(nn.Module):
-    def __init__(self, vocab, context, dim, layers, heads):
+    def __init__(self, vocab, context, dim, layers, heads, attention="manual"):
         super().__init__()
+        if attention == "sdpa" and not hasattr(F, "scaled_dot_product_attention"):
+            raise ValueError(f"attention='sdpa' needs torch >= 2.0 (this is {torch.__version__})")
         self.wte = nn.Embedding(vocab, dim)
         self.wpe = nn.Embedding(context, dim)
-        self.blocks = nn.ModuleList(Block(dim, heads, context) for _ in range(layers))
+        self.blocks = nn.ModuleList(Block(dim, heads, context, attention) for _ in range(layers))
         self.ln_f = nn.LayerNorm(dim)
         for p in self.parameters():  # GPT-2 init: N(0, 0.02) weights, zero biases
             if p.dim() >= 2:

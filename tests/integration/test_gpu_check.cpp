@@ -154,6 +154,12 @@ TEST_CASE("check.sh --device cpu runs the check's rows and writes the table and 
     CHECK(number_field(mixed, "skipped_steps") >= 0);
   }
   CHECK(std::filesystem::exists(out / "train_fp32.log"));
+  // The PyTorch peer (Debian's python3-torch, which the test dependencies install): the
+  // same tiny model in bf16 autocast, and the ratio to dseek's bf16 row.
+  const std::string peer = row(json, "peer_bf16");
+  CHECK(string_field(peer, "status") == "ok");
+  CHECK(number_field(peer, "tokens_per_s") > 0);
+  CHECK(std::stod(string_field(peer, "dseek_over_pytorch")) > 0);
   // Pipeline and tensor parallelism: two dseek-node processes on the scrambled device
   // against the CPU backend (equal losses there; 1e-4 relative is the row's bound).
   for (const char* name : {"parallel_p2", "parallel_t2"}) {
