@@ -136,6 +136,15 @@ pipeline_stage_actor::behavior_type pipeline_stage(stage_pointer self, caf::atom
         return guarded<std::int64_t>(self->state,
                                      [](LocalPipelineStage& s) { return s.optimizer_steps(); });
       },
+      [self](const stage_gather_precision&) {
+        return guarded<checkpoint::PrecisionState>(
+            self->state, [](LocalPipelineStage& s) { return s.gather_precision_state(); });
+      },
+      [self](const stage_restore_precision& m) {
+        return guarded<bool>(self->state, [&](LocalPipelineStage& s) {
+          return s.restore_precision_state(*m.state, m.written_by);
+        });
+      },
       [self](crash_atom) { crash_now(crash_name(self->state)); },
   };
 }
@@ -188,6 +197,15 @@ class actor_pipeline_stage final : public train::PipelineStage {
   }
   int64_t optimizer_steps() override {
     return ask<std::int64_t>(stage_optimizer_steps{}, "count its optimizer steps");
+  }
+  checkpoint::PrecisionState gather_precision_state() override {
+    return ask<checkpoint::PrecisionState>(stage_gather_precision{},
+                                           "gather its loss scale and fp8 state");
+  }
+  bool restore_precision_state(const checkpoint::PrecisionState& state,
+                               const train::LayoutSizes& written_by) override {
+    return ask<bool>(stage_restore_precision{&state, written_by},
+                     "restore its loss scale and fp8 state");
   }
 
  private:

@@ -64,6 +64,12 @@ struct stage_restore {
   std::int64_t optimizer_steps = 0;
 };
 struct stage_optimizer_steps {};
+// The loss scale and fp8 state: gathered (collective), and put back from `state`.
+struct stage_gather_precision {};
+struct stage_restore_precision {
+  const checkpoint::PrecisionState* state = nullptr;
+  train::LayoutSizes written_by;
+};
 
 // The info carries a pointer to the trainer's whole layout: valid until stage_release.
 struct stage_built {
@@ -83,6 +89,8 @@ using pipeline_stage_actor = caf::typed_actor<
     caf::replies_to<stage_gather_state>::with<stage_reply<stage_done>>,
     caf::replies_to<stage_restore>::with<stage_reply<stage_done>>,
     caf::replies_to<stage_optimizer_steps>::with<stage_reply<std::int64_t>>,
+    caf::replies_to<stage_gather_precision>::with<stage_reply<checkpoint::PrecisionState>>,
+    caf::replies_to<stage_restore_precision>::with<stage_reply<bool>>,
     caf::reacts_to<crash_atom>>;
 
 }  // namespace dseek::actors
@@ -98,6 +106,8 @@ CAF_ALLOW_UNSAFE_MESSAGE_TYPE(dseek::actors::stage_sum)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(dseek::actors::stage_decide)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(dseek::actors::stage_gather_state)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(dseek::actors::stage_restore)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(dseek::actors::stage_gather_precision)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(dseek::actors::stage_restore_precision)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(dseek::actors::stage_optimizer_steps)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(dseek::actors::stage_reply<dseek::actors::stage_built>)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(dseek::actors::stage_reply<dseek::train::PipelineStepReport>)
@@ -107,3 +117,4 @@ CAF_ALLOW_UNSAFE_MESSAGE_TYPE(dseek::actors::stage_reply<std::vector<dseek::metr
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(dseek::actors::stage_reply<bool>)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(dseek::actors::stage_reply<dseek::actors::stage_done>)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(dseek::actors::stage_reply<std::int64_t>)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(dseek::actors::stage_reply<dseek::checkpoint::PrecisionState>)

@@ -81,7 +81,14 @@ int inspect(const std::string& path) {
   std::printf("precision: %s, loss scale %g (%" PRId64 " good steps since its last change)",
               p.precision.empty() ? "not recorded" : p.precision.c_str(), p.loss_scale,
               p.loss_scale_good_steps);
-  if (!p.fp8.empty())
+  // A tensor-parallel job keeps a copy per (data replica, tensor rank): each quantizes
+  // its own shard (runtime/train/sharded_precision_state.hpp).
+  if (!p.fp8.empty() && m.tensor_parallel > 1)
+    std::printf(", fp8 scaling of %zu operands x %" PRId64 " copies (data %u x tensor %u; amax "
+                "history %" PRId64 ")",
+                p.fp8.tensors(), p.fp8.replicas, m.data_parallel, m.tensor_parallel,
+                p.fp8.history_length);
+  else if (!p.fp8.empty())
     std::printf(", fp8 scaling of %zu operands x %" PRId64 " replica(s) (amax history %" PRId64
                 ")",
                 p.fp8.tensors(), p.fp8.replicas, p.fp8.history_length);

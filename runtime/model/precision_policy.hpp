@@ -61,6 +61,8 @@ class PrecisionPolicy {
   // another operand count (a checkpoint of another model shape).
   numerics::DelayedScalingState fp8_state() const;
   void restore_fp8_state(const numerics::DelayedScalingState& state);
+  // The fp8 operands of one block in that order (layer l's are l * this and on).
+  static constexpr size_t fp8_operands_per_layer() { return kBlockMatmuls * kOperands; }
 
  private:
   static constexpr int kOperands = 3;  // inp, weight, dout

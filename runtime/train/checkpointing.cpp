@@ -81,11 +81,17 @@ int64_t Checkpointing::resume() {
   trainer_.restore(loaded->params.data(), loaded->adam_m.data(), loaded->adam_v.data(),
                    m.optimizer_steps);
   PrecisionResume precision = precision_resume(m.precision, config_.train.precision);
-  if (precision.restore && !trainer_.restore_precision_state(m.precision)) {
+  // A tensor-parallel job keeps a copy per tensor rank (sharded_precision_state.hpp), no
+  // replica's own: a data-parallel world takes their cautious merge.
+  checkpoint::PrecisionState written = m.precision;
+  const bool per_tensor_rank = m.tensor_parallel > 1 && !written.fp8.empty();
+  if (per_tensor_rank) written.fp8 = numerics::merged_state(written.fp8);
+  if (precision.restore && (!trainer_.restore_precision_state(written) || per_tensor_rank)) {
     precision.outcome = "merged";
     precision.note = "checkpoint: the fp8 amax histories of " +
-                     std::to_string(m.precision.fp8.replicas) +
-                     " replicas merged for this world (the most cautious scales)";
+                     std::to_string(m.precision.fp8.replicas);
+    precision.note += per_tensor_rank ? " tensor ranks" : " replicas";
+    precision.note += " merged for this world (the most cautious scales)";
   }
   if (!precision.note.empty()) progress_.line(precision.note);
   // The checkpoint holds the whole state, so the layouts may differ: say both.

@@ -10,6 +10,7 @@
 #include "runtime/checkpoint/writer_thread.hpp"
 #include "runtime/config/load.hpp"
 #include "runtime/train/precision_resume.hpp"
+#include "runtime/train/sharded_precision_state.hpp"
 
 namespace dseek::train {
 
@@ -33,8 +34,12 @@ GatheredCheckpointing::GatheredCheckpointing(const config::JobConfig& config,
   if (!enabled_ || !state.takes_part()) return;
   CheckpointCadence::Participation participation;
   participation.writer_decides = [this](bool value) { return state_.writer_decides(value); };
+  // The loss scale and fp8 state follow the weights, from the ranks that took part (under
+  // fp8 with replicas every replica: each has amax histories of its own).
   participation.snapshot = [this](float* params, float* adam_m, float* adam_v) {
     state_.gather_whole(params, adam_m, adam_v);
+    checkpoint::PrecisionState precision = state_.gather_precision_state();
+    if (auto* snapshot = cadence_->snapshot_buffer()) snapshot->precision = std::move(precision);
     return state_.optimizer_steps();
   };
   cadence_ = std::make_unique<CheckpointCadence>(config, root_, state.is_writer(),
@@ -88,17 +93,21 @@ int64_t GatheredCheckpointing::resume() {
   }
   state_.restore_whole(loaded->params.data(), loaded->adam_m.data(), loaded->adam_v.data(),
                        m.optimizer_steps);
-  // The pipeline and tensor-parallel trainers neither write nor restore the loss scale
-  // and fp8 amax histories yet (their checkpoints record no precision): fp8 starts them
-  // fresh, on every rank alike, and says so.
+  // Every rank decides alike from the manifest: restored (its own copy of the amax
+  // histories), merged (another data or tensor size), ignored, fresh or none.
   PrecisionResume precision = precision_resume(m.precision, config_.train.precision);
-  if (config_.train.precision == "fp8") {
-    precision.outcome = "fresh";
-    precision.note = "checkpoint: pipeline and tensor-parallel jobs do not restore the fp8 loss "
-                     "scale and amax histories yet; fp8 starts at train.loss_scale_init";
+  const LayoutSizes now = state_.sizes();
+  if (precision.restore) {
+    LayoutSizes written_by;
+    written_by.data = m.data_parallel;
+    written_by.pipeline = m.pipeline_parallel;
+    written_by.tensor = m.tensor_parallel;
+    if (!state_.restore_precision_state(m.precision, written_by)) {
+      precision.outcome = "merged";
+      precision.note = fp8_merge_note(written_by, now, m.precision.fp8.replicas);
+    }
   }
   if (!precision.note.empty()) progress_.line(precision.note);
-  const LayoutSizes now = state_.sizes();
   events_.emit("resumed",
                util::JsonLine().add("step", m.step).add("path", loaded->dir.string())
                    .add("written_world_size", static_cast<int64_t>(m.world_size))

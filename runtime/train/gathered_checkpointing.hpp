@@ -4,7 +4,13 @@
 // of replica 0 gather their pieces to world rank 0 (GatheredState::gather_whole, on the
 // data plane), which hands ONE whole checkpoint in the ordinary format to its sink (the
 // run's writer thread, or the node's checkpoint_writer actor) and goes on. The manifest
-// records the layout that wrote it (data, pipeline and tensor sizes).
+// records the layout that wrote it (data, pipeline and tensor sizes), and in its
+// `precision` field the mixed-precision state (checkpoint/precision_state.hpp): the loss
+// scaler's scale and good-step count, and under fp8 the amax histories and scales of every
+// matmul operand of the whole model, assembled by layer index from the stages that run
+// each layer, one copy per (data replica, tensor rank): each quantizes its own slice of
+// the batch and its own shard (train/sharded_precision_state.hpp). Under fp8 with
+// replicas every replica takes part in the snapshot for its histories.
 //
 // Resume: every rank reads the whole checkpoint and takes its own pieces, whatever layout
 // wrote it (a single node's, another pipeline split or size, another tensor size): that
@@ -13,8 +19,10 @@
 //   checkpoint_committed / checkpoint_skipped / checkpoint_failed  (the same fields)
 //   resumed  step, path, written_world_size, written_data, written_pipeline,
 //            written_tensor, world_size, data, pipeline, tensor,
-//            precision_state (fresh under fp8: these jobs do not keep the loss scale and
-//            amax histories yet; ignored / none otherwise)              (every rank)
+//            precision_state (restored: each rank its own copy, on the same data and
+//            tensor sizes, whatever the pipeline split; merged: the cautious merge of
+//            every copy on another data or tensor size; ignored / fresh / none as in
+//            precision_resume.hpp)                                          (every rank)
 #pragma once
 
 #include <cstdint>

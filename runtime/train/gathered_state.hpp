@@ -8,6 +8,7 @@
 
 #include <cstdint>
 
+#include "runtime/checkpoint/precision_state.hpp"
 #include "runtime/model/param_layout.hpp"
 
 namespace dseek::train {
@@ -27,7 +28,8 @@ class GatheredState {
   // World rank 0: receives the gathered state and writes it.
   virtual bool is_writer() const = 0;
   // The ranks of replica 0 (every replica holds the same bits): each snapshot is a
-  // collective over them; the other replicas skip it.
+  // collective over them; the other replicas skip it, unless they hold something of
+  // their own (ZeRO's moment pieces; under fp8 their amax histories).
   virtual bool takes_part() const = 0;
   // The writer's `value` on every rank that takes part (collective over them).
   virtual bool writer_decides(bool value) = 0;
@@ -38,6 +40,14 @@ class GatheredState {
   virtual void restore_whole(const float* params, const float* adam_m, const float* adam_v,
                              int64_t optimizer_steps) = 0;
   virtual int64_t optimizer_steps() const = 0;
+  // The mixed-precision state (checkpoint/precision_state.hpp), collective over the ranks
+  // that take part, after gather_whole: the writer's holds the loss scaler's state and
+  // every rank's fp8 state (train/sharded_precision_state.hpp), the others' is not used.
+  virtual checkpoint::PrecisionState gather_precision_state() = 0;
+  // Every rank puts back the loss scaler's state and its fp8 state out of `state`, written
+  // by layout `written_by`: returns true when it took its own copy, false when merged.
+  virtual bool restore_precision_state(const checkpoint::PrecisionState& state,
+                                       const LayoutSizes& written_by) = 0;
   // The sum of `value` over every rank of the world (collective).
   virtual double sum_over_world(double value) = 0;
 };

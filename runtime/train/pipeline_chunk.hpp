@@ -65,6 +65,10 @@ class PipelineChunk {
   // Closes the optimizer step of the model's precision policy (FP8 delayed scaling:
   // model/precision_policy.hpp); after every step, skipped or not.
   virtual void end_precision_step() = 0;
+  // The precision policy's fp8 delayed-scaling state (empty unless fp8), over the whole
+  // model's layers: only this chunk's range is its own (pipeline_stage_precision_state.cpp).
+  virtual numerics::DelayedScalingState fp8_state() = 0;
+  virtual void restore_fp8_state(const numerics::DelayedScalingState& state) = 0;
 
   // What this chunk's optimizer updates: its blocks, the embedding on the first range,
   // lnf and the head's copy of the tied wte on the last.

@@ -30,6 +30,10 @@ class ModelChunk : public PipelineChunk {
   }
   void backward(float dloss) override { model_.backward(dloss); }
   void end_precision_step() override { model_.precision().end_step(); }
+  numerics::DelayedScalingState fp8_state() override { return model_.precision().fp8_state(); }
+  void restore_fp8_state(const numerics::DelayedScalingState& state) override {
+    model_.precision().restore_fp8_state(state);
+  }
   float* stage_input() override { return model_.stage_input(); }
   float* stage_output() override { return model_.stage_output(); }
   float* stage_input_grad() override { return model_.stage_input_grad(); }

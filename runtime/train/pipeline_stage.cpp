@@ -23,6 +23,7 @@ LocalPipelineStage::LocalPipelineStage(const PipelineStageSpec& spec)
   info_.owned_params = trainer_.owned_params();
   info_.shards_optimizer_state = trainer_.shards_optimizer_state();
   info_.optimizer_params = trainer_.optimizer_params();
+  info_.fp8_state_per_replica = trainer_.fp8_state_per_replica();
   info_.optimizer = trainer_.optimizer_description();
   info_.activation_memory = trainer_.activation_memory();
   info_.plan = trainer_.plan();

@@ -60,6 +60,9 @@ struct PipelineStageInfo {
   // this rank holds the AdamW moments of optimizer_params parameters.
   bool shards_optimizer_state = false;
   size_t optimizer_params = 0;
+  // fp8 with several replicas: each keeps its own amax histories, so every replica
+  // takes part in a checkpoint (PipelineStageTrainer::fp8_state_per_replica).
+  bool fp8_state_per_replica = false;
   std::string optimizer;  // who runs its update (OptimizerShards::describe)
   model::ActivationMemory activation_memory;
   PipelinePlan plan;
@@ -87,6 +90,11 @@ class PipelineStage {
   virtual void restore_state(const float* params, const float* adam_m, const float* adam_v,
                              int64_t optimizer_steps) = 0;
   virtual int64_t optimizer_steps() = 0;
+  // The loss scale and fp8 state (PipelineStageTrainer::gather_precision_state: collective;
+  // restore_precision_state: true when the stage took its own copy, false when merged).
+  virtual checkpoint::PrecisionState gather_precision_state() = 0;
+  virtual bool restore_precision_state(const checkpoint::PrecisionState& state,
+                                       const LayoutSizes& written_by) = 0;
 };
 
 // Makes a run's stage; may return null, meaning "use a LocalPipelineStage".
@@ -122,6 +130,13 @@ class LocalPipelineStage final : public PipelineStage {
     trainer_.restore_state(params, adam_m, adam_v, optimizer_steps);
   }
   int64_t optimizer_steps() override { return trainer_.optimizer_steps(); }
+  checkpoint::PrecisionState gather_precision_state() override {
+    return trainer_.gather_precision_state();
+  }
+  bool restore_precision_state(const checkpoint::PrecisionState& state,
+                               const LayoutSizes& written_by) override {
+    return trainer_.restore_precision_state(state, written_by);
+  }
 
  private:
   PipelineStageTrainer trainer_;

@@ -488,8 +488,9 @@ bool PipelineStageTrainer::first_stage_decides(bool value) {
   }
   std::array<double, 1> decision{value ? 1.0 : 0.0};
   links_.broadcast_from_first(decision);
-  // Under ZeRO every replica takes part in a checkpoint: replica 0's decision to all.
-  if (zero_) {
+  // Under ZeRO (and fp8_state_per_replica) every replica takes part in a checkpoint:
+  // replica 0's decision to all.
+  if (zero_ || fp8_state_per_replica()) {
     if (replica() != 0) decision[0] = 0.0;
     replicas_->sum(decision);
   }
@@ -498,11 +499,13 @@ bool PipelineStageTrainer::first_stage_decides(bool value) {
 
 void PipelineStageTrainer::gather_state_to_first(float* params, float* adam_m, float* adam_v) {
   if (replica() != 0) {
-    // Only under ZeRO do the other replicas take part: they hold moment pieces.
-    if (!zero_ || params != nullptr)
+    // Only under ZeRO (they hold moment pieces) or for their fp8 state (gathered next, in
+    // gather_precision_state) do the other replicas take part.
+    if (!(zero_ || fp8_state_per_replica()) || params != nullptr)
       throw std::logic_error("gather_state_to_first: a replica other than 0 takes part under "
-                             "ZeRO only, and passes no buffers");
-    return lend_moment_pieces();
+                             "ZeRO or fp8 only, and passes no buffers");
+    if (zero_) lend_moment_pieces();
+    return;
   }
   if (tensor_ != nullptr) return gather_sharded_state_to_first(params, adam_m, adam_v);
   const model::ParamLayout& layout = whole_layout();

@@ -71,6 +71,7 @@
 #include <vector>
 
 #include "runtime/backend/host_memory.hpp"
+#include "runtime/checkpoint/precision_state.hpp"
 #include "runtime/config/job_config.hpp"
 #include "runtime/metrics/chrome_trace.hpp"
 #include "runtime/model/gpt_model.hpp"
@@ -80,6 +81,7 @@
 #include "runtime/optim/lr_schedule.hpp"
 #include "runtime/train/batch_source.hpp"
 #include "runtime/train/device_backend.hpp"
+#include "runtime/train/gathered_state.hpp"
 #include "runtime/train/pipeline_links.hpp"
 #include "runtime/train/pipeline_plan.hpp"
 #include "runtime/train/replica_group.hpp"
@@ -156,6 +158,17 @@ class PipelineStageTrainer {
   bool first_stage_decides(bool value);
   // The writer of a gathered checkpoint: stage 0, tensor rank 0 (of its replica).
   bool gathers_state() const { return stage_ == 0 && tensor_rank() == 0; }
+  // Under fp8 with several replicas every replica takes part in a checkpoint: each keeps
+  // its own amax histories (its slice of the batch).
+  bool fp8_state_per_replica() const;
+  // The loss scaler's state and every rank's fp8 state, assembled by layer index
+  // (pipeline_stage_precision_state.cpp, train/sharded_precision_state.hpp): collective
+  // over the stages, the tensor group and, under fp8_state_per_replica, the replicas; the
+  // writer's result is the whole. Then the restore on every rank: true when it took its
+  // own copy, false when merged.
+  checkpoint::PrecisionState gather_precision_state();
+  bool restore_precision_state(const checkpoint::PrecisionState& state,
+                               const LayoutSizes& written_by);
   // The trace spans of every stage's steps so far (collective; each stage keeps at most
   // kMaxTraceSpans, later ones are dropped), for write_chrome_trace.
   std::vector<metrics::TraceSpan> gather_trace_spans();

@@ -275,8 +275,9 @@ std::vector<float> TensorParallelTrainer::gather_params() {
 bool TensorParallelTrainer::first_rank_decides(bool value) {
   float decision = group_.rank() == 0 && value ? 1.0f : 0.0f;
   group_.all_reduce_sum(&decision, 1);
-  // Under ZeRO every replica takes part in a checkpoint: replica 0's decision to all.
-  if (zero_) {
+  // Under ZeRO (and fp8_state_per_replica) every replica takes part in a checkpoint:
+  // replica 0's decision to all.
+  if (zero_ || fp8_state_per_replica()) {
     std::array<double, 1> replica0{replica() == 0 ? static_cast<double>(decision) : 0.0};
     replicas_->sum(replica0);
     return replica0[0] > 0.0;
@@ -295,10 +296,12 @@ void TensorParallelTrainer::moments_to_host(std::vector<float>& m_shard,
 void TensorParallelTrainer::gather_state_to_first(float* params, float* adam_m, float* adam_v) {
   const model::TensorParallelLayout& layout = model_->layout();
   if (replica() != 0) {
-    // Only under ZeRO do the other replicas take part: they lend their moment pieces.
-    if (!zero_ || params != nullptr)
+    // Only under ZeRO (they lend their moment pieces) or for their fp8 state (gathered
+    // next, in gather_precision_state) do the other replicas take part.
+    if (!(zero_ || fp8_state_per_replica()) || params != nullptr)
       throw std::logic_error("gather_state_to_first: a replica other than 0 takes part under "
-                             "ZeRO only, and passes no buffers");
+                             "ZeRO or fp8 only, and passes no buffers");
+    if (!zero_) return;
     std::vector<float> m_shard(layout.total()), v_shard(layout.total());
     moments_to_host(m_shard, v_shard);
     return;

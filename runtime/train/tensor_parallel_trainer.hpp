@@ -51,6 +51,7 @@
 
 #include "runtime/backend/backend.hpp"
 #include "runtime/backend/device_buffer.hpp"
+#include "runtime/checkpoint/precision_state.hpp"
 #include "runtime/config/job_config.hpp"
 #include "runtime/model/tensor_group.hpp"
 #include "runtime/model/tensor_parallel_gpt.hpp"
@@ -60,6 +61,7 @@
 #include "runtime/train/batch_source.hpp"
 #include "runtime/train/data_group_shards.hpp"
 #include "runtime/train/device_backend.hpp"
+#include "runtime/train/gathered_state.hpp"
 #include "runtime/train/host_staging.hpp"
 #include "runtime/train/replica_group.hpp"
 #include "runtime/train/trainer.hpp"
@@ -118,6 +120,16 @@ class TensorParallelTrainer {
   // The sum over the group and its replicas of one flag or count (stop requests):
   // collective.
   double sum_over_group(double value);
+  // Mixed precision in checkpoints (tensor_parallel_precision_state.cpp): under fp8 with
+  // several replicas every replica takes part (each keeps its own amax histories); the
+  // loss scaler's state and every rank's fp8 state, one copy per (replica, tensor rank)
+  // (train/sharded_precision_state.hpp), on rank 0 of replica 0 (collective over the
+  // group, and the replicas under fp8_state_per_replica); the restore on every rank:
+  // true when it took its own copy, false when merged.
+  bool fp8_state_per_replica() const;
+  checkpoint::PrecisionState gather_precision_state();
+  bool restore_precision_state(const checkpoint::PrecisionState& state,
+                               const LayoutSizes& written_by);
 
  private:
   class TimedGroup;
