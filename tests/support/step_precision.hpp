@@ -37,8 +37,4 @@ inline StepPrecision steps_from(const StepPrecision& record, size_t first) {
   return rest;
 }
 
-inline bool operator==(const StepPrecision& a, const StepPrecision& b) {
-  return a.skips == b.skips && a.scales == b.scales;
-}
-
 }  // namespace dseek::testing

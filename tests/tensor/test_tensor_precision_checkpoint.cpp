@@ -66,7 +66,7 @@ TEST_CASE("tensor fp8 checkpoints: T=2 cut at step 5 of 12 and resumed continues
   REQUIRE(whole.skips.size() == kSteps);
   REQUIRE(whole.skips.substr(0, kCut).find('1') != std::string::npos);
   REQUIRE(whole.skips.substr(kCut).find('1') != std::string::npos);
-  CHECK(step_precision(node_events(straight.path(), 1, "step")) == whole);
+  CHECK(step_precision(node_events(straight.path(), 1, "step")).skips == whole.skips);
   const StepPrecision rest = steps_from(whole, kCut);
   const auto all_losses = losses(straight.path(), 0);
   const std::vector<double> rest_losses(all_losses.begin() + kCut, all_losses.end());
@@ -92,7 +92,9 @@ TEST_CASE("tensor fp8 checkpoints: T=2 cut at step 5 of 12 and resumed continues
     REQUIRE(resumed.size() == 1);
     CHECK(string_field(resumed[0], "precision_state") == "restored");
     CHECK(losses(second.path(), node) == rest_losses);
-    CHECK(step_precision(node_events(second.path(), node, "step")) == rest);
+    const StepPrecision resumed_steps = step_precision(node_events(second.path(), node, "step"));
+    CHECK(resumed_steps.skips == rest.skips);
+    CHECK(resumed_steps.scales == rest.scales);
     CHECK(sha_of(second.path(), node) == sha_of(straight.path(), 0));
   }
 
