@@ -124,7 +124,7 @@ TEST_CASE("pipeline fp8 checkpoints: P=2 cut at step 5 of 12 and resumed continu
 // layout each replica restores its own: bitwise, as above. Resumed on one replica
 // (P = 2) the copies are merged and the run says so.
 TEST_CASE("pipeline fp8 checkpoints: D=2 x P=2 keeps each replica's amax histories and "
-          "resumes bit for bit; one replica resumes them merged",
+          "resumes bit for bit, and one replica resumes them merged",
           "[pp][precision][checkpoint][dp]") {
   ScratchDir straight_dir("pxd-fp8-ckpt-straight"), first_dir("pxd-fp8-ckpt-first"),
       second_dir("pxd-fp8-ckpt-second"), one_dir("pxd-fp8-ckpt-to-one-replica");
