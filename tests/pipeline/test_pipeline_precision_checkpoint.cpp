@@ -173,3 +173,49 @@ TEST_CASE("pipeline fp8 checkpoints: D=2 x P=2 keeps each replica's amax histori
        << max_relative_difference(one.stages[0].losses, rest_losses));
   CHECK(std::isfinite(one.stages[0].losses.back()));
 }
+
+// Through `dseek launch` the stage's trainer lives in the node's pipeline_stage actor
+// (actors/node/pipeline_stage.hpp) and the node's checkpoint_writer writes: the loss
+// scale and amax histories travel through the actor's requests, and the resume is
+// bitwise as above.
+TEST_CASE("pipeline fp8 checkpoints: dseek launch (pipeline_stage actors) resumes an fp8 "
+          "P=2 job bit for bit", "[pp][precision][checkpoint][launch]") {
+  ScratchDir straight("pp-fp8-launch-straight"), first("pp-fp8-launch-first"),
+      second("pp-fp8-launch-second");
+  const std::vector<std::string> job = {
+      "--set", "parallel.pipeline=2", "--set", "train.micro_batch_size=2", "--set",
+      "train.threads=1", "--set", "train.precision=\"fp8\"", "--set",
+      "train.loss_scale_init=16777216", "--set", "train.loss_scale_window=2"};
+  auto launch_ok = [](const fs::path& run, const std::vector<std::string>& settings) {
+    const auto result = run_process(tiny_launch(run, 2, 12, settings), std::chrono::seconds(240),
+                                    launch_env());
+    INFO(result.output);
+    REQUIRE(result.exit_code == 0);
+  };
+  launch_ok(straight.path(), job);
+  const StepPrecision whole = step_precision(node_events(straight.path(), 0, "step"));
+  WARN("fp8 P=2 launched: skipped steps " << whole.skips);
+  REQUIRE(whole.skips.size() == 12);
+  REQUIRE(whole.skips.substr(kCut).find('1') != std::string::npos);
+  const StepPrecision rest = steps_from(whole, kCut);
+  launch_ok(first.path(), job + std::vector<std::string>{"--set", "checkpoint.every_steps=5",
+                                                         "--set", "train.stop_after_steps=5"});
+  const fs::path checkpoint = first.path() / "checkpoints/step-00000005";
+  REQUIRE(fs::exists(checkpoint / "COMMITTED"));
+  launch_ok(second.path(),
+            job + std::vector<std::string>{"--set", "checkpoint.resume=\"" + checkpoint.string() + "\""});
+  const auto done = node_events(straight.path(), 0, "train_done");
+  REQUIRE(done.size() == 1);
+  for (int node = 0; node < 2; ++node) {
+    INFO("node " << node);
+    const auto resumed = node_events(second.path(), node, "resumed");
+    REQUIRE(resumed.size() == 1);
+    CHECK(string_field(resumed[0], "precision_state") == "restored");
+    const StepPrecision steps = step_precision(node_events(second.path(), node, "step"));
+    CHECK(steps.skips == rest.skips);
+    CHECK(steps.scales == rest.scales);
+    const auto resumed_done = node_events(second.path(), node, "train_done");
+    REQUIRE(resumed_done.size() == 1);
+    CHECK(string_field(resumed_done[0], "params_sha256") == string_field(done[0], "params_sha256"));
+  }
+}
