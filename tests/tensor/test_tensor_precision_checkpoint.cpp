@@ -111,3 +111,43 @@ TEST_CASE("tensor fp8 checkpoints: T=2 cut at step 5 of 12 and resumed continues
   CHECK(std::isfinite(single.back()));
   CHECK(single.back() < all_losses.front());
 }
+
+// Data x tensor (D = 2 replicas of a T = 2 group, no ZeRO): a copy per (replica, tensor
+// rank), for which every replica takes part in the snapshot
+// (TensorParallelTrainer::fp8_state_per_replica); the same layout resumes bitwise.
+TEST_CASE("tensor fp8 checkpoints: D=2 x T=2 keeps each replica's and rank's amax histories "
+          "and resumes bit for bit", "[tp][precision][checkpoint][dp]") {
+  const std::vector<std::string> grid =
+      kTensor + std::vector<std::string>{"--set", "parallel.data=2", "--set",
+                                         "train.micro_batch_size=2"};
+  ScratchDir straight("tp-dp-fp8-ckpt-straight"), first("tp-dp-fp8-ckpt-first"),
+      second("tp-dp-fp8-ckpt-second");
+  launch_ok(straight.path(), 4, grid);
+  const StepPrecision whole = step_precision(node_events(straight.path(), 0, "step"));
+  WARN("fp8 D=2 x T=2: skipped steps " << whole.skips);
+  REQUIRE(whole.skips.size() == kSteps);
+  const StepPrecision rest = steps_from(whole, kCut);
+  const auto all_losses = losses(straight.path(), 0);
+  const std::vector<double> rest_losses(all_losses.begin() + kCut, all_losses.end());
+  launch_ok(first.path(), 4,
+            grid + std::vector<std::string>{"--set", "checkpoint.every_steps=5", "--set",
+                                            "train.stop_after_steps=5"});
+  const fs::path checkpoint = first.path() / "checkpoints/step-00000005";
+  REQUIRE(fs::exists(checkpoint / "COMMITTED"));
+  const auto inspect = run_process({bin("dseek"), "ckpt", "inspect", checkpoint.string()}, 60s);
+  INFO(inspect.output);
+  CHECK_THAT(inspect.output, Catch::Matchers::Contains("x 4 copies (data 2 x tensor 2"));
+  launch_ok(second.path(), 4,
+            grid + std::vector<std::string>{"--set", "checkpoint.resume=\"" + checkpoint.string() + "\""});
+  for (int node = 0; node < 4; ++node) {
+    INFO("node " << node);
+    const auto resumed = node_events(second.path(), node, "resumed");
+    REQUIRE(resumed.size() == 1);
+    CHECK(string_field(resumed[0], "precision_state") == "restored");
+    CHECK(losses(second.path(), node) == rest_losses);
+    const StepPrecision resumed_steps = step_precision(node_events(second.path(), node, "step"));
+    CHECK(resumed_steps.skips == rest.skips);
+    CHECK(resumed_steps.scales == rest.scales);
+    CHECK(sha_of(second.path(), node) == sha_of(straight.path(), 0));
+  }
+}
