@@ -9,6 +9,7 @@
 #include <stdexcept>
 
 #include "runtime/model/precision_policy.hpp"
+#include "runtime/train/loss_scale_checkpoint.hpp"
 #include "runtime/train/pipeline_stage_chunk.hpp"
 #include "runtime/train/pipeline_stage_trainer.hpp"
 #include "runtime/train/sharded_precision_state.hpp"
@@ -20,12 +21,7 @@ bool PipelineStageTrainer::fp8_state_per_replica() const {
 }
 
 checkpoint::PrecisionState PipelineStageTrainer::gather_precision_state() {
-  checkpoint::PrecisionState state;
-  state.precision = config_.train.precision;
-  if (loss_scaler_) {
-    state.loss_scale = loss_scaler_->scale();
-    state.loss_scale_good_steps = loss_scaler_->good_steps();
-  }
+  checkpoint::PrecisionState state = loss_scale_state(config_.train.precision, loss_scaler_.get());
   if (config_.train.precision != "fp8") return state;
   const numerics::DelayedScalingState first = chunks_.front()->model->fp8_state();
   const size_t operands = first.scales.size();
@@ -53,8 +49,7 @@ checkpoint::PrecisionState PipelineStageTrainer::gather_precision_state() {
 
 bool PipelineStageTrainer::restore_precision_state(const checkpoint::PrecisionState& state,
                                                    const LayoutSizes& written_by) {
-  if (loss_scaler_)
-    loss_scaler_->restore(static_cast<float>(state.loss_scale), state.loss_scale_good_steps);
+  restore_loss_scale(loss_scaler_.get(), state);
   LayoutSizes now;
   now.data = static_cast<uint32_t>(replicas());
   now.pipeline = static_cast<uint32_t>(plan_.shape.stages);

@@ -4,6 +4,7 @@
 // rank runs every layer on its own shard, so its fp8 amaxes are its own: each rank's
 // whole copy goes into its slot (sharded_precision_state.hpp), and sums over the group
 // and, when every replica takes part, over the replicas put the copies together.
+#include "runtime/train/loss_scale_checkpoint.hpp"
 #include "runtime/train/sharded_precision_state.hpp"
 #include "runtime/train/tensor_parallel_trainer.hpp"
 
@@ -14,12 +15,7 @@ bool TensorParallelTrainer::fp8_state_per_replica() const {
 }
 
 checkpoint::PrecisionState TensorParallelTrainer::gather_precision_state() {
-  checkpoint::PrecisionState state;
-  state.precision = config_.train.precision;
-  if (loss_scaler_) {
-    state.loss_scale = loss_scaler_->scale();
-    state.loss_scale_good_steps = loss_scaler_->good_steps();
-  }
+  checkpoint::PrecisionState state = loss_scale_state(config_.train.precision, loss_scaler_.get());
   if (config_.train.precision != "fp8") return state;
   const numerics::DelayedScalingState mine = model_->precision().fp8_state();
   const bool per_replica = fp8_state_per_replica();
@@ -36,8 +32,7 @@ checkpoint::PrecisionState TensorParallelTrainer::gather_precision_state() {
 
 bool TensorParallelTrainer::restore_precision_state(const checkpoint::PrecisionState& state,
                                                     const LayoutSizes& written_by) {
-  if (loss_scaler_)
-    loss_scaler_->restore(static_cast<float>(state.loss_scale), state.loss_scale_good_steps);
+  restore_loss_scale(loss_scaler_.get(), state);
   LayoutSizes now;
   now.data = static_cast<uint32_t>(replicas());
   now.tensor = static_cast<uint32_t>(ranks());

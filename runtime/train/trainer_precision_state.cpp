@@ -14,6 +14,7 @@
 #include <span>
 #include <vector>
 
+#include "runtime/train/loss_scale_checkpoint.hpp"
 #include "runtime/train/trainer.hpp"
 
 namespace dseek::train {
@@ -23,12 +24,7 @@ bool Trainer::precision_state_is_collective() const {
 }
 
 checkpoint::PrecisionState Trainer::precision_state() {
-  checkpoint::PrecisionState state;
-  state.precision = config_.train.precision;
-  if (loss_scaler_) {
-    state.loss_scale = loss_scaler_->scale();
-    state.loss_scale_good_steps = loss_scaler_->good_steps();
-  }
+  checkpoint::PrecisionState state = loss_scale_state(config_.train.precision, loss_scaler_.get());
   state.fp8 = model_->precision().fp8_state();
   if (!precision_state_is_collective()) return state;
   // Every replica's state in its own slot of a zeroed buffer, summed over the replicas:
@@ -57,8 +53,7 @@ checkpoint::PrecisionState Trainer::precision_state() {
 }
 
 bool Trainer::restore_precision_state(const checkpoint::PrecisionState& state) {
-  if (loss_scaler_)
-    loss_scaler_->restore(static_cast<float>(state.loss_scale), state.loss_scale_good_steps);
+  restore_loss_scale(loss_scaler_.get(), state);
   const int64_t world = reducer_ != nullptr ? reducer_->world_size() : 1;
   const int64_t rank = reducer_ != nullptr ? reducer_->rank() : 0;
   const bool own = state.fp8.replicas == world;
