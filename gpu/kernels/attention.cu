@@ -1,8 +1,10 @@
 // Causal multi-head attention on the GPU, flash-attention style: the T x T probabilities
 // are never stored. Forward keeps, per query row, the logsumexp of its scaled scores
-// (B*NH*T floats); backward recomputes each probability as exp(score - logsumexp).
+// (B*NH*T floats; the tiled kernels keep a copy of the output after them); backward
+// recomputes each probability as exp(score - logsumexp).
 //
-// Head sizes up to 64 (GPT-2's) take the tiled kernels of attention_tiled.cu, 20x faster.
+// Head sizes up to 64 (GPT-2's) take the tiled kernels of attention_tiled.cu (11x faster
+// on an H200 for GPT-2 124M: 37 against 428 ms of attention over two steps at batch 4).
 // The kernels here handle the rest: one warp per query row (forward, dq) or per
 // key row (dk, dv); a score is a warp reduction of q.k over the head's channels, which
 // each lane holds in registers at d = lane + 32*k (so head sizes up to kMaxHeadSize).
