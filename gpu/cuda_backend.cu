@@ -175,7 +175,7 @@ class CudaBackend final : public backend::Backend {
     kernels::matmul_forward(cublas_, stream_, out, inp, w, bias, N, C, OC);
   }
   size_t attention_state_floats(int B, int T, int C, int NH) const override {
-    return kernels::attention_state_floats(B, T, C, NH);
+    return kernels::attention_state_floats(B, T, NH);
   }
   void attention_forward(float* out, float* att, const float* qkv, int B, int T, int C,
                          int NH) override {
@@ -239,13 +239,13 @@ class CudaBackend final : public backend::Backend {
     make_current();
     kernels::gelu_backward(stream_, dinp, inp, dout, n);
   }
-  void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* att,
-                          int B, int T, int C, int NH) override {
+  void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* out,
+                          const float* att, int B, int T, int C, int NH) override {
     check_heads(C, NH);
     make_current();
     kernels::attention_backward(stream_,
                                 scratch(kernels::attention_backward_scratch_floats(B, T, NH)),
-                                dqkv, dout, qkv, att, B, T, C, NH);
+                                dqkv, dout, qkv, out, att, B, T, C, NH);
   }
   void layernorm_backward(float* dinp, float* dw, float* db, const float* dout, const float* inp,
                           const float* w, const float* mean, const float* rstd, int N,

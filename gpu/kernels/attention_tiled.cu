@@ -19,8 +19,8 @@
 // of shared memory for 64 FMAs, which keeps the FMA pipes, not shared memory, the limit.
 //
 // Backward (P the probabilities, dP = dO V^T, D_t = sum_j P_tj dP_tj,
-// dS = P (dP - D) * scale): D_t = dO_t . O_t from a copy of the forward's output kept in
-// the attention state (beside the logsumexps); then one kernel per query tile computes
+// dS = P (dP - D) * scale): D_t = dO_t . O_t from the forward's output (the caller's, as
+// FlashAttention-2 takes it); then one kernel per query tile computes
 // dQ = dS K, and one kernel per key tile walks the query tiles below the diagonal for
 // dK = dS^T Q and dV = P^T dO.
 #include <cmath>
@@ -180,8 +180,7 @@ __device__ __forceinline__ void store_rows(float* base, size_t row_stride, const
 }
 
 __global__ void __launch_bounds__(kThreads)
-    tiled_forward_kernel(float* out, float* saved_out, float* logsumexp, const float* qkv, int T,
-                         int C, int NH) {
+    tiled_forward_kernel(float* out, float* logsumexp, const float* qkv, int T, int C, int NH) {
   extern __shared__ float4 shared_memory[];  // float4: 16-byte aligned
   float* shared = reinterpret_cast<float*>(shared_memory);
   float* Q = shared;
@@ -250,9 +249,6 @@ __global__ void __launch_bounds__(kThreads)
   for (int i = 0; i < kPer; ++i) inverse[i] = 1.0f / l[i];
   const size_t head_out = static_cast<size_t>(head.b) * T * C + static_cast<size_t>(head.h) * hs;
   store_rows(out + head_out, C, o, q0, T, hs, ty, tx, kInterleaved, kContiguous, inverse);
-  // The backward pass's D_t = dO_t . O_t reads this copy (`out` is the caller's, and may be
-  // changed before the backward runs).
-  store_rows(saved_out + head_out, C, o, q0, T, hs, ty, tx, kInterleaved, kContiguous, inverse);
   if (tx == 0) {
 #pragma unroll
     for (int i = 0; i < kPer; ++i) {
@@ -285,8 +281,8 @@ __device__ __forceinline__ void probabilities(Block4& p, Block4& dp, const float
 
 // D_t = dO_t . O_t for every (b, h, t) row (= sum_j P_tj dP_tj, as FlashAttention-2 gets
 // it): one warp per row, lanes over the head's dimensions, a fixed butterfly.
-__global__ void row_dot_kernel(float* dsum, const float* dout, const float* saved_out, int B,
-                               int T, int C, int NH) {
+__global__ void row_dot_kernel(float* dsum, const float* dout, const float* out, int B, int T,
+                               int C, int NH) {
   const long long row = static_cast<long long>(blockIdx.x) * (kThreads / kWarpSize) +
                         threadIdx.x / kWarpSize;
   if (row >= static_cast<long long>(B) * NH * T) return;  // the whole warp leaves together
@@ -297,7 +293,7 @@ __global__ void row_dot_kernel(float* dsum, const float* dout, const float* save
   const int hs = C / NH;
   const size_t offset = (static_cast<size_t>(b) * T + t) * C + static_cast<size_t>(h) * hs;
   float partial = 0.0f;
-  for (int d = lane; d < hs; d += kWarpSize) partial += dout[offset + d] * saved_out[offset + d];
+  for (int d = lane; d < hs; d += kWarpSize) partial += dout[offset + d] * out[offset + d];
   const float total = warp_sum(partial);
   if (lane == 0) dsum[row] = total;
 }
@@ -440,33 +436,26 @@ dim3 tile_grid(int B, int T, int NH) {
 
 }  // namespace
 
-size_t tiled_attention_state_floats(int B, int T, int C, int NH) {
-  return static_cast<size_t>(B) * NH * T + static_cast<size_t>(B) * T * C;
-}
-
 bool tiled_attention_handles(int B, int T, int C, int NH) {
   return NH > 0 && C % NH == 0 && C / NH <= kTile && static_cast<long long>(B) * NH <= 65535 &&
          T > 0;
 }
 
-void tiled_attention_forward(cudaStream_t stream, float* out, float* state, const float* qkv,
+void tiled_attention_forward(cudaStream_t stream, float* out, float* logsumexp, const float* qkv,
                              int B, int T, int C, int NH) {
-  float* logsumexp = state;
-  float* saved_out = state + static_cast<size_t>(B) * NH * T;
   allow_shared(tiled_forward_kernel, shared_bytes(4));
   tiled_forward_kernel<<<tile_grid(B, T, NH), kThreads, shared_bytes(4), stream>>>(
-      out, saved_out, logsumexp, qkv, T, C, NH);
+      out, logsumexp, qkv, T, C, NH);
   DSEEK_CUDA_CHECK_LAUNCH(stream, "tiled_forward_kernel");
 }
 
 void tiled_attention_backward(cudaStream_t stream, float* dsum, float* dqkv, const float* dout,
-                              const float* qkv, const float* state, int B, int T, int C, int NH) {
-  const float* logsumexp = state;
-  const float* saved_out = state + static_cast<size_t>(B) * NH * T;
+                              const float* qkv, const float* out, const float* logsumexp, int B,
+                              int T, int C, int NH) {
   const long long rows = static_cast<long long>(B) * NH * T;
   const int warps_per_block = kThreads / kWarpSize;
   row_dot_kernel<<<static_cast<unsigned>((rows + warps_per_block - 1) / warps_per_block), kThreads,
-                   0, stream>>>(dsum, dout, saved_out, B, T, C, NH);
+                   0, stream>>>(dsum, dout, out, B, T, C, NH);
   DSEEK_CUDA_CHECK_LAUNCH(stream, "row_dot_kernel");
   allow_shared(tiled_backward_query_kernel, shared_bytes(5));
   allow_shared(tiled_backward_key_kernel, shared_bytes(6));

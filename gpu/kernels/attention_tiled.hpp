@@ -4,23 +4,19 @@
 
 #include <cuda_runtime.h>
 
-#include <cstddef>
-
 namespace dseek::gpu::kernels {
 
 // Whether the tiled kernels take this shape (head size C / NH at most 64, B * NH at most
 // 65535 blocks in the grid's y dimension).
 bool tiled_attention_handles(int B, int T, int C, int NH);
 
-// Floats of attention state the tiled kernels keep per layer: a logsumexp per query row and
-// head (B * NH * T), then a copy of the output (B * T * C) for the backward pass's D.
-size_t tiled_attention_state_floats(int B, int T, int C, int NH);
-
-void tiled_attention_forward(cudaStream_t stream, float* out, float* state, const float* qkv,
+void tiled_attention_forward(cudaStream_t stream, float* out, float* logsumexp, const float* qkv,
                              int B, int T, int C, int NH);
 
-// dsum: B * NH * T floats of scratch (D_t, computed first, read by both passes).
+// out: what the forward wrote (D_t = dout_t . out_t); dsum: B * NH * T floats of scratch
+// (D_t, computed first, read by both passes).
 void tiled_attention_backward(cudaStream_t stream, float* dsum, float* dqkv, const float* dout,
-                              const float* qkv, const float* state, int B, int T, int C, int NH);
+                              const float* qkv, const float* out, const float* logsumexp, int B,
+                              int T, int C, int NH);
 
 }  // namespace dseek::gpu::kernels

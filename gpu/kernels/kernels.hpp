@@ -62,14 +62,16 @@ void add_column_sums(cudaStream_t stream, Scratch scratch, float* dst, const flo
 // Largest head size the kernels handle (C / NH).
 constexpr int kMaxHeadSize = 256;
 // Floats of per-layer attention state (the `att` buffer): one logsumexp per query row and
-// head, and for the tiled kernels (head size <= 64) a copy of the output.
-size_t attention_state_floats(int B, int T, int C, int NH);
+// head.
+size_t attention_state_floats(int B, int T, int NH);
 void attention_forward(cudaStream_t stream, float* out, float* logsumexp, const float* qkv, int B,
                        int T, int C, int NH);
 // Floats of scratch attention_backward needs (one per query row and head).
 size_t attention_backward_scratch_floats(int B, int T, int NH);
+// `out`: what attention_forward wrote (the tiled kernels take D_t = dout_t . out_t from it).
 void attention_backward(cudaStream_t stream, Scratch scratch, float* dqkv, const float* dout,
-                        const float* qkv, const float* logsumexp, int B, int T, int C, int NH);
+                        const float* qkv, const float* out, const float* logsumexp, int B, int T,
+                        int C, int NH);
 
 // --- elementwise.cu ------------------------------------------------------------------
 void gelu_forward(cudaStream_t stream, float* out, const float* inp, size_t n);

@@ -140,9 +140,12 @@ class Backend {
                                      const MatmulPrecision& precision);
   // dinp = gelu'(inp) * dout; dinp may alias dout.
   virtual void gelu_backward(float* dinp, const float* inp, const float* dout, size_t n) = 0;
-  // dqkv (overwrite) from dout and what attention_forward saved in att.
+  // dqkv (overwrite) from dout, and from what attention_forward wrote: its output `out`
+  // (unchanged since; a backend may use it, e.g. for D_t = dout_t . out_t, or not) and
+  // its saved state `att`.
   virtual void attention_backward(float* dqkv, const float* dout, const float* qkv,
-                                  const float* att, int B, int T, int C, int NH) = 0;
+                                  const float* out, const float* att, int B, int T, int C,
+                                  int NH) = 0;
   // dinp += ..., dw += ..., db += ...
   virtual void layernorm_backward(float* dinp, float* dw, float* db, const float* dout,
                                   const float* inp, const float* w, const float* mean,

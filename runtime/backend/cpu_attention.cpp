@@ -67,7 +67,8 @@ void CpuBackend::attention_forward(float* out, float* att, const float* qkv, int
 }
 
 void CpuBackend::attention_backward(float* dqkv, const float* dout, const float* qkv,
-                                    const float* att, int B, int T, int C, int NH) {
+                                    const float* /*out*/, const float* att, int B, int T,
+                                    int C, int NH) {
   const int hs = C / NH;
   const int C3 = 3 * C;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hs));

@@ -184,10 +184,11 @@ class ScrambledBackend final : public Backend {
     Staging s(*this);
     cpu_->gelu_backward(s.out(dinp), s.in(inp), s.in(dout), n);
   }
-  void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* att,
-                          int B, int T, int C, int NH) override {
+  void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* out,
+                          const float* att, int B, int T, int C, int NH) override {
     Staging s(*this);
-    cpu_->attention_backward(s.out(dqkv), s.in(dout), s.in(qkv), s.in(att), B, T, C, NH);
+    cpu_->attention_backward(s.out(dqkv), s.in(dout), s.in(qkv), s.in(out), s.in(att), B, T, C,
+                             NH);
   }
   void layernorm_backward(float* dinp, float* dw, float* db, const float* dout,
                           const float* inp, const float* w, const float* mean,

@@ -211,8 +211,8 @@ void GptModel::block_backward(int64_t layer, BlockActivations& a, const float* x
   be.mixed_matmul_backward(dwidth1_.data(), g + p.attn_proj_w, g + p.attn_proj_b, dres,
                            a.atty.data(), w + p.attn_proj_w, N, C, C,
                            precision_.block(layer, PrecisionPolicy::kAttentionProjection));
-  be.attention_backward(dwidth3_.data(), dwidth1_.data(), a.qkv.data(), a.att.data(),
-                        static_cast<int>(B_), static_cast<int>(T_), C, NH);
+  be.attention_backward(dwidth3_.data(), dwidth1_.data(), a.qkv.data(), a.atty.data(),
+                        a.att.data(), static_cast<int>(B_), static_cast<int>(T_), C, NH);
   be.mixed_matmul_backward(dwidth1_.data(), g + p.qkv_w, g + p.qkv_b, dwidth3_.data(),
                            a.ln1.data(), w + p.qkv_w, N, C, 3 * C,
                            precision_.block(layer, PrecisionPolicy::kQkv));

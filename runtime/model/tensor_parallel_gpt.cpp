@@ -243,8 +243,8 @@ void TensorParallelGpt::block_backward(int64_t layer, BlockActivations& a, const
   be.mixed_matmul_backward(datty_.data(), g + p.attn_proj_w, g + p.attn_proj_b, dres,
                            a.atty.data(), w + p.attn_proj_w, N, Cl, C,
                            precision_.block(layer, PrecisionPolicy::kAttentionProjection));
-  be.attention_backward(dqkv_.data(), datty_.data(), a.qkv.data(), a.att.data(),
-                        static_cast<int>(B_), static_cast<int>(T_), Cl, NHl);
+  be.attention_backward(dqkv_.data(), datty_.data(), a.qkv.data(), a.atty.data(),
+                        a.att.data(), static_cast<int>(B_), static_cast<int>(T_), Cl, NHl);
   be.mixed_matmul_backward(dwidth1_.data(), g + p.qkv_w, g + p.qkv_b, dqkv_.data(), a.ln1.data(),
                            w + p.qkv_w, N, C, 3 * Cl,
                            precision_.block(layer, PrecisionPolicy::kQkv));

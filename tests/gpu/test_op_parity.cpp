@@ -130,12 +130,9 @@ void check_attention(int batch, int steps, int channels, int heads) {
   Mirrored<float> att_gpu_side(
       pair, nan_filled(pair.gpu->attention_state_floats(batch, steps, channels, heads)));
   float* att_gpu = att_gpu_side.gpu.data();
-  // The CUDA backend saves one logsumexp per row and head, not the T x T probabilities;
-  // the tiled kernels (head size <= 64) also keep a copy of the output for the backward.
-  const size_t logsumexps = static_cast<size_t>(batch) * heads * steps;
+  // The CUDA backend saves one logsumexp per row and head, not the T x T probabilities.
   CHECK(pair.gpu->attention_state_floats(batch, steps, channels, heads) ==
-        (channels / heads <= 64 ? logsumexps + static_cast<size_t>(rows) * channels
-                                : logsumexps));
+        static_cast<size_t>(batch) * heads * steps);
   pair.cpu->attention_forward(out.cpu.data(), att_cpu_side.cpu.data(), qkv.cpu.data(), batch,
                               steps, channels, heads);
   pair.gpu->attention_forward(out.gpu.data(), att_gpu, qkv.gpu.data(), batch, steps, channels,
@@ -147,15 +144,16 @@ void check_attention(int batch, int steps, int channels, int heads) {
   Mirrored<float> dout(pair, random_floats(static_cast<size_t>(rows) * channels, 31));
   Mirrored<float> dqkv(pair, nan_filled(static_cast<size_t>(rows) * 3 * channels));  // overwritten
   pair.cpu->attention_backward(dqkv.cpu.data(), dout.cpu.data(), qkv.cpu.data(),
-                               att_cpu_side.cpu.data(), batch, steps, channels, heads);
-  pair.gpu->attention_backward(dqkv.gpu.data(), dout.gpu.data(), qkv.gpu.data(), att_gpu,
-                               batch, steps, channels, heads);
+                               out.cpu.data(), att_cpu_side.cpu.data(), batch, steps, channels,
+                               heads);
+  pair.gpu->attention_backward(dqkv.gpu.data(), dout.gpu.data(), qkv.gpu.data(),
+                               out.gpu.data(), att_gpu, batch, steps, channels, heads);
   DSEEK_CHECK_PARITY(dqkv, kFp32Tolerance);
 
   // Deterministic: the same inputs again give bit-identical gradients.
   const std::vector<float> first = dqkv.gpu_values();
-  pair.gpu->attention_backward(dqkv.gpu.data(), dout.gpu.data(), qkv.gpu.data(), att_gpu,
-                               batch, steps, channels, heads);
+  pair.gpu->attention_backward(dqkv.gpu.data(), dout.gpu.data(), qkv.gpu.data(),
+                               out.gpu.data(), att_gpu, batch, steps, channels, heads);
   CHECK(dqkv.gpu_values() == first);
 }
 }  // namespace
