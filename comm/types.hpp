@@ -86,14 +86,12 @@ struct CommOptions {
   // The chunk one shared-memory all-reduce step moves; each rank's segment holds four
   // (two staging and two result slots, so one chunk is staged while the last is gathered).
   size_t shm_chunk_bytes = 1024 * 1024;
-  // Buffers up to this size take the shared-memory path; larger ones the UCX algorithms,
-  // which touch less memory (no staging copy): the ring was faster from 16 MiB at 2 ranks
-  // on 2 cores. When this host runs more ranks than cores, every flag wait (on all peers)
-  // can cost a context switch: at 4 ranks on 2 cores recursive halving was faster from
-  // 256 KiB (1.3x; 0.88-1.1x at 128 KiB), so the second limit applies.
-  // DSEEK_COMM_SHM_MAX (bytes) overrides both, for measurements.
-  size_t shm_max_bytes = 4 * 1024 * 1024;
-  size_t shm_max_bytes_oversubscribed = 128 * 1024;
+  // Buffers up to this size take the shared-memory path, larger ones the UCX algorithms.
+  // No limit by default: with its data half a page from the output (alias_offset.hpp) it
+  // was faster than every UCX algorithm at every size measured, 2 and 4 ranks on 2 cores,
+  // 4 KiB to 64 MiB (bench/RESULTS.md, "4K aliasing"). DSEEK_COMM_SHM_MAX (bytes)
+  // overrides it, for measurements.
+  size_t shm_max_bytes = SIZE_MAX;
   // Forces one all-reduce algorithm (automatic: chosen by the limits above).
   // DSEEK_COMM_ALLREDUCE=auto|shm|direct|rsag|halving|ring overrides it, for measurements.
   AllReduceAlgorithm all_reduce_algorithm = AllReduceAlgorithm::automatic;

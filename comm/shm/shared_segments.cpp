@@ -33,7 +33,7 @@ std::byte* map_segment(int fd, size_t bytes, const std::string& name) {
 SharedSegments::SharedSegments(int rank, int ranks, size_t chunk_bytes, const std::string& name_base,
                                const std::function<void()>& barrier)
     : rank_(rank), ranks_(ranks), chunk_bytes_((chunk_bytes + 4095) / 4096 * 4096),
-      segment_bytes_(kFlagBytes + 2 * kSlots * chunk_bytes_), bases_(static_cast<size_t>(ranks), nullptr) {
+      segment_bytes_(kFlagBytes + 2 * kSlots * (chunk_bytes_ + kSlotSlack)), bases_(static_cast<size_t>(ranks), nullptr) {
   if (chunk_bytes_ == 0) throw CommError(ErrorKind::invalid_argument, "shared-memory all-reduce: chunk of 0 bytes");
   own_name_ = segment_name(name_base, rank);
   try {
@@ -83,10 +83,10 @@ SharedSegments::Flags& SharedSegments::flags(int r) const {
   return *std::launder(reinterpret_cast<Flags*>(bases_[static_cast<size_t>(r)]));
 }
 std::byte* SharedSegments::staging(int r, int slot) const {
-  return bases_[static_cast<size_t>(r)] + kFlagBytes + static_cast<size_t>(slot) * chunk_bytes_;
+  return bases_[static_cast<size_t>(r)] + kFlagBytes + static_cast<size_t>(slot) * (chunk_bytes_ + kSlotSlack);
 }
 std::byte* SharedSegments::result(int r, int slot) const {
-  return bases_[static_cast<size_t>(r)] + kFlagBytes + static_cast<size_t>(kSlots + slot) * chunk_bytes_;
+  return bases_[static_cast<size_t>(r)] + kFlagBytes + static_cast<size_t>(kSlots + slot) * (chunk_bytes_ + kSlotSlack);
 }
 
 }  // namespace dseek::comm

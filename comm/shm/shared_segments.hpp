@@ -1,7 +1,9 @@
 // The shared-memory segments of the ranks of one world that all run on this host: one
 // POSIX shm segment per rank (a flag page, then two staging slots and two result slots of
 // `chunk_bytes` each, so that one chunk can be staged while the previous one is still
-// read), every rank mapping every other's. The shared-memory all-reduce
+// read), every rank mapping every other's. Each slot has a page more than a chunk: the
+// writer places its data at a page offset of its choice (alias_offset.hpp), and
+// publishes it with the flag. The shared-memory all-reduce
 // (shm_allreduce.hpp) moves data through them with plain memcpy and reduce loops
 // instead of UCX's single-copy CMA, whose page pinning runs at ~8 GB/s here against
 // ~25 GB/s for an in-cache memcpy and stalls for milliseconds when the host is busy.
@@ -27,9 +29,12 @@ class SharedSegments {
   // Written by one rank, read by all: what it has published so far (chunk numbers).
   struct Flags {
     alignas(64) std::atomic<uint64_t> staged{0};   // its input of chunk v is in its staging area
+    std::atomic<uint32_t> staged_at{0};            // ... that many bytes into the slot
     alignas(64) std::atomic<uint64_t> reduced{0};  // its shard of chunk v is in its result area
+    std::atomic<uint32_t> reduced_at{0};           // ... that many bytes into the slot
   };
-  static_assert(std::atomic<uint64_t>::is_always_lock_free, "flags are shared between processes");
+  static_assert(std::atomic<uint64_t>::is_always_lock_free && std::atomic<uint32_t>::is_always_lock_free,
+                "flags are shared between processes");
 
   // `barrier` is a collective barrier over the world's ranks; `name_base` the same on
   // every rank of the world and unique to it. Throws CommError(transport) on failure.
@@ -44,7 +49,9 @@ class SharedSegments {
   size_t chunk_bytes() const { return chunk_bytes_; }
   Flags& flags(int r) const;
   // Two slots per area: the all-reduce stages one chunk while the previous one is read.
+  // A slot holds chunk_bytes() + kSlotSlack bytes.
   static constexpr int kSlots = 2;
+  static constexpr size_t kSlotSlack = 4096;
   std::byte* staging(int r, int slot) const;
   std::byte* result(int r, int slot) const;
 

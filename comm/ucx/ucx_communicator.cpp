@@ -1,5 +1,5 @@
 // The UCX Communicator: chooses an algorithm per call (shared memory for the all-reduces
-// of a world on one host, direct exchange for small buffers, recursive halving + doubling
+// of a world on one host, at every size; for sub-groups and worlds across hosts: direct exchange for small buffers, recursive halving + doubling
 // or the direct reduce-scatter + all-gather for mid-size ones, the pipelined ring for
 // large ones, the hierarchical all-reduce when the group spans hosts; DSEEK_COMM_ALLREDUCE
 // forces one), numbers operations in
@@ -45,7 +45,7 @@ struct UcxWorld {
   std::unique_ptr<UcxTransport> transport;
   std::shared_ptr<ProgressEngine> engine;  // Work handles keep it (stopped) as their driver
   std::unique_ptr<SharedSegments> segments;  // all ranks on this host: all-reduces of the world go through them
-  size_t shm_max_bytes = 0;                  // up to this size (CommOptions, per oversubscription)
+  size_t shm_max_bytes = 0;                  // up to this size (CommOptions, or the environment)
   std::mutex mutex;
   std::multiset<uint32_t> contexts;
 
@@ -403,9 +403,7 @@ std::unique_ptr<Communicator> UcxCommunicatorBuilder::connect(const std::vector<
     world->engine->set_oversubscribed(cores > 0 && local > cores);
     world->engine->set_no_spare_core(cores > 0 && local >= cores);
     static const long shm_max_env = [] { const char* v = std::getenv("DSEEK_COMM_SHM_MAX"); return v ? std::atol(v) : -1L; }();
-    world->shm_max_bytes = shm_max_env >= 0 ? static_cast<size_t>(shm_max_env)
-                           : cores > 0 && local > cores ? options_.shm_max_bytes_oversubscribed
-                                                         : options_.shm_max_bytes;
+    world->shm_max_bytes = shm_max_env >= 0 ? static_cast<size_t>(shm_max_env) : options_.shm_max_bytes;
   }
   GroupInfo info;
   info.context = derive_context(0, 0, 0);

@@ -31,12 +31,16 @@ TEST_CASE("all_reduce through shared memory in many small chunks", "[comm][all_r
   expect_scenario(3, "all_reduce_async", {"--shm-chunk-bytes", "4096"});
 }
 TEST_CASE("all_reduce through shared memory at every size on 4 ranks", "[comm][all_reduce][shm]") {
-  // More ranks than this host's cores would send the larger sizes to UCX: force the
-  // shared-memory path for all of them (the 4-source reduce, chunks staged ahead while
-  // the previous one is gathered) in 64 KiB chunks. (At 2 ranks the default limit, 4 MiB,
-  // already covers the scenario's 2 MiB sizes: 3 chunks of 1 MiB.)
+  // The 4-source reduce, chunks staged ahead while the previous one is gathered, in 64 KiB
+  // chunks; the size limit set past every size (it has none by default).
   expect_scenario(4, "all_reduce", {"--shm-chunk-bytes", "65536", "--shm-max-bytes", "67108864"});
   expect_scenario(4, "all_reduce_async", {"--shm-chunk-bytes", "65536", "--shm-max-bytes", "67108864"});
+}
+TEST_CASE("all_reduce through shared memory from buffers at other page offsets on every rank", "[comm][all_reduce][shm]") {
+  // Each rank's data lies where that rank put it in the slot (alias_offset.hpp); 16 KiB
+  // chunks, so the 70001-element buffers span several of them.
+  for (int n : {2, 3, 4})
+    expect_scenario(n, "all_reduce_page_offsets", {"--shm-chunk-bytes", "16384", "--shm-max-bytes", "67108864"});
 }
 TEST_CASE("all_reduce over UCX only matches the serial reference on 2, 3 and 4 ranks", "[comm][all_reduce]") {
   for (int n : {2, 3, 4}) expect_scenario(n, "all_reduce", {"--shared-memory", "0"});

@@ -3,9 +3,9 @@
 // reaches the others as ranks of other processes do. The all-reduce takes the shared-
 // memory path (comm/shm/, chosen because every rank is on one host: its POSIX segments
 // are named per rank, so ranks of one process map each other's as they map another
-// process's) up to CommOptions::shm_max_bytes (shm_max_bytes_oversubscribed when the
-// ranks outnumber the cores) and the UCX ring above it: both are checked here against the
-// exact sums (small integers in float32 add exactly).
+// process's) up to CommOptions::shm_max_bytes (set to 1 MiB here; no limit by default)
+// and the UCX ring above it: both are checked here against the exact sums (small integers
+// in float32 add exactly).
 #include <catch2/catch.hpp>
 
 #include <chrono>
@@ -72,6 +72,7 @@ TEST_CASE("ranks of one process connect and all-reduce over shared memory and UC
   constexpr int kRanks = 3;
   comm::CommOptions options;
   options.op_timeout = std::chrono::seconds(30);
+  options.shm_max_bytes = size_t{1} << 20;
   const size_t small = 1000;  // 4 KB: shared memory
   const size_t large = options.shm_max_bytes / sizeof(float) * 2;  // past it: the UCX ring
   AddressBoard board(kRanks);

@@ -46,9 +46,9 @@ int main(int argc, char** argv) {
     env.options.peer_failure_detection = env.arg("detect-peer-failure", "0") == "1";
     env.options.shared_memory = env.arg("shared-memory", "1") == "1";
     env.options.shm_chunk_bytes = std::stoul(env.arg("shm-chunk-bytes", "1048576"));
-    // Up to this size all-reduces take the shared-memory path, whatever the cores (0: the defaults).
+    // Up to this size all-reduces take the shared-memory path (0: the default, every size).
     if (const size_t shm_max = std::stoul(env.arg("shm-max-bytes", "0")); shm_max > 0)
-      env.options.shm_max_bytes = env.options.shm_max_bytes_oversubscribed = shm_max;
+      env.options.shm_max_bytes = shm_max;
     env.options.all_reduce_algorithm =
         parse_all_reduce_algorithm(env.arg("all-reduce-algorithm", "auto"), "--all-reduce-algorithm");
     // Fake host names (comma-separated, one per rank) exercise the host-aware paths.

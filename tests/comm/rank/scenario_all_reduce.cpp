@@ -1,6 +1,8 @@
 // All-reduce scenarios: every op, type and size against the serial reference, in and
 // out of place, several operations in flight at once, and the byte counters.
+#include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <thread>
 
 #include "rank/rank_env.hpp"
@@ -28,9 +30,10 @@ const RegisterScenario all_reduce("all_reduce", [](RankEnv& env) {
         check_all_reduce(env, type, op, count, true, ++salt);
         if (op == ReduceOp::sum) check_all_reduce(env, type, op, count, false, ++salt);
       }
-  // 2 MiB + 16 KiB of f32: past CommOptions::direct_rsag_max_bytes (the ring at 3 ranks),
-  // recursive halving at 4, shared memory in 3 chunks at 2. 4 MiB + 16 KiB: past
-  // recursive_halving_max_bytes and the shared-memory limit too: the ring at 2-4 ranks.
+  // 2 MiB + 16 KiB of f32: shared memory in 3 chunks of 1 MiB; with --shared-memory 0, past
+  // CommOptions::direct_rsag_max_bytes (the ring at 3 ranks), recursive halving at 4.
+  // 4 MiB + 16 KiB: 5 chunks; without shared memory past recursive_halving_max_bytes too:
+  // the ring at 2-4 ranks.
   for (size_t big : {(size_t{2} << 20) / 4 + 4099, (size_t{4} << 20) / 4 + 4099}) {
     check_all_reduce(env, DataType::f32, ReduceOp::sum, big, true, ++salt);
     check_all_reduce(env, DataType::f32, ReduceOp::sum, big, false, ++salt);
@@ -99,6 +102,36 @@ const RegisterScenario all_reduce_counters("all_reduce_counters", [](RankEnv& en
           "bytes received " + std::to_string(w.bytes_received()) + ", expected about " + std::to_string(expected));
   require(after.bytes_sent - before.bytes_sent == w.bytes_sent(), "communicator counter disagrees with the op's");
   require(after.operations == before.operations + 1, "operation counter did not advance by one");
+});
+
+// Buffers at a different offset within a page on every rank, the output at another one
+// than the input: the shared-memory path places each rank's staged and reduced data
+// relative to that rank's own output (comm/alias_offset.hpp) and its peers must read it
+// where it was put. Chunks of whole pages, several per buffer.
+const RegisterScenario all_reduce_page_offsets("all_reduce_page_offsets", [](RankEnv& env) {
+  constexpr size_t kPage = 4096;
+  auto placed = [](std::vector<uint8_t>& storage, size_t bytes, size_t offset) {
+    storage.assign(bytes + 2 * kPage, 0xAB);
+    const auto base = (reinterpret_cast<uintptr_t>(storage.data()) + kPage - 1) / kPage * kPage;
+    return reinterpret_cast<uint8_t*>(base + offset);
+  };
+  int salt = 100;
+  for (DataType type : {DataType::f32, DataType::bf16})
+    for (size_t count : {size_t{4099}, size_t{70001}})
+      for (bool in_place : {true, false}) {
+        const size_t bytes = count * element_size(type);
+        const auto input = make_input(type, count, env.rank, ++salt);
+        std::vector<uint8_t> in_storage, out_storage;
+        uint8_t* in = placed(in_storage, bytes, (16 + 1008 * static_cast<size_t>(env.rank)) % kPage);
+        uint8_t* out = in_place ? in : placed(out_storage, bytes, (2064 + 528 * static_cast<size_t>(env.rank)) % kPage);
+        std::copy(input.begin(), input.end(), in);
+        env.comm->all_reduce(in, out, count, type, ReduceOp::sum).wait();
+        const std::vector<uint8_t> result(out, out + bytes);
+        const std::string where = label("all_reduce at page offsets", type, count, in_place ? " in place" : "");
+        for (size_t i = 0; i < count; ++i)
+          expect_close(get(result, type, i), reference(ReduceOp::sum, env.size, i, salt), type, where + " index " + std::to_string(i));
+        if (!in_place) require(std::equal(input.begin(), input.end(), in), where + ": the input was modified");
+      }
 });
 
 // Run with --all-reduce-algorithm shm: the world takes the shared-memory path past every
