@@ -79,7 +79,7 @@ struct CommOptions {
   size_t direct_rsag_max_bytes = 2 * 1024 * 1024;
   // All-reduces of a world whose ranks all run on one host go through shared memory
   // (comm/shm/): memcpy and reduce loops on shm segments instead of UCX (no page pinning,
-  // no rendezvous). Needs POSIX shm (/dev/shm) of 4 x shm_chunk_bytes per rank.
+  // no rendezvous). Needs POSIX shm (/dev/shm) of 4 x (shm_chunk_bytes + 4 KiB) per rank.
   // Not with peer_failure_detection (which needs the transport to carry every message).
   // DSEEK_COMM_SHM=0 turns it off, for measurements.
   bool shared_memory = true;
