@@ -10,7 +10,11 @@ namespace dseek::train {
 
 double range_cost(const LayerCosts& costs, const model::LayerRange& range) {
   double cost = 0.0;
-  for (int64_t l = range.begin; l < range.end; ++l) cost += costs.blocks[static_cast<size_t>(l)];
+  for (int64_t l = range.begin; l < range.end; ++l) {
+    cost += costs.blocks[static_cast<size_t>(l)];
+    if (!costs.recompute.empty() && costs.recompute_policy.recomputes(l - range.begin))
+      cost += costs.recompute[static_cast<size_t>(l)];
+  }
   if (range.begin == 0) cost += costs.embedding;
   if (range.end == static_cast<int64_t>(costs.blocks.size())) cost += costs.head;
   return cost;
@@ -74,8 +78,8 @@ using Clock = std::chrono::steady_clock;
 // kernels take the same time whatever the values, and no init pass over the whole
 // layout is paid per part.
 double time_range(const model::GptShape& shape, backend::Backend& backend, model::LayerRange range,
-                  int64_t B) {
-  model::GptModel part(shape, range, backend, B);
+                  int64_t B, model::RecomputePolicy recompute = {}) {
+  model::GptModel part(shape, range, backend, B, 1, recompute);
   backend.zero(part.params(), part.num_params());
   const size_t BT = static_cast<size_t>(B * shape.context);
   std::vector<int32_t> tokens(BT);
@@ -99,7 +103,7 @@ double time_range(const model::GptShape& shape, backend::Backend& backend, model
 }  // namespace
 
 LayerCosts profile_layer_costs(const model::GptShape& shape, backend::Backend& backend,
-                               int64_t micro_batch, int repetitions) {
+                               int64_t micro_batch, int repetitions, model::RecomputePolicy recompute) {
   // Empty ranges at 0 and at L are the embedding alone and the head alone (GptModel).
   std::vector<model::LayerRange> parts{{0, 0}};
   for (int64_t l = 0; l < shape.layers; ++l) parts.push_back({l, l + 1});
@@ -107,14 +111,26 @@ LayerCosts profile_layer_costs(const model::GptShape& shape, backend::Backend& b
   // Repetitions go round all the parts, and each part keeps its fastest: a burst of
   // other work on the machine slows one round of every part rather than every round of
   // a few parts (which would skew the split towards them).
+  // Under recompute, every block again with its one block recomputed ("every:1" of a
+  // one-block range), in the same rounds.
+  const auto L = static_cast<size_t>(shape.layers);
   std::vector<double> fastest(parts.size(), std::numeric_limits<double>::infinity());
-  for (int r = 0; r < std::max(repetitions, 1); ++r)
+  std::vector<double> fastest_recomputed(recompute.any() ? L : 0, std::numeric_limits<double>::infinity());
+  for (int r = 0; r < std::max(repetitions, 1); ++r) {
     for (size_t i = 0; i < parts.size(); ++i)
       fastest[i] = std::min(fastest[i], time_range(shape, backend, parts[i], micro_batch));
+    for (size_t l = 0; l < fastest_recomputed.size(); ++l)
+      fastest_recomputed[l] = std::min(fastest_recomputed[l],
+                                       time_range(shape, backend, parts[1 + l], micro_batch, model::RecomputePolicy{1}));
+  }
   LayerCosts costs;
   costs.embedding = fastest.front();
   costs.blocks.assign(fastest.begin() + 1, fastest.end() - 1);
   costs.head = fastest.back();
+  if (recompute.any()) {
+    costs.recompute_policy = recompute;
+    for (size_t l = 0; l < L; ++l) costs.recompute.push_back(std::max(0.0, fastest_recomputed[l] - costs.blocks[l]));
+  }
   return costs;
 }
 

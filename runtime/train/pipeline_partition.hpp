@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "runtime/backend/backend.hpp"
+#include "runtime/model/recompute_policy.hpp"
 #include "runtime/model/gpt_model.hpp"
 
 namespace dseek::train {
@@ -20,10 +21,16 @@ struct LayerCosts {
   double embedding = 0.0;
   std::vector<double> blocks;
   double head = 0.0;  // final LayerNorm, tied output projection, loss
+  // Under model.recompute: which blocks of a range are recomputed (counted from the
+  // range's first block, so the cost of a block depends on where the split puts it) and
+  // what recomputing each block adds (its forward run again in backward); empty: none.
+  model::RecomputePolicy recompute_policy;
+  std::vector<double> recompute;
 };
 
 // The cost of running blocks [range) with the embedding if it is the first range and
-// the head if it is the last.
+// the head if it is the last, plus the recompute of the blocks the policy recomputes in
+// that range.
 double range_cost(const LayerCosts& costs, const model::LayerRange& range);
 
 // `parts` contiguous ranges covering every block, each at least one block; the block
@@ -37,9 +44,11 @@ std::vector<model::LayerRange> balanced_partition(const LayerCosts& costs, int64
 
 // Measures LayerCosts on `backend`: forward + backward of the embedding, each block and
 // the head alone on a micro-batch of `micro_batch` x context; `repetitions` rounds over
-// all the parts, each part's fastest round kept.
+// all the parts, each part's fastest round kept. With a recompute policy, each block
+// is also timed recomputed, and what that adds (never below 0) is LayerCosts::recompute.
 LayerCosts profile_layer_costs(const model::GptShape& shape, backend::Backend& backend,
-                               int64_t micro_batch, int repetitions = 3);
+                               int64_t micro_batch, int repetitions = 3,
+                               model::RecomputePolicy recompute = {});
 
 // "[0,3) [3,6)"-style text of a partition, for logs and events.
 std::string describe_partition(const std::vector<model::LayerRange>& ranges);

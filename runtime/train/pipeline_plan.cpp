@@ -84,14 +84,17 @@ PipelinePlan plan_pipeline(const config::JobConfig& config, PipelineLinks& links
                        "\": expected uniform or balanced");
   const model::GptShape shape = shape_of(config.model);
   const size_t L = static_cast<size_t>(config.model.layers);
-  std::vector<double> values(L + 2, 0.0);
+  const model::RecomputePolicy recompute = recompute_of(config.model);
+  // embedding, L blocks, head, and under recompute what recomputing each block adds
+  std::vector<double> values(L + 2 + (recompute.any() ? L : 0), 0.0);
   const bool measures = links.stage() == 0 && (replicas == nullptr || replicas->replica() == 0) &&
                         (tensor == nullptr || tensor->rank() == 0);
   if (measures) {
-    const LayerCosts measured = profile_layer_costs(shape, backend, plan.micro_batch_size);
+    const LayerCosts measured = profile_layer_costs(shape, backend, plan.micro_batch_size, 3, recompute);
     values[0] = measured.embedding;
     for (size_t l = 0; l < L; ++l) values[1 + l] = measured.blocks[l];
     values[L + 1] = measured.head;
+    for (size_t l = 0; l < measured.recompute.size(); ++l) values[L + 2 + l] = measured.recompute[l];
   }
   links.broadcast_from_first(values);
   // Every replica (and tensor rank) cuts where replica 0's tensor rank 0 measured (the
@@ -107,6 +110,10 @@ PipelinePlan plan_pipeline(const config::JobConfig& config, PipelineLinks& links
   plan.costs.embedding = values[0];
   plan.costs.blocks.assign(values.begin() + 1, values.begin() + 1 + static_cast<std::ptrdiff_t>(L));
   plan.costs.head = values[L + 1];
+  if (recompute.any()) {
+    plan.costs.recompute_policy = recompute;
+    plan.costs.recompute.assign(values.begin() + static_cast<std::ptrdiff_t>(L + 2), values.end());
+  }
   plan.ranges = balanced_partition(plan.costs, parts);
   plan.stage_costs.assign(static_cast<size_t>(plan.shape.stages), 0.0);
   for (int64_t g = 0; g < parts; ++g)

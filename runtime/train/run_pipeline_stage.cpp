@@ -47,6 +47,8 @@ util::JsonLine plan_event(const PipelinePlan& plan, const config::JobConfig& con
   if (!plan.stage_costs.empty()) {
     event.add("embedding_ms", plan.costs.embedding).add("head_ms", plan.costs.head)
         .add("block_ms", format_costs(plan.costs.blocks)).add("stage_cost_ms", format_costs(plan.stage_costs));
+    if (!plan.costs.recompute.empty())
+      event.add("recompute", plan.costs.recompute_policy.text()).add("block_recompute_ms", format_costs(plan.costs.recompute));
   }
   return event;
 }
