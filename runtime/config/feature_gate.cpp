@@ -35,7 +35,8 @@ std::string_view actor_of_target(std::string_view target) {
 // survivors re-plan the layout and resume from the newest checkpoint,
 // actors/node/fixed_world_training.hpp), a pipeline job also crash_actor of its
 // pipeline_stage or of a gradient_shard, which runs its chunks' optimizer updates (its
-// worker group restarts and the job recovers the same way), and
+// worker group restarts and the job recovers the same way), slow (the node sleeps as
+// each step starts: the other ranks wait for it in the step's transfers), and
 // fail_checkpoint_write (its gathered checkpoint fails and training goes on); nothing
 // else. during = "reduction" fires in the data-parallel gradient all-reduce, which these
 // jobs do not run.
@@ -45,7 +46,8 @@ bool has_fault_a_fixed_world_lacks(const JobConfig& config, std::string_view kin
     if ((kind == "pipeline" || config.parallel.pipeline > 1) && fault.kind == "crash_actor" &&
         (actor == "pipeline_stage" || actor == "gradient_shard"))
       continue;
-    if (fault.kind != "kill" && fault.kind != "hang" && fault.kind != "fail_checkpoint_write")
+    if (fault.kind != "kill" && fault.kind != "hang" && fault.kind != "slow" &&
+        fault.kind != "fail_checkpoint_write")
       return true;
     if (fault.during != "step") return true;
   }
@@ -82,7 +84,8 @@ void add_fixed_world_gates(std::vector<Gate>& gates, const JobConfig& config, bo
                          "the newest checkpoint), ";
   if (kind == "pipeline")
     injected += "crash_actor of the pipeline_stage or a gradient_shard (the same), ";
-  injected += "and fail_checkpoint_write, at a step boundary or after_seconds (not during = "
+  injected += "slow (the node sleeps that long as each step starts, from then on), and "
+              "fail_checkpoint_write, at a step boundary or after_seconds (not during = "
               "\"reduction\")";
   gates.push_back({requested && has_fault_a_fixed_world_lacks(config, kind), "faults",
                    "the faults injected into " + jobs + " are " + injected +

@@ -24,6 +24,9 @@ RunSummary run_fixed_world_steps(const config::JobConfig& config, const RunOptio
     stop_reason = collective_stop_reason(t, options, step - first_step, steps.sum_votes);
     if (!stop_reason.empty()) break;
     if (options.before_step) options.before_step(step);
+    // The step's fault hook (a `slow` node sleeps in it): these paths hold no host
+    // gradient buffer to hand it, so it runs as the step starts, with none.
+    if (options.after_reduction) options.after_reduction(step, nullptr, 0);
     const StepReport r = steps.train_step(step);
     summary.steps_done = step + 1;
     summary.final_loss = r.loss;

@@ -68,7 +68,8 @@ struct RunOptions {
   // from memory or a peer). Not owned.
   const TrainingState* start_from = nullptr;
   // Run inside every step on its final (reduced) gradients before the update (fault
-  // injection: slow, corrupt_gradient).
+  // injection: slow, corrupt_gradient). The pipeline and tensor-parallel paths call it
+  // as each step starts with no gradients (null, 0): only `slow` acts there.
   std::function<void(int64_t step, float* grads, size_t count)> after_reduction;
   // Called after every completed step (and its checkpoint) with the steps done.
   std::function<void(int64_t steps_done, Trainer& trainer)> after_step;
