@@ -36,9 +36,10 @@ std::string_view actor_of_target(std::string_view target) {
 // actors/node/fixed_world_training.hpp), a pipeline job also crash_actor of its
 // pipeline_stage or of a gradient_shard, which runs its chunks' optimizer updates (its
 // worker group restarts and the job recovers the same way), slow (the node sleeps as
-// each step starts: the other ranks wait for it in the step's transfers), and
-// fail_checkpoint_write (its gathered checkpoint fails and training goes on); nothing
-// else. during = "reduction" fires in the data-parallel gradient all-reduce, which these
+// each step starts: the other ranks wait for it in the step's transfers), drop_messages
+// (its heartbeats: declared lost while it runs on, the others re-plan as after a kill),
+// and fail_checkpoint_write (its gathered checkpoint fails and training goes on);
+// nothing else. during = "reduction" fires in the data-parallel gradient all-reduce, which these
 // jobs do not run.
 bool has_fault_a_fixed_world_lacks(const JobConfig& config, std::string_view kind) {
   for (const auto& fault : config.faults) {
@@ -47,7 +48,7 @@ bool has_fault_a_fixed_world_lacks(const JobConfig& config, std::string_view kin
         (actor == "pipeline_stage" || actor == "gradient_shard"))
       continue;
     if (fault.kind != "kill" && fault.kind != "hang" && fault.kind != "slow" &&
-        fault.kind != "fail_checkpoint_write")
+        fault.kind != "drop_messages" && fault.kind != "fail_checkpoint_write")
       return true;
     if (fault.during != "step") return true;
   }
@@ -84,9 +85,9 @@ void add_fixed_world_gates(std::vector<Gate>& gates, const JobConfig& config, bo
                          "the newest checkpoint), ";
   if (kind == "pipeline")
     injected += "crash_actor of the pipeline_stage or a gradient_shard (the same), ";
-  injected += "slow (the node sleeps that long as each step starts, from then on), and "
-              "fail_checkpoint_write, at a step boundary or after_seconds (not during = "
-              "\"reduction\")";
+  injected += "slow (the node sleeps that long as each step starts, from then on), "
+              "drop_messages (its heartbeats: it is declared lost), and fail_checkpoint_write, "
+              "at a step boundary or after_seconds (not during = \"reduction\")";
   gates.push_back({requested && has_fault_a_fixed_world_lacks(config, kind), "faults",
                    "the faults injected into " + jobs + " are " + injected +
                    "; the others are not wired into these jobs"});

@@ -351,6 +351,54 @@ TEST_CASE("a node that drops all its heartbeats is declared lost while it runs o
   require_no_node_left(run.path(), 2);
 }
 
+// The same fault in a pipeline job: node 1 (stage 1) stops sending heartbeats and is
+// declared lost while it runs on; node 0 re-plans to one node that trains the whole model
+// from the newest checkpoint (a pipeline cannot take a stage's state from a peer).
+TEST_CASE("a pipeline stage that drops all its heartbeats is declared lost and the other goes on alone",
+          "[cluster][faults][pp]") {
+  ScratchDir run("cluster-drop-pp");
+  Background launcher(
+      tiny_launch(run.path(), 2, 100000,
+                  kOneThread + std::vector<std::string>{"--set", "elastic.rejoin_seconds=1", "--set",
+                                                        "parallel.pipeline=2", "--set", "train.micro_batch_size=4",
+                                                        "--set", "checkpoint.every_steps=4", "--set",
+                                                        "checkpoint.async=false"} +
+                      faults(R"({kind = "drop_messages", node = 1, after_seconds = 1.0, fraction = 1.0})")),
+      run / "launch.log", launch_env());
+  const auto lost = wait_for_event(run.path(), 0, "node_lost", 60s, [](const std::string& line) {
+    return number_field(line, "lost_node") == 1;
+  });
+  INFO(launcher.output());
+  REQUIRE_FALSE(lost.empty());
+  CHECK(contains(string_field(lost, "reason"), "heartbeat timeout"));
+  const auto drop = fault_of(run.path(), 1, "drop_messages");
+  REQUIRE_FALSE(drop.empty());
+  WARN("detection latency (drop_messages 1.0, pipeline): " << ms_between(drop, lost) << " ms");
+  CHECK(ms_between(drop, lost) < 3000);
+
+  const auto recovered = wait_for_event(run.path(), 0, "recovered", 30s);
+  REQUIRE_FALSE(recovered.empty());
+  CHECK(string_field(recovered, "source") == "disk");
+  CHECK(number_field(recovered, "world_size") == 1);
+  CHECK(number_field(recovered, "pipeline") == 1);
+  const auto later = wait_for_event(run.path(), 0, "step", 30s, [&](const std::string& line) {
+    return ts(line) > ts(recovered);
+  });
+  CHECK_FALSE(later.empty());
+  const auto pids = node_pids(run.path(), 1);
+  REQUIRE(pids.size() == 1);
+  CHECK(node_process_alive(pids[0]));
+
+  launcher.process.signal(SIGTERM);
+  const auto code = launcher.process.wait_for(60s);
+  const auto output = launcher.output();
+  INFO(output);
+  REQUIRE(code.has_value());
+  CHECK(*code == 0);
+  CHECK(node_events(run.path(), 0, "train_stopped").size() == 1);
+  require_no_node_left(run.path(), 2);
+}
+
 TEST_CASE("a slow fault slows every later step", "[cluster][faults]") {
   ScratchDir run("cluster-slow");
   auto result = run_process(

@@ -423,7 +423,7 @@ TEST_CASE("config: pipeline parallelism runs one stage per node, with replicas t
       "", "x.toml", {"cluster.nodes=4", "parallel.pipeline=2", "parallel.data=2"});
   CHECK_NOTHROW(config::check_supported(with_data));
   auto with_fault = config::load_config_text(
-      "[[faults]]\nkind = \"drop_messages\"\nstep = 1\nfraction = 0.5\n", "x",
+      "[[faults]]\nkind = \"corrupt_gradient\"\nnode = 1\nstep = 1\n", "x",
       {"cluster.nodes=2", "parallel.pipeline=2"});
   CHECK_THAT(error_of([&] { config::check_supported(with_fault); }),
              Contains("the faults injected into pipeline-parallel jobs are kill and hang"));
@@ -521,7 +521,7 @@ TEST_CASE("config: tensor parallelism runs one rank per node, with replicas too"
              }),
              Contains("train.micro_batch_size (2) must divide each replica's slice"));
   auto with_fault = config::load_config_text(
-      "[[faults]]\nkind = \"drop_messages\"\nstep = 1\nfraction = 0.5\n", "x",
+      "[[faults]]\nkind = \"corrupt_gradient\"\nnode = 1\nstep = 1\n", "x",
       {"cluster.nodes=2", "parallel.tensor=2"});
   CHECK_THAT(error_of([&] { config::check_supported(with_fault); }),
              Contains("the faults injected into tensor-parallel jobs are kill and hang"));
