@@ -15,6 +15,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -305,12 +306,18 @@ TEST_CASE("SIGTERM to the launcher stops every node orderly", "[cluster]") {
   require_no_node_left(run.path(), 2);
 }
 
-TEST_CASE("a node that drops all its heartbeats is declared lost while it runs on",
-          "[cluster][faults]") {
-  ScratchDir run("cluster-drop");
+namespace {
+// Node 1 of a 2-node job stops sending heartbeats after 1 s (drop_messages, fraction
+// 1.0): node 0 must declare it lost by heartbeat timeout within 3 s while its process
+// runs on, recover from `source` into a world of one, train again, and stop orderly
+// with the launcher; `while_running` checks more before the stop. Returns node 0's
+// `recovered` event.
+std::string check_dropped_heartbeats(const ScratchDir& run, const std::vector<std::string>& job,
+                                     const std::string& source,
+                                     const std::function<void()>& while_running = {}) {
   Background launcher(
       tiny_launch(run.path(), 2, 100000,
-                  kOneThread + std::vector<std::string>{"--set", "elastic.rejoin_seconds=1"} +
+                  kOneThread + std::vector<std::string>{"--set", "elastic.rejoin_seconds=1"} + job +
                       faults(R"({kind = "drop_messages", node = 1, after_seconds = 1.0, fraction = 1.0})")),
       run / "launch.log", launch_env());
   const auto lost = wait_for_event(run.path(), 0, "node_lost", 60s, [](const std::string& line) {
@@ -324,12 +331,10 @@ TEST_CASE("a node that drops all its heartbeats is declared lost while it runs o
   WARN("detection latency (drop_messages 1.0): " << ms_between(drop, lost) << " ms");
   CHECK(ms_between(drop, lost) < 3000);
 
-  // Node 1's process runs on, and its agent, which sent nothing, does not declare the
-  // coordinator lost; node 0 goes on without it (elastic.rejoin_seconds = 1) from its
-  // in-memory state.
+  // Node 1's process runs on; node 0 goes on without it (elastic.rejoin_seconds = 1).
   const auto recovered = wait_for_event(run.path(), 0, "recovered", 30s);
   REQUIRE_FALSE(recovered.empty());
-  CHECK(string_field(recovered, "source") == "memory");
+  CHECK(string_field(recovered, "source") == source);
   CHECK(number_field(recovered, "world_size") == 1);
   const auto later = wait_for_event(run.path(), 0, "step", 30s, [&](const std::string& line) {
     return ts(line) > ts(recovered);
@@ -338,7 +343,7 @@ TEST_CASE("a node that drops all its heartbeats is declared lost while it runs o
   const auto pids = node_pids(run.path(), 1);
   REQUIRE(pids.size() == 1);
   CHECK(node_process_alive(pids[0]));
-  CHECK(node_events(run.path(), 1, "membership").empty());
+  if (while_running) while_running();
 
   // The end: the launcher stops both nodes orderly.
   launcher.process.signal(SIGTERM);
@@ -349,54 +354,31 @@ TEST_CASE("a node that drops all its heartbeats is declared lost while it runs o
   CHECK(*code == 0);
   CHECK(node_events(run.path(), 0, "train_stopped").size() == 1);
   require_no_node_left(run.path(), 2);
+  return recovered;
+}
+}  // namespace
+
+TEST_CASE("a node that drops all its heartbeats is declared lost while it runs on",
+          "[cluster][faults]") {
+  // Its agent, which sent nothing, does not declare the coordinator lost; node 0 goes on
+  // from its in-memory state.
+  ScratchDir run("cluster-drop");
+  check_dropped_heartbeats(run, {}, "memory",
+                           [&] { CHECK(node_events(run.path(), 1, "membership").empty()); });
 }
 
-// The same fault in a pipeline job: node 1 (stage 1) stops sending heartbeats and is
-// declared lost while it runs on; node 0 re-plans to one node that trains the whole model
-// from the newest checkpoint (a pipeline cannot take a stage's state from a peer).
+// The same fault in a pipeline job: node 1 (stage 1) is declared lost while it runs on;
+// node 0 re-plans to one node that trains the whole model from the newest checkpoint (a
+// pipeline cannot take a stage's state from a peer).
 TEST_CASE("a pipeline stage that drops all its heartbeats is declared lost and the other goes on alone",
           "[cluster][faults][pp]") {
   ScratchDir run("cluster-drop-pp");
-  Background launcher(
-      tiny_launch(run.path(), 2, 100000,
-                  kOneThread + std::vector<std::string>{"--set", "elastic.rejoin_seconds=1", "--set",
-                                                        "parallel.pipeline=2", "--set", "train.micro_batch_size=4",
-                                                        "--set", "checkpoint.every_steps=4", "--set",
-                                                        "checkpoint.async=false"} +
-                      faults(R"({kind = "drop_messages", node = 1, after_seconds = 1.0, fraction = 1.0})")),
-      run / "launch.log", launch_env());
-  const auto lost = wait_for_event(run.path(), 0, "node_lost", 60s, [](const std::string& line) {
-    return number_field(line, "lost_node") == 1;
-  });
-  INFO(launcher.output());
-  REQUIRE_FALSE(lost.empty());
-  CHECK(contains(string_field(lost, "reason"), "heartbeat timeout"));
-  const auto drop = fault_of(run.path(), 1, "drop_messages");
-  REQUIRE_FALSE(drop.empty());
-  WARN("detection latency (drop_messages 1.0, pipeline): " << ms_between(drop, lost) << " ms");
-  CHECK(ms_between(drop, lost) < 3000);
-
-  const auto recovered = wait_for_event(run.path(), 0, "recovered", 30s);
-  REQUIRE_FALSE(recovered.empty());
-  CHECK(string_field(recovered, "source") == "disk");
-  CHECK(number_field(recovered, "world_size") == 1);
+  const auto recovered = check_dropped_heartbeats(
+      run,
+      {"--set", "parallel.pipeline=2", "--set", "train.micro_batch_size=4", "--set", "checkpoint.every_steps=4",
+       "--set", "checkpoint.async=false"},
+      "disk");
   CHECK(number_field(recovered, "pipeline") == 1);
-  const auto later = wait_for_event(run.path(), 0, "step", 30s, [&](const std::string& line) {
-    return ts(line) > ts(recovered);
-  });
-  CHECK_FALSE(later.empty());
-  const auto pids = node_pids(run.path(), 1);
-  REQUIRE(pids.size() == 1);
-  CHECK(node_process_alive(pids[0]));
-
-  launcher.process.signal(SIGTERM);
-  const auto code = launcher.process.wait_for(60s);
-  const auto output = launcher.output();
-  INFO(output);
-  REQUIRE(code.has_value());
-  CHECK(*code == 0);
-  CHECK(node_events(run.path(), 0, "train_stopped").size() == 1);
-  require_no_node_left(run.path(), 2);
 }
 
 TEST_CASE("a slow fault slows every later step", "[cluster][faults]") {
