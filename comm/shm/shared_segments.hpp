@@ -22,6 +22,8 @@
 #include <string>
 #include <vector>
 
+#include "comm/alias_offset.hpp"
+
 namespace dseek::comm {
 
 class SharedSegments {
@@ -51,7 +53,7 @@ class SharedSegments {
   // Two slots per area: the all-reduce stages one chunk while the previous one is read.
   // A slot holds chunk_bytes() + kSlotSlack bytes.
   static constexpr int kSlots = 2;
-  static constexpr size_t kSlotSlack = 4096;
+  static constexpr size_t kSlotSlack = kAliasSlack;
   std::byte* staging(int r, int slot) const;
   std::byte* result(int r, int slot) const;
 

@@ -1,9 +1,9 @@
 // The UCX Communicator: chooses an algorithm per call (shared memory for the all-reduces
-// of a world on one host, at every size; for sub-groups and worlds across hosts: direct exchange for small buffers, recursive halving + doubling
-// or the direct reduce-scatter + all-gather for mid-size ones, the pipelined ring for
-// large ones, the hierarchical all-reduce when the group spans hosts; DSEEK_COMM_ALLREDUCE
-// forces one), numbers operations in
-// issue order, and hands them to the progress engine. Sub-groups share the parent's
+// of a world on one host, at every size; for sub-groups and worlds across hosts: direct
+// exchange for small buffers, recursive halving + doubling or the direct reduce-scatter
+// + all-gather for mid-size ones, the pipelined ring for large ones, the hierarchical
+// all-reduce when the group spans hosts; DSEEK_COMM_ALLREDUCE forces one), numbers
+// operations in issue order, and hands them to the progress engine. Sub-groups share the parent's
 // transport and progress thread.
 #include "comm/ucx/ucx_communicator.hpp"
 

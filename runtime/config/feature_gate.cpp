@@ -39,8 +39,8 @@ std::string_view actor_of_target(std::string_view target) {
 // each step starts: the other ranks wait for it in the step's transfers), drop_messages
 // (its heartbeats: declared lost while it runs on, the others re-plan as after a kill),
 // and fail_checkpoint_write (its gathered checkpoint fails and training goes on);
-// nothing else. during = "reduction" fires in the data-parallel gradient all-reduce, which these
-// jobs do not run.
+// nothing else. during = "reduction" fires in the data-parallel gradient all-reduce,
+// which these jobs do not run.
 bool has_fault_a_fixed_world_lacks(const JobConfig& config, std::string_view kind) {
   for (const auto& fault : config.faults) {
     const std::string_view actor = actor_of_target(fault.actor);

@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "runtime/backend/backend.hpp"
-#include "runtime/model/recompute_policy.hpp"
 #include "runtime/model/gpt_model.hpp"
+#include "runtime/model/recompute_policy.hpp"
 
 namespace dseek::train {
 
