@@ -35,7 +35,7 @@ constexpr CrashableActor kCrashable[] = {
     {"data_prefetcher", names::data_prefetcher},
     // The first of the worker group's gradient_shards (names::gradient_shard(0)).
     {"gradient_shard", caf::atom("dsshard0")},
-    // A pipeline job's stage (parallel.pipeline > 1; refused elsewhere by check_supported).
+    // A pipeline or tensor-parallel job's stage (refused elsewhere by check_supported).
     {"pipeline_stage", names::pipeline_stage},
 };
 

@@ -1,8 +1,7 @@
 // Keeps a training's communicator registered with the node's EpochBoard (which aborts
 // it when a node is lost, so a collective blocked on a dead peer returns at once) while
 // the training runs, and unregisters it however the scope ends. Used by the paths that
-// re-plan after a node loss (fixed_world_training, for pipeline_stage_training and
-// tensor_parallel_training).
+// re-plan after a node loss (fixed_world_training: pipeline and tensor-parallel jobs).
 #pragma once
 
 #include <atomic>

@@ -99,8 +99,7 @@ std::string resume_after_failure(config::JobConfig& session) {
 }  // namespace
 
 job_finished run_on_fixed_world(const worker_setup& setup, caf::actor_system& sys,
-                                EpochBoard& board, const std::atomic<bool>& stop,
-                                const FixedWorldPath& path) {
+                                EpochBoard& board, const std::atomic<bool>& stop) {
   const auto& config = setup.config;
   auto& events = *setup.events;
   const int starts = setup.starts ? setup.starts->load() : 1;
@@ -136,7 +135,7 @@ job_finished run_on_fixed_world(const worker_setup& setup, caf::actor_system& sy
       if (result.ok) return result;
       const auto latest = board.latest();
       result.error = policy.first
-                         ? "the " + std::string(path.group) + " did not start: the world of " +
+                         ? "the job did not start: the world of " +
                                std::to_string(config.cluster.nodes) +
                                " nodes did not form within cluster.start_timeout_s"
                          : "the job could not continue: " + std::to_string(latest.world_size) +
@@ -288,7 +287,7 @@ job_finished run_on_fixed_world(const worker_setup& setup, caf::actor_system& sy
                   util::JsonLine().add("epoch", epoch->epoch).add("error", error));
       // Its orderly teardown would wait for the peers that are gone.
       if (communicator)
-        communicator->abort("this " + std::string(path.member) + "'s training failed");
+        communicator->abort("this rank's training failed");
       retired.retire(std::move(communicator));
     }
     if (!recovering) {

@@ -1,6 +1,8 @@
-// What the training of a pipeline or tensor-parallel job (pipeline_stage_training,
-// tensor_parallel_training) does around its run, as the worker's thread runs it, and how
-// it goes on after a node loss:
+// What the training of a pipeline or tensor-parallel job (parallel.pipeline or
+// parallel.tensor > 1, with parallel.data replicas; a node runs cluster.gpus_per_node
+// such ranks, one per worker group, each with its pipeline_stage actor that owns the
+// stage trainer) does around its run, as the worker's thread runs it instead of the
+// elastic data-parallel loop, and how it goes on after a node loss:
 //
 //   - wait for a world epoch the policy accepts (world_policy.hpp: the whole world first;
 //     after a failure the whole world again, or the survivors once elastic.rejoin_seconds
@@ -28,7 +30,6 @@
 #pragma once
 
 #include <atomic>
-#include <string_view>
 
 #include <caf/fwd.hpp>
 
@@ -38,13 +39,7 @@
 
 namespace dseek::actors {
 
-struct FixedWorldPath {
-  std::string_view group;   // "the <group> did not start"
-  std::string_view member;  // the abort's "this <member>'s training failed"
-};
-
 job_finished run_on_fixed_world(const worker_setup& setup, caf::actor_system& sys,
-                                EpochBoard& board, const std::atomic<bool>& stop,
-                                const FixedWorldPath& path);
+                                EpochBoard& board, const std::atomic<bool>& stop);
 
 }  // namespace dseek::actors

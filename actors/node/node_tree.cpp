@@ -46,9 +46,9 @@ supervisor_config worker_group_config(const worker_setup& node_worker, int local
                                 return spawn_gradient_shard(sys, index, local_rank);
                               },
                               restart_policy::permanent, milliseconds(2000)});
-  // A pipeline job's stage (its trainer, on a thread of its own): started before the
-  // worker, which drives it, and stopped after it.
-  if (config.parallel.pipeline > 1)
+  // A pipeline or tensor-parallel job's stage (its trainer, on a thread of its own):
+  // started before the worker, which drives it, and stopped after it.
+  if (config.parallel.pipeline > 1 || config.parallel.tensor > 1)
     group.children.push_back({"pipeline_stage",
                               [local_rank](caf::actor_system& sys) {
                                 return caf::actor_cast<caf::actor>(

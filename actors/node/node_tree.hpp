@@ -13,8 +13,9 @@
 //          |                           cluster.gpus_per_node = G > 1, each a rank of the
 //          |                           world on its device (G = 1: "worker_group")
 //          |- gradient_shard_0 .. _{N-1}   the optimizer state, N = train.threads
-//          |- pipeline_stage  a pipeline job's stage and its trainer (parallel.pipeline > 1;
-//          |                  one per group, registered per local rank)
+//          |- pipeline_stage  the stage trainer of a pipeline or tensor-parallel job
+//          |                  (parallel.pipeline or parallel.tensor > 1; one per group,
+//          |                  registered per local rank)
 //          `- worker        the training (transient: a finished job is not restarted)
 //
 // Children start in this order and stop in reverse: the worker stops (final checkpoint)

@@ -38,7 +38,9 @@ using stage_pointer = pipeline_stage_actor::stateful_pointer<stage_state>;
 // What a crash_actor fault's message names: the stage, once the actor holds one.
 std::string crash_name(const stage_state& st) {
   if (!st.stage) return "pipeline_stage";
-  return "pipeline_stage (stage " + std::to_string(st.stage->info().stage) + ")";
+  const train::PipelineStageInfo& info = st.stage->info();
+  return "pipeline_stage (stage " + std::to_string(info.stage) +
+         (info.tensor_ranks > 1 ? ", tensor rank " + std::to_string(info.tensor_rank) : "") + ")";
 }
 
 // Runs `work` on the actor's stage, answering its result or what it threw.

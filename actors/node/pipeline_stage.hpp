@@ -1,6 +1,7 @@
 // The pipeline_stage actor of a node's worker group (DESIGN.md: worker_group
-// (one_for_all) with pipeline_stage and gradient_shard*): in a pipeline job
-// (parallel.pipeline > 1) it owns the node's stage -- its PipelineStageTrainer with the
+// (one_for_all) with pipeline_stage and gradient_shard*): in a pipeline or
+// tensor-parallel job (parallel.pipeline or parallel.tensor > 1; without a pipeline the
+// rank is the only stage) it owns the node's stage -- its PipelineStageTrainer with the
 // stage's layers [a,b) and their chunks, its optimizer, and the links it uses -- and
 // does the stage's work one request at a time (pipeline_stage_messages.hpp): build,
 // train a step (the reply is the step report), evaluate, gather parameters, trace and
@@ -24,8 +25,7 @@
 // supervisor restarts the whole group, and the restarted worker tells the coordinator
 // (as after a crashed gradient_shard), whose new epoch aborts the peers' collectives.
 // A request that finds the actor gone throws pipeline_stage_lost on the training thread.
-// Recovery of pipeline jobs is not written yet: the job then fails naming the stage
-// (pipeline_stage_training.hpp).
+// The job then recovers as from a lost node (fixed_world_training.hpp).
 #pragma once
 
 #include <stdexcept>

@@ -18,13 +18,12 @@
 #include "actors/node/data_prefetcher.hpp"
 #include "actors/node/elastic_training.hpp"
 #include "actors/node/epoch_board.hpp"
+#include "actors/node/fixed_world_training.hpp"
 #include "actors/node/gradient_shard.hpp"
 #include "actors/node/health_monitor.hpp"
 #include "actors/node/node_messages.hpp"
 #include "actors/node/node_registry.hpp"
 #include "actors/node/pipeline_stage.hpp"
-#include "actors/node/pipeline_stage_training.hpp"
-#include "actors/node/tensor_parallel_training.hpp"
 #include "gpu/backend_for_device.hpp"
 #include "runtime/metrics/event_log.hpp"
 #include "runtime/train/run_training.hpp"
@@ -104,10 +103,8 @@ void start_training(caf::stateful_actor<worker_state>* self) {
   training->thread = std::thread([setup, starts, &sys, training, me] {
     job_finished result;
     try {
-      if (setup.config.parallel.pipeline > 1)
-        result = run_pipeline_stage_training(setup, sys, training->board, training->stop);
-      else if (setup.config.parallel.tensor > 1)
-        result = run_tensor_parallel_training(setup, sys, training->board, training->stop);
+      if (setup.config.parallel.pipeline > 1 || setup.config.parallel.tensor > 1)
+        result = run_on_fixed_world(setup, sys, training->board, training->stop);
       // Several local ranks are a world even on one node: they reduce over the data
       // plane; so does a one-node job with comm.backend = "nccl" (its gradients over a
       // one-rank NCCL communicator, as in a bigger world).
@@ -146,7 +143,8 @@ caf::behavior worker(caf::stateful_actor<worker_state>* self, worker_setup setup
        running_gradient_shards(self->system(), gradient_shard_count(st.setup.config),
                                st.setup.local_rank))
     self->monitor(shard);
-  // So does its pipeline_stage (a pipeline job's), which owns the stage's trainer.
+  // So does its pipeline_stage (a pipeline or tensor-parallel job's), which owns the
+  // stage trainer.
   if (auto stage = names::lookup(self->system(), names::pipeline_stage_of(st.setup.local_rank)))
     self->monitor(stage);
   self->set_down_handler([self](caf::down_msg& down) { self->quit(down.reason); });

@@ -8,6 +8,7 @@
 #include "actors/training/comm_tensor_group.hpp"
 #include "actors/training/parallel_communicators.hpp"
 #include "runtime/train/parallel_groups.hpp"
+#include "runtime/train/single_stage_links.hpp"
 
 namespace dseek::actors {
 
@@ -17,7 +18,12 @@ train::PipelineRunSummary run_pipeline(const config::JobConfig& config,
                                      static_cast<int>(config.parallel.pipeline),
                                      static_cast<int>(config.parallel.tensor));
   ParallelCommunicators groups = cut_parallel_groups(comm, layout);
-  CommPipelineLinks links(*groups.pipeline);
+  // Without a pipeline (a tensor-parallel layout) the rank is the only stage.
+  train::SingleStageLinks one_stage;
+  std::unique_ptr<CommPipelineLinks> stage_links;
+  if (groups.pipeline) stage_links = std::make_unique<CommPipelineLinks>(*groups.pipeline);
+  train::PipelineLinks& links = stage_links ? static_cast<train::PipelineLinks&>(*stage_links)
+                                            : one_stage;
   std::unique_ptr<CommReplicaGroup> replicas;
   if (groups.data) replicas = std::make_unique<CommReplicaGroup>(*groups.data);
   std::unique_ptr<CommTensorGroup> tensor;

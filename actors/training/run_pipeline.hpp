@@ -1,11 +1,11 @@
-// The entry point for a process that is one stage of a pipeline-parallel job and
-// already has the world's communicator (parallel.data x parallel.pipeline x
+// The entry point for a process that is one rank of a pipeline and/or tensor-parallel
+// job and already has the world's communicator (parallel.data x parallel.pipeline x
 // parallel.tensor ranks, world rank = (replica x P + stage) x T + tensor rank,
 // parallel_groups.hpp): the node's worker, and tests/pipeline/pp_rank_main.cpp. Cuts
 // the pipeline, data and tensor groups (parallel_communicators.hpp), wraps them in
-// CommPipelineLinks, CommReplicaGroup and CommTensorGroup and runs
-// train::run_pipeline_stage. Every rank calls it with the same config (but
-// cluster.node_id) and the same run_dir.
+// CommPipelineLinks (SingleStageLinks without a pipeline), CommReplicaGroup and
+// CommTensorGroup and runs train::run_pipeline_stage. Every rank calls it with the same
+// config (but cluster.node_id) and the same run_dir.
 #pragma once
 
 #include "comm/communicator.hpp"

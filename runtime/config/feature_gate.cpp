@@ -33,19 +33,18 @@ std::string_view actor_of_target(std::string_view target) {
 
 // A pipeline or tensor-parallel job injects kill and hang (the node is lost: the
 // survivors re-plan the layout and resume from the newest checkpoint,
-// actors/node/fixed_world_training.hpp), a pipeline job also crash_actor of its
-// pipeline_stage or of a gradient_shard, which runs its chunks' optimizer updates (its
-// worker group restarts and the job recovers the same way), slow (the node sleeps as
+// actors/node/fixed_world_training.hpp), crash_actor of its pipeline_stage (which owns
+// the stage trainer) or of a gradient_shard, which runs its chunks' optimizer updates
+// (its worker group restarts and the job recovers the same way), slow (the node sleeps as
 // each step starts: the other ranks wait for it in the step's transfers), drop_messages
 // (its heartbeats: declared lost while it runs on, the others re-plan as after a kill),
 // and fail_checkpoint_write (its gathered checkpoint fails and training goes on);
 // nothing else. during = "reduction" fires in the data-parallel gradient all-reduce,
 // which these jobs do not run.
-bool has_fault_a_fixed_world_lacks(const JobConfig& config, std::string_view kind) {
+bool has_fault_a_fixed_world_lacks(const JobConfig& config) {
   for (const auto& fault : config.faults) {
     const std::string_view actor = actor_of_target(fault.actor);
-    if ((kind == "pipeline" || config.parallel.pipeline > 1) && fault.kind == "crash_actor" &&
-        (actor == "pipeline_stage" || actor == "gradient_shard"))
+    if (fault.kind == "crash_actor" && (actor == "pipeline_stage" || actor == "gradient_shard"))
       continue;
     if (fault.kind != "kill" && fault.kind != "hang" && fault.kind != "slow" &&
         fault.kind != "drop_messages" && fault.kind != "fail_checkpoint_write")
@@ -55,11 +54,11 @@ bool has_fault_a_fixed_world_lacks(const JobConfig& config, std::string_view kin
   return false;
 }
 
-// Only a pipeline job has a pipeline_stage actor to crash.
+// Only a pipeline or tensor-parallel job has a pipeline_stage actor to crash.
 bool crashes_a_missing_stage(const JobConfig& config) {
   for (const auto& fault : config.faults)
     if (fault.kind == "crash_actor" && actor_of_target(fault.actor) == "pipeline_stage" &&
-        config.parallel.pipeline < 2)
+        config.parallel.pipeline < 2 && config.parallel.tensor < 2)
       return true;
   return false;
 }
@@ -82,18 +81,16 @@ void add_fixed_world_gates(std::vector<Gate>& gates, const JobConfig& config, bo
   // checkpoint.every_steps and checkpoint.resume work on both paths: the ranks gather
   // the whole state to world rank 0 (train/gathered_checkpointing.hpp).
   std::string injected = "kill and hang (the survivors re-plan the layout and resume from "
-                         "the newest checkpoint), ";
-  if (kind == "pipeline")
-    injected += "crash_actor of the pipeline_stage or a gradient_shard (the same), ";
+                         "the newest checkpoint), crash_actor of the pipeline_stage or a "
+                         "gradient_shard (the same), ";
   injected += "slow (the node sleeps that long as each step starts, from then on), "
               "drop_messages (its heartbeats: it is declared lost), and fail_checkpoint_write, "
               "at a step boundary or after_seconds (not during = \"reduction\")";
-  gates.push_back({requested && has_fault_a_fixed_world_lacks(config, kind), "faults",
+  gates.push_back({requested && has_fault_a_fixed_world_lacks(config), "faults",
                    "the faults injected into " + jobs + " are " + injected +
                    "; the others are not wired into these jobs"});
-  // train.device works on both paths: the stages and tensor ranks compute on the
-  // device and stage what the host data plane moves (pipeline_stage_trainer.hpp,
-  // tensor_parallel_trainer.hpp).
+  // train.device works on these layouts: the stages and tensor ranks compute on the
+  // device and stage what the host data plane moves (pipeline_stage_trainer.hpp).
 }
 }  // namespace
 
@@ -101,12 +98,10 @@ void check_supported(const JobConfig& config) {
   const bool tensor = config.parallel.tensor > 1;
   const bool pipeline = config.parallel.pipeline > 1;
   std::vector<Gate> gates;
-  // Tensor parallelism runs one tensor-parallel rank per worker group
-  // (train/run_tensor_parallel.hpp), pipeline parallelism one stage per worker group
-  // (train/run_pipeline_stage.hpp), both together one tensor rank of a stage per worker
-  // group (the pipeline path, each stage a tensor-parallel group), each with
-  // parallel.data replicas, on cluster.gpus_per_node worker groups a node; what they do
-  // not combine with yet:
+  // Pipeline and tensor parallelism run one rank of the stage trainer per worker group
+  // (train/run_pipeline_stage.hpp: a stage, a tensor rank, or a tensor rank of a stage;
+  // without a pipeline the rank is the only stage), with parallel.data replicas, on
+  // cluster.gpus_per_node worker groups a node; what they do not combine with yet:
   add_fixed_world_gates(gates, config, tensor, "parallel.tensor", "tensor");
   add_fixed_world_gates(gates, config, pipeline, "parallel.pipeline", "pipeline");
   const Gate other_gates[] = {
@@ -142,7 +137,8 @@ void check_supported(const JobConfig& config) {
        "world (cluster.nodes x cluster.gpus_per_node): leave parallel.data at 1 (it counts "
        "the replicas of a pipeline or tensor-parallel group)"},
       {crashes_a_missing_stage(config), "faults",
-       "crash_actor of the pipeline_stage: only a pipeline job (parallel.pipeline > 1) has "
+       "crash_actor of the pipeline_stage: only a pipeline or tensor-parallel job "
+       "(parallel.pipeline or parallel.tensor > 1) has "
        "that actor"},
       {has_unsupported_fault(config), "faults",
        "corrupt_gradient fires at a step of a multi-node job (it is caught by comparing "

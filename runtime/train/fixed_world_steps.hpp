@@ -1,5 +1,5 @@
-// The step loop of the fixed-world training paths (run_pipeline_stage.hpp,
-// run_tensor_parallel.hpp): the collective stop vote before each step, the step hooks
+// The step loop of the fixed-world training path (run_pipeline_stage.hpp: pipeline and
+// tensor-parallel layouts): the collective stop vote before each step, the step hooks
 // (RunOptions::before_step, then after_reduction with no gradients), the step, its
 // progress line, evaluation every train.eval_every steps and at the end, the gathered
 // checkpoints after each step and at the end, and the run's timing. Each path supplies

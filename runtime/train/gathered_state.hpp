@@ -2,7 +2,7 @@
 // tensor-parallel shards) offers to gathered_checkpointing.hpp, which writes the whole,
 // unsharded model state in the ordinary checkpoint format and resumes from one written
 // by any layout. The pieces are moved on the data plane by the implementation
-// (pipeline_checkpoint_state.hpp, tensor_checkpoint_state.hpp); this interface only says
+// (pipeline_checkpoint_state.hpp, for every layout of the stage trainer); this interface only says
 // who takes part and in what order.
 #pragma once
 

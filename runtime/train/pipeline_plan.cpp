@@ -31,6 +31,8 @@ int64_t pipeline_micro_batch_size(const config::JobConfig& config) {
                     : "each pipeline's slice of train.batch_size (" + std::to_string(t.batch_size) +
                           " / parallel.data = " + std::to_string(slice) + ")";
   if (m == 0) {
+    // One stage (a tensor-parallel job): the whole slice at once unless set.
+    if (t.micro_batch_size == 0 && config.parallel.pipeline == 1) return slice;
     if (t.micro_batch_size == 0)
       refuse(config, "a pipeline needs micro-batches: set parallel.micro_batches or "
                      "train.micro_batch_size");

@@ -10,6 +10,7 @@
 
 #include "runtime/optim/loss_scaler_of.hpp"
 #include "runtime/train/pipeline_stage_chunk.hpp"
+#include "runtime/train/timed_tensor_group.hpp"
 
 namespace dseek::train {
 
@@ -38,6 +39,7 @@ PipelineStageTrainer::PipelineStageTrainer(const config::JobConfig& config, Batc
                                            const OptimizerShardsFactory& optimizer_shards)
     : config_(config), batches_(batches), links_(links), replicas_(replica_group),
       tensor_(tensor_group != nullptr && tensor_group->size() > 1 ? tensor_group : nullptr),
+      timed_tensor_(tensor_ != nullptr ? std::make_unique<TimedTensorGroup>(*tensor_) : nullptr),
       zero_(config.parallel.zero > 0 && replica_group != nullptr && replica_group->replicas() > 1),
       plan_(std::move(plan)), whole_layout_(shape_of(config.model)),
       schedule_(plan_.shape), stage_(links.stage()),
@@ -45,10 +47,9 @@ PipelineStageTrainer::PipelineStageTrainer(const config::JobConfig& config, Batc
   const auto& t = config.train;
   loss_scaler_ = optim::loss_scaler_of(config);  // fp8 only
   const int64_t P = plan_.shape.stages;
-  if (P < 2 || links.stages() != P)
+  if (P < 1 || links.stages() != P)
     throw std::invalid_argument("PipelineStageTrainer: " + std::to_string(links.stages()) +
-                                " linked stages for parallel.pipeline = " + std::to_string(P) +
-                                " (a pipeline needs at least 2)");
+                                " linked stages for parallel.pipeline = " + std::to_string(P));
   const model::GptShape shape = shape_of(config.model);
   const int64_t B = plan_.micro_batch_size;
   activation_floats_ = static_cast<size_t>(B * shape.context * shape.dim);
@@ -84,7 +85,7 @@ PipelineStageTrainer::PipelineStageTrainer(const config::JobConfig& config, Batc
     spec.init_std = config.model.init_std;
     spec.precision = t.precision;
     spec.fp8 = {t.fp8_amax_history, t.fp8_margin};
-    chunk->model = make_pipeline_chunk(spec, *backend_, tensor_);
+    chunk->model = make_pipeline_chunk(spec, *backend_, timed_tensor_.get());
     chunk->owned = chunk->model->owned_ranges();
     chunk->norm_ranges = chunk->model->norm_ranges();
     chunk->whole_segments = chunk->model->whole_model_segments();
@@ -101,9 +102,12 @@ PipelineStageTrainer::PipelineStageTrainer(const config::JobConfig& config, Batc
         chunk->owned_runs.push_back(r);
     }
     if (zero_) {
-      // The tied wte a run of its own, so the first and last stage cut it alike.
+      // The tied wte a run of its own, so the first and last stage cut it alike (a chunk
+      // with both ends holds the only copy).
+      const bool both_ends = chunk->model->has_embedding() && chunk->model->has_head();
       chunk->zero = std::make_unique<DataGroupShards>(
-          *replicas_, runs_cut_at(chunk->owned_runs, chunk->model->tied_wte()));
+          *replicas_, both_ends ? chunk->owned_runs
+                                : runs_cut_at(chunk->owned_runs, chunk->model->tied_wte()));
       chunk->optimizer = chunk->model->make_optimizer(*backend_, settings, optimizer_shards,
                                                       &chunk->zero->pieces());
       chunk->optimizer_floats = chunk->zero->piece_floats();
@@ -239,6 +243,7 @@ PipelineStepReport PipelineStageTrainer::train_step(int64_t step) {
   report.step.step = step;
   report.step.lr = lr_schedule_.at(step);
   loss_ = busy_ms_ = recv_wait_ms_ = 0.0;
+  if (timed_tensor_) timed_tensor_->take_spent_ms();
   for (auto& chunk : chunks_) chunk->model->zero_grads();
   // Every receive of the step, in each peer's sending order (pipeline_schedule.hpp).
   for (int64_t peer = 0; peer < plan_.shape.stages; ++peer) {
@@ -273,7 +278,7 @@ PipelineStepReport PipelineStageTrainer::train_step(int64_t step) {
   const int64_t P = plan_.shape.stages;
   Chunk& first_chunk = *chunks_.front();
   Chunk& last_chunk = *chunks_.back();
-  if (stage_ == 0 || stage_ == P - 1) {
+  if (P > 1 && (stage_ == 0 || stage_ == P - 1)) {
     Chunk& end = stage_ == 0 ? first_chunk : last_chunk;
     const model::ParamRange wte = end.model->tied_wte();
     end.grads_host->to_host(wte);
@@ -301,8 +306,8 @@ PipelineStepReport PipelineStageTrainer::train_step(int64_t step) {
   links_.sum_over_stages(squares);
   if (zero_) replicas_->sum(squares);
   if (tensor_ != nullptr) {
-    // The group's all-reduce is f32: ~1e-7 relative on the norm, as in
-    // TensorParallelTrainer; every rank gets the same bits.
+    // The group's all-reduce is f32: ~1e-7 relative on the norm; every rank gets the
+    // same bits.
     float split = static_cast<float>(squares[1]);
     tensor_->all_reduce_sum(&split, 1);
     squares[1] = static_cast<double>(split);
@@ -346,8 +351,11 @@ PipelineStepReport PipelineStageTrainer::train_step(int64_t step) {
       std::chrono::duration<double, std::milli>(Clock::now() - update_start).count();
   report.step.step_ms =
       std::chrono::duration<double, std::milli>(Clock::now() - step_start).count();
-  report.step.compute_ms = report.busy_ms + update_ms - replica_ms;
-  report.step.comm_ms = report.recv_wait_ms + replica_ms;
+  // The tensor group's all-reduces (inside forward, backward and the norm) block: they
+  // are exposed communication, not compute.
+  const double tensor_ms = timed_tensor_ ? timed_tensor_->take_spent_ms() : 0.0;
+  report.step.compute_ms = report.busy_ms + update_ms - replica_ms - tensor_ms;
+  report.step.comm_ms = report.recv_wait_ms + replica_ms + tensor_ms;
   report.step.tokens_per_s = static_cast<double>(config_.train.batch_size * config_.model.context) /
                              (report.step.step_ms / 1000.0);
   report.step.peak_memory_bytes = backend_->memory_usage().peak_bytes;

@@ -1,6 +1,11 @@
 // Training of one pipeline stage: its model chunks (one GptModel per virtual stage it
 // holds, pipeline_plan.hpp), the schedule's ops (pipeline_schedule.hpp) executed with
 // activations and their gradients moving over PipelineLinks, then the step's update.
+// It is the one trainer of every pipeline and tensor-parallel layout: without a pipeline
+// (parallel.pipeline = 1, SingleStageLinks) the rank is the only stage, its one chunk
+// holds the whole model (embedding, blocks and head) and 1F1B runs each micro-batch's
+// forward and backward in turn, as a tensor-parallel group trains. The data-parallel
+// layout still has its own Trainer (trainer.hpp) until it moves here too.
 //
 // A step: every receive of the step is posted first (in the order each peer sends), then
 // the ops run in schedule order, each micro-batch's activations in a slot of its chunk
@@ -20,7 +25,8 @@
 // norm, which only runs over the stages, and the update are the same on all of them.
 //
 // With parallel.tensor = T each stage is a tensor-parallel group: every chunk is this
-// tensor rank's TensorParallelGpt shard of its layer range (pipeline_chunk.hpp), the T
+// tensor rank's TensorParallelGpt shard of its layer range (pipeline_chunk.hpp; the time
+// its all-reduces block is the step's exposed communication, timed_tensor_group.hpp), the T
 // ranks of a stage run the same ops in the same order (their all-reduces stay matched),
 // and `links` join tensor rank t of every stage (a replicated activation goes from rank
 // t of one stage to rank t of the next). The tied wte's sum between the first and last
@@ -85,6 +91,7 @@
 #include "runtime/train/pipeline_links.hpp"
 #include "runtime/train/pipeline_plan.hpp"
 #include "runtime/train/replica_group.hpp"
+#include "runtime/train/timed_tensor_group.hpp"
 #include "runtime/train/trainer.hpp"
 
 namespace dseek::train {
@@ -217,6 +224,7 @@ class PipelineStageTrainer {
   PipelineLinks& links_;
   ReplicaGroup* replicas_;
   model::TensorGroup* tensor_;  // null: one tensor rank
+  std::unique_ptr<TimedTensorGroup> timed_tensor_;  // tensor_ as the chunks see it
   bool zero_;                   // ZeRO inside the data group
   PipelinePlan plan_;
   model::ParamLayout whole_layout_;

@@ -1,8 +1,8 @@
-// What every training run (run_training, run_pipeline_stage, run_tensor_parallel) opens,
+// What every training run (run_training, run_pipeline_stage) opens,
 // reports and ends with in the same way: its event log and progress display, the
 // validation batches, the fields every step event starts with, eval reporting, the
 // collective stop check of the fixed-world paths, and the train_done / train_stopped
-// event and summary line. Kept in one place so the three paths write the same events.
+// event and summary line. Kept in one place so the paths write the same events.
 #pragma once
 
 #include <chrono>

@@ -70,15 +70,17 @@ PipelineRunSummary run_pipeline_stage(const config::JobConfig& config, const Run
   auto profile_backend = options.backend ? options.backend(config) : make_runtime_backend(config);
   PipelinePlan plan = plan_pipeline(config, links, *profile_backend, replicas, tensor);
   profile_backend.reset();
-  const util::JsonLine plan_fields = plan_event(plan, config);
-  events.emit("pipeline_plan", plan_fields);
-  progress.line("dseek pipeline: " + std::string(schedule_name(plan.shape.kind)) + ", " +
+  const bool pipelined = plan.shape.stages > 1;
+  if (pipelined) {
+    events.emit("pipeline_plan", plan_event(plan, config));
+    progress.line("dseek pipeline: " + std::string(schedule_name(plan.shape.kind)) + ", " +
                 std::to_string(plan.shape.stages) + " stages x " +
                 std::to_string(plan.shape.chunks()) + " chunks, " +
                 std::to_string(plan.shape.micro_batches) + " micro-batches of " +
                 std::to_string(plan.micro_batch_size) + "; " + config.parallel.partition +
                 " split " + describe_partition(plan.ranges) +
                 (plan.stage_costs.empty() ? "" : " (stage cost ms " + format_costs(plan.stage_costs) + ")"));
+  }
 
   // Local, or the node's pipeline_stage actor (options.pipeline_stage): one loop drives either.
   const auto stage = make_pipeline_stage(options.pipeline_stage,
@@ -91,12 +93,15 @@ PipelineRunSummary run_pipeline_stage(const config::JobConfig& config, const Run
                          layout.rank_of({info.replica, static_cast<int>(info.stage), info.tensor_rank}),
                          events, progress);
   const double theory = theoretical_bubble(plan.shape);
+  // How this rank's lines start: its stage in a pipeline, else its tensor rank.
+  const std::string label = pipelined ? "stage " + std::to_string(info.stage) + " "
+                                      : "tensor rank " + std::to_string(info.tensor_rank) + " ";
   util::JsonLine started;
   started.add("config", config.source).add("pid", static_cast<int64_t>(::getpid()))
       .add("stage", info.stage).add("stages", plan.shape.stages)
       .add("replica", info.replica).add("replicas", info.replicas)
       .add("tensor_rank", info.tensor_rank).add("tensor", info.tensor_ranks)
-      .add("stage_params", static_cast<uint64_t>(info.owned_params))
+      .add("shard_params", static_cast<uint64_t>(info.owned_params))
       .add("zero", info.shards_optimizer_state ? config.parallel.zero : int64_t{0})
       .add("optimizer_params", static_cast<uint64_t>(info.optimizer_params))
       .add("optimizer", info.optimizer)
@@ -105,14 +110,13 @@ PipelineRunSummary run_pipeline_stage(const config::JobConfig& config, const Run
       .add("data", config.data.dir);
   events.emit("run_started", started);
   if (info.shards_optimizer_state)
-    progress.line("stage " + std::to_string(info.stage) + " tensor rank " +
-                  std::to_string(info.tensor_rank) + ": optimizer state sharded over the data group (ZeRO " +
+    progress.line(label + (pipelined ? "tensor rank " + std::to_string(info.tensor_rank) : "") +
+                  ": optimizer state sharded over the data group (ZeRO " +
                   std::to_string(config.parallel.zero) + ", " + std::to_string(info.replicas) +
                   " replicas): AdamW moments of " + std::to_string(info.optimizer_params) +
-                  " parameters here (the stage owns " + std::to_string(info.owned_params) +
+                  " parameters here (the rank owns " + std::to_string(info.owned_params) +
                   "), updated by " + info.optimizer);
-  report_model_memory(events, progress, "stage " + std::to_string(info.stage) + " ",
-                      config.model, info.activation_memory);
+  report_model_memory(events, progress, label, config.model, info.activation_memory);
 
   PipelineCheckpointState checkpoint_state(trainer);
   GatheredCheckpointing checkpoints(config, options.run_dir, checkpoint_state, events, progress,
@@ -124,9 +128,11 @@ PipelineRunSummary run_pipeline_stage(const config::JobConfig& config, const Run
   steps.train_step = [&](int64_t step) {
     const PipelineStepReport r = trainer.train_step(step);
     util::JsonLine step_event = step_event_fields(step + 1, r.step);
-    step_event.add("stage", info.stage).add("replica", info.replica)
-        .add("bubble", r.bubble).add("bubble_theory", theory)
-        .add("busy_ms", r.busy_ms).add("pipeline_ms", r.pipeline_ms);
+    step_event.add("stage", info.stage).add("tensor_rank", info.tensor_rank)
+        .add("replica", info.replica);
+    if (pipelined)
+      step_event.add("bubble", r.bubble).add("bubble_theory", theory)
+          .add("busy_ms", r.busy_ms).add("pipeline_ms", r.pipeline_ms);
     events.emit("step", step_event);
     return r.step;
   };
@@ -140,9 +146,9 @@ PipelineRunSummary run_pipeline_stage(const config::JobConfig& config, const Run
   result.final_params = trainer.gather_params();
   summary.params_sha256 =
       util::sha256_hex(result.final_params.data(), result.final_params.size() * sizeof(float));
-  const auto spans = trainer.gather_trace_spans();
   // Replica 0's spans only, of tensor rank 0 (the other ranks run the same schedule).
-  if (info.stage == 0 && info.replica == 0 && info.tensor_rank == 0) {
+  const auto spans = pipelined ? trainer.gather_trace_spans() : std::vector<metrics::TraceSpan>{};
+  if (pipelined && info.stage == 0 && info.replica == 0 && info.tensor_rank == 0) {
     std::vector<std::string> names;
     for (int64_t s = 0; s < plan.shape.stages; ++s) names.push_back("stage " + std::to_string(s));
     const auto trace_path = options.run_dir / "trace.json";
@@ -151,7 +157,7 @@ PipelineRunSummary run_pipeline_stage(const config::JobConfig& config, const Run
                                      .add("spans", static_cast<uint64_t>(spans.size())));
   }
   emit_run_end(events, summary, stop_reason);
-  progress.line(run_end_line("stage " + std::to_string(info.stage) + " ", summary, false));
+  progress.line(run_end_line(label, summary, false));
   return result;
 }
 

@@ -1,23 +1,24 @@
-// The training job of one pipeline stage from start to finish, the pipeline's
-// counterpart of run_training.hpp: plan the stages (pipeline_plan.hpp; the split is
-// printed and logged as a pipeline_plan event), run the steps with the stage trainer,
-// evaluate, report a step event per step (with the measured bubble and the schedule's
-// theoretical one), and at the end write RUN_DIR/trace.json (stage 0, every stage's
-// spans) and train_done with the whole model's params_sha256 (the same on every stage).
-// Every stage of `links` calls it with the same config (but cluster.node_id). With
-// parallel.data replicas of the pipeline, each stage also has its data group
-// (`replicas`): the layout is printed and logged (parallel_layout), each replica trains
-// its slice of every batch, and replica 0's stage 0 writes the trace.
+// The training job of one rank of a pipeline and/or tensor-parallel layout from start to
+// finish, the counterpart of run_training.hpp: plan the stages (pipeline_plan.hpp; with
+// parallel.pipeline > 1 the split is printed and logged as a pipeline_plan event), run the
+// steps with the stage trainer (pipeline_stage_trainer.hpp: one trainer for every such
+// layout; a tensor-parallel job without a pipeline is its one stage over
+// SingleStageLinks), evaluate, report a step event per step (in a pipeline with the
+// measured bubble and the schedule's theoretical one), and at the end write
+// RUN_DIR/trace.json (pipelines: stage 0, every stage's spans) and train_done with the
+// whole model's params_sha256 (the same on every rank). Every rank calls it with the
+// same config (but cluster.node_id). With parallel.data replicas each stage also has its
+// data group (`replicas`): the layout is printed and logged (parallel_layout), each
+// replica trains its slice of every batch, and replica 0's stage 0 writes the trace.
 //
-// Checkpoints (gathered_checkpointing.hpp): replica 0's stages gather the whole state to
+// Checkpoints (gathered_checkpointing.hpp): replica 0's ranks gather the whole state to
 // world rank 0, which writes it through options.checkpoint_sink (or a writer thread);
-// checkpoint.resume restores any layout's checkpoint into this split.
+// checkpoint.resume restores any layout's checkpoint into this one.
 // With parallel.tensor = T each stage is a tensor-parallel group (`tensor`): the stage
-// trainer runs this rank's shard of every chunk (pipeline_stage_trainer.hpp), the layout
-// printed is D x P x T, and tensor rank 0 of replica 0's stage 0 writes the trace.
-// parallel.zero >= 1 with replicas shards each stage's optimizer over its data group
-// (data_group_shards.hpp). Not in a pipeline run (refused by config::check_supported
-// before it gets here): compression, faults other than kill and fail_checkpoint_write.
+// trainer runs this rank's shard of every chunk, the layout printed is D x P x T, and
+// tensor rank 0 of replica 0's stage 0 writes the trace. parallel.zero >= 1 with
+// replicas shards each rank's optimizer over its data group (data_group_shards.hpp).
+// What these layouts do not run yet is refused by config::check_supported first.
 #pragma once
 
 #include <vector>

@@ -17,7 +17,7 @@
 // resumed by one node on the CPU stays within the pipeline's parity bound
 // (test_pipeline_checkpoint.cpp); a P = 2 x T = 2 job's (the tensor ranks gather their
 // shards) resumed by P = 2 x T = 2 on the CPU ends bitwise as the CPU run.
-// T = 2 alone runs only on dseek-node (train/run_tensor_parallel.hpp): it is launched
+// T = 2 alone (the stage trainer's one stage) is launched
 // with `dseek launch` on both backends, alone and as 2 replicas.
 #include <catch2/catch.hpp>
 

@@ -65,24 +65,22 @@ TEST_CASE("pipeline: a node lost for good leaves one stage that trains the whole
   check_lost_node_recovers(lost);
 }
 
-// crash_actor of node 1's pipeline_stage (the actor that owns its stage's trainer) at
-// step 3: the worker group restarts as one (pipeline_stage, gradient_shard, worker), the
-// restarted worker tells the coordinator as after a crashed gradient_shard (node 0 then
-// gets node_lost "worker restarted" and its data plane is aborted), and since a pipeline
-// cannot take a stage back yet, the job fails at once: node 1 naming its stage, node 0
-// with the missing recovery, as after a lost node. 400 steps: it must not run to its end.
-// A crash in node 1's pipeline_stage at step 6: its worker group (stage and worker)
-// restarts, the new worker tells the coordinator, node 0 hears "worker restarted", and
-// both stages resume the same layout from the step-4 checkpoint: the same layout resumed
-// from its own checkpoint computes the fault-free run's bits (test_pipeline_checkpoint),
-// so params_sha256 must equal the fault-free run's.
-TEST_CASE("pipeline: a crashed pipeline_stage restarts its worker group and the job recovers",
-          "[pp][launch][faults]") {
+// A crash in node 1's pipeline_stage (the actor that owns the stage trainer) at step 6:
+// its worker group (stage and worker) restarts, the new worker tells the coordinator,
+// node 0 hears "worker restarted", and both ranks resume the same layout from the step-4
+// checkpoint: the same layout resumed from its own checkpoint computes the fault-free
+// run's bits (test_pipeline_checkpoint, test_tensor_checkpoint), so params_sha256 must
+// equal the fault-free run's. `layout_key` ("pipeline" or "tensor") is the recovered
+// event's field that must still be 2. One stage trainer runs both layouts, so the same
+// fault and the same recovery hold for a pipeline and for a tensor-parallel group.
+namespace {
+void check_crashed_stage_recovers(const std::string& name, const std::vector<std::string>& layout,
+                                  const std::string& layout_key, const std::string& stage_name) {
   constexpr int kSteps = 12;
   const std::vector<std::string> job =
-      kPipeline + std::vector<std::string>{"--set", "checkpoint.every_steps=4", "--set",
-                                           "checkpoint.async=false"};
-  ScratchDir reference_run("pp-launch-stage-crash-reference"), run("pp-launch-stage-crash");
+      layout + std::vector<std::string>{"--set", "checkpoint.every_steps=4", "--set",
+                                        "checkpoint.async=false"};
+  ScratchDir reference_run(name + "-reference"), run(name);
   const auto reference = run_process(tiny_launch(reference_run.path(), 2, kSteps, job), 120s,
                                      launch_env());
   INFO(reference.output);
@@ -96,7 +94,7 @@ TEST_CASE("pipeline: a crashed pipeline_stage restarts its worker group and the 
       R"({kind = "crash_actor", actor = "pipeline_stage", node = 1, step = 6})", 1, 120s);
   for (const auto& line : node_events(run.path(), 1, "actor_restarted"))
     if (string_field(line, "actor") == "pipeline_stage")  // (the reason has quotes inside)
-      CHECK_THAT(line, Contains("crash_actor pipeline_stage (stage 1)"));
+      CHECK_THAT(line, Contains("crash_actor pipeline_stage (" + stage_name + ")"));
   CHECK_THAT(restarted, Catch::Matchers::VectorContains(std::string("pipeline_stage")));
   CHECK_THAT(restarted, Catch::Matchers::VectorContains(std::string("worker")));
   bool told = false;
@@ -109,7 +107,7 @@ TEST_CASE("pipeline: a crashed pipeline_stage restarts its worker group and the 
     REQUIRE(recovered.size() == 1);
     CHECK(number_field(recovered[0], "from_step") == 4);
     CHECK(string_field(recovered[0], "source") == "disk");
-    CHECK(number_field(recovered[0], "pipeline") == 2);
+    CHECK(number_field(recovered[0], layout_key) == 2);
     const auto done = node_events(run.path(), node, "train_done");
     REQUIRE(done.size() == 1);
     CHECK(number_field(done[0], "step") == kSteps);
@@ -117,6 +115,20 @@ TEST_CASE("pipeline: a crashed pipeline_stage restarts its worker group and the 
           string_field(reference_done[0], "params_sha256"));
   }
   require_no_node_left(run.path(), 2);
+}
+}  // namespace
+
+TEST_CASE("pipeline: a crashed pipeline_stage restarts its worker group and the job recovers",
+          "[pp][launch][faults]") {
+  check_crashed_stage_recovers("pp-launch-stage-crash", kPipeline, "pipeline", "stage 1");
+}
+
+TEST_CASE("tensor: a crashed pipeline_stage (the stage trainer of a tensor rank) restarts its "
+          "worker group and the job recovers", "[tp][pp][launch][faults]") {
+  const std::vector<std::string> tensor = {"--set", "parallel.tensor=2", "--set",
+                                           "train.micro_batch_size=4", "--set", "train.threads=1",
+                                           "--set", "train.eval_every=0"};
+  check_crashed_stage_recovers("tp-launch-stage-crash", tensor, "tensor", "stage 0, tensor rank 1");
 }
 
 TEST_CASE("pipeline: dseek config --check refuses a schedule that cannot run", "[pp][launch]") {

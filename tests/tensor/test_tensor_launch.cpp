@@ -1,6 +1,6 @@
 // Tensor parallelism through the node's actor tree: `dseek launch --nodes 2` with
 // parallel.tensor = 2 runs one tensor-parallel rank per dseek-node (the worker runs
-// train::run_tensor_parallel over the epoch's data plane) and trains what a single-node
+// the stage trainer's one stage, train::run_pipeline_stage, over the epoch's data plane) and trains what a single-node
 // run of the same config trains; and a group that loses a node goes on: the survivors
 // re-plan (one node alone, or one replica of the group) and finish with the fault-free
 // run's val_loss (tests/support/lost_node_launch.hpp); and

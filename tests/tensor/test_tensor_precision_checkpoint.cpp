@@ -1,5 +1,5 @@
 // fp8 training state in tensor-parallel checkpoints (train/gathered_checkpointing.hpp,
-// train/tensor_parallel_precision_state.cpp), through `dseek launch --nodes 2` with
+// train/pipeline_stage_precision_state.cpp), through `dseek launch --nodes 2` with
 // parallel.tensor = 2: the checkpoint keeps the loss scaler's state and each tensor
 // rank's own fp8 amax histories and scales (a rank quantizes its own weight shard, so
 // its amaxes differ from the other's), one copy per rank.
@@ -132,7 +132,7 @@ TEST_CASE("tensor fp8 checkpoints: T=2 cut at step 5 of 12 and resumed continues
 
 // Data x tensor (D = 2 replicas of a T = 2 group, no ZeRO): a copy per (replica, tensor
 // rank), for which every replica takes part in the snapshot
-// (TensorParallelTrainer::fp8_state_per_replica); the same layout resumes bitwise.
+// (PipelineStageTrainer::fp8_state_per_replica); the same layout resumes bitwise.
 TEST_CASE("tensor fp8 checkpoints: D=2 x T=2 keeps each replica's and rank's amax histories "
           "and resumes bit for bit", "[tp][precision][checkpoint][dp]") {
   const std::vector<std::string> grid =

@@ -448,8 +448,9 @@ TEST_CASE("config: pipeline parallelism runs one stage per node, with replicas t
   CHECK_NOTHROW(config::check_supported(with_failed_write));
   // A crash of the pipeline_stage actor or of a gradient_shard (which runs the stage's
   // optimizer updates): its worker group restarts and the job recovers as from a lost
-  // node. Another actor's crash is refused; so is the stage's crash in a job that has no
-  // pipeline_stage.
+  // node, in pipeline and in tensor-parallel jobs (both run the stage trainer in their
+  // pipeline_stage actor). Another actor's crash is refused; so is the stage's crash in
+  // a job that has no pipeline_stage.
   const std::string crash = "[[faults]]\nkind = \"crash_actor\"\nnode = 1\nstep = 3\nactor = ";
   CHECK_NOTHROW(config::check_supported(config::load_config_text(
       crash + "\"pipeline_stage\"\n", "x", {"cluster.nodes=2", "parallel.pipeline=2"})));
@@ -460,16 +461,21 @@ TEST_CASE("config: pipeline parallelism runs one stage per node, with replicas t
                    crash + "\"worker\"\n", "x", {"cluster.nodes=2", "parallel.pipeline=2"}));
              }),
              Contains("the faults injected into pipeline-parallel jobs are kill and hang"));
+  CHECK_NOTHROW(config::check_supported(config::load_config_text(
+      crash + "\"pipeline_stage\"\n", "x", {"cluster.nodes=2", "parallel.tensor=2"})));
+  CHECK_NOTHROW(config::check_supported(config::load_config_text(
+      crash + "\"gradient_shard\"\n", "x", {"cluster.nodes=2", "parallel.tensor=2"})));
   CHECK_THAT(error_of([&] {
                config::check_supported(config::load_config_text(
-                   crash + "\"pipeline_stage\"\n", "x", {"cluster.nodes=2", "parallel.tensor=2"}));
+                   crash + "\"worker\"\n", "x", {"cluster.nodes=2", "parallel.tensor=2"}));
              }),
              Contains("the faults injected into tensor-parallel jobs are kill and hang"));
   CHECK_THAT(error_of([&] {
                config::check_supported(config::load_config_text(
                    crash + "\"pipeline_stage\"\n", "x", {"cluster.nodes=2", "parallel.data=2"}));
              }),
-             Contains("only a pipeline job (parallel.pipeline > 1) has that actor"));
+             Contains("only a pipeline or tensor-parallel job (parallel.pipeline or "
+                      "parallel.tensor > 1) has that actor"));
   // The schedule keys mean nothing without a pipeline: refused rather than ignored.
   auto stray = config::load_config_text("", "x.toml", {"parallel.virtual_stages=2"});
   CHECK_THAT(error_of([&] { config::check_supported(stray); }),

@@ -233,17 +233,23 @@ TEST_CASE("several ranks a node: pipeline, tensor and 3D jobs fill the world of 
   CHECK_THROWS_WITH(config::validate(tensor),
                     Catch::Contains("parallel.tensor (4) must equal cluster.nodes x "
                                     "cluster.gpus_per_node (2)"));
-  // A node's stage of local rank 1 may crash; there is none without a pipeline.
+  // A node's stage of local rank 1 may crash, in a tensor-parallel job too (its ranks
+  // run the stage trainer in their pipeline_stage); there is none in a data-parallel one.
   auto crash = config_with({"cluster.nodes=2", "cluster.gpus_per_node=2",
                             "parallel.pipeline=2", "parallel.tensor=2", "train.batch_size=12",
                             "faults=[{kind = \"crash_actor\", actor = \"pipeline_stage@1\", "
                             "node = 1, step = 3}]"});
   CHECK_NOTHROW(config::check_supported(crash));
-  auto no_stage = config_with({"cluster.gpus_per_node=2", "parallel.tensor=2",
+  auto tensor_stage = config_with({"cluster.gpus_per_node=2", "parallel.tensor=2",
+                                   "faults=[{kind = \"crash_actor\", actor = \"pipeline_stage@1\", "
+                                   "node = 0, step = 3}]"});
+  CHECK_NOTHROW(config::check_supported(tensor_stage));
+  auto no_stage = config_with({"cluster.gpus_per_node=2",
                                "faults=[{kind = \"crash_actor\", actor = \"pipeline_stage@1\", "
                                "node = 0, step = 3}]"});
   CHECK_THROWS_WITH(config::check_supported(no_stage),
-                    Catch::Contains("[[faults]]") && Catch::Contains("tensor-parallel jobs"));
+                    Catch::Contains("[[faults]]") &&
+                        Catch::Contains("only a pipeline or tensor-parallel job"));
 }
 
 TEST_CASE("crash_actor names a worker group's actor by local rank", "[local_ranks][faults]") {
