@@ -19,10 +19,10 @@
 #include "actors/node/worker_restart.hpp"
 #include "actors/node/retired_communicators.hpp"
 #include "actors/node/world_policy.hpp"
-#include "actors/training/peer_shard_replica.hpp"
-#include "actors/training/run_data_parallel.hpp"
-#include "actors/training/sharded_state_sync.hpp"
-#include "actors/training/state_sync.hpp"
+#include "dist/peer_shard_replica.hpp"
+#include "dist/run_data_parallel.hpp"
+#include "dist/sharded_state_sync.hpp"
+#include "dist/state_sync.hpp"
 #include "comm/types.hpp"
 #include "runtime/metrics/event_log.hpp"
 #include "runtime/model/param_layout.hpp"
@@ -76,11 +76,11 @@ AgreedState agree_on_state(const config::JobConfig& config, comm::Communicator& 
                            train::TrainingState& replica, size_t param_count) {
   AgreedState agreed;
   if (config.parallel.zero == 0) {
-    const StateAgreement shared = share_freshest_state(communicator, replica, param_count);
+    const dist::StateAgreement shared = dist::share_freshest_state(communicator, replica, param_count);
     agreed.steps_done = shared.steps_done;
     agreed.from_peer = shared.received;
   } else if (config.elastic.shard_replica) {
-    const ShardedStateAgreement rebuilt = rebuild_sharded_state(communicator, replica, param_count);
+    const dist::ShardedStateAgreement rebuilt = dist::rebuild_sharded_state(communicator, replica, param_count);
     agreed.steps_done = rebuilt.steps_done;
     agreed.from_peer = rebuilt.from_peer;
     agreed.why_not_memory = rebuilt.unrecoverable;
@@ -105,9 +105,9 @@ bool injects_into_gradients(const config::JobConfig& config) {
 // After the first exchange of an epoch and after the job's last step: what the peer
 // replica costs this node (bytes, memory, and the exchange's time: the last one's and
 // the mean over the steps this epoch kept).
-void report_peer_replica(metrics::EventLog& events, const PeerShardReplica& kept,
+void report_peer_replica(metrics::EventLog& events, const dist::PeerShardReplica& kept,
                          const epoch_started& epoch) {
-  const PeerReplicaFootprint footprint = kept.footprint();
+  const dist::PeerReplicaFootprint footprint = kept.footprint();
   events.emit("peer_replica",
               util::JsonLine().add("epoch", epoch.epoch)
                   .add("world_size", static_cast<int64_t>(epoch.world_size))
@@ -214,11 +214,11 @@ job_finished run_elastic_training(const worker_setup& setup, int starts, caf::ac
       const auto failed_at = policy.failed_at;
       const int64_t from_step = agreement.steps_done >= 0 ? agreement.steps_done : 0;
       const std::string why_disk = source == "disk" ? agreement.why_not_memory : std::string();
-      ReducerSettings settings = reducer_settings(session);
-      std::unique_ptr<PeerShardReplica> shard_replica;
+      dist::ReducerSettings settings = dist::reducer_settings(session);
+      std::unique_ptr<dist::PeerShardReplica> shard_replica;
       if (keeps_shard_replica)
         shard_replica =
-            std::make_unique<PeerShardReplica>(*communicator, replica, settings.bucket_bytes,
+            std::make_unique<dist::PeerShardReplica>(*communicator, replica, settings.bucket_bytes,
                                                static_cast<int>(config.cluster.gpus_per_node));
       const int64_t last_step = config.train.steps;
       options.after_step = [&recovering, &replica, &events, &shard_replica, keeps_memory_state,
@@ -258,7 +258,7 @@ job_finished run_elastic_training(const worker_setup& setup, int starts, caf::ac
           actions->fire(fault, "step " + std::to_string(step) + ", during the reduction");
       };
       // The gradients go over NCCL when the epoch has it (settings.backend_memory).
-      const auto summary = run_data_parallel(
+      const auto summary = dist::run_data_parallel(
           session, options, device_communicator ? *device_communicator : *communicator, settings);
       result.stopped_early = summary.stopped_early;
       result.steps_done = summary.steps_done;

@@ -1,8 +1,8 @@
 // Implementation of layout_training.hpp.
 #include "actors/node/layout_training.hpp"
 
-#include "actors/training/run_data_parallel.hpp"
-#include "actors/training/run_pipeline.hpp"
+#include "dist/run_data_parallel.hpp"
+#include "dist/run_pipeline.hpp"
 
 namespace dseek::actors {
 
@@ -11,8 +11,8 @@ train::RunSummary train_on_layout(const train::SurvivorLayout& layout,
                                   const config::JobConfig& session,
                                   const train::RunOptions& options) {
   if (layout.pipeline > 1 || layout.tensor > 1)
-    return run_pipeline(session, options, communicator).run;
-  return run_data_parallel(session, options, communicator);
+    return dist::run_pipeline(session, options, communicator).run;
+  return dist::run_data_parallel(session, options, communicator);
 }
 
 }  // namespace dseek::actors

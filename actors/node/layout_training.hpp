@@ -1,9 +1,9 @@
 // One rank's training on the layout its job trains in this epoch
 // (train::SurvivorLayout: the configured one, or the one re-planned after a node loss),
 // over the communicator of the layout's ranks: the stage trainer's rank
-// (actors::run_pipeline: a pipeline stage, a tensor-parallel rank, or both) while the
+// (dist::run_pipeline: a pipeline stage, a tensor-parallel rank, or both) while the
 // layout has a pipeline or a tensor group, and otherwise a data-parallel replica
-// (actors::run_data_parallel), down to a single node. `session` is the job's config
+// (dist::run_data_parallel), down to a single node. `session` is the job's config
 // for that layout (train::config_for_layout).
 #pragma once
 

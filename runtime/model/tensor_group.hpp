@@ -1,6 +1,6 @@
 // The tensor-parallel group as the model sees it: its size, this rank's place in it and a
 // sum all-reduce. The runtime knows nothing of the data plane (DESIGN.md: runtime <-
-// comm <- actors); the implementation over comm::Communicator lives in actors/training
+// comm <- actors); the implementation over comm::Communicator lives in dist
 // (comm_tensor_group.hpp), and the unit tests run T ranks as threads of one process.
 //
 // Every rank of the group must see the bitwise same result of all_reduce_sum: the

@@ -15,7 +15,7 @@
 // given_second_moment_after): after a number of steps the optimizer stops updating v from
 // the gradients it is handed and uses the v it is given with set_second_moment() (an
 // estimate from the replicas' dense local gradients, refreshed every few steps by
-// actors/training/comm_gradient_reducer.hpp). With v fixed, the update is linear in the
+// dist/comm_gradient_reducer.hpp). With v fixed, the update is linear in the
 // first moment, so a coordinate whose gradient arrives K steps late (top-k with error
 // feedback) still moves by the sum of its K steps of gradient; with v taken from those
 // late, bunched arrivals it would move ~1/sqrt(K) as far (Tang et al. 2021, 1-bit Adam,

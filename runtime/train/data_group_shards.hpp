@@ -1,7 +1,7 @@
 // ZeRO (parallel.zero = 1 or 2) inside the data-parallel group of a pipeline stage or a
 // tensor-parallel rank (issue 8: DP x PP x TP, the optimizer state sharded over the D
 // replicas of the same stage / tensor rank). The plain data-parallel path shards the
-// whole model through its GradientReducer (actors/training/comm_gradient_reducer.hpp);
+// whole model through its GradientReducer (dist/comm_gradient_reducer.hpp);
 // here the group is the ReplicaGroup the pipeline and tensor trainers already sum over,
 // and the rule is the same: the gradients are reduce-scattered (each replica gets the
 // sum of its piece only), each replica's AdamW holds the moments of its pieces and

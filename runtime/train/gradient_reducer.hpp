@@ -2,7 +2,7 @@
 // reduction of gradients across replicas (overlapped with backward), the ZeRO shard this
 // replica owns, and a few small collectives (step statistics, putting sharded buffers
 // back together). The implementation over the data plane is
-// actors/training/comm_gradient_reducer.hpp; runtime/ never sees comm/ (DESIGN.md).
+// dist/comm_gradient_reducer.hpp; runtime/ never sees comm/ (DESIGN.md).
 //
 // One step, as the Trainer drives it (every replica the same calls in the same order):
 //

@@ -1,6 +1,6 @@
 // What a pipeline stage needs from the data plane, without depending on it (runtime/
 // knows nothing of comm/): point-to-point float tensors to the neighbouring stages and
-// the three small collectives of a step. actors/training/comm_pipeline_links.hpp
+// the three small collectives of a step. dist/comm_pipeline_links.hpp
 // implements it over a comm::Communicator whose rank r is stage r.
 #pragma once
 

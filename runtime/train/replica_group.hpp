@@ -3,7 +3,7 @@
 // of comm/): the replicas of one stage (or one tensor rank) across the D copies of the
 // pipeline or tensor group, numbered by parallel_groups.hpp. Each replica computes its
 // slice of the global batch; sum() adds their gradients, so every replica then holds the
-// gradient of the whole batch. actors/training/comm_replica_group.hpp implements it over
+// gradient of the whole batch. dist/comm_replica_group.hpp implements it over
 // a comm::Communicator of the data group.
 //
 // Both sums give every replica the same bits (the contributions are added in replica

@@ -40,7 +40,7 @@ struct TrainingState {
   int64_t steps_done = -1;  // -1: no state
   int64_t optimizer_steps = 0;
   std::vector<float> params, adam_m, adam_v;
-  // ZeRO >= 1 (actors/training/peer_shard_replica.hpp): adam_m / adam_v are valid only on
+  // ZeRO >= 1 (dist/peer_shard_replica.hpp): adam_m / adam_v are valid only on
   // two shards of a world of `sharded_world` ranks: this node's own (rank own_shard, at
   // steps_done) and its ring neighbour's replica (rank replica_shard, at
   // replica_steps_done; -1: none). sharded_world 0: the moments are whole.

@@ -1,4 +1,4 @@
-// plan_rebuild (actors/training/sharded_state_sync.hpp): which rank of a new world gives
+// plan_rebuild (dist/sharded_state_sync.hpp): which rank of a new world gives
 // the parameters and each optimizer shard when a ZeRO job recovers from memory, from
 // what every rank says it holds; and why no state can be rebuilt when a shard is on no
 // rank. The transfers themselves run in the multi-node recovery tests
@@ -7,10 +7,10 @@
 
 #include <vector>
 
-#include "actors/training/sharded_state_sync.hpp"
+#include "dist/sharded_state_sync.hpp"
 
-using dseek::actors::HeldState;
-using dseek::actors::plan_rebuild;
+using dseek::dist::HeldState;
+using dseek::dist::plan_rebuild;
 
 namespace {
 

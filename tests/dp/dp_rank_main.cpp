@@ -1,6 +1,6 @@
 // dseek_dp_rank: one replica of a data-parallel training job, for the multi-process
 // tests (test_data_parallel.cpp). It joins a communicator through a file or TCP
-// bootstrap, then runs the whole job through actors::run_data_parallel, exactly as the
+// bootstrap, then runs the whole job through dist::run_data_parallel, exactly as the
 // node's worker does; with --size 1 it runs the single-node train::run_training instead
 // (the reference the replicas are compared against).
 //
@@ -25,8 +25,8 @@
 #include <string>
 #include <vector>
 
-#include "actors/training/backend_staged_communicator.hpp"
-#include "actors/training/run_data_parallel.hpp"
+#include "dist/backend_staged_communicator.hpp"
+#include "dist/run_data_parallel.hpp"
 #include "comm/bootstrap/file_bootstrap.hpp"
 #include "comm/bootstrap/tcp_bootstrap.hpp"
 #include "comm/ucx/ucx_communicator.hpp"
@@ -100,10 +100,10 @@ int main(int argc, char** argv) {
       comm_options.op_timeout = std::chrono::milliseconds(args.timeout_ms);
       auto bootstrap = make_bootstrap(args);
       auto comm = dseek::comm::connect_ucx(*bootstrap, "localhost", comm_options);
-      auto settings = dseek::actors::reducer_settings(config);
+      auto settings = dseek::dist::reducer_settings(config);
       if (args.bucket_bytes > 0) settings.bucket_bytes = args.bucket_bytes;
       if (args.staged_backend_memory) {
-        dseek::actors::BackendStagedCommunicator staged(*comm);
+        dseek::dist::BackendStagedCommunicator staged(*comm);
         settings.backend_memory = true;
         // The trainer makes its backend: the staged communicator copies through it.
         options.backend = [&staged](const dseek::config::JobConfig& job) {
@@ -111,9 +111,9 @@ int main(int argc, char** argv) {
           staged.bind_backend(*backend);
           return backend;
         };
-        summary = dseek::actors::run_data_parallel(config, options, staged, settings);
+        summary = dseek::dist::run_data_parallel(config, options, staged, settings);
       } else {
-        summary = dseek::actors::run_data_parallel(config, options, *comm, settings);
+        summary = dseek::dist::run_data_parallel(config, options, *comm, settings);
       }
       bytes_sent = comm->counters().bytes_sent;
     }

@@ -1,4 +1,4 @@
-// Data-parallel training as the node's worker runs it (actors::run_data_parallel), in
+// Data-parallel training as the node's worker runs it (dist::run_data_parallel), in
 // separate processes on loopback: 2 and 3 replicas follow the single-node loss curve of
 // the same global batch, every replica ends with the same parameters bit for bit, ZeRO
 // 0, 1 and 2 agree, a sharded checkpoint resumes bit for bit, top-k + INT8 compression

@@ -1,7 +1,7 @@
 // dseek_pp_rank: one stage of a pipeline-parallel training job (or one tensor-parallel
 // rank of a stage), for the multi-process tests (test_pipeline.cpp,
 // test_pipeline_tensor.cpp) and bench/pipeline_schedules.sh. It joins a communicator
-// through a file bootstrap and runs actors::run_pipeline, as the node's worker does;
+// through a file bootstrap and runs dist::run_pipeline, as the node's worker does;
 // with --size 1 it runs the single-node train::run_training instead (the reference).
 //
 //   dseek_pp_rank --rank R --size N --bootstrap file:<dir> --config FILE --run-dir DIR
@@ -21,7 +21,7 @@
 #include <string>
 #include <vector>
 
-#include "actors/training/run_pipeline.hpp"
+#include "dist/run_pipeline.hpp"
 #include "comm/bootstrap/file_bootstrap.hpp"
 #include "comm/ucx/ucx_communicator.hpp"
 #include "runtime/config/load.hpp"
@@ -102,7 +102,7 @@ int main(int argc, char** argv) {
       comm_options.op_timeout = std::chrono::milliseconds(args.timeout_ms);
       dseek::comm::FileBootstrap bootstrap(args.bootstrap.substr(5), args.rank, args.size);
       auto comm = dseek::comm::connect_ucx(bootstrap, "localhost", comm_options);
-      const auto summary = dseek::actors::run_pipeline(config, options, *comm);
+      const auto summary = dseek::dist::run_pipeline(config, options, *comm);
       sha = summary.run.params_sha256;
       if (args.rank == 0 && !args.params_out.empty()) write_params(args.params_out, summary.final_params);
     }

@@ -1,4 +1,4 @@
-// Pipeline parallelism end to end (actors::run_pipeline over UCX, one process per
+// Pipeline parallelism end to end (dist::run_pipeline over UCX, one process per
 // stage on loopback) against the single-node run of the same global batch.
 //
 // Parity tolerance. The stages run the same kernels on the same micro-batches as the

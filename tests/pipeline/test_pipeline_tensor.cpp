@@ -1,6 +1,6 @@
 // Pipeline x tensor parallelism end to end: P = 2 stages, each a tensor-parallel group of
 // T = 2 (four dseek_pp_rank processes on loopback over UCX; world rank = stage x 2 +
-// tensor rank, actors::run_pipeline), against the single-node run of the same global
+// tensor rank, dist::run_pipeline), against the single-node run of the same global
 // batch, for every schedule.
 //
 // Tolerance, and why not bitwise. The pipeline alone keeps the single node's kernels and

@@ -25,7 +25,7 @@
 #include <string>
 #include <vector>
 
-#include "actors/training/comm_tensor_group.hpp"
+#include "dist/comm_tensor_group.hpp"
 #include "comm/bootstrap/file_bootstrap.hpp"
 #include "comm/ucx/ucx_communicator.hpp"
 #include "runtime/backend/backend.hpp"
@@ -139,7 +139,7 @@ int main(int argc, char** argv) {
       options.op_timeout = std::chrono::seconds(30);
       dseek::comm::FileBootstrap bootstrap(args.bootstrap.substr(5), args.rank, args.size);
       auto comm = dseek::comm::connect_ucx(bootstrap, "localhost", options);
-      dseek::actors::CommTensorGroup group(*comm);
+      dseek::dist::CommTensorGroup group(*comm);
       dseek::model::TensorParallelGpt model(args.shape, group, *backend, args.batch,
                                             args.recompute);
       model.init_weights(kSeed, kInitStd);

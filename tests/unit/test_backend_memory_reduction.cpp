@@ -24,9 +24,9 @@
 
 #include "actors/node/data_plane_link.hpp"
 #include "actors/node/epoch_board.hpp"
-#include "actors/training/backend_staged_communicator.hpp"
-#include "actors/training/comm_gradient_reducer.hpp"
-#include "actors/training/reducer_settings.hpp"
+#include "dist/backend_staged_communicator.hpp"
+#include "dist/comm_gradient_reducer.hpp"
+#include "dist/reducer_settings.hpp"
 #include "runtime/backend/device_buffer.hpp"
 #include "runtime/backend/scrambled_backend.hpp"
 #include "runtime/config/load.hpp"
@@ -54,7 +54,7 @@ TEST_CASE("backend-staged communicator: operations move backend memory through i
   const auto values = testing::random_values(count, 11, 1.0f);
   backend::DeviceBuffer<float> buffer(*scrambled, count);
   IdenticalRanksCommunicator host(1, 3);
-  actors::BackendStagedCommunicator staged(host);
+  dist::BackendStagedCommunicator staged(host);
   CHECK_THROWS_WITH(staged.all_reduce(buffer.data(), count, comm::DataType::f32, comm::ReduceOp::sum),
                     Contains("bind_backend"));
   staged.bind_backend(*scrambled);
@@ -101,13 +101,13 @@ TEST_CASE("gradient reducer on backend memory: reduces the trainer's buffer in p
   for (int zero : {0, 2}) {
     INFO("ZeRO " << zero);
     IdenticalRanksCommunicator host(2, 3);
-    actors::BackendStagedCommunicator staged(host);
+    dist::BackendStagedCommunicator staged(host);
     staged.bind_backend(*scrambled);
-    actors::ReducerSettings settings;
+    dist::ReducerSettings settings;
     settings.zero_stage = zero;
     settings.backend_memory = true;
     settings.bucket_bytes = 1500;  // each range a bucket
-    actors::CommGradientReducer reducer(staged, settings);
+    dist::CommGradientReducer reducer(staged, settings);
     CHECK(reducer.reduces_backend_memory());
     backend::DeviceBuffer<float> grads(*scrambled, total);
     CHECK_THROWS_WITH(reducer.attach(grads.data(), total, backward_order), Contains("bind_backend"));
@@ -174,9 +174,9 @@ TEST_CASE("comm.backend = nccl: the settings it cannot run are refused naming th
       "[cluster]\nnodes = 2\n[parallel]\ndata = 2\n", "x.toml",
       {"comm.backend=\"nccl\"", "train.device=\"cuda\"", "comm.compression=\"int8\""});
   CHECK_THAT(error_of(compressed), Contains("comm.compression = \"int8\""));
-  CHECK_THROWS_WITH(actors::reducer_settings(compressed), Contains("comm.compression"));
-  CHECK(actors::reducer_settings(on_cuda).backend_memory);
-  CHECK_FALSE(actors::reducer_settings(config::load_config_text("", "x.toml")).backend_memory);
+  CHECK_THROWS_WITH(dist::reducer_settings(compressed), Contains("comm.compression"));
+  CHECK(dist::reducer_settings(on_cuda).backend_memory);
+  CHECK_FALSE(dist::reducer_settings(config::load_config_text("", "x.toml")).backend_memory);
 #ifdef DSEEK_HAVE_NCCL
   CHECK_NOTHROW(actors::check_data_plane_available(on_cuda));
 #else

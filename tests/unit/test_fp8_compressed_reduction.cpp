@@ -1,6 +1,6 @@
 // fp8's dynamic loss scaling with gradient compression, in one process
 // (runtime/train/trainer_unscaled_reduction.cpp; the reducer's side,
-// actors/training/comm_gradient_reducer.hpp): the compressing reducer's skip_step()
+// dist/comm_gradient_reducer.hpp): the compressing reducer's skip_step()
 // leaves every error-feedback residual and the second-moment schedule as a reducer that
 // never saw the step, and refuses once a bucket is on the wire; a Trainer whose fp8
 // steps overflow (a loss scale of 2^20 that doubles after every good step, so overflows
@@ -22,8 +22,8 @@
 #include <string>
 #include <vector>
 
-#include "actors/training/comm_gradient_reducer.hpp"
-#include "actors/training/reducer_settings.hpp"
+#include "dist/comm_gradient_reducer.hpp"
+#include "dist/reducer_settings.hpp"
 #include "runtime/config/load.hpp"
 #include "runtime/train/trainer.hpp"
 #include "support/identical_ranks_communicator.hpp"
@@ -38,7 +38,7 @@ namespace {
 
 using Residuals = std::vector<std::vector<float>>;
 
-Residuals residuals_of(const actors::CommGradientReducer& reducer) {
+Residuals residuals_of(const dist::CommGradientReducer& reducer) {
   Residuals all;
   for (size_t b = 0; b < reducer.buckets().size(); ++b) {
     const auto r = reducer.residual(b);
@@ -69,7 +69,7 @@ bool any_nonzero(const Residuals& residuals) {
 }
 
 // One reducer step on `values` (copied into `grads`), every range reported.
-void reduce(actors::CommGradientReducer& reducer, std::vector<float>& grads,
+void reduce(dist::CommGradientReducer& reducer, std::vector<float>& grads,
             const std::vector<float>& values, const std::vector<model::ParamRange>& order,
             int64_t step) {
   grads = values;
@@ -101,9 +101,9 @@ struct CompressedReplica {
   explicit CompressedReplica(const std::vector<std::string>& settings)
       : config(config::load_config_text("", "x.toml", settings)),
         comm(0, 2),
-        reducer(comm, small_buckets(actors::reducer_settings(config))),
+        reducer(comm, small_buckets(dist::reducer_settings(config))),
         trainer(config, batches, &reducer) {}
-  static actors::ReducerSettings small_buckets(actors::ReducerSettings settings) {
+  static dist::ReducerSettings small_buckets(dist::ReducerSettings settings) {
     settings.bucket_bytes = 8 * 1024;
     return settings;
   }
@@ -117,7 +117,7 @@ struct CompressedReplica {
   config::JobConfig config;
   RandomBatches batches;
   IdenticalRanksCommunicator comm;
-  actors::CommGradientReducer reducer;
+  dist::CommGradientReducer reducer;
   train::Trainer trainer;
 };
 
@@ -127,13 +127,13 @@ TEST_CASE("compressing reducer: a skipped step leaves the residuals and the refr
           "a reducer that never saw it", "[comm][precision][compression]") {
   const size_t total = 3000;
   const std::vector<model::ParamRange> order{{2000, 1000}, {1000, 1000}, {0, 1000}};
-  actors::ReducerSettings settings;
+  dist::ReducerSettings settings;
   settings.compression = "topk";
   settings.topk_fraction = 0.1;
   settings.variance_refresh_steps = 2;  // refreshes at steps 0, 2, 4, ...
   settings.bucket_bytes = 4000;         // a bucket per range
   IdenticalRanksCommunicator comm_a(0, 2), comm_b(0, 2);
-  actors::CommGradientReducer skipping(comm_a, settings), plain(comm_b, settings);
+  dist::CommGradientReducer skipping(comm_a, settings), plain(comm_b, settings);
   CHECK(skipping.carries_state_between_steps());
   std::vector<float> grads_a(total), grads_b(total);
   skipping.attach(grads_a.data(), total, order);
@@ -181,9 +181,9 @@ TEST_CASE("compressing reducer: a skipped step leaves the residuals and the refr
   CHECK_THROWS_WITH(skipping.skip_step(), Catch::Matchers::Contains("can no longer be skipped"));
   skipping.detach();
 
-  actors::ReducerSettings uncompressed;
+  dist::ReducerSettings uncompressed;
   IdenticalRanksCommunicator comm_c(0, 2);
-  CHECK_FALSE(actors::CommGradientReducer(comm_c, uncompressed).carries_state_between_steps());
+  CHECK_FALSE(dist::CommGradientReducer(comm_c, uncompressed).carries_state_between_steps());
 }
 
 TEST_CASE("fp8 with compression: an overflow skips the step before any codec, the "

@@ -7,7 +7,7 @@
 #include <algorithm>
 #include <vector>
 
-#include "actors/training/gradient_buckets.hpp"
+#include "dist/gradient_buckets.hpp"
 #include "runtime/backend/backend.hpp"
 #include "runtime/model/gpt_model.hpp"
 #include "support/small_gpt.hpp"
@@ -72,10 +72,10 @@ TEST_CASE("gradient buckets are contiguous, within budget, and shard the buffer"
     for (int world : {1, 2, 3, 5}) {
       std::vector<ParamRange> pieces;
       size_t units = 0;
-      std::vector<dseek::actors::GradientBucket> first_plan;
+      std::vector<dseek::dist::GradientBucket> first_plan;
       for (int rank = 0; rank < world; ++rank) {
         const auto buckets =
-            dseek::actors::plan_gradient_buckets(order, total, budget_floats * sizeof(float), rank, world);
+            dseek::dist::plan_gradient_buckets(order, total, budget_floats * sizeof(float), rank, world);
         if (rank == 0) first_plan = buckets;
         REQUIRE(buckets.size() == first_plan.size());
         size_t packed = 0;
@@ -92,13 +92,13 @@ TEST_CASE("gradient buckets are contiguous, within budget, and shard the buffer"
           packed += bucket.piece.count;
           if (bucket.piece.count > 0) pieces.push_back(bucket.piece);
         }
-        CHECK(dseek::actors::shard_of(buckets).size() <= buckets.size());
+        CHECK(dseek::dist::shard_of(buckets).size() <= buckets.size());
       }
       CHECK(units == order.size());
       CHECK(partitions(pieces, total));
     }
   }
-  CHECK_THROWS_AS(dseek::actors::plan_gradient_buckets({order.begin() + 1, order.end()}, total, 1024, 0, 2),
+  CHECK_THROWS_AS(dseek::dist::plan_gradient_buckets({order.begin() + 1, order.end()}, total, 1024, 0, 2),
                   std::invalid_argument);
-  CHECK_THROWS_AS(dseek::actors::plan_gradient_buckets(order, total, 1024, 2, 2), std::invalid_argument);
+  CHECK_THROWS_AS(dseek::dist::plan_gradient_buckets(order, total, 1024, 2, 2), std::invalid_argument);
 }

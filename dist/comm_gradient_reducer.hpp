@@ -46,15 +46,15 @@
 #include <span>
 #include <vector>
 
-#include "actors/training/gradient_buckets.hpp"
-#include "actors/training/reducer_settings.hpp"
+#include "dist/gradient_buckets.hpp"
+#include "dist/reducer_settings.hpp"
 #include "comm/communicator.hpp"
 #include "comm/compressed_allreduce.hpp"
 #include "runtime/backend/backend.hpp"
 #include "runtime/optim/local_second_moment.hpp"
 #include "runtime/train/gradient_reducer.hpp"
 
-namespace dseek::actors {
+namespace dseek::dist {
 
 class CommGradientReducer final : public train::GradientReducer {
  public:
@@ -144,4 +144,4 @@ class CommGradientReducer final : public train::GradientReducer {
   uint64_t encoded_bytes_ = 0;
 };
 
-}  // namespace dseek::actors
+}  // namespace dseek::dist

@@ -13,7 +13,7 @@
 
 #include "runtime/model/param_layout.hpp"
 
-namespace dseek::actors {
+namespace dseek::dist {
 
 struct GradientBucket {
   model::ParamRange range;   // in the flat buffer
@@ -33,4 +33,4 @@ std::vector<GradientBucket> plan_gradient_buckets(const std::vector<model::Param
 // The pieces of `buckets`, in bucket order: the replica's shard.
 std::vector<model::ParamRange> shard_of(const std::vector<GradientBucket>& buckets);
 
-}  // namespace dseek::actors
+}  // namespace dseek::dist

@@ -28,7 +28,7 @@
 #include "runtime/train/run_training.hpp"
 #include "runtime/train/trainer.hpp"
 
-namespace dseek::actors {
+namespace dseek::dist {
 
 // What one rank holds and moves for the replica (the peer_replica event).
 struct PeerReplicaFootprint {
@@ -90,4 +90,4 @@ void pack_moments(const std::vector<model::ParamRange>& ranges, const float* m, 
 void unpack_moments(const std::vector<model::ParamRange>& ranges, const float* packed, float* m,
                     float* v);
 
-}  // namespace dseek::actors
+}  // namespace dseek::dist

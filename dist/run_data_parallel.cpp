@@ -1,9 +1,9 @@
 // Implementation of run_data_parallel.hpp.
-#include "actors/training/run_data_parallel.hpp"
+#include "dist/run_data_parallel.hpp"
 
-#include "actors/training/comm_gradient_reducer.hpp"
+#include "dist/comm_gradient_reducer.hpp"
 
-namespace dseek::actors {
+namespace dseek::dist {
 
 train::RunSummary run_data_parallel(const config::JobConfig& config, train::RunOptions options,
                                     comm::Communicator& comm) {
@@ -17,4 +17,4 @@ train::RunSummary run_data_parallel(const config::JobConfig& config, train::RunO
   return train::run_training(config, options);
 }
 
-}  // namespace dseek::actors
+}  // namespace dseek::dist

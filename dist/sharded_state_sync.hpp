@@ -24,7 +24,7 @@
 #include "comm/communicator.hpp"
 #include "runtime/train/run_training.hpp"
 
-namespace dseek::actors {
+namespace dseek::dist {
 
 struct ShardedStateAgreement {
   int64_t steps_done = -1;  // -1: no state rebuilt (start fresh, or from disk)
@@ -65,4 +65,4 @@ RebuildPlan plan_rebuild(const std::vector<HeldState>& held);
 ShardedStateAgreement rebuild_sharded_state(comm::Communicator& comm, train::TrainingState& state,
                                             size_t param_count);
 
-}  // namespace dseek::actors
+}  // namespace dseek::dist

@@ -12,7 +12,7 @@
 #include "comm/communicator.hpp"
 #include "runtime/train/replica_group.hpp"
 
-namespace dseek::actors {
+namespace dseek::dist {
 
 class CommReplicaGroup final : public train::ReplicaGroup {
  public:
@@ -31,4 +31,4 @@ class CommReplicaGroup final : public train::ReplicaGroup {
   std::vector<float> piece_scratch_;  // reduce_scatter's output, kept between calls
 };
 
-}  // namespace dseek::actors
+}  // namespace dseek::dist

@@ -1,16 +1,16 @@
 // Implementation of run_pipeline.hpp.
-#include "actors/training/run_pipeline.hpp"
+#include "dist/run_pipeline.hpp"
 
 #include <memory>
 
-#include "actors/training/comm_pipeline_links.hpp"
-#include "actors/training/comm_replica_group.hpp"
-#include "actors/training/comm_tensor_group.hpp"
-#include "actors/training/parallel_communicators.hpp"
+#include "dist/comm_pipeline_links.hpp"
+#include "dist/comm_replica_group.hpp"
+#include "dist/comm_tensor_group.hpp"
+#include "dist/parallel_communicators.hpp"
 #include "runtime/train/parallel_groups.hpp"
 #include "runtime/train/single_stage_links.hpp"
 
-namespace dseek::actors {
+namespace dseek::dist {
 
 train::PipelineRunSummary run_pipeline(const config::JobConfig& config,
                                        const train::RunOptions& options, comm::Communicator& comm) {
@@ -31,4 +31,4 @@ train::PipelineRunSummary run_pipeline(const config::JobConfig& config,
   return train::run_pipeline_stage(config, options, links, replicas.get(), tensor.get());
 }
 
-}  // namespace dseek::actors
+}  // namespace dseek::dist

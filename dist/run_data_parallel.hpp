@@ -6,12 +6,12 @@
 // cluster.node_id) and the same run_dir for checkpoints.
 #pragma once
 
-#include "actors/training/reducer_settings.hpp"
+#include "dist/reducer_settings.hpp"
 #include "comm/communicator.hpp"
 #include "runtime/config/job_config.hpp"
 #include "runtime/train/run_training.hpp"
 
-namespace dseek::actors {
+namespace dseek::dist {
 
 // Throws config::ConfigError for settings the reducer cannot run (reducer_settings()),
 // std::invalid_argument when train.batch_size does not split over comm.size() replicas,
@@ -23,4 +23,4 @@ train::RunSummary run_data_parallel(const config::JobConfig& config, train::RunO
 train::RunSummary run_data_parallel(const config::JobConfig& config, train::RunOptions options,
                                     comm::Communicator& comm, const ReducerSettings& settings);
 
-}  // namespace dseek::actors
+}  // namespace dseek::dist

@@ -1,11 +1,11 @@
 // Implementation of backend_staged_communicator.hpp.
-#include "actors/training/backend_staged_communicator.hpp"
+#include "dist/backend_staged_communicator.hpp"
 
 #include <chrono>
 #include <stdexcept>
 #include <utility>
 
-namespace dseek::actors {
+namespace dseek::dist {
 
 namespace {
 // Runs `body` (copies and a waited host operation) and hands back a finished Work: done,
@@ -129,4 +129,4 @@ std::unique_ptr<comm::Communicator> BackendStagedCommunicator::subgroup(
   return staged;
 }
 
-}  // namespace dseek::actors
+}  // namespace dseek::dist

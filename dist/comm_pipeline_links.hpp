@@ -11,7 +11,7 @@
 #include "comm/communicator.hpp"
 #include "runtime/train/pipeline_links.hpp"
 
-namespace dseek::actors {
+namespace dseek::dist {
 
 class CommPipelineLinks final : public train::PipelineLinks {
  public:
@@ -38,4 +38,4 @@ class CommPipelineLinks final : public train::PipelineLinks {
   std::vector<unsigned char> gathered_;
 };
 
-}  // namespace dseek::actors
+}  // namespace dseek::dist

@@ -1,11 +1,11 @@
 // Implementation of comm_replica_group.hpp.
-#include "actors/training/comm_replica_group.hpp"
+#include "dist/comm_replica_group.hpp"
 
 #include <algorithm>
 
-#include "actors/training/ordered_double_sum.hpp"
+#include "dist/ordered_double_sum.hpp"
 
-namespace dseek::actors {
+namespace dseek::dist {
 
 void CommReplicaGroup::sum(float* data, size_t count) {
   if (count == 0) return;
@@ -37,4 +37,4 @@ void CommReplicaGroup::all_gather(float* data, size_t count) {
   comm_.all_gather(data + piece_of(count).offset, data, count, comm::DataType::f32).wait();
 }
 
-}  // namespace dseek::actors
+}  // namespace dseek::dist

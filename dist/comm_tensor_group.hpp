@@ -8,7 +8,7 @@
 #include "comm/communicator.hpp"
 #include "runtime/model/tensor_group.hpp"
 
-namespace dseek::actors {
+namespace dseek::dist {
 
 class CommTensorGroup final : public model::TensorGroup {
  public:
@@ -21,4 +21,4 @@ class CommTensorGroup final : public model::TensorGroup {
   comm::Communicator& comm_;
 };
 
-}  // namespace dseek::actors
+}  // namespace dseek::dist

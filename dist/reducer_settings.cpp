@@ -1,12 +1,12 @@
 // Implementation of reducer_settings.hpp.
-#include "actors/training/reducer_settings.hpp"
+#include "dist/reducer_settings.hpp"
 
 #include <stdexcept>
 
 #include "runtime/config/load.hpp"
 #include "runtime/optim/adamw_settings.hpp"
 
-namespace dseek::actors {
+namespace dseek::dist {
 
 namespace {
 // "" when the settings can run, else why not.
@@ -57,4 +57,4 @@ void check_reducer_settings(const ReducerSettings& settings) {
   if (const std::string why = refusal(settings); !why.empty()) throw std::invalid_argument(why);
 }
 
-}  // namespace dseek::actors
+}  // namespace dseek::dist

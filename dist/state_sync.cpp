@@ -1,9 +1,9 @@
 // Implementation of state_sync.hpp.
-#include "actors/training/state_sync.hpp"
+#include "dist/state_sync.hpp"
 
 #include <array>
 
-namespace dseek::actors {
+namespace dseek::dist {
 
 namespace {
 
@@ -49,4 +49,4 @@ StateAgreement share_freshest_state(comm::Communicator& comm, train::TrainingSta
   return agreement;
 }
 
-}  // namespace dseek::actors
+}  // namespace dseek::dist

@@ -1,5 +1,5 @@
 // Implementation of gradient_buckets.hpp.
-#include "actors/training/gradient_buckets.hpp"
+#include "dist/gradient_buckets.hpp"
 
 #include <algorithm>
 #include <stdexcept>
@@ -7,7 +7,7 @@
 
 #include "comm/group.hpp"
 
-namespace dseek::actors {
+namespace dseek::dist {
 
 namespace {
 std::string show(const model::ParamRange& range) {
@@ -76,4 +76,4 @@ std::vector<model::ParamRange> shard_of(const std::vector<GradientBucket>& bucke
   return shard;
 }
 
-}  // namespace dseek::actors
+}  // namespace dseek::dist

@@ -1,5 +1,5 @@
 // Implementation of comm_gradient_reducer.hpp.
-#include "actors/training/comm_gradient_reducer.hpp"
+#include "dist/comm_gradient_reducer.hpp"
 
 #include "comm/bf16.hpp"
 
@@ -8,7 +8,7 @@
 #include <stdexcept>
 #include <string>
 
-namespace dseek::actors {
+namespace dseek::dist {
 
 namespace {
 using Clock = std::chrono::steady_clock;
@@ -341,4 +341,4 @@ comm::CompressedTraffic CommGradientReducer::compressed_total() const {
   return total;
 }
 
-}  // namespace dseek::actors
+}  // namespace dseek::dist

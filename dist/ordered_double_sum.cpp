@@ -1,9 +1,9 @@
 // Implementation of ordered_double_sum.hpp.
-#include "actors/training/ordered_double_sum.hpp"
+#include "dist/ordered_double_sum.hpp"
 
 #include <cstring>
 
-namespace dseek::actors {
+namespace dseek::dist {
 
 void sum_doubles_in_rank_order(comm::Communicator& comm, std::span<double> values,
                                std::vector<unsigned char>& scratch) {
@@ -25,4 +25,4 @@ void sum_doubles_in_rank_order(comm::Communicator& comm, std::span<double> value
   }
 }
 
-}  // namespace dseek::actors
+}  // namespace dseek::dist

@@ -11,7 +11,7 @@
 
 #include "runtime/config/job_config.hpp"
 
-namespace dseek::actors {
+namespace dseek::dist {
 
 struct ReducerSettings {
   // 0: all-reduce of gradients, every replica runs the whole AdamW.
@@ -48,4 +48,4 @@ ReducerSettings reducer_settings(const config::JobConfig& config);
 // The same checks on settings built by hand (std::invalid_argument).
 void check_reducer_settings(const ReducerSettings& settings);
 
-}  // namespace dseek::actors
+}  // namespace dseek::dist

@@ -12,11 +12,11 @@
 #include "runtime/config/job_config.hpp"
 #include "runtime/train/run_pipeline_stage.hpp"
 
-namespace dseek::actors {
+namespace dseek::dist {
 
 // Throws config::ConfigError for settings the pipeline cannot run, comm::CommError when
 // the data plane fails (the communicator is spent then).
 train::PipelineRunSummary run_pipeline(const config::JobConfig& config,
                                        const train::RunOptions& options, comm::Communicator& comm);
 
-}  // namespace dseek::actors
+}  // namespace dseek::dist

@@ -1,13 +1,13 @@
 // Implementation of sharded_state_sync.hpp.
-#include "actors/training/sharded_state_sync.hpp"
+#include "dist/sharded_state_sync.hpp"
 
 #include <algorithm>
 #include <cstring>
 #include <functional>
 
-#include "actors/training/peer_shard_replica.hpp"
+#include "dist/peer_shard_replica.hpp"
 
-namespace dseek::actors {
+namespace dseek::dist {
 
 namespace {
 
@@ -162,4 +162,4 @@ ShardedStateAgreement rebuild_sharded_state(comm::Communicator& comm, train::Tra
   return agreement;
 }
 
-}  // namespace dseek::actors
+}  // namespace dseek::dist

@@ -11,7 +11,7 @@
 #include "comm/communicator.hpp"
 #include "runtime/train/run_training.hpp"
 
-namespace dseek::actors {
+namespace dseek::dist {
 
 struct StateAgreement {
   int64_t steps_done = -1;  // -1: no rank had a state (start fresh, or from disk)
@@ -26,4 +26,4 @@ struct StateAgreement {
 StateAgreement share_freshest_state(comm::Communicator& comm, train::TrainingState& state,
                                     size_t param_count);
 
-}  // namespace dseek::actors
+}  // namespace dseek::dist

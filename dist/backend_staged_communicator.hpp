@@ -28,7 +28,7 @@
 #include "comm/communicator.hpp"
 #include "runtime/backend/backend.hpp"
 
-namespace dseek::actors {
+namespace dseek::dist {
 
 class BackendStagedCommunicator final : public comm::Communicator {
  public:
@@ -70,4 +70,4 @@ class BackendStagedCommunicator final : public comm::Communicator {
   std::vector<std::byte> in_, out_;  // host copies, kept between operations
 };
 
-}  // namespace dseek::actors
+}  // namespace dseek::dist

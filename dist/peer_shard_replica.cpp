@@ -1,14 +1,14 @@
 // Implementation of peer_shard_replica.hpp.
-#include "actors/training/peer_shard_replica.hpp"
+#include "dist/peer_shard_replica.hpp"
 
 #include <algorithm>
 #include <chrono>
 #include <stdexcept>
 #include <string>
 
-#include "actors/training/gradient_buckets.hpp"
+#include "dist/gradient_buckets.hpp"
 
-namespace dseek::actors {
+namespace dseek::dist {
 
 namespace {
 
@@ -135,4 +135,4 @@ void PeerShardReplica::after_step(int64_t steps_done, train::Trainer& trainer) {
   total_exchange_ms_ += last_exchange_ms_;
 }
 
-}  // namespace dseek::actors
+}  // namespace dseek::dist

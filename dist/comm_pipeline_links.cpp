@@ -1,11 +1,11 @@
 // Implementation of comm_pipeline_links.hpp.
-#include "actors/training/comm_pipeline_links.hpp"
+#include "dist/comm_pipeline_links.hpp"
 
 #include <stdexcept>
 
-#include "actors/training/ordered_double_sum.hpp"
+#include "dist/ordered_double_sum.hpp"
 
-namespace dseek::actors {
+namespace dseek::dist {
 
 CommPipelineLinks::CommPipelineLinks(comm::Communicator& comm) : comm_(comm) {
   if (comm.size() < 2)
@@ -54,4 +54,4 @@ void CommPipelineLinks::broadcast_from_first(std::span<double> values) {
   comm_.broadcast(values.data(), values.size() * sizeof(double), comm::DataType::u8, 0).wait();
 }
 
-}  // namespace dseek::actors
+}  // namespace dseek::dist

@@ -13,7 +13,7 @@
 #include "comm/communicator.hpp"
 #include "runtime/train/parallel_groups.hpp"
 
-namespace dseek::actors {
+namespace dseek::dist {
 
 struct ParallelCommunicators {
   std::unique_ptr<comm::Communicator> tensor, pipeline, data;
@@ -23,4 +23,4 @@ struct ParallelCommunicators {
 ParallelCommunicators cut_parallel_groups(comm::Communicator& world,
                                           const train::ParallelGroups& groups);
 
-}  // namespace dseek::actors
+}  // namespace dseek::dist

@@ -9,10 +9,10 @@
 
 #include "comm/communicator.hpp"
 
-namespace dseek::actors {
+namespace dseek::dist {
 
 // Collective over `comm`; `scratch` is reused between calls (size x values' bytes).
 void sum_doubles_in_rank_order(comm::Communicator& comm, std::span<double> values,
                                std::vector<unsigned char>& scratch);
 
-}  // namespace dseek::actors
+}  // namespace dseek::dist

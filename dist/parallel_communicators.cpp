@@ -1,12 +1,12 @@
 // Implementation of parallel_communicators.hpp.
-#include "actors/training/parallel_communicators.hpp"
+#include "dist/parallel_communicators.hpp"
 
 #include <set>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
-namespace dseek::actors {
+namespace dseek::dist {
 
 namespace {
 // Every distinct group of one dimension, in order of its lowest world rank; returns
@@ -42,4 +42,4 @@ ParallelCommunicators cut_parallel_groups(comm::Communicator& world,
   return result;
 }
 
-}  // namespace dseek::actors
+}  // namespace dseek::dist
