@@ -168,9 +168,17 @@ void FaultActions::fire(const config::FaultSpec& fault, const std::string& trigg
 }
 
 void FaultActions::in_step(float* grads, size_t count) {
+  sleep_if_slow();
+  corrupt_if_due(grads, count);
+}
+
+void FaultActions::sleep_if_slow() {
   if (const int64_t ms = slow_ms_.load(); ms > 0)
     std::this_thread::sleep_for(std::chrono::milliseconds(ms));
-  if (corrupt_next_.exchange(false) && count > 0) {
+}
+
+void FaultActions::corrupt_if_due(float* grads, size_t count) {
+  if (count > 0 && corrupt_next_.exchange(false)) {
     // One flipped exponent bit: the kind of error ECC-less memory or a faulty unit makes.
     uint32_t bits;
     std::memcpy(&bits, &grads[count / 2], sizeof bits);

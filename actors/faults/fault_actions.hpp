@@ -45,6 +45,11 @@ class FaultActions {
   int64_t slow_ms() const { return slow_ms_.load(); }
   // Inside a step, on the reduced gradients: the slow sleep and a pending corruption.
   void in_step(float* grads, size_t count);
+  // Its two halves, for a step loop that sleeps as the step starts and hands the
+  // gradients over later (pipeline and tensor-parallel jobs): the slow sleep; a pending
+  // corruption of `grads` (kept pending while `count` is 0).
+  void sleep_if_slow();
+  void corrupt_if_due(float* grads, size_t count);
   // Shared with the node agent (node_agent_config::drop_heartbeats).
   std::shared_ptr<std::atomic<double>> drop_heartbeats() const { return drop_heartbeats_; }
 

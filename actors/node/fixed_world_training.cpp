@@ -10,6 +10,7 @@
 #include <thread>
 #include <vector>
 
+#include "actors/faults/fault_actions.hpp"
 #include "actors/node/board_attachment.hpp"
 #include "actors/node/data_plane_link.hpp"
 #include "actors/node/layout_placement.hpp"
@@ -217,6 +218,15 @@ job_finished run_on_fixed_world(const worker_setup& setup, caf::actor_system& sy
       events.emit("worker_started", add_layout(started, layout));
 
       train::RunOptions options = node_run_options(setup, sys, stop_at_step_boundary);
+      // The step loop calls the fault hook as each step starts, with no gradients (a
+      // `slow` node sleeps there), and the stage trainer after the reduction with them
+      // (a corrupt_gradient fault flips a bit there): each half of FaultActions::in_step
+      // once per step.
+      if (auto actions = setup.fault_actions)
+        options.after_reduction = [actions](int64_t, float* grads, size_t count) {
+          if (grads == nullptr) actions->sleep_if_slow();
+          else actions->corrupt_if_due(grads, count);
+        };
       int64_t first_step = -1;
       options.before_step = [inner = options.before_step, &first_step](int64_t step) {
         if (first_step < 0) first_step = step;

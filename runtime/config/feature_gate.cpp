@@ -35,7 +35,8 @@ std::string_view actor_of_target(std::string_view target) {
 // survivors re-plan the layout and resume from the newest checkpoint,
 // actors/node/fixed_world_training.hpp), crash_actor of its pipeline_stage (which owns
 // the stage trainer) or of a gradient_shard, which runs its chunks' optimizer updates
-// (its worker group restarts and the job recovers the same way), slow (the node sleeps as
+// (its worker group restarts and the job recovers the same way), corrupt_gradient with
+// replicas (their checksums name the corrupted one, which leaves like a lost node), slow (the node sleeps as
 // each step starts: the other ranks wait for it in the step's transfers), drop_messages
 // (its heartbeats: declared lost while it runs on, the others re-plan as after a kill),
 // and fail_checkpoint_write (its gathered checkpoint fails and training goes on);
@@ -45,6 +46,9 @@ bool has_fault_a_fixed_world_lacks(const JobConfig& config) {
   for (const auto& fault : config.faults) {
     const std::string_view actor = actor_of_target(fault.actor);
     if (fault.kind == "crash_actor" && (actor == "pipeline_stage" || actor == "gradient_shard"))
+      continue;
+    // The data group's replica check catches it (pipeline_stage_trainer.hpp).
+    if (fault.kind == "corrupt_gradient" && config.parallel.data > 1 && fault.during == "step")
       continue;
     if (fault.kind != "kill" && fault.kind != "hang" && fault.kind != "slow" &&
         fault.kind != "drop_messages" && fault.kind != "fail_checkpoint_write")
@@ -82,7 +86,8 @@ void add_fixed_world_gates(std::vector<Gate>& gates, const JobConfig& config, bo
   // the whole state to world rank 0 (train/gathered_checkpointing.hpp).
   std::string injected = "kill and hang (the survivors re-plan the layout and resume from "
                          "the newest checkpoint), crash_actor of the pipeline_stage or a "
-                         "gradient_shard (the same), ";
+                         "gradient_shard (the same), corrupt_gradient with parallel.data > 1 "
+                         "(the replicas' checksums catch it), ";
   injected += "slow (the node sleeps that long as each step starts, from then on), "
               "drop_messages (its heartbeats: it is declared lost), and fail_checkpoint_write, "
               "at a step boundary or after_seconds (not during = \"reduction\")";

@@ -183,7 +183,8 @@ const std::vector<Key<JobConfig>>& job_keys() {
 
       job<&J::train, &Tr::replica_check_every>(
           "train.replica_check_every", at_least(0),
-          "data parallel: steps between comparisons of the replicas' checksums (of the "
+          "with data-parallel replicas (in every layout): steps between comparisons of the "
+          "replicas' checksums (of the "
           "reduced gradients under ZeRO 0, and of the parameters); a replica that disagrees "
           "with the majority (with two, with rank 0) is reported (sdc_detected) and leaves "
           "the job; 0 = off"),

@@ -14,6 +14,8 @@ std::unique_ptr<PipelineStage> make_pipeline_stage(const PipelineStageFactory& f
 LocalPipelineStage::LocalPipelineStage(const PipelineStageSpec& spec)
     : trainer_(spec.config, spec.batches, spec.links, spec.plan, spec.replicas, spec.tensor,
                spec.make_backend, spec.optimizer_shards) {
+  trainer_.set_after_reduction(spec.after_reduction);
+  trainer_.set_on_disagreement(spec.on_disagreement);
   info_.stage = trainer_.stage();
   info_.replica = trainer_.replica();
   info_.replicas = trainer_.replicas();

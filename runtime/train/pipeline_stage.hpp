@@ -47,6 +47,10 @@ struct PipelineStageSpec {
   // Who runs each chunk's optimizer (RunOptions::optimizer_shards: in dseek-node the
   // worker group's gradient_shard actors); empty: LocalOptimizers.
   OptimizerShardsFactory optimizer_shards = {};
+  // The trainer's hooks (PipelineStageTrainer::set_after_reduction, set_on_disagreement);
+  // they run where the trainer runs.
+  Trainer::GradientHook after_reduction = {};
+  Trainer::DisagreementHook on_disagreement = {};
 };
 
 // What a built stage is, fixed for its life (read once, not asked per step).

@@ -7,9 +7,11 @@
 #include <chrono>
 #include <cmath>
 #include <stdexcept>
+#include <string_view>
 
 #include "runtime/optim/loss_scaler_of.hpp"
 #include "runtime/train/pipeline_stage_chunk.hpp"
+#include "runtime/train/replica_check.hpp"
 #include "runtime/train/timed_tensor_group.hpp"
 
 namespace dseek::train {
@@ -64,6 +66,7 @@ PipelineStageTrainer::PipelineStageTrainer(const config::JobConfig& config, Batc
   inputs_.resize(static_cast<size_t>(B * shape.context));
   targets_.resize(inputs_.size());
   const optim::AdamWSettings settings{t.beta1, t.beta2, t.eps, t.weight_decay, t.grad_clip};
+  checks_replicas_ = replicas() > 1 && t.replica_check_every > 0;
   const int64_t chunks = plan_.shape.chunks();
   for (int64_t c = 0; c < chunks; ++c) {
     // Slots: the most micro-batches of this chunk between forward and backward.
@@ -116,6 +119,9 @@ PipelineStageTrainer::PipelineStageTrainer(const config::JobConfig& config, Batc
     } else {
       chunk->optimizer = chunk->model->make_optimizer(*backend_, settings, optimizer_shards);
       for (const model::ParamRange& r : chunk->owned) chunk->optimizer_floats += r.count;
+      if (checks_replicas_)  // the parameters' checksums are taken on the host
+        chunk->params_host = std::make_unique<HostStaging>(*backend_, chunk->model->params(),
+                                                           chunk->model->buffer_floats());
     }
     for (int64_t s = slots - 1; s >= 0; --s) chunk->free_slots.push_back(s);
     // The stage runs one op at a time: its chunks recompute in one scratch set.
@@ -291,6 +297,11 @@ PipelineStepReport PipelineStageTrainer::train_step(int64_t step) {
     sum_gradients_over_replicas();
     replica_ms = std::chrono::duration<double, std::milli>(Clock::now() - reduce_start).count();
   }
+  if (after_reduction_) run_after_reduction(step);
+  const bool check = checks_replicas_ && replica_check_due(config_.train.replica_check_every, step);
+  // Under ZeRO 0 every replica holds the same reduced gradients: compared before they are
+  // used; sharded replicas hold different pieces, so only the parameters are compared.
+  if (check && !zero_) check_replicas(step, "gradients");
   // [0]: squares counted as they are; [1]: of tensors split over the tensor group.
   // Under ZeRO each replica holds the summed gradient on its pieces only: it squares
   // those, and the replicas' sums are added, so every element counts once.
@@ -344,6 +355,7 @@ PipelineStepReport PipelineStageTrainer::train_step(int64_t step) {
           std::chrono::duration<double, std::milli>(Clock::now() - gather_start).count();
     }
   }
+  if (check) check_replicas(step, "parameters");
   for (auto& chunk : chunks_) chunk->model->end_precision_step();
   report.step.grad_norm = norm;
   report.step.precision = config_.train.precision;
@@ -374,6 +386,32 @@ void PipelineStageTrainer::sum_gradients_over_replicas() {
     }
     grads.to_backend(chunk->owned_runs);
   }
+}
+
+void PipelineStageTrainer::run_after_reduction(int64_t step) {
+  Chunk& chunk = *chunks_.front();
+  const std::vector<model::ParamRange>& runs = chunk.zero ? chunk.zero->pieces() : chunk.owned_runs;
+  if (runs.empty()) return;
+  const model::ParamRange run = runs.front();
+  HostStaging& grads = *chunk.grads_host;
+  grads.to_host(run);
+  after_reduction_(step, grads.host() + run.offset, run.count);
+  grads.to_backend(run);
+}
+
+void PipelineStageTrainer::check_replicas(int64_t step, const char* checked) {
+  const bool gradients = std::string_view(checked) == "gradients";
+  uint64_t hash = 0;
+  for (auto& chunk : chunks_) {
+    HostStaging& staging = gradients ? *chunk->grads_host : *chunk->params_host;
+    staging.to_host(chunk->owned_runs);
+    hash = hash_ranges(staging.host(), chunk->owned_runs, hash);
+  }
+  const std::vector<int> off = compare_replicas(*replicas_, hash);
+  if (off.empty()) return;
+  if (on_disagreement_) on_disagreement_(step, checked, off);
+  for (int replica_index : off)
+    if (replica_index == replica()) throw ReplicaMismatch(step, checked, off);
 }
 
 void PipelineStageTrainer::moments_to_host(Chunk& chunk, float* adam_m, float* adam_v) {

@@ -119,8 +119,17 @@ class PipelineStageTrainer {
   PipelineStageTrainer(const PipelineStageTrainer&) = delete;
   PipelineStageTrainer& operator=(const PipelineStageTrainer&) = delete;
 
-  // Optimizer step `step` (0-based), collective over the stages.
+  // Optimizer step `step` (0-based), collective over the stages. With replicas, every
+  // train.replica_check_every steps the data group compares checksums of the reduced
+  // gradients (ZeRO 0) and of the updated parameters (replica_check.hpp): a replica off
+  // the majority (with two: off replica 0) throws ReplicaMismatch after the hook below.
   PipelineStepReport train_step(int64_t step);
+  // Run on the step's reduced gradients before the update, with this rank's first owned
+  // run of its first chunk (under ZeRO its first piece): fault injection
+  // (corrupt_gradient); and told when a replica check names disagreeing replicas (on
+  // every replica, before the one in the minority throws). Trainer's hooks, the same.
+  void set_after_reduction(Trainer::GradientHook hook) { after_reduction_ = std::move(hook); }
+  void set_on_disagreement(Trainer::DisagreementHook hook) { on_disagreement_ = std::move(hook); }
   // Mean loss over `eval_batches` batches of `batches` (forward only), on every stage
   // (each replica evaluates its slice; collective over the stages and the replicas).
   double evaluate(BatchSource& batches, int64_t eval_batches);
@@ -203,6 +212,11 @@ class PipelineStageTrainer {
   void record(SpanKind kind, int64_t micro_batch, int64_t chunk, double start_us, double end_us);
   // Sums every chunk's gradients over the replicas (ZeRO: reduce-scatters them).
   void sum_gradients_over_replicas();
+  // The after-reduction hook on the first chunk's first owned run (or piece).
+  void run_after_reduction(int64_t step);
+  // The replica check of `checked` ("gradients": the owned runs' reduced gradients;
+  // "parameters"): hashes every chunk's owned runs and compares over the data group.
+  void check_replicas(int64_t step, const char* checked);
   // A chunk's moments into whole-buffer host arrays; under ZeRO the replicas' pieces
   // are all-gathered first (collective over the data group).
   void moments_to_host(Chunk& chunk, float* adam_m, float* adam_v);
@@ -246,6 +260,9 @@ class PipelineStageTrainer {
   double loss_ = 0.0;
   double busy_ms_ = 0.0, recv_wait_ms_ = 0.0;
   std::vector<Span> spans_;
+  Trainer::GradientHook after_reduction_;
+  Trainer::DisagreementHook on_disagreement_;
+  bool checks_replicas_ = false;  // replicas and train.replica_check_every > 0
 };
 
 }  // namespace dseek::train

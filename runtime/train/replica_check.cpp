@@ -6,6 +6,7 @@
 #include <map>
 
 #include "runtime/train/gradient_reducer.hpp"
+#include "runtime/train/replica_group.hpp"
 
 namespace dseek::train {
 
@@ -55,6 +56,31 @@ std::vector<int> ranks_off_majority(const std::vector<uint64_t>& hashes) {
 std::vector<int> compare_replicas(GradientReducer& reducer, const float* data, size_t count) {
   const uint64_t mine = XXH64(data, count * sizeof(float), 0);
   return ranks_off_majority(reducer.gather_u64(mine));
+}
+
+// Every replica's hash through the group's sum of doubles: replica r writes its hash as
+// four 16-bit parts at [4r, 4r + 4), the others zeros, so each sum is exact.
+std::vector<int> compare_replicas(ReplicaGroup& group, uint64_t hash) {
+  const int replicas = group.replicas();
+  std::vector<double> parts(static_cast<size_t>(4 * replicas), 0.0);
+  for (int p = 0; p < 4; ++p)
+    parts[static_cast<size_t>(4 * group.replica() + p)] =
+        static_cast<double>((hash >> (16 * p)) & 0xffffu);
+  group.sum(parts);
+  std::vector<uint64_t> hashes(static_cast<size_t>(replicas), 0);
+  for (int r = 0; r < replicas; ++r)
+    for (int p = 0; p < 4; ++p)
+      hashes[static_cast<size_t>(r)] |= static_cast<uint64_t>(parts[static_cast<size_t>(4 * r + p)])
+                                        << (16 * p);
+  return ranks_off_majority(hashes);
+}
+
+uint64_t hash_ranges(const float* base, const std::vector<model::ParamRange>& ranges,
+                     uint64_t seed) {
+  uint64_t hash = seed;
+  for (const model::ParamRange& r : ranges)
+    hash = XXH64(base + r.offset, r.count * sizeof(float), hash);
+  return hash;
 }
 
 }  // namespace dseek::train

@@ -12,11 +12,13 @@
 #include <string>
 #include <vector>
 
+#include "runtime/model/param_layout.hpp"
 #include "runtime/util/json_line.hpp"
 
 namespace dseek::train {
 
 class GradientReducer;
+class ReplicaGroup;
 
 // A replica check that found disagreeing replicas, as every replica sees it: the
 // sdc_detected event (written by run_training, or in dseek-node by the node's
@@ -44,5 +46,13 @@ std::vector<int> ranks_off_majority(const std::vector<uint64_t>& hashes);
 // Collective over the reducer's replicas: hashes `count` floats at `data` and compares.
 // Returns the disagreeing ranks (empty: all agree).
 std::vector<int> compare_replicas(GradientReducer& reducer, const float* data, size_t count);
+// The same over a data group (the replicas of a pipeline stage or tensor rank), for a
+// hash the caller took of what must agree (hash_ranges). Returns the disagreeing replicas.
+std::vector<int> compare_replicas(ReplicaGroup& group, uint64_t hash);
+// One hash of the floats of `ranges` (offsets into `base`), in their order.
+uint64_t hash_ranges(const float* base, const std::vector<model::ParamRange>& ranges,
+                     uint64_t seed = 0);
+// Whether step `step` (0-based) checks the replicas (train.replica_check_every).
+inline bool replica_check_due(int64_t every, int64_t step) { return every > 0 && step % every == 0; }
 
 }  // namespace dseek::train

@@ -16,12 +16,19 @@
 #include "runtime/train/parallel_layout_report.hpp"
 #include "runtime/train/pipeline_checkpoint_state.hpp"
 #include "runtime/train/pipeline_stage.hpp"
+#include "runtime/train/replica_check.hpp"
 #include "runtime/train/run_events.hpp"
 #include "runtime/util/sha256.hpp"
 
 namespace dseek::train {
 
 namespace {
+bool plans_fault(const config::JobConfig& config, std::string_view kind) {
+  for (const auto& fault : config.faults)
+    if (fault.kind == kind) return true;
+  return false;
+}
+
 std::string format_costs(const std::vector<double>& costs) {
   std::string text;
   for (double cost : costs) {
@@ -83,9 +90,22 @@ PipelineRunSummary run_pipeline_stage(const config::JobConfig& config, const Run
   }
 
   // Local, or the node's pipeline_stage actor (options.pipeline_stage): one loop drives either.
-  const auto stage = make_pipeline_stage(options.pipeline_stage,
-                                         PipelineStageSpec{config, train_batches, links, plan, replicas, tensor,
-                                                           options.backend, options.optimizer_shards});
+  PipelineStageSpec spec{config, train_batches, links, plan, replicas, tensor,
+                         options.backend, options.optimizer_shards};
+  // Only a job that corrupts a gradient hands the hook the reduced gradients (on a device
+  // it costs a copy each step); its `slow` sleep runs as each step starts (fixed_world_steps).
+  if (plans_fault(config, "corrupt_gradient")) spec.after_reduction = options.after_reduction;
+  // Every replica reports a disagreement; the one in the minority then throws
+  // ReplicaMismatch out of the step and leaves the job.
+  const int64_t stage_index = links.stage();
+  spec.on_disagreement = [&options, &events, replicas, stage_index](
+                             int64_t step, const std::string& checked, const std::vector<int>& off) {
+    ReplicaDisagreement disagreement{step, checked, off, false};
+    for (int r : off) disagreement.this_replica = disagreement.this_replica || r == replicas->replica();
+    if (options.report_disagreement) options.report_disagreement(disagreement);
+    else events.emit("sdc_detected", sdc_detected_fields(disagreement).add("stage", stage_index));
+  };
+  const auto stage = make_pipeline_stage(options.pipeline_stage, spec);
   PipelineStage& trainer = *stage;
   const PipelineStageInfo& info = trainer.info();
   const ParallelGroups layout(info.replicas, static_cast<int>(plan.shape.stages), info.tensor_ranks);

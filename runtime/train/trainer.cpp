@@ -273,8 +273,7 @@ StepReport Trainer::data_parallel_step(int64_t step) {
 }
 
 bool Trainer::replica_check_at(int64_t step) const {
-  const int64_t every = config_.train.replica_check_every;
-  return every > 0 && step % every == 0;
+  return replica_check_due(config_.train.replica_check_every, step);
 }
 
 StepReport Trainer::end_data_parallel_step(int64_t step, std::chrono::steady_clock::time_point start,

@@ -531,6 +531,11 @@ TEST_CASE("config: tensor parallelism runs one rank per node, with replicas too"
       {"cluster.nodes=2", "parallel.tensor=2"});
   CHECK_THAT(error_of([&] { config::check_supported(with_fault); }),
              Contains("the faults injected into tensor-parallel jobs are kill and hang"));
+  // With replicas of the group their checksums catch it: allowed.
+  auto replicated_fault = config::load_config_text(
+      "[[faults]]\nkind = \"corrupt_gradient\"\nnode = 1\nstep = 1\n", "x",
+      {"cluster.nodes=4", "parallel.tensor=2", "parallel.data=2"});
+  CHECK_NOTHROW(config::check_supported(replicated_fault));
   // A slow node is allowed: it sleeps as each step starts and the others wait for it.
   auto with_slow = config::load_config_text("[[faults]]\nkind = \"slow\"\nstep = 1\nms = 5\n", "x",
                                             {"cluster.nodes=2", "parallel.tensor=2"});
