@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "comm/communicator.hpp"
-#include "runtime/train/pipeline_links.hpp"
+#include "runtime/train/pipeline/links.hpp"
 
 namespace dseek::dist {
 

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "comm/communicator.hpp"
-#include "runtime/train/replica_group.hpp"
+#include "runtime/train/layout/replica_group.hpp"
 
 namespace dseek::dist {
 

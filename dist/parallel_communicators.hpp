@@ -1,5 +1,5 @@
 // The communicators of one rank of a data x pipeline x tensor job, cut from the world's
-// by the layout of runtime/train/parallel_groups.hpp (world rank = the communicator's
+// by the layout of runtime/train/layout/parallel_groups.hpp (world rank = the communicator's
 // rank): its tensor-parallel group, its pipeline (the stages of its replica) and its
 // data-parallel group (the same stage and tensor rank in every replica). A dimension of
 // size 1 has no communicator (null): there is nothing to talk to.
@@ -11,7 +11,7 @@
 #include <memory>
 
 #include "comm/communicator.hpp"
-#include "runtime/train/parallel_groups.hpp"
+#include "runtime/train/layout/parallel_groups.hpp"
 
 namespace dseek::dist {
 

@@ -7,8 +7,8 @@
 #include "dist/comm_replica_group.hpp"
 #include "dist/comm_tensor_group.hpp"
 #include "dist/parallel_communicators.hpp"
-#include "runtime/train/parallel_groups.hpp"
-#include "runtime/train/single_stage_links.hpp"
+#include "runtime/train/layout/parallel_groups.hpp"
+#include "runtime/train/pipeline/single_stage_links.hpp"
 
 namespace dseek::dist {
 

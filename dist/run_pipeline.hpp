@@ -1,7 +1,7 @@
 // The entry point for a process that is one rank of a pipeline and/or tensor-parallel
 // job and already has the world's communicator (parallel.data x parallel.pipeline x
 // parallel.tensor ranks, world rank = (replica x P + stage) x T + tensor rank,
-// parallel_groups.hpp): the node's worker, and tests/pipeline/pp_rank_main.cpp. Cuts
+// layout/parallel_groups.hpp): the node's worker, and tests/pipeline/pp_rank_main.cpp. Cuts
 // the pipeline, data and tensor groups (parallel_communicators.hpp), wraps them in
 // CommPipelineLinks (SingleStageLinks without a pipeline), CommReplicaGroup and
 // CommTensorGroup and runs train::run_pipeline_stage. Every rank calls it with the same
@@ -10,7 +10,7 @@
 
 #include "comm/communicator.hpp"
 #include "runtime/config/job_config.hpp"
-#include "runtime/train/run_pipeline_stage.hpp"
+#include "runtime/train/pipeline/run_stage.hpp"
 
 namespace dseek::dist {
 

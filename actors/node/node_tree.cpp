@@ -12,11 +12,11 @@
 #include "actors/faults/fault_injector.hpp"
 #include "actors/node/checkpoint_writer.hpp"
 #include "actors/node/data_prefetcher.hpp"
-#include "actors/node/gradient_shard.hpp"
+#include "actors/worker_group/gradient_shard.hpp"
 #include "actors/node/health_monitor.hpp"
 #include "actors/node/metrics_exporter.hpp"
 #include "actors/node/node_registry.hpp"
-#include "actors/node/pipeline_stage.hpp"
+#include "actors/worker_group/pipeline_stage.hpp"
 #include "runtime/metrics/event_log.hpp"
 #include "runtime/train/run_training.hpp"
 

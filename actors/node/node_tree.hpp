@@ -31,7 +31,7 @@
 #include <caf/fwd.hpp>
 
 #include "actors/cluster/cluster_settings.hpp"
-#include "actors/node/worker.hpp"
+#include "actors/worker_group/worker.hpp"
 #include "actors/supervision/supervisor.hpp"
 
 namespace dseek::metrics {

@@ -22,7 +22,7 @@
 #include "actors/faults/fault_actions.hpp"
 #include "actors/faults/fault_plan.hpp"
 #include "actors/message_types.hpp"
-#include "actors/node/data_plane_link.hpp"
+#include "actors/control/data_plane_link.hpp"
 #include "actors/node/event_router.hpp"
 #include "actors/node/node_messages.hpp"
 #include "actors/node/node_registry.hpp"

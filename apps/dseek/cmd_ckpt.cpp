@@ -82,7 +82,7 @@ int inspect(const std::string& path) {
               p.precision.empty() ? "not recorded" : p.precision.c_str(), p.loss_scale,
               p.loss_scale_good_steps);
   // A tensor-parallel job keeps a copy per (data replica, tensor rank): each quantizes
-  // its own shard (runtime/train/sharded_precision_state.hpp).
+  // its own shard (runtime/train/state/sharded_precision_state.hpp).
   if (!p.fp8.empty() && m.tensor_parallel > 1)
     std::printf(", fp8 scaling of %zu operands x %" PRId64 " copies (data %u x tensor %u; amax "
                 "history %" PRId64 ")",

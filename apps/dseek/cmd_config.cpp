@@ -6,7 +6,7 @@
 
 #include "dseek/commands.hpp"
 #include "runtime/config/load.hpp"
-#include "runtime/train/pipeline_plan.hpp"
+#include "runtime/train/pipeline/plan.hpp"
 
 namespace dseek::tool {
 

@@ -26,7 +26,7 @@
 #include "runtime/config/load.hpp"
 #include "runtime/config/schema.hpp"
 #include "runtime/data/token_dataset.hpp"
-#include "runtime/train/pipeline_plan.hpp"
+#include "runtime/train/pipeline/plan.hpp"
 
 namespace {
 

@@ -4,7 +4,7 @@
 # comm.backend = "ucx" and once with comm.backend = "nccl", and their step losses
 # compared. With nccl the node trains over the data plane even alone: its gradients stay
 # on the GPU and are all-reduced by a one-rank NCCL communicator whose unique id went
-# through the coordinator's rendezvous (actors/node/data_plane_link.hpp); the small
+# through the coordinator's rendezvous (actors/control/data_plane_link.hpp); the small
 # collectives run through GPU scratch. With ucx a one-node job trains without a data
 # plane. World size 1 because the lent machine has ONE GPU and NCCL refuses two ranks on
 # one device ("Duplicate GPU"); several GPUs or nodes would run the same code with more ranks.

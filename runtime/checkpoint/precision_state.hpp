@@ -9,7 +9,7 @@
 // It lives in the manifest (schemas/checkpoint_manifest.capnp: lossScale, precision): a
 // few floats per fp8 operand. fp32 and bf16 runs record their precision and no state.
 // A checkpoint written before this existed reads as precision "" (not recorded): the
-// resume starts the state fresh, as it always did (train/precision_resume.hpp decides).
+// resume starts the state fresh, as it always did (train/state/precision_resume.hpp decides).
 // Not kept: the error-feedback residuals of gradient compression (a codec's memory, not
 // the model's; a resumed compressed run starts them at zero, as a restarted one does).
 #pragma once

@@ -33,7 +33,7 @@ std::string_view actor_of_target(std::string_view target) {
 
 // A pipeline or tensor-parallel job injects kill and hang (the node is lost: the
 // survivors re-plan the layout and resume from the newest checkpoint,
-// actors/node/fixed_world_training.hpp), crash_actor of its pipeline_stage (which owns
+// actors/control/fixed_world_training.hpp), crash_actor of its pipeline_stage (which owns
 // the stage trainer) or of a gradient_shard, which runs its chunks' optimizer updates
 // (its worker group restarts and the job recovers the same way), corrupt_gradient with
 // replicas (their checksums name the corrupted one, which leaves like a lost node), slow (the node sleeps as
@@ -47,7 +47,7 @@ bool has_fault_a_fixed_world_lacks(const JobConfig& config) {
     const std::string_view actor = actor_of_target(fault.actor);
     if (fault.kind == "crash_actor" && (actor == "pipeline_stage" || actor == "gradient_shard"))
       continue;
-    // The data group's replica check catches it (pipeline_stage_trainer.hpp).
+    // The data group's replica check catches it (pipeline/stage_trainer.hpp).
     if (fault.kind == "corrupt_gradient" && config.parallel.data > 1 && fault.during == "step")
       continue;
     if (fault.kind != "kill" && fault.kind != "hang" && fault.kind != "slow" &&
@@ -83,7 +83,7 @@ void add_fixed_world_gates(std::vector<Gate>& gates, const JobConfig& config, bo
   gates.push_back({requested && config.comm.compression != "none", "comm.compression",
                    "gradient compression is for data-parallel reductions: not with " + asked});
   // checkpoint.every_steps and checkpoint.resume work on both paths: the ranks gather
-  // the whole state to world rank 0 (train/gathered_checkpointing.hpp).
+  // the whole state to world rank 0 (train/state/gathered_checkpointing.hpp).
   std::string injected = "kill and hang (the survivors re-plan the layout and resume from "
                          "the newest checkpoint), crash_actor of the pipeline_stage or a "
                          "gradient_shard (the same), corrupt_gradient with parallel.data > 1 "
@@ -95,7 +95,7 @@ void add_fixed_world_gates(std::vector<Gate>& gates, const JobConfig& config, bo
                    "the faults injected into " + jobs + " are " + injected +
                    "; the others are not wired into these jobs"});
   // train.device works on these layouts: the stages and tensor ranks compute on the
-  // device and stage what the host data plane moves (pipeline_stage_trainer.hpp).
+  // device and stage what the host data plane moves (pipeline/stage_trainer.hpp).
 }
 }  // namespace
 
@@ -104,7 +104,7 @@ void check_supported(const JobConfig& config) {
   const bool pipeline = config.parallel.pipeline > 1;
   std::vector<Gate> gates;
   // Pipeline and tensor parallelism run one rank of the stage trainer per worker group
-  // (train/run_pipeline_stage.hpp: a stage, a tensor rank, or a tensor rank of a stage;
+  // (train/pipeline/run_stage.hpp: a stage, a tensor rank, or a tensor rank of a stage;
   // without a pipeline the rank is the only stage), with parallel.data replicas, on
   // cluster.gpus_per_node worker groups a node; what they do not combine with yet:
   add_fixed_world_gates(gates, config, tensor, "parallel.tensor", "tensor");
@@ -118,7 +118,7 @@ void check_supported(const JobConfig& config) {
        "parallel.micro_batches and parallel.partition apply to pipeline-parallel jobs "
        "(parallel.pipeline > 1)"},
       // NCCL reduces the GPU's memory in place: a data-parallel job on CUDA
-      // (actors/node/data_plane_link.hpp; a build without NCCL refuses it at the node's
+      // (actors/control/data_plane_link.hpp; a build without NCCL refuses it at the node's
       // start). The fixed-world paths have their own communicators over UCX.
       {config.comm.backend == "nccl" && config.train.device != "cuda", "comm.backend",
        "the NCCL data plane reduces GPU memory: it needs train.device = \"cuda\"; use "

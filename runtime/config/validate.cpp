@@ -98,7 +98,7 @@ void validate(const JobConfig& config) {
   // Data parallelism splits every global batch over the nodes (and a world that shrank
   // after a node loss over the survivors; that is checked when it happens). A pipeline
   // runs one stage per rank, each on the whole batch (its micro-batches are checked
-  // with the schedule, train/pipeline_plan.cpp).
+  // with the schedule, train/pipeline/plan.cpp).
   // A tensor-parallel group likewise runs one rank per rank of the world, each on the
   // whole batch. The world is cluster.nodes x cluster.gpus_per_node ranks (a node runs
   // one per worker group).

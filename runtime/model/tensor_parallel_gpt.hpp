@@ -13,7 +13,7 @@
 // computed identically on every rank from the all-reduced activations: no reduction of
 // them over the group is needed. (Data parallelism over replicas of the group sums each
 // rank's shard buffer with the same shard of the other replicas:
-// train/pipeline_stage_trainer.hpp.) A row-parallel bias is added by rank 0 only,
+// train/pipeline/stage_trainer.hpp.) A row-parallel bias is added by rank 0 only,
 // before the all-reduce, so the sum counts it once.
 //
 // A layer range [begin, end) makes it one pipeline stage's chunk of the tensor-parallel

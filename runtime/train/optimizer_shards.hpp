@@ -5,7 +5,7 @@
 //
 // Two implementations: LocalOptimizer (below), one optim::AdamW run on the trainer's own
 // thread and backend, the default for runtime-only users and tests/dp; and in dseek-node
-// the node's gradient_shard actors (actors/node/gradient_shard.hpp), which hold the
+// the node's gradient_shard actors (actors/worker_group/gradient_shard.hpp), which hold the
 // moments of contiguous pieces of the owned ranges and update them in parallel. The
 // Trainer picks one through an OptimizerShardsFactory (RunOptions::optimizer_shards),
 // and so do the pipeline stage trainer (one per chunk) and the tensor-parallel trainer

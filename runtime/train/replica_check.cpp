@@ -6,7 +6,7 @@
 #include <map>
 
 #include "runtime/train/gradient_reducer.hpp"
-#include "runtime/train/replica_group.hpp"
+#include "runtime/train/layout/replica_group.hpp"
 
 namespace dseek::train {
 

@@ -11,7 +11,7 @@
 #include "runtime/data/token_dataset.hpp"
 #include "runtime/metrics/event_log.hpp"
 #include "runtime/metrics/progress.hpp"
-#include "runtime/train/checkpointing.hpp"
+#include "runtime/train/state/checkpointing.hpp"
 #include "runtime/train/prefetching_batches.hpp"
 #include "runtime/train/gradient_reducer.hpp"
 #include "runtime/train/run_events.hpp"

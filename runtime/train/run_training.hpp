@@ -1,6 +1,6 @@
 // The training job of one node from start to finish: open the data, build the trainer,
 // resume from a checkpoint if asked, run the steps with evaluation, progress, events and
-// checkpoints (checkpointing.hpp), stop early on a signal or train.stop_after_*, and end
+// checkpoints (state/checkpointing.hpp), stop early on a signal or train.stop_after_*, and end
 // with a summary. This is what `dseek-node` runs for a single-node job.
 #pragma once
 

@@ -148,8 +148,8 @@ class Trainer {
   void restore(const float* params, const float* adam_m, const float* adam_v,
                int64_t optimizer_steps);
   // The mixed-precision state between steps (loss scale, fp8 amax histories) for a
-  // checkpoint, and putting a checkpoint's back (trainer_precision_state.cpp; whether to
-  // is train/precision_resume.hpp's decision). The replicas share the loss scale but
+  // checkpoint, and putting a checkpoint's back (state/trainer_precision_state.cpp; whether to
+  // is train/state/precision_resume.hpp's decision). The replicas share the loss scale but
   // not the amax histories (each quantizes its own slice of the batch): under fp8 with
   // replicas precision_state() gathers every replica's (collective:
   // precision_state_is_collective()), and a restore takes this replica's own when the

@@ -17,7 +17,7 @@
 
 #include "actors/faults/crash_request.hpp"
 #include "actors/message_types.hpp"
-#include "actors/node/gradient_shard.hpp"
+#include "actors/worker_group/gradient_shard.hpp"
 #include "actors/node/node_registry.hpp"
 #include "runtime/backend/scrambled_backend.hpp"
 #include "runtime/config/load.hpp"

@@ -1,4 +1,4 @@
-// The pipeline_stage actor (actors/node/pipeline_stage.hpp) in one actor system: a
+// The pipeline_stage actor (actors/worker_group/pipeline_stage.hpp) in one actor system: a
 // 2-stage pipeline, each stage on its own thread with in-memory links
 // (support/in_memory_pipeline_links.hpp), trained once by LocalPipelineStage and once by
 // two pipeline_stage actors driven through the same train::PipelineStage interface.
@@ -23,10 +23,10 @@
 #include "actors/faults/crash_request.hpp"
 #include "actors/message_types.hpp"
 #include "actors/node/node_registry.hpp"
-#include "actors/node/pipeline_stage.hpp"
+#include "actors/worker_group/pipeline_stage.hpp"
 #include "runtime/backend/backend.hpp"
-#include "runtime/train/pipeline_plan.hpp"
-#include "runtime/train/pipeline_stage.hpp"
+#include "runtime/train/pipeline/plan.hpp"
+#include "runtime/train/pipeline/stage.hpp"
 #include "support/in_memory_pipeline_links.hpp"
 
 using namespace dseek;

@@ -20,7 +20,7 @@
 #include "actors/faults/crash_request.hpp"
 #include "actors/message_types.hpp"
 #include "actors/node/data_prefetcher.hpp"
-#include "actors/node/gradient_shard.hpp"
+#include "actors/worker_group/gradient_shard.hpp"
 #include "actors/node/node_registry.hpp"
 #include "runtime/model/init_rng.hpp"
 #include "runtime/train/batch_source.hpp"

@@ -382,9 +382,9 @@ TEST_CASE("mixed precision: an fp8 checkpoint of 2 replicas resumes on one node 
           "amax histories merged, and as bf16 without them",
           "[dp][precision][checkpoint]") {
   // Another world size sees other slices of the batch: each replica's own histories do
-  // not fit it, their cautious merge does (runtime/train/trainer_precision_state.cpp). A
+  // not fit it, their cautious merge does (runtime/train/state/trainer_precision_state.cpp). A
   // bf16 run has no loss scale and no amax history: it ignores them
-  // (runtime/train/precision_resume.hpp). Both train on from the checkpoint.
+  // (runtime/train/state/precision_resume.hpp). Both train on from the checkpoint.
   const std::vector<std::string> fp8{"train.precision=\"fp8\"", "train.loss_scale_init=16777216",
                                      "train.loss_scale_window=2"};
   ScratchDir merged_dir("fp8-resume-merged"), bf16_dir("fp8-resume-bf16");

@@ -115,7 +115,7 @@ TEST_CASE("device: DP=2 x P=2 on the scrambled device has the CPU backend's bits
           "without and with ZeRO", "[pp][dp][device][scrambled][zero]") {
   // The replicas' gradient sums run on the host data plane: staged through the backend;
   // under ZeRO so are the reduce-scatter of the gradients and the all-gather of the
-  // updated parameter pieces (data_group_shards.hpp).
+  // updated parameter pieces (layout/data_group_shards.hpp).
   for (const auto& [name, zero] : std::vector<std::pair<std::string, std::vector<std::string>>>{
            {"zero 0", {}}, {"zero 1", {"parallel.zero=1"}}}) {
     ScratchDir cpu_dir("dxp-dev-cpu"), device_dir("dxp-dev-scrambled");

@@ -7,7 +7,7 @@
 // What it checks:
 //   - 2 nodes x 2 ranks train bit for bit what 4 nodes x 1 rank train, for P = 2 x T = 2
 //     and for P = 2 x D = 2: node k holds world ranks 2k, 2k+1 and the world rank keeps
-//     its coordinates (runtime/train/parallel_groups.hpp), so every rank computes the
+//     its coordinates (runtime/train/layout/parallel_groups.hpp), so every rank computes the
 //     same sums in the same order (the same losses at every step, the same
 //     params_sha256); the launcher prints which node holds which rank, stage and tensor
 //     rank; with T = 2 = G each tensor group is inside one node; P = 2 x T = 2 also on
@@ -107,7 +107,7 @@ ProcessResult launch(const fs::path& run, int nodes, int g, int steps,
 }
 
 // Each of the `nodes` x `g` ranks logged the coordinates of its world rank: replica,
-// stage, tensor rank of parallel_groups.hpp (tensor fastest, then stage, then replica).
+// stage, tensor rank of layout/parallel_groups.hpp (tensor fastest, then stage, then replica).
 void check_coordinates(const fs::path& run, int nodes, int g, int pipeline, int tensor) {
   for (int node = 0; node < nodes; ++node)
     for (int local_rank = 0; local_rank < g; ++local_rank) {

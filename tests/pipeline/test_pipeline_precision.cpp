@@ -7,7 +7,7 @@
 // (measured: 3.1e-6 with the head's matmul in bf16 too; 1.1e-6 when it was fp32).
 //
 // fp8 (delayed scaling and dynamic loss scaling through the stages,
-// train/pipeline_stage_trainer.hpp): the stages run the single node's kernels on the
+// train/pipeline/stage_trainer.hpp): the stages run the single node's kernels on the
 // same operands, so in the first step the amaxes, scales and quantized operands are the
 // single node's bits; later the summation order of the tied wte's gradient and of the
 // norm differs (~1e-7 relative), and an operand that this moves across an E4M3 / E5M2

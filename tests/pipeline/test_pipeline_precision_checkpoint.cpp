@@ -1,5 +1,5 @@
-// fp8 training state in pipeline checkpoints (train/gathered_checkpointing.hpp,
-// train/pipeline_stage_precision_state.cpp): the checkpoint keeps the loss scaler's
+// fp8 training state in pipeline checkpoints (train/state/gathered_checkpointing.hpp,
+// train/state/stage_precision_state.cpp): the checkpoint keeps the loss scaler's
 // scale and good-step count and every layer's fp8 amax histories and scales, assembled by
 // layer index from the stages that run them, so a resume continues the run it resumes.
 //
@@ -175,7 +175,7 @@ TEST_CASE("pipeline fp8 checkpoints: D=2 x P=2 keeps each replica's amax histori
 }
 
 // Through `dseek launch` the stage's trainer lives in the node's pipeline_stage actor
-// (actors/node/pipeline_stage.hpp) and the node's checkpoint_writer writes: the loss
+// (actors/worker_group/pipeline_stage.hpp) and the node's checkpoint_writer writes: the loss
 // scale and amax histories travel through the actor's requests, and the resume is
 // bitwise as above.
 TEST_CASE("pipeline fp8 checkpoints: dseek launch (pipeline_stage actors) resumes an fp8 "

@@ -2,7 +2,7 @@
 // group of T = 2: four dseek_pp_rank processes): each stage's ranks add their shards,
 // the stages add theirs, and world rank 0 writes ONE whole checkpoint in the ordinary
 // format; every rank of a resumed job takes its shard of its ranges out of it, whatever
-// layout wrote it (pipeline_stage_sharded_state.cpp).
+// layout wrote it (state/stage_sharded_state.cpp).
 //
 // Same layout (P2 x T2 -> P2 x T2): the job is deterministic for a fixed layout and a
 // resumed rank holds the very bits it wrote (params, both moments, AdamW's step count),

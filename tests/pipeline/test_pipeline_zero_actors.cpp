@@ -1,6 +1,6 @@
 // In dseek-node the optimizer of a pipeline stage runs on the worker group's
 // gradient_shard actors (RunOptions::optimizer_shards, one client per chunk,
-// runtime/train/pipeline_stage_trainer.hpp), ZeRO's pieces of a replicated pipeline
+// runtime/train/pipeline/stage_trainer.hpp), ZeRO's pieces of a replicated pipeline
 // included: a D = 2 x P = 2 job with parallel.zero = 1 says so on every node
 // (run_started's "optimizer", the progress line), and a crash_actor of a gradient_shard
 // in such a job restarts that node's worker group (gradient_shard, pipeline_stage,

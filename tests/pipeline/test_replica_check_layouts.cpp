@@ -1,4 +1,4 @@
-// Replica checksums in the stage trainer's layouts (pipeline_stage_trainer.hpp: the data
+// Replica checksums in the stage trainer's layouts (pipeline/stage_trainer.hpp: the data
 // group of a pipeline stage or a tensor rank compares checksums of its reduced gradients
 // and updated parameters every train.replica_check_every steps), through `dseek launch`
 // on 4 nodes: two replicas of a 2-stage pipeline (D=2 x P=2) and of a 2-rank tensor

@@ -1,5 +1,5 @@
 // A `slow` fault in the fixed-world jobs (pipeline stages, tensor-parallel groups): from
-// its step on, the slow node sleeps as each step starts (runtime/train/fixed_world_steps.cpp
+// its step on, the slow node sleeps as each step starts (runtime/train/pipeline/fixed_world_steps.cpp
 // hands the node's fault hook no gradients there), so its peer, which needs its
 // activations, gradients or all-reduce contributions within the step, waits for it:
 // the peer's step time grows by about the sleep while the slow node's own does not, and

@@ -21,7 +21,7 @@
 #include <utility>
 #include <vector>
 
-#include "runtime/train/pipeline_links.hpp"
+#include "runtime/train/pipeline/links.hpp"
 
 namespace dseek::testing {
 

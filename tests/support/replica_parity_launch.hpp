@@ -5,7 +5,7 @@
 // (the same global batch, the same micro-batches).
 //
 // What it checks: the layout printed and logged at start, node k being world rank k
-// with the coordinates of runtime/train/parallel_groups.hpp; every node reporting the
+// with the coordinates of runtime/train/layout/parallel_groups.hpp; every node reporting the
 // same loss bits at every step (the loss is summed over the group and the replicas in a
 // fixed order); every node ending with the same params_sha256 (the replicas stay
 // identical without ever comparing parameters: their summed gradients are the same

@@ -1,5 +1,5 @@
-// fp8 training state in tensor-parallel checkpoints (train/gathered_checkpointing.hpp,
-// train/pipeline_stage_precision_state.cpp), through `dseek launch --nodes 2` with
+// fp8 training state in tensor-parallel checkpoints (train/state/gathered_checkpointing.hpp,
+// train/state/stage_precision_state.cpp), through `dseek launch --nodes 2` with
 // parallel.tensor = 2: the checkpoint keeps the loss scaler's state and each tensor
 // rank's own fp8 amax histories and scales (a rank quantizes its own weight shard, so
 // its amaxes differ from the other's), one copy per rank.

@@ -32,7 +32,7 @@
 #include "runtime/model/gpt_model.hpp"
 #include "runtime/model/recompute_policy.hpp"
 #include "runtime/model/tensor_parallel_gpt.hpp"
-#include "runtime/train/parallel_groups.hpp"
+#include "runtime/train/layout/parallel_groups.hpp"
 #include "support/small_gpt.hpp"
 #include "tensor/tp_job_shape.hpp"
 

@@ -22,8 +22,8 @@
 #include <string>
 #include <vector>
 
-#include "actors/node/data_plane_link.hpp"
-#include "actors/node/epoch_board.hpp"
+#include "actors/control/data_plane_link.hpp"
+#include "actors/control/epoch_board.hpp"
 #include "dist/backend_staged_communicator.hpp"
 #include "dist/comm_gradient_reducer.hpp"
 #include "dist/reducer_settings.hpp"

@@ -152,8 +152,8 @@ TEST_CASE("the include check catches an arrow against the direction", "[layout][
   fs::create_directories(root / "runtime/train");
   fs::create_directories(root / "actors/node");
   fs::create_directories(root / "comm/ucx");
-  std::ofstream(root / "actors/node/worker.hpp") << "#pragma once\n";
-  std::ofstream(root / "runtime/train/trainer.hpp") << "#pragma once\n#include \"actors/node/worker.hpp\"\n";
+  std::ofstream(root / "actors/worker_group/worker.hpp") << "#pragma once\n";
+  std::ofstream(root / "runtime/train/trainer.hpp") << "#pragma once\n#include \"actors/worker_group/worker.hpp\"\n";
   std::ofstream(root / "comm/ucx/link.hpp") << "#pragma once\n#include <caf/all.hpp>\n#include <ucp/api/ucp.h>\n";
   const auto runtime_file = root / "runtime/train/trainer.hpp";
   const auto runtime_includes = includes_of(runtime_file);

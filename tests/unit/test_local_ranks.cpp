@@ -21,8 +21,8 @@
 #include "actors/cluster/cluster_settings.hpp"
 #include "actors/cluster/coordinator.hpp"
 #include "actors/faults/fault_actions.hpp"
-#include "actors/node/data_plane_link.hpp"
-#include "actors/node/layout_placement.hpp"
+#include "actors/control/data_plane_link.hpp"
+#include "actors/control/layout_placement.hpp"
 #include "actors/node/node_registry.hpp"
 #include "runtime/config/load.hpp"
 

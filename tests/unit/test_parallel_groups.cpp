@@ -7,7 +7,7 @@
 #include <tuple>
 #include <vector>
 
-#include "runtime/train/parallel_groups.hpp"
+#include "runtime/train/layout/parallel_groups.hpp"
 
 using dseek::train::ParallelGroups;
 

@@ -1,4 +1,4 @@
-// Stage partitioning (runtime/train/pipeline_partition.hpp) on given costs: uniform
+// Stage partitioning (runtime/train/pipeline/partition.hpp) on given costs: uniform
 // splits the block count; balanced finds the contiguous split with the smallest
 // slowest stage (checked against brute force over every split), giving the end stages
 // fewer blocks when the embedding and the head are heavy; and the profiling pass
@@ -11,7 +11,7 @@
 #include <functional>
 #include <limits>
 
-#include "runtime/train/pipeline_partition.hpp"
+#include "runtime/train/pipeline/partition.hpp"
 
 using namespace dseek::train;
 using dseek::model::LayerRange;

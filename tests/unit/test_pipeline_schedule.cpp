@@ -1,4 +1,4 @@
-// Pipeline schedules (runtime/train/pipeline_schedule.hpp) simulated in the stage
+// Pipeline schedules (runtime/train/pipeline/schedule.hpp) simulated in the stage
 // engine's communication model: every schedule runs to the end without deadlock for a
 // range of (P, m, v); with uniform op costs and free communication the simulated idle
 // fraction equals the theory exactly ((p-1)/(m+p-1), (p-1)/(v*m+p-1) interleaved; the
@@ -9,7 +9,7 @@
 
 #include <stdexcept>
 
-#include "runtime/train/pipeline_schedule.hpp"
+#include "runtime/train/pipeline/schedule.hpp"
 
 using namespace dseek::train;
 using Catch::Matchers::Contains;

@@ -7,7 +7,7 @@
 // does not (so the comparison can fail); the manifest round-trips the state, reads an
 // older manifest without it as "not recorded" and refuses a malformed one; and the
 // resume's decision when the checkpoint's precision differs from the config's
-// (runtime/train/precision_resume.hpp).
+// (runtime/train/state/precision_resume.hpp).
 #include <catch2/catch.hpp>
 
 #include <capnp/message.h>
@@ -30,7 +30,7 @@
 #include "runtime/config/load.hpp"
 #include "runtime/numerics/delayed_scaling.hpp"
 #include "runtime/optim/loss_scaler.hpp"
-#include "runtime/train/precision_resume.hpp"
+#include "runtime/train/state/precision_resume.hpp"
 #include "runtime/train/trainer.hpp"
 #include "schemas/checkpoint_manifest.capnp.h"
 #include "support/random_batches.hpp"

@@ -8,8 +8,8 @@
 #include <string>
 
 #include "runtime/config/load.hpp"
-#include "runtime/train/pipeline_plan.hpp"
-#include "runtime/train/replica_group.hpp"
+#include "runtime/train/pipeline/plan.hpp"
+#include "runtime/train/layout/replica_group.hpp"
 
 using namespace dseek;
 using Catch::Matchers::Contains;

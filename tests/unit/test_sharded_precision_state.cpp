@@ -1,4 +1,4 @@
-// The fp8 state of a model held in pieces (runtime/train/sharded_precision_state.hpp):
+// The fp8 state of a model held in pieces (runtime/train/state/sharded_precision_state.hpp):
 // the copies assembled from ranks that each hold some layers come out as the
 // whole-model state of each copy, bit for bit, whatever the split; a rank of the same
 // data and tensor sizes takes its own copy back (any pipeline split), and any other
@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "runtime/numerics/delayed_scaling.hpp"
-#include "runtime/train/sharded_precision_state.hpp"
+#include "runtime/train/state/sharded_precision_state.hpp"
 
 using namespace dseek;
 using train::Fp8StateAssembly;

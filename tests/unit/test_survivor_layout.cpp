@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "runtime/config/load.hpp"
-#include "runtime/train/survivor_layout.hpp"
+#include "runtime/train/layout/survivor_layout.hpp"
 
 using dseek::train::SurvivorLayout;
 namespace config = dseek::config;

@@ -7,7 +7,7 @@
 
 #include <chrono>
 
-#include "actors/node/world_policy.hpp"
+#include "actors/control/world_policy.hpp"
 #include "runtime/config/load.hpp"
 
 using dseek::actors::epoch_started;

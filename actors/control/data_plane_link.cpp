@@ -1,0 +1,190 @@
+// Implementation of data_plane_link.hpp.
+#include "actors/control/data_plane_link.hpp"
+
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <caf/actor_system.hpp>
+#include <caf/scoped_actor.hpp>
+
+#include "actors/node/node_registry.hpp"
+#include "comm/bootstrap/bootstrap.hpp"
+#include "comm/ucx/ucx_communicator.hpp"
+#include "runtime/config/load.hpp"
+#ifdef DSEEK_HAVE_NCCL
+#include "comm/nccl/nccl_communicator.hpp"
+#endif
+
+namespace dseek::actors {
+
+int32_t rank_in_plan(const epoch_started& epoch, int64_t node_id, int local_rank) {
+  // The node's workers are in the plan in local-rank order.
+  int seen = 0;
+  for (const auto& assignment : epoch.plan)
+    if (assignment.node_id == node_id && assignment.role == "worker" && seen++ == local_rank)
+      return assignment.rank;
+  return -1;
+}
+
+int32_t ranks_in_plan(const epoch_started& epoch) {
+  int32_t ranks = 0;
+  for (const auto& assignment : epoch.plan) ranks += assignment.role == "worker" ? 1 : 0;
+  return ranks;
+}
+
+std::string rank_layout(const epoch_started& epoch) {
+  std::string text;
+  for (const auto& member : epoch.members) {
+    int32_t first = -1, last = -1;
+    for (const auto& assignment : epoch.plan) {
+      if (assignment.node_id != member.node_id || assignment.role != "worker") continue;
+      if (first < 0) first = assignment.rank;
+      last = assignment.rank;
+    }
+    if (first < 0) continue;
+    if (!text.empty()) text += ", ";
+    text += "node " + std::to_string(member.node_id);
+    text += first == last ? ": rank " + std::to_string(first)
+                          : ": ranks " + std::to_string(first) + "-" + std::to_string(last);
+  }
+  return text;
+}
+
+namespace {
+
+// Every rank's payload of `epoch`'s rendezvous, by rank.
+std::vector<std::string> exchange(caf::actor_system& sys, const epoch_started& epoch,
+                                  const config::JobConfig& config, int32_t rank,
+                                  const std::string& mine) {
+  std::vector<std::string> payloads;
+  std::string failure;
+  caf::scoped_actor self{sys};
+  const auto agent = names::lookup(sys, names::membership);
+  if (!agent) throw rendezvous_failed("no node agent to exchange data-plane addresses through");
+  // Every rank must arrive: as long as the slowest node takes to build its trainer.
+  const auto limit = std::chrono::milliseconds(
+      static_cast<int64_t>(config.cluster.start_timeout_s * 1000));
+  self->request(agent, limit, rendezvous_atom::value, epoch.epoch, rank, mine)
+      .receive([&](rendezvous_result& result) { payloads = std::move(result.payloads); },
+               [&](caf::error& error) { failure = sys.render(error); });
+  if (!failure.empty())
+    throw rendezvous_failed("data-plane rendezvous of epoch " + std::to_string(epoch.epoch) +
+                            " failed: " + failure);
+  return payloads;
+}
+
+int32_t planned_rank(const epoch_started& epoch, const config::JobConfig& config,
+                     int local_rank) {
+  const int32_t rank = rank_in_plan(epoch, config.cluster.node_id, local_rank);
+  if (rank < 0)
+    throw std::runtime_error("epoch " + std::to_string(epoch.epoch) + " has no worker of local "
+                             "rank " + std::to_string(local_rank) + " on node " +
+                             std::to_string(config.cluster.node_id));
+  return rank;
+}
+
+comm::CommOptions comm_options(const epoch_started& epoch, const config::JobConfig& config) {
+  comm::CommOptions options;
+  options.op_timeout = std::chrono::milliseconds(config.comm.timeout_ms);
+  options.epoch = epoch.epoch;
+  return options;
+}
+
+std::unique_ptr<comm::Communicator> connect_nccl_plane(const std::string& unique_id,
+                                                       const epoch_started& epoch,
+                                                       const config::JobConfig& config,
+                                                       int32_t rank, int device) {
+#ifdef DSEEK_HAVE_NCCL
+  // The world is every rank of the plan (cluster.gpus_per_node of them a node).
+  return comm::connect_nccl(unique_id, rank, ranks_in_plan(epoch), device,
+                           comm_options(epoch, config));
+#else
+  (void)unique_id;
+  (void)epoch;
+  (void)rank;
+  (void)device;
+  check_data_plane_available(config);
+  return nullptr;
+#endif
+}
+
+// Connects the UCX plane of the first `ranks` ranks; with `nccl`, rank 0's payload also
+// carries a fresh NCCL unique id, returned in `nccl_id` on every rank.
+std::unique_ptr<comm::Communicator> connect_ucx_plane(caf::actor_system& sys,
+                                                      const epoch_started& epoch,
+                                                      const config::JobConfig& config,
+                                                      int32_t ranks, int local_rank, bool nccl,
+                                                      std::string& nccl_id) {
+  const int32_t rank = planned_rank(epoch, config, local_rank);
+  const int32_t planned = ranks_in_plan(epoch);
+  if (ranks < 0) ranks = planned;
+  if (rank >= ranks || ranks > planned)
+    throw std::logic_error("rank " + std::to_string(rank) + " of epoch " +
+                           std::to_string(epoch.epoch) + " is not among its " +
+                           std::to_string(ranks) + " connecting ranks");
+  comm::UcxCommunicatorBuilder builder(rank, ranks, comm_options(epoch, config));
+  std::vector<std::string> parts{config.cluster.advertise_host, builder.address()};
+  if (nccl) {
+    check_data_plane_available(config);
+#ifdef DSEEK_HAVE_NCCL
+    parts.push_back(rank == 0 ? comm::make_nccl_unique_id() : std::string());
+#endif
+  }
+  const auto payloads = exchange(sys, epoch, config, rank, comm::pack_strings(parts));
+  std::vector<std::string> hosts, addresses;
+  const size_t expected = nccl ? 3 : 2;
+  for (int32_t peer = 0; peer < ranks && peer < static_cast<int32_t>(payloads.size()); ++peer) {
+    auto theirs = comm::unpack_strings(payloads[static_cast<size_t>(peer)]);
+    if (theirs.size() != expected)
+      throw rendezvous_failed("malformed data-plane address of rank " + std::to_string(peer) +
+                              " in the rendezvous of epoch " + std::to_string(epoch.epoch));
+    hosts.push_back(theirs[0]);
+    addresses.push_back(theirs[1]);
+    if (nccl && peer == 0) nccl_id = theirs[2];
+  }
+  return builder.connect(addresses, hosts);
+}
+
+}  // namespace
+
+std::unique_ptr<comm::Communicator> connect_data_plane(caf::actor_system& sys,
+                                                       const epoch_started& epoch,
+                                                       const config::JobConfig& config,
+                                                       int32_t ranks, int local_rank) {
+  std::string unused;
+  return connect_ucx_plane(sys, epoch, config, ranks, local_rank, false, unused);
+}
+
+EpochDataPlanes connect_data_planes(caf::actor_system& sys, const epoch_started& epoch,
+                                    const config::JobConfig& config, int local_rank) {
+  const int device = local_rank;  // worker group i drives CUDA device i (node_tree.hpp)
+  const bool nccl = config.comm.backend == "nccl";
+#ifdef DSEEK_HAVE_NCCL
+  if (nccl) comm::require_cuda_device(device);  // before the peers wait for this rank
+#endif
+  std::string nccl_id;
+  EpochDataPlanes planes;
+  planes.host = connect_ucx_plane(sys, epoch, config, -1, local_rank, nccl, nccl_id);
+  if (nccl)
+    planes.device = connect_nccl_plane(nccl_id, epoch, config, planes.host->rank(), device);
+  return planes;
+}
+
+void check_data_plane_available(const config::JobConfig& config) {
+#ifndef DSEEK_HAVE_NCCL
+  if (config.comm.backend == "nccl")
+    throw config::ConfigError(config.source + ": comm.backend = \"nccl\": this build has no NCCL "
+                              "(it is built with CUDA where nvcc and NCCL are found, "
+                              "DSEEK_WITH_CUDA); use comm.backend = \"ucx\"");
+#else
+  (void)config;
+#endif
+}
+
+void stand_by_in_rendezvous(caf::actor_system& sys, const epoch_started& epoch,
+                            const config::JobConfig& config, int local_rank) {
+  exchange(sys, epoch, config, planned_rank(epoch, config, local_rank), std::string());
+}
+
+}  // namespace dseek::actors

@@ -1,0 +1,311 @@
+// Implementation of fixed_world_training.hpp.
+#include "actors/control/fixed_world_training.hpp"
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "actors/faults/fault_actions.hpp"
+#include "actors/control/board_attachment.hpp"
+#include "actors/control/data_plane_link.hpp"
+#include "actors/control/layout_placement.hpp"
+#include "actors/control/layout_training.hpp"
+#include "actors/worker_group/pipeline_stage.hpp"
+#include "actors/control/retired_communicators.hpp"
+#include "actors/control/world_policy.hpp"
+#include "actors/worker_group/worker_restart.hpp"
+#include "comm/types.hpp"
+#include "runtime/metrics/event_log.hpp"
+#include "runtime/train/layout/survivor_layout.hpp"
+
+namespace dseek::actors {
+
+namespace {
+
+// The layout of `epoch`'s ranks: every member's worker groups (cluster.gpus_per_node a
+// node), not its members.
+train::SurvivorLayout layout_for(const config::JobConfig& config, const epoch_started& epoch) {
+  return train::plan_survivor_layout(
+      ranks_in_plan(epoch), static_cast<int>(config.parallel.data),
+      static_cast<int>(config.parallel.pipeline), static_cast<int>(config.parallel.tensor),
+      [&config](const train::SurvivorLayout& layout) {
+        return train::layout_refusal(config, layout);
+      });
+}
+
+util::JsonLine& add_layout(util::JsonLine& fields, const train::SurvivorLayout& layout) {
+  return fields.add("data", static_cast<int64_t>(layout.data))
+      .add("pipeline", static_cast<int64_t>(layout.pipeline))
+      .add("tensor", static_cast<int64_t>(layout.tensor));
+}
+
+// "node K finished the job" once a member left after its training ended (an orderly
+// leave: the layout's ranks reached the last step, or the job was stopped); "" before.
+// The coordinator announces that leave before the epoch without the node.
+// A worker group of this node that trained to the job's end counts too: with several a
+// node, the layout's ranks may all be this node's, which leaves only when all its groups
+// are done.
+std::string job_ended_by(const EpochBoard& board, const std::atomic<bool>& local_job_done) {
+  const auto finished = board.finished_members();
+  if (!finished.empty()) return "node " + std::to_string(finished.front()) + " finished the job";
+  if (local_job_done.load()) return "a worker group of this node finished the job";
+  return "";
+}
+
+// Waits for an epoch `policy` accepts (returned), until `limit` (nullopt), a stop
+// (nullopt) or the job's end (nullopt with `ended_by` set: a node that stands by, or
+// whose layout was left, has nothing more to train once a member finished).
+std::optional<epoch_started> wait_for_world(EpochBoard& board, const WorldPolicy& policy,
+                                            const std::atomic<bool>& stop,
+                                            const std::atomic<bool>& local_job_done,
+                                            WorldClock::time_point limit, std::string& ended_by) {
+  while (!stop.load()) {
+    const auto now = WorldClock::now();
+    if (now >= limit) break;
+    auto next = board.wait_for([&](const epoch_started& e) { return policy.accepts(e); },
+                               std::min(limit, now + std::chrono::milliseconds(200)));
+    ended_by = job_ended_by(board, local_job_done);
+    if (!ended_by.empty()) return std::nullopt;
+    if (next) return next;
+  }
+  return std::nullopt;
+}
+
+// Whether a run that stopped early reached the job's own limit (train.stop_after_steps;
+// train.stop_after_minutes on the data-parallel layout) rather than a vote to leave the
+// layout or a signal.
+bool job_limit_reached(const config::TrainConfig& t, int64_t steps_run, double elapsed_s) {
+  return (t.stop_after_steps > 0 && steps_run >= t.stop_after_steps) ||
+         (t.stop_after_minutes > 0 && elapsed_s >= t.stop_after_minutes * 60);
+}
+
+// The checkpoint a recovery resumes from. Returns why the job starts over instead ("" when
+// it resumes from the newest periodic checkpoint).
+std::string resume_after_failure(config::JobConfig& session) {
+  if (session.checkpoint.every_steps > 0) {
+    session.checkpoint.resume = "latest";
+    return "";
+  }
+  if (!session.checkpoint.resume.empty())
+    return "checkpoint.every_steps = 0: the job starts again from checkpoint.resume = \"" +
+           session.checkpoint.resume + "\"";
+  return "checkpoint.every_steps = 0: the job starts again from step 0";
+}
+
+}  // namespace
+
+job_finished run_on_fixed_world(const worker_setup& setup, caf::actor_system& sys,
+                                EpochBoard& board, const std::atomic<bool>& stop) {
+  const auto& config = setup.config;
+  auto& events = *setup.events;
+  const int starts = setup.starts ? setup.starts->load() : 1;
+  WorldPolicy policy{config, starts <= 1 && setup.incarnation == 0, 0, 0, WorldClock::now()};
+  bool recovering = !policy.first;  // a restarted node resumes too
+  if (starts > 1) {
+    // The worker group restarted after a crash in it (its worker or pipeline_stage): the
+    // peers are still inside collectives with the old worker; the restart's epoch aborts
+    // them, and every node re-plans from it (worker_group/worker_restart.hpp).
+    if (auto fresh = announce_worker_restart(sys, config)) policy.accept_from(*fresh);
+  }
+  const auto node_start = WorldClock::now();
+  job_finished result;
+  RetiredCommunicators retired;
+  bool standing_by = false;
+  while (true) {
+    if (stop.load()) {
+      result.stopped_early = true;
+      return result;
+    }
+    const auto waited_from = recovering ? policy.failed_at : node_start;
+    // A node that stands by waits as long as the job runs.
+    const auto limit = standing_by ? WorldClock::time_point::max() : policy.wait_limit(waited_from);
+    std::string ended_by;
+    auto epoch = wait_for_world(board, policy, stop, *setup.local_job_done, limit, ended_by);
+    if (!ended_by.empty()) {
+      events.emit("standby_ended", util::JsonLine().add("reason", ended_by));
+      return result;
+    }
+    if (!epoch) {
+      result.stopped_early = stop.load();
+      result.ok = result.stopped_early;
+      if (result.ok) return result;
+      const auto latest = board.latest();
+      result.error = policy.first
+                         ? "the job did not start: the world of " +
+                               std::to_string(config.cluster.nodes) +
+                               " nodes did not form within cluster.start_timeout_s"
+                         : "the job could not continue: " + std::to_string(latest.world_size) +
+                               " of " + std::to_string(config.cluster.nodes) +
+                               " nodes are members (need " +
+                               std::to_string(config.elastic.min_nodes) + ") after waiting " +
+                               std::to_string(static_cast<int64_t>(ms_since(waited_from) / 1000)) +
+                               " s";
+      return result;
+    }
+    const train::SurvivorLayout layout = layout_for(config, *epoch);
+    const int32_t rank = rank_in_plan(*epoch, config.cluster.node_id, setup.local_rank);
+    const bool trains = rank < layout.ranks();
+    util::JsonLine planned;
+    planned.add("epoch", epoch->epoch).add("world_size", static_cast<int64_t>(epoch->world_size));
+    add_layout(planned, layout).add("ranks", static_cast<int64_t>(layout.ranks()))
+        .add("rank", static_cast<int64_t>(rank)).add("local_rank", static_cast<int64_t>(setup.local_rank))
+        .add("role", std::string(trains ? "train" : "standby"));
+    events.emit("epoch_layout", planned);
+    // Which node holds which ranks of the layout, once per epoch (by its rank 0).
+    if (rank == 0)
+      std::fprintf(stderr, "dseek-node: epoch %llu: %s\n",
+                   static_cast<unsigned long long>(epoch->epoch),
+                   layout_placement(*epoch, layout).c_str());
+
+    if (!trains) {
+      try {
+        stand_by_in_rendezvous(sys, *epoch, config, setup.local_rank);
+      } catch (const rendezvous_failed&) {
+        // The epoch moved on meanwhile: plan again in the current one.
+        std::this_thread::sleep_for(std::chrono::milliseconds(200));
+        continue;
+      }
+      std::fprintf(stderr,
+                   "dseek-node: node %lld (local rank %d) stands by in epoch %llu: the layout "
+                   "%s trains on ranks 0..%d of %d\n",
+                   static_cast<long long>(config.cluster.node_id), setup.local_rank,
+                   static_cast<unsigned long long>(epoch->epoch), train::describe(layout).c_str(),
+                   layout.ranks() - 1, ranks_in_plan(*epoch));
+      if (!recovering) {
+        recovering = true;  // when it trains again, it resumes from the checkpoint
+        policy.failed_at = WorldClock::now();
+      }
+      policy.first = false;
+      policy.after_epoch = epoch->epoch;
+      policy.after_coordinator = epoch->coordinator_id;
+      standing_by = true;
+      continue;
+    }
+    standing_by = false;
+
+    std::unique_ptr<comm::Communicator> communicator;
+    std::string error;
+    // Set when a node joins (the layout may grow) or the node stops: the ranks finish
+    // the step they are in, vote to stop, write the checkpoint of that step and leave
+    // the layout together, with nothing in flight.
+    std::atomic<bool> stop_at_step_boundary{false};
+    try {
+      communicator = connect_data_plane(sys, *epoch, config, layout.ranks(), setup.local_rank);
+      BoardAttachment attachment(board, communicator.get(), epoch->epoch, &stop_at_step_boundary);
+      if (stop.load()) stop_at_step_boundary = true;
+      config::JobConfig session = train::config_for_layout(config, layout);
+      if (rank != 0) session.metrics.progress = "off";  // one progress display per job
+      std::string source = "start";
+      if (recovering) {
+        const std::string starts_over = resume_after_failure(session);
+        if (starts_over.empty()) {
+          source = "disk";
+        } else {
+          events.emit("recovery_without_checkpoint",
+                      util::JsonLine().add("epoch", epoch->epoch).add("reason", starts_over));
+          std::fprintf(stderr, "dseek-node: warning: %s (set checkpoint.every_steps to resume "
+                       "from the newest checkpoint after a node loss)\n", starts_over.c_str());
+        }
+      }
+      util::JsonLine started;
+      started.add("epoch", epoch->epoch).add("world_size", static_cast<int64_t>(epoch->world_size))
+          .add("rank", static_cast<int64_t>(rank)).add("local_rank", static_cast<int64_t>(setup.local_rank));
+      events.emit("worker_started", add_layout(started, layout));
+
+      train::RunOptions options = node_run_options(setup, sys, stop_at_step_boundary);
+      // The step loop calls the fault hook as each step starts, with no gradients (a
+      // `slow` node sleeps there), and the stage trainer after the reduction with them
+      // (a corrupt_gradient fault flips a bit there): each half of FaultActions::in_step
+      // once per step.
+      if (auto actions = setup.fault_actions)
+        options.after_reduction = [actions](int64_t, float* grads, size_t count) {
+          if (grads == nullptr) actions->sleep_if_slow();
+          else actions->corrupt_if_due(grads, count);
+        };
+      int64_t first_step = -1;
+      options.before_step = [inner = options.before_step, &first_step](int64_t step) {
+        if (first_step < 0) first_step = step;
+        if (inner) inner(step);
+      };
+      if (recovering) {
+        // The step the run resumes at is known only inside it (the checkpoint it loads):
+        // the first step it starts is that one.
+        const auto failed_at = policy.failed_at;
+        const auto world = epoch->world_size;
+        const auto epoch_number = epoch->epoch;
+        options.before_step = [inner = options.before_step, &recovering, failed_at, world,
+                               epoch_number, layout, source, &events](int64_t step) {
+          if (recovering) {
+            recovering = false;  // a later failure is a recovery of its own
+            util::JsonLine fields;
+            fields.add("from_step", step).add("source", source)
+                .add("recovery_ms", ms_since(failed_at)).add("epoch", epoch_number)
+                .add("world_size", static_cast<int64_t>(world));
+            events.emit("recovered", add_layout(fields, layout));
+          }
+          if (inner) inner(step);
+        };
+      }
+      const train::RunSummary summary = train_on_layout(layout, *communicator, session, options);
+      // Done, stopped by the job (a signal, train.stop_after_*), or left for a new layout.
+      // A vote to stop that this node did not cast for its own stop is a peer's: a join it
+      // heard of first (this node hears of it within moments), or a stop of the job (the
+      // peer then leaves, and wait_for_world ends this node's wait).
+      const int64_t steps_run = first_step < 0 ? 0 : summary.steps_done - first_step;
+      if (!summary.stopped_early || stop.load() ||
+          job_limit_reached(config.train, steps_run, summary.elapsed_s)) {
+        result.stopped_early = summary.stopped_early;
+        result.steps_done = summary.steps_done;
+        result.params_sha256 = summary.params_sha256;
+        setup.local_job_done->store(true);
+        return result;
+      }
+      // A node joined: every rank of this layout stopped at the same step boundary (the
+      // checkpoint of that step is written, when the job writes them). Plan again.
+      events.emit("layout_left", util::JsonLine().add("epoch", epoch->epoch)
+                                     .add("step", summary.steps_done)
+                                     .add("reason", std::string("a node joined")));
+    } catch (const pipeline_stage_lost&) {
+      // The worker group goes down and restarts (worker_group/worker.cpp); the communicator's orderly
+      // teardown would wait for the other stages, mid-step.
+      if (communicator) communicator->abort("this node's pipeline_stage actor is gone");
+      throw;
+    } catch (const comm::CommError& failure) {
+      error = failure.what();
+      // This epoch's world is broken for every rank: wait for a later one.
+      policy.after_epoch = epoch->epoch;
+      policy.after_coordinator = epoch->coordinator_id;
+    } catch (const rendezvous_failed& failure) {
+      error = failure.what();
+      // The exchange did not complete (the epoch moved on): try again with whatever
+      // epoch is current, the same one included.
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    }
+    if (error.empty()) {
+      // Left at a step boundary: the peers are there and nothing is in flight, so the
+      // orderly teardown (a barrier with them) is quick. Only a later epoch will do.
+      communicator.reset();
+      policy.after_epoch = epoch->epoch;
+      policy.after_coordinator = epoch->coordinator_id;
+    } else {
+      events.emit("training_interrupted",
+                  util::JsonLine().add("epoch", epoch->epoch).add("error", error));
+      // Its orderly teardown would wait for the peers that are gone.
+      if (communicator)
+        communicator->abort("this rank's training failed");
+      retired.retire(std::move(communicator));
+    }
+    if (!recovering) {
+      recovering = true;
+      policy.failed_at = WorldClock::now();
+    }
+    policy.first = false;
+  }
+}
+
+}  // namespace dseek::actors

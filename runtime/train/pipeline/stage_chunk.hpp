@@ -1,0 +1,39 @@
+// PipelineStageTrainer's state of one model chunk (pipeline/stage_trainer.hpp), shared
+// by the trainer's implementation files (the step, state/stage_sharded_state.cpp).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "runtime/optim/adamw.hpp"
+#include "runtime/train/layout/data_group_shards.hpp"
+#include "runtime/train/host_staging.hpp"
+#include "runtime/train/pipeline/chunk.hpp"
+#include "runtime/train/pipeline/stage_trainer.hpp"
+
+namespace dseek::train {
+
+// One virtual stage of this worker: its layers, the ranges it owns and their AdamW,
+// and which activation slot holds which micro-batch between forward and backward.
+struct PipelineStageTrainer::Chunk {
+  int64_t virtual_stage = 0;
+  std::unique_ptr<PipelineChunk> model;
+  std::vector<model::ParamRange> owned;       // updated by this chunk's AdamW
+  ChunkNormRanges norm_ranges;                // squared for the global norm (wte once)
+  std::vector<model::ShardSegment> whole_segments;  // contributed to gather_params (wte once)
+  std::vector<model::ParamRange> owned_runs;  // `owned` merged into contiguous runs (replica sums)
+  std::unique_ptr<OptimizerShards> optimizer;  // over `owned`, or over zero's pieces
+  size_t optimizer_floats = 0;                 // the parameters it holds moments of
+  std::unique_ptr<DataGroupShards> zero;     // ZeRO inside the data group; null without
+  // The gradients' host copy for the host data plane (the tied wte's sum, the replicas'
+  // sums or reduce-scatter); on the CPU backend the gradients themselves.
+  std::unique_ptr<HostStaging> grads_host;
+  // ZeRO only: the parameters' host copy the updated pieces are all-gathered in.
+  std::unique_ptr<HostStaging> params_host;
+  std::vector<int64_t> free_slots;
+  std::map<int64_t, int64_t> slot_of_micro_batch;
+};
+
+}  // namespace dseek::train

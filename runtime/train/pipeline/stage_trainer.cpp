@@ -1,0 +1,621 @@
+// Implementation of stage_trainer.hpp: the step (ops, update), evaluation and
+// the gathering of parameters; the trace spans are in pipeline/stage_trace.cpp.
+#include "runtime/train/pipeline/stage_trainer.hpp"
+
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <cmath>
+#include <stdexcept>
+#include <string_view>
+
+#include "runtime/optim/loss_scaler_of.hpp"
+#include "runtime/train/pipeline/stage_chunk.hpp"
+#include "runtime/train/replica_check.hpp"
+#include "runtime/train/pipeline/timed_tensor_group.hpp"
+
+namespace dseek::train {
+
+namespace {
+using Clock = std::chrono::steady_clock;
+
+// Wall-clock microseconds: comparable between the stages' processes on one host, which
+// is what lets their spans share one trace.
+double now_us() {
+  return std::chrono::duration<double, std::micro>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
+PipelineStageTrainer::MessageKey PipelineStageTrainer::key_of(const PipelineMessage& message) {
+  return {static_cast<int>(message.type), message.micro_batch, message.from_virtual};
+}
+
+PipelineStageTrainer::PipelineStageTrainer(const config::JobConfig& config, BatchSource& batches,
+                                           PipelineLinks& links, PipelinePlan plan,
+                                           ReplicaGroup* replica_group,
+                                           model::TensorGroup* tensor_group,
+                                           const BackendFactory& make_backend,
+                                           const OptimizerShardsFactory& optimizer_shards)
+    : config_(config), batches_(batches), links_(links), replicas_(replica_group),
+      tensor_(tensor_group != nullptr && tensor_group->size() > 1 ? tensor_group : nullptr),
+      timed_tensor_(tensor_ != nullptr ? std::make_unique<TimedTensorGroup>(*tensor_) : nullptr),
+      zero_(config.parallel.zero > 0 && replica_group != nullptr && replica_group->replicas() > 1),
+      plan_(std::move(plan)), whole_layout_(shape_of(config.model)),
+      schedule_(plan_.shape), stage_(links.stage()),
+      backend_(make_backend ? make_backend(config) : make_runtime_backend(config)) {
+  const auto& t = config.train;
+  loss_scaler_ = optim::loss_scaler_of(config);  // fp8 only
+  const int64_t P = plan_.shape.stages;
+  if (P < 1 || links.stages() != P)
+    throw std::invalid_argument("PipelineStageTrainer: " + std::to_string(links.stages()) +
+                                " linked stages for parallel.pipeline = " + std::to_string(P));
+  const model::GptShape shape = shape_of(config.model);
+  const int64_t B = plan_.micro_batch_size;
+  activation_floats_ = static_cast<size_t>(B * shape.context * shape.dim);
+  const ReplicaSlice slice = replica_slice(t.batch_size, replicas(), replica());
+  if (slice.size != B * plan_.shape.micro_batches)
+    throw std::invalid_argument("PipelineStageTrainer: " + std::to_string(plan_.shape.micro_batches) +
+                                " micro-batches of " + std::to_string(B) +
+                                " do not make a replica's slice of " + std::to_string(slice.size) +
+                                " sequences");
+  slice_first_ = slice.first;
+  global_micro_batches_ = plan_.shape.micro_batches * replicas();
+  inputs_.resize(static_cast<size_t>(B * shape.context));
+  targets_.resize(inputs_.size());
+  const optim::AdamWSettings settings{t.beta1, t.beta2, t.eps, t.weight_decay, t.grad_clip};
+  checks_replicas_ = replicas() > 1 && t.replica_check_every > 0;
+  const int64_t chunks = plan_.shape.chunks();
+  for (int64_t c = 0; c < chunks; ++c) {
+    // Slots: the most micro-batches of this chunk between forward and backward.
+    int64_t in_flight = 0, slots = 1;
+    for (const PipelineOp& op : schedule_.ops(stage_)) {
+      if (op.chunk != c) continue;
+      in_flight += op.type == OpType::forward ? 1 : -1;
+      slots = std::max(slots, in_flight);
+    }
+    auto chunk = std::make_unique<Chunk>();
+    chunk->virtual_stage = schedule_.virtual_stage(stage_, c);
+    ChunkSpec spec;
+    spec.shape = shape;
+    spec.range = plan_.ranges[static_cast<size_t>(chunk->virtual_stage)];
+    spec.micro_batch_size = B;
+    spec.activation_slots = slots;
+    spec.recompute = recompute_of(config.model);
+    spec.seed = static_cast<uint64_t>(t.seed);
+    spec.init_std = config.model.init_std;
+    spec.precision = t.precision;
+    spec.fp8 = {t.fp8_amax_history, t.fp8_margin};
+    chunk->model = make_pipeline_chunk(spec, *backend_, timed_tensor_.get());
+    chunk->owned = chunk->model->owned_ranges();
+    chunk->norm_ranges = chunk->model->norm_ranges();
+    chunk->whole_segments = chunk->model->whole_model_segments();
+    chunk->grads_host = std::make_unique<HostStaging>(*backend_, chunk->model->grads(),
+                                                      chunk->model->buffer_floats());
+    std::vector<model::ParamRange> sorted = chunk->owned;
+    std::sort(sorted.begin(), sorted.end(),
+              [](const model::ParamRange& a, const model::ParamRange& b) { return a.offset < b.offset; });
+    for (const model::ParamRange& r : sorted) {
+      if (!chunk->owned_runs.empty() &&
+          chunk->owned_runs.back().offset + chunk->owned_runs.back().count == r.offset)
+        chunk->owned_runs.back().count += r.count;
+      else
+        chunk->owned_runs.push_back(r);
+    }
+    if (zero_) {
+      // The tied wte a run of its own, so the first and last stage cut it alike (a chunk
+      // with both ends holds the only copy).
+      const bool both_ends = chunk->model->has_embedding() && chunk->model->has_head();
+      chunk->zero = std::make_unique<DataGroupShards>(
+          *replicas_, both_ends ? chunk->owned_runs
+                                : runs_cut_at(chunk->owned_runs, chunk->model->tied_wte()));
+      chunk->optimizer = chunk->model->make_optimizer(*backend_, settings, optimizer_shards,
+                                                      &chunk->zero->pieces());
+      chunk->optimizer_floats = chunk->zero->piece_floats();
+      chunk->params_host = std::make_unique<HostStaging>(*backend_, chunk->model->params(),
+                                                         chunk->model->buffer_floats());
+    } else {
+      chunk->optimizer = chunk->model->make_optimizer(*backend_, settings, optimizer_shards);
+      for (const model::ParamRange& r : chunk->owned) chunk->optimizer_floats += r.count;
+      if (checks_replicas_)  // the parameters' checksums are taken on the host
+        chunk->params_host = std::make_unique<HostStaging>(*backend_, chunk->model->params(),
+                                                           chunk->model->buffer_floats());
+    }
+    for (int64_t s = slots - 1; s >= 0; --s) chunk->free_slots.push_back(s);
+    // The stage runs one op at a time: its chunks recompute in one scratch set.
+    if (!chunks_.empty() && chunk->model->range().end > chunk->model->range().begin &&
+        chunks_.front()->model->range().end > chunks_.front()->model->range().begin)
+      chunk->model->share_recompute_scratch(*chunks_.front()->model);
+    chunks_.push_back(std::move(chunk));
+  }
+  lr_schedule_ = optim::LrSchedule{t.lr, t.min_lr, t.warmup_steps, t.steps};
+  // A buffer per message of a step, in both directions, in the backend's host memory
+  // (pinned for CUDA: the copies to and from the device run at the link's rate).
+  const auto host_memory = backend_->host_memory();
+  for (int64_t peer = 0; peer < P; ++peer) {
+    if (peer == stage_) continue;
+    for (const auto& message : schedule_.message_order(peer, stage_))
+      recv_buffers_.emplace(key_of(message), backend::HostBuffer<float>(host_memory, activation_floats_));
+    for (const auto& message : schedule_.message_order(stage_, peer))
+      send_buffers_.emplace(key_of(message), backend::HostBuffer<float>(host_memory, activation_floats_));
+  }
+}
+
+PipelineStageTrainer::~PipelineStageTrainer() = default;
+
+size_t PipelineStageTrainer::owned_params() const {
+  size_t count = 0;
+  for (const auto& chunk : chunks_) {
+    for (const auto& range : chunk->norm_ranges.local) count += range.count;
+    for (const auto& range : chunk->norm_ranges.group_split) count += range.count;
+  }
+  return count;
+}
+
+std::string PipelineStageTrainer::optimizer_description() const {
+  return chunks_.front()->optimizer->describe();
+}
+
+size_t PipelineStageTrainer::optimizer_params() const {
+  size_t count = 0;
+  for (const auto& chunk : chunks_) count += chunk->optimizer_floats;
+  return count;
+}
+
+model::ActivationMemory PipelineStageTrainer::activation_memory() const {
+  model::ActivationMemory total;
+  for (const auto& chunk : chunks_) {
+    const model::ActivationMemory& m = chunk->model->activation_memory();
+    total.kept += m.kept;
+    total.recompute += m.recompute;
+    total.backward += m.backward;
+  }
+  return total;
+}
+
+void PipelineStageTrainer::receive_into(const PipelineMessage& message, int64_t chunk, float* dst) {
+  const MessageKey key = key_of(message);
+  const double start = now_us();
+  links_.wait(pending_recvs_.at(key));
+  pending_recvs_.erase(key);
+  const double end = now_us();
+  recv_wait_ms_ += (end - start) / 1000.0;
+  record(message.type == OpType::forward ? SpanKind::recv_activation : SpanKind::recv_gradient,
+         message.micro_batch, chunk, start, end);
+  const auto& buffer = recv_buffers_.at(key);
+  backend_->copy_from_host(dst, buffer.data(), buffer.size() * sizeof(float));
+}
+
+void PipelineStageTrainer::send_from(const PipelineMessage& message, const float* src) {
+  const double start = now_us();
+  auto& buffer = send_buffers_.at(key_of(message));
+  backend_->copy_to_host(buffer.data(), src, buffer.size() * sizeof(float));
+  pending_sends_.push_back(links_.post_send(buffer.data(), buffer.size(), schedule_.destination(message)));
+  record(message.type == OpType::forward ? SpanKind::send_activation : SpanKind::send_gradient,
+         message.micro_batch, schedule_.chunk_of(message.from_virtual), start, now_us());
+}
+
+void PipelineStageTrainer::run_forward(int64_t step, const PipelineOp& op) {
+  Chunk& chunk = *chunks_[static_cast<size_t>(op.chunk)];
+  PipelineChunk& model = *chunk.model;
+  if (chunk.free_slots.empty())
+    throw std::logic_error("pipeline stage: no free activation slot (schedule and slots disagree)");
+  const int64_t slot = chunk.free_slots.back();
+  chunk.free_slots.pop_back();
+  chunk.slot_of_micro_batch[op.micro_batch] = slot;
+  model.select_activation_slot(slot);
+  if (const auto input = schedule_.input_of(stage_, op)) receive_into(*input, op.chunk, model.stage_input());
+  const int64_t B = plan_.micro_batch_size;
+  const int64_t T = config_.model.context;
+  if (model.has_embedding() || model.has_head())
+    batches_.fill(static_cast<uint64_t>(step), config_.train.batch_size,
+                  slice_first_ + op.micro_batch * B, B, T, inputs_.data(), targets_.data());
+  const double start = now_us();
+  const double loss = model.forward(inputs_.data(), targets_.data(), B, T);
+  const double end = now_us();
+  busy_ms_ += (end - start) / 1000.0;
+  record(SpanKind::forward, op.micro_batch, op.chunk, start, end);
+  if (model.has_head()) loss_ += loss / static_cast<double>(global_micro_batches_);
+  if (const auto output = schedule_.output_of(stage_, op)) send_from(*output, model.stage_output());
+}
+
+void PipelineStageTrainer::run_backward(const PipelineOp& op) {
+  Chunk& chunk = *chunks_[static_cast<size_t>(op.chunk)];
+  PipelineChunk& model = *chunk.model;
+  const auto slot = chunk.slot_of_micro_batch.find(op.micro_batch);
+  if (slot == chunk.slot_of_micro_batch.end())
+    throw std::logic_error("pipeline stage: backward of a micro-batch without its forward");
+  model.select_activation_slot(slot->second);
+  if (const auto input = schedule_.input_of(stage_, op)) receive_into(*input, op.chunk, model.stage_output_grad());
+  const double tokens = static_cast<double>(plan_.micro_batch_size * config_.model.context);
+  const float dloss = 1.0f / static_cast<float>(tokens) /
+                      static_cast<float>(global_micro_batches_) *
+                      (loss_scaler_ ? loss_scaler_->scale() : 1.0f);
+  const double start = now_us();
+  model.backward(dloss);
+  const double end = now_us();
+  busy_ms_ += (end - start) / 1000.0;
+  record(SpanKind::backward, op.micro_batch, op.chunk, start, end);
+  chunk.free_slots.push_back(slot->second);
+  chunk.slot_of_micro_batch.erase(slot);
+  if (const auto output = schedule_.output_of(stage_, op)) send_from(*output, model.stage_input_grad());
+}
+
+PipelineStepReport PipelineStageTrainer::train_step(int64_t step) {
+  const auto step_start = Clock::now();
+  PipelineStepReport report;
+  report.step.step = step;
+  report.step.lr = lr_schedule_.at(step);
+  loss_ = busy_ms_ = recv_wait_ms_ = 0.0;
+  if (timed_tensor_) timed_tensor_->take_spent_ms();
+  for (auto& chunk : chunks_) chunk->model->zero_grads();
+  // Every receive of the step, in each peer's sending order (pipeline/schedule.hpp).
+  for (int64_t peer = 0; peer < plan_.shape.stages; ++peer) {
+    if (peer == stage_) continue;
+    for (const auto& message : schedule_.message_order(peer, stage_)) {
+      auto& buffer = recv_buffers_.at(key_of(message));
+      pending_recvs_[key_of(message)] = links_.post_recv(buffer.data(), buffer.size(), peer);
+    }
+  }
+  const size_t first_span = spans_.size();
+  const double pipeline_start = now_us();
+  for (const PipelineOp& op : schedule_.ops(stage_)) {
+    if (op.type == OpType::forward) run_forward(step, op);
+    else run_backward(op);
+  }
+  for (PipelineLinks::Handle handle : pending_sends_) links_.wait(handle);
+  pending_sends_.clear();
+  // The pipeline has drained when every stage got here: the loss (the last stage's)
+  // goes to every stage with it.
+  std::array<double, 1> loss{loss_};
+  links_.sum_over_stages(loss);
+  const double pipeline_end = now_us();
+  if (replicas_ != nullptr) replicas_->sum(loss);  // the other replicas' halves of the batch
+  add_idle_spans(first_span, pipeline_start, pipeline_end);
+  report.busy_ms = busy_ms_;
+  report.recv_wait_ms = recv_wait_ms_;
+  report.pipeline_ms = (pipeline_end - pipeline_start) / 1000.0;
+  report.bubble = report.pipeline_ms > 0 ? 1.0 - report.busy_ms / report.pipeline_ms : 0.0;
+  report.step.loss = loss[0];
+
+  const auto update_start = Clock::now();
+  const int64_t P = plan_.shape.stages;
+  Chunk& first_chunk = *chunks_.front();
+  Chunk& last_chunk = *chunks_.back();
+  if (P > 1 && (stage_ == 0 || stage_ == P - 1)) {
+    Chunk& end = stage_ == 0 ? first_chunk : last_chunk;
+    const model::ParamRange wte = end.model->tied_wte();
+    end.grads_host->to_host(wte);
+    links_.sum_first_and_last(end.grads_host->host() + wte.offset, wte.count);
+    end.grads_host->to_backend(wte);
+  }
+  double replica_ms = 0.0;
+  if (replicas_ != nullptr) {
+    const auto reduce_start = Clock::now();
+    sum_gradients_over_replicas();
+    replica_ms = std::chrono::duration<double, std::milli>(Clock::now() - reduce_start).count();
+  }
+  if (after_reduction_) run_after_reduction(step);
+  const bool check = checks_replicas_ && replica_check_due(config_.train.replica_check_every, step);
+  // Under ZeRO 0 every replica holds the same reduced gradients: compared before they are
+  // used; sharded replicas hold different pieces, so only the parameters are compared.
+  if (check && !zero_) check_replicas(step, "gradients");
+  // [0]: squares counted as they are; [1]: of tensors split over the tensor group.
+  // Under ZeRO each replica holds the summed gradient on its pieces only: it squares
+  // those, and the replicas' sums are added, so every element counts once.
+  std::array<double, 2> squares{0.0, 0.0};
+  for (auto& chunk : chunks_) {
+    const ChunkNormRanges& norm = chunk->norm_ranges;
+    for (const auto& range : chunk->zero ? chunk->zero->within_pieces(norm.local) : norm.local)
+      squares[0] += backend_->sum_squares(chunk->model->grads() + range.offset, range.count);
+    for (const auto& range :
+         chunk->zero ? chunk->zero->within_pieces(norm.group_split) : norm.group_split)
+      squares[1] += backend_->sum_squares(chunk->model->grads() + range.offset, range.count);
+  }
+  links_.sum_over_stages(squares);
+  if (zero_) replicas_->sum(squares);
+  if (tensor_ != nullptr) {
+    // The group's all-reduce is f32: ~1e-7 relative on the norm; every rank gets the
+    // same bits.
+    float split = static_cast<float>(squares[1]);
+    tensor_->all_reduce_sum(&split, 1);
+    squares[1] = static_cast<double>(split);
+  }
+  double norm = std::sqrt(squares[0] + squares[1]);
+  float loss_scale = 1.0f;
+  bool apply = true;
+  if (loss_scaler_) {
+    loss_scale = loss_scaler_->scale();
+    report.step.loss_scale = loss_scale;
+    apply = loss_scaler_->update(squares[0] + squares[1]);
+    report.step.skipped = !apply;
+    if (apply) norm /= loss_scale;  // exact: the scale is a power of two
+  }
+  if (apply) {
+    for (auto& chunk : chunks_) {
+      // fp8: the owned gradients unscaled where they live (exact: a power of two), so
+      // any OptimizerShards (the gradient_shard actors too) updates from true gradients.
+      if (loss_scale != 1.0f)
+        for (const model::ParamRange& r : chunk->zero ? chunk->zero->pieces() : chunk->owned)
+          backend_->scale(chunk->model->grads() + r.offset, r.count, 1.0f / loss_scale);
+      chunk->optimizer->update(chunk->model->params(), chunk->model->grads(), report.step.lr,
+                               norm);
+    }
+    if (zero_) {  // every replica's updated pieces to every replica
+      const auto gather_start = Clock::now();
+      for (auto& chunk : chunks_) {
+        HostStaging& params = *chunk->params_host;
+        params.to_host(chunk->owned_runs);
+        chunk->zero->all_gather(params.host());
+        params.to_backend(chunk->owned_runs);
+      }
+      replica_ms +=
+          std::chrono::duration<double, std::milli>(Clock::now() - gather_start).count();
+    }
+  }
+  if (check) check_replicas(step, "parameters");
+  for (auto& chunk : chunks_) chunk->model->end_precision_step();
+  report.step.grad_norm = norm;
+  report.step.precision = config_.train.precision;
+  const double update_ms =
+      std::chrono::duration<double, std::milli>(Clock::now() - update_start).count();
+  report.step.step_ms =
+      std::chrono::duration<double, std::milli>(Clock::now() - step_start).count();
+  // The tensor group's all-reduces (inside forward, backward and the norm) block: they
+  // are exposed communication, not compute.
+  const double tensor_ms = timed_tensor_ ? timed_tensor_->take_spent_ms() : 0.0;
+  report.step.compute_ms = report.busy_ms + update_ms - replica_ms - tensor_ms;
+  report.step.comm_ms = report.recv_wait_ms + replica_ms + tensor_ms;
+  report.step.tokens_per_s = static_cast<double>(config_.train.batch_size * config_.model.context) /
+                             (report.step.step_ms / 1000.0);
+  report.step.peak_memory_bytes = backend_->memory_usage().peak_bytes;
+  return report;
+}
+
+void PipelineStageTrainer::sum_gradients_over_replicas() {
+  for (auto& chunk : chunks_) {
+    HostStaging& grads = *chunk->grads_host;
+    grads.to_host(chunk->owned_runs);
+    if (chunk->zero) {  // ZeRO: each replica gets the sum of its pieces only
+      chunk->zero->reduce_scatter(grads.host());
+    } else {
+      for (const model::ParamRange& run : chunk->owned_runs)
+        replicas_->sum(grads.host() + run.offset, run.count);
+    }
+    grads.to_backend(chunk->owned_runs);
+  }
+}
+
+void PipelineStageTrainer::run_after_reduction(int64_t step) {
+  Chunk& chunk = *chunks_.front();
+  const std::vector<model::ParamRange>& runs = chunk.zero ? chunk.zero->pieces() : chunk.owned_runs;
+  if (runs.empty()) return;
+  const model::ParamRange run = runs.front();
+  HostStaging& grads = *chunk.grads_host;
+  grads.to_host(run);
+  after_reduction_(step, grads.host() + run.offset, run.count);
+  grads.to_backend(run);
+}
+
+void PipelineStageTrainer::check_replicas(int64_t step, const char* checked) {
+  const bool gradients = std::string_view(checked) == "gradients";
+  uint64_t hash = 0;
+  for (auto& chunk : chunks_) {
+    HostStaging& staging = gradients ? *chunk->grads_host : *chunk->params_host;
+    staging.to_host(chunk->owned_runs);
+    hash = hash_ranges(staging.host(), chunk->owned_runs, hash);
+  }
+  const std::vector<int> off = compare_replicas(*replicas_, hash);
+  if (off.empty()) return;
+  if (on_disagreement_) on_disagreement_(step, checked, off);
+  for (int replica_index : off)
+    if (replica_index == replica()) throw ReplicaMismatch(step, checked, off);
+}
+
+void PipelineStageTrainer::moments_to_host(Chunk& chunk, float* adam_m, float* adam_v) {
+  chunk.optimizer->moments_to_host(adam_m, adam_v);
+  if (!chunk.zero) return;
+  chunk.zero->all_gather(adam_m);
+  chunk.zero->all_gather(adam_v);
+}
+
+void PipelineStageTrainer::lend_moment_pieces() {
+  for (auto& chunk : chunks_) {
+    std::vector<float> host_m(chunk->model->buffer_floats()), host_v(host_m.size());
+    moments_to_host(*chunk, host_m.data(), host_v.data());
+  }
+}
+
+double PipelineStageTrainer::sum_over_world(double value) {
+  std::array<double, 1> votes{value};
+  links_.sum_over_stages(votes);
+  if (replicas_ != nullptr) replicas_->sum(votes);
+  if (tensor_ != nullptr) {
+    // Small counts: exact in f32.
+    float group_votes = static_cast<float>(votes[0]);
+    tensor_->all_reduce_sum(&group_votes, 1);
+    votes[0] = static_cast<double>(group_votes);
+  }
+  return votes[0];
+}
+
+double PipelineStageTrainer::evaluate(BatchSource& batches, int64_t eval_batches) {
+  // Forward only, micro-batch by micro-batch through the virtual stages in order: every
+  // stage handles (micro-batch, chunk) in the same lexicographic order, so blocking
+  // receives in consumption order match the senders' order.
+  const int64_t B = plan_.micro_batch_size;
+  const int64_t T = config_.model.context;
+  double total = 0.0;
+  int64_t count = 0;
+  backend::HostBuffer<float> incoming(backend_->host_memory(), activation_floats_),
+      outgoing(backend_->host_memory(), activation_floats_);
+  for (int64_t b = 0; b < eval_batches; ++b) {
+    for (int64_t mb = 0; mb < plan_.shape.micro_batches; ++mb) {
+      for (auto& chunk_ptr : chunks_) {
+        PipelineChunk& model = *chunk_ptr->model;
+        model.select_activation_slot(0);
+        const int64_t g = chunk_ptr->virtual_stage;
+        if (g > 0) {
+          links_.wait(links_.post_recv(incoming.data(), incoming.size(), schedule_.stage_of(g - 1)));
+          backend_->copy_from_host(model.stage_input(), incoming.data(), incoming.size() * sizeof(float));
+        }
+        if (model.has_embedding() || model.has_head())
+          batches.fill(static_cast<uint64_t>(b), config_.train.batch_size, slice_first_ + mb * B,
+                       B, T, inputs_.data(), targets_.data());
+        const double loss = model.forward(inputs_.data(), targets_.data(), B, T);
+        if (model.has_head()) {
+          total += loss;
+          ++count;
+        } else {
+          backend_->copy_to_host(outgoing.data(), model.stage_output(), outgoing.size() * sizeof(float));
+          links_.wait(links_.post_send(outgoing.data(), outgoing.size(), schedule_.stage_of(g + 1)));
+        }
+      }
+    }
+  }
+  std::array<double, 2> sums{total, static_cast<double>(count)};
+  links_.sum_over_stages(sums);
+  if (replicas_ != nullptr) replicas_->sum(sums);
+  return sums[0] / sums[1];
+}
+
+std::vector<float> PipelineStageTrainer::gather_params() {
+  std::vector<float> all(whole_layout_.total(), 0.0f);
+  for (auto& chunk : chunks_) {
+    std::vector<float> host(chunk->model->buffer_floats());
+    backend_->copy_to_host(host.data(), chunk->model->params(), host.size() * sizeof(float));
+    for (const model::ShardSegment& s : chunk->whole_segments)
+      std::copy_n(host.begin() + static_cast<std::ptrdiff_t>(s.shard_offset), s.count,
+                  all.begin() + static_cast<std::ptrdiff_t>(s.whole_offset));
+  }
+  // Every element is owned by one stage (and one tensor rank): the others add exact zeros.
+  links_.sum_over_stages(std::span<float>(all));
+  if (tensor_ != nullptr) tensor_->all_reduce_sum(all.data(), all.size());
+  return all;
+}
+
+namespace {
+// The ranges virtual stage `range` contributes to a checkpoint, in a fixed order both the
+// sender and stage 0 compute: the embedding (wte, wpe) on the first, its blocks, the
+// final LayerNorm on the last (the head's copy of wte is the embedding's).
+std::vector<model::ParamRange> checkpoint_ranges(const model::ParamLayout& layout,
+                                                 model::LayerRange range) {
+  const model::GptShape& s = layout.shape();
+  const size_t C = static_cast<size_t>(s.dim);
+  std::vector<model::ParamRange> ranges;
+  if (range.begin == 0)
+    ranges.push_back({layout.wte(), layout.wpe() + static_cast<size_t>(s.context) * C - layout.wte()});
+  for (int64_t l = range.begin; l < range.end; ++l)
+    ranges.push_back({layout.block_begin(l), layout.block_end(l) - layout.block_begin(l)});
+  if (range.end == s.layers) ranges.push_back({layout.lnf_w(), layout.lnf_b() + C - layout.lnf_w()});
+  return ranges;
+}
+
+size_t count_of(const std::vector<model::ParamRange>& ranges) {
+  size_t count = 0;
+  for (const auto& r : ranges) count += r.count;
+  return count;
+}
+}  // namespace
+
+const model::ParamLayout& PipelineStageTrainer::whole_layout() const { return whole_layout_; }
+
+int64_t PipelineStageTrainer::optimizer_steps() const {
+  return chunks_.front()->optimizer->steps_taken();
+}
+
+bool PipelineStageTrainer::first_stage_decides(bool value) {
+  if (tensor_ != nullptr) {  // tensor rank 0's value on the stage's every rank first
+    float vote = tensor_->rank() == 0 && value ? 1.0f : 0.0f;
+    tensor_->all_reduce_sum(&vote, 1);
+    value = vote > 0.0f;
+  }
+  std::array<double, 1> decision{value ? 1.0 : 0.0};
+  links_.broadcast_from_first(decision);
+  // Under ZeRO (and fp8_state_per_replica) every replica takes part in a checkpoint:
+  // replica 0's decision to all.
+  if (zero_ || fp8_state_per_replica()) {
+    if (replica() != 0) decision[0] = 0.0;
+    replicas_->sum(decision);
+  }
+  return decision[0] > 0.0;
+}
+
+void PipelineStageTrainer::gather_state_to_first(float* params, float* adam_m, float* adam_v) {
+  if (replica() != 0) {
+    // Only under ZeRO (they hold moment pieces) or for their fp8 state (gathered next, in
+    // gather_precision_state) do the other replicas take part.
+    if (!(zero_ || fp8_state_per_replica()) || params != nullptr)
+      throw std::logic_error("gather_state_to_first: a replica other than 0 takes part under "
+                             "ZeRO or fp8 only, and passes no buffers");
+    if (zero_) lend_moment_pieces();
+    return;
+  }
+  if (tensor_ != nullptr) return gather_sharded_state_to_first(params, adam_m, adam_v);
+  const model::ParamLayout& layout = whole_layout();
+  const size_t total = layout.total();
+  if ((stage_ == 0) != (params != nullptr && adam_m != nullptr && adam_v != nullptr))
+    throw std::logic_error("gather_state_to_first: stage 0, and only stage 0, passes buffers");
+  // Each chunk's whole buffers on the host, then its ranges: written in place on stage
+  // 0, packed (params, then m, then v) and sent to stage 0 from the others.
+  std::vector<float> host_params(total), host_m(total), host_v(total);
+  std::vector<std::vector<float>> packed;
+  std::vector<PipelineLinks::Handle> sends;
+  for (auto& chunk : chunks_) {
+    const auto ranges = checkpoint_ranges(layout, chunk->model->range());
+    if (count_of(ranges) != count_of(chunk->norm_ranges.local))
+      throw std::logic_error("pipeline checkpoint: a chunk's ranges disagree with what it owns");
+    backend_->copy_to_host(host_params.data(), chunk->model->params(), total * sizeof(float));
+    moments_to_host(*chunk, host_m.data(), host_v.data());
+    if (stage_ == 0) {
+      for (const auto& r : ranges) {
+        const auto at = static_cast<std::ptrdiff_t>(r.offset);
+        std::copy_n(host_params.begin() + at, r.count, params + r.offset);
+        std::copy_n(host_m.begin() + at, r.count, adam_m + r.offset);
+        std::copy_n(host_v.begin() + at, r.count, adam_v + r.offset);
+      }
+      continue;
+    }
+    auto& buffer = packed.emplace_back();
+    buffer.reserve(3 * count_of(ranges));
+    for (const std::vector<float>* source : {&host_params, &host_m, &host_v})
+      for (const auto& r : ranges)
+        buffer.insert(buffer.end(), source->begin() + static_cast<std::ptrdiff_t>(r.offset),
+                      source->begin() + static_cast<std::ptrdiff_t>(r.offset + r.count));
+    sends.push_back(links_.post_send(buffer.data(), buffer.size(), 0));
+  }
+  for (const auto handle : sends) links_.wait(handle);
+  if (stage_ != 0) return;
+  // The other stages' chunks, by virtual stage: per peer in the order it sent them.
+  std::vector<float> incoming;
+  for (int64_t g = 0; g < static_cast<int64_t>(plan_.ranges.size()); ++g) {
+    const int64_t from = schedule_.stage_of(g);
+    if (from == 0) continue;
+    const auto ranges = checkpoint_ranges(layout, plan_.ranges[static_cast<size_t>(g)]);
+    const size_t count = count_of(ranges);
+    incoming.resize(3 * count);
+    links_.wait(links_.post_recv(incoming.data(), incoming.size(), from));
+    size_t at = 0;
+    for (float* target : {params, adam_m, adam_v})
+      for (const auto& r : ranges) {
+        std::copy_n(incoming.begin() + static_cast<std::ptrdiff_t>(at), r.count, target + r.offset);
+        at += r.count;
+      }
+  }
+}
+
+void PipelineStageTrainer::restore_state(const float* params, const float* adam_m,
+                                         const float* adam_v, int64_t optimizer_steps) {
+  if (tensor_ != nullptr) return restore_sharded_state(params, adam_m, adam_v, optimizer_steps);
+  for (auto& chunk : chunks_) {
+    for (const auto& r : chunk->owned)
+      backend_->copy_from_host(chunk->model->params() + r.offset, params + r.offset,
+                               r.count * sizeof(float));
+    chunk->optimizer->moments_from_host(adam_m, adam_v);
+    chunk->optimizer->set_steps_taken(optimizer_steps);
+  }
+}
+
+}  // namespace dseek::train

@@ -1,0 +1,268 @@
+// Training of one pipeline stage: its model chunks (one GptModel per virtual stage it
+// holds, pipeline/plan.hpp), the schedule's ops (pipeline/schedule.hpp) executed with
+// activations and their gradients moving over PipelineLinks, then the step's update.
+// It is the one trainer of every pipeline and tensor-parallel layout: without a pipeline
+// (parallel.pipeline = 1, SingleStageLinks) the rank is the only stage, its one chunk
+// holds the whole model (embedding, blocks and head) and 1F1B runs each micro-batch's
+// forward and backward in turn, as a tensor-parallel group trains. The data-parallel
+// layout still has its own Trainer (trainer.hpp) until it moves here too.
+//
+// A step: every receive of the step is posted first (in the order each peer sends), then
+// the ops run in schedule order, each micro-batch's activations in a slot of its chunk
+// until its backward. The loss gradient is scaled as the single-node trainer scales it
+// (1 / (tokens per micro-batch x micro-batches)), so the accumulated gradients are the
+// single node's up to summation order. Then: the first and the last stage sum the tied
+// wte's gradient (embedding + head contributions) so both hold the whole; the global
+// norm adds every stage's squares (wte counted once, by the first stage); each chunk's
+// AdamW updates the ranges it owns with that norm and the shared LR schedule, the first
+// and last stage updating their wte copies identically.
+//
+// With parallel.data = D replicas of the pipeline, each replica's micro-batches are its
+// slice of the global batch (layout/replica_group.hpp), the loss gradient is scaled by the
+// global batch's micro-batch count (m x D, again the single node's scale), and after
+// the tied wte's sum each stage sums its gradients (and the loss) over its data group
+// (the same stage in every replica). Every replica then holds the same bits, so the
+// norm, which only runs over the stages, and the update are the same on all of them.
+//
+// With parallel.tensor = T each stage is a tensor-parallel group: every chunk is this
+// tensor rank's TensorParallelGpt shard of its layer range (pipeline/chunk.hpp; the time
+// its all-reduces block is the step's exposed communication, pipeline/timed_tensor_group.hpp), the T
+// ranks of a stage run the same ops in the same order (their all-reduces stay matched),
+// and `links` join tensor rank t of every stage (a replicated activation goes from rank
+// t of one stage to rank t of the next). The tied wte's sum between the first and last
+// stage is then a sum of this rank's vocabulary rows; the norm adds the squares of the
+// split tensors over the group and counts the replicated ones once; the stop votes are
+// summed over the group too.
+//
+// ZeRO (parallel.zero = 1 or 2, with D > 1 replicas): each stage (each tensor rank of
+// it) shards its optimizer state over its data group (layout/data_group_shards.hpp): the
+// replica sum becomes a reduce-scatter, each chunk's AdamW holds and updates this
+// replica's pieces, the norm adds the replicas' squares of their pieces, and the
+// parameters are all-gathered after the update. The gradients are reduced after the
+// pipeline drains for both stages (no overlap with backward here), so 1 and 2 run the
+// same. Checkpoints: every replica takes part, lending its moment pieces to replica 0.
+//
+// The stage computes on the backend of train.device (device_backend.hpp): its device
+// buffers reach the host data plane (activations and their gradients, the tied wte's
+// sum, the replicas' sums, checkpoints) only through the backend's copy calls, staged in
+// host buffers; on the CPU backend that staging is the buffers themselves.
+//
+// Mixed precision (train.precision): every chunk's block matmuls run in its format
+// (pipeline/chunk.hpp). fp8 scales the loss gradient (optim/loss_scaler.hpp) on every
+// stage, so the activation gradients crossing the stages are scaled too; each stage keeps
+// its own LossScaler, fed the global sum of squares (over the stages, the tensor group
+// and, through the summed gradients, the replicas): every stage and rank takes the same
+// decision, an overflow anywhere skips the step everywhere, and the scales stay equal.
+// The update divides the scale out on the backend (AdamW::step_with_norm), and every
+// chunk closes its FP8 delayed-scaling step after each step, skipped or not.
+//
+// Who updates: each chunk's optimizer comes from `optimizer_shards` (in dseek-node
+// RunOptions::optimizer_shards, the worker group's gradient_shard actors), a
+// LocalOptimizer without one. One per chunk, not one over the stage: the chunks of an
+// interleaved schedule have flat buffers of their own, and the actors hold a piece per
+// client (actors/worker_group/gradient_shard.hpp), so a chunk's optimizer is built and called
+// as the plain data-parallel trainer's is. An update is element-wise: either gives
+// the same bits.
+//
+// Each step also measures the stage's bubble: 1 - (forward + backward compute) / (time
+// from the first op to the moment every stage drained the pipeline), and keeps trace
+// spans (forward, backward, send, recv, idle) for RUN_DIR/trace.json.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "runtime/backend/host_memory.hpp"
+#include "runtime/checkpoint/precision_state.hpp"
+#include "runtime/config/job_config.hpp"
+#include "runtime/metrics/chrome_trace.hpp"
+#include "runtime/model/gpt_model.hpp"
+#include "runtime/model/tensor_group.hpp"
+#include "runtime/optim/adamw.hpp"
+#include "runtime/optim/loss_scaler.hpp"
+#include "runtime/optim/lr_schedule.hpp"
+#include "runtime/train/batch_source.hpp"
+#include "runtime/train/device_backend.hpp"
+#include "runtime/train/state/gathered_state.hpp"
+#include "runtime/train/pipeline/links.hpp"
+#include "runtime/train/pipeline/plan.hpp"
+#include "runtime/train/layout/replica_group.hpp"
+#include "runtime/train/pipeline/timed_tensor_group.hpp"
+#include "runtime/train/trainer.hpp"
+
+namespace dseek::train {
+
+struct PipelineStepReport {
+  StepReport step;            // loss (the global batch's mean, on every stage), lr, grad_norm, timings
+  double bubble = 0.0;        // this stage's idle fraction of the pipeline phase
+  double busy_ms = 0.0;       // forward + backward compute
+  double pipeline_ms = 0.0;   // first op to pipeline drained
+  double recv_wait_ms = 0.0;  // blocked on activations / gradients
+};
+
+class PipelineStageTrainer {
+ public:
+  // Every stage of `links` constructs one with the same config and plan; `replica_group` is
+  // the stage's data group (null: one replica), `tensor_group` the stage's tensor-parallel
+  // group (null: one rank). `make_backend` builds the backend of train.device (empty:
+  // make_runtime_backend).
+  PipelineStageTrainer(const config::JobConfig& config, BatchSource& batches,
+                       PipelineLinks& links, PipelinePlan plan, ReplicaGroup* replica_group = nullptr,
+                       model::TensorGroup* tensor_group = nullptr,
+                       const BackendFactory& make_backend = {},
+                       const OptimizerShardsFactory& optimizer_shards = {});
+  ~PipelineStageTrainer();
+  PipelineStageTrainer(const PipelineStageTrainer&) = delete;
+  PipelineStageTrainer& operator=(const PipelineStageTrainer&) = delete;
+
+  // Optimizer step `step` (0-based), collective over the stages. With replicas, every
+  // train.replica_check_every steps the data group compares checksums of the reduced
+  // gradients (ZeRO 0) and of the updated parameters (replica_check.hpp): a replica off
+  // the majority (with two: off replica 0) throws ReplicaMismatch after the hook below.
+  PipelineStepReport train_step(int64_t step);
+  // Run on the step's reduced gradients before the update, with this rank's first owned
+  // run of its first chunk (under ZeRO its first piece): fault injection
+  // (corrupt_gradient); and told when a replica check names disagreeing replicas (on
+  // every replica, before the one in the minority throws). Trainer's hooks, the same.
+  void set_after_reduction(Trainer::GradientHook hook) { after_reduction_ = std::move(hook); }
+  void set_on_disagreement(Trainer::DisagreementHook hook) { on_disagreement_ = std::move(hook); }
+  // Mean loss over `eval_batches` batches of `batches` (forward only), on every stage
+  // (each replica evaluates its slice; collective over the stages and the replicas).
+  double evaluate(BatchSource& batches, int64_t eval_batches);
+  // The whole model's parameters (layout order) on every stage: collective.
+  std::vector<float> gather_params();
+  // Parameters this stage owns (its blocks; the embedding, the head and wte at the ends;
+  // with tensor parallelism this rank's shard of them).
+  size_t owned_params() const;
+  // Parameters whose AdamW moments this rank holds: owned_params() plus the head's copy
+  // of wte, or under ZeRO this replica's pieces of them only.
+  size_t optimizer_params() const;
+  // Who runs the chunks' updates (OptimizerShards::describe of the first chunk's).
+  std::string optimizer_description() const;
+  // ZeRO inside the data group (see the top of this file).
+  bool shards_optimizer_state() const { return zero_; }
+  // The activation buffers of this stage's chunks together.
+  model::ActivationMemory activation_memory() const;
+
+  const PipelinePlan& plan() const { return plan_; }
+  int64_t stage() const { return stage_; }
+  int replica() const { return replicas_ != nullptr ? replicas_->replica() : 0; }
+  int replicas() const { return replicas_ != nullptr ? replicas_->replicas() : 1; }
+  int tensor_rank() const { return tensor_ != nullptr ? tensor_->rank() : 0; }
+  int tensor_ranks() const { return tensor_ != nullptr ? tensor_->size() : 1; }
+  // The sum of one flag or count (stop votes) over the stages, the replicas and the
+  // tensor group: collective.
+  double sum_over_world(double value);
+  // Checkpoints (state/stage_checkpoint_state.hpp). With tensor parallelism, see
+  // gather_sharded_state_to_first below; without, the whole model state (layout order)
+  // gathered on stage 0 with point-to-point sends, each stage sending the ranges its
+  // chunks own (wte once): collective over the stages; stage 0 passes whole-layout
+  // buffers, the others null.
+  void gather_state_to_first(float* params, float* adam_m, float* adam_v);
+  // Every chunk takes the ranges it owns (params and AdamW moments, the last stage's
+  // copy of wte too) out of the whole state.
+  void restore_state(const float* params, const float* adam_m, const float* adam_v,
+                     int64_t optimizer_steps);
+  int64_t optimizer_steps() const;
+  const model::ParamLayout& whole_layout() const;
+  // Stage 0's `value` on every stage (collective; with tensor parallelism the value of
+  // stage 0's tensor rank 0, on every rank).
+  bool first_stage_decides(bool value);
+  // The writer of a gathered checkpoint: stage 0, tensor rank 0 (of its replica).
+  bool gathers_state() const { return stage_ == 0 && tensor_rank() == 0; }
+  // Under fp8 with several replicas every replica takes part in a checkpoint: each keeps
+  // its own amax histories (its slice of the batch).
+  bool fp8_state_per_replica() const;
+  // The loss scaler's state and every rank's fp8 state, assembled by layer index
+  // (state/stage_precision_state.cpp, train/state/sharded_precision_state.hpp): collective
+  // over the stages, the tensor group and, under fp8_state_per_replica, the replicas; the
+  // writer's result is the whole. Then the restore on every rank: true when it took its
+  // own copy, false when merged.
+  checkpoint::PrecisionState gather_precision_state();
+  bool restore_precision_state(const checkpoint::PrecisionState& state,
+                               const LayoutSizes& written_by);
+  // The trace spans of every stage's steps so far (collective; each stage keeps at most
+  // kMaxTraceSpans, later ones are dropped), for write_chrome_trace.
+  std::vector<metrics::TraceSpan> gather_trace_spans();
+  static constexpr size_t kMaxTraceSpans = 100000;
+
+ private:
+  struct Chunk;
+  using MessageKey = std::tuple<int, int64_t, int64_t>;  // (type, micro-batch, from virtual)
+  static MessageKey key_of(const PipelineMessage& message);
+
+  void run_forward(int64_t step, const PipelineOp& op);
+  void run_backward(const PipelineOp& op);
+  // Waits for the message an op of `chunk` needs and copies it to `dst`.
+  void receive_into(const PipelineMessage& message, int64_t chunk, float* dst);
+  void send_from(const PipelineMessage& message, const float* src);
+  // A span in a form that travels as doubles: what it was, then when.
+  enum class SpanKind { forward, backward, send_activation, send_gradient, recv_activation,
+                        recv_gradient, idle };
+  struct Span {
+    SpanKind kind;
+    int64_t micro_batch, chunk;
+    double start_us, end_us;
+  };
+  static constexpr size_t kSpanDoubles = 5;
+  void record(SpanKind kind, int64_t micro_batch, int64_t chunk, double start_us, double end_us);
+  // Sums every chunk's gradients over the replicas (ZeRO: reduce-scatters them).
+  void sum_gradients_over_replicas();
+  // The after-reduction hook on the first chunk's first owned run (or piece).
+  void run_after_reduction(int64_t step);
+  // The replica check of `checked` ("gradients": the owned runs' reduced gradients;
+  // "parameters"): hashes every chunk's owned runs and compares over the data group.
+  void check_replicas(int64_t step, const char* checked);
+  // A chunk's moments into whole-buffer host arrays; under ZeRO the replicas' pieces
+  // are all-gathered first (collective over the data group).
+  void moments_to_host(Chunk& chunk, float* adam_m, float* adam_v);
+  // A checkpoint on a replica other than 0 (ZeRO): its part of those all-gathers only.
+  void lend_moment_pieces();
+  void add_idle_spans(size_t first_span, double start_us, double end_us);
+  // Checkpoints with tensor parallelism (state/stage_sharded_state.cpp): every rank
+  // writes its chunks' floats (whole_model_segments: each whole-model float on one rank)
+  // into whole-layout buffers filled with -0.0, the exact identity of float addition,
+  // and sums over the tensor group, then over the stages, assemble the state bit for bit
+  // (collective; stage 0's tensor rank 0 passes the buffers, the others null). Restore
+  // takes every owned float (owned_segments) out of the whole state.
+  void gather_sharded_state_to_first(float* params, float* adam_m, float* adam_v);
+  void restore_sharded_state(const float* params, const float* adam_m, const float* adam_v,
+                             int64_t optimizer_steps);
+
+  config::JobConfig config_;
+  BatchSource& batches_;
+  PipelineLinks& links_;
+  ReplicaGroup* replicas_;
+  model::TensorGroup* tensor_;  // null: one tensor rank
+  std::unique_ptr<TimedTensorGroup> timed_tensor_;  // tensor_ as the chunks see it
+  bool zero_;                   // ZeRO inside the data group
+  PipelinePlan plan_;
+  model::ParamLayout whole_layout_;
+  PipelineSchedule schedule_;
+  int64_t stage_;
+  std::unique_ptr<backend::Backend> backend_;
+  std::vector<std::unique_ptr<Chunk>> chunks_;
+  std::unique_ptr<optim::LossScaler> loss_scaler_;  // fp8 only
+  optim::LrSchedule lr_schedule_;
+  size_t activation_floats_;  // one micro-batch's (B, T, C)
+  int64_t slice_first_ = 0;   // the replica's first sequence of the global batch
+  int64_t global_micro_batches_ = 0;  // m x replicas
+  std::vector<int32_t> inputs_, targets_;
+  // Per message of a step: its buffer, and the handle of its pending transfer.
+  std::map<MessageKey, backend::HostBuffer<float>> recv_buffers_, send_buffers_;
+  std::map<MessageKey, PipelineLinks::Handle> pending_recvs_;
+  std::vector<PipelineLinks::Handle> pending_sends_;
+  // The step in progress.
+  double loss_ = 0.0;
+  double busy_ms_ = 0.0, recv_wait_ms_ = 0.0;
+  std::vector<Span> spans_;
+  Trainer::GradientHook after_reduction_;
+  Trainer::DisagreementHook on_disagreement_;
+  bool checks_replicas_ = false;  // replicas and train.replica_check_every > 0
+};
+
+}  // namespace dseek::train
