@@ -12,6 +12,7 @@
 #include "dseek/commands.hpp"
 #include "gpu/backend_for_device.hpp"
 #include "runtime/config/load.hpp"
+#include "runtime/train/check_job.hpp"
 #include "runtime/train/trainer.hpp"
 #include "runtime/util/json_line.hpp"
 
@@ -65,7 +66,7 @@ int bench_train(const Args& args) {
   // change the work.
   config.train.steps = warmup + steps;
   config.train.warmup_steps = 0;
-  config::check_supported(config);
+  train::check_job(config);
 
   train::RandomBatches batches(static_cast<uint64_t>(config.train.seed), config.model.vocab);
   train::Trainer trainer(config, batches, nullptr, {}, gpu::backend_for_device());

@@ -6,7 +6,7 @@
 
 #include "dseek/commands.hpp"
 #include "runtime/config/load.hpp"
-#include "runtime/train/pipeline/plan.hpp"
+#include "runtime/train/check_job.hpp"
 
 namespace dseek::tool {
 
@@ -45,9 +45,7 @@ int cmd_config(const Args& args) {
   }
   try {
     config::JobConfig job = config::load_config(args[1], overrides);
-    config::check_supported(job);
-    // The pipeline's schedule and micro-batches, checked before any node starts.
-    if (job.parallel.pipeline > 1) train::schedule_shape_of(job);
+    train::check_job(job);
     std::fputs(config::to_toml(job).c_str(), stdout);
   } catch (const config::ConfigError& error) {
     std::fprintf(stderr, "%s\n", error.what());

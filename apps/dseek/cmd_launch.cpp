@@ -27,6 +27,7 @@
 #include "dseek/commands.hpp"
 #include "dseek/launch/local_launcher.hpp"
 #include "runtime/config/load.hpp"
+#include "runtime/train/check_job.hpp"
 
 namespace dseek::tool {
 
@@ -227,6 +228,7 @@ int cmd_launch(const Args& args) {
   config::JobConfig job;
   try {
     job = config::load_config(parsed.config, overrides);
+    train::check_job(job);  // what no node could run fails here, once
   } catch (const config::ConfigError& error) {
     std::fprintf(stderr, "dseek launch: config error: %s\n", error.what());
     return 1;

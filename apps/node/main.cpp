@@ -26,7 +26,7 @@
 #include "runtime/config/load.hpp"
 #include "runtime/config/schema.hpp"
 #include "runtime/data/token_dataset.hpp"
-#include "runtime/train/pipeline/plan.hpp"
+#include "runtime/train/check_job.hpp"
 
 namespace {
 
@@ -98,9 +98,7 @@ int main(int argc, char** argv) {
   }
   try {
     dseek::config::JobConfig config = dseek::config::load_config(args.config, args.overrides);
-    dseek::config::check_supported(config);
-    // The pipeline's schedule and micro-batches, checked before this node joins.
-    if (config.parallel.pipeline > 1) dseek::train::schedule_shape_of(config);
+    dseek::train::check_job(config);  // before this node joins
     std::signal(SIGINT, on_signal);
     std::signal(SIGTERM, on_signal);
     dseek::actors::node_options options;

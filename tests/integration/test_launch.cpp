@@ -293,6 +293,21 @@ TEST_CASE("dseek launch refuses a bad config with its file and line, starting no
   CHECK(result.exit_code == 2);
   CHECK(contains(result.output, "use --nodes"));
   CHECK(recorded_runs(job.pid_dir()).empty());
+
+  // So does a setting no node of this build can run (train::check_job, the same check
+  // as dseek-node's and dseek config --check's): it fails once, naming the key, instead
+  // of failing on every node and being retried by restarts.
+  result = job.run(2, {}, {"--set", "parallel.tensor=2", "--set", "comm.compression=\"int8\""});
+  INFO(result.output);
+  CHECK(result.exit_code == 1);
+  CHECK(contains(result.output, "comm.compression"));
+  CHECK(contains(result.output, "not implemented yet"));
+  CHECK(!contains(result.output, "[launch] starting"));
+  result = job.run(2, {}, {"--set", "parallel.pipeline=2", "--set", "train.batch_size=5",
+                           "--set", "train.micro_batch_size=2"});
+  CHECK(result.exit_code == 1);
+  CHECK(contains(result.output, "train.micro_batch_size"));
+  CHECK(recorded_runs(job.pid_dir()).empty());
 }
 
 TEST_CASE("dseek launch keeps the cluster secret off the nodes' command lines", "[launch]") {

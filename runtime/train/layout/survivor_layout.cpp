@@ -5,6 +5,7 @@
 #include <stdexcept>
 
 #include "runtime/config/load.hpp"
+#include "runtime/train/check_job.hpp"
 #include "runtime/train/pipeline/plan.hpp"
 
 namespace dseek::train {
@@ -81,8 +82,7 @@ std::string layout_refusal(const config::JobConfig& config, const SurvivorLayout
   probe.faults.clear();
   try {
     config::validate(probe);
-    config::check_supported(probe);
-    if (layout.pipeline > 1) schedule_shape_of(probe);
+    check_job(probe);
   } catch (const std::exception& error) {
     return error.what();
   }
