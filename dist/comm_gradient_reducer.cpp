@@ -100,9 +100,9 @@ void CommGradientReducer::attach(float* grads, size_t total,
   if (settings_.zero_stage > 0 && !settings_.backend_memory) staging_.resize(shard_floats);
   in_flight_.resize(buckets_.size());
   compressed_.resize(buckets_.size());
-  if (settings_.compression != "none") {
+  if (settings_.compression != config::Compression::none) {
     comm::CompressedAllReduceOptions options;
-    options.codec = settings_.compression;
+    options.codec = config::name_string(settings_.compression);
     options.topk_fraction = settings_.topk_fraction;
     for (auto& bucket : compressed_) bucket = std::make_unique<comm::CompressedAllReduce>(options);
     if (settings_.variance_refresh_steps > 0) {

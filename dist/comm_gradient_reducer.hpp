@@ -78,7 +78,7 @@ class CommGradientReducer final : public train::GradientReducer {
   void gradients_ready(model::ParamRange range) override;
   void finish() override;
   void skip_step() override;
-  bool carries_state_between_steps() const override { return settings_.compression != "none"; }
+  bool carries_state_between_steps() const override { return settings_.compression != config::Compression::none; }
 
   void sum_over_ranks(std::span<double> values) override;
   std::vector<uint64_t> gather_u64(uint64_t mine) override;

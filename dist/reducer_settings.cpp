@@ -13,18 +13,15 @@ namespace {
 std::string refusal(const ReducerSettings& settings) {
   if (settings.zero_stage < 0 || settings.zero_stage > 2)
     return "parallel.zero = " + std::to_string(settings.zero_stage) + ": the ZeRO stage is 0, 1 or 2";
-  if (settings.compression != "none" && settings.compression != "topk" &&
-      settings.compression != "int8" && settings.compression != "topk+int8")
-    return "comm.compression = \"" + settings.compression +
-           "\": the codecs are none, topk, int8 and topk+int8";
-  if (settings.compression != "none" && settings.zero_stage != 0)
-    return "comm.compression = \"" + settings.compression + "\" with parallel.zero = " +
+  const std::string codec = config::name_string(settings.compression);
+  if (settings.compression != config::Compression::none && settings.zero_stage != 0)
+    return "comm.compression = \"" + codec + "\" with parallel.zero = " +
            std::to_string(settings.zero_stage) +
            ": compressed gradients are all-reduced (all-gather of codec messages), which "
            "ZeRO's reduce-scatter cannot do; use parallel.zero = 0 with compression, or "
            "comm.compression = \"none\" with ZeRO";
-  if (settings.compression != "none" && settings.backend_memory)
-    return "comm.compression = \"" + settings.compression +
+  if (settings.compression != config::Compression::none && settings.backend_memory)
+    return "comm.compression = \"" + codec +
            "\" with comm.backend = \"nccl\": the codecs encode gradients in host memory, "
            "and NCCL reduces them on the GPU; use comm.compression = \"none\" with nccl, "
            "or comm.backend = \"ucx\" with compression";
@@ -47,7 +44,7 @@ ReducerSettings reducer_settings(const config::JobConfig& config) {
   settings.variance_refresh_steps =
       optim::second_moment_from_local_gradients(config) ? config.comm.variance_refresh_steps : 0;
   settings.beta2 = config.train.beta2;
-  settings.backend_memory = config.comm.backend == "nccl";
+  settings.backend_memory = config.comm.backend == config::CommBackend::nccl;
   if (const std::string why = refusal(settings); !why.empty())
     throw config::ConfigError(config.source + ": " + why);
   return settings;

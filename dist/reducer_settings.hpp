@@ -19,7 +19,7 @@ struct ReducerSettings {
   //    replica updates its shard, then the parameters are all-gathered.
   // 2: as 1, with each bucket's reduce-scatter started as backward finishes it.
   int zero_stage = 0;
-  std::string compression = "none";  // none | topk | int8 | topk+int8 (ZeRO 0 only)
+  config::Compression compression = config::Compression::none;  // ZeRO 0 only
   double topk_fraction = 0.05;
   int64_t compression_warmup_steps = 0;  // steps reduced uncompressed before the codec
   // With a codec, > 0: every replica keeps the running average of its squared local

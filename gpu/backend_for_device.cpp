@@ -11,7 +11,7 @@ namespace dseek::gpu {
 
 train::BackendFactory backend_for_device(int device_index) {
   return [device_index](const config::JobConfig& config) -> std::unique_ptr<backend::Backend> {
-    if (config.train.device != "cuda") return train::make_runtime_backend(config);
+    if (config.train.device != config::Device::cuda) return train::make_runtime_backend(config);
     try {
       return make_cuda_backend(device_index);
     } catch (const std::exception& error) {

@@ -159,7 +159,7 @@ std::unique_ptr<comm::Communicator> connect_data_plane(caf::actor_system& sys,
 EpochDataPlanes connect_data_planes(caf::actor_system& sys, const epoch_started& epoch,
                                     const config::JobConfig& config, int local_rank) {
   const int device = local_rank;  // worker group i drives CUDA device i (node_tree.hpp)
-  const bool nccl = config.comm.backend == "nccl";
+  const bool nccl = config.comm.backend == config::CommBackend::nccl;
 #ifdef DSEEK_HAVE_NCCL
   if (nccl) comm::require_cuda_device(device);  // before the peers wait for this rank
 #endif
@@ -173,7 +173,7 @@ EpochDataPlanes connect_data_planes(caf::actor_system& sys, const epoch_started&
 
 void check_data_plane_available(const config::JobConfig& config) {
 #ifndef DSEEK_HAVE_NCCL
-  if (config.comm.backend == "nccl")
+  if (config.comm.backend == config::CommBackend::nccl)
     throw config::ConfigError(config.source + ": comm.backend = \"nccl\": this build has no NCCL "
                               "(it is built with CUDA where nvcc and NCCL are found, "
                               "DSEEK_WITH_CUDA); use comm.backend = \"ucx\"");

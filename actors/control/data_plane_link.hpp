@@ -63,7 +63,7 @@ struct EpochDataPlanes {
 
 // connect_data_plane of worker group `local_rank` for every rank of `epoch`, plus the
 // NCCL communicator on CUDA device `local_rank` (the group's device) when
-// config.comm.backend = "nccl". Throws as connect_data_plane does.
+// config.comm.backend = config::CommBackend::nccl. Throws as connect_data_plane does.
 EpochDataPlanes connect_data_planes(caf::actor_system& sys, const epoch_started& epoch,
                                     const config::JobConfig& config, int local_rank = 0);
 

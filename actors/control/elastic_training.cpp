@@ -98,7 +98,7 @@ AgreedState agree_on_state(const config::JobConfig& config, comm::Communicator& 
 // (FaultActions::in_step): a slowed step and a corrupted gradient.
 bool injects_into_gradients(const config::JobConfig& config) {
   for (const auto& fault : config.faults)
-    if (fault.kind == "slow" || fault.kind == "corrupt_gradient") return true;
+    if (fault.kind == config::FaultKind::slow || fault.kind == config::FaultKind::corrupt_gradient) return true;
   return false;
 }
 
@@ -182,7 +182,7 @@ job_finished run_elastic_training(const worker_setup& setup, int starts, caf::ac
 
       config::JobConfig session = config;
       const int rank = communicator->rank();
-      if (rank != 0) session.metrics.progress = "off";  // one progress display per job
+      if (rank != 0) session.metrics.progress = config::Progress::off;  // one progress display per job
       std::string source = agreement.from_peer ? "peer" : "memory";
       if (agreement.steps_done < 0 && recovering) {
         source = "disk";

@@ -199,7 +199,7 @@ job_finished run_on_fixed_world(const worker_setup& setup, caf::actor_system& sy
       BoardAttachment attachment(board, communicator.get(), epoch->epoch, &stop_at_step_boundary);
       if (stop.load()) stop_at_step_boundary = true;
       config::JobConfig session = train::config_for_layout(config, layout);
-      if (rank != 0) session.metrics.progress = "off";  // one progress display per job
+      if (rank != 0) session.metrics.progress = config::Progress::off;  // one progress display per job
       std::string source = "start";
       if (recovering) {
         const std::string starts_over = resume_after_failure(session);

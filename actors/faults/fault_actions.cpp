@@ -114,7 +114,7 @@ const std::vector<std::string>& crashable_actors() {
 
 void check_fault_targets(const std::vector<config::FaultSpec>& faults, int64_t local_ranks) {
   for (size_t i = 0; i < faults.size(); ++i) {
-    if (faults[i].kind != "crash_actor") continue;
+    if (faults[i].kind != config::FaultKind::crash_actor) continue;
     const CrashTarget target = parse_target(faults[i].actor);
     bool known = false;
     std::string all;
@@ -143,26 +143,26 @@ FaultActions::FaultActions(caf::actor_system& sys, std::shared_ptr<metrics::Even
 
 void FaultActions::fire(const config::FaultSpec& fault, const std::string& trigger) {
   util::JsonLine line;
-  line.add("kind", fault.kind).add("trigger", trigger);
-  if (fault.kind == "hang") line.add("seconds", fault.seconds);
-  if (fault.kind == "crash_actor") line.add("actor", fault.actor);
-  if (fault.kind == "drop_messages") line.add("fraction", fault.fraction);
-  if (fault.kind == "slow") line.add("ms", fault.ms);
+  line.add("kind", config::name_of(fault.kind)).add("trigger", trigger);
+  if (fault.kind == config::FaultKind::hang) line.add("seconds", fault.seconds);
+  if (fault.kind == config::FaultKind::crash_actor) line.add("actor", fault.actor);
+  if (fault.kind == config::FaultKind::drop_messages) line.add("fraction", fault.fraction);
+  if (fault.kind == config::FaultKind::slow) line.add("ms", fault.ms);
   events_->emit("fault_injected", line);
-  std::fprintf(stderr, "dseek-node: injecting fault %s (%s)\n", fault.kind.c_str(),
+  std::fprintf(stderr, "dseek-node: injecting fault %s (%s)\n", config::name_string(fault.kind).c_str(),
                trigger.c_str());
   std::fflush(stderr);
-  if (fault.kind == "kill") {
+  if (fault.kind == config::FaultKind::kill) {
     ::raise(SIGKILL);
-  } else if (fault.kind == "hang") {
+  } else if (fault.kind == config::FaultKind::hang) {
     stop_process(fault.seconds);
-  } else if (fault.kind == "crash_actor") {
+  } else if (fault.kind == config::FaultKind::crash_actor) {
     names::send_to(sys_, registry_name(fault.actor), crash_atom::value);
-  } else if (fault.kind == "drop_messages") {
+  } else if (fault.kind == config::FaultKind::drop_messages) {
     drop_heartbeats_->store(fault.fraction);
-  } else if (fault.kind == "slow") {
+  } else if (fault.kind == config::FaultKind::slow) {
     slow_ms_ += fault.ms;
-  } else if (fault.kind == "corrupt_gradient") {
+  } else if (fault.kind == config::FaultKind::corrupt_gradient) {
     corrupt_next_ = true;
   }
 }

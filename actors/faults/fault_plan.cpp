@@ -8,7 +8,7 @@ FaultPlan::FaultPlan(const std::vector<config::FaultSpec>& faults, int64_t node_
   if (incarnation > 0) return;
   for (const auto& fault : faults) {
     // fail_checkpoint_write is injected by the checkpoint code itself.
-    if (fault.kind == "fail_checkpoint_write") continue;
+    if (fault.kind == config::FaultKind::fail_checkpoint_write) continue;
     if (fault.node == -1 || fault.node == node_id) faults_.push_back(fault);
   }
   fired_.assign(faults_.size(), false);
@@ -19,7 +19,7 @@ std::vector<config::FaultSpec> FaultPlan::due_at_step(int64_t step) {
   std::vector<config::FaultSpec> due;
   for (size_t i = 0; i < faults_.size(); ++i) {
     if (fired_[i] || faults_[i].step < 0 || faults_[i].step > step) continue;
-    if (faults_[i].during == "reduction") continue;
+    if (faults_[i].during == config::FaultDuring::reduction) continue;
     fired_[i] = true;
     due.push_back(faults_[i]);
   }
@@ -30,7 +30,7 @@ std::vector<config::FaultSpec> FaultPlan::due_in_reduction(int64_t step) {
   std::lock_guard lock(mutex_);
   std::vector<config::FaultSpec> due;
   for (size_t i = 0; i < faults_.size(); ++i) {
-    if (fired_[i] || faults_[i].during != "reduction" || faults_[i].step != step) continue;
+    if (fired_[i] || faults_[i].during != config::FaultDuring::reduction || faults_[i].step != step) continue;
     fired_[i] = true;
     due.push_back(faults_[i]);
   }

@@ -109,7 +109,7 @@ void start_training(caf::stateful_actor<worker_state>* self) {
       // plane; so does a one-node job with comm.backend = "nccl" (its gradients over a
       // one-rank NCCL communicator, as in a bigger world).
       else if (setup.config.cluster.nodes > 1 || setup.config.cluster.gpus_per_node > 1 ||
-               setup.config.comm.backend == "nccl")
+               setup.config.comm.backend == config::CommBackend::nccl)
         result = run_elastic_training(setup, starts, sys, training->board, training->stop);
       else
         result = train_alone(setup, starts, sys, training->stop);

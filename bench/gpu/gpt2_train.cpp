@@ -56,7 +56,7 @@ struct Options {
   std::string device = "cpu";
   int device_index = 0;
   int threads = 0;
-  std::string precision = "fp32";
+  config::Precision precision = config::Precision::fp32;
   model::GptShape shape{768, 12, 12, 1024, 50257};
   int64_t batch = 8;
   int64_t steps = 10;
@@ -80,7 +80,11 @@ Options parse(int argc, char** argv) {
     if (arg == "--device") o.device = value;
     else if (arg == "--device-index") o.device_index = std::stoi(value);
     else if (arg == "--threads") o.threads = std::stoi(value);
-    else if (arg == "--precision") o.precision = value;
+    else if (arg == "--precision") {
+      const auto parsed = config::enum_from_name<config::Precision>(value);
+      if (!parsed) throw std::invalid_argument("--precision must be fp32, bf16 or fp8, not '" + value + "'");
+      o.precision = *parsed;
+    }
     else if (arg == "--layers") o.shape.layers = std::stoll(value);
     else if (arg == "--dim") o.shape.dim = std::stoll(value);
     else if (arg == "--heads") o.shape.heads = std::stoll(value);
@@ -106,8 +110,6 @@ Options parse(int argc, char** argv) {
                                 "steps are those after the warm-up)");
   if (o.device != "cpu" && o.device != "cuda")
     throw std::invalid_argument("--device must be cpu or cuda, not '" + o.device + "'");
-  if (o.precision != "fp32" && o.precision != "bf16" && o.precision != "fp8")
-    throw std::invalid_argument("--precision must be fp32, bf16 or fp8, not '" + o.precision + "'");
   if (o.peak_tflops < 0.0) throw std::invalid_argument("--peak-tflops must be >= 0");
   return o;
 }
@@ -158,7 +160,7 @@ int run_training(const Options& o) {
   const std::string device = device_description(o, *backend);
   std::printf("gpt2_train: %s, %s; L=%lld C=%lld H=%lld T=%lld V=%lld, batch %lld, %.4gM "
               "parameters, %.4g GFLOP/token\n",
-              device.c_str(), o.precision.c_str(), static_cast<long long>(s.layers),
+              device.c_str(), config::name_string(o.precision).c_str(), static_cast<long long>(s.layers),
               static_cast<long long>(s.dim), static_cast<long long>(s.heads),
               static_cast<long long>(T), static_cast<long long>(s.vocab),
               static_cast<long long>(B), params / 1e6, flops_per_token / 1e9);
@@ -205,7 +207,7 @@ int run_training(const Options& o) {
   const double tokens_per_s = double(B * T) / (step_ms / 1000.0);
   util::JsonLine line;
   line.add("bench", "gpt2_train").add("status", "ok").add("device", o.device)
-      .add("device_name", device).add("backend", backend->name()).add("precision", o.precision)
+      .add("device_name", device).add("backend", backend->name()).add("precision", config::name_of(o.precision))
       .add("layers", s.layers).add("dim", s.dim).add("heads", s.heads).add("context", T)
       .add("vocab", s.vocab).add("batch", B).add("params", static_cast<uint64_t>(params))
       .add("flops_per_token", flops_per_token).add("steps", o.steps).add("warmup", o.warmup)

@@ -18,9 +18,9 @@ namespace {
 // corrupt_gradient at a step of a multi-node job (the replicas' checksums catch it).
 bool has_unsupported_fault(const JobConfig& config) {
   for (const auto& fault : config.faults) {
-    if (fault.kind == "corrupt_gradient" && (fault.step < 0 || config.cluster.nodes < 2))
+    if (fault.kind == config::FaultKind::corrupt_gradient && (fault.step < 0 || config.cluster.nodes < 2))
       return true;
-    if (fault.kind == "fail_checkpoint_write" && fault.step < 0) return true;
+    if (fault.kind == config::FaultKind::fail_checkpoint_write && fault.step < 0) return true;
   }
   return false;
 }
@@ -45,15 +45,15 @@ std::string_view actor_of_target(std::string_view target) {
 bool has_fault_a_fixed_world_lacks(const JobConfig& config) {
   for (const auto& fault : config.faults) {
     const std::string_view actor = actor_of_target(fault.actor);
-    if (fault.kind == "crash_actor" && (actor == "pipeline_stage" || actor == "gradient_shard"))
+    if (fault.kind == config::FaultKind::crash_actor && (actor == "pipeline_stage" || actor == "gradient_shard"))
       continue;
     // The data group's replica check catches it (pipeline/stage_trainer.hpp).
-    if (fault.kind == "corrupt_gradient" && config.parallel.data > 1 && fault.during == "step")
+    if (fault.kind == config::FaultKind::corrupt_gradient && config.parallel.data > 1 && fault.during == config::FaultDuring::step)
       continue;
-    if (fault.kind != "kill" && fault.kind != "hang" && fault.kind != "slow" &&
-        fault.kind != "drop_messages" && fault.kind != "fail_checkpoint_write")
+    if (fault.kind != config::FaultKind::kill && fault.kind != config::FaultKind::hang && fault.kind != config::FaultKind::slow &&
+        fault.kind != config::FaultKind::drop_messages && fault.kind != config::FaultKind::fail_checkpoint_write)
       return true;
-    if (fault.during != "step") return true;
+    if (fault.during != config::FaultDuring::step) return true;
   }
   return false;
 }
@@ -61,7 +61,7 @@ bool has_fault_a_fixed_world_lacks(const JobConfig& config) {
 // Only a pipeline or tensor-parallel job has a pipeline_stage actor to crash.
 bool crashes_a_missing_stage(const JobConfig& config) {
   for (const auto& fault : config.faults)
-    if (fault.kind == "crash_actor" && actor_of_target(fault.actor) == "pipeline_stage" &&
+    if (fault.kind == config::FaultKind::crash_actor && actor_of_target(fault.actor) == "pipeline_stage" &&
         config.parallel.pipeline < 2 && config.parallel.tensor < 2)
       return true;
   return false;
@@ -80,7 +80,7 @@ void add_fixed_world_gates(std::vector<Gate>& gates, const JobConfig& config, bo
                            std::string_view key, std::string_view kind) {
   const std::string asked = std::string(key) + " > 1";
   const std::string jobs = std::string(kind) + "-parallel jobs";
-  gates.push_back({requested && config.comm.compression != "none", "comm.compression",
+  gates.push_back({requested && config.comm.compression != config::Compression::none, "comm.compression",
                    "gradient compression is for data-parallel reductions: not with " + asked});
   // checkpoint.every_steps and checkpoint.resume work on both paths: the ranks gather
   // the whole state to world rank 0 (train/state/gathered_checkpointing.hpp).
@@ -110,24 +110,24 @@ void check_supported(const JobConfig& config) {
   add_fixed_world_gates(gates, config, tensor, "parallel.tensor", "tensor");
   add_fixed_world_gates(gates, config, pipeline, "parallel.pipeline", "pipeline");
   const Gate other_gates[] = {
-      {config.parallel.pipeline == 1 && (config.parallel.schedule != "1f1b" ||
+      {config.parallel.pipeline == 1 && (config.parallel.schedule != config::Schedule::one_f_one_b ||
                                          config.parallel.virtual_stages != 1 ||
                                          config.parallel.micro_batches != 0 ||
-                                         config.parallel.partition != "uniform"),
+                                         config.parallel.partition != config::Partition::uniform),
        "parallel.schedule", "parallel.schedule, parallel.virtual_stages, "
        "parallel.micro_batches and parallel.partition apply to pipeline-parallel jobs "
        "(parallel.pipeline > 1)"},
       // NCCL reduces the GPU's memory in place: a data-parallel job on CUDA
       // (actors/control/data_plane_link.hpp; a build without NCCL refuses it at the node's
       // start). The fixed-world paths have their own communicators over UCX.
-      {config.comm.backend == "nccl" && config.train.device != "cuda", "comm.backend",
+      {config.comm.backend == config::CommBackend::nccl && config.train.device != config::Device::cuda, "comm.backend",
        "the NCCL data plane reduces GPU memory: it needs train.device = \"cuda\"; use "
        "comm.backend = \"ucx\" on the CPU"},
-      {config.comm.backend == "nccl" && (tensor || pipeline), "comm.backend",
+      {config.comm.backend == config::CommBackend::nccl && (tensor || pipeline), "comm.backend",
        "the NCCL data plane carries data-parallel gradients only so far: tensor- and "
        "pipeline-parallel jobs (parallel.tensor or parallel.pipeline > 1) run over "
        "comm.backend = \"ucx\""},
-      {config.comm.backend == "nccl" && config.comm.compression != "none", "comm.compression",
+      {config.comm.backend == config::CommBackend::nccl && config.comm.compression != config::Compression::none, "comm.compression",
        "the gradient codecs encode in host memory and NCCL reduces GPU memory: use "
        "comm.compression = \"none\" with comm.backend = \"nccl\""},
       // fp8 with comm.compression runs where compression does (data parallel, ZeRO 0,

@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "runtime/config/enums.hpp"
+
 namespace dseek::config {
 
 struct ModelConfig {
@@ -36,12 +38,12 @@ struct TrainConfig {
   double grad_clip = 1.0;        // global gradient norm limit; 0 = off
   int64_t eval_every = 50;       // steps between validation passes; 0 = only at the end
   int64_t eval_batches = 4;      // validation batches of batch_size sequences
-  std::string precision = "fp32";  // fp32 | bf16 | fp8 (block matmuls; model/precision_policy.hpp)
+  Precision precision = Precision::fp32;  // fp32 | bf16 | fp8 (block matmuls; model/precision_policy.hpp)
   int64_t fp8_amax_history = 16;   // fp8: steps of amax history per tensor (delayed scaling)
   int64_t fp8_margin = 0;          // fp8: scales are divided by 2^margin for headroom
   double loss_scale_init = 65536;  // fp8: initial dynamic loss scale (a power of two)
   int64_t loss_scale_window = 1000;  // fp8: good steps before the loss scale doubles
-  std::string device = "cpu";     // cpu | cuda | scrambled-cpu-for-tests (a test device)
+  Device device = Device::cpu;    // cpu | cuda | scrambled-cpu-for-tests (a test device)
   bool offload_overlap = true;    // the offloaded update overlaps the next step's forward
   std::string run_dir = "runs/default";  // events and outputs go under it
   int64_t stop_after_steps = 0;     // end the run after this step with a checkpoint; 0 = off
@@ -87,16 +89,16 @@ struct ParallelConfig {
   int64_t pipeline = 1;  // pipeline stages per replica
   int64_t zero = 0;      // ZeRO stage: 0, 1 (optimizer state) or 2 (and gradients)
   // Pipeline parallelism (parallel.pipeline > 1).
-  std::string schedule = "1f1b";  // gpipe, 1f1b, interleaved
+  Schedule schedule = Schedule::one_f_one_b;  // gpipe, 1f1b, interleaved
   int64_t virtual_stages = 1;     // model chunks per stage (interleaved: >= 2)
   int64_t micro_batches = 0;      // per step; 0 = train.batch_size / train.micro_batch_size
-  std::string partition = "uniform";  // uniform (block count) or balanced (measured cost)
+  Partition partition = Partition::uniform;  // uniform (block count) or balanced (measured cost)
 };
 
 struct CommConfig {
-  std::string backend = "ucx";       // data plane: ucx (host memory) or nccl (GPU)
+  CommBackend backend = CommBackend::ucx;  // data plane: ucx (host memory) or nccl (GPU)
   int64_t timeout_ms = 30000;        // limit of one collective
-  std::string compression = "none";  // none, topk, int8, topk+int8
+  Compression compression = Compression::none;  // none, topk, int8, topk+int8
   double topk_fraction = 0.05;       // fraction of gradient entries kept by topk
   int64_t compression_warmup_steps = 0;  // first steps reduced uncompressed
   int64_t variance_refresh_steps = 20;   // AdamW's v from dense local gradients, synced every N
@@ -113,7 +115,7 @@ struct CheckpointConfig {
 
 struct MetricsConfig {
   int64_t log_every = 10;          // steps between plain log lines (no terminal)
-  std::string progress = "auto";   // auto (bar on a terminal), bar, plain, off
+  Progress progress = Progress::automatic;  // auto (bar on a terminal), bar, plain, off
   int64_t prometheus_port = 0;     // 0 = no /metrics endpoint; node K serves on port + K
   std::string prometheus_host = "0.0.0.0";  // address the /metrics endpoint listens on
   int64_t prometheus_linger_seconds = 0;    // /metrics served this long after training ends
@@ -121,7 +123,7 @@ struct MetricsConfig {
 
 // One [[faults]] entry: a deterministic fault to inject (see config/REFERENCE.md).
 struct FaultSpec {
-  std::string kind;            // kill, hang, crash_actor, drop_messages, slow, ...
+  FaultKind kind = FaultKind::unset;  // kill, hang, crash_actor, drop_messages, slow, ...
   int64_t node = -1;           // node id it applies to; -1 = every node
   int64_t step = -1;           // fire at this step; -1 = use after_seconds
   double after_seconds = -1;   // fire after this many seconds; -1 = use step
@@ -129,7 +131,7 @@ struct FaultSpec {
   double fraction = 0;         // drop_messages: fraction of messages dropped
   int64_t ms = 0;              // slow: extra milliseconds per step
   std::string actor;           // crash_actor: the actor's name
-  std::string during = "step";  // kill/hang: at the step boundary, or "reduction"
+  FaultDuring during = FaultDuring::step;  // kill/hang: at the step boundary, or reduction
 };
 
 struct JobConfig {

@@ -9,6 +9,7 @@
 #include <charconv>
 #include <cmath>
 #include <cstdio>
+#include <stdexcept>
 
 namespace dseek::config::schema {
 
@@ -22,11 +23,32 @@ struct Field {
   static auto& ref(Root& root) { return (root .* ... .* Members); }
   using T = std::remove_cvref_t<decltype(ref(std::declval<Root&>()))>;
 
-  static Value get(const Root& root) { return Value(ref(root)); }
-  static void set(Root& root, const Value& value) { ref(root) = std::get<T>(value); }
+  // An enum field is its name in a Value (EnumNames lists them).
+  static Value get(const Root& root) {
+    if constexpr (NamedEnum<T>) return Value(std::string(name_of(ref(root))));
+    else return Value(ref(root));
+  }
+  static void set(Root& root, const Value& value) {
+    if constexpr (NamedEnum<T>) {
+      const std::string& name = std::get<std::string>(value);
+      const auto parsed = enum_from_name<T>(name);
+      if (!parsed) throw std::invalid_argument("not one of its names: \"" + name + "\"");
+      ref(root) = *parsed;
+    } else {
+      ref(root) = std::get<T>(value);
+    }
+  }
+  // An enum field's names, its allowed values.
+  static Constraint constraint_of(Constraint constraint) {
+    if constexpr (NamedEnum<T>)
+      constraint.allowed.assign(EnumNames<T>::names.begin(), EnumNames<T>::names.end());
+    return constraint;
+  }
 
   static Type type(const Constraint& constraint) {
-    if constexpr (std::is_same_v<T, int64_t>) {
+    if constexpr (NamedEnum<T>) {
+      return Type::Enum;
+    } else if constexpr (std::is_same_v<T, int64_t>) {
       return Type::Int;
     } else if constexpr (std::is_same_v<T, double>) {
       return Type::Float;
@@ -42,6 +64,7 @@ struct Field {
 template <class Root, auto... Members>
 Key<Root> make(std::string_view name, Constraint constraint, std::string_view description) {
   using F = Field<Root, Members...>;
+  constraint = F::constraint_of(std::move(constraint));
   Type type = F::type(constraint);
   return {{name, type, std::move(constraint), description}, &F::get, &F::set};
 }
@@ -88,6 +111,7 @@ Constraint open_closed(double lo, double hi) {
   return {Range{.lo = lo, .hi = hi, .lo_open = true}, {}};
 }
 Constraint one_of(std::vector<std::string_view> allowed) { return {Range{}, std::move(allowed)}; }
+Constraint names() { return {}; }
 
 const std::vector<Key<JobConfig>>& job_keys() {
   static const std::vector<Key<JobConfig>> keys = {
@@ -138,7 +162,7 @@ const std::vector<Key<JobConfig>>& job_keys() {
       job<&J::train, &Tr::eval_batches>("train.eval_batches", at_least(1),
                                         "validation batches of train.batch_size sequences"),
       job<&J::train, &Tr::precision>(
-          "train.precision", one_of({"fp32", "bf16", "fp8"}),
+          "train.precision", names(),
           "precision of the matmuls (fp32 accumulate, fp32 master weights and optimizer "
           "state, softmax and cross-entropy in fp32): fp32; bf16 (every matmul, the head's "
           "included; no loss scaling); fp8 (the transformer blocks' matmuls: E4M3 inputs and "
@@ -158,7 +182,7 @@ const std::vector<Key<JobConfig>>& job_keys() {
           "train.loss_scale_window", at_least(1),
           "fp8: steps without overflow after which the loss scale doubles"),
       job<&J::train, &Tr::device>(
-          "train.device", one_of({"cpu", "cuda", "scrambled-cpu-for-tests"}),
+          "train.device", names(),
           "where each worker computes: cpu, or cuda (CUDA device 0 of the node; a build "
           "without CUDA or a host without a device fails at start); scrambled-cpu-for-tests "
           "is a TEST device, the CPU behind memory the host cannot read directly"),
@@ -265,7 +289,7 @@ const std::vector<Key<JobConfig>>& job_keys() {
       job<&J::parallel, &Pa::pipeline>("parallel.pipeline", at_least(1),
                                        "pipeline stages per replica"),
       job<&J::parallel, &Pa::schedule>(
-          "parallel.schedule", one_of({"gpipe", "1f1b", "interleaved"}),
+          "parallel.schedule", names(),
           "pipeline schedule: gpipe (all forwards, then all backwards), 1f1b (activations "
           "of at most parallel.pipeline micro-batches per stage), interleaved (1f1b over "
           "parallel.virtual_stages model chunks per stage: a smaller bubble)"),
@@ -278,7 +302,7 @@ const std::vector<Key<JobConfig>>& job_keys() {
           "micro-batches per step in each pipeline replica; 0 = train.batch_size / "
           "parallel.data / train.micro_batch_size"),
       job<&J::parallel, &Pa::partition>(
-          "parallel.partition", one_of({"uniform", "balanced"}),
+          "parallel.partition", names(),
           "how blocks are split into pipeline stages: uniform (equal block counts) or "
           "balanced (a profiling pass measures the embedding, each block and the head; the "
           "split minimizes the slowest stage)"),
@@ -288,13 +312,13 @@ const std::vector<Key<JobConfig>>& job_keys() {
           "and tensor-parallel jobs shard each stage's (tensor rank's) optimizer over its "
           "data group (parallel.data > 1), reducing after backward for both stages"),
 
-      job<&J::comm, &Co::backend>("comm.backend", one_of({"ucx", "nccl"}),
+      job<&J::comm, &Co::backend>("comm.backend", names(),
                                   "gradients' data plane: ucx (host memory) or nccl (GPU memory; "
                                   "data-parallel jobs with train.device = \"cuda\")"),
       job<&J::comm, &Co::timeout_ms>("comm.timeout_ms", at_least(100),
                                      "limit of one collective; a dead peer fails it sooner"),
       job<&J::comm, &Co::compression>("comm.compression",
-                                      one_of({"none", "topk", "int8", "topk+int8"}),
+                                      names(),
                                       "gradient compression on the data plane"),
       job<&J::comm, &Co::topk_fraction>("comm.topk_fraction", open_closed(0, 1),
                                         "fraction of gradient entries kept by topk"),
@@ -331,7 +355,7 @@ const std::vector<Key<JobConfig>>& job_keys() {
       job<&J::metrics, &Me::log_every>("metrics.log_every", at_least(1),
                                        "steps between plain log lines"),
       job<&J::metrics, &Me::progress>(
-          "metrics.progress", one_of({"auto", "bar", "plain", "off"}),
+          "metrics.progress", names(),
           "progress output: auto = a bar on a terminal and plain lines otherwise"),
       job<&J::metrics, &Me::prometheus_port>(
           "metrics.prometheus_port", between(0, 65535),
@@ -351,8 +375,7 @@ const std::vector<Key<JobConfig>>& job_keys() {
 const std::vector<Key<FaultSpec>>& fault_keys() {
   static const std::vector<Key<FaultSpec>> keys = {
       fault<&Fa::kind>("faults.kind",
-                       one_of({"kill", "hang", "crash_actor", "drop_messages", "slow",
-                               "corrupt_gradient", "fail_checkpoint_write"}),
+                       names(),
                        "what to inject (see the list of kinds below)"),
       fault<&Fa::node>("faults.node", at_least(-1), "node it applies to; -1 = every node"),
       fault<&Fa::step>("faults.step", at_least(-1), "fire at this step; -1 = use after_seconds"),
@@ -367,7 +390,7 @@ const std::vector<Key<FaultSpec>>& fault_keys() {
                         "\"gradient_shard@1\", \"data_prefetcher@1\", "
                         "\"pipeline_stage@1\": that actor of local rank 1's worker group "
                         "(cluster.gpus_per_node > 1)"),
-      fault<&Fa::during>("faults.during", one_of({"step", "reduction"}),
+      fault<&Fa::during>("faults.during", names(),
                          "kill and hang at a step: at its start, or once its first gradient "
                          "bucket is on the wire (the peers are mid-collective)"),
   };

@@ -45,6 +45,8 @@ Constraint between(double lo, double hi);       // lo <= v <= hi
 Constraint half_open(double lo, double hi);     // lo <= v < hi
 Constraint open_closed(double lo, double hi);   // lo < v <= hi
 Constraint one_of(std::vector<std::string_view> allowed);
+// An enum field's (config/enums.hpp): its EnumNames are the allowed values.
+Constraint names();
 
 // The part of a key that does not depend on which struct holds it.
 struct Spec {

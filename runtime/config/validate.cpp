@@ -207,17 +207,17 @@ void validate(const JobConfig& config) {
     if (fault.step < 0 && fault.after_seconds < 0) {
       fail(config, name + ": set step or after_seconds, else the fault never fires");
     }
-    if (fault.kind == "drop_messages" && fault.fraction <= 0) {
+    if (fault.kind == config::FaultKind::drop_messages && fault.fraction <= 0) {
       fail(config, name + ".fraction: drop_messages needs a fraction in (0, 1]");
     }
-    if (fault.kind == "slow" && fault.ms <= 0) {
+    if (fault.kind == config::FaultKind::slow && fault.ms <= 0) {
       fail(config, name + ".ms: slow needs the extra milliseconds per step (ms > 0)");
     }
-    if (fault.during == "reduction" &&
-        ((fault.kind != "kill" && fault.kind != "hang") || fault.step < 0)) {
+    if (fault.during == config::FaultDuring::reduction &&
+        ((fault.kind != config::FaultKind::kill && fault.kind != config::FaultKind::hang) || fault.step < 0)) {
       fail(config, name + ".during = \"reduction\" applies to kill and hang at a step");
     }
-    if (fault.kind == "crash_actor" && fault.actor.empty()) {
+    if (fault.kind == config::FaultKind::crash_actor && fault.actor.empty()) {
       fail(config, name + ".actor: crash_actor needs the name of the actor to crash");
     }
   }

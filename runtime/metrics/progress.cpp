@@ -8,10 +8,10 @@
 
 namespace dseek::metrics {
 
-ProgressMode resolve_progress_mode(const std::string& setting, std::FILE* stream) {
-  if (setting == "bar") return ProgressMode::bar;
-  if (setting == "plain") return ProgressMode::plain;
-  if (setting == "off") return ProgressMode::off;
+ProgressMode resolve_progress_mode(config::Progress setting, std::FILE* stream) {
+  if (setting == config::Progress::bar) return ProgressMode::bar;
+  if (setting == config::Progress::plain) return ProgressMode::plain;
+  if (setting == config::Progress::off) return ProgressMode::off;
   return ::isatty(::fileno(stream)) ? ProgressMode::bar : ProgressMode::plain;
 }
 

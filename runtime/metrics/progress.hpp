@@ -3,6 +3,8 @@
 // log_every steps. Evaluations and the final summary are always plain lines.
 #pragma once
 
+#include "runtime/config/enums.hpp"
+
 #include <cstdint>
 #include <cstdio>
 #include <string>
@@ -12,7 +14,7 @@ namespace dseek::metrics {
 enum class ProgressMode { bar, plain, off };
 
 // "auto" means bar when `stream` is a terminal, plain otherwise.
-ProgressMode resolve_progress_mode(const std::string& setting, std::FILE* stream);
+ProgressMode resolve_progress_mode(config::Progress setting, std::FILE* stream);
 
 class Progress {
  public:

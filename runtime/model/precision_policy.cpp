@@ -10,12 +10,13 @@ namespace dseek::model {
 
 using backend::MatmulFormat;
 
-MatmulFormat matmul_format_of(const std::string& precision) {
-  if (precision == "fp32") return MatmulFormat::fp32;
-  if (precision == "bf16") return MatmulFormat::bf16;
-  if (precision == "fp8") return MatmulFormat::fp8;
-  throw std::invalid_argument("train.precision: expected fp32, bf16 or fp8, got \"" + precision +
-                              "\"");
+MatmulFormat matmul_format_of(config::Precision precision) {
+  switch (precision) {
+    case config::Precision::bf16: return MatmulFormat::bf16;
+    case config::Precision::fp8: return MatmulFormat::fp8;
+    case config::Precision::fp32: break;
+  }
+  return MatmulFormat::fp32;
 }
 
 const char* name_of(MatmulFormat format) {

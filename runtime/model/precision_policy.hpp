@@ -26,13 +26,14 @@
 #include <vector>
 
 #include "runtime/backend/backend.hpp"
+#include "runtime/config/enums.hpp"
 #include "runtime/backend/device_buffer.hpp"
 #include "runtime/numerics/delayed_scaling.hpp"
 
 namespace dseek::model {
 
 // "fp32" | "bf16" | "fp8" (train.precision); std::invalid_argument otherwise.
-backend::MatmulFormat matmul_format_of(const std::string& precision);
+backend::MatmulFormat matmul_format_of(config::Precision precision);
 const char* name_of(backend::MatmulFormat format);
 
 class PrecisionPolicy {

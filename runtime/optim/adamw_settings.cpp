@@ -4,7 +4,7 @@
 namespace dseek::optim {
 
 bool second_moment_from_local_gradients(const config::JobConfig& config) {
-  return config.comm.compression != "none" && config.comm.variance_refresh_steps > 0;
+  return config.comm.compression != config::Compression::none && config.comm.variance_refresh_steps > 0;
 }
 
 AdamWSettings adamw_settings(const config::JobConfig& config, bool data_parallel) {

@@ -96,7 +96,7 @@ RunSummary run_training(const config::JobConfig& config, const RunOptions& optio
     started.add("dp_rank", options.reducer->rank())
         .add("dp_size", options.reducer->world_size())
         .add("zero", config.parallel.zero)
-        .add("compression", config.comm.compression);
+        .add("compression", config::name_of(config.comm.compression));
   }
   events.emit("run_started", started);
   report_model_memory(events, progress, "", config.model, trainer.model().activation_memory());

@@ -303,7 +303,7 @@ StepReport Trainer::end_data_parallel_step(int64_t step, std::chrono::steady_clo
 
 bool Trainer::apply_loss_scale(double sum_squares, double& norm, StepReport& report,
                                float* host_grads, bool decided_and_unscaled) {
-  report.precision = config_.train.precision;
+  report.precision = config::name_string(config_.train.precision);
   norm = std::sqrt(sum_squares);
   report.grad_norm = norm;
   if (!loss_scaler_ || decided_and_unscaled) return true;

@@ -47,7 +47,7 @@ bool Trainer::reduces_unscaled() const {
 bool Trainer::reduce_unscaled_if_finite(double local_loss,
                                         const model::GradientsReady& stage_and_reduce,
                                         StepReport& report) {
-  report.precision = config_.train.precision;
+  report.precision = config::name_string(config_.train.precision);
   const float scale = loss_scaler_->scale();
   report.loss_scale = scale;
   const double local_squares = backend_->sum_squares(model_->grads(), model_->num_params());

@@ -56,7 +56,7 @@ config::JobConfig tiny_pipeline() {
   config.train.warmup_steps = 2;
   config.train.lr = 3e-3;
   config.parallel.pipeline = kStages;
-  config.parallel.schedule = "1f1b";
+  config.parallel.schedule = config::Schedule::one_f_one_b;
   return config;
 }
 

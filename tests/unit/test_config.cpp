@@ -119,7 +119,7 @@ TEST_CASE("config: an empty file gives the defaults", "[config]") {
   CHECK(config::to_toml(loaded) == config::to_toml(config::JobConfig{}));
   CHECK(loaded.model.dim == 256);
   CHECK(loaded.train.lr == 1e-3);
-  CHECK(loaded.train.precision == "fp32");
+  CHECK(loaded.train.precision == config::Precision::fp32);
   CHECK(loaded.faults.empty());
   CHECK(config::default_config().source == "defaults");
   CHECK_NOTHROW(config::validate(config::default_config()));
@@ -134,23 +134,23 @@ TEST_CASE("config: a full file sets every section", "[config]") {
   CHECK(loaded.train.seed == -5);
   CHECK(loaded.train.lr == 3e-4);
   CHECK(loaded.train.min_lr == 0.0);
-  CHECK(loaded.train.precision == "bf16");
+  CHECK(loaded.train.precision == config::Precision::bf16);
   CHECK(loaded.train.run_dir == "runs/a \"quoted\" \\ dir");
   CHECK(loaded.data.dir == "data/tiny");
   CHECK(loaded.cluster.node_id == 2);
   CHECK(loaded.cluster.coordinator == "10.0.0.1:9000");
   CHECK(loaded.parallel.zero == 1);
-  CHECK(loaded.comm.compression == "topk+int8");
+  CHECK(loaded.comm.compression == config::Compression::topk_int8);
   CHECK(loaded.comm.topk_fraction == 1.0);
   CHECK(loaded.checkpoint.every_steps == 5);
-  CHECK(loaded.metrics.progress == "plain");
+  CHECK(loaded.metrics.progress == config::Progress::plain);
   CHECK(loaded.metrics.prometheus_port == 9100);
   REQUIRE(loaded.faults.size() == 2);
-  CHECK(loaded.faults[0].kind == "kill");
+  CHECK(loaded.faults[0].kind == config::FaultKind::kill);
   CHECK(loaded.faults[0].node == 1);
   CHECK(loaded.faults[0].step == 4);
   CHECK(loaded.faults[0].after_seconds == -1);
-  CHECK(loaded.faults[1].kind == "crash_actor");
+  CHECK(loaded.faults[1].kind == config::FaultKind::crash_actor);
   CHECK(loaded.faults[1].after_seconds == 2.5);
   CHECK(loaded.faults[1].actor == "worker");
 }
@@ -251,7 +251,7 @@ TEST_CASE("config: --set takes a bare word as a string", "[config]") {
       {"data.dir=data/my corpus", "metrics.progress=plain", "train.run_dir=2024",
        "checkpoint.dir=\"quoted dir\"", "train.precision=fp32"});
   CHECK(loaded.data.dir == "data/my corpus");
-  CHECK(loaded.metrics.progress == "plain");
+  CHECK(loaded.metrics.progress == config::Progress::plain);
   CHECK(loaded.train.run_dir == "2024");
   CHECK(loaded.checkpoint.dir == "quoted dir");
   CHECK_THAT(load_error("", {"metrics.progress=fancy"}),
@@ -263,7 +263,7 @@ TEST_CASE("config: --set faults replaces the fault list", "[config]") {
       "[cluster]\nnodes = 2\n", "x.toml",
       {"faults=[{kind = \"hang\", node = 1, step = 3, seconds = 2}]"});
   REQUIRE(loaded.faults.size() == 1);
-  CHECK(loaded.faults[0].kind == "hang");
+  CHECK(loaded.faults[0].kind == config::FaultKind::hang);
   CHECK(loaded.faults[0].seconds == 2.0);
   CHECK_THAT(load_error("", {"faults=3"}), Contains("faults: expected an array of tables"));
 }

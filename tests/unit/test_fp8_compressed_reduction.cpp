@@ -128,7 +128,7 @@ TEST_CASE("compressing reducer: a skipped step leaves the residuals and the refr
   const size_t total = 3000;
   const std::vector<model::ParamRange> order{{2000, 1000}, {1000, 1000}, {0, 1000}};
   dist::ReducerSettings settings;
-  settings.compression = "topk";
+  settings.compression = dseek::config::Compression::topk;
   settings.topk_fraction = 0.1;
   settings.variance_refresh_steps = 2;  // refreshes at steps 0, 2, 4, ...
   settings.bucket_bytes = 4000;         // a bucket per range

@@ -255,7 +255,7 @@ TEST_CASE("several ranks a node: pipeline, tensor and 3D jobs fill the world of 
 TEST_CASE("crash_actor names a worker group's actor by local rank", "[local_ranks][faults]") {
   auto crash = [](const std::string& actor) {
     config::FaultSpec fault;
-    fault.kind = "crash_actor";
+    fault.kind = config::FaultKind::crash_actor;
     fault.actor = actor;
     fault.step = 3;
     return std::vector<config::FaultSpec>{fault};

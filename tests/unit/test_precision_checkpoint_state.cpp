@@ -304,27 +304,27 @@ TEST_CASE("precision resume: fp8 state restored into fp8, ignored by bf16/fp32, 
           "[unit][checkpoint][precision]") {
   ck::PrecisionState fp8;
   fp8.precision = "fp8";
-  auto same = train::precision_resume(fp8, "fp8");
+  auto same = train::precision_resume(fp8, config::Precision::fp8);
   CHECK(same.restore);
   CHECK(same.outcome == "restored");
   CHECK(same.note.empty());
-  for (const char* other : {"bf16", "fp32"}) {
+  for (const auto other : {config::Precision::bf16, config::Precision::fp32}) {
     auto ignored = train::precision_resume(fp8, other);
     CHECK_FALSE(ignored.restore);
     CHECK(ignored.outcome == "ignored");
-    CHECK_THAT(ignored.note, Contains("train.precision") && Contains(other));
+    CHECK_THAT(ignored.note, Contains("train.precision") && Contains(config::name_string(other)));
   }
   ck::PrecisionState bf16;
   bf16.precision = "bf16";
-  auto fresh = train::precision_resume(bf16, "fp8");
+  auto fresh = train::precision_resume(bf16, config::Precision::fp8);
   CHECK_FALSE(fresh.restore);
   CHECK(fresh.outcome == "fresh");
   CHECK_THAT(fresh.note, Contains("bf16") && Contains("train.loss_scale_init"));
-  auto older = train::precision_resume(ck::PrecisionState{}, "fp8");
+  auto older = train::precision_resume(ck::PrecisionState{}, config::Precision::fp8);
   CHECK_FALSE(older.restore);
   CHECK(older.outcome == "fresh");
   CHECK_THAT(older.note, Contains("older checkpoint"));
-  auto neither = train::precision_resume(bf16, "fp32");
+  auto neither = train::precision_resume(bf16, config::Precision::fp32);
   CHECK_FALSE(neither.restore);
   CHECK(neither.outcome == "none");
   CHECK(neither.note.empty());

@@ -81,12 +81,12 @@ TEST_CASE("a layout the batch does not split over is passed over", "[survivor_la
 
 TEST_CASE("a layout without a pipeline drops the pipeline-only keys", "[survivor_layout]") {
   auto job = small_job(1, 2, 1);
-  job.parallel.schedule = "gpipe";
+  job.parallel.schedule = config::Schedule::gpipe;
   const auto alone = train::config_for_layout(job, SurvivorLayout{1, 1, 1});
   CHECK(alone.parallel.pipeline == 1);
-  CHECK(alone.parallel.schedule == "1f1b");
+  CHECK(alone.parallel.schedule == config::Schedule::one_f_one_b);
   CHECK(train::layout_refusal(job, SurvivorLayout{1, 1, 1}) == "");
-  CHECK(train::config_for_layout(job, SurvivorLayout{1, 2, 1}).parallel.schedule == "gpipe");
+  CHECK(train::config_for_layout(job, SurvivorLayout{1, 2, 1}).parallel.schedule == config::Schedule::gpipe);
 }
 
 TEST_CASE("no layout that runs is an error naming every refusal", "[survivor_layout]") {

@@ -100,7 +100,7 @@ struct ChunkSpec {
   model::RecomputePolicy recompute;
   uint64_t seed = 0;
   double init_std = 0.0;
-  std::string precision = "fp32";  // train.precision
+  config::Precision precision = config::Precision::fp32;  // train.precision
   numerics::DelayedScalingSettings fp8;  // train.fp8_amax_history, train.fp8_margin
 };
 

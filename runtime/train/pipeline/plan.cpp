@@ -57,7 +57,7 @@ ScheduleShape schedule_shape_of(const config::JobConfig& config) {
       config.train.batch_size / config.parallel.data / pipeline_micro_batch_size(config);
   shape.virtual_stages = config.parallel.virtual_stages;
   try {
-    shape.kind = schedule_kind_from_name(config.parallel.schedule);
+    shape.kind = config.parallel.schedule;
     check_schedule_shape(shape);
   } catch (const std::invalid_argument& error) {
     refuse(config, error.what());
@@ -77,13 +77,10 @@ PipelinePlan plan_pipeline(const config::JobConfig& config, PipelineLinks& links
   plan.shape = schedule_shape_of(config);
   plan.micro_batch_size = pipeline_micro_batch_size(config);
   const int64_t parts = plan.shape.total_virtual_stages();
-  if (config.parallel.partition == "uniform") {
+  if (config.parallel.partition == config::Partition::uniform) {
     plan.ranges = uniform_partition(config.model.layers, parts);
     return plan;
   }
-  if (config.parallel.partition != "balanced")
-    refuse(config, "parallel.partition = \"" + config.parallel.partition +
-                       "\": expected uniform or balanced");
   const model::GptShape shape = shape_of(config.model);
   const size_t L = static_cast<size_t>(config.model.layers);
   const model::RecomputePolicy recompute = recompute_of(config.model);

@@ -23,7 +23,7 @@
 namespace dseek::train {
 
 namespace {
-bool plans_fault(const config::JobConfig& config, std::string_view kind) {
+bool plans_fault(const config::JobConfig& config, config::FaultKind kind) {
   for (const auto& fault : config.faults)
     if (fault.kind == kind) return true;
   return false;
@@ -44,11 +44,11 @@ std::string format_costs(const std::vector<double>& costs) {
 // it was chosen on.
 util::JsonLine plan_event(const PipelinePlan& plan, const config::JobConfig& config) {
   util::JsonLine event;
-  event.add("schedule", std::string(schedule_name(plan.shape.kind)))
+  event.add("schedule", config::name_string(plan.shape.kind))
       .add("stages", plan.shape.stages).add("micro_batches", plan.shape.micro_batches)
       .add("micro_batch_size", plan.micro_batch_size)
       .add("virtual_stages", plan.shape.chunks())
-      .add("partition", config.parallel.partition)
+      .add("partition", config::name_of(config.parallel.partition))
       .add("ranges", describe_partition(plan.ranges))
       .add("bubble_theory", theoretical_bubble(plan.shape));
   if (!plan.stage_costs.empty()) {
@@ -80,11 +80,11 @@ PipelineRunSummary run_pipeline_stage(const config::JobConfig& config, const Run
   const bool pipelined = plan.shape.stages > 1;
   if (pipelined) {
     events.emit("pipeline_plan", plan_event(plan, config));
-    progress.line("dseek pipeline: " + std::string(schedule_name(plan.shape.kind)) + ", " +
+    progress.line("dseek pipeline: " + config::name_string(plan.shape.kind) + ", " +
                 std::to_string(plan.shape.stages) + " stages x " +
                 std::to_string(plan.shape.chunks()) + " chunks, " +
                 std::to_string(plan.shape.micro_batches) + " micro-batches of " +
-                std::to_string(plan.micro_batch_size) + "; " + config.parallel.partition +
+                std::to_string(plan.micro_batch_size) + "; " + config::name_string(config.parallel.partition) +
                 " split " + describe_partition(plan.ranges) +
                 (plan.stage_costs.empty() ? "" : " (stage cost ms " + format_costs(plan.stage_costs) + ")"));
   }
@@ -94,7 +94,7 @@ PipelineRunSummary run_pipeline_stage(const config::JobConfig& config, const Run
                          options.backend, options.optimizer_shards};
   // Only a job that corrupts a gradient hands the hook the reduced gradients (on a device
   // it costs a copy each step); its `slow` sleep runs as each step starts (fixed_world_steps).
-  if (plans_fault(config, "corrupt_gradient")) spec.after_reduction = options.after_reduction;
+  if (plans_fault(config, config::FaultKind::corrupt_gradient)) spec.after_reduction = options.after_reduction;
   // Every replica reports a disagreement; the one in the minority then throws
   // ReplicaMismatch out of the step and leaves the job.
   const int64_t stage_index = links.stage();

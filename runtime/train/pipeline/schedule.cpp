@@ -11,23 +11,6 @@
 
 namespace dseek::train {
 
-ScheduleKind schedule_kind_from_name(std::string_view name) {
-  if (name == "gpipe") return ScheduleKind::gpipe;
-  if (name == "1f1b") return ScheduleKind::one_f_one_b;
-  if (name == "interleaved") return ScheduleKind::interleaved;
-  throw std::invalid_argument("parallel.schedule = \"" + std::string(name) +
-                              "\": expected gpipe, 1f1b or interleaved");
-}
-
-std::string_view schedule_name(ScheduleKind kind) {
-  switch (kind) {
-    case ScheduleKind::gpipe: return "gpipe";
-    case ScheduleKind::one_f_one_b: return "1f1b";
-    case ScheduleKind::interleaved: return "interleaved";
-  }
-  return "?";
-}
-
 void check_schedule_shape(const ScheduleShape& s) {
   if (s.stages < 1) throw std::invalid_argument("parallel.pipeline must be >= 1");
   if (s.micro_batches < 1) throw std::invalid_argument("parallel.micro_batches must be >= 1");

@@ -23,13 +23,13 @@
 #include <string_view>
 #include <vector>
 
+#include "runtime/config/enums.hpp"
+
 namespace dseek::train {
 
-enum class ScheduleKind { gpipe, one_f_one_b, interleaved };
-
-// "gpipe", "1f1b", "interleaved" (the parallel.schedule values).
-ScheduleKind schedule_kind_from_name(std::string_view name);
-std::string_view schedule_name(ScheduleKind kind);
+// parallel.schedule, parsed by the config loader (its names: "gpipe", "1f1b",
+// "interleaved"; config::name_of).
+using ScheduleKind = config::Schedule;
 
 struct ScheduleShape {
   ScheduleKind kind = ScheduleKind::one_f_one_b;

@@ -358,7 +358,7 @@ PipelineStepReport PipelineStageTrainer::train_step(int64_t step) {
   if (check) check_replicas(step, "parameters");
   for (auto& chunk : chunks_) chunk->model->end_precision_step();
   report.step.grad_norm = norm;
-  report.step.precision = config_.train.precision;
+  report.step.precision = config::name_string(config_.train.precision);
   const double update_ms =
       std::chrono::duration<double, std::milli>(Clock::now() - update_start).count();
   report.step.step_ms =

@@ -46,7 +46,7 @@ void CheckpointCadence::submit(int64_t done) {
   }
   bool fail = false;
   for (const auto& fault : config_.faults) {
-    fail |= fault.kind == "fail_checkpoint_write" && fault.step == done &&
+    fail |= fault.kind == config::FaultKind::fail_checkpoint_write && fault.step == done &&
             (fault.node < 0 || fault.node == config_.cluster.node_id);
   }
   const auto start = std::chrono::steady_clock::now();

@@ -6,6 +6,8 @@
 // state/sharded_precision_state.hpp (pipeline, tensor parallel).
 #pragma once
 
+#include "runtime/config/enums.hpp"
+
 #include <string>
 
 #include "runtime/checkpoint/precision_state.hpp"
@@ -14,10 +16,10 @@
 namespace dseek::train {
 
 // `scaler`: null outside fp8 (the scale stays the state's default).
-inline checkpoint::PrecisionState loss_scale_state(const std::string& precision,
+inline checkpoint::PrecisionState loss_scale_state(config::Precision precision,
                                                    const optim::LossScaler* scaler) {
   checkpoint::PrecisionState state;
-  state.precision = precision;
+  state.precision = config::name_string(precision);
   if (scaler != nullptr) {
     state.loss_scale = scaler->scale();
     state.loss_scale_good_steps = scaler->good_steps();

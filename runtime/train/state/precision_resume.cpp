@@ -4,14 +4,14 @@
 namespace dseek::train {
 
 PrecisionResume precision_resume(const checkpoint::PrecisionState& written,
-                                 const std::string& precision) {
+                                 config::Precision precision) {
   PrecisionResume resume;
   const std::string& was = written.precision;
-  if (precision != "fp8") {
+  if (precision != config::Precision::fp8) {
     if (was == "fp8") {
       resume.outcome = "ignored";
       resume.note = "checkpoint: written with train.precision = \"fp8\", resumed as \"" +
-                    precision + "\": its loss scale and fp8 amax histories are not used";
+                    config::name_string(precision) + "\": its loss scale and fp8 amax histories are not used";
     }
     return resume;
   }

@@ -18,6 +18,8 @@
 // what happened.
 #pragma once
 
+#include "runtime/config/enums.hpp"
+
 #include <string>
 
 #include "runtime/checkpoint/precision_state.hpp"
@@ -33,6 +35,6 @@ struct PrecisionResume {
 };
 
 PrecisionResume precision_resume(const checkpoint::PrecisionState& written,
-                                 const std::string& precision);
+                                 config::Precision precision);
 
 }  // namespace dseek::train

@@ -17,12 +17,12 @@
 namespace dseek::train {
 
 bool PipelineStageTrainer::fp8_state_per_replica() const {
-  return config_.train.precision == "fp8" && replicas() > 1;
+  return config_.train.precision == config::Precision::fp8 && replicas() > 1;
 }
 
 checkpoint::PrecisionState PipelineStageTrainer::gather_precision_state() {
   checkpoint::PrecisionState state = loss_scale_state(config_.train.precision, loss_scaler_.get());
-  if (config_.train.precision != "fp8") return state;
+  if (config_.train.precision != config::Precision::fp8) return state;
   const numerics::DelayedScalingState first = chunks_.front()->model->fp8_state();
   const size_t operands = first.scales.size();
   const size_t per_layer = operands / static_cast<size_t>(config_.model.layers);

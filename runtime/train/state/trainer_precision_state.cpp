@@ -20,7 +20,7 @@
 namespace dseek::train {
 
 bool Trainer::precision_state_is_collective() const {
-  return reducer_ != nullptr && reducer_->world_size() > 1 && config_.train.precision == "fp8";
+  return reducer_ != nullptr && reducer_->world_size() > 1 && config_.train.precision == config::Precision::fp8;
 }
 
 checkpoint::PrecisionState Trainer::precision_state() {
