@@ -6,6 +6,7 @@
 #include <iostream>
 #include <string>
 
+#include "dseek/cmd_data.hpp"
 #include "dseek/commands.hpp"
 #include "runtime/data/dataset_index.hpp"
 #include "runtime/data/prepare.hpp"
@@ -17,6 +18,7 @@ namespace {
 constexpr const char* kUsage =
     "usage: dseek data prepare --input DIR --output DIR [--val-fraction F]\n"
     "                          [--shard-tokens N] [--max-bytes N]\n"
+    "       dseek data tokenize --tokenizer NAME|FILE [--decode | --stats] < INPUT\n"
     "       dseek data verify DIR   check every shard against the index\n"
     "       dseek data info DIR     print the index\n";
 
@@ -115,6 +117,7 @@ int cmd_data(const Args& args) {
   }
   try {
     if (action == "prepare") return prepare(args);
+    if (action == "tokenize") return cmd_data_tokenize(args);
     if (action == "verify" || action == "info") {
       if (args.size() != 2) return usage(action + " takes one directory");
       if (action == "verify") return verify(args[1]);
