@@ -146,6 +146,10 @@ const char* tokenizer_name(TokenizerKind kind) {
   return "unknown";
 }
 
+uint32_t tokenizer_vocab_size(TokenizerKind kind) {
+  return kind == TokenizerKind::bytes ? byte_tokenizer::kVocabSize : spec_of(kind).vocab_size;
+}
+
 std::filesystem::path tokenizer_dir() {
   if (const char* dir = std::getenv("DSEEK_TOKENIZER_DIR"); dir && *dir) return dir;
   if (const char* cache = std::getenv("XDG_CACHE_HOME"); cache && *cache) {

@@ -22,6 +22,8 @@ enum class TokenizerKind { bytes, r50k_base, cl100k_base };
 std::optional<TokenizerKind> parse_tokenizer_name(std::string_view name);
 // The canonical name: "bytes", "r50k_base", "cl100k_base".
 const char* tokenizer_name(TokenizerKind kind);
+// 256, 50257, 100277: one more than the largest id.
+uint32_t tokenizer_vocab_size(TokenizerKind kind);
 
 class Tokenizer {
  public:

@@ -9,6 +9,7 @@
 #include <memory>
 
 #include "runtime/data/token_dataset.hpp"
+#include "runtime/data/vocab_check.hpp"
 #include "runtime/metrics/event_log.hpp"
 #include "runtime/metrics/progress.hpp"
 #include "runtime/train/batch_source.hpp"
@@ -30,6 +31,7 @@ RunSummary run_tensor_parallel(const config::JobConfig& config, const RunOptions
   metrics::Progress progress = open_run_progress(config, options);
   DatasetBatches train_batches(config.data.dir, data::Split::train, static_cast<uint64_t>(t.seed),
                                config.model.context);
+  data::check_model_vocab(train_batches.dataset(), config.model.vocab);  // names both vocabularies
   auto val_batches = open_validation(config, progress);
 
   TensorParallelTrainer trainer(config, train_batches, group, replicas, options.backend,
