@@ -142,7 +142,7 @@ TEST_CASE("gzip and zstd files are read decompressed, as text or JSON Lines", "[
         std::string("gzip text\0gz one\0gz two\0zstd line\0zstd text", 43));
 }
 
-TEST_CASE("damaged files and bad lines are named, counted and skipped; strict refuses them",
+TEST_CASE("damaged files and bad lines are named, counted and skipped, and strict refuses them",
           "[data][inputs]") {
   ScratchDir scratch("inputs-damaged");
   const std::string gz = gzip(jsonl({"lost 1", "lost 2", "lost 3"}));
@@ -178,7 +178,7 @@ TEST_CASE("damaged files and bad lines are named, counted and skipped; strict re
              Catch::Contains((scratch / "in/good.jsonl").string() + ":2: malformed JSON"));
 }
 
-TEST_CASE("hidden and version-control files are left out; --include and --exclude pick files",
+TEST_CASE("hidden and version-control files are left out, and --include and --exclude pick files",
           "[data][inputs]") {
   ScratchDir scratch("inputs-filter");
   write_file(scratch / "in/a.txt", "a");
