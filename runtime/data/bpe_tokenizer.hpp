@@ -13,8 +13,14 @@
 
 namespace dseek::data {
 
-// Appends the tokens of one piece.
-void encode_piece(const BpeRanks& ranks, std::string_view piece, std::vector<uint32_t>& out);
+// Pieces longer than this merge through a heap (O(n log n)) rather than tiktoken's
+// linear scan per merge (O(n^2)): the same merges in the same order, so the same ids,
+// and a piece of a million spaces does not stall a data preparation.
+inline constexpr size_t kHeapMergeBytes = 256;
+
+// Appends the tokens of one piece (`heap_above`: for tests of both merge paths).
+void encode_piece(const BpeRanks& ranks, std::string_view piece, std::vector<uint32_t>& out,
+                  size_t heap_above = kHeapMergeBytes);
 
 // Appends the tokens of valid UTF-8 `text`.
 void encode_bpe(const BpeRanks& ranks, PreTokenizer pre, std::string_view text,

@@ -6,6 +6,7 @@
 // on a large corpus is tests/integration/test_tokenizer_reference.cpp.
 #include <catch2/catch.hpp>
 
+#include <chrono>
 #include <cstdlib>
 #include <fstream>
 #include <functional>
@@ -13,6 +14,8 @@
 #include <string>
 #include <vector>
 
+#include "runtime/data/bpe_ranks.hpp"
+#include "runtime/data/bpe_tokenizer.hpp"
 #include "runtime/data/pretokenizer.hpp"
 #include "runtime/data/token_dataset.hpp"
 #include "runtime/data/tokenizer.hpp"
@@ -212,4 +215,37 @@ TEST_CASE("rank files are checked: SHA-256, unknown files, missing files", "[tok
   }
   CHECK_THAT(data_error_of([&] { data::open_tokenizer("o200k_base"); }),
              Catch::Contains("unknown tokenizer 'o200k_base'"));
+}
+
+TEST_CASE("long pieces merge through a heap into the same ids as tiktoken's loop", "[tokenizer]") {
+  for (const char* name : {"r50k_base.tiktoken", "cl100k_base.tiktoken"}) {
+    INFO(name);
+    std::ifstream in(data::tokenizer_dir() / name, std::ios::binary);
+    REQUIRE(in.good());
+    const std::string contents((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const data::BpeRanks ranks = data::BpeRanks::parse(contents, name);
+    std::mt19937 rng(3);
+    for (const std::string alphabet : {"ab", "aeinrst", " ", " \t", "0123456789", "xyz\xC3\xA9"}) {
+      for (size_t length : {300u, 1000u, 3000u}) {
+        std::string piece;
+        while (piece.size() < length) piece.push_back(alphabet[rng() % alphabet.size()]);
+        std::vector<uint32_t> loop, heap;
+        data::encode_piece(ranks, piece, loop, SIZE_MAX);
+        data::encode_piece(ranks, piece, heap, 0);
+        INFO("alphabet '" << alphabet << "', " << length << " bytes");
+        CHECK(heap == loop);
+        std::string back;
+        for (uint32_t id : heap) back += ranks.bytes_of(id);
+        CHECK(back == piece);
+      }
+    }
+    // A million spaces, one piece: seconds at most (the loop alone would take hours).
+    const auto start = std::chrono::steady_clock::now();
+    std::vector<uint32_t> ids;
+    data::encode_piece(ranks, std::string(1000000, ' '), ids);
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    CHECK(seconds < 5.0);
+    CHECK(!ids.empty());
+  }
 }
