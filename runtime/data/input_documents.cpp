@@ -50,6 +50,11 @@ class JsonLines {
               "no string field \"" + options_.jsonl_field + "\"");
       return;
     }
+    if (options_.reject_nul_in_lines && value.find('\0') != std::string_view::npos) {
+      problem(counts_.malformed_lines, number,
+              "the text holds a NUL byte (the byte tokenizer's document separator)");
+      return;
+    }
     sink_(value, number);
   }
 

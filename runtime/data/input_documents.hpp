@@ -22,6 +22,9 @@ struct InputOptions {
   std::string jsonl_field = "text";
   bool strict = false;
   bool reject_nul = true;  // a text file with a NUL byte is binary (skipped)
+  // A JSON line whose text holds a NUL is a malformed line (prepare sets it for the byte
+  // tokenizer, whose document separator NUL is).
+  bool reject_nul_in_lines = false;
 };
 
 enum class FileOutcome { taken, empty, binary, damaged, unreadable };

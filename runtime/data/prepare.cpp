@@ -139,6 +139,8 @@ PrepareSummary prepare_into_output(const PrepareOptions& options,
   summary.hidden_files = listing.hidden;
   summary.filtered_files = listing.filtered;
   InputCounts counts;
+  InputOptions input_options = options.input_options;
+  input_options.reject_nul_in_lines = tokenizer.kind() == TokenizerKind::bytes;
   std::vector<Document> documents;
   TokenSpill spill(options.output / ".tokens.tmp");
   std::vector<uint32_t> ids;
@@ -152,7 +154,7 @@ PrepareSummary prepare_into_output(const PrepareOptions& options,
     bool in_sink = false;  // an error while tokenizing or spilling is not the file's
     try {
       outcome = read_documents(
-          file, options.input_options, counts, log, [&](std::string_view text, uint64_t line) {
+          file, input_options, counts, log, [&](std::string_view text, uint64_t line) {
             in_sink = true;
             if (options.max_bytes != 0) {
               if (summary.input_bytes >= options.max_bytes) {

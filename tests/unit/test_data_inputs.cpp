@@ -113,19 +113,22 @@ std::string data_error_of(const std::function<void()>& action) {
 
 TEST_CASE("JSON Lines give one document per line, from the chosen field", "[data][inputs]") {
   ScratchDir scratch("inputs-jsonl");
-  write_file(scratch / "in/a.jsonl", jsonl({"first", "second \\u00e9 \\n line"}));
+  write_file(scratch / "in/a.jsonl", jsonl({"first", "second \\u00e9 \\n line", "nul \\u0000 x"}));
   write_file(scratch / "in/b.ndjson", jsonl({"third"}, "body"));
   auto result = prepare(scratch / "in", scratch / "out");
   CHECK(result.summary.documents == 2);
   CHECK(result.summary.missing_field_lines == 1);
   CHECK_THAT(result.log, Catch::Contains("b.ndjson:1: no string field \"text\""));
+  // NUL separates the byte tokenizer's documents: a text with one is refused.
+  CHECK(result.summary.malformed_lines == 1);
+  CHECK_THAT(result.log, Catch::Contains("a.jsonl:3: the text holds a NUL byte"));
   // The NUL byte separates documents of the byte tokenizer.
   CHECK(train_text(scratch / "out") == std::string("first") + '\0' + "second \xC3\xA9 \n line");
 
   auto body = prepare(scratch / "in", scratch / "out-body",
                       [](data::PrepareOptions& o) { o.input_options.jsonl_field = "body"; });
   CHECK(body.summary.documents == 1);
-  CHECK(body.summary.missing_field_lines == 2);
+  CHECK(body.summary.missing_field_lines == 3);
   CHECK(train_text(scratch / "out-body") == "third");
 }
 
