@@ -13,7 +13,8 @@ profile=${1:-build}
 build_pkgs=(g++ make cmake pkgconf ninja-build ccache git
             libcaf-dev libssl-dev libucx-dev ucx-utils libcapnp-dev capnproto
             libtomlplusplus-dev catch2 libopenblas-dev libxxhash-dev
-            libutf8proc-dev libzstd-dev zlib1g-dev libsimdjson-dev nodejs
+            libutf8proc-dev libzstd-dev zlib1g-dev libsimdjson-dev libsentencepiece-dev
+            sentencepiece nodejs
             libpython3.11-stdlib)  # its Python sources are the default training text
 test_pkgs=(python3 python3-torch python3-numpy)
 bench_pkgs=(libopenmpi-dev openmpi-bin)

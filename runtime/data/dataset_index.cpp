@@ -95,12 +95,15 @@ DatasetIndex parse_index(kj::ArrayPtr<const capnp::word> words, const std::strin
   index.vocab_size = in.getVocabSize();
   index.separator_token = in.getSeparatorToken();
   const auto kind = parse_tokenizer_name(index.tokenizer);
+  // A SentencePiece model's vocabulary is its own (any size).
   const uint32_t expected_vocab = kind ? tokenizer_vocab_size(*kind) : 0;
-  if (!kind || index.vocab_size != expected_vocab ||
+  if (!kind || (expected_vocab != 0 && index.vocab_size != expected_vocab) ||
+      index.vocab_size == 0 ||
       (index.format_version == 1 && *kind != TokenizerKind::bytes)) {
     throw DataError("data set index " + where + " uses tokenizer '" + index.tokenizer +
                     "' with vocabulary " + std::to_string(index.vocab_size) +
-                    "; this build reads bytes (256), r50k_base (50257) and cl100k_base (100277)");
+                    "; this build reads bytes (256), r50k_base (50257), cl100k_base (100277) "
+                    "and sentencepiece");
   }
   if (index.separator_token >= index.vocab_size) {
     throw DataError("malformed data set index " + where + ": separator token " +

@@ -9,6 +9,7 @@
 #include "runtime/data/bpe_tokenizer.hpp"
 #include "runtime/data/byte_tokenizer.hpp"
 #include "runtime/data/file_io.hpp"
+#include "runtime/data/sentencepiece_tokenizer.hpp"
 #include "runtime/data/token_dataset.hpp"
 #include "runtime/data/tokenizer_specs.hpp"
 #include "runtime/data/utf8_repair.hpp"
@@ -134,6 +135,7 @@ std::optional<TokenizerKind> parse_tokenizer_name(std::string_view name) {
   if (name == "bytes") return TokenizerKind::bytes;
   if (name == "gpt2" || name == "r50k_base") return TokenizerKind::r50k_base;
   if (name == "cl100k_base") return TokenizerKind::cl100k_base;
+  if (name == "sentencepiece") return TokenizerKind::sentencepiece;
   return std::nullopt;
 }
 
@@ -142,11 +144,13 @@ const char* tokenizer_name(TokenizerKind kind) {
     case TokenizerKind::bytes: return "bytes";
     case TokenizerKind::r50k_base: return "r50k_base";
     case TokenizerKind::cl100k_base: return "cl100k_base";
+    case TokenizerKind::sentencepiece: return "sentencepiece";
   }
   return "unknown";
 }
 
 uint32_t tokenizer_vocab_size(TokenizerKind kind) {
+  if (kind == TokenizerKind::sentencepiece) return 0;
   return kind == TokenizerKind::bytes ? byte_tokenizer::kVocabSize : spec_of(kind).vocab_size;
 }
 
@@ -164,15 +168,20 @@ std::filesystem::path tokenizer_dir() {
 std::unique_ptr<Tokenizer> open_tokenizer(std::string_view name_or_file) {
   if (auto kind = parse_tokenizer_name(name_or_file)) {
     if (*kind == TokenizerKind::bytes) return std::make_unique<ByteTokenizer>();
+    if (*kind == TokenizerKind::sentencepiece) {
+      throw DataError("a SentencePiece tokenizer is given by its model file (PATH.model)");
+    }
     const EncodingSpec& spec = spec_of(*kind);
     return open_rank_file(tokenizer_dir() / spec.file_name, &spec);
   }
   const std::string text(name_or_file);
+  if (text.ends_with(".model")) return open_sentencepiece(text);
   if (text.find('/') != std::string::npos || text.ends_with(".tiktoken")) {
     return open_rank_file(text, nullptr);
   }
   throw DataError("unknown tokenizer '" + text +
-                  "': bytes, gpt2 (r50k_base), cl100k_base, or the path of a .tiktoken file");
+                  "': bytes, gpt2 (r50k_base), cl100k_base, the path of a .tiktoken file, or "
+                  "of a SentencePiece .model file");
 }
 
 }  // namespace dseek::data

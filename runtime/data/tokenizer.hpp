@@ -1,8 +1,9 @@
-// The tokenizers of prepared data sets: bytes (one token per byte value) and the BPE
+// The tokenizers of prepared data sets: bytes (one token per byte value), the BPE
 // encodings of tiktoken, r50k_base (GPT-2's, alias gpt2) and cl100k_base, with the ids
 // tiktoken gives (text is encoded as ordinary text: "<|endoftext|>" in a document is
-// not the special token). A tokenizer is named, or given as a .tiktoken rank file whose
-// SHA-256 is one of the known encodings'.
+// not the special token), and SentencePiece models. A tokenizer is named, or given as a
+// .tiktoken rank file whose SHA-256 is one of the known encodings', or as a
+// SentencePiece .model file.
 #pragma once
 
 #include <cstdint>
@@ -16,13 +17,14 @@
 
 namespace dseek::data {
 
-enum class TokenizerKind { bytes, r50k_base, cl100k_base };
+enum class TokenizerKind { bytes, r50k_base, cl100k_base, sentencepiece };
 
-// "bytes", "gpt2" or "r50k_base", "cl100k_base"; nullopt for anything else.
+// "bytes", "gpt2" or "r50k_base", "cl100k_base", "sentencepiece" (the name an index
+// records; a model is opened by its file); nullopt for anything else.
 std::optional<TokenizerKind> parse_tokenizer_name(std::string_view name);
-// The canonical name: "bytes", "r50k_base", "cl100k_base".
+// The canonical name: "bytes", "r50k_base", "cl100k_base", "sentencepiece".
 const char* tokenizer_name(TokenizerKind kind);
-// 256, 50257, 100277: one more than the largest id.
+// 256, 50257, 100277: one more than the largest id; 0 for sentencepiece (the model's).
 uint32_t tokenizer_vocab_size(TokenizerKind kind);
 
 class Tokenizer {
@@ -48,9 +50,10 @@ class Tokenizer {
 // $XDG_CACHE_HOME/dseek/tokenizers, else $HOME/.cache/dseek/tokenizers.
 std::filesystem::path tokenizer_dir();
 
-// Opens a tokenizer by name, or by the path of a .tiktoken file (anything with a '/' or
-// ending in .tiktoken); throws DataError naming the file when it is missing, its SHA-256
-// is not the expected one, or it is malformed.
+// Opens a tokenizer by name, by the path of a SentencePiece model (ending in .model),
+// or by the path of a .tiktoken file (anything else with a '/' or ending in .tiktoken);
+// throws DataError naming the file when it is missing, its SHA-256 is not the expected
+// one, or it is malformed.
 std::unique_ptr<Tokenizer> open_tokenizer(std::string_view name_or_file);
 
 }  // namespace dseek::data

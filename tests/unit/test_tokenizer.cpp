@@ -215,6 +215,10 @@ TEST_CASE("rank files are checked: SHA-256, unknown files, missing files", "[tok
   }
   CHECK_THAT(data_error_of([&] { data::open_tokenizer("o200k_base"); }),
              Catch::Contains("unknown tokenizer 'o200k_base'"));
+  CHECK_THAT(data_error_of([&] { data::open_tokenizer("sentencepiece"); }),
+             Catch::Contains("given by its model file"));
+  CHECK_THAT(data_error_of([&] { data::open_tokenizer((scratch / "absent.model").string()); }),
+             Catch::Contains("missing SentencePiece model"));
 }
 
 TEST_CASE("long pieces merge through a heap into the same ids as tiktoken's loop", "[tokenizer]") {
