@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Installs the Debian 12 packages that dseek's build, tests and benchmarks need.
 # Idempotent: packages already present are skipped, and apt is only touched when
-# something is missing. Usage: scripts/install-deps.sh [build|test|bench]
-#   build  compiler, CMake and the libraries (default)
+# something is missing. Every profile then installs the tokenizers' rank files
+# (scripts/install-tokenizers.sh: npm's js-tiktoken, also the tests' reference).
+# Usage: scripts/install-deps.sh [build|test|bench]
+#   build  compiler, CMake, the libraries and the tokenizers (default)
 #   test   build + PyTorch (the numerical reference of the tests)
 #   bench  test + the peers the benchmarks run side by side (OpenMPI)
 set -euo pipefail
@@ -11,6 +13,8 @@ profile=${1:-build}
 build_pkgs=(g++ make cmake pkgconf ninja-build ccache git
             libcaf-dev libssl-dev libucx-dev ucx-utils libcapnp-dev capnproto
             libtomlplusplus-dev catch2 libopenblas-dev libxxhash-dev
+            libutf8proc-dev libzstd-dev zlib1g-dev libsimdjson-dev libsentencepiece-dev
+            sentencepiece nodejs
             libpython3.11-stdlib)  # its Python sources are the default training text
 test_pkgs=(python3 python3-torch python3-numpy)
 bench_pkgs=(libopenmpi-dev openmpi-bin)
@@ -29,14 +33,16 @@ for p in "${wanted[@]}"; do
     missing+=("$p")
   fi
 done
+# Some Node.js builds (NodeSource's) bring their own npm; Debian's comes apart.
+command -v npm >/dev/null || missing+=(npm)
 if [ ${#missing[@]} -eq 0 ]; then
   echo "install-deps.sh: all ${#wanted[@]} packages of profile '$profile' are present"
-  exit 0
+else
+  sudo_cmd=()
+  [ "$(id -u)" -eq 0 ] || sudo_cmd=(sudo)
+  echo "install-deps.sh: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  "${sudo_cmd[@]}" apt-get update -q
+  "${sudo_cmd[@]}" apt-get install -y -q --no-install-recommends "${missing[@]}"
 fi
-
-sudo_cmd=()
-[ "$(id -u)" -eq 0 ] || sudo_cmd=(sudo)
-echo "install-deps.sh: installing ${missing[*]}"
-export DEBIAN_FRONTEND=noninteractive
-"${sudo_cmd[@]}" apt-get update -q
-"${sudo_cmd[@]}" apt-get install -y -q --no-install-recommends "${missing[@]}"
+"$(dirname "$0")/install-tokenizers.sh"

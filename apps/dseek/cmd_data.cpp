@@ -1,11 +1,13 @@
-// `dseek data`: prepare a token data set from a directory of text files, verify one
-// (every shard's checksum), or print its index.
+// `dseek data`: prepare a token data set from a directory of text and JSON Lines files,
+// tokenize stdin (cmd_data_tokenize.cpp), verify a data set (every shard's checksum),
+// or print its index.
 #include <charconv>
 #include <chrono>
 #include <cstdio>
 #include <iostream>
 #include <string>
 
+#include "dseek/cmd_data.hpp"
 #include "dseek/commands.hpp"
 #include "runtime/data/dataset_index.hpp"
 #include "runtime/data/prepare.hpp"
@@ -15,8 +17,12 @@ namespace dseek::tool {
 namespace {
 
 constexpr const char* kUsage =
-    "usage: dseek data prepare --input DIR --output DIR [--val-fraction F]\n"
+    "usage: dseek data prepare --input DIR --output DIR [--tokenizer NAME|FILE]\n"
+    "                          [--val-fraction F] [--jsonl-field NAME] [--strict]\n"
+    "                          [--include GLOB]... [--exclude GLOB]...\n"
     "                          [--shard-tokens N] [--max-bytes N]\n"
+    "         tokenizers: bytes (default), gpt2 = r50k_base, cl100k_base, a .tiktoken file\n"
+    "       dseek data tokenize --tokenizer NAME|FILE [--decode | --stats] < INPUT\n"
     "       dseek data verify DIR   check every shard against the index\n"
     "       dseek data info DIR     print the index\n";
 
@@ -47,11 +53,17 @@ void print_split(const char* name, const data::SplitEntry& split, bool list_shar
 }
 
 void print_index(const std::string& dir, const data::DatasetIndex& index, bool list_shards) {
-  std::printf("data set %s: format %u, tokenizer %s, vocabulary %u, uint16 tokens\n",
-              dir.c_str(), index.format_version, index.tokenizer.c_str(), index.vocab_size);
-  std::printf("source %s: %llu bytes taken, %llu files skipped, validation fraction %g\n",
+  std::printf("data set %s: format %u, tokenizer %s, vocabulary %u, %s tokens\n", dir.c_str(),
+              index.format_version, index.tokenizer.c_str(), index.vocab_size,
+              index.token_dtype == data::TokenDtype::uint16_le ? "uint16" : "uint32");
+  if (!index.tokenizer_sha256.empty()) {
+    std::printf("tokenizer rank file SHA-256 %s\n", index.tokenizer_sha256.c_str());
+  }
+  std::printf("source %s: %llu bytes taken, %llu files and %llu records skipped, validation "
+              "fraction %g\n",
               index.source_dir.c_str(), static_cast<unsigned long long>(index.input_bytes),
-              static_cast<unsigned long long>(index.skipped_files), index.val_fraction);
+              static_cast<unsigned long long>(index.skipped_files),
+              static_cast<unsigned long long>(index.skipped_records), index.val_fraction);
   print_split("train", index.train, list_shards);
   print_split("validation", index.validation, list_shards);
 }
@@ -61,6 +73,10 @@ int prepare(const Args& args) {
   bool have_input = false, have_output = false;
   for (size_t i = 1; i < args.size(); ++i) {
     const std::string& flag = args[i];
+    if (flag == "--strict") {
+      options.input_options.strict = true;
+      continue;
+    }
     if (i + 1 >= args.size()) return usage("missing value after " + flag);
     const std::string& value = args[++i];
     bool ok = true;
@@ -77,6 +93,15 @@ int prepare(const Args& args) {
       ok = parse_number(value, options.shard_tokens) && options.shard_tokens > 0;
     } else if (flag == "--max-bytes") {
       ok = parse_number(value, options.max_bytes);
+    } else if (flag == "--tokenizer") {
+      options.tokenizer = value;
+    } else if (flag == "--jsonl-field") {
+      options.input_options.jsonl_field = value;
+      ok = !value.empty();
+    } else if (flag == "--include") {
+      options.filter.include.push_back(value);
+    } else if (flag == "--exclude") {
+      options.filter.exclude.push_back(value);
     } else {
       return usage("unknown option " + flag);
     }
@@ -115,6 +140,7 @@ int cmd_data(const Args& args) {
   }
   try {
     if (action == "prepare") return prepare(args);
+    if (action == "tokenize") return cmd_data_tokenize(args);
     if (action == "verify" || action == "info") {
       if (args.size() != 2) return usage(action + " takes one directory");
       if (action == "verify") return verify(args[1]);

@@ -14,6 +14,7 @@
 #include "runtime/data/byte_tokenizer.hpp"
 #include "runtime/data/file_io.hpp"
 #include "runtime/data/shard_file.hpp"
+#include "runtime/data/tokenizer.hpp"
 #include "schemas/shard_index.capnp.h"
 
 namespace dseek::data {
@@ -42,7 +43,7 @@ bool is_plain_file_name(const std::string& name) {
 }
 
 SplitEntry read_split(schema::SplitIndex::Reader in, const std::string& where,
-                      const char* split_name) {
+                      const char* split_name, TokenDtype dtype) {
   auto bad = [&](const std::string& why) {
     return DataError("malformed data set index " + where + ": " + split_name + " " + why);
   };
@@ -59,8 +60,8 @@ SplitEntry read_split(schema::SplitIndex::Reader in, const std::string& where,
     if (!is_plain_file_name(shard.file_name)) {
       throw bad("shard name '" + shard.file_name + "' is not a plain file name");
     }
-    if (shard.tokens > (UINT64_MAX - kShardHeaderBytes) / kShardTokenBytes ||
-        shard.bytes != shard_file_bytes(shard.tokens)) {
+    if (shard.tokens > (UINT64_MAX - kShardHeaderBytes) / token_bytes(dtype) ||
+        shard.bytes != shard_file_bytes(shard.tokens, dtype)) {
       throw bad("shard " + shard.file_name + " has " + std::to_string(shard.bytes) +
                 " bytes for " + std::to_string(shard.tokens) + " tokens");
     }
@@ -83,28 +84,47 @@ DatasetIndex parse_index(kj::ArrayPtr<const capnp::word> words, const std::strin
 
   DatasetIndex index;
   index.format_version = in.getFormatVersion();
-  if (index.format_version != kIndexFormatVersion) {
+  if (index.format_version != 1 && index.format_version != kIndexFormatVersion) {
     throw DataError("data set index " + where + " has format version " +
-                    std::to_string(index.format_version) + ", this build reads version " +
+                    std::to_string(index.format_version) + ", this build reads versions 1 and " +
                     std::to_string(kIndexFormatVersion));
   }
   index.tokenizer = in.getTokenizer().cStr();
+  if (index.tokenizer.empty()) index.tokenizer = byte_tokenizer::kName;
+  index.tokenizer_sha256 = in.getTokenizerSha256().cStr();
   index.vocab_size = in.getVocabSize();
   index.separator_token = in.getSeparatorToken();
-  if (index.tokenizer != byte_tokenizer::kName || index.vocab_size != byte_tokenizer::kVocabSize) {
+  const auto kind = parse_tokenizer_name(index.tokenizer);
+  // A SentencePiece model's vocabulary is its own (any size).
+  const uint32_t expected_vocab = kind ? tokenizer_vocab_size(*kind) : 0;
+  if (!kind || (expected_vocab != 0 && index.vocab_size != expected_vocab) ||
+      index.vocab_size == 0 ||
+      (index.format_version == 1 && *kind != TokenizerKind::bytes)) {
     throw DataError("data set index " + where + " uses tokenizer '" + index.tokenizer +
                     "' with vocabulary " + std::to_string(index.vocab_size) +
-                    "; this build reads only the byte tokenizer (256)");
+                    "; this build reads bytes (256), r50k_base (50257), cl100k_base (100277) "
+                    "and sentencepiece");
   }
-  if (in.getTokenDtype() != schema::TokenDtype::UINT16_LE) {
-    throw DataError("malformed data set index " + where + ": token dtype is not uint16le");
+  if (index.separator_token >= index.vocab_size) {
+    throw DataError("malformed data set index " + where + ": separator token " +
+                    std::to_string(index.separator_token) + " is outside the vocabulary");
+  }
+  switch (in.getTokenDtype()) {
+    case schema::TokenDtype::UINT16_LE: index.token_dtype = TokenDtype::uint16_le; break;
+    case schema::TokenDtype::UINT32_LE: index.token_dtype = TokenDtype::uint32_le; break;
+    default: throw DataError("malformed data set index " + where + ": unknown token dtype");
+  }
+  if (index.token_dtype == TokenDtype::uint16_le && index.vocab_size > 65536) {
+    throw DataError("malformed data set index " + where + ": uint16 tokens for a vocabulary of " +
+                    std::to_string(index.vocab_size));
   }
   index.source_dir = in.getSourceDir().cStr();
   index.input_bytes = in.getInputBytes();
   index.skipped_files = in.getSkippedFiles();
+  index.skipped_records = in.getSkippedRecords();
   index.val_fraction = in.getValFraction();
-  index.train = read_split(in.getTrain(), where, "train");
-  index.validation = read_split(in.getValidation(), where, "validation");
+  index.train = read_split(in.getTrain(), where, "train", index.token_dtype);
+  index.validation = read_split(in.getValidation(), where, "validation", index.token_dtype);
   return index;
 }
 
@@ -142,11 +162,14 @@ void write_dataset_index(const std::filesystem::path& dir, const DatasetIndex& i
   out.setFormatVersion(index.format_version);
   out.setTokenizer(index.tokenizer);
   out.setVocabSize(index.vocab_size);
-  out.setTokenDtype(schema::TokenDtype::UINT16_LE);
+  out.setTokenizerSha256(index.tokenizer_sha256);
+  out.setTokenDtype(index.token_dtype == TokenDtype::uint16_le ? schema::TokenDtype::UINT16_LE
+                                                               : schema::TokenDtype::UINT32_LE);
   out.setSeparatorToken(index.separator_token);
   out.setSourceDir(index.source_dir);
   out.setInputBytes(index.input_bytes);
   out.setSkippedFiles(index.skipped_files);
+  out.setSkippedRecords(index.skipped_records);
   out.setValFraction(index.val_fraction);
   write_split(out.initTrain(), index.train);
   write_split(out.initValidation(), index.validation);

@@ -12,7 +12,18 @@
 namespace dseek::data {
 
 inline constexpr const char* kIndexFileName = "index.capnp";
-inline constexpr uint32_t kIndexFormatVersion = 1;
+// Format 2 added the tokenizer's hash, 32-bit tokens and skipped records; format 1
+// indexes (bytes, uint16) still read.
+inline constexpr uint32_t kIndexFormatVersion = 2;
+
+// How shards store tokens: 16 bits when the vocabulary fits, else 32 (little-endian).
+enum class TokenDtype { uint16_le, uint32_le };
+inline constexpr uint32_t token_bytes(TokenDtype dtype) {
+  return dtype == TokenDtype::uint16_le ? 2 : 4;
+}
+inline constexpr TokenDtype dtype_for_vocab(uint32_t vocab_size) {
+  return vocab_size <= 65536 ? TokenDtype::uint16_le : TokenDtype::uint32_le;
+}
 
 struct ShardEntry {
   std::string file_name;  // plain name inside the data set directory
@@ -29,12 +40,15 @@ struct SplitEntry {
 
 struct DatasetIndex {
   uint32_t format_version = kIndexFormatVersion;
-  std::string tokenizer;
+  std::string tokenizer;         // canonical name: bytes, r50k_base, cl100k_base
+  std::string tokenizer_sha256;  // of its rank file; "" for bytes
   uint32_t vocab_size = 0;
+  TokenDtype token_dtype = TokenDtype::uint16_le;
   uint32_t separator_token = 0;
   std::string source_dir;
   uint64_t input_bytes = 0;
   uint64_t skipped_files = 0;
+  uint64_t skipped_records = 0;
   double val_fraction = 0;
   SplitEntry train;
   SplitEntry validation;

@@ -1,34 +1,35 @@
-// `dseek data prepare` (see prepare.hpp). Two passes over the input: the first
-// classifies the files and fixes the split and every shard's size, the second writes
-// the shards, so each shard's header is written up front and the output is a pure
-// function of the input. The index is written last: without it the directory is not
-// a data set, so an interrupted run is never mistaken for a finished one.
+// `dseek data prepare` (see prepare.hpp). The first pass reads, decodes and tokenizes
+// every document into a temporary token file; the split is then fixed by tokens, and
+// the second pass copies each document's tokens into its split's shards, whose headers
+// are written up front; the output is a pure function of the input. The index is
+// written last: without it the directory is not a data set, so an interrupted run is
+// never mistaken for a finished one.
 #include "runtime/data/prepare.hpp"
 
 #include <xxhash.h>
 
 #include <algorithm>
+#include <cmath>
+#include <numeric>
 #include <string>
 #include <system_error>
 #include <vector>
 
-#include "runtime/data/byte_tokenizer.hpp"
 #include "runtime/data/dataset_index.hpp"
-#include "runtime/data/file_io.hpp"
-#include "runtime/data/source_files.hpp"
+#include "runtime/data/mapped_file.hpp"
 #include "runtime/data/split_writer.hpp"
 #include "runtime/data/token_dataset.hpp"
+#include "runtime/data/token_spill.hpp"
+#include "runtime/data/tokenizer.hpp"
 
 namespace dseek::data {
 namespace {
 
 struct Document {
-  const SourceFile* file;
-  uint64_t file_bytes;    // whole file, to notice a change between the passes
-  uint64_t taken_bytes;   // less when --max-bytes cuts it
-  uint64_t content_hash;  // of the taken bytes, same reason
-  uint64_t path_hash;     // decides the split
-  bool validation = false;
+  uint64_t first;       // in the token file
+  uint64_t tokens;
+  uint64_t key_hash;    // of "relative path\nline": decides the split
+  uint64_t val_tokens = 0;  // its first val_tokens tokens go to validation
 };
 
 void check_options(const PrepareOptions& options) {
@@ -37,60 +38,75 @@ void check_options(const PrepareOptions& options) {
                     std::to_string(options.val_fraction));
   }
   if (options.shard_tokens == 0) throw DataError("shard size must be at least one token");
+  if (options.input_options.jsonl_field.empty()) throw DataError("the JSONL field name is empty");
 }
 
 // The output must not hold anything: refusing is what protects an existing data set
 // (or any other directory) from being mixed with a new one.
-void check_output_usable(const std::filesystem::path& output) {
+void create_output(const std::filesystem::path& output) {
   namespace fs = std::filesystem;
   std::error_code error;
-  if (!fs::exists(output, error)) return;
-  if (!fs::is_directory(output, error)) {
-    throw DataError("output " + output.string() + " exists and is not a directory");
+  if (fs::exists(output, error)) {
+    if (!fs::is_directory(output, error)) {
+      throw DataError("output " + output.string() + " exists and is not a directory");
+    }
+    if (!fs::is_empty(output, error)) {
+      throw DataError("output directory " + output.string() + " is not empty");
+    }
   }
-  if (!fs::is_empty(output, error)) {
-    throw DataError("output directory " + output.string() + " is not empty");
-  }
-}
-
-void create_output(const std::filesystem::path& output) {
-  check_output_usable(output);  // again: it may have changed during the first pass
-  std::error_code error;
-  std::filesystem::create_directories(output, error);
+  fs::create_directories(output, error);
   if (error) {
     throw DataError("cannot create output directory " + output.string() + ": " +
                     error.message());
   }
 }
 
-// The split rule: a document is for validation when the hash of its relative path,
-// as a fraction of 2^64, is below val_fraction. It depends on the path only, so
-// adding files does not move the others between splits.
-void assign_splits(std::vector<Document>& documents, double val_fraction) {
-  for (Document& document : documents) {
-    double unit = static_cast<double>(document.path_hash >> 11) * 0x1p-53;
-    document.validation = unit < val_fraction;
+// The split rule: documents in the order of their key's hash give validation their
+// tokens until it holds round(val_fraction x all tokens); the document that reaches the
+// share is cut there (its start in validation, its rest in train). The share is exact,
+// and a document moves only when documents before it in hash order change.
+uint64_t assign_splits(std::vector<Document>& documents, double val_fraction, uint64_t total) {
+  uint64_t target = static_cast<uint64_t>(std::llround(val_fraction * static_cast<double>(total)));
+  if (total > 0) target = std::min(target, total - 1);  // training always gets data
+  std::vector<size_t> order(documents.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return documents[a].key_hash != documents[b].key_hash
+               ? documents[a].key_hash < documents[b].key_hash
+               : a < b;
+  });
+  uint64_t taken = 0;
+  for (size_t i : order) {
+    if (taken == target) break;
+    documents[i].val_tokens = std::min(documents[i].tokens, target - taken);
+    taken += documents[i].val_tokens;
   }
-  // Training needs data, and with two documents or more so does validation: move the
-  // document nearest to the threshold when a split came out empty.
-  auto by_hash = [](const Document& a, const Document& b) { return a.path_hash < b.path_hash; };
-  auto is_val = [](const Document& document) { return document.validation; };
-  if (std::all_of(documents.begin(), documents.end(), is_val)) {
-    std::max_element(documents.begin(), documents.end(), by_hash)->validation = false;
-  }
-  if (documents.size() >= 2 && std::none_of(documents.begin(), documents.end(), is_val)) {
-    std::min_element(documents.begin(), documents.end(), by_hash)->validation = true;
-  }
+  return taken;
 }
 
-uint64_t split_tokens(const std::vector<Document>& documents, bool validation) {
-  uint64_t tokens = 0, count = 0;
-  for (const Document& document : documents) {
-    if (document.validation != validation) continue;
-    tokens += document.taken_bytes;
-    ++count;
+struct SplitPlan {
+  uint64_t documents = 0, tokens = 0;
+  void add(uint64_t count) {
+    if (count == 0) return;
+    tokens += count + (documents > 0 ? 1 : 0);  // a separator between documents
+    ++documents;
   }
-  return count == 0 ? 0 : tokens + (count - 1);  // separators between documents
+};
+
+}  // namespace
+
+namespace {
+
+PrepareSummary prepare_into_output(const PrepareOptions& options,
+                                   const std::filesystem::path& input, const Tokenizer& tokenizer,
+                                   const SourceListing& listing, std::ostream& log);
+
+// Removes what a failed preparation wrote into the output (which was empty before).
+void clear_output(const std::filesystem::path& output) {
+  std::error_code error;
+  for (const auto& entry : std::filesystem::directory_iterator(output, error)) {
+    std::filesystem::remove_all(entry.path(), error);
+  }
 }
 
 }  // namespace
@@ -100,66 +116,129 @@ PrepareSummary prepare_text_dataset(const PrepareOptions& options, std::ostream&
   std::filesystem::path input = std::filesystem::absolute(options.input).lexically_normal();
   // "dir/" and "dir" are the same input and must give the same index.
   if (!input.has_filename() && input.has_parent_path()) input = input.parent_path();
-  check_output_usable(options.output);  // before the long first pass
-  const std::vector<SourceFile> files = list_source_files(input);
-  log << "data prepare: " << files.size() << " files under " << input.string() << "\n";
-
-  PrepareSummary summary;
-  std::vector<Document> documents;
-  std::vector<char> buffer;
-  std::string why;
-  for (const SourceFile& file : files) {
-    if (options.max_bytes != 0 && summary.input_bytes >= options.max_bytes) break;
-    if (!io::read_file(file.path, buffer, why)) {
-      log << "data prepare: skipping unreadable " << why << "\n";
-      ++summary.unreadable_files;
-      continue;
-    }
-    if (buffer.empty()) {
-      ++summary.empty_files;
-      continue;
-    }
-    if (byte_tokenizer::looks_binary(buffer.data(), buffer.size())) {
-      ++summary.binary_files;
-      continue;
-    }
-    uint64_t taken = buffer.size();
-    if (options.max_bytes != 0) taken = std::min(taken, options.max_bytes - summary.input_bytes);
-    summary.input_bytes += taken;
-    documents.push_back(Document{&file, buffer.size(), taken, XXH64(buffer.data(), taken, 0),
-                                 XXH64(file.relative.data(), file.relative.size(), 0)});
+  const std::unique_ptr<Tokenizer> tokenizer = open_tokenizer(options.tokenizer);
+  const SourceListing listing = list_source_files(input, options.filter);
+  log << "data prepare: " << listing.files.size() << " files under " << input.string() << " ("
+      << listing.hidden << " hidden or version-control files and " << listing.filtered
+      << " left out by --include/--exclude), tokenizer " << tokenizer->name() << "\n";
+  create_output(options.output);
+  try {
+    return prepare_into_output(options, input, *tokenizer, listing, log);
+  } catch (...) {
+    clear_output(options.output);
+    throw;
   }
-  summary.skipped_files = summary.unreadable_files + summary.empty_files + summary.binary_files;
+}
+
+namespace {
+
+PrepareSummary prepare_into_output(const PrepareOptions& options,
+                                   const std::filesystem::path& input, const Tokenizer& tokenizer,
+                                   const SourceListing& listing, std::ostream& log) {
+  PrepareSummary summary;
+  summary.hidden_files = listing.hidden;
+  summary.filtered_files = listing.filtered;
+  InputCounts counts;
+  InputOptions input_options = options.input_options;
+  input_options.reject_nul_in_lines = tokenizer.kind() == TokenizerKind::bytes;
+  std::vector<Document> documents;
+  TokenSpill spill(options.output / ".tokens.tmp");
+  std::vector<uint32_t> ids;
+  std::string key;
+  for (const SourceFile& file : listing.files) {
+    if (options.max_bytes != 0 && summary.input_bytes >= options.max_bytes) break;
+    const uint64_t spill_mark = spill.size(), bytes_mark = summary.input_bytes;
+    const size_t documents_mark = documents.size();
+    const uint64_t empty_mark = summary.empty_documents;
+    FileOutcome outcome = FileOutcome::taken;
+    bool in_sink = false;  // an error while tokenizing or spilling is not the file's
+    try {
+      outcome = read_documents(
+          file, input_options, counts, log, [&](std::string_view text, uint64_t line) {
+            in_sink = true;
+            if (options.max_bytes != 0) {
+              if (summary.input_bytes >= options.max_bytes) {
+                in_sink = false;
+                return;
+              }
+              text = text.substr(0, options.max_bytes - summary.input_bytes);
+            }
+            ids.clear();
+            tokenizer.encode(text, ids);
+            if (ids.empty()) {
+              ++summary.empty_documents;
+              in_sink = false;
+              return;
+            }
+            summary.input_bytes += text.size();
+            key = file.relative;
+            key += '\n';
+            key += std::to_string(line);
+            documents.push_back({spill.size(), ids.size(), XXH64(key.data(), key.size(), 0)});
+            spill.append(ids.data(), ids.size());
+            in_sink = false;
+          });
+    } catch (const DataError& error) {
+      if (options.input_options.strict || in_sink) throw;
+      log << "data prepare: skipping unreadable " << error.what() << "\n";
+      outcome = FileOutcome::unreadable;
+      ++summary.unreadable_files;
+    }
+    if (outcome == FileOutcome::damaged || outcome == FileOutcome::unreadable) {
+      // none of the file's documents
+      spill.truncate(spill_mark);
+      documents.resize(documents_mark);
+      summary.input_bytes = bytes_mark;
+      summary.empty_documents = empty_mark;
+    }
+    if (outcome == FileOutcome::empty) ++summary.empty_files;
+    if (outcome == FileOutcome::binary) ++summary.binary_files;
+  }
+  spill.finish();
+  summary.damaged_files = counts.damaged_files;
+  summary.malformed_lines = counts.malformed_lines;
+  summary.missing_field_lines = counts.missing_field_lines;
+  summary.skipped_files = summary.unreadable_files + summary.empty_files + summary.binary_files +
+                          summary.damaged_files;
   if (documents.empty()) {
-    throw DataError("no text documents under " + input.string() + " (" +
+    throw DataError("no documents under " + input.string() + " (" +
                     std::to_string(summary.skipped_files) + " files skipped)");
   }
-  assign_splits(documents, options.val_fraction);
+  summary.content_tokens = spill.size();
+  summary.val_content_tokens = assign_splits(documents, options.val_fraction, spill.size());
 
-  create_output(options.output);
-  SplitWriter train(options.output, "train", split_tokens(documents, false),
-                    options.shard_tokens);
-  SplitWriter validation(options.output, "val", split_tokens(documents, true),
-                         options.shard_tokens);
+  SplitPlan train_plan, val_plan;
   for (const Document& document : documents) {
-    if (!io::read_file(document.file->path, buffer, why) ||
-        buffer.size() != document.file_bytes ||
-        XXH64(buffer.data(), document.taken_bytes, 0) != document.content_hash) {
-      throw DataError("input file " + document.file->path.string() +
-                      " changed while the data set was being prepared");
+    val_plan.add(document.val_tokens);
+    train_plan.add(document.tokens - document.val_tokens);
+  }
+  const TokenDtype dtype = dtype_for_vocab(tokenizer.vocab_size());
+  SplitWriter train(options.output, "train", train_plan.tokens, options.shard_tokens, dtype,
+                    tokenizer.separator());
+  SplitWriter validation(options.output, "val", val_plan.tokens, options.shard_tokens, dtype,
+                         tokenizer.separator());
+  {
+    const MappedFile tokens = MappedFile::open(spill.path());
+    const auto* all = reinterpret_cast<const uint32_t*>(tokens.bytes().data());
+    for (const Document& document : documents) {
+      if (document.val_tokens > 0) validation.append_document(all + document.first, document.val_tokens);
+      if (document.tokens > document.val_tokens) {
+        train.append_document(all + document.first + document.val_tokens,
+                              document.tokens - document.val_tokens);
+      }
     }
-    (document.validation ? validation : train)
-        .append_document(reinterpret_cast<const unsigned char*>(buffer.data()),
-                         document.taken_bytes);
   }
 
   DatasetIndex index;
-  index.tokenizer = byte_tokenizer::kName;
-  index.vocab_size = byte_tokenizer::kVocabSize;
-  index.separator_token = byte_tokenizer::kSeparator;
+  index.tokenizer = tokenizer.name();
+  index.tokenizer_sha256 = tokenizer.files_sha256();
+  index.vocab_size = tokenizer.vocab_size();
+  index.token_dtype = dtype;
+  index.separator_token = tokenizer.separator();
   index.source_dir = input.string();
   index.input_bytes = summary.input_bytes;
   index.skipped_files = summary.skipped_files;
+  index.skipped_records = summary.malformed_lines + summary.missing_field_lines;
   index.val_fraction = options.val_fraction;
   index.train = train.finish();
   index.validation = validation.finish();
@@ -172,13 +251,24 @@ PrepareSummary prepare_text_dataset(const PrepareOptions& options, std::ostream&
   summary.val_tokens = index.validation.tokens;
   summary.shards = index.train.shards.size() + index.validation.shards.size();
   log << "data prepare: " << summary.documents << " documents (" << summary.train_documents
-      << " train, " << summary.val_documents << " validation), " << summary.skipped_files
-      << " files skipped (" << summary.binary_files << " binary, " << summary.unreadable_files
-      << " unreadable, " << summary.empty_files << " empty)\n"
-      << "data prepare: " << summary.train_tokens << " train and " << summary.val_tokens
-      << " validation tokens in " << summary.shards << " shards -> "
-      << options.output.string() << "\n";
+      << " with train tokens, " << summary.val_documents << " with validation tokens), "
+      << summary.skipped_files << " files skipped (" << summary.binary_files << " binary, "
+      << summary.unreadable_files << " unreadable, " << summary.empty_files << " empty, "
+      << summary.damaged_files << " damaged), " << summary.malformed_lines
+      << " malformed JSON lines and " << summary.missing_field_lines << " without \""
+      << options.input_options.jsonl_field << "\" skipped, " << summary.empty_documents
+      << " empty documents\n"
+      << "data prepare: " << summary.content_tokens << " tokens of " << tokenizer.name()
+      << " (vocabulary " << tokenizer.vocab_size() << ", "
+      << (dtype == TokenDtype::uint16_le ? "uint16" : "uint32") << "): "
+      << summary.val_content_tokens << " for validation ("
+      << (summary.content_tokens ? 100.0 * summary.val_content_tokens / summary.content_tokens : 0)
+      << "%, asked " << 100.0 * options.val_fraction << "%); " << summary.train_tokens
+      << " train and " << summary.val_tokens << " validation tokens with separators in "
+      << summary.shards << " shards -> " << options.output.string() << "\n";
   return summary;
 }
+
+}  // namespace
 
 }  // namespace dseek::data

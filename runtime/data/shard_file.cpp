@@ -45,7 +45,7 @@ void free_state(XXH64_state_s* state) { XXH64_freeState(state); }
 }  // namespace
 
 void check_shard(const std::filesystem::path& path, std::span<const unsigned char> file,
-                 const ShardEntry& expected) {
+                 const ShardEntry& expected, TokenDtype dtype) {
   const std::string name = path.string();
   if (file.size() != expected.bytes) {
     throw DataError("shard " + name + " has " + std::to_string(file.size()) +
@@ -61,9 +61,9 @@ void check_shard(const std::filesystem::path& path, std::span<const unsigned cha
     throw DataError("shard " + name + " has format version " + std::to_string(version) +
                     ", expected " + std::to_string(kShardVersion));
   }
-  if (uint32_t width = get_u32(header + 12); width != kShardTokenBytes) {
+  if (uint32_t width = get_u32(header + 12); width != token_bytes(dtype)) {
     throw DataError("shard " + name + " stores " + std::to_string(width) +
-                    "-byte tokens, expected " + std::to_string(kShardTokenBytes));
+                    "-byte tokens, expected " + std::to_string(token_bytes(dtype)));
   }
   if (uint64_t tokens = get_u64(header + 16); tokens != expected.tokens) {
     throw DataError("shard " + name + " header says " + std::to_string(tokens) +
@@ -76,12 +76,13 @@ void check_shard(const std::filesystem::path& path, std::span<const unsigned cha
 }
 
 ShardWriter::ShardWriter(const std::filesystem::path& dir, std::string file_name,
-                         uint64_t tokens)
+                         uint64_t tokens, TokenDtype dtype)
     : final_path_(dir / file_name),
       temp_path_(dir / ("." + file_name + ".tmp")),
       file_name_(std::move(file_name)),
       file_(temp_path_),
       hash_(XXH64_createState(), &free_state),
+      dtype_(dtype),
       planned_(tokens) {
   if (!hash_ || XXH64_reset(hash_.get(), 0) != XXH_OK) {
     throw DataError("cannot start the checksum of " + final_path_.string());
@@ -91,7 +92,7 @@ ShardWriter::ShardWriter(const std::filesystem::path& dir, std::string file_name
   unsigned char* header = buffer_.data();
   std::memcpy(header, kMagic.data(), kMagic.size());
   put_u32(header + 8, kShardVersion);
-  put_u32(header + 12, kShardTokenBytes);
+  put_u32(header + 12, token_bytes(dtype_));
   put_u64(header + 16, planned_);
   put_u64(header + 24, 0);
 }
@@ -103,35 +104,34 @@ ShardWriter::~ShardWriter() {
   }
 }
 
-void ShardWriter::append_bytes(const unsigned char* bytes, size_t count) {
+void ShardWriter::append_tokens(const uint32_t* tokens, size_t count) {
   if (count > remaining()) {
     throw DataError("internal error: more tokens than planned for " + final_path_.string());
   }
+  const size_t width = token_bytes(dtype_);
   while (count > 0) {
-    if (buffer_.size() + kShardTokenBytes > kBufferBytes) flush();
-    size_t room = (kBufferBytes - buffer_.size()) / kShardTokenBytes;
+    if (buffer_.size() + width > kBufferBytes) flush();
+    size_t room = (kBufferBytes - buffer_.size()) / width;
     size_t take = count < room ? count : room;
     size_t used = buffer_.size();
-    buffer_.resize(used + take * kShardTokenBytes);
+    buffer_.resize(used + take * width);
     unsigned char* out = buffer_.data() + used;
-    for (size_t i = 0; i < take; ++i) {
-      out[2 * i] = bytes[i];
-      out[2 * i + 1] = 0;
+    if (dtype_ == TokenDtype::uint16_le) {
+      for (size_t i = 0; i < take; ++i) {
+        if (tokens[i] > 0xffff) {
+          throw DataError("internal error: token " + std::to_string(tokens[i]) +
+                          " does not fit the uint16 shard " + final_path_.string());
+        }
+        out[2 * i] = static_cast<unsigned char>(tokens[i]);
+        out[2 * i + 1] = static_cast<unsigned char>(tokens[i] >> 8);
+      }
+    } else {
+      for (size_t i = 0; i < take; ++i) put_u32(out + 4 * i, tokens[i]);
     }
-    bytes += take;
+    tokens += take;
     count -= take;
     written_ += take;
   }
-}
-
-void ShardWriter::append_token(uint16_t token) {
-  if (remaining() == 0) {
-    throw DataError("internal error: more tokens than planned for " + final_path_.string());
-  }
-  if (buffer_.size() + kShardTokenBytes > kBufferBytes) flush();
-  buffer_.push_back(static_cast<unsigned char>(token & 0xff));
-  buffer_.push_back(static_cast<unsigned char>(token >> 8));
-  ++written_;
 }
 
 void ShardWriter::flush() {
@@ -150,7 +150,8 @@ ShardEntry ShardWriter::finish() {
   file_.sync_and_close();
   io::rename_file(temp_path_, final_path_);
   finished_ = true;
-  return ShardEntry{file_name_, planned_, shard_file_bytes(planned_), XXH64_digest(hash_.get())};
+  return ShardEntry{file_name_, planned_, shard_file_bytes(planned_, dtype_),
+                    XXH64_digest(hash_.get())};
 }
 
 }  // namespace dseek::data

@@ -1,6 +1,9 @@
-// The input files of `dseek data prepare`: every regular file under a directory, in a
+// The input files of `dseek data prepare`: the regular files under a directory, in a
 // deterministic order (byte order of the relative paths), whatever the file system's
 // own order. Symbolic links are not followed, so link loops cannot trap the walk.
+// Hidden files and folders (a name starting with '.', which covers .git, .hg, .svn,
+// .bzr) and the folders CVS and _darcs are left out unless an --include glob names
+// them; with --include globs only matching files are taken; --exclude globs win.
 #pragma once
 
 #include <filesystem>
@@ -14,7 +17,18 @@ struct SourceFile {
   std::filesystem::path path;   // to open it
 };
 
+struct SourceFilter {
+  std::vector<std::string> include;  // globs (glob_match.hpp); empty: every file
+  std::vector<std::string> exclude;
+};
+
+struct SourceListing {
+  std::vector<SourceFile> files;
+  uint64_t hidden = 0;    // hidden or version-control files left out
+  uint64_t filtered = 0;  // left out by --include/--exclude
+};
+
 // Throws DataError naming `root` when it is not a readable directory.
-std::vector<SourceFile> list_source_files(const std::filesystem::path& root);
+SourceListing list_source_files(const std::filesystem::path& root, const SourceFilter& filter);
 
 }  // namespace dseek::data

@@ -5,17 +5,18 @@
 #include <cstdio>
 #include <utility>
 
-#include "runtime/data/byte_tokenizer.hpp"
 #include "runtime/data/token_dataset.hpp"
 
 namespace dseek::data {
 
 SplitWriter::SplitWriter(std::filesystem::path dir, std::string prefix, uint64_t total_tokens,
-                         uint64_t shard_tokens)
+                         uint64_t shard_tokens, TokenDtype dtype, uint32_t separator)
     : dir_(std::move(dir)),
       prefix_(std::move(prefix)),
       total_tokens_(total_tokens),
-      shard_tokens_(shard_tokens) {
+      shard_tokens_(shard_tokens),
+      dtype_(dtype),
+      separator_(separator) {
   if (shard_tokens_ == 0) throw DataError("shard size must be at least one token");
 }
 
@@ -29,7 +30,7 @@ ShardWriter& SplitWriter::current() {
     std::snprintf(name, sizeof name, "%s-%05zu.tok", prefix_.c_str(), entry_.shards.size());
     uint64_t tokens = std::min(shard_tokens_, total_tokens_ - planned_);
     planned_ += tokens;
-    shard_.emplace(dir_, name, tokens);
+    shard_.emplace(dir_, name, tokens, dtype_);
   }
   return *shard_;
 }
@@ -40,14 +41,14 @@ void SplitWriter::close_current() {
   shard_.reset();
 }
 
-void SplitWriter::append_document(const unsigned char* bytes, size_t size) {
-  if (entry_.documents > 0) current().append_token(byte_tokenizer::kSeparator);
-  while (size > 0) {
+void SplitWriter::append_document(const uint32_t* tokens, size_t count) {
+  if (entry_.documents > 0) current().append_tokens(&separator_, 1);
+  while (count > 0) {
     ShardWriter& shard = current();
-    size_t take = static_cast<size_t>(std::min<uint64_t>(size, shard.remaining()));
-    shard.append_bytes(bytes, take);
-    bytes += take;
-    size -= take;
+    size_t take = static_cast<size_t>(std::min<uint64_t>(count, shard.remaining()));
+    shard.append_tokens(tokens, take);
+    tokens += take;
+    count -= take;
   }
   ++entry_.documents;
 }

@@ -17,10 +17,10 @@ namespace dseek::data {
 class SplitWriter {
  public:
   SplitWriter(std::filesystem::path dir, std::string prefix, uint64_t total_tokens,
-              uint64_t shard_tokens);
+              uint64_t shard_tokens, TokenDtype dtype, uint32_t separator);
 
-  // Appends one document; a separator token goes before every document but the first.
-  void append_document(const unsigned char* bytes, size_t size);
+  // Appends one document; the separator goes before every document but the first.
+  void append_document(const uint32_t* tokens, size_t count);
   // Finishes the last shard and returns the split's index entry.
   SplitEntry finish();
 
@@ -32,6 +32,8 @@ class SplitWriter {
   std::string prefix_;
   uint64_t total_tokens_;
   uint64_t shard_tokens_;
+  TokenDtype dtype_;
+  uint32_t separator_;
   uint64_t planned_ = 0;  // tokens given to shards opened so far
   std::optional<ShardWriter> shard_;
   SplitEntry entry_;

@@ -32,6 +32,9 @@ class TokenDataset {
 
   uint64_t num_tokens() const;   // tokens in this split
   uint32_t vocab_size() const;   // from the index (256 for the byte tokenizer)
+  const std::string& tokenizer() const;         // its canonical name, from the index
+  const std::string& tokenizer_sha256() const;  // of its rank file; "" for bytes
+  const std::filesystem::path& dir() const;
   // Copies tokens [start, start + count) of the split into out; throws DataError past the end.
   void read(uint64_t start, uint64_t count, int32_t* out) const;
 

@@ -9,6 +9,7 @@
 #include <optional>
 
 #include "runtime/data/token_dataset.hpp"
+#include "runtime/data/vocab_check.hpp"
 #include "runtime/metrics/event_log.hpp"
 #include "runtime/metrics/progress.hpp"
 #include "runtime/train/state/checkpointing.hpp"
@@ -55,6 +56,7 @@ RunSummary run_training(const config::JobConfig& config, const RunOptions& optio
   // hold it when the run ends.
   const auto train_batches = std::make_shared<DatasetBatches>(
       config.data.dir, data::Split::train, static_cast<uint64_t>(t.seed), config.model.context);
+  data::check_model_vocab(train_batches->dataset(), config.model.vocab);  // names both vocabularies
   auto val_batches = open_validation(config, progress);
   // data.prefetch steps of batches are made ready while the steps compute: by the
   // caller's prefetcher, else on a thread of this run's own.

@@ -139,7 +139,9 @@ TEST_CASE("prepare counts documents, skipped files and tokens", "[data]") {
   CHECK(summary.empty_files == 1);
   CHECK(summary.unreadable_files == 0);
   CHECK(summary.skipped_files == 2);
-  CHECK(summary.train_documents + summary.val_documents == documents.size());
+  // The document that reaches the validation share is in both splits.
+  CHECK(summary.train_documents + summary.val_documents >= documents.size());
+  CHECK(summary.train_documents + summary.val_documents <= documents.size() + 1);
   CHECK(summary.train_documents >= 1);
   CHECK(summary.val_documents >= 1);
 
@@ -171,18 +173,23 @@ TEST_CASE("prepared tokens read back as the files' bytes in path order", "[data]
   REQUIRE(!validation.empty());
   REQUIRE(!train.empty());
 
-  // Every document is in exactly one split, and each split keeps the sorted path order.
+  // Every document is in one split, but for the one cut at the validation share (its
+  // start in validation, its rest in train); each split keeps the sorted path order.
   std::vector<std::string> expected_order;
   for (const auto& [name, content] : sample_documents()) expected_order.push_back(content);
   std::vector<std::string> merged;
-  size_t t = 0, v = 0;
+  size_t t = 0, v = 0, cut = 0;
   for (const std::string& content : expected_order) {
     if (t < train.size() && train[t] == content) {
       merged.push_back(train[t++]);
     } else if (v < validation.size() && validation[v] == content) {
       merged.push_back(validation[v++]);
+    } else if (v < validation.size() && t < train.size() && validation[v] + train[t] == content) {
+      merged.push_back(validation[v++] + train[t++]);
+      ++cut;
     }
   }
+  CHECK(cut <= 1);
   CHECK(t == train.size());
   CHECK(v == validation.size());
   CHECK(merged == expected_order);
@@ -212,20 +219,34 @@ TEST_CASE("prepare is deterministic: same input, byte-identical output", "[data]
   }
 }
 
-TEST_CASE("neither split is empty with two or more documents", "[data]") {
+TEST_CASE("the validation split holds the asked share of tokens, none for 0", "[data]") {
   ScratchDir scratch("data-split");
   make_sample_tree(scratch / "in");
   PrepareSummary none = prepare(scratch / "in", scratch / "zero", 0.0);
-  CHECK(none.val_documents == 1);
-  CHECK(none.train_documents == sample_documents().size() - 1);
+  CHECK(none.val_documents == 0);
+  CHECK(none.val_tokens == 0);
+  CHECK(none.train_documents == sample_documents().size());
+  CHECK(TokenDataset::open(scratch / "zero", Split::validation).num_tokens() == 0);
+  // The share is of the documents' tokens (separators apart), to the nearest token.
+  for (double fraction : {0.05, 0.3, 0.5}) {
+    INFO("fraction " << fraction);
+    std::string name = "f";  // (not "f" + ...: GCC 12 warns falsely of -Wrestrict there)
+    name += std::to_string(static_cast<int>(fraction * 100));
+    PrepareSummary summary = prepare(scratch / "in", scratch / name, fraction);
+    CHECK(static_cast<double>(summary.val_content_tokens) ==
+          Approx(fraction * static_cast<double>(summary.content_tokens)).margin(0.5));
+    CHECK(summary.val_tokens == summary.val_content_tokens + summary.val_documents - 1);
+  }
   PrepareSummary almost_all = prepare(scratch / "in", scratch / "most", 0.999999);
-  CHECK(almost_all.train_documents >= 1);
+  CHECK(almost_all.train_tokens >= 1);  // training always gets data
   CHECK(almost_all.val_documents >= 1);
 
   write_file(scratch / "single/only.txt", "just one document");
   PrepareSummary single = prepare(scratch / "single", scratch / "single-out", 0.5);
   CHECK(single.documents == 1);
-  CHECK(single.train_documents == 1);  // training always gets data
+  CHECK(single.train_documents == 1);
+  CHECK(single.val_tokens == 9);  // 17 bytes: round(8.5) = 9 for validation
+  CHECK(single.train_tokens == 8);
 }
 
 TEST_CASE("max bytes limits the input taken", "[data]") {
@@ -378,7 +399,7 @@ std::string make_single_document_dataset(const ScratchDir& scratch, size_t bytes
   std::string content;
   for (size_t i = 0; i < bytes; ++i) content.push_back(static_cast<char>(1 + (i * 37) % 255));
   write_file(scratch / "in/only.txt", content);
-  prepare(scratch / "in", scratch / "out", 0.5, 100);  // several shards
+  prepare(scratch / "in", scratch / "out", 0.0, 100);  // several shards, all train
   return content;
 }
 

@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "runtime/data/token_dataset.hpp"
+#include "runtime/data/vocab_check.hpp"
 #include "runtime/metrics/chrome_trace.hpp"
 #include "runtime/metrics/event_log.hpp"
 #include "runtime/metrics/progress.hpp"
@@ -70,6 +71,7 @@ PipelineRunSummary run_pipeline_stage(const config::JobConfig& config, const Run
   metrics::Progress progress = open_run_progress(config, options);
   DatasetBatches train_batches(config.data.dir, data::Split::train, static_cast<uint64_t>(t.seed),
                                config.model.context);
+  data::check_model_vocab(train_batches.dataset(), config.model.vocab);  // names both vocabularies
   auto val_batches = open_validation(config, progress);
 
   // The profile of a balanced split runs on stage 0 on the backend (device, threads) it
