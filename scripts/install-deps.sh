@@ -3,7 +3,8 @@
 # Idempotent: packages already present are skipped, and apt is only touched when
 # something is missing. Usage: scripts/install-deps.sh [build|test|bench]
 #   build  compiler, CMake and the libraries (default)
-#   test   build + PyTorch (the numerical reference of the tests)
+#   test   build + PyTorch (the numerical reference of the tests), Slurm and munge (the
+#          real-Slurm tests, label slurm) and python3-yaml (the deploy/ manifests' tests)
 #   bench  test + the peers the benchmarks run side by side (OpenMPI)
 set -euo pipefail
 
@@ -12,7 +13,7 @@ build_pkgs=(g++ make cmake pkgconf ninja-build ccache git
             libcaf-dev libssl-dev libucx-dev ucx-utils libcapnp-dev capnproto
             libtomlplusplus-dev catch2 libopenblas-dev libxxhash-dev
             libpython3.11-stdlib)  # its Python sources are the default training text
-test_pkgs=(python3 python3-torch python3-numpy)
+test_pkgs=(python3 python3-torch python3-numpy slurm-wlm munge python3-yaml)
 bench_pkgs=(libopenmpi-dev openmpi-bin)
 
 wanted=("${build_pkgs[@]}")
