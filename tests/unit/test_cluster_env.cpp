@@ -4,10 +4,12 @@
 // start, errors naming the variable, and the config that comes out of it all.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <functional>
 #include <map>
+#include <regex>
 #include <set>
 #include <string>
 #include <vector>
@@ -241,4 +243,26 @@ TEST_CASE("keys_set_by lists the keys of the file and the overrides", "[cluster_
   CHECK(config::keys_set_by(dir / "a.toml", {" cluster.node_id = 1"}) ==
         std::set<std::string>{"cluster.nodes", "train.steps", "faults", "cluster.node_id"});
   CHECK(config::keys_set_by(dir / "missing.toml", {"x.y=1"}) == std::set<std::string>{"x.y"});
+}
+
+TEST_CASE("every variable the Kubernetes manifests set is one dseek-node reads", "[cluster_env]") {
+  // An env entry is "- name: NAME" with NAME in capitals (containers, ports and volumes
+  // have lower-case names); tests/deploy/test_deploy.py checks the same through YAML.
+  const std::regex entry(R"(^\s*- name: ([A-Z_][A-Z0-9_]*)\s*$)");
+  std::set<std::string> found;
+  for (const auto& file :
+       std::filesystem::directory_iterator(dseek::testing::source_dir() / "deploy/k8s")) {
+    std::ifstream in(file.path());
+    for (std::string line; std::getline(in, line);) {
+      std::smatch match;
+      if (!std::regex_match(line, match, entry)) continue;
+      INFO(file.path().filename().string() << ": " << line);
+      found.insert(match[1]);
+      const auto& read = env::variables();
+      CHECK(std::find(read.begin(), read.end(), match[1].str()) != read.end());
+    }
+  }
+  for (const char* expected : {"DSEEK_NODES", "DSEEK_HEADLESS_SERVICE", "DSEEK_POD_IP",
+                               "DSEEK_RESTART_COUNT", "DSEEK_CLUSTER_SECRET"})
+    CHECK(found.count(expected) == 1);
 }
