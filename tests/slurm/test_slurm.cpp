@@ -7,7 +7,8 @@
 //  - `sbatch deploy/slurm/train.sbatch` of the same job, one task killed with SIGKILL at
 //    step 15: restart-node.sh restarts it, it rejoins, and the job ends with the
 //    fault-free parameters;
-//  - the host list expansion against `scontrol show hostnames` (no daemon needed).
+//  - the host list expansion against `scontrol show hostnames`, and train.sbatch's checks
+//    of the secret file and the config (no daemon needed).
 // The coordinator's port is picked free, and the cluster's first job id made to match.
 #include <catch2/catch.hpp>
 
@@ -111,6 +112,10 @@ TEST_CASE("srun --ntasks=2 dseek-node takes its nodes from Slurm and trains dsee
   REQUIRE(srun.exit_code == 0);
   WARN("srun --ntasks=2 dseek-node: " << seconds_since(start) << " s");
   const std::string id = std::to_string(job_id);
+  std::string report;  // what the tasks printed they took from Slurm
+  for (const auto& line : lines_of(srun.output))
+    if (line.rfind("dseek-node: ", 0) == 0) report += line + "\n";
+  WARN(report);
   CHECK_THAT(srun.output, Contains("dseek-node: started by Slurm (job " + id + ")"));
   CHECK_THAT(srun.output, Contains("cluster.node_id = 0  <- SLURM_PROCID=0"));
   CHECK_THAT(srun.output, Contains("cluster.node_id = 1  <- SLURM_PROCID=1"));
@@ -136,8 +141,9 @@ TEST_CASE("train.sbatch: a task killed with SIGKILL is restarted, rejoins, and t
   ScratchDir work("slurm-sbatch");
   const fs::path job = write_job(work.path());
   const fs::path secret = work / "secret";
-  std::ofstream(secret) << "sbatch-test-secret\n";
-  fs::permissions(secret, fs::perms::owner_read | fs::perms::owner_write);
+  // As docs/clusters.md makes it.
+  REQUIRE(run_process({"bash", "-c", "(umask 077; openssl rand -hex 32 > " + secret.string() + ")"},
+                      10s).exit_code == 0);
   const std::string reference = launch_reference(job, work / "launched");
 
   const int port = free_port_between(20001, 29999);
@@ -183,6 +189,9 @@ TEST_CASE("train.sbatch: a task killed with SIGKILL is restarted, rejoins, and t
   CHECK_THAT(output, Contains("restart-node: task 1: dseek-node exited with status 137; "
                               "restarting (1/3)"));
   CHECK_THAT(output, Contains("dseek-node: restarted node, incarnation 1 <- DSEEK_RESTART_COUNT=1"));
+  // train.sbatch passes --run-dir: Slurm's run directory is not taken, and the node says so.
+  CHECK_THAT(output, Contains("<- SLURM_JOB_ID=" + std::to_string(job_id) +
+                              "  [not taken: the config or --set sets train.run_dir]"));
   // Node 1's second incarnation rejoined; node 0 saw it lost and both recovered.
   const auto started = node_events(run, 1, "node_started");
   REQUIRE(started.size() == 2);
@@ -223,4 +232,29 @@ TEST_CASE("the host list expansion agrees with scontrol show hostnames", "[slurm
     CHECK((slurm.exit_code != 0 || slurm.output.find("Invalid") != std::string::npos));
     CHECK_THROWS_AS(dseek::cluster_env::expand_hostlist(list), dseek::cluster_env::HostlistError);
   }
+}
+
+TEST_CASE("train.sbatch refuses a secret file others can read, and a config that does not load",
+          "[slurm]") {
+  // The script's checks come before srun: run it as the batch step would, without Slurm.
+  ScratchDir work("slurm-sbatch-checks");
+  const fs::path secret = work / "secret";
+  std::ofstream(secret) << "x\n";
+  fs::permissions(secret, fs::perms::owner_read | fs::perms::owner_write | fs::perms::group_read);
+  const std::vector<std::string> env = {"SLURM_JOB_ID=7", "SLURM_JOB_NODELIST=localhost",
+                                        "DSEEK_HOME=" + source_dir().string(),
+                                        "DSEEK_BIN=" + (binary_dir() / "bin").string(),
+                                        "DSEEK_SECRET_FILE=" + secret.string(),
+                                        "DSEEK_RUN_ROOT=" + (work / "runs").string()};
+  const std::string script = (source_dir() / "deploy/slurm/train.sbatch").string();
+  auto result = run_process({"bash", script}, 30s, env);
+  INFO(result.output);
+  CHECK(result.exit_code == 2);
+  CHECK_THAT(result.output, Contains("must be yours and readable by you only (chmod 600)"));
+  fs::permissions(secret, fs::perms::owner_read | fs::perms::owner_write);
+  result = run_process({"bash", script, "--set", "train.steps=-1"}, 30s, env);
+  INFO(result.output);
+  CHECK(result.exit_code == 2);
+  CHECK_THAT(result.output, Contains("train.steps"));
+  CHECK_FALSE(fs::exists(work / "runs"));  // nothing started
 }
