@@ -107,7 +107,7 @@ TEST_CASE("srun --ntasks=2 dseek-node takes its nodes from Slurm and trains dsee
                                  "--kill-on-bad-exit=1", bin("dseek-node"), "--config",
                                  job.string()},
                                 120s, cluster.client_env() + std::vector<std::string>{
-                                                                 "DSEEK_CLUSTER_SECRET=slurm-test"});
+                                                                 "DSEEK_CLUSTER_SECRET=slurm-test", "DSEEK_CLUSTER_ENV=auto"});
   INFO(srun.output << cluster.logs());
   REQUIRE(srun.exit_code == 0);
   WARN("srun --ntasks=2 dseek-node: " << seconds_since(start) << " s");
@@ -160,6 +160,7 @@ TEST_CASE("train.sbatch: a task killed with SIGKILL is restarted, rejoins, and t
        "--set", "faults=[{kind = \"slow\", ms = 30, step = 0}]"},
       (work / "sbatch.out").string(),
       cluster.client_env() + std::vector<std::string>{
+                                 "DSEEK_CLUSTER_ENV=auto",  // scripts/test.sh sets none
                                  "DSEEK_HOME=" + source_dir().string(),
                                  "DSEEK_BIN=" + (binary_dir() / "bin").string(),
                                  "DSEEK_CONFIG=" + job.string(),
