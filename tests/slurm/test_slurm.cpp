@@ -7,6 +7,9 @@
 //  - `sbatch deploy/slurm/train.sbatch` of the same job, one task killed with SIGKILL at
 //    step 15: restart-node.sh restarts it, it rejoins, and the job ends with the
 //    fault-free parameters;
+//  - the same with both tasks killed and no task restarts: the step fails, the script
+//    requeues the job, which resumes from its newest checkpoint and ends with the
+//    fault-free parameters (Slurm holds a requeued job 2 minutes: the test starts it now);
 //  - the host list expansion against `scontrol show hostnames`, and train.sbatch's checks
 //    of the secret file and the config (no daemon needed).
 // The coordinator's port is picked free, and the cluster's first job id made to match.
@@ -20,6 +23,7 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "runtime/cluster_env/slurm_hostlist.hpp"
@@ -88,6 +92,46 @@ std::vector<std::string> lines_of(const std::string& text) {
   return lines;
 }
 
+// The secret as docs/clusters.md makes it.
+fs::path make_secret(const fs::path& dir) {
+  const fs::path secret = dir / "secret";
+  REQUIRE(run_process({"bash", "-c", "(umask 077; openssl rand -hex 32 > " + secret.string() + ")"},
+                      10s).exit_code == 0);
+  return secret;
+}
+
+// `sbatch --wait deploy/slurm/train.sbatch` of `job` on the one-node test cluster (both
+// tasks on it, instead of the script's one per node), running in the background; its
+// output and the job's go to work/sbatch.out and work/job.out. `args` go to the script
+// (dseek-node's arguments), `env` to its environment.
+dseek::test::SpawnedProcess start_sbatch(const SlurmCluster& cluster, const fs::path& work,
+                                         const fs::path& job, const std::vector<std::string>& args,
+                                         const std::vector<std::string>& env = {}) {
+  std::vector<std::string> command = {"sbatch", "--wait", "--nodes=1", "--ntasks=2",
+                                      "--ntasks-per-node=2", "--chdir=" + work.string(),
+                                      "--output=" + (work / "job.out").string(),
+                                      (source_dir() / "deploy/slurm/train.sbatch").string()};
+  return dseek::test::SpawnedProcess::start(
+      command + args, (work / "sbatch.out").string(),
+      cluster.client_env() + env +
+          std::vector<std::string>{"DSEEK_CLUSTER_ENV=auto",  // scripts/test.sh sets none
+                                   "DSEEK_HOME=" + source_dir().string(),
+                                   "DSEEK_BIN=" + (binary_dir() / "bin").string(),
+                                   "DSEEK_CONFIG=" + job.string(),
+                                   "DSEEK_SECRET_FILE=" + make_secret(work).string(),
+                                   "DSEEK_RUN_ROOT=" + (work / "runs").string()});
+}
+
+std::string job_output(const fs::path& work) {
+  std::string text;
+  for (const auto& line : read_lines(work / "job.out")) text += line + "\n";
+  for (const auto& line : read_lines(work / "sbatch.out")) text += line + "\n";
+  return text;
+}
+
+// 30 ms more per step: a kill lands while the job runs (the parameters do not change).
+const std::vector<std::string> kSlowSteps = {"--set", "faults=[{kind = \"slow\", ms = 30, step = 0}]"};
+
 }  // namespace
 
 TEST_CASE("srun --ntasks=2 dseek-node takes its nodes from Slurm and trains dseek launch's model",
@@ -140,10 +184,6 @@ TEST_CASE("train.sbatch: a task killed with SIGKILL is restarted, rejoins, and t
   skip_unless_root();
   ScratchDir work("slurm-sbatch");
   const fs::path job = write_job(work.path());
-  const fs::path secret = work / "secret";
-  // As docs/clusters.md makes it.
-  REQUIRE(run_process({"bash", "-c", "(umask 077; openssl rand -hex 32 > " + secret.string() + ")"},
-                      10s).exit_code == 0);
   const std::string reference = launch_reference(job, work / "launched");
 
   const int port = free_port_between(20001, 29999);
@@ -151,42 +191,22 @@ TEST_CASE("train.sbatch: a task killed with SIGKILL is restarted, rejoins, and t
   SlurmCluster cluster(job_id);
   const fs::path run = work / ("runs/slurm-" + std::to_string(job_id));
   const auto start = std::chrono::steady_clock::now();
-  // The one-node test cluster: both tasks on it, instead of the script's one per node.
-  auto sbatch = dseek::test::SpawnedProcess::start(
-      {"sbatch", "--wait", "--nodes=1", "--ntasks=2", "--ntasks-per-node=2",
-       "--chdir=" + work.path().string(), "--output=" + (work / "job.out").string(),
-       (source_dir() / "deploy/slurm/train.sbatch").string(),
-       // 30 ms more per step: the kill lands while the job runs (the parameters do not change)
-       "--set", "faults=[{kind = \"slow\", ms = 30, step = 0}]"},
-      (work / "sbatch.out").string(),
-      cluster.client_env() + std::vector<std::string>{
-                                 "DSEEK_CLUSTER_ENV=auto",  // scripts/test.sh sets none
-                                 "DSEEK_HOME=" + source_dir().string(),
-                                 "DSEEK_BIN=" + (binary_dir() / "bin").string(),
-                                 "DSEEK_CONFIG=" + job.string(),
-                                 "DSEEK_SECRET_FILE=" + secret.string(),
-                                 "DSEEK_RUN_ROOT=" + (work / "runs").string()});
-  auto job_output = [&] {
-    std::string text;
-    for (const auto& line : read_lines(work / "job.out")) text += line + "\n";
-    for (const auto& line : read_lines(work / "sbatch.out")) text += line + "\n";
-    return text;
-  };
+  auto sbatch = start_sbatch(cluster, work.path(), job, kSlowSteps);
   const auto step15 = wait_for_event(run, 1, "step", 60s, [](const std::string& line) {
     return number_field(line, "step") >= 15;
   });
-  INFO(job_output() << cluster.logs());
+  INFO(job_output(work.path()) << cluster.logs());
   REQUIRE_FALSE(step15.empty());
   const auto first = node_pids(run, 1);
   REQUIRE(first.size() == 1);
   REQUIRE(::kill(first[0], SIGKILL) == 0);
   const auto exit_code = sbatch.wait_for(120s);
-  INFO(job_output());
+  INFO(job_output(work.path()));
   REQUIRE(exit_code);
   CHECK(*exit_code == 0);
   WARN("sbatch train.sbatch, task 1 killed at step " << number_field(step15, "step") << ": "
                                                      << seconds_since(start) << " s");
-  const std::string output = job_output();
+  const std::string output = job_output(work.path());
   CHECK_THAT(output, Contains("restart-node: task 1: dseek-node exited with status 137; "
                               "restarting (1/3)"));
   CHECK_THAT(output, Contains("dseek-node: restarted node, incarnation 1 <- DSEEK_RESTART_COUNT=1"));
@@ -258,4 +278,72 @@ TEST_CASE("train.sbatch refuses a secret file others can read, and a config that
   CHECK(result.exit_code == 2);
   CHECK_THAT(result.output, Contains("train.steps"));
   CHECK_FALSE(fs::exists(work / "runs"));  // nothing started
+}
+
+TEST_CASE("train.sbatch: a failed step requeues the job, which resumes from its newest "
+          "checkpoint and ends with the fault-free model", "[slurm][faults]") {
+  skip_unless_root();
+  ScratchDir work("slurm-requeue");
+  const fs::path job = write_job(work.path());
+  const std::string reference = launch_reference(job, work / "launched");
+  const int port = free_port_between(20001, 29999);
+  const int job_id = port - 20000;
+  SlurmCluster cluster(job_id);
+  const fs::path run = work / ("runs/slurm-" + std::to_string(job_id));
+  const auto start = std::chrono::steady_clock::now();
+  // No task restarts: both killed, the step fails and the script requeues the job.
+  auto sbatch = start_sbatch(cluster, work.path(), job,
+                             kSlowSteps + std::vector<std::string>{"--set", "checkpoint.every_steps=10",
+                                                                   "--set", "checkpoint.async=false"},
+                             {"DSEEK_MAX_RESTARTS=0"});
+  const auto committed = wait_for_event(run, 0, "checkpoint_committed", 60s, [](const std::string& line) {
+    return number_field(line, "step") >= 20;
+  });
+  INFO(job_output(work.path()) << cluster.logs());
+  REQUIRE_FALSE(committed.empty());
+  const int checkpoint_step = static_cast<int>(number_field(committed, "step"));
+  for (int node = 0; node < 2; ++node) {
+    const auto pids = node_pids(run, node);
+    REQUIRE(pids.size() == 1);
+    ::kill(pids[0], SIGKILL);
+  }
+  // Slurm holds a requeued job for 2 minutes (Reason=BeginTime): start it now.
+  const std::string id = std::to_string(job_id);
+  const auto env = cluster.client_env();
+  const auto deadline = std::chrono::steady_clock::now() + 60s;
+  std::string reason;
+  while (reason != "BeginTime" && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(100ms);
+    reason = run_process({"squeue", "-h", "-j", id, "-o", "%r"}, 10s, env).output;
+    reason.erase(reason.find_last_not_of(" \n") + 1);
+  }
+  INFO(job_output(work.path()) << cluster.logs());
+  REQUIRE(reason == "BeginTime");
+  REQUIRE(run_process({"scontrol", "update", "JobId=" + id, "StartTime=now"}, 10s, env).exit_code == 0);
+  const bool done = cluster.wait_until_idle(90s);
+  REQUIRE(done);
+  const auto sbatch_exit = sbatch.wait_for(15s);
+  const auto first = node_events(run, 0, "node_started");
+  REQUIRE(first.size() == 2);
+  WARN("sbatch train.sbatch, both tasks killed after the checkpoint of step "
+       << checkpoint_step << ", requeued: " << seconds_since(start) << " s; the requeued run "
+       << "started " << number_field(first[1], "ts") - number_field(first[0], "ts")
+       << " s after the first; sbatch --wait exited with "
+       << (sbatch_exit ? std::to_string(*sbatch_exit) : std::string("nothing yet")));
+  const std::string output = job_output(work.path());
+  CHECK_THAT(output, Contains("train.sbatch: the step failed (status"));
+  CHECK_THAT(output, Contains("; requeueing job " + std::to_string(job_id)));
+  CHECK_THAT(output, Contains("train.sbatch: job " + std::to_string(job_id) + " (restart 1)"));
+  for (int node = 0; node < 2; ++node) {
+    INFO("node " << node);
+    CHECK(node_events(run, node, "node_started").size() == 2);  // the first run, the requeued one
+    const auto resumed = node_events(run, node, "resumed");
+    REQUIRE(resumed.size() == 1);
+    CHECK(number_field(resumed[0], "step") >= checkpoint_step);
+  }
+  require_same_model(run, reference);
+  WARN("requeued job " << job_id << " resumed from step "
+                       << number_field(node_events(run, 0, "resumed")[0], "step")
+                       << " and ended with params_sha256 " << reference << ", as the fault-free run");
+  require_no_node_left(run, 2);
 }
