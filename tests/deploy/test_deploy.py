@@ -160,6 +160,15 @@ class Manifests(unittest.TestCase):
                 result = subprocess.run([str(BINARY / "bin" / "dseek"), "config", "--check", str(path)] + sets,
                                         capture_output=True, text=True, timeout=30)
                 self.assertEqual(result.returncode, 0, result.stderr)
+            # docs/clusters.md's 256-replica mapping: 1024 ranks need a larger global batch.
+            check = [str(BINARY / "bin" / "dseek"), "config", "--check", str(path), "--set", "cluster.nodes=256"]
+            refused = subprocess.run(check, capture_output=True, text=True, timeout=30)
+            self.assertEqual(refused.returncode, 1)
+            self.assertIn("train.batch_size (512) must be divisible by cluster.nodes x "
+                          "cluster.gpus_per_node (1024)", refused.stderr)
+            accepted = subprocess.run(check + ["--set", "train.batch_size=8192"],
+                                      capture_output=True, text=True, timeout=30)
+            self.assertEqual(accepted.returncode, 0, accepted.stderr)
 
     def test_dseek_node_reads_a_pods_environment_as_the_manifest_gives_it(self):
         c = container()
