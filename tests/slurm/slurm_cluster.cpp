@@ -15,6 +15,8 @@
 #include <fstream>
 #include <functional>
 #include <random>
+#include <set>
+#include <sstream>
 #include <thread>
 
 #include "support/node_runs.hpp"
@@ -196,10 +198,19 @@ std::string SlurmCluster::logs() const {
 
 bool SlurmCluster::wait_until_idle(std::chrono::milliseconds timeout) const {
   const auto env = client_env();
+  // Every state, then only final ones: squeue's default list leaves out a job being
+  // requeued (REQUEUED), which would look like no job at all.
+  static const std::set<std::string> kFinal = {"COMPLETED", "FAILED",   "CANCELLED",
+                                               "TIMEOUT",   "NODE_FAIL", "OUT_OF_MEMORY",
+                                               "BOOT_FAIL", "DEADLINE", "PREEMPTED"};
   return wait_until(
       [&] {
-        const auto jobs = run_process({"squeue", "-h", "-o", "%i"}, 10s, env);
-        return jobs.exit_code == 0 && jobs.output.find_first_not_of(" \n") == std::string::npos;
+        const auto jobs = run_process({"squeue", "-h", "--states=all", "-o", "%T"}, 10s, env);
+        if (jobs.exit_code != 0) return false;
+        std::istringstream states(jobs.output);
+        for (std::string state; states >> state;)
+          if (kFinal.count(state) == 0) return false;
+        return true;
       },
       timeout);
 }

@@ -38,7 +38,7 @@ class SlurmCluster {
   const std::filesystem::path& dir() const { return dir_.path(); }
   // The daemons' logs' last lines, for a failing test's message.
   std::string logs() const;
-  // Waits until no job is left (true), or `timeout` passed.
+  // Waits until every job ended (true), or `timeout` passed.
   bool wait_until_idle(std::chrono::milliseconds timeout) const;
 
  private:
