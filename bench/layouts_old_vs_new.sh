@@ -6,7 +6,7 @@
 #
 #   OLD_BIN=/path/old/build/bin/dseek NEW_BIN=build/bin/dseek \
 #     bench/layouts_old_vs_new.sh [--layouts "dp2 pp2 tp2"] [--rounds 3] [--steps 12]
-#                                 [--config FILE] [--data DIR]
+#                                 [--config FILE] [--data DIR] [--set KEY=VALUE ...]
 #
 # Layouts: dp2 (2 data-parallel nodes), pp2 (2 pipeline stages, 1F1B, micro-batches of
 # 4), tp2 (a tensor-parallel group of 2), dtp4 (2 replicas of a 2-rank tensor group),
@@ -14,13 +14,16 @@
 # config (default bench/configs/gpt-d384.toml, batch 8) and the prepared Python sources.
 # tokens/s is the median over node 0's step events after the first two (connections,
 # page faults); the table gives, per layout, the median over the rounds for each build
-# and the ratio NEW/OLD (> 1: the new build is faster).
+# and the ratio NEW/OLD (> 1: the new build is faster). --set adds a setting to every
+# run of both builds (e.g. train.replica_check_every=0 to compare without a check that
+# only the new build runs in some layout).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 py=/usr/bin/python3
 source bench/lib/common.sh
 
 layouts="dp2 pp2 tp2" rounds=3 steps=12 config=bench/configs/gpt-d384.toml data=data/python-stdlib
+extra=()
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --layouts) layouts=$2; shift 2 ;;
@@ -28,7 +31,8 @@ while [[ $# -gt 0 ]]; do
     --steps) steps=$2; shift 2 ;;
     --config) config=$2; shift 2 ;;
     --data) data=$2; shift 2 ;;
-    -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
+    --set) extra+=(--set "$2"); shift 2 ;;
+    -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
     *) echo "unknown argument: $1" >&2; exit 2 ;;
   esac
 done
@@ -63,7 +67,7 @@ run() {
   # shellcheck disable=SC2046
   timeout 600 "$bin" launch $(layout_args "$layout") "$config" --run-dir "$dir" \
     --set data.dir="\"$data\"" --set train.steps="$steps" --set train.threads=1 \
-    --set train.eval_every=0 --set checkpoint.every_steps=0 > "$dir/out.txt" 2>&1 \
+    --set train.eval_every=0 --set checkpoint.every_steps=0 "${extra[@]}" > "$dir/out.txt" 2>&1 \
     || { echo "run failed: $bin $layout (see below)" >&2; tail -20 "$dir/out.txt" >&2; exit 1; }
   "$py" - "$dir/node-0/events.jsonl" <<'PY'
 import json, statistics, sys
@@ -74,7 +78,7 @@ PY
 
 machine_line ", flags: $(grep -o -w 'avx2\|avx512f\|avx512_bf16\|amx_bf16' /proc/cpuinfo | sort -u | tr '\n' ' ')"
 echo "load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
-echo "date: $(date -u +%Y-%m-%dT%H:%MZ); old: $old; new: $new; config: $config; steps: $steps; rounds: $rounds"
+echo "date: $(date -u +%Y-%m-%dT%H:%MZ); old: $old; new: $new; config: $config; steps: $steps; rounds: $rounds; extra: ${extra[*]:-none}"
 declare -A old_runs new_runs
 for ((round = 1; round <= rounds; round++)); do
   for layout in $layouts; do

@@ -5,7 +5,8 @@
 # (scripts/install-tokenizers.sh: npm's js-tiktoken, also the tests' reference).
 # Usage: scripts/install-deps.sh [build|test|bench]
 #   build  compiler, CMake, the libraries and the tokenizers (default)
-#   test   build + PyTorch (the numerical reference of the tests)
+#   test   build + PyTorch (the numerical reference of the tests), Slurm and munge (the
+#          real-Slurm tests, label slurm) and python3-yaml (the deploy/ manifests' tests)
 #   bench  test + the peers the benchmarks run side by side (OpenMPI)
 set -euo pipefail
 
@@ -16,7 +17,7 @@ build_pkgs=(g++ make cmake pkgconf ninja-build ccache git
             libutf8proc-dev libzstd-dev zlib1g-dev libsimdjson-dev libsentencepiece-dev
             sentencepiece nodejs
             libpython3.11-stdlib)  # its Python sources are the default training text
-test_pkgs=(python3 python3-torch python3-numpy)
+test_pkgs=(python3 python3-torch python3-numpy slurm-wlm munge python3-yaml)
 bench_pkgs=(libopenmpi-dev openmpi-bin)
 
 wanted=("${build_pkgs[@]}")

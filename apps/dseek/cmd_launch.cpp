@@ -253,6 +253,9 @@ int cmd_launch(const Args& args) {
   plan.stop_grace = to_milliseconds(parsed.stop_grace_s);
   arrange_secret(job, plan);
   share_cores(job, plan);
+  // The launcher decides every node's id, count and coordinator: a dseek launch inside a
+  // Slurm job or a pod must not have its nodes take them from that environment instead.
+  plan.extra_env.push_back("DSEEK_CLUSTER_ENV=none");
   return launch::run_local_job(plan);
 }
 

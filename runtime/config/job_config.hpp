@@ -117,6 +117,7 @@ struct MetricsConfig {
   int64_t log_every = 10;          // steps between plain log lines (no terminal)
   Progress progress = Progress::automatic;  // auto (bar on a terminal), bar, plain, off
   int64_t prometheus_port = 0;     // 0 = no /metrics endpoint; node K serves on port + K
+  bool prometheus_port_per_node = true;  // false: every node on prometheus_port (one per pod)
   std::string prometheus_host = "0.0.0.0";  // address the /metrics endpoint listens on
   int64_t prometheus_linger_seconds = 0;    // /metrics served this long after training ends
 };

@@ -268,6 +268,27 @@ JobConfig load_config_text(std::string_view toml_text, std::string_view source_n
   return config;
 }
 
+std::set<std::string> keys_set_by(const std::filesystem::path& file,
+                                  const std::vector<std::string>& overrides) {
+  std::set<std::string> keys;
+  for (const auto& assignment : overrides) {
+    const std::string_view text(assignment);
+    keys.insert(std::string(trim(text.substr(0, text.find('=')))));
+  }
+  try {
+    const toml::table root = toml::parse_file(file.string());
+    for (auto&& [section, node] : root) {
+      if (const auto* table = node.as_table())
+        for (auto&& [key, value] : *table)
+          keys.insert(std::string(section.str()) + "." + std::string(key.str()));
+      else
+        keys.insert(std::string(section.str()));  // faults
+    }
+  } catch (const std::exception&) {
+  }
+  return keys;
+}
+
 void apply_override(JobConfig& config, std::string_view assignment) {
   std::string context = "--set " + std::string(assignment);
   Origin origin{context, false};

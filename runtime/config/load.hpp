@@ -8,6 +8,7 @@
 #pragma once
 
 #include <filesystem>
+#include <set>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -32,6 +33,12 @@ JobConfig load_config(const std::filesystem::path& file,
 // Parses TOML text as if it were the file named `source_name` (for tests and tools).
 JobConfig load_config_text(std::string_view toml_text, std::string_view source_name,
                            const std::vector<std::string>& overrides = {});
+
+// The keys ("section.key") that `file` and `overrides` set, whatever their values: what
+// the user chose (dseek-node lets them win over what Slurm or Kubernetes say). A file
+// that cannot be read or parsed gives the overrides' keys only: load_config() reports it.
+std::set<std::string> keys_set_by(const std::filesystem::path& file,
+                                  const std::vector<std::string>& overrides);
 
 // Applies one "section.key=value" override; the value is read as a TOML value, and a
 // bare word that is not valid TOML is taken as a string (--set data.dir=foo works).

@@ -360,7 +360,13 @@ const std::vector<Key<JobConfig>>& job_keys() {
       job<&J::metrics, &Me::prometheus_port>(
           "metrics.prometheus_port", between(0, 65535),
           "base port of the Prometheus /metrics endpoint: node K listens on this port + "
-          "cluster.node_id, so that several nodes on one host do not collide; 0 = none"),
+          "cluster.node_id, so that several nodes on one host do not collide (unless "
+          "metrics.prometheus_port_per_node is false); 0 = none"),
+      job<&J::metrics, &Me::prometheus_port_per_node>(
+          "metrics.prometheus_port_per_node", any(),
+          "true: node K serves /metrics on metrics.prometheus_port + K; false: every node on "
+          "metrics.prometheus_port itself, for one node per host or pod (Kubernetes, whose "
+          "scrape annotation names one port)"),
       job<&J::metrics, &Me::prometheus_host>(
           "metrics.prometheus_host", any(),
           "address the /metrics endpoint listens on; 0.0.0.0 = every interface"),

@@ -193,7 +193,8 @@ void validate(const JobConfig& config) {
   }
   // Node K listens on metrics.prometheus_port + K.
   const auto& metrics = config.metrics;
-  if (metrics.prometheus_port > 0 && metrics.prometheus_port + cluster.nodes - 1 > 65535) {
+  if (metrics.prometheus_port > 0 && metrics.prometheus_port_per_node &&
+      metrics.prometheus_port + cluster.nodes - 1 > 65535) {
     fail(config, "metrics.prometheus_port (" + std::to_string(metrics.prometheus_port) +
                      ") + cluster.nodes - 1 must be <= 65535: node K listens on port + K");
   }

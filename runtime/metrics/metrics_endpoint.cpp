@@ -19,7 +19,9 @@ std::string run_name(const std::filesystem::path& run_dir) {
 MetricsEndpoint::MetricsEndpoint(const config::JobConfig& config,
                                  const std::filesystem::path& run_dir, EventLog& events)
     : host_(config.metrics.prometheus_host),
-      port_(static_cast<uint16_t>(config.metrics.prometheus_port + config.cluster.node_id)),
+      port_(static_cast<uint16_t>(config.metrics.prometheus_port +
+                                  (config.metrics.prometheus_port_per_node ? config.cluster.node_id
+                                                                           : 0))),
       labels_{{"node", std::to_string(config.cluster.node_id)}, {"run", run_name(run_dir)}},
       metrics_(std::make_shared<TrainingMetrics>(config.train.batch_size * config.model.context)) {
   events.set_listener([metrics = metrics_](std::string_view event, std::string_view fields) {
@@ -39,7 +41,7 @@ uint64_t MetricsEndpoint::open() {
   } catch (const std::exception& error) {
     throw std::runtime_error("metrics.prometheus_port: the /metrics endpoint " +
                              std::string(error.what()) + " (node K listens on " +
-                             "metrics.prometheus_port + K, here port " + std::to_string(port_) +
+                             "metrics.prometheus_port + K unless metrics.prometheus_port_per_node is false, here port " + std::to_string(port_) +
                              "; metrics.prometheus_host = \"" + host_ + "\")");
   }
   return ++lease_;

@@ -1,6 +1,7 @@
 // A node's Prometheus endpoint (metrics.prometheus_port > 0): the node's TrainingMetrics,
 // fed by its event log, served by a MetricsHttpServer on metrics.prometheus_host, port
-// metrics.prometheus_port + cluster.node_id, with the labels node (and run, the run
+// metrics.prometheus_port + cluster.node_id (the port itself when
+// metrics.prometheus_port_per_node is false), with the labels node (and run, the run
 // directory's name). The metrics_exporter actor holds the server while it runs: open()
 // when it starts, close() when it exits, so a restarted exporter listens again on the
 // same port while the counters, which live here, go on.
@@ -34,7 +35,7 @@ class MetricsEndpoint {
   // successor opened leaves the successor's server alone).
   void close(uint64_t lease);
 
-  // The port this node listens on: metrics.prometheus_port + cluster.node_id.
+  // The port this node listens on: metrics.prometheus_port (+ cluster.node_id per node).
   uint16_t port() const { return port_; }
   const std::string& host() const { return host_; }
   // The exposition text of the metrics now.

@@ -294,7 +294,7 @@ TEST_CASE("metrics http: a port in use is an error that names the address",
   }
 }
 
-TEST_CASE("metrics endpoint: node K on port + K, restarts rebind, the counters go on",
+TEST_CASE("metrics endpoint: node K on port + K (or port), restarts rebind, the counters go on",
           "[metrics][prometheus]") {
   testing::ScratchDir run("prometheus-endpoint");
   TakenPort probe;  // a free port: released below, then ours at base + node 1
@@ -310,6 +310,11 @@ TEST_CASE("metrics endpoint: node K on port + K, restarts rebind, the counters g
   auto endpoint = metrics::open_metrics_endpoint(config, run.path(), *events);
   REQUIRE(endpoint);
   CHECK(endpoint->port() == base + 1);
+  // One node per pod (Kubernetes): every node on the port itself.
+  auto per_pod = config;
+  per_pod.metrics.prometheus_port_per_node = false;
+  CHECK(metrics::MetricsEndpoint(per_pod, run.path(), *std::make_shared<metrics::EventLog>(
+                                                          run.path(), 1)).port() == base);
   const uint64_t first = endpoint->open();
   events->emit_raw("step", R"({"step":1,"loss":2.5})");
   auto scraped = testing::http_get("127.0.0.1", base + 1, "/metrics");
