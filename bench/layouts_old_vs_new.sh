@@ -82,7 +82,10 @@ echo "date: $(date -u +%Y-%m-%dT%H:%MZ); old: $old; new: $new; config: $config; 
 declare -A old_runs new_runs
 for ((round = 1; round <= rounds; round++)); do
   for layout in $layouts; do
-    o=$(run "$old" "$layout"); n=$(run "$new" "$layout")
+    # Each build goes first in every other round (a run can warm or load the machine for
+    # the next one).
+    if ((round % 2)); then o=$(run "$old" "$layout"); n=$(run "$new" "$layout")
+    else n=$(run "$new" "$layout"); o=$(run "$old" "$layout"); fi
     old_runs[$layout]+="$o "; new_runs[$layout]+="$n "
     echo "round $round $layout: old $o new $n tokens/s"
   done

@@ -15,6 +15,7 @@
 #include "runtime/data/prepare.hpp"
 #include "runtime/data/sample_order.hpp"
 #include "runtime/data/token_dataset.hpp"
+#include "support/data_test_files.hpp"
 #include "support/test_paths.hpp"
 
 namespace fs = std::filesystem;
@@ -26,14 +27,10 @@ using dseek::data::Split;
 using dseek::data::TokenDataset;
 using dseek::testing::ScratchDir;
 
-namespace {
+using dseek::testing::write_file;
+using dseek::testing::data_error_of;
 
-void write_file(const fs::path& path, const std::string& content) {
-  fs::create_directories(path.parent_path());
-  std::ofstream out(path, std::ios::binary);
-  out << content;
-  REQUIRE(out.good());
-}
+namespace {
 
 std::string read_whole(const fs::path& path) {
   std::ifstream in(path, std::ios::binary);
@@ -98,15 +95,6 @@ std::vector<std::string> split_documents(const std::vector<int32_t>& tokens) {
   return documents;
 }
 
-// The DataError message of `action`, or "" if it did not throw one.
-std::string data_error_of(const std::function<void()>& action) {
-  try {
-    action();
-  } catch (const DataError& error) {
-    return error.what();
-  }
-  return "";
-}
 
 void flip_byte(const fs::path& path, std::streamoff offset) {
   std::fstream file(path, std::ios::in | std::ios::out | std::ios::binary);

@@ -24,6 +24,7 @@
 #include "runtime/data/tokenizer.hpp"
 #include "runtime/data/vocab_check.hpp"
 #include "schemas/shard_index.capnp.h"
+#include "support/data_test_files.hpp"
 #include "support/test_paths.hpp"
 
 namespace fs = std::filesystem;
@@ -33,14 +34,10 @@ using dseek::data::Split;
 using dseek::data::TokenDataset;
 using dseek::testing::ScratchDir;
 
-namespace {
+using dseek::testing::write_file;
+using dseek::testing::data_error_of;
 
-void write_file(const fs::path& path, const std::string& content) {
-  fs::create_directories(path.parent_path());
-  std::ofstream out(path, std::ios::binary);
-  out << content;
-  REQUIRE(out.good());
-}
+namespace {
 
 std::string gzip(const std::string& text) {
   z_stream stream{};
@@ -100,14 +97,6 @@ std::string train_text(const fs::path& dir, const char* tokenizer = "bytes") {
   return text;
 }
 
-std::string data_error_of(const std::function<void()>& action) {
-  try {
-    action();
-  } catch (const DataError& error) {
-    return error.what();
-  }
-  return "";
-}
 
 }  // namespace
 

@@ -20,6 +20,7 @@
 #include "runtime/data/token_dataset.hpp"
 #include "runtime/data/tokenizer.hpp"
 #include "runtime/data/utf8_repair.hpp"
+#include "support/data_test_files.hpp"
 #include "support/test_paths.hpp"
 
 namespace fs = std::filesystem;
@@ -27,6 +28,8 @@ using dseek::data::DataError;
 using dseek::data::PreTokenizer;
 using dseek::testing::ScratchDir;
 namespace data = dseek::data;
+
+using dseek::testing::data_error_of;
 
 namespace {
 
@@ -42,14 +45,6 @@ std::vector<uint32_t> encode(const data::Tokenizer& tokenizer, const std::string
   return ids;
 }
 
-std::string data_error_of(const std::function<void()>& action) {
-  try {
-    action();
-  } catch (const DataError& error) {
-    return error.what();
-  }
-  return "";
-}
 
 // Sets an environment variable for the scope of a test, then restores it.
 class ScopedEnv {
