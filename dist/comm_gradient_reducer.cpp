@@ -60,6 +60,7 @@ void CommGradientReducer::detach() noexcept {
   }
   grads_ = nullptr;
   total_ = 0;
+  reduced_floats_ = 0;
   backward_order_.clear();
   buckets_.clear();
   shard_.clear();
@@ -92,6 +93,8 @@ void CommGradientReducer::attach(float* grads, size_t total,
                                    comm_.size());
   grads_ = grads;
   total_ = total;
+  reduced_floats_ = 0;
+  for (const auto& range : backward_order) reduced_floats_ += range.count;
   backward_order_ = backward_order;
   shard_ = shard_of(buckets_);
   size_t shard_floats = 0;
@@ -324,7 +327,7 @@ train::ReducerTraffic CommGradientReducer::step_traffic() const {
   traffic.exposed_ms = exposed_ms_;
   traffic.bytes_sent = now.bytes_sent - counters_at_begin_.bytes_sent;
   traffic.bytes_received = now.bytes_received - counters_at_begin_.bytes_received;
-  traffic.gradient_bytes = total_ * sizeof(float);
+  traffic.gradient_bytes = reduced_floats_ * sizeof(float);
   traffic.encoded_bytes = encoded_bytes_;
   return traffic;
 }

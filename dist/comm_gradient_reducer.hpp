@@ -5,8 +5,11 @@
 // asynchronously as soon as backward has finished its last range (in bucket order, the
 // same on every replica):
 //   ZeRO 0            all_reduce (sum) in place
-//   ZeRO 0 + codec    CompressedAllReduce, one per bucket (it keeps that bucket's
-//                     error-feedback residual): encode here, all-gather of messages
+//   codec             CompressedAllReduce, one per bucket (it keeps that bucket's
+//                     error-feedback residual): encode here, all-gather of messages;
+//                     every replica decodes the whole bucket's sum, and under ZeRO 1/2
+//                     uses its piece of it (the optimizer state stays sharded; the
+//                     traffic is the codec's, not a reduce-scatter's)
 //   ZeRO 2            reduce_scatter (sum) into this replica's piece
 //   ZeRO 1            reduce_scatter too, all issued in finish() (no overlap)
 // With a codec and settings.variance_refresh_steps > 0, each bucket's local gradient is
@@ -119,6 +122,7 @@ class CommGradientReducer final : public train::GradientReducer {
   size_t scratch_bytes_ = 0;
   float* grads_ = nullptr;
   size_t total_ = 0;
+  size_t reduced_floats_ = 0;  // in attach()'s ranges (total_ for a whole-model replica)
   std::vector<model::ParamRange> backward_order_;
   std::vector<GradientBucket> buckets_;
   std::vector<model::ParamRange> shard_;

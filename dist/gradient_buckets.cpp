@@ -14,20 +14,22 @@ std::string show(const model::ParamRange& range) {
   return "[" + std::to_string(range.offset) + ", " + std::to_string(range.end()) + ")";
 }
 
-void check_partition(const std::vector<model::ParamRange>& ranges, size_t total) {
+// Disjoint, non-empty ranges inside [0, total): a partition for a data-parallel
+// replica's whole model, the ranges a pipeline stage owns for one of its chunks.
+void check_disjoint(const std::vector<model::ParamRange>& ranges, size_t total) {
   std::vector<model::ParamRange> sorted = ranges;
   std::sort(sorted.begin(), sorted.end(),
             [](const auto& a, const auto& b) { return a.offset < b.offset; });
   size_t next = 0;
   for (const auto& range : sorted) {
-    if (range.offset != next || range.count == 0)
-      throw std::invalid_argument("gradient ranges do not partition the buffer: " + show(range) +
-                                  " where " + std::to_string(next) + " was expected");
+    if (range.offset < next || range.count == 0)
+      throw std::invalid_argument("gradient ranges overlap or are empty: " + show(range) +
+                                  " starts before " + std::to_string(next));
     next = range.end();
   }
-  if (next != total)
-    throw std::invalid_argument("gradient ranges cover [0, " + std::to_string(next) + ") of " +
-                                std::to_string(total) + " parameters");
+  if (next > total)
+    throw std::invalid_argument("gradient ranges reach " + std::to_string(next) + ", past the " +
+                                std::to_string(total) + " floats of the buffer");
 }
 
 // `range` continues `bucket` on either side (backward goes down the layout, but any
@@ -43,7 +45,7 @@ std::vector<GradientBucket> plan_gradient_buckets(const std::vector<model::Param
   if (world_size < 1 || rank < 0 || rank >= world_size)
     throw std::invalid_argument("rank " + std::to_string(rank) + " is outside a world of " +
                                 std::to_string(world_size));
-  check_partition(backward_order, total);
+  check_disjoint(backward_order, total);
   const size_t budget = std::max<size_t>(bucket_bytes / sizeof(float), 1);
   std::vector<GradientBucket> buckets;
   for (size_t i = 0; i < backward_order.size(); ++i) {

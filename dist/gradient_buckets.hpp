@@ -24,8 +24,11 @@ struct GradientBucket {
 };
 
 // Buckets in backward order. A range is never split: one larger than `bucket_bytes`
-// is a bucket of its own. Throws std::invalid_argument when backward_order is not a
-// partition of [0, total) or the rank is outside [0, world_size).
+// is a bucket of its own, and ranges join only where they continue each other in the
+// buffer. `backward_order` holds disjoint ranges of [0, total): the whole buffer for a
+// data-parallel replica, the ranges it owns for a pipeline stage's chunk (the rest of
+// its buffer is not reduced). Throws std::invalid_argument when ranges overlap, are
+// empty or lie outside the buffer, or the rank is outside [0, world_size).
 std::vector<GradientBucket> plan_gradient_buckets(const std::vector<model::ParamRange>& backward_order,
                                                   size_t total, size_t bucket_bytes, int rank,
                                                   int world_size);

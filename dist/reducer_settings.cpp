@@ -14,12 +14,6 @@ std::string refusal(const ReducerSettings& settings) {
   if (settings.zero_stage < 0 || settings.zero_stage > 2)
     return "parallel.zero = " + std::to_string(settings.zero_stage) + ": the ZeRO stage is 0, 1 or 2";
   const std::string codec = config::name_string(settings.compression);
-  if (settings.compression != config::Compression::none && settings.zero_stage != 0)
-    return "comm.compression = \"" + codec + "\" with parallel.zero = " +
-           std::to_string(settings.zero_stage) +
-           ": compressed gradients are all-reduced (all-gather of codec messages), which "
-           "ZeRO's reduce-scatter cannot do; use parallel.zero = 0 with compression, or "
-           "comm.compression = \"none\" with ZeRO";
   if (settings.compression != config::Compression::none && settings.backend_memory)
     return "comm.compression = \"" + codec +
            "\" with comm.backend = \"nccl\": the codecs encode gradients in host memory, "

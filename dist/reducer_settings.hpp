@@ -19,7 +19,7 @@ struct ReducerSettings {
   //    replica updates its shard, then the parameters are all-gathered.
   // 2: as 1, with each bucket's reduce-scatter started as backward finishes it.
   int zero_stage = 0;
-  config::Compression compression = config::Compression::none;  // ZeRO 0 only
+  config::Compression compression = config::Compression::none;
   double topk_fraction = 0.05;
   int64_t compression_warmup_steps = 0;  // steps reduced uncompressed before the codec
   // With a codec, > 0: every replica keeps the running average of its squared local
@@ -41,8 +41,8 @@ struct ReducerSettings {
   std::function<void(int64_t step)> after_first_bucket;
 };
 
-// The settings of `config`; throws config::ConfigError (naming parallel.zero and
-// comm.compression) for compression with ZeRO > 0, which this build does not run.
+// The settings of `config`; throws config::ConfigError (naming the keys) for
+// combinations this build does not run (compression with comm.backend = "nccl").
 ReducerSettings reducer_settings(const config::JobConfig& config);
 
 // The same checks on settings built by hand (std::invalid_argument).

@@ -7,6 +7,7 @@
 #include "dist/comm_replica_group.hpp"
 #include "dist/comm_tensor_group.hpp"
 #include "dist/parallel_communicators.hpp"
+#include "dist/reducer_settings.hpp"
 #include "runtime/train/layout/parallel_groups.hpp"
 #include "runtime/train/pipeline/single_stage_links.hpp"
 
@@ -25,7 +26,7 @@ train::PipelineRunSummary run_pipeline(const config::JobConfig& config,
   train::PipelineLinks& links = stage_links ? static_cast<train::PipelineLinks&>(*stage_links)
                                             : one_stage;
   std::unique_ptr<CommReplicaGroup> replicas;
-  if (groups.data) replicas = std::make_unique<CommReplicaGroup>(*groups.data);
+  if (groups.data) replicas = std::make_unique<CommReplicaGroup>(*groups.data, reducer_settings(config));
   std::unique_ptr<CommTensorGroup> tensor;
   if (groups.tensor) tensor = std::make_unique<CommTensorGroup>(*groups.tensor);
   return train::run_pipeline_stage(config, options, links, replicas.get(), tensor.get());

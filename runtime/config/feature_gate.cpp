@@ -80,8 +80,8 @@ void add_fixed_world_gates(std::vector<Gate>& gates, const JobConfig& config, bo
                            std::string_view key, std::string_view kind) {
   const std::string asked = std::string(key) + " > 1";
   const std::string jobs = std::string(kind) + "-parallel jobs";
-  gates.push_back({requested && config.comm.compression != config::Compression::none, "comm.compression",
-                   "gradient compression is for data-parallel reductions: not with " + asked});
+  // comm.compression and parallel.zero work on both paths: the data group reduces
+  // through the data-parallel GradientReducer (train/pipeline/stage_trainer.hpp).
   // checkpoint.every_steps and checkpoint.resume work on both paths: the ranks gather
   // the whole state to world rank 0 (train/state/gathered_checkpointing.hpp).
   std::string injected = "kill and hang (the survivors re-plan the layout and resume from "

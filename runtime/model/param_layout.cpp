@@ -1,7 +1,21 @@
 // Implementation of param_layout.hpp.
 #include "runtime/model/param_layout.hpp"
 
+#include <algorithm>
+
 namespace dseek::model {
+
+std::vector<ParamRange> ranges_within(const std::vector<ParamRange>& ranges,
+                                      const std::vector<ParamRange>& pieces) {
+  std::vector<ParamRange> inside;
+  for (const ParamRange& range : ranges)
+    for (const ParamRange& piece : pieces) {
+      const size_t begin = std::max(range.offset, piece.offset);
+      const size_t end = std::min(range.end(), piece.end());
+      if (begin < end) inside.push_back({begin, end - begin});
+    }
+  return inside;
+}
 
 size_t ParamTensor::size() const {
   size_t n = 1;

@@ -33,6 +33,11 @@ struct ParamRange {
   bool operator==(const ParamRange&) const = default;
 };
 
+// The parts of `ranges` that lie inside `pieces` (both of one buffer), in the order of
+// `ranges`: a replica's share of a norm's ranges under ZeRO, say.
+std::vector<ParamRange> ranges_within(const std::vector<ParamRange>& ranges,
+                                      const std::vector<ParamRange>& pieces);
+
 struct ParamTensor {
   std::string name;
   size_t offset = 0;              // in floats, into the flat buffer

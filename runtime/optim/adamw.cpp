@@ -60,12 +60,15 @@ AdamW::AdamW(backend::Backend& backend, AdamWSettings settings, const std::vecto
     : backend_(backend), settings_(settings), owned_(ranges_of(owned)),
       owned_count_(total_count(owned_)), m_(backend, owned_count_), v_(backend, owned_count_) {
   check_owned(owned_, std::numeric_limits<size_t>::max());
-  if (settings_.given_second_moment_after >= 0)
-    throw std::invalid_argument("AdamW: a given second moment needs the ParamLayout's tensors "
-                                "(its update is capped per tensor)");
+  if (settings_.given_second_moment_after >= 0 && backend_.name() != "cpu")
+    throw std::invalid_argument("AdamW: a given second moment (comm.variance_refresh_steps with "
+                                "comm.compression) runs on the cpu backend only, not on " +
+                                backend_.name());
   size_t moment_offset = 0;
   for (const DecayRange& d : owned) {
-    if (!runs_.empty()) {
+    // Each range lies in one tensor (a tensor-parallel shard's slice of it): with a given
+    // second moment the update is capped per run, so ranges stay runs of their own.
+    if (!runs_.empty() && settings_.given_second_moment_after < 0) {
       Run& last = runs_.back();
       if (last.decay == d.decay && last.offset + last.size == d.range.offset &&
           last.moment_offset + last.size == moment_offset) {

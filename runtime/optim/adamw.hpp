@@ -75,8 +75,9 @@ class AdamW {
   // Only `owned`: disjoint ranges inside the layout (std::invalid_argument otherwise).
   AdamW(backend::Backend& backend, const model::ParamLayout& layout, AdamWSettings settings,
         std::vector<model::ParamRange> owned);
-  // Only `owned`, each range with its decay setting given (disjoint ranges;
-  // std::invalid_argument otherwise).
+  // Only `owned`, each range with its decay setting given (disjoint ranges, each inside
+  // one tensor; std::invalid_argument otherwise). A given second moment caps each range's
+  // update by its own RMS (a tensor-parallel rank caps its slice of a tensor).
   AdamW(backend::Backend& backend, AdamWSettings settings, const std::vector<DecayRange>& owned);
 
   // One update of the owned params from grads at learning rate lr, clipping by the norm

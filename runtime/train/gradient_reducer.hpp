@@ -73,15 +73,16 @@ class GradientReducer {
   virtual void bind_backend(backend::Backend& backend) { (void)backend; }
 
   // Once, before the first step: the flat gradient buffer (`total` floats) and the
-  // ranges backward finalises, in its order (a partition of the buffer).
+  // ranges backward finalises, in its order: disjoint ranges of the buffer (all of it
+  // for a data-parallel replica; a pipeline stage's chunk reduces the ranges it owns).
   virtual void attach(float* grads, size_t total,
                       const std::vector<model::ParamRange>& backward_order) = 0;
   // The buffer of attach() is going away (the Trainer's destructor): reductions still
   // running on it (a step cut short by an exception) are stopped first, which ends the
   // data plane's epoch. attach() may be called again afterwards.
   virtual void detach() noexcept = 0;
-  // This replica's part of the buffer (valid after attach): the shards of all replicas
-  // partition it. After finish() the reduced gradient is there (everywhere for ZeRO 0).
+  // This replica's part of attach()'s ranges (valid after attach): the shards of all
+  // replicas partition them. After finish() the reduced gradient is there (everywhere for ZeRO 0).
   virtual const std::vector<model::ParamRange>& shard() const = 0;
 
   virtual void begin_step(int64_t step) = 0;

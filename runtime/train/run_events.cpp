@@ -45,6 +45,23 @@ util::JsonLine step_event_fields(int64_t step_number, const StepReport& r) {
   return fields;
 }
 
+void add_traffic_fields(util::JsonLine& step_event, const StepReport& report) {
+  step_event.add("comm_bytes_sent", report.comm_bytes_sent)
+      .add("comm_bytes_received", report.comm_bytes_received)
+      .add("grad_bytes", report.gradient_bytes)
+      .add("grad_encoded_bytes", report.encoded_gradient_bytes);
+}
+
+void report_if_skipped(metrics::EventLog& events, metrics::Progress& progress,
+                       const StepReport& report) {
+  if (!report.skipped) return;
+  events.emit("step_skipped", util::JsonLine().add("step", report.step + 1)
+                                  .add("loss_scale", report.loss_scale)
+                                  .add("reason", "non-finite gradients"));
+  progress.line("step " + std::to_string(report.step + 1) +
+                " skipped: non-finite gradients at loss scale " + std::to_string(report.loss_scale));
+}
+
 double eta_seconds(RunClock::time_point start, int64_t steps_run, int64_t steps_left) {
   const double elapsed = std::chrono::duration<double>(RunClock::now() - start).count();
   return elapsed / static_cast<double>(steps_run) * static_cast<double>(steps_left);

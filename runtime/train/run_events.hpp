@@ -39,6 +39,12 @@ std::unique_ptr<DatasetBatches> open_validation(const config::JobConfig& config,
 // The fields every "step" event starts with; a path appends its own after them.
 // Events number steps from 1: `step_number` is the count of completed steps.
 util::JsonLine step_event_fields(int64_t step_number, const StepReport& report);
+// A step of a job with a data group: its traffic (comm_bytes_sent/received, grad_bytes,
+// grad_encoded_bytes) on the step event; and, after it, when the loss scaler skipped
+// the update, a step_skipped event and a console line.
+void add_traffic_fields(util::JsonLine& step_event, const StepReport& report);
+void report_if_skipped(metrics::EventLog& events, metrics::Progress& progress,
+                       const StepReport& report);
 
 // Seconds left, from the pace of the `steps_run` steps this invocation ran since `start`.
 double eta_seconds(RunClock::time_point start, int64_t steps_run, int64_t steps_left);

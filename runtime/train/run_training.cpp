@@ -137,21 +137,9 @@ RunSummary run_training(const config::JobConfig& config, const RunOptions& optio
     summary.steps_done = step + 1;
     summary.final_loss = r.loss;
     util::JsonLine step_event = step_event_fields(r.step + 1, r);
-    if (options.reducer != nullptr) {
-      step_event.add("comm_bytes_sent", r.comm_bytes_sent)
-          .add("comm_bytes_received", r.comm_bytes_received)
-          .add("grad_bytes", r.gradient_bytes)
-          .add("grad_encoded_bytes", r.encoded_gradient_bytes);
-    }
+    if (options.reducer != nullptr) add_traffic_fields(step_event, r);
     events.emit("step", step_event);
-    if (r.skipped) {
-      events.emit("step_skipped", util::JsonLine().add("step", r.step + 1)
-                                      .add("loss_scale", r.loss_scale)
-                                      .add("reason", "non-finite gradients"));
-      progress.line("step " + std::to_string(r.step + 1) +
-                    " skipped: non-finite gradients at loss scale " +
-                    std::to_string(r.loss_scale));
-    }
+    report_if_skipped(events, progress, r);
     progress.step(step, r.loss, r.lr, r.tokens_per_s,
                   eta_seconds(start, step + 1 - first_step, t.steps - step - 1));
     const bool last = step + 1 == t.steps;

@@ -297,10 +297,10 @@ TEST_CASE("dseek launch refuses a bad config with its file and line, starting no
   // So does a setting no node of this build can run (train::check_job, the same check
   // as dseek-node's and dseek config --check's): it fails once, naming the key, instead
   // of failing on every node and being retried by restarts.
-  result = job.run(2, {}, {"--set", "parallel.tensor=2", "--set", "comm.compression=\"int8\""});
+  result = job.run(2, {}, {"--set", "parallel.tensor=2", "--set", "comm.backend=\"nccl\""});
   INFO(result.output);
   CHECK(result.exit_code == 1);
-  CHECK(contains(result.output, "comm.compression"));
+  CHECK(contains(result.output, "comm.backend"));
   CHECK(contains(result.output, "not implemented yet"));
   CHECK(!contains(result.output, "[launch] starting"));
   result = job.run(2, {}, {"--set", "parallel.pipeline=2", "--set", "train.batch_size=5",

@@ -367,22 +367,21 @@ TEST_CASE("config: mixed precision runs where it is wired in, else is refused by
       CHECK_NOTHROW(config::check_supported(config::load_config_text("", "x.toml", settings)));
     }
   }
-  // fp8 with gradient compression runs where compression runs (data parallel, on the
-  // CPU and on device backends over UCX) and is refused, naming comm.compression, where
-  // compression is: pipeline and tensor parallelism, the NCCL data plane. (ZeRO >= 1 with
-  // compression is refused when the reducer is built: tests/dp/test_data_parallel.cpp.)
+  // fp8 with gradient compression runs where compression runs (the data group of every
+  // layout, on the CPU and on device backends over UCX) and is refused, naming
+  // comm.compression, where compression is: the NCCL data plane.
   for (const char* codec : {"topk", "int8", "topk+int8"}) {
     INFO(codec);
     const std::string compression = std::string("comm.compression=\"") + codec + "\"";
     for (auto settings : std::vector<std::vector<std::string>>{
-             {}, {"train.device=\"scrambled-cpu-for-tests\""}}) {
-      settings.insert(settings.end(), {"train.precision=fp8", "cluster.nodes=2",
-                                       "parallel.data=2", compression});
+             {"cluster.nodes=2", "parallel.data=2"},
+             {"cluster.nodes=2", "parallel.data=2", "train.device=\"scrambled-cpu-for-tests\""},
+             {"cluster.nodes=4", "parallel.data=2", "parallel.pipeline=2"},
+             {"cluster.nodes=4", "parallel.data=2", "parallel.tensor=2", "parallel.zero=1"}}) {
+      settings.insert(settings.end(), {"train.precision=fp8", compression});
       CHECK_NOTHROW(config::check_supported(config::load_config_text("", "x.toml", settings)));
     }
     for (const auto& refused : std::vector<std::vector<std::string>>{
-             {"cluster.nodes=2", "parallel.pipeline=2"},
-             {"cluster.nodes=2", "parallel.tensor=2"},
              {"cluster.nodes=2", "parallel.data=2", "train.device=\"cuda\"",
               "comm.backend=\"nccl\""}}) {
       auto settings = refused;
@@ -405,10 +404,10 @@ TEST_CASE("config: pipeline parallelism runs one stage per node, with replicas t
   CHECK_NOTHROW(config::check_supported(pipeline));
   CHECK_THAT(error_of([&] { config::load_config_text("", "x.toml", {"parallel.pipeline=2"}); }),
              Contains("parallel.pipeline (2) must equal cluster.nodes (1)"));
-  auto compressed = config::load_config_text(
-      "", "x.toml", {"cluster.nodes=2", "parallel.pipeline=2", "comm.compression=\"int8\""});
-  CHECK_THAT(error_of([&] { config::check_supported(compressed); }),
-             Contains("comm.compression") && Contains("not implemented yet"));
+  // The data group of a pipeline compresses its gradients as a data-parallel job does.
+  CHECK_NOTHROW(config::check_supported(config::load_config_text(
+      "", "x.toml", {"cluster.nodes=4", "parallel.pipeline=2", "parallel.data=2",
+                     "parallel.zero=2", "comm.compression=\"topk+int8\""})));
   // Checkpoints are gathered to rank 0 and resumed across layouts, replicas too; ZeRO
   // shards the optimizer over the data group.
   for (const char* setting : {"checkpoint.every_steps=5", "checkpoint.resume=\"latest\"",
@@ -487,10 +486,10 @@ TEST_CASE("config: tensor parallelism runs one rank per node, with replicas too"
   CHECK_NOTHROW(config::check_supported(tensor));
   CHECK_THAT(error_of([&] { config::load_config_text("", "x.toml", {"parallel.tensor=2"}); }),
              Contains("parallel.tensor (2) must equal cluster.nodes (1)"));
-  auto compressed = config::load_config_text(
-      "", "x.toml", {"cluster.nodes=2", "parallel.tensor=2", "comm.compression=\"int8\""});
-  CHECK_THAT(error_of([&] { config::check_supported(compressed); }),
-             Contains("comm.compression") && Contains("not implemented yet"));
+  // So does the data group of a tensor-parallel group.
+  CHECK_NOTHROW(config::check_supported(config::load_config_text(
+      "", "x.toml", {"cluster.nodes=4", "parallel.tensor=2", "parallel.data=2",
+                     "parallel.zero=1", "comm.compression=\"int8\""})));
   // Checkpoints are gathered to rank 0 and resumed across layouts, replicas too; ZeRO
   // shards the optimizer over the data group.
   for (const char* setting : {"checkpoint.every_steps=5", "checkpoint.resume=\"latest\"",

@@ -1,7 +1,8 @@
 // The pieces data parallelism is built from, without processes: GptModel's backward
 // reports each range of gradients once it is final, in the documented order, and the
 // ranges partition the buffer; plan_gradient_buckets joins them into contiguous buckets
-// within the budget, and the replicas' pieces of the buckets partition the buffer.
+// within the budget, and the replicas' pieces of the buckets partition the buffer (or,
+// for a pipeline stage's chunk, exactly the ranges it owns).
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -98,7 +99,49 @@ TEST_CASE("gradient buckets are contiguous, within budget, and shard the buffer"
       CHECK(partitions(pieces, total));
     }
   }
-  CHECK_THROWS_AS(dseek::dist::plan_gradient_buckets({order.begin() + 1, order.end()}, total, 1024, 0, 2),
+  // Overlapping or empty ranges, ranges past the buffer, a rank outside the world.
+  std::vector<ParamRange> twice = order;
+  twice.push_back(order[1]);
+  CHECK_THROWS_AS(dseek::dist::plan_gradient_buckets(twice, total, 1024, 0, 2), std::invalid_argument);
+  CHECK_THROWS_AS(dseek::dist::plan_gradient_buckets({ParamRange{0, 0}}, total, 1024, 0, 2),
                   std::invalid_argument);
+  CHECK_THROWS_AS(dseek::dist::plan_gradient_buckets(order, total - 1, 1024, 0, 2), std::invalid_argument);
   CHECK_THROWS_AS(dseek::dist::plan_gradient_buckets(order, total, 1024, 2, 2), std::invalid_argument);
+}
+
+// A pipeline stage's chunk reduces the ranges it owns, which leave gaps in its buffer
+// (the last stage: its blocks, lnf and the head's copy of wte, far below them): buckets
+// never join across a gap, and the replicas' pieces partition exactly the owned ranges.
+TEST_CASE("gradient buckets over ranges with gaps cover those ranges only", "[dp][pp]") {
+  auto backend = dseek::backend::make_cpu_backend(1);
+  GptModel model(kShape, LayerRange{0, kShape.layers}, *backend, 1);
+  const auto whole = model.gradient_ranges_in_backward_order();  // lnf, blocks 2..0, embedding
+  const size_t total = model.num_params();
+  const size_t wte_count = static_cast<size_t>(kShape.vocab * kShape.dim);
+  // lnf, block 2, block 1, then wte alone (not wpe, not block 0).
+  const std::vector<ParamRange> owned = {whole[0], whole[1], whole[2], ParamRange{0, wte_count}};
+  size_t owned_floats = 0;
+  for (const auto& range : owned) owned_floats += range.count;
+  for (int world : {1, 2, 3}) {
+    INFO("world " << world);
+    std::vector<ParamRange> pieces;
+    for (int rank = 0; rank < world; ++rank) {
+      const auto buckets = dseek::dist::plan_gradient_buckets(owned, total, total * sizeof(float), rank, world);
+      // One budget for everything, but the gap before wte splits it in two.
+      REQUIRE(buckets.size() == 2);
+      CHECK(buckets[0].range == ParamRange{whole[2].offset, whole[0].end() - whole[2].offset});
+      CHECK(buckets[0].units == 3);
+      CHECK(buckets[1].range == ParamRange{0, wte_count});
+      for (const auto& piece : dseek::dist::shard_of(buckets)) pieces.push_back(piece);
+    }
+    size_t covered = 0;
+    for (const auto& piece : pieces) {
+      covered += piece.count;
+      const bool inside = std::any_of(owned.begin(), owned.end(), [&](const ParamRange& r) {
+        return piece.offset >= r.offset && piece.end() <= r.end();
+      }) || (piece.offset >= whole[2].offset && piece.end() <= whole[0].end());
+      CHECK(inside);
+    }
+    CHECK(covered == owned_floats);
+  }
 }

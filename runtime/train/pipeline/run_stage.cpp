@@ -155,7 +155,9 @@ PipelineRunSummary run_pipeline_stage(const config::JobConfig& config, const Run
     if (pipelined)
       step_event.add("bubble", r.bubble).add("bubble_theory", theory)
           .add("busy_ms", r.busy_ms).add("pipeline_ms", r.pipeline_ms);
+    if (info.replicas > 1) add_traffic_fields(step_event, r.step);
     events.emit("step", step_event);
+    report_if_skipped(events, progress, r.step);
     return r.step;
   };
   if (val_batches)

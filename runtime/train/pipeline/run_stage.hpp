@@ -17,7 +17,8 @@
 // With parallel.tensor = T each stage is a tensor-parallel group (`tensor`): the stage
 // trainer runs this rank's shard of every chunk, the layout printed is D x P x T, and
 // tensor rank 0 of replica 0's stage 0 writes the trace. parallel.zero >= 1 with
-// replicas shards each rank's optimizer over its data group (layout/data_group_shards.hpp).
+// replicas shards each rank's optimizer over its data group, and comm.compression
+// compresses what the group exchanges (the data-parallel reducer, stage_trainer.hpp).
 // What these layouts do not run yet is refused by config::check_supported first.
 #pragma once
 

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "runtime/optim/adamw.hpp"
-#include "runtime/train/layout/data_group_shards.hpp"
+#include "runtime/train/gradient_reducer.hpp"
 #include "runtime/train/host_staging.hpp"
 #include "runtime/train/pipeline/chunk.hpp"
 #include "runtime/train/pipeline/stage_trainer.hpp"
@@ -20,17 +20,22 @@ namespace dseek::train {
 struct PipelineStageTrainer::Chunk {
   int64_t virtual_stage = 0;
   std::unique_ptr<PipelineChunk> model;
-  std::vector<model::ParamRange> owned;       // updated by this chunk's AdamW
+  std::vector<model::ParamRange> owned;       // its ranges, in backward order
   ChunkNormRanges norm_ranges;                // squared for the global norm (wte once)
   std::vector<model::ShardSegment> whole_segments;  // contributed to gather_params (wte once)
-  std::vector<model::ParamRange> owned_runs;  // `owned` merged into contiguous runs (replica sums)
-  std::unique_ptr<OptimizerShards> optimizer;  // over `owned`, or over zero's pieces
+  std::vector<model::ParamRange> owned_runs;  // `owned` merged into contiguous runs (checksums)
+  // The data group's reduction of `owned` (null with one replica): buckets, ZeRO's
+  // reduce-scatter and all-gather, compression; every chunk has its own, on one plane.
+  std::unique_ptr<GradientReducer> reducer;
+  bool reduces_backend_memory = false;         // the reducer reads the backend's buffers
+  std::vector<model::ParamRange> updated;      // `owned`, or under ZeRO the reducer's shard
+  std::unique_ptr<OptimizerShards> optimizer;  // over `updated`
   size_t optimizer_floats = 0;                 // the parameters it holds moments of
-  std::unique_ptr<DataGroupShards> zero;     // ZeRO inside the data group; null without
-  // The gradients' host copy for the host data plane (the tied wte's sum, the replicas'
-  // sums or reduce-scatter); on the CPU backend the gradients themselves.
+  // The gradients' host copy for the host data plane (the tied wte's sum, the reducer's
+  // buckets); on the CPU backend the gradients themselves.
   std::unique_ptr<HostStaging> grads_host;
-  // ZeRO only: the parameters' host copy the updated pieces are all-gathered in.
+  // ZeRO and replica checks: the parameters' host copy (the updated pieces are
+  // all-gathered in it; checksums are taken on it).
   std::unique_ptr<HostStaging> params_host;
   std::vector<int64_t> free_slots;
   std::map<int64_t, int64_t> slot_of_micro_batch;

@@ -6,9 +6,11 @@
 #include <array>
 #include <chrono>
 #include <cmath>
+#include <limits>
 #include <stdexcept>
 #include <string_view>
 
+#include "runtime/optim/adamw_settings.hpp"
 #include "runtime/optim/loss_scaler_of.hpp"
 #include "runtime/train/pipeline/stage_chunk.hpp"
 #include "runtime/train/replica_check.hpp"
@@ -65,7 +67,8 @@ PipelineStageTrainer::PipelineStageTrainer(const config::JobConfig& config, Batc
   global_micro_batches_ = plan_.shape.micro_batches * replicas();
   inputs_.resize(static_cast<size_t>(B * shape.context));
   targets_.resize(inputs_.size());
-  const optim::AdamWSettings settings{t.beta1, t.beta2, t.eps, t.weight_decay, t.grad_clip};
+  // With replicas, compression may give AdamW its second moment (optim/adamw_settings.hpp).
+  const optim::AdamWSettings settings = optim::adamw_settings(config, replicas() > 1);
   checks_replicas_ = replicas() > 1 && t.replica_check_every > 0;
   const int64_t chunks = plan_.shape.chunks();
   for (int64_t c = 0; c < chunks; ++c) {
@@ -104,25 +107,23 @@ PipelineStageTrainer::PipelineStageTrainer(const config::JobConfig& config, Batc
       else
         chunk->owned_runs.push_back(r);
     }
-    if (zero_) {
-      // The tied wte a run of its own, so the first and last stage cut it alike (a chunk
-      // with both ends holds the only copy).
-      const bool both_ends = chunk->model->has_embedding() && chunk->model->has_head();
-      chunk->zero = std::make_unique<DataGroupShards>(
-          *replicas_, both_ends ? chunk->owned_runs
-                                : runs_cut_at(chunk->owned_runs, chunk->model->tied_wte()));
-      chunk->optimizer = chunk->model->make_optimizer(*backend_, settings, optimizer_shards,
-                                                      &chunk->zero->pieces());
-      chunk->optimizer_floats = chunk->zero->piece_floats();
+    if (replicas() > 1) {
+      // The data group reduces the chunk's owned ranges, in backward order, in the
+      // gradients' host staging, or in the backend's buffer where the plane reads it.
+      chunk->reducer = replicas_->make_gradient_reducer();
+      chunk->reduces_backend_memory = chunk->reducer->reduces_backend_memory();
+      if (chunk->reduces_backend_memory) chunk->reducer->bind_backend(*backend_);
+      chunk->reducer->attach(chunk->reduces_backend_memory ? chunk->model->grads()
+                                                           : chunk->grads_host->host(),
+                             chunk->model->buffer_floats(), chunk->owned);
+    }
+    chunk->updated = zero_ ? chunk->reducer->shard() : chunk->owned;
+    chunk->optimizer = chunk->model->make_optimizer(*backend_, settings, optimizer_shards,
+                                                    zero_ ? &chunk->updated : nullptr);
+    for (const model::ParamRange& r : chunk->updated) chunk->optimizer_floats += r.count;
+    if (zero_ || checks_replicas_)
       chunk->params_host = std::make_unique<HostStaging>(*backend_, chunk->model->params(),
                                                          chunk->model->buffer_floats());
-    } else {
-      chunk->optimizer = chunk->model->make_optimizer(*backend_, settings, optimizer_shards);
-      for (const model::ParamRange& r : chunk->owned) chunk->optimizer_floats += r.count;
-      if (checks_replicas_)  // the parameters' checksums are taken on the host
-        chunk->params_host = std::make_unique<HostStaging>(*backend_, chunk->model->params(),
-                                                           chunk->model->buffer_floats());
-    }
     for (int64_t s = slots - 1; s >= 0; --s) chunk->free_slots.push_back(s);
     // The stage runs one op at a time: its chunks recompute in one scratch set.
     if (!chunks_.empty() && chunk->model->range().end > chunk->model->range().begin &&
@@ -130,6 +131,8 @@ PipelineStageTrainer::PipelineStageTrainer(const config::JobConfig& config, Batc
       chunk->model->share_recompute_scratch(*chunks_.front()->model);
     chunks_.push_back(std::move(chunk));
   }
+  reduces_unscaled_ = loss_scaler_ != nullptr && chunks_.front()->reducer != nullptr &&
+                      chunks_.front()->reducer->carries_state_between_steps();
   lr_schedule_ = optim::LrSchedule{t.lr, t.min_lr, t.warmup_steps, t.steps};
   // A buffer per message of a step, in both directions, in the backend's host memory
   // (pinned for CUDA: the copies to and from the device run at the link's rate).
@@ -250,7 +253,10 @@ PipelineStepReport PipelineStageTrainer::train_step(int64_t step) {
   report.step.lr = lr_schedule_.at(step);
   loss_ = busy_ms_ = recv_wait_ms_ = 0.0;
   if (timed_tensor_) timed_tensor_->take_spent_ms();
-  for (auto& chunk : chunks_) chunk->model->zero_grads();
+  for (auto& chunk : chunks_) {
+    chunk->model->zero_grads();
+    if (chunk->reducer) chunk->reducer->begin_step(step);
+  }
   // Every receive of the step, in each peer's sending order (pipeline/schedule.hpp).
   for (int64_t peer = 0; peer < plan_.shape.stages; ++peer) {
     if (peer == stage_) continue;
@@ -292,53 +298,78 @@ PipelineStepReport PipelineStageTrainer::train_step(int64_t step) {
     end.grads_host->to_backend(wte);
   }
   double replica_ms = 0.0;
-  if (replicas_ != nullptr) {
-    const auto reduce_start = Clock::now();
-    sum_gradients_over_replicas();
-    replica_ms = std::chrono::duration<double, std::milli>(Clock::now() - reduce_start).count();
-  }
-  if (after_reduction_) run_after_reduction(step);
-  const bool check = checks_replicas_ && replica_check_due(config_.train.replica_check_every, step);
-  // Under ZeRO 0 every replica holds the same reduced gradients: compared before they are
-  // used; sharded replicas hold different pieces, so only the parameters are compared.
-  if (check && !zero_) check_replicas(step, "gradients");
-  // [0]: squares counted as they are; [1]: of tensors split over the tensor group.
-  // Under ZeRO each replica holds the summed gradient on its pieces only: it squares
-  // those, and the replicas' sums are added, so every element counts once.
-  std::array<double, 2> squares{0.0, 0.0};
-  for (auto& chunk : chunks_) {
-    const ChunkNormRanges& norm = chunk->norm_ranges;
-    for (const auto& range : chunk->zero ? chunk->zero->within_pieces(norm.local) : norm.local)
-      squares[0] += backend_->sum_squares(chunk->model->grads() + range.offset, range.count);
-    for (const auto& range :
-         chunk->zero ? chunk->zero->within_pieces(norm.group_split) : norm.group_split)
-      squares[1] += backend_->sum_squares(chunk->model->grads() + range.offset, range.count);
-  }
-  links_.sum_over_stages(squares);
-  if (zero_) replicas_->sum(squares);
-  if (tensor_ != nullptr) {
-    // The group's all-reduce is f32: ~1e-7 relative on the norm; every rank gets the
-    // same bits.
-    float split = static_cast<float>(squares[1]);
-    tensor_->all_reduce_sum(&split, 1);
-    squares[1] = static_cast<double>(split);
-  }
-  double norm = std::sqrt(squares[0] + squares[1]);
   float loss_scale = 1.0f;
   bool apply = true;
-  if (loss_scaler_) {
+  // A reducer that keeps state between steps (compression's error feedback) is given
+  // finite, unscaled gradients only (gradient_reducer.hpp): under loss scaling the step
+  // is decided first, on an overflow anywhere in the world, and unscaled where it lives.
+  const bool decided_before_reduction = reduces_unscaled_;
+  if (decided_before_reduction) {
     loss_scale = loss_scaler_->scale();
     report.step.loss_scale = loss_scale;
-    apply = loss_scaler_->update(squares[0] + squares[1]);
+    double local = 0.0;
+    for (auto& chunk : chunks_)
+      for (const model::ParamRange& r : chunk->owned)
+        local += backend_->sum_squares(chunk->model->grads() + r.offset, r.count);
+    apply = loss_scaler_->update_finite(sum_over_world(std::isfinite(local) ? 0.0 : 1.0) == 0.0);
     report.step.skipped = !apply;
-    if (apply) norm /= loss_scale;  // exact: the scale is a power of two
+    for (auto& chunk : chunks_)
+      for (const model::ParamRange& r : chunk->owned)
+        if (apply) backend_->scale(chunk->model->grads() + r.offset, r.count, 1.0f / loss_scale);
+  }
+  if (replicas() > 1) {
+    const auto reduce_start = Clock::now();
+    if (apply) {
+      reduce_over_replicas();
+    } else {
+      for (auto& chunk : chunks_) chunk->reducer->skip_step();
+    }
+    replica_ms = std::chrono::duration<double, std::milli>(Clock::now() - reduce_start).count();
+  }
+  const bool check = checks_replicas_ && replica_check_due(config_.train.replica_check_every, step);
+  double norm = std::numeric_limits<double>::quiet_NaN();  // a skipped step has none
+  if (apply) {
+    if (after_reduction_) run_after_reduction(step);
+    // Under ZeRO 0 every replica holds the same reduced gradients: compared before they
+    // are used; sharded replicas hold different pieces, so only the parameters are.
+    if (check && !zero_) check_replicas(step, "gradients");
+    // [0]: squares counted as they are; [1]: of tensors split over the tensor group.
+    // Under ZeRO each replica holds the summed gradient on its pieces only: it squares
+    // those, and the replicas' sums are added, so every element counts once.
+    std::array<double, 2> squares{0.0, 0.0};
+    for (auto& chunk : chunks_) {
+      const ChunkNormRanges& norm_ranges = chunk->norm_ranges;
+      for (const auto& range : zero_ ? model::ranges_within(norm_ranges.local, chunk->updated)
+                                     : norm_ranges.local)
+        squares[0] += backend_->sum_squares(chunk->model->grads() + range.offset, range.count);
+      for (const auto& range : zero_ ? model::ranges_within(norm_ranges.group_split, chunk->updated)
+                                     : norm_ranges.group_split)
+        squares[1] += backend_->sum_squares(chunk->model->grads() + range.offset, range.count);
+    }
+    links_.sum_over_stages(squares);
+    if (zero_) replicas_->sum(squares);
+    if (tensor_ != nullptr) {
+      // The group's all-reduce is f32: ~1e-7 relative on the norm; every rank gets the
+      // same bits.
+      float split = static_cast<float>(squares[1]);
+      tensor_->all_reduce_sum(&split, 1);
+      squares[1] = static_cast<double>(split);
+    }
+    norm = std::sqrt(squares[0] + squares[1]);
+    if (loss_scaler_ && !decided_before_reduction) {
+      loss_scale = loss_scaler_->scale();
+      report.step.loss_scale = loss_scale;
+      apply = loss_scaler_->update(squares[0] + squares[1]);
+      report.step.skipped = !apply;
+      if (apply) norm /= loss_scale;  // exact: the scale is a power of two
+    }
   }
   if (apply) {
     for (auto& chunk : chunks_) {
-      // fp8: the owned gradients unscaled where they live (exact: a power of two), so
+      // fp8: the updated gradients unscaled where they live (exact: a power of two), so
       // any OptimizerShards (the gradient_shard actors too) updates from true gradients.
-      if (loss_scale != 1.0f)
-        for (const model::ParamRange& r : chunk->zero ? chunk->zero->pieces() : chunk->owned)
+      if (loss_scale != 1.0f && !decided_before_reduction)
+        for (const model::ParamRange& r : chunk->updated)
           backend_->scale(chunk->model->grads() + r.offset, r.count, 1.0f / loss_scale);
       chunk->optimizer->update(chunk->model->params(), chunk->model->grads(), report.step.lr,
                                norm);
@@ -346,14 +377,30 @@ PipelineStepReport PipelineStageTrainer::train_step(int64_t step) {
     if (zero_) {  // every replica's updated pieces to every replica
       const auto gather_start = Clock::now();
       for (auto& chunk : chunks_) {
+        if (chunk->reduces_backend_memory) {
+          chunk->reducer->gather_shards(chunk->model->params());
+          continue;
+        }
         HostStaging& params = *chunk->params_host;
-        params.to_host(chunk->owned_runs);
-        chunk->zero->all_gather(params.host());
+        params.to_host(chunk->updated);
+        chunk->reducer->gather_shards(params.host());
         params.to_backend(chunk->owned_runs);
       }
       replica_ms +=
           std::chrono::duration<double, std::milli>(Clock::now() - gather_start).count();
     }
+  }
+  // The chunks' reducers share one plane: the first began the step first, so its bytes
+  // are all of the step's; the gradients are each chunk's own.
+  for (auto& chunk : chunks_) {
+    if (!chunk->reducer) continue;
+    const ReducerTraffic traffic = chunk->reducer->step_traffic();
+    if (chunk == chunks_.front()) {
+      report.step.comm_bytes_sent = traffic.bytes_sent;
+      report.step.comm_bytes_received = traffic.bytes_received;
+    }
+    report.step.gradient_bytes += traffic.gradient_bytes;
+    report.step.encoded_gradient_bytes += traffic.encoded_bytes;
   }
   if (check) check_replicas(step, "parameters");
   for (auto& chunk : chunks_) chunk->model->end_precision_step();
@@ -374,23 +421,27 @@ PipelineStepReport PipelineStageTrainer::train_step(int64_t step) {
   return report;
 }
 
-void PipelineStageTrainer::sum_gradients_over_replicas() {
+void PipelineStageTrainer::reduce_over_replicas() {
+  // Every range ready at once: the pipeline has drained (and the tied wte is summed), so
+  // nothing of backward is left to overlap. Chunk by chunk, in the same order on every
+  // replica: the chunks' reducers share the data group's plane.
   for (auto& chunk : chunks_) {
-    HostStaging& grads = *chunk->grads_host;
-    grads.to_host(chunk->owned_runs);
-    if (chunk->zero) {  // ZeRO: each replica gets the sum of its pieces only
-      chunk->zero->reduce_scatter(grads.host());
-    } else {
-      for (const model::ParamRange& run : chunk->owned_runs)
-        replicas_->sum(grads.host() + run.offset, run.count);
+    for (const model::ParamRange& range : chunk->owned) {
+      if (!chunk->reduces_backend_memory) chunk->grads_host->to_host(range);
+      chunk->reducer->gradients_ready(range);
     }
-    grads.to_backend(chunk->owned_runs);
+  }
+  for (auto& chunk : chunks_) {
+    chunk->reducer->finish();
+    if (!chunk->reduces_backend_memory) chunk->grads_host->to_backend(chunk->updated);
+    if (const float* v = chunk->reducer->refreshed_second_moment())
+      chunk->optimizer->set_second_moment(v);
   }
 }
 
 void PipelineStageTrainer::run_after_reduction(int64_t step) {
   Chunk& chunk = *chunks_.front();
-  const std::vector<model::ParamRange>& runs = chunk.zero ? chunk.zero->pieces() : chunk.owned_runs;
+  const std::vector<model::ParamRange>& runs = zero_ ? chunk.updated : chunk.owned_runs;
   if (runs.empty()) return;
   const model::ParamRange run = runs.front();
   HostStaging& grads = *chunk.grads_host;
@@ -416,9 +467,12 @@ void PipelineStageTrainer::check_replicas(int64_t step, const char* checked) {
 
 void PipelineStageTrainer::moments_to_host(Chunk& chunk, float* adam_m, float* adam_v) {
   chunk.optimizer->moments_to_host(adam_m, adam_v);
-  if (!chunk.zero) return;
-  chunk.zero->all_gather(adam_m);
-  chunk.zero->all_gather(adam_v);
+  if (!zero_) return;
+  if (chunk.reduces_backend_memory)
+    throw std::logic_error("pipeline stage: gathering ZeRO's moment pieces for a checkpoint "
+                           "over a data plane of backend memory is not implemented");
+  chunk.reducer->gather_shards(adam_m);
+  chunk.reducer->gather_shards(adam_v);
 }
 
 void PipelineStageTrainer::lend_moment_pieces() {

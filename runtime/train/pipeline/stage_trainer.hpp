@@ -5,7 +5,8 @@
 // (parallel.pipeline = 1, SingleStageLinks) the rank is the only stage, its one chunk
 // holds the whole model (embedding, blocks and head) and 1F1B runs each micro-batch's
 // forward and backward in turn, as a tensor-parallel group trains. The data-parallel
-// layout still has its own Trainer (trainer.hpp) until it moves here too.
+// layout still has its own Trainer (trainer.hpp) until it moves here too; both reduce
+// their data group through the same GradientReducer.
 //
 // A step: every receive of the step is posted first (in the order each peer sends), then
 // the ops run in schedule order, each micro-batch's activations in a slot of its chunk
@@ -34,13 +35,18 @@
 // split tensors over the group and counts the replicated ones once; the stop votes are
 // summed over the group too.
 //
-// ZeRO (parallel.zero = 1 or 2, with D > 1 replicas): each stage (each tensor rank of
-// it) shards its optimizer state over its data group (layout/data_group_shards.hpp): the
-// replica sum becomes a reduce-scatter, each chunk's AdamW holds and updates this
-// replica's pieces, the norm adds the replicas' squares of their pieces, and the
-// parameters are all-gathered after the update. The gradients are reduced after the
-// pipeline drains for both stages (no overlap with backward here), so 1 and 2 run the
-// same. Checkpoints: every replica takes part, lending its moment pieces to replica 0.
+// The data group's reduction is the GradientReducer of the data-parallel Trainer
+// (gradient_reducer.hpp, ReplicaGroup::make_gradient_reducer), one per chunk over the
+// ranges it owns, every range reported ready once the pipeline has drained and the tied
+// wte is summed (nothing of backward is left to overlap): its buckets, ZeRO (parallel.zero
+// = 1 or 2: each replica gets the sum of its pieces, its AdamW holds and updates those
+// pieces, the norm adds the replicas' squares of them, the parameters are all-gathered
+// after the update; checkpoints gather the moment pieces from every replica) and
+// compression (comm.compression: top-k / INT8 with error feedback, and AdamW's second
+// moment from the replicas' local gradients) work as in a data-parallel job, and the
+// step reports the reducers' bytes. A reducer with state between steps is given
+// unscaled, finite gradients only: under fp8's loss scaling the step is decided on an
+// overflow anywhere before the reduction.
 //
 // The stage computes on the backend of train.device (device_backend.hpp): its device
 // buffers reach the host data plane (activations and their gradients, the tied wte's
@@ -210,8 +216,9 @@ class PipelineStageTrainer {
   };
   static constexpr size_t kSpanDoubles = 5;
   void record(SpanKind kind, int64_t micro_batch, int64_t chunk, double start_us, double end_us);
-  // Sums every chunk's gradients over the replicas (ZeRO: reduce-scatters them).
-  void sum_gradients_over_replicas();
+  // Every chunk's owned gradients through its reducer (ZeRO: this replica's pieces hold
+  // the sum), back on the backend, and a refreshed second moment to the optimizer.
+  void reduce_over_replicas();
   // The after-reduction hook on the first chunk's first owned run (or piece).
   void run_after_reduction(int64_t step);
   // The replica check of `checked` ("gradients": the owned runs' reduced gradients;
@@ -263,6 +270,7 @@ class PipelineStageTrainer {
   Trainer::GradientHook after_reduction_;
   Trainer::DisagreementHook on_disagreement_;
   bool checks_replicas_ = false;  // replicas and train.replica_check_every > 0
+  bool reduces_unscaled_ = false;  // loss scaling into reducers with state (compression)
 };
 
 }  // namespace dseek::train
