@@ -11,7 +11,8 @@ train::RunSummary run_data_parallel(const config::JobConfig& config, train::RunO
 }
 
 train::RunSummary run_data_parallel(const config::JobConfig& config, train::RunOptions options,
-                                    comm::Communicator& comm, const ReducerSettings& settings) {
+                                    comm::Communicator& comm, ReducerSettings settings) {
+  if (!settings.after_first_bucket) settings.after_first_bucket = options.during_reduction;
   CommGradientReducer reducer(comm, settings);
   options.reducer = &reducer;
   return train::run_training(config, options);

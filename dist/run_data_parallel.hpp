@@ -19,8 +19,9 @@ namespace dseek::dist {
 // options.reducer is ignored (replaced by the one built here).
 train::RunSummary run_data_parallel(const config::JobConfig& config, train::RunOptions options,
                                     comm::Communicator& comm);
-// The same with the reduction settings given (tests: a small bucket size).
+// The same with the reduction settings given (tests: a small bucket size; the NCCL
+// plane); options.during_reduction is their after_first_bucket unless they have one.
 train::RunSummary run_data_parallel(const config::JobConfig& config, train::RunOptions options,
-                                    comm::Communicator& comm, const ReducerSettings& settings);
+                                    comm::Communicator& comm, ReducerSettings settings);
 
 }  // namespace dseek::dist

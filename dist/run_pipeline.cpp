@@ -26,7 +26,11 @@ train::PipelineRunSummary run_pipeline(const config::JobConfig& config,
   train::PipelineLinks& links = stage_links ? static_cast<train::PipelineLinks&>(*stage_links)
                                             : one_stage;
   std::unique_ptr<CommReplicaGroup> replicas;
-  if (groups.data) replicas = std::make_unique<CommReplicaGroup>(*groups.data, reducer_settings(config));
+  if (groups.data) {
+    ReducerSettings settings = reducer_settings(config);
+    settings.after_first_bucket = options.during_reduction;
+    replicas = std::make_unique<CommReplicaGroup>(*groups.data, std::move(settings));
+  }
   std::unique_ptr<CommTensorGroup> tensor;
   if (groups.tensor) tensor = std::make_unique<CommTensorGroup>(*groups.tensor);
   return train::run_pipeline_stage(config, options, links, replicas.get(), tensor.get());

@@ -251,12 +251,6 @@ job_finished run_elastic_training(const worker_setup& setup, int starts, caf::ac
           events.emit("recovered", fields);
         }
       };
-      auto plan = setup.faults;
-      auto actions = setup.fault_actions;
-      settings.after_first_bucket = [plan, actions](int64_t step) {
-        for (const auto& fault : plan->due_in_reduction(step))
-          actions->fire(fault, "step " + std::to_string(step) + ", during the reduction");
-      };
       // The gradients go over NCCL when the epoch has it (settings.backend_memory).
       const auto summary = dist::run_data_parallel(
           session, options, device_communicator ? *device_communicator : *communicator, settings);

@@ -213,6 +213,14 @@ train::RunOptions node_run_options(const worker_setup& setup, caf::actor_system&
   options.events = setup.events.get();
   options.before_step = setup.before_step;
   options.after_reduction = setup.in_step;
+  // kill and hang with during = "reduction", in every layout's data group.
+  auto plan = setup.faults;
+  auto actions = setup.fault_actions;
+  if (plan && actions)
+    options.during_reduction = [plan, actions](int64_t step) {
+      for (const auto& fault : plan->due_in_reduction(step))
+        actions->fire(fault, "step " + std::to_string(step) + ", during the reduction");
+    };
   options.checkpoint_sink = checkpoint_sink_for(sys);
   options.optimizer_shards =
       gradient_shards_for(sys, gradient_shard_count(setup.config), setup.local_rank);

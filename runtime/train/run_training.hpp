@@ -71,6 +71,10 @@ struct RunOptions {
   // injection: slow, corrupt_gradient). The pipeline and tensor-parallel paths call it
   // as each step starts with no gradients (null, 0): only `slow` acts there.
   std::function<void(int64_t step, float* grads, size_t count)> after_reduction;
+  // With a data group: called once a step's first gradient bucket is on the wire (fault
+  // injection during the reduction: a kill or hang while the peers are mid-collective).
+  // Every layout's reducer calls it (dist/reducer_settings.hpp, after_first_bucket).
+  std::function<void(int64_t step)> during_reduction;
   // Called after every completed step (and its checkpoint) with the steps done.
   std::function<void(int64_t steps_done, Trainer& trainer)> after_step;
   // Makes the sink that persists this run's checkpoints (dseek-node: the node's

@@ -301,7 +301,7 @@ TEST_CASE("dseek launch refuses a bad config with its file and line, starting no
   INFO(result.output);
   CHECK(result.exit_code == 1);
   CHECK(contains(result.output, "comm.backend"));
-  CHECK(contains(result.output, "not implemented yet"));
+  CHECK(contains(result.output, "this job cannot run"));
   CHECK(!contains(result.output, "[launch] starting"));
   result = job.run(2, {}, {"--set", "parallel.pipeline=2", "--set", "train.batch_size=5",
                            "--set", "train.micro_batch_size=2"});

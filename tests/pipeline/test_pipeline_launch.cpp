@@ -131,6 +131,70 @@ TEST_CASE("tensor: a crashed pipeline_stage (the stage trainer of a tensor rank)
   check_crashed_stage_recovers("tp-launch-stage-crash", tensor, "tensor", "stage 0, tensor rank 1");
 }
 
+// Every other actor a node runs can be crashed in a pipeline job too (the fault list of
+// a data-parallel job): the worker takes its worker group down and the job recovers
+// from the step-4 checkpoint on the same layout; the node's other actors (the data
+// prefetcher, the health monitor, the metrics exporter, the membership agent, the fault
+// injector) restart under their supervisor while training goes on, or, for the
+// membership agent, after the coordinator saw the node leave and come back. Each run
+// ends on both nodes with the fault-free run's params_sha256: the layout is the same
+// before and after, and so are the bits.
+TEST_CASE("pipeline: a crash of any of a node's actors leaves the job's result unchanged",
+          "[pp][launch][faults]") {
+  constexpr int kSteps = 10;
+  const std::vector<std::string> job =
+      kPipeline + std::vector<std::string>{"--set", "checkpoint.every_steps=4", "--set",
+                                           "checkpoint.async=false"};
+  ScratchDir reference_run("pp-launch-crash-reference");
+  const auto reference = run_process(tiny_launch(reference_run.path(), 2, kSteps, job), 120s,
+                                     launch_env());
+  INFO(reference.output);
+  REQUIRE(reference.exit_code == 0);
+  const auto reference_done = node_events(reference_run.path(), 0, "train_done");
+  REQUIRE(reference_done.size() == 1);
+  for (const char* actor : {"worker", "data_prefetcher", "health_monitor", "metrics_exporter",
+                            "membership", "fault_injector"}) {
+    INFO(actor);
+    ScratchDir run(std::string("pp-launch-crash-") + actor);
+    const auto result = run_process(
+        tiny_launch(run.path(), 2, kSteps,
+                    job + faults(std::string("{kind = \"crash_actor\", actor = \"") + actor +
+                                 "\", node = 1, step = 6}")),
+        150s, launch_env());
+    INFO(result.output);
+    REQUIRE(result.exit_code == 0);
+    CHECK_FALSE(fault_of(run.path(), 1, "crash_actor").empty());
+    for (int node = 0; node < 2; ++node) {
+      INFO("node " << node);
+      const auto done = node_events(run.path(), node, "train_done");
+      REQUIRE(done.size() == 1);
+      CHECK(number_field(done[0], "step") == kSteps);
+      CHECK(string_field(done[0], "params_sha256") ==
+            string_field(reference_done[0], "params_sha256"));
+    }
+    require_no_node_left(run.path(), 2);
+  }
+}
+
+// A kill inside the data group's gradient reduction (during = "reduction": the peers
+// are mid-collective in the reducer the stage trainer shares with data parallelism):
+// the survivors re-plan and finish as after a kill at a step boundary.
+TEST_CASE("pipeline: a node of a replicated pipeline killed during the gradient reduction costs "
+          "a replica and the job finishes", "[pp][launch][dp][faults]") {
+  LostNodeJob lost;
+  lost.name = "pp-dp-launch-kill-reduction";
+  lost.job = kReplicatedPipeline;
+  lost.nodes = 4;
+  lost.pipeline = 2;
+  lost.during_reduction = true;
+  lost.also_check = [](const std::filesystem::path& run) {
+    const std::string fault = fault_of(run, 3, "kill");
+    REQUIRE_FALSE(fault.empty());
+    CHECK_THAT(string_field(fault, "trigger"), Contains("during the reduction"));
+  };
+  check_lost_node_recovers(lost);
+}
+
 TEST_CASE("pipeline: dseek config --check refuses a schedule that cannot run", "[pp][launch]") {
   const auto result = run_process(
       {bin("dseek"), "config", "--check", (source_dir() / "config/single.toml").string(), "--set",

@@ -44,6 +44,9 @@ struct LostNodeJob {
   // or "corrupt_gradient" (with `job` checking replicas): the replicas' checksums name
   // the node, which leaves the job and exits with an error.
   std::string fault = "kill";
+  // The kill or hang fires in the data group's gradient reduction (during = "reduction",
+  // with replicas), the peers mid-collective, instead of at the step boundary.
+  bool during_reduction = false;
   // More checks of the faulty run's directory (null: none).
   std::function<void(const std::filesystem::path& run)> also_check;
 };
@@ -73,7 +76,8 @@ inline void check_lost_node_recovers(const LostNodeJob& lost) {
                                                  "cluster.max_restarts=0", "--set",
                                                  "elastic.rejoin_seconds=1"} +
                       faults("{kind = \"" + lost.fault + "\", node = " +
-                             std::to_string(killed) + ", step = 10}")),
+                             std::to_string(killed) + ", step = 10" +
+                             (lost.during_reduction ? ", during = \"reduction\"" : "") + "}")),
       180s, launch_env());
   INFO(result.output);
   CHECK_FALSE(result.timed_out);

@@ -80,6 +80,7 @@ TEST_CASE("config: checkpoint keys and the fail_checkpoint_write fault", "[confi
     dseek::config::check_supported(other);
     FAIL("a timed fail_checkpoint_write fault was accepted");
   } catch (const dseek::config::ConfigError& error) {
-    CHECK_THAT(std::string(error.what()), Contains("not implemented yet"));
+    CHECK_THAT(std::string(error.what()),
+               Contains("this job cannot run") && Contains("fail_checkpoint_write at a step only"));
   }
 }

@@ -338,7 +338,8 @@ TEST_CASE("config: check_supported rejects features this build lacks", "[config]
   for (const char* setting : {"comm.backend=nccl"}) {
     INFO(setting);
     auto job = config::load_config_text("", "x.toml", {setting});
-    CHECK_THAT(error_of([&] { config::check_supported(job); }), Contains("not implemented yet"));
+    CHECK_THAT(error_of([&] { config::check_supported(job); }),
+               Contains("this job cannot run") && Contains("train.device = \"cuda\""));
   }
   auto slow = config::load_config_text("[[faults]]\nkind = \"slow\"\nstep = 1\nms = 5\n", "x");
   CHECK_NOTHROW(config::check_supported(slow));
@@ -425,17 +426,24 @@ TEST_CASE("config: pipeline parallelism runs one stage per node, with replicas t
       "[[faults]]\nkind = \"corrupt_gradient\"\nnode = 1\nstep = 1\n", "x",
       {"cluster.nodes=2", "parallel.pipeline=2"});
   CHECK_THAT(error_of([&] { config::check_supported(with_fault); }),
-             Contains("the faults injected into pipeline-parallel jobs are kill and hang"));
+             Contains("corrupt_gradient is caught by comparing replicas") &&
+                 Contains("this job cannot run"));
   // A slow node is allowed: it sleeps as each step starts and the others wait for it.
   auto with_slow = config::load_config_text("[[faults]]\nkind = \"slow\"\nstep = 1\nms = 5\n", "x",
                                             {"cluster.nodes=2", "parallel.pipeline=2"});
   CHECK_NOTHROW(config::check_supported(with_slow));
-  // A kill in the gradient all-reduce is a data-parallel fault: there is none here.
-  auto in_reduction = config::load_config_text(
-      "[[faults]]\nkind = \"kill\"\nnode = 1\nstep = 3\nduring = \"reduction\"\n", "x",
-      {"cluster.nodes=2", "parallel.pipeline=2"});
-  CHECK_THAT(error_of([&] { config::check_supported(in_reduction); }),
-             Contains("not during = \"reduction\""));
+  // A kill in the gradient reduction needs the data group that reduces: none without
+  // replicas; with them it fires in their reducer.
+  const std::string in_reduction =
+      "[[faults]]\nkind = \"kill\"\nnode = 1\nstep = 3\nduring = \"reduction\"\n";
+  CHECK_THAT(error_of([&] {
+               config::check_supported(config::load_config_text(
+                   in_reduction, "x", {"cluster.nodes=2", "parallel.pipeline=2"}));
+             }),
+             Contains("during = \"reduction\" fires in the data group") &&
+                 Contains("this job cannot run"));
+  CHECK_NOTHROW(config::check_supported(config::load_config_text(
+      in_reduction, "x", {"cluster.nodes=4", "parallel.pipeline=2", "parallel.data=2"})));
   // A kill is allowed: the survivors re-plan and resume from the newest checkpoint.
   auto with_kill = config::load_config_text("[[faults]]\nkind = \"kill\"\nnode = 1\nstep = 3\n",
                                             "x", {"cluster.nodes=2", "parallel.pipeline=2"});
@@ -448,27 +456,22 @@ TEST_CASE("config: pipeline parallelism runs one stage per node, with replicas t
   // A crash of the pipeline_stage actor or of a gradient_shard (which runs the stage's
   // optimizer updates): its worker group restarts and the job recovers as from a lost
   // node, in pipeline and in tensor-parallel jobs (both run the stage trainer in their
-  // pipeline_stage actor). Another actor's crash is refused; so is the stage's crash in
-  // a job that has no pipeline_stage.
+  // pipeline_stage actor). So does every other actor's (the worker's too); only the
+  // stage's crash in a job that has no pipeline_stage is refused.
   const std::string crash = "[[faults]]\nkind = \"crash_actor\"\nnode = 1\nstep = 3\nactor = ";
   CHECK_NOTHROW(config::check_supported(config::load_config_text(
       crash + "\"pipeline_stage\"\n", "x", {"cluster.nodes=2", "parallel.pipeline=2"})));
   CHECK_NOTHROW(config::check_supported(config::load_config_text(
       crash + "\"gradient_shard\"\n", "x", {"cluster.nodes=2", "parallel.pipeline=2"})));
-  CHECK_THAT(error_of([&] {
-               config::check_supported(config::load_config_text(
-                   crash + "\"worker\"\n", "x", {"cluster.nodes=2", "parallel.pipeline=2"}));
-             }),
-             Contains("the faults injected into pipeline-parallel jobs are kill and hang"));
+  for (const char* actor : {"worker", "data_prefetcher", "health_monitor", "metrics_exporter"})
+    CHECK_NOTHROW(config::check_supported(config::load_config_text(
+        crash + "\"" + actor + "\"\n", "x", {"cluster.nodes=2", "parallel.pipeline=2"})));
   CHECK_NOTHROW(config::check_supported(config::load_config_text(
       crash + "\"pipeline_stage\"\n", "x", {"cluster.nodes=2", "parallel.tensor=2"})));
   CHECK_NOTHROW(config::check_supported(config::load_config_text(
       crash + "\"gradient_shard\"\n", "x", {"cluster.nodes=2", "parallel.tensor=2"})));
-  CHECK_THAT(error_of([&] {
-               config::check_supported(config::load_config_text(
-                   crash + "\"worker\"\n", "x", {"cluster.nodes=2", "parallel.tensor=2"}));
-             }),
-             Contains("the faults injected into tensor-parallel jobs are kill and hang"));
+  CHECK_NOTHROW(config::check_supported(config::load_config_text(
+      crash + "\"worker\"\n", "x", {"cluster.nodes=2", "parallel.tensor=2"})));
   CHECK_THAT(error_of([&] {
                config::check_supported(config::load_config_text(
                    crash + "\"pipeline_stage\"\n", "x", {"cluster.nodes=2", "parallel.data=2"}));
@@ -529,7 +532,7 @@ TEST_CASE("config: tensor parallelism runs one rank per node, with replicas too"
       "[[faults]]\nkind = \"corrupt_gradient\"\nnode = 1\nstep = 1\n", "x",
       {"cluster.nodes=2", "parallel.tensor=2"});
   CHECK_THAT(error_of([&] { config::check_supported(with_fault); }),
-             Contains("the faults injected into tensor-parallel jobs are kill and hang"));
+             Contains("corrupt_gradient is caught by comparing replicas"));
   // With replicas of the group their checksums catch it: allowed.
   auto replicated_fault = config::load_config_text(
       "[[faults]]\nkind = \"corrupt_gradient\"\nnode = 1\nstep = 1\n", "x",
