@@ -8,6 +8,7 @@
 #include "dist/comm_tensor_group.hpp"
 #include "dist/parallel_communicators.hpp"
 #include "dist/reducer_settings.hpp"
+#include "dist/stage_memory_sync.hpp"
 #include "runtime/train/layout/parallel_groups.hpp"
 #include "runtime/train/pipeline/single_stage_links.hpp"
 
@@ -33,7 +34,9 @@ train::PipelineRunSummary run_pipeline(const config::JobConfig& config,
   }
   std::unique_ptr<CommTensorGroup> tensor;
   if (groups.tensor) tensor = std::make_unique<CommTensorGroup>(*groups.tensor);
-  return train::run_pipeline_stage(config, options, links, replicas.get(), tensor.get());
+  CommStageMemorySync memory_sync(config, comm, groups.data.get());
+  return train::run_pipeline_stage(config, options, links, replicas.get(), tensor.get(),
+                                   &memory_sync);
 }
 
 }  // namespace dseek::dist

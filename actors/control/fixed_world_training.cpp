@@ -22,6 +22,7 @@
 #include "comm/types.hpp"
 #include "runtime/metrics/event_log.hpp"
 #include "runtime/train/layout/survivor_layout.hpp"
+#include "runtime/train/state/stage_memory.hpp"
 
 namespace dseek::actors {
 
@@ -200,17 +201,13 @@ job_finished run_on_fixed_world(const worker_setup& setup, caf::actor_system& sy
       if (stop.load()) stop_at_step_boundary = true;
       config::JobConfig session = train::config_for_layout(config, layout);
       if (rank != 0) session.metrics.progress = config::Progress::off;  // one progress display per job
-      std::string source = "start";
+      // Where a recovery resumes when no step is in the ranks' memory (state/stage_memory.hpp):
+      // the newest checkpoint, or the job's start.
+      std::string fallback = "start";
+      std::string starts_over;
       if (recovering) {
-        const std::string starts_over = resume_after_failure(session);
-        if (starts_over.empty()) {
-          source = "disk";
-        } else {
-          events.emit("recovery_without_checkpoint",
-                      util::JsonLine().add("epoch", epoch->epoch).add("reason", starts_over));
-          std::fprintf(stderr, "dseek-node: warning: %s (set checkpoint.every_steps to resume "
-                       "from the newest checkpoint after a node loss)\n", starts_over.c_str());
-        }
+        starts_over = resume_after_failure(session);
+        if (starts_over.empty()) fallback = "disk";
       }
       util::JsonLine started;
       started.add("epoch", epoch->epoch).add("world_size", static_cast<int64_t>(epoch->world_size))
@@ -218,6 +215,8 @@ job_finished run_on_fixed_world(const worker_setup& setup, caf::actor_system& sy
       events.emit("worker_started", add_layout(started, layout));
 
       train::RunOptions options = node_run_options(setup, sys, stop_at_step_boundary);
+      options.stage_memory = setup.stage_memory.get();
+      if (setup.stage_memory) setup.stage_memory->last_recovery = {};  // this epoch's own
       // The step loop calls the fault hook as each step starts, with no gradients (a
       // `slow` node sleeps there), and the stage trainer after the reduction with them
       // (a corrupt_gradient fault flips a bit there): each half of FaultActions::in_step
@@ -235,17 +234,34 @@ job_finished run_on_fixed_world(const worker_setup& setup, caf::actor_system& sy
       if (recovering) {
         // The step the run resumes at is known only inside it (the checkpoint it loads):
         // the first step it starts is that one.
+        // The step the run resumes at is known only inside it (the memory the ranks agree
+        // on, or the checkpoint it loads): the first step it starts is that one.
         const auto failed_at = policy.failed_at;
         const auto world = epoch->world_size;
         const auto epoch_number = epoch->epoch;
         options.before_step = [inner = options.before_step, &recovering, failed_at, world,
-                               epoch_number, layout, source, &events](int64_t step) {
+                               epoch_number, layout, fallback, starts_over,
+                               memory = setup.stage_memory, &events](int64_t step) {
           if (recovering) {
             recovering = false;  // a later failure is a recovery of its own
+            const train::MemoryRecovery from_memory =
+                memory ? memory->last_recovery : train::MemoryRecovery{};
+            const std::string source = from_memory.steps_done >= 0
+                                           ? (from_memory.from_peer ? "peer" : "memory")
+                                           : fallback;
+            if (source == "start" && !starts_over.empty()) {
+              events.emit("recovery_without_checkpoint",
+                          util::JsonLine().add("epoch", epoch_number).add("reason", starts_over));
+              std::fprintf(stderr, "dseek-node: warning: %s (set checkpoint.every_steps to "
+                           "resume from the newest checkpoint after a node loss)\n",
+                           starts_over.c_str());
+            }
             util::JsonLine fields;
             fields.add("from_step", step).add("source", source)
                 .add("recovery_ms", ms_since(failed_at)).add("epoch", epoch_number)
                 .add("world_size", static_cast<int64_t>(world));
+            if (from_memory.steps_done < 0 && !from_memory.why_not.empty())
+              fields.add("reason", from_memory.why_not);
             events.emit("recovered", add_layout(fields, layout));
           }
           if (inner) inner(step);

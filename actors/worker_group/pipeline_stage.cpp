@@ -134,6 +134,15 @@ pipeline_stage_actor::behavior_type pipeline_stage(stage_pointer self, caf::atom
           s.restore_state(m.params, m.adam_m, m.adam_v, m.optimizer_steps);
         });
       },
+      [self](const stage_copy_owned& m) {
+        return guarded<stage_done>(self->state,
+                                   [&](LocalPipelineStage& s) { s.copy_owned_state(m.packed); });
+      },
+      [self](const stage_restore_owned& m) {
+        return guarded<stage_done>(self->state, [&](LocalPipelineStage& s) {
+          s.restore_owned_state(m.packed, m.optimizer_steps);
+        });
+      },
       [self](const stage_optimizer_steps&) {
         return guarded<std::int64_t>(self->state,
                                      [](LocalPipelineStage& s) { return s.optimizer_steps(); });
@@ -199,6 +208,12 @@ class actor_pipeline_stage final : public train::PipelineStage {
   }
   int64_t optimizer_steps() override {
     return ask<std::int64_t>(stage_optimizer_steps{}, "count its optimizer steps");
+  }
+  void copy_owned_state(float* packed) override {
+    ask<stage_done>(stage_copy_owned{packed}, "copy its own state");
+  }
+  void restore_owned_state(const float* packed, int64_t optimizer_steps) override {
+    ask<stage_done>(stage_restore_owned{packed, optimizer_steps}, "restore its own state");
   }
   checkpoint::PrecisionState gather_precision_state() override {
     return ask<checkpoint::PrecisionState>(stage_gather_precision{},

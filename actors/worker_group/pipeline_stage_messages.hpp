@@ -64,6 +64,14 @@ struct stage_restore {
   std::int64_t optimizer_steps = 0;
 };
 struct stage_optimizer_steps {};
+// This rank's own state, packed (PipelineStage::copy_owned_state), and back.
+struct stage_copy_owned {
+  float* packed = nullptr;
+};
+struct stage_restore_owned {
+  const float* packed = nullptr;
+  std::int64_t optimizer_steps = 0;
+};
 // The loss scale and fp8 state: gathered (collective), and put back from `state`.
 struct stage_gather_precision {};
 struct stage_restore_precision {
@@ -89,6 +97,8 @@ using pipeline_stage_actor = caf::typed_actor<
     caf::replies_to<stage_gather_state>::with<stage_reply<stage_done>>,
     caf::replies_to<stage_restore>::with<stage_reply<stage_done>>,
     caf::replies_to<stage_optimizer_steps>::with<stage_reply<std::int64_t>>,
+    caf::replies_to<stage_copy_owned>::with<stage_reply<stage_done>>,
+    caf::replies_to<stage_restore_owned>::with<stage_reply<stage_done>>,
     caf::replies_to<stage_gather_precision>::with<stage_reply<checkpoint::PrecisionState>>,
     caf::replies_to<stage_restore_precision>::with<stage_reply<bool>>,
     caf::reacts_to<crash_atom>>;
@@ -109,6 +119,8 @@ CAF_ALLOW_UNSAFE_MESSAGE_TYPE(dseek::actors::stage_restore)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(dseek::actors::stage_gather_precision)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(dseek::actors::stage_restore_precision)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(dseek::actors::stage_optimizer_steps)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(dseek::actors::stage_copy_owned)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(dseek::actors::stage_restore_owned)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(dseek::actors::stage_reply<dseek::actors::stage_built>)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(dseek::actors::stage_reply<dseek::train::PipelineStepReport>)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(dseek::actors::stage_reply<double>)

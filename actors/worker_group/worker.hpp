@@ -39,6 +39,7 @@ class EventLog;
 }
 namespace dseek::train {
 struct TrainingState;
+class StageMemory;
 struct RunOptions;
 }
 
@@ -72,6 +73,9 @@ struct worker_setup {
   // The state of the last completed step, kept for the node's lifetime (it survives a
   // restart of the worker actor): what the node recovers from, and gives to peers.
   std::shared_ptr<train::TrainingState> replica;
+  // A pipeline or tensor-parallel rank's copies of its own state, kept the same way
+  // (runtime/train/state/stage_memory.hpp).
+  std::shared_ptr<train::StageMemory> stage_memory;
   // Set by the worker: run at every step boundary (health progress, step faults), and
   // inside every step on the final gradients (slow, corrupt_gradient).
   std::function<void(int64_t step)> before_step;

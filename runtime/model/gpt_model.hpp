@@ -48,6 +48,7 @@ namespace dseek::model {
 struct LayerRange {
   int64_t begin = 0;
   int64_t end = 0;  // exclusive
+  bool operator==(const LayerRange&) const = default;
 };
 
 // Called during backward with a range of the flat gradient buffer that this backward

@@ -31,6 +31,7 @@ class GradientReducer;
 class Trainer;
 class PipelineStage;      // pipeline_stage.hpp
 struct PipelineStageSpec;
+class StageMemory;        // state/stage_memory.hpp
 
 // The whole training state after `steps_done` steps, in host memory: what a data-parallel
 // node keeps of its last completed step to recover from a lost peer without the disk
@@ -67,6 +68,10 @@ struct RunOptions {
   // Start from this state instead of the weights' init or checkpoint.resume (recovery
   // from memory or a peer). Not owned.
   const TrainingState* start_from = nullptr;
+  // Pipeline and tensor-parallel jobs: this rank's copies of its own state, kept between
+  // epochs for recovery from memory (state/stage_memory.hpp; dseek-node: the worker
+  // group's, for the node's lifetime). Null: none kept. Not owned.
+  StageMemory* stage_memory = nullptr;
   // Run inside every step on its final (reduced) gradients before the update (fault
   // injection: slow, corrupt_gradient). The pipeline and tensor-parallel paths call it
   // as each step starts with no gradients (null, 0): only `slow` acts there.

@@ -1,8 +1,9 @@
 // The loss of the coordinator's own node in pipeline jobs: node 0 runs the coordinator
 // and a stage. Killed at step 10, `dseek launch` restarts it with a new coordinator on
 // the same port, the other nodes' agents join it, the world is rebuilt with the same
-// layout and every stage resumes from the newest checkpoint (step 8). The same layout
-// resumed from its own checkpoint computes the fault-free run's bits
+// layout and every stage resumes from the newest checkpoint (step 8), or, where a replica
+// of node 0's stage survives (D = 2 x P = 2), from memory at step 10 (node 0 from a
+// replica's). The same layout resumed from its own state computes the fault-free run's bits
 // (test_pipeline_checkpoint.cpp), so every node must end with the fault-free run's
 // params_sha256. Three layouts: P = 2, D = 2 x P = 2 and P = 2 x T = 2.
 #include <catch2/catch.hpp>
@@ -25,6 +26,9 @@ struct CoordinatorLossJob {
   const char* name;
   int nodes;
   std::vector<std::string> layout;  // --set arguments
+  // Replicas of node 0's stage survive: node 0 gets its state from one (source "peer"),
+  // the others resume from their memory at step 10, and no checkpoint is read.
+  bool from_memory = false;
 };
 
 void check_coordinator_loss(const CoordinatorLossJob& job) {
@@ -54,8 +58,9 @@ void check_coordinator_loss(const CoordinatorLossJob& job) {
     INFO("node " << node);
     const auto recovered = node_events(run.path(), node, "recovered");
     REQUIRE(recovered.size() == 1);
-    CHECK(string_field(recovered[0], "source") == "disk");
-    CHECK(number_field(recovered[0], "from_step") == 8);
+    CHECK(string_field(recovered[0], "source") ==
+          (!job.from_memory ? "disk" : node == 0 ? "peer" : "memory"));
+    CHECK(number_field(recovered[0], "from_step") == (job.from_memory ? 10 : 8));
     CHECK(number_field(recovered[0], "pipeline") == 2);
     const auto done = node_events(run.path(), node, "train_done");
     REQUIRE(done.size() == 1);
@@ -75,7 +80,7 @@ TEST_CASE("pipeline: a killed coordinator node comes back and the pipeline resum
 TEST_CASE("pipeline: a killed coordinator node of a replicated pipeline comes back and both replicas resume",
           "[pp][launch][dp][faults]") {
   check_coordinator_loss(
-      {"pp-dp-coordinator-kill", 4, {"--set", "parallel.data=2", "--set", "train.micro_batch_size=2"}});
+      {"pp-dp-coordinator-kill", 4, {"--set", "parallel.data=2", "--set", "train.micro_batch_size=2"}, true});
 }
 
 TEST_CASE("pipeline: a killed coordinator node of a pipeline of tensor groups comes back and every rank resumes",

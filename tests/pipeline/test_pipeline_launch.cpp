@@ -67,9 +67,9 @@ TEST_CASE("pipeline: a node lost for good leaves one stage that trains the whole
 
 // A crash in node 1's pipeline_stage (the actor that owns the stage trainer) at step 6:
 // its worker group (stage and worker) restarts, the new worker tells the coordinator,
-// node 0 hears "worker restarted", and both ranks resume the same layout from the step-4
-// checkpoint: the same layout resumed from its own checkpoint computes the fault-free
-// run's bits (test_pipeline_checkpoint, test_tensor_checkpoint), so params_sha256 must
+// node 0 hears "worker restarted", and both ranks resume the same layout from their
+// memory of step 6 (runtime/train/state/stage_memory.hpp; the step-4 checkpoint is not
+// read): the same layout resumed from its own state computes the fault-free run's bits (test_pipeline_checkpoint, test_tensor_checkpoint), so params_sha256 must
 // equal the fault-free run's. `layout_key` ("pipeline" or "tensor") is the recovered
 // event's field that must still be 2. One stage trainer runs both layouts, so the same
 // fault and the same recovery hold for a pipeline and for a tensor-parallel group.
@@ -105,8 +105,10 @@ void check_crashed_stage_recovers(const std::string& name, const std::vector<std
     INFO("node " << node);
     const auto recovered = node_events(run.path(), node, "recovered");
     REQUIRE(recovered.size() == 1);
-    CHECK(number_field(recovered[0], "from_step") == 4);
-    CHECK(string_field(recovered[0], "source") == "disk");
+    // The restarted worker group kept its copies (the node's, not the group's): both
+    // ranks resume from memory at the step of the crash, no checkpoint read.
+    CHECK(number_field(recovered[0], "from_step") == 6);
+    CHECK(string_field(recovered[0], "source") == "memory");
     CHECK(number_field(recovered[0], layout_key) == 2);
     const auto done = node_events(run.path(), node, "train_done");
     REQUIRE(done.size() == 1);
@@ -187,6 +189,7 @@ TEST_CASE("pipeline: a node of a replicated pipeline killed during the gradient 
   lost.nodes = 4;
   lost.pipeline = 2;
   lost.during_reduction = true;
+  lost.from_memory = true;
   lost.also_check = [](const std::filesystem::path& run) {
     const std::string fault = fault_of(run, 3, "kill");
     REQUIRE_FALSE(fault.empty());
@@ -233,6 +236,7 @@ TEST_CASE("pipeline: a lost node of a replicated pipeline costs a replica and th
   lost.job = kReplicatedPipeline;
   lost.nodes = 4;
   lost.pipeline = 2;
+  lost.from_memory = true;  // replica 0 survives whole, at its positions
   check_lost_node_recovers(lost);
 }
 
@@ -300,6 +304,7 @@ TEST_CASE("pipeline: a node of a replicated pipeline that hangs costs a replica 
   lost.nodes = 4;
   lost.pipeline = 2;
   lost.fault = "hang";
+  lost.from_memory = true;
   check_lost_node_recovers(lost);
 }
 
@@ -307,7 +312,9 @@ TEST_CASE("pipeline: a node of a replicated pipeline that hangs costs a replica 
 // train without it (elastic.rejoin_seconds = 0: they re-plan at once, node 2 stands by):
 // when it rejoins, the ranks finish their step, checkpoint it and leave that layout
 // together (no abort: the peers are alive), every node resumes the whole one (data 2 x
-// pipeline 2) from that checkpoint, and the job ends with the fault-free run's
+// pipeline 2) at that step: nodes 0 and 1 from their memory, node 2 (whose copies are
+// of the step it stood by at) and the restarted node 3 from a replica of their stage
+// (source "peer"), and the job ends with the fault-free run's
 // val_loss (the tolerance of lost_node_launch.hpp: two changes of layout, each another
 // summation order). 200 steps, so that the one-replica layout is still training when the
 // node is back (about 1 s after the kill; those steps take about 5 s).
@@ -349,10 +356,10 @@ TEST_CASE("pipeline: a restarted node rejoins and the replicated pipeline grows 
     INFO("node " << node);
     const auto recovered = node_events(run.path(), node, "recovered");
     REQUIRE_FALSE(recovered.empty());
-    // The last recovery is into the whole layout again, from the checkpoint written when
-    // the one-replica layout was left.
+    // The last recovery is into the whole layout again, at the step the one-replica
+    // layout was left, from memory: the ranks' own, or a replica's of their stage.
     CHECK(number_field(recovered.back(), "data") == 2);
-    CHECK(string_field(recovered.back(), "source") == "disk");
+    CHECK(string_field(recovered.back(), "source") == (node < 2 ? "memory" : "peer"));
     CHECK(number_field(recovered.back(), "from_step") ==
           number_field(node_events(run.path(), 0, "layout_left").at(0), "step"));
     const auto done = node_events(run.path(), node, "train_done");

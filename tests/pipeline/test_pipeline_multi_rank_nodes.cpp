@@ -188,7 +188,7 @@ TEST_CASE("tensor: a 2-rank group on one node of 2 ranks trains bit for bit what
 }
 
 // Node 1 of 2 x 2 ranks (replica 1: ranks 2 and 3) killed at step 10 for good: node 0's
-// ranks 0 and 1 are one whole pipeline, which resumes from the step-8 checkpoint.
+// ranks 0 and 1 are one whole pipeline, which resumes from its memory at step 10.
 TEST_CASE("pipeline x data: a node of 2 ranks lost for good leaves one replica on the other node",
           "[pp][dp][multigpu][launch][faults]") {
   LostNodeJob lost;
@@ -197,6 +197,7 @@ TEST_CASE("pipeline x data: a node of 2 ranks lost for good leaves one replica o
   lost.nodes = 2;
   lost.data = 1;
   lost.pipeline = 2;
+  lost.from_memory = true;
   lost.also_check = [](const fs::path& run) {
     // Local rank 1 (stage 1 of the surviving replica) re-planned and resumed with rank 0.
     const auto layouts = node_events(rank_dir(run, 1), 0, "epoch_layout");
@@ -206,8 +207,8 @@ TEST_CASE("pipeline x data: a node of 2 ranks lost for good leaves one replica o
     CHECK(string_field(layouts[1], "role") == "train");
     const auto recovered = node_events(rank_dir(run, 1), 0, "recovered");
     REQUIRE(recovered.size() == 1);
-    CHECK(number_field(recovered[0], "from_step") == 8);
-    CHECK(string_field(recovered[0], "source") == "disk");
+    CHECK(number_field(recovered[0], "from_step") == 10);
+    CHECK(string_field(recovered[0], "source") == "memory");
     const auto done = node_events(rank_dir(run, 1), 0, "train_done");
     REQUIRE(done.size() == 1);
     CHECK(string_field(done[0], "params_sha256") ==
@@ -295,11 +296,12 @@ TEST_CASE("pipeline x tensor: a crashed pipeline_stage@1 restarts its worker gro
       INFO("node " << node << ", local rank " << local_rank);
       const auto recovered = node_events(rank_dir(run.path(), local_rank), node, "recovered");
       REQUIRE(recovered.size() == 1);
-      CHECK(number_field(recovered[0], "from_step") == 4);
-      CHECK(string_field(recovered[0], "source") == "disk");
+      // The restarted group kept its copies: every rank resumes from memory at step 6.
+      CHECK(number_field(recovered[0], "from_step") == 6);
+      CHECK(string_field(recovered[0], "source") == "memory");
     }
-  // Steps 5 to 12, run again from the step-4 checkpoint on the same layout: the
-  // fault-free run's bits, to the last one.
+  // Steps 7 to 12, run again from memory on the same layout: the fault-free run's bits,
+  // to the last one.
   const auto recovered = ranks_of(run.path(), 2, 2, kCrashSteps, /*steps_run_again=*/true);
   for (size_t rank = 0; rank < recovered.size(); ++rank) {
     INFO("world rank " << rank);

@@ -71,6 +71,7 @@ void check_layout(const std::string& name, const std::vector<std::string>& layou
     lost.pipeline = pipeline;
     lost.tensor = tensor;
     lost.fault = "corrupt_gradient";
+    lost.from_memory = true;  // the corrupted replica leaves; replica 0 holds every position
     lost.also_check = check_sdc_events;
     check_lost_node_recovers(lost);
   }

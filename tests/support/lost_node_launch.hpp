@@ -5,7 +5,7 @@
 // without the fault. The survivors re-plan the layout (actors/control/fixed_world_training.hpp), the
 // ranks of the new layout resume from the newest checkpoint (the one of step 8, written
 // by the old layout, checkpoint.every_steps = 4) or, without checkpoints, from step 0,
-// and the job finishes.
+// or (from_memory) from their memory at step 10, and the job finishes.
 //
 // What it checks: the launcher exits 0 having given the node up; every survivor saw the
 // node lost and logged the new layout (epoch_layout) with its role; the ranks that train
@@ -47,6 +47,10 @@ struct LostNodeJob {
   // The kill or hang fires in the data group's gradient reduction (during = "reduction",
   // with replicas), the peers mid-collective, instead of at the step boundary.
   bool during_reduction = false;
+  // A replica of every stage survives and keeps its position in the new layout (the
+  // last node lost): the survivors resume from their memory at step 10 without reading
+  // a checkpoint (runtime/train/state/stage_memory.hpp), source "memory".
+  bool from_memory = false;
   // More checks of the faulty run's directory (null: none).
   std::function<void(const std::filesystem::path& run)> also_check;
 };
@@ -89,7 +93,8 @@ inline void check_lost_node_recovers(const LostNodeJob& lost) {
   else
     CHECK_THAT(result.output, Contains("[launch] node(s) " + std::to_string(killed) +
                                        " still running 2 s after the job finished"));
-  const int from_step = lost.checkpoints ? 8 : 0;
+  const int from_step = lost.from_memory ? 10 : lost.checkpoints ? 8 : 0;
+  const std::string source = lost.from_memory ? "memory" : lost.checkpoints ? "disk" : "start";
   std::string sha;
   for (int node = 0; node < killed; ++node) {
     INFO("node " << node);
@@ -116,10 +121,15 @@ inline void check_lost_node_recovers(const LostNodeJob& lost) {
     const auto recovered = node_events(run.path(), node, "recovered");
     REQUIRE(recovered.size() == 1);
     CHECK(number_field(recovered[0], "from_step") == from_step);
-    CHECK(string_field(recovered[0], "source") == (lost.checkpoints ? "disk" : "start"));
+    CHECK(string_field(recovered[0], "source") == source);
     CHECK(number_field(recovered[0], "pipeline") == lost.pipeline);
     CHECK(number_field(recovered[0], "recovery_ms") < 10000);
-    if (lost.checkpoints) {
+    if (lost.from_memory) {
+      const std::string resumed = event_with(run.path(), node, "resumed", "step", from_step);
+      REQUIRE_FALSE(resumed.empty());
+      CHECK(string_field(resumed, "source") == "memory");
+      CHECK(node_events(run.path(), node, "recovery_without_checkpoint").empty());
+    } else if (lost.checkpoints) {
       CHECK_FALSE(event_with(run.path(), node, "resumed", "step", from_step).empty());
     } else {
       CHECK(node_events(run.path(), node, "recovery_without_checkpoint").size() == 1);

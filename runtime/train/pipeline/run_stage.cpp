@@ -64,7 +64,7 @@ util::JsonLine plan_event(const PipelinePlan& plan, const config::JobConfig& con
 
 PipelineRunSummary run_pipeline_stage(const config::JobConfig& config, const RunOptions& options,
                                       PipelineLinks& links, ReplicaGroup* replicas,
-                                      model::TensorGroup* tensor) {
+                                      model::TensorGroup* tensor, StageMemorySync* memory_sync) {
   const auto& t = config.train;
   std::unique_ptr<metrics::EventLog> own_events;
   metrics::EventLog& events = open_run_events(config, options, own_events);
@@ -143,12 +143,29 @@ PipelineRunSummary run_pipeline_stage(const config::JobConfig& config, const Run
   PipelineCheckpointState checkpoint_state(trainer);
   GatheredCheckpointing checkpoints(config, options.run_dir, checkpoint_state, events, progress,
                                     options.checkpoint_sink);
-  const int64_t first_step = checkpoints.resume();
+  // From memory when the ranks hold a step of this layout (every rank takes the same
+  // branch: the agreement is collective), else the checkpoint (checkpoint.resume).
+  const StagePosition position = position_of(info);
+  StageMemory* memory = memory_sync != nullptr ? options.stage_memory : nullptr;
+  int64_t first_step = -1;
+  if (memory != nullptr) {
+    const MemoryRecovery recovery = memory_sync->recover(*memory, position, trainer);
+    if (recovery.steps_done >= 0) {
+      first_step = recovery.steps_done;
+      events.emit("resumed", util::JsonLine().add("step", first_step)
+                                 .add("source", std::string(recovery.from_peer ? "peer" : "memory")));
+      progress.line(label + "resumed from " + (recovery.from_peer ? "a replica's" : "its own") +
+                    " memory at step " + std::to_string(first_step));
+    }
+  }
+  if (first_step < 0) first_step = checkpoints.resume();
+  const bool keeps_memory = memory != nullptr && why_no_memory_recovery(config).empty();
 
   PipelineRunSummary result;
   FixedWorldSteps steps;
   steps.train_step = [&](int64_t step) {
     const PipelineStepReport r = trainer.train_step(step);
+    if (keeps_memory) memory->keep(step + 1, position, trainer);
     util::JsonLine step_event = step_event_fields(step + 1, r.step);
     step_event.add("stage", info.stage).add("tensor_rank", info.tensor_rank)
         .add("replica", info.replica);

@@ -29,6 +29,7 @@
 #include "runtime/train/pipeline/links.hpp"
 #include "runtime/train/layout/replica_group.hpp"
 #include "runtime/train/run_training.hpp"
+#include "runtime/train/state/stage_memory.hpp"
 
 namespace dseek::train {
 
@@ -42,9 +43,13 @@ struct PipelineRunSummary {
 // pipeline_stage.hpp); the rest of
 // RunOptions is for data-parallel runs.
 // `replicas`: the stage's data-parallel group (null: one replica); `tensor`: its
-// tensor-parallel group (null: one rank).
+// tensor-parallel group (null: one rank). With options.stage_memory and `memory_sync`,
+// the run first tries to resume from the ranks' memory (state/stage_memory.hpp), and
+// keeps this rank's state there after every step; a checkpoint is read only when that
+// fails.
 PipelineRunSummary run_pipeline_stage(const config::JobConfig& config, const RunOptions& options,
                                       PipelineLinks& links, ReplicaGroup* replicas = nullptr,
-                                      model::TensorGroup* tensor = nullptr);
+                                      model::TensorGroup* tensor = nullptr,
+                                      StageMemorySync* memory_sync = nullptr);
 
 }  // namespace dseek::train

@@ -68,6 +68,8 @@ struct PipelineStageInfo {
   // takes part in a checkpoint (PipelineStageTrainer::fp8_state_per_replica).
   bool fp8_state_per_replica = false;
   std::string optimizer;  // who runs its update (OptimizerShards::describe)
+  // The floats of copy_owned_state (0 under ZeRO: a rank holds pieces of its moments).
+  size_t owned_state_floats = 0;
   model::ActivationMemory activation_memory;
   PipelinePlan plan;
 };
@@ -94,6 +96,10 @@ class PipelineStage {
   virtual void restore_state(const float* params, const float* adam_m, const float* adam_v,
                              int64_t optimizer_steps) = 0;
   virtual int64_t optimizer_steps() = 0;
+  // This rank's own state, no communication (PipelineStageTrainer::copy_owned_state):
+  // info().owned_state_floats floats; and back.
+  virtual void copy_owned_state(float* packed) = 0;
+  virtual void restore_owned_state(const float* packed, int64_t optimizer_steps) = 0;
   // The loss scale and fp8 state (PipelineStageTrainer::gather_precision_state: collective;
   // restore_precision_state: true when the stage took its own copy, false when merged).
   virtual checkpoint::PrecisionState gather_precision_state() = 0;
@@ -128,6 +134,10 @@ class LocalPipelineStage final : public PipelineStage {
   bool first_stage_decides(bool value) override { return trainer_.first_stage_decides(value); }
   void gather_state_to_first(float* params, float* adam_m, float* adam_v) override {
     trainer_.gather_state_to_first(params, adam_m, adam_v);
+  }
+  void copy_owned_state(float* packed) override { trainer_.copy_owned_state(packed); }
+  void restore_owned_state(const float* packed, int64_t optimizer_steps) override {
+    trainer_.restore_owned_state(packed, optimizer_steps);
   }
   void restore_state(const float* params, const float* adam_m, const float* adam_v,
                      int64_t optimizer_steps) override {

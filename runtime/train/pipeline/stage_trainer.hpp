@@ -174,6 +174,12 @@ class PipelineStageTrainer {
   void restore_state(const float* params, const float* adam_m, const float* adam_v,
                      int64_t optimizer_steps);
   int64_t optimizer_steps() const;
+  // This rank's own state without communication (state/stage_owned_state.cpp): its
+  // owned parameters and AdamW moments, packed (owned_state_floats() floats), and back.
+  // Not under ZeRO (std::logic_error): a replica holds pieces of its moments only.
+  size_t owned_state_floats() const;
+  void copy_owned_state(float* packed);
+  void restore_owned_state(const float* packed, int64_t optimizer_steps);
   const model::ParamLayout& whole_layout() const;
   // Stage 0's `value` on every stage (collective; with tensor parallelism the value of
   // stage 0's tensor rank 0, on every rank).

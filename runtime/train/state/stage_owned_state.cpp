@@ -1,0 +1,54 @@
+// This rank's own state, without communication (PipelineStageTrainer::copy_owned_state,
+// restore_owned_state): every chunk's owned floats (owned_segments: the head's copy of
+// wte and a tensor rank's replicated tensors included) of the parameters and of both
+// AdamW moments, packed chunk by chunk. What a rank keeps in memory between epochs
+// (state/stage_memory.hpp) and hands to a replica of its stage that has none; a rank at
+// the same position of the same layout packs and unpacks the same floats in the same
+// order.
+#include <algorithm>
+#include <stdexcept>
+
+#include "runtime/train/pipeline/stage_chunk.hpp"
+
+namespace dseek::train {
+
+size_t PipelineStageTrainer::owned_state_floats() const {
+  size_t floats = 0;
+  for (const auto& chunk : chunks_)
+    for (const model::ShardSegment& s : chunk->model->owned_segments()) floats += s.count;
+  return 3 * floats;
+}
+
+void PipelineStageTrainer::copy_owned_state(float* packed) {
+  if (zero_)
+    throw std::logic_error("copy_owned_state: under ZeRO a rank holds pieces of its moments only");
+  for (auto& chunk : chunks_) {
+    const size_t floats = chunk->model->buffer_floats();
+    std::vector<float> host_params(floats), host_m(floats, 0.0f), host_v(floats, 0.0f);
+    backend_->copy_to_host(host_params.data(), chunk->model->params(), floats * sizeof(float));
+    chunk->optimizer->moments_to_host(host_m.data(), host_v.data());
+    for (const std::vector<float>* part : {&host_params, &host_m, &host_v})
+      for (const model::ShardSegment& s : chunk->model->owned_segments())
+        packed = std::copy_n(part->begin() + static_cast<std::ptrdiff_t>(s.shard_offset), s.count, packed);
+  }
+}
+
+void PipelineStageTrainer::restore_owned_state(const float* packed, int64_t optimizer_steps) {
+  if (zero_)
+    throw std::logic_error("restore_owned_state: under ZeRO a rank holds pieces of its moments only");
+  for (auto& chunk : chunks_) {
+    const size_t floats = chunk->model->buffer_floats();
+    std::vector<float> host_params(floats), host_m(floats, 0.0f), host_v(floats, 0.0f);
+    backend_->copy_to_host(host_params.data(), chunk->model->params(), floats * sizeof(float));
+    for (std::vector<float>* part : {&host_params, &host_m, &host_v})
+      for (const model::ShardSegment& s : chunk->model->owned_segments()) {
+        std::copy_n(packed, s.count, part->begin() + static_cast<std::ptrdiff_t>(s.shard_offset));
+        packed += s.count;
+      }
+    backend_->copy_from_host(chunk->model->params(), host_params.data(), floats * sizeof(float));
+    chunk->optimizer->moments_from_host(host_m.data(), host_v.data());
+    chunk->optimizer->set_steps_taken(optimizer_steps);
+  }
+}
+
+}  // namespace dseek::train

@@ -1,0 +1,113 @@
+// Recovery from memory in pipeline and tensor-parallel jobs (runtime/train/state/
+// stage_memory.hpp, dist/stage_memory_sync.hpp), through `dseek launch --nodes 4` with
+// parallel.data = 2 and no checkpoints at all: node 3 is killed at step 10 and restarted
+// by the launcher; the world forms again with the same layout, nodes 0-2 resume from
+// their own memory and node 3 from its stage's replica (source "peer"), at step 10. The
+// same layout from the same state computes the same bits, so every node ends with the
+// fault-free run's params_sha256; nothing was read from disk (no checkpoint exists).
+// And where no replica of a lost position keeps it (node 1 lost for good: the survivors'
+// new rank 1 held stage 0), the recovery says why and starts over, as before.
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "support/node_runs.hpp"
+#include "support/process.hpp"
+#include "support/test_paths.hpp"
+
+using namespace dseek::testing;
+using namespace std::chrono_literals;
+using Catch::Matchers::Contains;
+
+namespace {
+
+constexpr int kNodes = 4;
+constexpr int kSteps = 20;
+const std::vector<std::string> kShared = {"--set", "train.micro_batch_size=2", "--set",
+                                          "train.threads=1", "--set", "train.eval_every=0",
+                                          "--set", "parallel.data=2"};
+
+std::string final_sha(const std::filesystem::path& run, int node) {
+  const auto done = node_events(run, node, "train_done");
+  REQUIRE(done.size() == 1);
+  CHECK(number_field(done[0], "step") == kSteps);
+  return string_field(done[0], "params_sha256");
+}
+
+void check_restarted_node_recovers_from_a_replica(const std::string& name,
+                                                  const std::vector<std::string>& layout) {
+  ScratchDir reference_run(name + "-reference"), run(name);
+  const auto reference =
+      run_process(tiny_launch(reference_run.path(), kNodes, kSteps, kShared + layout), 180s, launch_env());
+  INFO(reference.output);
+  REQUIRE(reference.exit_code == 0);
+  const std::string expected = final_sha(reference_run.path(), 0);
+
+  const auto result = run_process(
+      tiny_launch(run.path(), kNodes, kSteps,
+                  kShared + layout + faults(R"({kind = "kill", node = 3, step = 10})")),
+      180s, launch_env());
+  INFO(result.output);
+  REQUIRE(result.exit_code == 0);
+  CHECK_THAT(result.output, Contains("[launch] node 3 killed by signal SIGKILL; restarting (1/"));
+  for (int node = 0; node < kNodes; ++node) {
+    INFO("node " << node);
+    const auto recovered = node_events(run.path(), node, "recovered");
+    REQUIRE(recovered.size() == 1);
+    CHECK(number_field(recovered[0], "from_step") == 10);
+    CHECK(number_field(recovered[0], "data") == 2);
+    CHECK(string_field(recovered[0], "source") == (node == 3 ? "peer" : "memory"));
+    WARN(name << ": node " << node << " recovered from " << string_field(recovered[0], "source")
+              << " in " << number_field(recovered[0], "recovery_ms") << " ms");
+    CHECK(node_events(run.path(), node, "recovery_without_checkpoint").empty());
+    CHECK(final_sha(run.path(), node) == expected);
+  }
+  CHECK_FALSE(std::filesystem::exists(run.path() / "checkpoints"));
+  require_no_node_left(run.path(), kNodes);
+}
+
+}  // namespace
+
+TEST_CASE("pipeline: a restarted node of D=2 x P=2 gets its stage's state from a replica and "
+          "the job ends with the fault-free bits, no checkpoint written or read",
+          "[pp][launch][dp][faults]") {
+  check_restarted_node_recovers_from_a_replica(
+      "pp-memory", {"--set", "parallel.pipeline=2", "--set", "parallel.schedule=\"1f1b\""});
+}
+
+TEST_CASE("tensor: a restarted node of D=2 x T=2 gets its tensor rank's state from a replica "
+          "and the job ends with the fault-free bits", "[tp][launch][dp][faults]") {
+  check_restarted_node_recovers_from_a_replica("tp-memory", {"--set", "parallel.tensor=2"});
+}
+
+// Node 1 (replica 0, stage 1) lost for good: the survivors' layout is one replica on
+// nodes 0 and 2, and node 2 holds stage 0, not stage 1 (node 3, which holds it, stands
+// by): no step is in memory at every position, so the job starts over (no checkpoints)
+// and says why.
+TEST_CASE("pipeline: a lost position that no trained survivor holds falls back, saying why",
+          "[pp][launch][dp][faults]") {
+  ScratchDir run("pp-memory-fallback");
+  const auto result = run_process(
+      tiny_launch(run.path(), kNodes, kSteps,
+                  kShared + std::vector<std::string>{"--set", "parallel.pipeline=2", "--set",
+                                                     "cluster.max_restarts=0", "--set",
+                                                     "elastic.rejoin_seconds=1", "--stop-grace", "2"} +
+                      faults(R"({kind = "kill", node = 1, step = 10})")),
+      180s, launch_env());
+  INFO(result.output);
+  REQUIRE(result.exit_code == 0);
+  for (int node : {0, 2}) {
+    INFO("node " << node);
+    const auto recovered = node_events(run.path(), node, "recovered");
+    REQUIRE(recovered.size() == 1);
+    CHECK(string_field(recovered[0], "source") == "start");
+    CHECK(number_field(recovered[0], "from_step") == 0);
+    CHECK_THAT(string_field(recovered[0], "reason"),
+               Contains("no step is held in memory by a replica of every stage and tensor rank"));
+    final_sha(run.path(), node);
+  }
+  require_no_node_left(run.path(), kNodes);
+}
