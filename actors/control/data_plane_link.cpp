@@ -1,6 +1,7 @@
 // Implementation of data_plane_link.hpp.
 #include "actors/control/data_plane_link.hpp"
 
+#include <algorithm>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -115,12 +116,22 @@ std::unique_ptr<comm::Communicator> connect_ucx_plane(caf::actor_system& sys,
                                                       const epoch_started& epoch,
                                                       const config::JobConfig& config,
                                                       int32_t ranks, int local_rank, bool nccl,
-                                                      std::string& nccl_id) {
-  const int32_t rank = planned_rank(epoch, config, local_rank);
+                                                      std::string& nccl_id,
+                                                      const std::vector<int32_t>* order = nullptr) {
+  const int32_t planned_as = planned_rank(epoch, config, local_rank);
   const int32_t planned = ranks_in_plan(epoch);
   if (ranks < 0) ranks = planned;
+  // This rank's place among the connecting ranks: its plan rank, or where `order` puts it.
+  int32_t rank = planned_as;
+  if (order != nullptr) {
+    const auto at = std::find(order->begin(), order->end(), planned_as);
+    rank = at == order->end() ? ranks : static_cast<int32_t>(at - order->begin());
+    if (static_cast<int32_t>(order->size()) != ranks)
+      throw std::logic_error("a placement of " + std::to_string(order->size()) + " ranks for " +
+                             std::to_string(ranks) + " connecting ranks");
+  }
   if (rank >= ranks || ranks > planned)
-    throw std::logic_error("rank " + std::to_string(rank) + " of epoch " +
+    throw std::logic_error("rank " + std::to_string(planned_as) + " of epoch " +
                            std::to_string(epoch.epoch) + " is not among its " +
                            std::to_string(ranks) + " connecting ranks");
   comm::UcxCommunicatorBuilder builder(rank, ranks, comm_options(epoch, config));
@@ -131,11 +142,15 @@ std::unique_ptr<comm::Communicator> connect_ucx_plane(caf::actor_system& sys,
     parts.push_back(rank == 0 ? comm::make_nccl_unique_id() : std::string());
 #endif
   }
-  const auto payloads = exchange(sys, epoch, config, rank, comm::pack_strings(parts));
+  const auto payloads = exchange(sys, epoch, config, planned_as, comm::pack_strings(parts));
   std::vector<std::string> hosts, addresses;
   const size_t expected = nccl ? 3 : 2;
-  for (int32_t peer = 0; peer < ranks && peer < static_cast<int32_t>(payloads.size()); ++peer) {
-    auto theirs = comm::unpack_strings(payloads[static_cast<size_t>(peer)]);
+  for (int32_t peer = 0; peer < ranks; ++peer) {
+    const int32_t slot = order != nullptr ? (*order)[static_cast<size_t>(peer)] : peer;
+    if (slot < 0 || slot >= static_cast<int32_t>(payloads.size()))
+      throw rendezvous_failed("the rendezvous of epoch " + std::to_string(epoch.epoch) +
+                              " has no address of rank " + std::to_string(slot));
+    auto theirs = comm::unpack_strings(payloads[static_cast<size_t>(slot)]);
     if (theirs.size() != expected)
       throw rendezvous_failed("malformed data-plane address of rank " + std::to_string(peer) +
                               " in the rendezvous of epoch " + std::to_string(epoch.epoch));
@@ -151,9 +166,16 @@ std::unique_ptr<comm::Communicator> connect_ucx_plane(caf::actor_system& sys,
 std::unique_ptr<comm::Communicator> connect_data_plane(caf::actor_system& sys,
                                                        const epoch_started& epoch,
                                                        const config::JobConfig& config,
-                                                       int32_t ranks, int local_rank) {
+                                                       int32_t ranks, int local_rank,
+                                                       const std::vector<int32_t>* order) {
   std::string unused;
-  return connect_ucx_plane(sys, epoch, config, ranks, local_rank, false, unused);
+  return connect_ucx_plane(sys, epoch, config, ranks, local_rank, false, unused, order);
+}
+
+std::vector<std::string> exchange_in_rendezvous(caf::actor_system& sys, const epoch_started& epoch,
+                                                const config::JobConfig& config, int local_rank,
+                                                const std::string& payload) {
+  return exchange(sys, epoch, config, planned_rank(epoch, config, local_rank), payload);
 }
 
 EpochDataPlanes connect_data_planes(caf::actor_system& sys, const epoch_started& epoch,

@@ -17,6 +17,7 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include <caf/fwd.hpp>
 
@@ -49,10 +50,20 @@ std::string rank_layout(const epoch_started& epoch);
 // stand_by_in_rendezvous, since the rendezvous waits for every rank of the epoch.
 // `local_rank`: which of the node's worker groups connects (each its own UCX worker and
 // endpoints: ranks of one process reach each other as ranks of two processes do).
+// `order` (a re-planned layout placed by memory, train/layout/memory_placement.hpp):
+// order[k] is the plan rank that connects as rank k (null: plan rank k).
 std::unique_ptr<comm::Communicator> connect_data_plane(caf::actor_system& sys,
                                                        const epoch_started& epoch,
                                                        const config::JobConfig& config,
-                                                       int32_t ranks = -1, int local_rank = 0);
+                                                       int32_t ranks = -1, int local_rank = 0,
+                                                       const std::vector<int32_t>* order = nullptr);
+
+// One more round of the epoch's rendezvous, before the data plane's: every rank of the
+// epoch (standby ones too) contributes `payload` and gets every rank's, by plan rank.
+// Throws rendezvous_failed as connect_data_plane does.
+std::vector<std::string> exchange_in_rendezvous(caf::actor_system& sys, const epoch_started& epoch,
+                                                const config::JobConfig& config, int local_rank,
+                                                const std::string& payload);
 
 // The communicators of one epoch: `host` (UCX) always; `device` (NCCL, on the GPU) with
 // comm.backend = "nccl", else null.

@@ -1,6 +1,7 @@
 // Implementation of fixed_world_training.hpp.
 #include "actors/control/fixed_world_training.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -149,8 +150,33 @@ job_finished run_on_fixed_world(const worker_setup& setup, caf::actor_system& sy
       return result;
     }
     const train::SurvivorLayout layout = layout_for(config, *epoch);
-    const int32_t rank = rank_in_plan(*epoch, config.cluster.node_id, setup.local_rank);
-    const bool trains = rank < layout.ranks();
+    const int32_t planned_rank = rank_in_plan(*epoch, config.cluster.node_id, setup.local_rank);
+    // A layout that can resume from memory takes its ranks by what each holds
+    // (train/layout/memory_placement.hpp): one more round of the epoch's rendezvous, in
+    // which every rank (standby ones too) says what it holds.
+    std::vector<int32_t> order;
+    if ((layout.pipeline > 1 || layout.tensor > 1) && train::why_no_memory_recovery(config).empty()) {
+      try {
+        const auto payloads = exchange_in_rendezvous(
+            sys, *epoch, config, setup.local_rank,
+            train::encode_holdings(setup.stage_memory ? setup.stage_memory->holdings()
+                                                      : std::vector<train::StageHolding>{}));
+        std::vector<std::vector<train::StageHolding>> holdings;
+        for (const auto& payload : payloads) holdings.push_back(train::decode_holdings(payload));
+        order = train::place_by_memory(holdings, layout);
+      } catch (const rendezvous_failed&) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(200));  // the epoch moved on
+        continue;
+      }
+    }
+    // This rank's place in the layout (a standby rank keeps its plan rank in the events).
+    bool trains = planned_rank < layout.ranks();
+    int32_t rank = planned_rank;
+    if (!order.empty()) {
+      const auto at = std::find(order.begin(), order.end(), planned_rank);
+      trains = at != order.end();
+      if (trains) rank = static_cast<int32_t>(at - order.begin());
+    }
     util::JsonLine planned;
     planned.add("epoch", epoch->epoch).add("world_size", static_cast<int64_t>(epoch->world_size));
     add_layout(planned, layout).add("ranks", static_cast<int64_t>(layout.ranks()))
@@ -158,10 +184,10 @@ job_finished run_on_fixed_world(const worker_setup& setup, caf::actor_system& sy
         .add("role", std::string(trains ? "train" : "standby"));
     events.emit("epoch_layout", planned);
     // Which node holds which ranks of the layout, once per epoch (by its rank 0).
-    if (rank == 0)
+    if (trains && rank == 0)
       std::fprintf(stderr, "dseek-node: epoch %llu: %s\n",
                    static_cast<unsigned long long>(epoch->epoch),
-                   layout_placement(*epoch, layout).c_str());
+                   layout_placement(*epoch, layout, order).c_str());
 
     if (!trains) {
       try {
@@ -196,7 +222,8 @@ job_finished run_on_fixed_world(const worker_setup& setup, caf::actor_system& sy
     // the layout together, with nothing in flight.
     std::atomic<bool> stop_at_step_boundary{false};
     try {
-      communicator = connect_data_plane(sys, *epoch, config, layout.ranks(), setup.local_rank);
+      communicator = connect_data_plane(sys, *epoch, config, layout.ranks(), setup.local_rank,
+                                        order.empty() ? nullptr : &order);
       BoardAttachment attachment(board, communicator.get(), epoch->epoch, &stop_at_step_boundary);
       if (stop.load()) stop_at_step_boundary = true;
       config::JobConfig session = train::config_for_layout(config, layout);

@@ -1,6 +1,7 @@
 // Implementation of layout_placement.hpp.
 #include "actors/control/layout_placement.hpp"
 
+#include <algorithm>
 #include <map>
 #include <vector>
 
@@ -9,7 +10,8 @@
 
 namespace dseek::actors {
 
-std::string layout_placement(const epoch_started& epoch, const train::SurvivorLayout& layout) {
+std::string layout_placement(const epoch_started& epoch, const train::SurvivorLayout& layout,
+                             const std::vector<std::int32_t>& order) {
   const train::ParallelGroups groups(layout.data, layout.pipeline, layout.tensor);
   // The node of every rank, and every node's ranks, in the plan's order.
   std::map<std::int32_t, std::int64_t> node_of;
@@ -29,9 +31,14 @@ std::string layout_placement(const epoch_started& epoch, const train::SurvivorLa
     text += std::to_string(node);
     text += ":";
     bool first = true;
-    for (const auto rank : ranks_of[node]) {
+    for (const auto planned : ranks_of[node]) {
+      std::int32_t rank = planned;
+      if (!order.empty()) {
+        const auto at = std::find(order.begin(), order.end(), planned);
+        rank = at == order.end() ? groups.world() : static_cast<std::int32_t>(at - order.begin());
+      }
       text += first ? " rank " : ", rank ";
-      text += std::to_string(rank);
+      text += std::to_string(rank < groups.world() ? rank : planned);
       first = false;
       if (rank >= groups.world()) {
         text += " (standby)";
@@ -43,7 +50,8 @@ std::string layout_placement(const epoch_started& epoch, const train::SurvivorLa
       text += ", tensor rank " + std::to_string(c.tensor);
       text += ")";
       for (const int peer : groups.tensor_group(rank))
-        split_tensor_group = split_tensor_group || node_of[peer] != node;
+        split_tensor_group =
+            split_tensor_group || node_of[order.empty() ? peer : order[static_cast<size_t>(peer)]] != node;
     }
   }
   if (split_tensor_group)

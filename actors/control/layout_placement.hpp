@@ -8,7 +8,9 @@
 // the epoch's rank 0 prints it (control/fixed_world_training.cpp).
 #pragma once
 
+#include <cstdint>
 #include <string>
+#include <vector>
 
 #include "actors/cluster/cluster_messages.hpp"
 #include "runtime/train/layout/survivor_layout.hpp"
@@ -18,6 +20,9 @@ namespace dseek::actors {
 // "data 1 x pipeline 2 x tensor 2 on 4 ranks of 2 node(s)\n
 //    node 0: rank 0 (replica 0, stage 0, tensor rank 0), rank 1 (...)\n  node 1: ..."
 // Ranks past the layout's (they stand by) are marked "standby".
-std::string layout_placement(const epoch_started& epoch, const train::SurvivorLayout& layout);
+// `order`: the plan rank at each layout rank when the layout was placed by memory
+// (empty: the plan's order).
+std::string layout_placement(const epoch_started& epoch, const train::SurvivorLayout& layout,
+                             const std::vector<std::int32_t>& order = {});
 
 }  // namespace dseek::actors

@@ -5,11 +5,12 @@
 // their own memory and node 3 from its stage's replica (source "peer"), at step 10. The
 // same layout from the same state computes the same bits, so every node ends with the
 // fault-free run's params_sha256; nothing was read from disk (no checkpoint exists).
-// And where no replica of a lost position keeps it (node 1 lost for good: the survivors'
-// new rank 1 held stage 0), the recovery says why and starts over, as before.
+// A layout re-planned after a loss for good takes its ranks by what they hold; under
+// ZeRO the recovery goes to the checkpoint and says why.
 #include <catch2/catch.hpp>
 
 #include <chrono>
+#include <cmath>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -83,31 +84,75 @@ TEST_CASE("tensor: a restarted node of D=2 x T=2 gets its tensor rank's state fr
   check_restarted_node_recovers_from_a_replica("tp-memory", {"--set", "parallel.tensor=2"});
 }
 
-// Node 1 (replica 0, stage 1) lost for good: the survivors' layout is one replica on
-// nodes 0 and 2, and node 2 holds stage 0, not stage 1 (node 3, which holds it, stands
-// by): no step is in memory at every position, so the job starts over (no checkpoints)
-// and says why.
-TEST_CASE("pipeline: a lost position that no trained survivor holds falls back, saying why",
+// Node 1 (replica 0, stage 1) lost for good: the survivors' layout is one replica, and
+// its ranks are placed by what they hold (train/layout/memory_placement.hpp): node 0
+// (stage 0) and node 3 (stage 1) train from their memory at step 10 and node 2 stands
+// by, where the plan's order would have made node 2, which held stage 0, the new stage 1.
+TEST_CASE("pipeline: the survivors holding every stage train from memory, the others stand by",
           "[pp][launch][dp][faults]") {
-  ScratchDir run("pp-memory-fallback");
+  ScratchDir reference_run("pp-memory-placed-reference"), run("pp-memory-placed");
+  const std::vector<std::string> job =
+      kShared + std::vector<std::string>{"--set", "parallel.pipeline=2"};
+  const auto reference =
+      run_process(tiny_launch(reference_run.path(), kNodes, kSteps, job), 180s, launch_env());
+  INFO(reference.output);
+  REQUIRE(reference.exit_code == 0);
   const auto result = run_process(
       tiny_launch(run.path(), kNodes, kSteps,
-                  kShared + std::vector<std::string>{"--set", "parallel.pipeline=2", "--set",
-                                                     "cluster.max_restarts=0", "--set",
-                                                     "elastic.rejoin_seconds=1", "--stop-grace", "2"} +
+                  job + std::vector<std::string>{"--set", "cluster.max_restarts=0", "--set",
+                                                 "elastic.rejoin_seconds=1", "--stop-grace", "2"} +
                       faults(R"({kind = "kill", node = 1, step = 10})")),
       180s, launch_env());
   INFO(result.output);
   REQUIRE(result.exit_code == 0);
-  for (int node : {0, 2}) {
+  CHECK_THAT(result.output, Contains("node 2: rank 1 (standby)"));
+  for (int node : {0, 3}) {
+    INFO("node " << node);
+    const auto layouts = node_events(run.path(), node, "epoch_layout");
+    REQUIRE(layouts.size() == 2);
+    CHECK(string_field(layouts[1], "role") == "train");
+    CHECK(number_field(layouts[1], "rank") == (node == 0 ? 0 : 1));
+    const auto recovered = node_events(run.path(), node, "recovered");
+    REQUIRE(recovered.size() == 1);
+    CHECK(string_field(recovered[0], "source") == "memory");
+    CHECK(number_field(recovered[0], "from_step") == 10);
+    CHECK(number_field(recovered[0], "data") == 1);
+    final_sha(run.path(), node);
+  }
+  const auto standby = node_events(run.path(), 2, "epoch_layout");
+  REQUIRE(standby.size() == 2);
+  CHECK(string_field(standby[1], "role") == "standby");
+  CHECK(node_events(run.path(), 2, "train_done").empty());
+  // D = 1 from step 10 on: another summation order than D = 2 (the bound of
+  // lost_node_launch.hpp).
+  const double expected = number_field(node_events(reference_run.path(), 0, "train_done").at(0), "val_loss");
+  const double got = number_field(node_events(run.path(), 0, "train_done").at(0), "val_loss");
+  CHECK(std::abs(got - expected) <= 1e-5 * std::abs(expected));
+  require_no_node_left(run.path(), kNodes);
+}
+
+// Under ZeRO a replica holds pieces of its moments only: a node's loss goes back to the
+// newest checkpoint, and the recovery says why not memory.
+TEST_CASE("pipeline: under ZeRO the recovery reads the checkpoint and says why not memory",
+          "[pp][launch][dp][faults][zero]") {
+  ScratchDir run("pp-memory-zero");
+  const auto result = run_process(
+      tiny_launch(run.path(), kNodes, kSteps,
+                  kShared + std::vector<std::string>{"--set", "parallel.pipeline=2", "--set",
+                                                     "parallel.zero=1", "--set",
+                                                     "checkpoint.every_steps=4", "--set",
+                                                     "checkpoint.async=false"} +
+                      faults(R"({kind = "kill", node = 3, step = 10})")),
+      180s, launch_env());
+  INFO(result.output);
+  REQUIRE(result.exit_code == 0);
+  for (int node = 0; node < kNodes; ++node) {
     INFO("node " << node);
     const auto recovered = node_events(run.path(), node, "recovered");
     REQUIRE(recovered.size() == 1);
-    CHECK(string_field(recovered[0], "source") == "start");
-    CHECK(number_field(recovered[0], "from_step") == 0);
-    CHECK_THAT(string_field(recovered[0], "reason"),
-               Contains("no step is held in memory by a replica of every stage and tensor rank"));
-    final_sha(run.path(), node);
+    CHECK(string_field(recovered[0], "source") == "disk");
+    CHECK(number_field(recovered[0], "from_step") == 8);
+    CHECK_THAT(string_field(recovered[0], "reason"), Contains("parallel.zero = 1"));
   }
   require_no_node_left(run.path(), kNodes);
 }

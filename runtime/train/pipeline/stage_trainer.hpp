@@ -277,6 +277,7 @@ class PipelineStageTrainer {
   Trainer::DisagreementHook on_disagreement_;
   bool checks_replicas_ = false;  // replicas and train.replica_check_every > 0
   bool reduces_unscaled_ = false;  // loss scaling into reducers with state (compression)
+  std::vector<float> moments_scratch_;  // copy_owned_state's (m, v of the largest chunk)
 };
 
 }  // namespace dseek::train

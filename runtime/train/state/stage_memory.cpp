@@ -28,6 +28,15 @@ const StageStateCopy* StageMemory::find(int64_t steps_done, const StagePosition&
   return nullptr;
 }
 
+std::vector<StageHolding> StageMemory::holdings() const {
+  std::vector<StageHolding> held;
+  for (const StageStateCopy& copy : copies_)
+    if (copy.steps_done >= 0)
+      held.push_back({copy.position.pipeline, copy.position.tensor, copy.position.stage,
+                      copy.position.tensor_rank, copy.steps_done});
+  return held;
+}
+
 std::string why_no_memory_recovery(const config::JobConfig& config) {
   if (config.parallel.zero > 0)
     return "parallel.zero = " + std::to_string(config.parallel.zero) +

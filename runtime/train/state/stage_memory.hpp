@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "runtime/train/layout/memory_placement.hpp"
 #include "runtime/train/pipeline/stage.hpp"
 
 namespace dseek::train {
@@ -56,6 +57,8 @@ class StageMemory {
   // The copy of `steps_done` taken at `at`; null if none.
   const StageStateCopy* find(int64_t steps_done, const StagePosition& at) const;
   const std::array<StageStateCopy, 2>& copies() const { return copies_; }
+  // What it holds, for the placement of a re-planned layout (layout/memory_placement.hpp).
+  std::vector<StageHolding> holdings() const;
   // Set by each epoch's agreement (read by the control loop's recovered event).
   MemoryRecovery last_recovery;
 

@@ -19,17 +19,24 @@ size_t PipelineStageTrainer::owned_state_floats() const {
   return 3 * floats;
 }
 
+// Every step (state/stage_memory.hpp keeps it): the parameters straight from the
+// backend, the moments through host scratch allocated once.
 void PipelineStageTrainer::copy_owned_state(float* packed) {
   if (zero_)
     throw std::logic_error("copy_owned_state: under ZeRO a rank holds pieces of its moments only");
   for (auto& chunk : chunks_) {
     const size_t floats = chunk->model->buffer_floats();
-    std::vector<float> host_params(floats), host_m(floats, 0.0f), host_v(floats, 0.0f);
-    backend_->copy_to_host(host_params.data(), chunk->model->params(), floats * sizeof(float));
-    chunk->optimizer->moments_to_host(host_m.data(), host_v.data());
-    for (const std::vector<float>* part : {&host_params, &host_m, &host_v})
-      for (const model::ShardSegment& s : chunk->model->owned_segments())
-        packed = std::copy_n(part->begin() + static_cast<std::ptrdiff_t>(s.shard_offset), s.count, packed);
+    if (moments_scratch_.size() < 2 * floats) moments_scratch_.assign(2 * floats, 0.0f);
+    float* host_m = moments_scratch_.data();
+    float* host_v = host_m + floats;
+    chunk->optimizer->moments_to_host(host_m, host_v);
+    const auto segments = chunk->model->owned_segments();
+    for (const model::ShardSegment& s : segments) {
+      backend_->copy_to_host(packed, chunk->model->params() + s.shard_offset, s.count * sizeof(float));
+      packed += s.count;
+    }
+    for (const float* part : {host_m, host_v})
+      for (const model::ShardSegment& s : segments) packed = std::copy_n(part + s.shard_offset, s.count, packed);
   }
 }
 
