@@ -16,7 +16,7 @@
 //     node rejoins) or for the job's end (a member that left after its training ended,
 //     or a worker group of the same node that trained to the end);
 //   - state: after a failure every rank resumes from the newest checkpoint
-//     (checkpoint.resume = "latest": the whole-model checkpoint of gathered_checkpointing,
+//     (checkpoint.resume = "latest": the whole-model checkpoint of checkpointing,
 //     resharded to the new layout); without checkpoint.every_steps the job starts again
 //     from its first step, with a recovery_without_checkpoint event (nothing is lost but
 //     time). The sample order is a function of (seed, step): the steps run again see the

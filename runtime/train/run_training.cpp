@@ -13,6 +13,7 @@
 #include "runtime/metrics/event_log.hpp"
 #include "runtime/metrics/progress.hpp"
 #include "runtime/train/state/checkpointing.hpp"
+#include "runtime/train/state/trainer_checkpoint_state.hpp"
 #include "runtime/train/prefetching_batches.hpp"
 #include "runtime/train/gradient_reducer.hpp"
 #include "runtime/train/run_events.hpp"
@@ -108,7 +109,8 @@ RunSummary run_training(const config::JobConfig& config, const RunOptions& optio
                 std::to_string(config.model.context) + " tokens; events in " +
                 events.path().string());
 
-  Checkpointing checkpoints(config, options.run_dir, trainer, events, progress,
+  TrainerCheckpointState checkpoint_state(config, trainer);
+  Checkpointing checkpoints(config, options.run_dir, checkpoint_state, events, progress,
                             options.checkpoint_sink);
   int64_t first_step = 0;
   if (options.start_from != nullptr && options.start_from->steps_done >= 0) {

@@ -31,13 +31,6 @@ const std::vector<std::string> kShared = {"--set", "train.micro_batch_size=2", "
                                           "train.threads=1", "--set", "train.eval_every=0",
                                           "--set", "parallel.data=2"};
 
-std::string final_sha(const std::filesystem::path& run, int node) {
-  const auto done = node_events(run, node, "train_done");
-  REQUIRE(done.size() == 1);
-  CHECK(number_field(done[0], "step") == kSteps);
-  return string_field(done[0], "params_sha256");
-}
-
 void check_restarted_node_recovers_from_a_replica(const std::string& name,
                                                   const std::vector<std::string>& layout) {
   ScratchDir reference_run(name + "-reference"), run(name);
@@ -45,7 +38,7 @@ void check_restarted_node_recovers_from_a_replica(const std::string& name,
       run_process(tiny_launch(reference_run.path(), kNodes, kSteps, kShared + layout), 180s, launch_env());
   INFO(reference.output);
   REQUIRE(reference.exit_code == 0);
-  const std::string expected = final_sha(reference_run.path(), 0);
+  const std::string expected = final_params_sha256(reference_run.path(), 0, kSteps);
 
   const auto result = run_process(
       tiny_launch(run.path(), kNodes, kSteps,
@@ -64,7 +57,7 @@ void check_restarted_node_recovers_from_a_replica(const std::string& name,
     WARN(name << ": node " << node << " recovered from " << string_field(recovered[0], "source")
               << " in " << number_field(recovered[0], "recovery_ms") << " ms");
     CHECK(node_events(run.path(), node, "recovery_without_checkpoint").empty());
-    CHECK(final_sha(run.path(), node) == expected);
+    CHECK(final_params_sha256(run.path(), node, kSteps) == expected);
   }
   CHECK_FALSE(std::filesystem::exists(run.path() / "checkpoints"));
   require_no_node_left(run.path(), kNodes);
@@ -117,7 +110,7 @@ TEST_CASE("pipeline: the survivors holding every stage train from memory, the ot
     CHECK(string_field(recovered[0], "source") == "memory");
     CHECK(number_field(recovered[0], "from_step") == 10);
     CHECK(number_field(recovered[0], "data") == 1);
-    final_sha(run.path(), node);
+    final_params_sha256(run.path(), node, kSteps);
   }
   const auto standby = node_events(run.path(), 2, "epoch_layout");
   REQUIRE(standby.size() == 2);

@@ -1,4 +1,4 @@
-// Checkpoints of pipeline-parallel jobs (train/state/gathered_checkpointing.hpp): the stages
+// Checkpoints of pipeline-parallel jobs (train/state/checkpointing.hpp): the stages
 // gather the whole model state to rank 0, which writes one ordinary checkpoint; every
 // stage of a resumed job takes its own ranges out of it, whatever layout wrote it.
 //

@@ -110,10 +110,7 @@ void check_crashed_stage_recovers(const std::string& name, const std::vector<std
     CHECK(number_field(recovered[0], "from_step") == 6);
     CHECK(string_field(recovered[0], "source") == "memory");
     CHECK(number_field(recovered[0], layout_key) == 2);
-    const auto done = node_events(run.path(), node, "train_done");
-    REQUIRE(done.size() == 1);
-    CHECK(number_field(done[0], "step") == kSteps);
-    CHECK(string_field(done[0], "params_sha256") ==
+    CHECK(final_params_sha256(run.path(), node, kSteps) ==
           string_field(reference_done[0], "params_sha256"));
   }
   require_no_node_left(run.path(), 2);
@@ -168,10 +165,7 @@ TEST_CASE("pipeline: a crash of any of a node's actors leaves the job's result u
     CHECK_FALSE(fault_of(run.path(), 1, "crash_actor").empty());
     for (int node = 0; node < 2; ++node) {
       INFO("node " << node);
-      const auto done = node_events(run.path(), node, "train_done");
-      REQUIRE(done.size() == 1);
-      CHECK(number_field(done[0], "step") == kSteps);
-      CHECK(string_field(done[0], "params_sha256") ==
+      CHECK(final_params_sha256(run.path(), node, kSteps) ==
             string_field(reference_done[0], "params_sha256"));
     }
     require_no_node_left(run.path(), 2);

@@ -1,4 +1,4 @@
-// fp8 training state in pipeline checkpoints (train/state/gathered_checkpointing.hpp,
+// fp8 training state in pipeline checkpoints (train/state/checkpointing.hpp,
 // train/state/stage_precision_state.cpp): the checkpoint keeps the loss scaler's
 // scale and good-step count and every layer's fp8 amax histories and scales, assembled by
 // layer index from the stages that run them, so a resume continues the run it resumes.

@@ -181,6 +181,13 @@ std::vector<pid_t> node_pids(const std::filesystem::path& run_dir, int node_id) 
   return pids;
 }
 
+std::string final_params_sha256(const std::filesystem::path& run_dir, int node_id, int steps) {
+  const auto done = node_events(run_dir, node_id, "train_done");
+  REQUIRE(done.size() == 1);
+  CHECK(number_field(done[0], "step") == steps);
+  return string_field(done[0], "params_sha256");
+}
+
 void require_no_node_left(const std::filesystem::path& run_dir, int nodes) {
   for (int node = 0; node < nodes; ++node) {
     for (pid_t pid : node_pids(run_dir, node)) {

@@ -70,5 +70,7 @@ std::vector<pid_t> node_pids(const std::filesystem::path& run_dir, int node_id);
 // Every node process of the run is gone; any that is not is killed, so that a failing
 // test leaves nothing behind either (CHECKs).
 void require_no_node_left(const std::filesystem::path& run_dir, int nodes);
+// Node `node_id`'s params_sha256, CHECKing that its one train_done event is at `steps`.
+std::string final_params_sha256(const std::filesystem::path& run_dir, int node_id, int steps);
 
 }  // namespace dseek::testing

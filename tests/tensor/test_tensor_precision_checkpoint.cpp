@@ -1,4 +1,4 @@
-// fp8 training state in tensor-parallel checkpoints (train/state/gathered_checkpointing.hpp,
+// fp8 training state in tensor-parallel checkpoints (train/state/checkpointing.hpp,
 // train/state/stage_precision_state.cpp), through `dseek launch --nodes 2` with
 // parallel.tensor = 2: the checkpoint keeps the loss scaler's state and each tensor
 // rank's own fp8 amax histories and scales (a rank quantizes its own weight shard, so

@@ -7,7 +7,7 @@ namespace dseek::train {
 
 RunSummary run_fixed_world_steps(const config::JobConfig& config, const RunOptions& options,
                                  metrics::EventLog& events, metrics::Progress& progress,
-                                 GatheredCheckpointing& checkpoints, int64_t first_step,
+                                 Checkpointing& checkpoints, int64_t first_step,
                                  const FixedWorldSteps& steps, std::string& stop_reason) {
   const auto& t = config.train;
   RunSummary summary;

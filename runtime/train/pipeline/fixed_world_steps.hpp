@@ -14,7 +14,7 @@
 #include "runtime/config/job_config.hpp"
 #include "runtime/metrics/event_log.hpp"
 #include "runtime/metrics/progress.hpp"
-#include "runtime/train/state/gathered_checkpointing.hpp"
+#include "runtime/train/state/checkpointing.hpp"
 #include "runtime/train/run_training.hpp"
 #include "runtime/train/trainer.hpp"
 
@@ -34,7 +34,7 @@ struct FixedWorldSteps {
 // `stop_reason` ("" when the run went to its end).
 RunSummary run_fixed_world_steps(const config::JobConfig& config, const RunOptions& options,
                                  metrics::EventLog& events, metrics::Progress& progress,
-                                 GatheredCheckpointing& checkpoints, int64_t first_step,
+                                 Checkpointing& checkpoints, int64_t first_step,
                                  const FixedWorldSteps& steps, std::string& stop_reason);
 
 }  // namespace dseek::train

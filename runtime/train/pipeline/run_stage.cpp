@@ -13,7 +13,7 @@
 #include "runtime/metrics/progress.hpp"
 #include "runtime/train/batch_source.hpp"
 #include "runtime/train/pipeline/fixed_world_steps.hpp"
-#include "runtime/train/state/gathered_checkpointing.hpp"
+#include "runtime/train/state/checkpointing.hpp"
 #include "runtime/train/layout/parallel_layout_report.hpp"
 #include "runtime/train/state/stage_checkpoint_state.hpp"
 #include "runtime/train/pipeline/stage.hpp"
@@ -141,7 +141,7 @@ PipelineRunSummary run_pipeline_stage(const config::JobConfig& config, const Run
   report_model_memory(events, progress, label, config.model, info.activation_memory);
 
   PipelineCheckpointState checkpoint_state(trainer);
-  GatheredCheckpointing checkpoints(config, options.run_dir, checkpoint_state, events, progress,
+  Checkpointing checkpoints(config, options.run_dir, checkpoint_state, events, progress,
                                     options.checkpoint_sink);
   // From memory when the ranks hold a step of this layout (every rank takes the same
   // branch: the agreement is collective), else the checkpoint (checkpoint.resume).

@@ -11,7 +11,7 @@
 // data group (`replicas`): the layout is printed and logged (parallel_layout), each
 // replica trains its slice of every batch, and replica 0's stage 0 writes the trace.
 //
-// Checkpoints (state/gathered_checkpointing.hpp): replica 0's ranks gather the whole state to
+// Checkpoints (state/checkpointing.hpp): replica 0's ranks gather the whole state to
 // world rank 0, which writes it through options.checkpoint_sink (or a writer thread);
 // checkpoint.resume restores any layout's checkpoint into this one.
 // With parallel.tensor = T each stage is a tensor-parallel group (`tensor`): the stage

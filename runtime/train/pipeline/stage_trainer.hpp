@@ -93,7 +93,7 @@
 #include "runtime/optim/lr_schedule.hpp"
 #include "runtime/train/batch_source.hpp"
 #include "runtime/train/device_backend.hpp"
-#include "runtime/train/state/gathered_state.hpp"
+#include "runtime/train/state/checkpoint_state.hpp"
 #include "runtime/train/pipeline/links.hpp"
 #include "runtime/train/pipeline/plan.hpp"
 #include "runtime/train/layout/replica_group.hpp"

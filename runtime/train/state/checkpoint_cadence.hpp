@@ -5,9 +5,9 @@
 // (the run's writer thread or the node's checkpoint_writer actor), and reports each
 // write's outcome as checkpoint_committed / checkpoint_skipped / checkpoint_failed.
 //
-// Its two front ends own the resume and the shape of the state: state/checkpointing.hpp (one
-// whole model per replica, ZeRO shards gathered) and state/gathered_checkpointing.hpp (a model
-// in pipeline or tensor-parallel pieces). Only the writer rank has a sink; the other
+// Its front end, state/checkpointing.hpp, owns the resume, and the trainer's
+// CheckpointState the shape of the state (a whole model per replica with ZeRO shards
+// gathered, or a model in pipeline and tensor-parallel pieces). Only the writer rank has a sink; the other
 // ranks that take part join the collectives of the decision and of the snapshot.
 #pragma once
 

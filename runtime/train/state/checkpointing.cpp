@@ -2,55 +2,56 @@
 #include "runtime/train/state/checkpointing.hpp"
 
 #include <algorithm>
-#include <array>
 #include <chrono>
+#include <stdexcept>
 
 #include "runtime/checkpoint/load.hpp"
 #include "runtime/checkpoint/store.hpp"
 #include "runtime/checkpoint/writer_thread.hpp"
 #include "runtime/config/load.hpp"
 #include "runtime/train/state/precision_resume.hpp"
+#include "runtime/train/state/sharded_precision_state.hpp"
 
 namespace dseek::train {
 
-Checkpointing::Checkpointing(const config::JobConfig& config, const std::filesystem::path& run_dir,
-                             Trainer& trainer, metrics::EventLog& events,
-                             metrics::Progress& progress,
+namespace {
+std::string describe(uint32_t data, uint32_t pipeline, uint32_t tensor, uint32_t zero) {
+  std::string text = "data " + std::to_string(data);
+  text += " x pipeline " + std::to_string(pipeline);
+  text += " x tensor " + std::to_string(tensor);
+  if (zero > 0) text += ", ZeRO " + std::to_string(zero);
+  return text;
+}
+}  // namespace
+
+Checkpointing::Checkpointing(const config::JobConfig& config,
+                             const std::filesystem::path& run_dir, CheckpointState& state,
+                             metrics::EventLog& events, metrics::Progress& progress,
                              const checkpoint::CheckpointSinkFactory& make_sink)
-    : config_(config), trainer_(trainer), events_(events), progress_(progress),
+    : config_(config), state_(state), events_(events), progress_(progress),
       root_(checkpoint::checkpoint_root(config, run_dir)),
-      enabled_(checkpoints_enabled(config)),
-      collective_(trainer.snapshot_is_collective() || trainer.precision_state_is_collective()) {
-  if (!enabled_) return;
-  const size_t n = trainer.model().num_params();
-  const bool is_writer = trainer.reducer() == nullptr || trainer.reducer()->rank() == 0;
-  if (!is_writer && trainer.snapshot_is_collective()) {
-    gather_params_.resize(n);
-    gather_m_.resize(n);
-    gather_v_.resize(n);
-  }
+      enabled_(checkpoints_enabled(config)) {
+  if (!enabled_ || !state.takes_part()) return;
   CheckpointCadence::Participation participation;
-  participation.writer_decides = [this](bool value) { return replica0_decides(value); };
-  // The other replicas take part in a collective (ZeRO) snapshot with their own space,
-  // and in the gathering of the fp8 amax histories (each replica has its own).
+  participation.writer_decides = [this](bool value) { return state_.writer_decides(value); };
+  // The loss scale and fp8 state follow the weights, from the ranks that took part (under
+  // fp8 with replicas every replica: each has amax histories of its own).
   participation.snapshot = [this](float* params, float* adam_m, float* adam_v) {
-    const bool writer = params != nullptr;
-    if (!writer && trainer_.snapshot_is_collective()) {
-      params = gather_params_.data();
-      adam_m = gather_m_.data();
-      adam_v = gather_v_.data();
-    }
-    if (params != nullptr) trainer_.snapshot(params, adam_m, adam_v);
-    auto precision = trainer_.precision_state();
-    if (writer) cadence_->snapshot_buffer()->precision = std::move(precision);
-    return trainer_.optimizer_steps();
+    state_.gather_whole(params, adam_m, adam_v);
+    checkpoint::PrecisionState precision = state_.gather_precision_state();
+    if (auto* snapshot = cadence_->snapshot_buffer()) snapshot->precision = std::move(precision);
+    return state_.optimizer_steps();
   };
-  cadence_ = std::make_unique<CheckpointCadence>(config, root_, is_writer,
-                                                 trainer.model().layout(), make_sink, events,
+  cadence_ = std::make_unique<CheckpointCadence>(config, root_, state.is_writer(),
+                                                 state.whole_layout(), make_sink, events,
                                                  progress, std::move(participation));
-  if (auto* snapshot = cadence_->snapshot_buffer(); snapshot && trainer.reducer() != nullptr) {
-    snapshot->world_size = static_cast<uint32_t>(trainer.reducer()->world_size());
-    snapshot->zero_stage = static_cast<uint32_t>(config.parallel.zero);
+  if (auto* snapshot = cadence_->snapshot_buffer()) {
+    const LayoutSizes sizes = state.sizes();
+    snapshot->world_size = sizes.world();
+    snapshot->data_parallel = sizes.data;
+    snapshot->pipeline_parallel = sizes.pipeline;
+    snapshot->tensor_parallel = sizes.tensor;
+    snapshot->zero_stage = sizes.zero;
   }
 }
 
@@ -60,14 +61,26 @@ int64_t Checkpointing::resume() {
   const std::string& resume = config_.checkpoint.resume;
   if (resume.empty()) return 0;
   auto loaded = checkpoint::load_for_resume(
-      resume, root_, trainer_.model().layout(),
+      resume, root_, state_.whole_layout(),
       [&](const std::string& error, const std::filesystem::path& next) {
-        events_.emit("checkpoint_fallback",
-                     util::JsonLine().add("error", error).add("fallback", next.string()));
+        if (state_.is_writer())
+          events_.emit("checkpoint_fallback",
+                       util::JsonLine().add("error", error).add("fallback", next.string()));
         progress_.line("checkpoint: " + error + "; falling back to " + next.string());
       });
+  // Every rank must continue from the same step: the steps are collective. The ranks
+  // agree when the variance of their steps is zero (sums of small integers are exact).
+  const double step = loaded ? static_cast<double>(loaded->manifest.step) : 0.0;
+  const double ranks = state_.sum_over_world(1.0);
+  const double sum = state_.sum_over_world(step);
+  const double sum_squares = state_.sum_over_world(step * step);
+  if (ranks * sum_squares != sum * sum)
+    throw std::runtime_error("checkpoint.resume = \"" + resume + "\": the ranks of this job "
+                             "resolved it to different checkpoints under " + root_.string() +
+                             " (this one: step " + std::to_string(static_cast<int64_t>(step)) +
+                             "); every rank must see the same checkpoint directory");
   if (!loaded) {
-    events_.emit("resume_none", util::JsonLine().add("dir", root_.string()));
+    if (state_.is_writer()) events_.emit("resume_none", util::JsonLine().add("dir", root_.string()));
     progress_.line("checkpoint: no committed checkpoint under " + root_.string() +
                    ", starting from step 0");
     return 0;
@@ -78,57 +91,50 @@ int64_t Checkpointing::resume() {
                    std::to_string(m.seed) + ", this run uses " +
                    std::to_string(config_.train.seed) + " (the sample order changes)");
   }
-  trainer_.restore(loaded->params.data(), loaded->adam_m.data(), loaded->adam_v.data(),
-                   m.optimizer_steps);
+  state_.restore_whole(loaded->params.data(), loaded->adam_m.data(), loaded->adam_v.data(),
+                       m.optimizer_steps);
+  // Every rank decides alike from the manifest: restored (its own copy of the amax
+  // histories), merged (another data or tensor size), ignored, fresh or none.
   PrecisionResume precision = precision_resume(m.precision, config_.train.precision);
-  // A tensor-parallel job keeps a copy per tensor rank (state/sharded_precision_state.hpp), no
-  // replica's own: a data-parallel world takes their cautious merge.
-  checkpoint::PrecisionState written = m.precision;
-  const bool per_tensor_rank = m.tensor_parallel > 1 && !written.fp8.empty();
-  if (per_tensor_rank) written.fp8 = numerics::merged_state(written.fp8);
-  if (precision.restore && (!trainer_.restore_precision_state(written) || per_tensor_rank)) {
-    precision.outcome = "merged";
-    precision.note = "checkpoint: the fp8 amax histories of " +
-                     std::to_string(m.precision.fp8.replicas);
-    precision.note += per_tensor_rank ? " tensor ranks" : " replicas";
-    precision.note += " merged for this world (the most cautious scales)";
+  const LayoutSizes now = state_.sizes();
+  if (precision.restore) {
+    LayoutSizes written_by;
+    written_by.data = m.data_parallel;
+    written_by.pipeline = m.pipeline_parallel;
+    written_by.tensor = m.tensor_parallel;
+    if (!state_.restore_precision_state(m.precision, written_by)) {
+      precision.outcome = "merged";
+      precision.note = fp8_merge_note(written_by, now, m.precision.fp8.replicas);
+    }
   }
   if (!precision.note.empty()) progress_.line(precision.note);
-  // The checkpoint holds the whole state, so the layouts may differ: say both.
-  const int64_t world = trainer_.reducer() != nullptr ? trainer_.reducer()->world_size() : 1;
-  const int64_t zero = trainer_.reducer() != nullptr ? config_.parallel.zero : 0;
-  events_.emit("resumed", util::JsonLine().add("step", m.step).add("path", loaded->dir.string())
-                              .add("written_world_size", static_cast<int64_t>(m.world_size))
-                              .add("written_zero", static_cast<int64_t>(m.zero_stage))
-                              .add("written_data", static_cast<int64_t>(m.data_parallel))
-                              .add("written_pipeline", static_cast<int64_t>(m.pipeline_parallel))
-                              .add("written_tensor", static_cast<int64_t>(m.tensor_parallel))
-                              .add("world_size", world).add("zero", zero).add("data", world)
-                              .add("pipeline", int64_t{1}).add("tensor", int64_t{1})
-                              .add("precision_state", precision.outcome));
+  events_.emit("resumed",
+               util::JsonLine().add("step", m.step).add("path", loaded->dir.string())
+                   .add("written_world_size", static_cast<int64_t>(m.world_size))
+                   .add("written_zero", static_cast<int64_t>(m.zero_stage))
+                   .add("written_data", static_cast<int64_t>(m.data_parallel))
+                   .add("written_pipeline", static_cast<int64_t>(m.pipeline_parallel))
+                   .add("written_tensor", static_cast<int64_t>(m.tensor_parallel))
+                   .add("world_size", static_cast<int64_t>(now.world()))
+                   .add("zero", static_cast<int64_t>(now.zero))
+                   .add("data", static_cast<int64_t>(now.data))
+                   .add("pipeline", static_cast<int64_t>(now.pipeline))
+                   .add("tensor", static_cast<int64_t>(now.tensor))
+                   .add("precision_state", precision.outcome));
   progress_.line("checkpoint: resumed from " + loaded->dir.string() + " at step " +
-                 std::to_string(m.step) + " (written by a world of " +
-                 std::to_string(m.world_size) + " = data " + std::to_string(m.data_parallel) +
-                 " x pipeline " + std::to_string(m.pipeline_parallel) + " x tensor " +
-                 std::to_string(m.tensor_parallel) + ", ZeRO " + std::to_string(m.zero_stage) +
-                 "; this one: " + std::to_string(world) + ", ZeRO " + std::to_string(zero) + ")");
-  cadence_->committed(m.step);  // no need to write it again
+                 std::to_string(m.step) + " (written by " +
+                 describe(m.data_parallel, m.pipeline_parallel, m.tensor_parallel, m.zero_stage) +
+                 "; this job: " + describe(now.data, now.pipeline, now.tensor, now.zero) + ")");
+  if (cadence_) cadence_->committed(m.step);  // no need to write it again
   return m.next_step;
 }
 
-bool Checkpointing::replica0_decides(bool value) {
-  if (!collective_) return value;
-  std::array<double, 1> decision{cadence_->is_writer() && value ? 1.0 : 0.0};
-  trainer_.reducer()->sum_over_ranks(decision);
-  return decision[0] > 0.0;
-}
-
 void Checkpointing::after_step(int64_t done) {
-  if (enabled_ && (cadence_->is_writer() || collective_)) cadence_->after_step(done);
+  if (cadence_) cadence_->after_step(done);
 }
 
 void Checkpointing::final(int64_t done) {
-  if (enabled_ && (cadence_->is_writer() || collective_)) cadence_->final(done);
+  if (cadence_) cadence_->final(done);
 }
 
 }  // namespace dseek::train

@@ -1,6 +1,6 @@
 // What a resume does with a checkpoint's mixed-precision state
 // (checkpoint/precision_state.hpp), given this run's train.precision. Shared by every
-// trainer's checkpoint front end (state/checkpointing.hpp, state/gathered_checkpointing.hpp).
+// trainer's checkpoint front end (state/checkpointing.hpp).
 //
 //   written fp8, resumed fp8          restored: the run continues exactly (on another
 //                                     data-parallel size: each replica's amax histories

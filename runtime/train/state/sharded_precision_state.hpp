@@ -1,5 +1,5 @@
 // The fp8 training state of a model held in pieces (pipeline stages, tensor-parallel
-// shards), for gathered checkpoints (state/gathered_checkpointing.hpp): how the ranks'
+// shards), for gathered checkpoints (state/checkpointing.hpp): how the ranks'
 // delayed-scaling states (model/precision_policy.hpp: one scale and amax history per
 // fp8 matmul operand, indexed by layer) become the one state a checkpoint's manifest
 // keeps (checkpoint/precision_state.hpp), and which part of it a rank takes back.
@@ -24,7 +24,7 @@
 #include <vector>
 
 #include "runtime/numerics/delayed_scaling.hpp"
-#include "runtime/train/state/gathered_state.hpp"
+#include "runtime/train/state/checkpoint_state.hpp"
 
 namespace dseek::train {
 

@@ -1,4 +1,4 @@
-// A pipeline stage's side of gathered checkpoints (state/gathered_state.hpp): replica 0's
+// A pipeline stage's side of gathered checkpoints (state/checkpoint_state.hpp): replica 0's
 // stages send their owned ranges and AdamW moments to its stage 0 (world rank 0), which
 // writes; on resume every stage of every replica takes its own ranges out of the whole
 // checkpoint (any split, any number of stages). With tensor parallelism each stage's
@@ -7,12 +7,12 @@
 // loss scale and fp8 amax histories go with it (PipelineStageTrainer::gather_precision_state).
 #pragma once
 
-#include "runtime/train/state/gathered_state.hpp"
+#include "runtime/train/state/checkpoint_state.hpp"
 #include "runtime/train/pipeline/stage.hpp"
 
 namespace dseek::train {
 
-class PipelineCheckpointState final : public GatheredState {
+class PipelineCheckpointState final : public CheckpointState {
  public:
   explicit PipelineCheckpointState(PipelineStage& trainer) : trainer_(trainer) {}
 

@@ -1,9 +1,10 @@
-// GatheredState: what a job whose ranks each hold a piece of the model (pipeline stages,
-// tensor-parallel shards) offers to state/gathered_checkpointing.hpp, which writes the whole,
-// unsharded model state in the ordinary checkpoint format and resumes from one written
-// by any layout. The pieces are moved on the data plane by the implementation
-// (state/stage_checkpoint_state.hpp, for every layout of the stage trainer); this interface only says
-// who takes part and in what order.
+// CheckpointState: what a trainer offers to state/checkpointing.hpp, which writes the
+// whole, unsharded model state in the ordinary checkpoint format and resumes from one
+// written by any layout. Two implementations: state/stage_checkpoint_state.hpp (every
+// layout of the stage trainer: the ranks each hold a piece of the model, moved on the
+// data plane to world rank 0) and state/trainer_checkpoint_state.hpp (the data-parallel
+// and single-node Trainer: every replica holds the whole model, under ZeRO its moments
+// gathered from the replicas). This interface only says who takes part and in what order.
 #pragma once
 
 #include <cstdint>
@@ -16,12 +17,13 @@ namespace dseek::train {
 // The sizes of a job's parallel layout, recorded in a checkpoint's manifest.
 struct LayoutSizes {
   uint32_t data = 1, pipeline = 1, tensor = 1;
+  uint32_t zero = 0;  // the ZeRO stage whose sharded moments a snapshot gathers
   uint32_t world() const { return data * pipeline * tensor; }
 };
 
-class GatheredState {
+class CheckpointState {
  public:
-  virtual ~GatheredState() = default;
+  virtual ~CheckpointState() = default;
   // The whole model's flat layout (params, adam_m and adam_v are in its order).
   virtual const model::ParamLayout& whole_layout() const = 0;
   virtual LayoutSizes sizes() const = 0;
