@@ -96,6 +96,9 @@ class Manifests(unittest.TestCase):
         self.assertGreaterEqual(spec["backoffLimitPerIndex"], 1)
         rules = spec["podFailurePolicy"]["rules"]
         self.assertIn({"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget"}]}, rules)
+        # A permanent error (exit 3) or a bad command line (exit 2) is not retried.
+        self.assertIn({"action": "FailJob", "onExitCodes": {"containerName": container()["name"],
+                                                             "operator": "In", "values": [2, 3]}}, rules)
         restart = env_of(container())["DSEEK_RESTART_COUNT"]["valueFrom"]["fieldRef"]["fieldPath"]
         self.assertEqual(restart, "metadata.annotations['batch.kubernetes.io/job-index-failure-count']")
         self.assertIn("--resume", container()["args"])
