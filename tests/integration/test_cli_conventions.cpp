@@ -25,7 +25,7 @@ ProcessResult run_dseek(std::vector<std::string> args) {
 
 }  // namespace
 
-TEST_CASE("--help and -h on every command and subcommand print its usage and exit 0",
+TEST_CASE("the help options on every command and subcommand print its usage and exit 0",
           "[cli]") {
   const std::vector<std::vector<std::string>> commands = {
       {},           {"launch"},          {"config"},        {"data"},
@@ -86,7 +86,7 @@ TEST_CASE("unknown commands and options exit 2 with a suggestion", "[cli]") {
   CHECK_THAT(no_config.output, Contains("--config FILE is required"));
 }
 
-TEST_CASE("--version prints the version, the commit and the CUDA setting", "[cli]") {
+TEST_CASE("dseek and dseek-node print their version, commit and CUDA setting", "[cli]") {
   const std::regex version(R"(^(dseek|dseek-node) \d+\.\d+\.\d+ \(commit ([0-9a-f]{12}(-dirty)?|unknown), CUDA (on|off)\)\n$)");
   const auto tool = run_dseek({"--version"});
   INFO(tool.output);
