@@ -228,3 +228,26 @@ TEST_CASE("the Slurm task loop restarts a failed node but not a permanent error"
     CHECK(lines == (status == 1 ? 2 : 1));  // 1 is retried once; 3 (permanent) and 143 never
   }
 }
+
+TEST_CASE("failed join attempts stay off the console for the first seconds", "[first_run][console]") {
+  ScratchDir run("first-run-quiet-join");
+  const std::string nobody = "127.0.0.1:" + std::to_string(free_port());  // nothing listens
+  auto joining = [&](int retries) {
+    return with(tiny_job(run / ("node-" + std::to_string(retries)), 5),
+                {"--set", "cluster.nodes=2", "--node-id", "1", "--coordinator", nobody, "--set",
+                 "cluster.join_retries=" + std::to_string(retries), "--set",
+                 "cluster.join_retry_delay_ms=100"});
+  };
+  // Three attempts in a fraction of a second: the coordinator may still be starting.
+  const auto brief = run_process(joining(2), 60s, {"DSEEK_CLUSTER_SECRET=s"});
+  INFO(brief.output);
+  CHECK(brief.exit_code == 1);  // retried by a launcher: the coordinator may come
+  CHECK_THAT(brief.output, Contains("cannot join the coordinator at " + nobody + " after 3 attempts"));
+  CHECK_THAT(brief.output, !Contains("join attempt"));
+  // Failing for longer than that is worth saying while it goes on.
+  const auto longer = run_process(joining(60), 60s, {"DSEEK_CLUSTER_SECRET=s"});
+  INFO(longer.output);
+  CHECK(longer.exit_code == 1);
+  CHECK_THAT(longer.output, Contains("join attempt "));
+  CHECK_THAT(longer.output, Contains("failed (connect to " + nobody));
+}
