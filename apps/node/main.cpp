@@ -29,6 +29,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <exception>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -40,6 +41,7 @@
 #include "cli/usage.hpp"
 #include "cli/version.hpp"
 #include "runtime/cluster_env/cluster_env.hpp"
+#include "runtime/config/absolute_paths.hpp"
 #include "runtime/config/load.hpp"
 #include "runtime/config/schema.hpp"
 #include "runtime/train/check_job.hpp"
@@ -140,10 +142,12 @@ int run(const dseek::cli::Args& argv) {
     dseek::config::JobConfig config = dseek::config::load_config(args.config, overrides);
     dseek::cluster_env::check_coordinator_node(cluster, config.cluster.coordinator_node);
     dseek::train::check_job(config);  // before this node joins
+    dseek::config::make_paths_absolute(config);  // every message names the absolute path
     std::signal(SIGINT, on_signal);
     std::signal(SIGTERM, on_signal);
     dseek::actors::node_options options;
-    options.run_dir = args.run_dir.empty() ? config.train.run_dir : args.run_dir;
+    options.run_dir = args.run_dir.empty() ? std::filesystem::path(config.train.run_dir)
+                                           : std::filesystem::absolute(args.run_dir).lexically_normal();
     options.stop = &g_stop;
     // `dseek launch`, a restart loop or the Job controller says which incarnation it is.
     options.incarnation = cluster.incarnation;

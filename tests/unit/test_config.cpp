@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "runtime/config/absolute_paths.hpp"
 #include "runtime/config/load.hpp"
 #include "support/test_paths.hpp"
 
@@ -617,6 +618,12 @@ TEST_CASE("config: relative paths in a file are read against the file's folder",
   // An override's path is the command line's: relative to the current directory.
   const auto overridden = config::load_config(dir / "jobs/job.toml", {"data.dir=here"});
   CHECK(overridden.data.dir == "here");
+  // ... until a program makes every path absolute, against the current directory.
+  auto absolute = overridden;
+  config::make_paths_absolute(absolute);
+  CHECK(absolute.data.dir == (std::filesystem::current_path() / "here").string());
+  CHECK(absolute.train.run_dir == overridden.train.run_dir);  // already absolute
+  CHECK(absolute.checkpoint.resume == "latest");
   // Text that is not a file keeps its paths as written.
   CHECK(config::load_config_text("[data]\ndir = \"rel\"\n", "x.toml").data.dir == "rel");
   // Every path key is a string key of the table.
