@@ -51,7 +51,7 @@ run() {  # mode round -> prints elapsed_s mean_snapshot_ms mean_write_ms checkpo
   local mode=$1 round=$2 run_dir="$work/$1-$2"
   local extra=()
   case $mode in
-    none) ;;
+    none) extra=(--set checkpoint.every_steps=0) ;;  # the default config checkpoints
     async) extra=(--set checkpoint.every_steps="$every" --set checkpoint.async=true) ;;
     sync) extra=(--set checkpoint.every_steps="$every" --set checkpoint.async=false) ;;
   esac

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "gpu/cuda_backend.hpp"
+#include "runtime/backend/device_error.hpp"
 
 namespace dseek::gpu {
 
@@ -15,7 +16,7 @@ train::BackendFactory backend_for_device(int device_index) {
     try {
       return make_cuda_backend(device_index);
     } catch (const std::exception& error) {
-      throw std::runtime_error(std::string("train.device = \"cuda\": no CUDA backend on device ") +
+      throw backend::DeviceError(std::string("train.device = \"cuda\": no CUDA backend on device ") +
                                std::to_string(device_index) + " for this run: " + error.what());
     }
   };

@@ -196,11 +196,16 @@ struct coordinator_state {
     ev.epoch = ++epoch;
     end_rendezvous("epoch " + std::to_string(epoch) + " started: node "
                    + std::to_string(node_id) + " " + ev.reason);
-    log("node %lld lost (%s; detected %lld ms after the failure, last heartbeat %lld ms "
-        "ago): epoch %llu, world %zu",
-        static_cast<long long>(node_id), ev.reason.c_str(),
-        static_cast<long long>(ev.detection_ms), static_cast<long long>(ev.since_heartbeat_ms),
-        static_cast<unsigned long long>(epoch), members.size());
+    // An orderly leave (the node finished or was stopped) is no loss.
+    if (ev.reason == "left")
+      log("node %lld left: epoch %llu, world %zu", static_cast<long long>(node_id),
+          static_cast<unsigned long long>(epoch), members.size());
+    else
+      log("node %lld lost (%s; detected %lld ms after the failure, last heartbeat %lld ms "
+          "ago): epoch %llu, world %zu",
+          static_cast<long long>(node_id), ev.reason.c_str(),
+          static_cast<long long>(ev.detection_ms), static_cast<long long>(ev.since_heartbeat_ms),
+          static_cast<unsigned long long>(epoch), members.size());
     broadcast(ev);
     broadcast(snapshot());
   }

@@ -23,6 +23,9 @@ namespace dseek::actors {
 namespace {
 
 using clock = std::chrono::steady_clock;
+// How long failed join attempts stay off the console (a coordinator takes a moment to
+// start; every node started with it would otherwise report it).
+constexpr auto kQuietJoin = std::chrono::seconds(3);
 // Internal timers; they carry the join attempt generation so stale ones are ignored.
 using retry_atom = caf::atom_constant<caf::atom("clretry")>;
 using beat_atom = caf::atom_constant<caf::atom("clbeat")>;
@@ -36,6 +39,8 @@ struct agent_state {
   host_port target;
   caf::actor coord;
   std::uint32_t attempt = 0;     // failed attempts of the current join
+  clock::time_point join_started;  // when the current join began
+  bool join_failures_shown = false;  // the console heard of this join's failures
   std::uint64_t generation = 0;  // bumped by every (re)join; stale callbacks check it
   bool joined = false;
   std::uint64_t epoch = 0;       // last epoch_started passed on
@@ -80,6 +85,8 @@ struct agent_state {
     ++generation;
     joined = false;
     attempt = 0;
+    join_started = clock::now();
+    join_failures_shown = false;
     connect();
   }
 
@@ -92,9 +99,14 @@ struct agent_state {
                + std::to_string(attempt) + " attempts: " + why);
       return;
     }
-    if (attempt == 1 || attempt % 10 == 0)
+    // The coordinator is usually still starting: the console hears of failed attempts
+    // only once they went on for kQuietJoin, then every 10th.
+    const bool quiet = clock::now() - join_started < kQuietJoin;
+    if (!quiet && (!join_failures_shown || attempt % 10 == 0)) {
       log("join attempt %u to %s failed (%s); retrying", attempt, cfg.coordinator.c_str(),
           why.c_str());
+      join_failures_shown = true;
+    }
     self->delayed_send(self, cfg.settings.join_retry_delay, retry_atom::value, generation);
   }
 

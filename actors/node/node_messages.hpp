@@ -31,6 +31,9 @@ struct sdc_report {
 // The worker's training ended (to the node's main loop): done, stopped, or failed.
 struct job_finished {
   bool ok = true;               // false: `error` says why
+  // A failure no restart can cure (runtime/util/failure_kind.hpp): the node exits with
+  // exit_code::permanent and nothing starts it again.
+  bool permanent = false;
   bool stopped_early = false;   // a signal or train.stop_after_*
   std::string error;
   std::int64_t steps_done = 0;

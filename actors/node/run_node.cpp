@@ -29,8 +29,11 @@
 #include "actors/node/node_tree.hpp"
 #include "runtime/metrics/event_log.hpp"
 #include "runtime/metrics/metrics_endpoint.hpp"
+#include "runtime/config/load.hpp"
 #include "runtime/train/run_training.hpp"
 #include "runtime/train/state/stage_memory.hpp"
+#include "runtime/util/exit_codes.hpp"
+#include "runtime/util/json_fields.hpp"
 
 namespace dseek::actors {
 
@@ -45,7 +48,7 @@ void resolve_job_secret(config::JobConfig& config) {
   const char* env = std::getenv("DSEEK_CLUSTER_SECRET");
   if (!config.cluster.secret.empty() || (env != nullptr && *env != '\0')) return;
   if (config.cluster.nodes > 1)
-    throw std::runtime_error(
+    throw config::ConfigError(
         "a multi-node job needs a cluster secret, the same on every node: set cluster.secret "
         "in the config or the environment variable DSEEK_CLUSTER_SECRET (dseek launch makes "
         "one for its local nodes)");
@@ -138,6 +141,23 @@ void linger_for_scrapes(const metrics::MetricsEndpoint& endpoint, int64_t second
     std::this_thread::sleep_for(100ms);
 }
 
+// One console line per recovery of the job, on the coordinator's node (the others
+// recover the same step): from which step, from where, in how long. The coordinator
+// says the losses and (re)joins themselves.
+void say_recoveries(metrics::EventLog& events) {
+  events.add_listener([](std::string_view event, std::string_view fields) {
+    if (event != "recovered") return;
+    const auto step = util::json_number_field(fields, "from_step");
+    const auto source = util::json_string_field(fields, "source");
+    const auto ms = util::json_number_field(fields, "recovery_ms");
+    const auto world = util::json_number_field(fields, "world_size");
+    const std::string from = !source ? "?" : *source == "peer" ? "a peer's copy" : *source;
+    std::fprintf(stderr, "dseek-node: recovered: training goes on from step %lld (from %s) "
+                 "after %.0f ms, %lld node(s)\n", static_cast<long long>(step.value_or(-1)),
+                 from.c_str(), ms.value_or(0.0), static_cast<long long>(world.value_or(0)));
+  });
+}
+
 }  // namespace
 
 int run_node(const config::JobConfig& job_config, const node_options& options) {
@@ -149,7 +169,7 @@ int run_node(const config::JobConfig& job_config, const node_options& options) {
   const auto& cluster = config.cluster;
   const bool runs_coordinator = cluster.node_id == cluster.coordinator_node;
   const auto coordinator_at = parse_host_port(cluster.coordinator);
-  if (!coordinator_at) throw std::runtime_error("cluster.coordinator: not host:port: " + cluster.coordinator);
+  if (!coordinator_at) throw config::ConfigError("cluster.coordinator: not host:port: " + cluster.coordinator);
 
   // libcaf_openssl reads these at the first connection and terminates the process on a
   // file it cannot load; check them now, with a message that names the file.
@@ -157,6 +177,7 @@ int run_node(const config::JobConfig& job_config, const node_options& options) {
   node_system_config system_config(cluster);
   caf::actor_system sys{system_config};
   auto events = std::make_shared<metrics::EventLog>(options.run_dir, cluster.node_id);
+  if (runs_coordinator && cluster.nodes > 1) say_recoveries(*events);
   // Before the first event, so that the /metrics counters agree with the log.
   const auto metrics_endpoint = metrics::open_metrics_endpoint(config, options.run_dir, *events);
   events->emit("node_started", util::JsonLine()
@@ -202,6 +223,7 @@ int run_node(const config::JobConfig& job_config, const node_options& options) {
   main->monitor(node);
 
   std::string failure;
+  bool permanent = false;  // a failure no restart can cure (failure_kind.hpp)
   bool finished = false;
   bool signalled = false;
   // Every worker group (one per local rank) reports its training's end; the node is done
@@ -216,6 +238,7 @@ int run_node(const config::JobConfig& job_config, const node_options& options) {
         [&](job_finished& result) {
           finished = ++finished_groups == local_ranks || !result.ok;
           if (!result.ok) failure = result.error;
+          permanent = permanent || (!result.ok && result.permanent);
           // The job's stop vote can end this node's training before this loop polls the
           // node's own signal (the launcher signals every node at once).
           if (options.stop != nullptr && options.stop->load()) signalled = true;
@@ -257,7 +280,9 @@ int run_node(const config::JobConfig& job_config, const node_options& options) {
   }
   caf::anon_send_exit(router, caf::exit_reason::user_shutdown);
   if (refusals) caf::anon_send_exit(refusals, caf::exit_reason::user_shutdown);
-  return failure.empty() ? 0 : 1;
+  if (options.stopped_early != nullptr) *options.stopped_early = signalled;
+  if (failure.empty()) return exit_code::ok;
+  return permanent ? exit_code::permanent : exit_code::failed;
 }
 
 }  // namespace dseek::actors

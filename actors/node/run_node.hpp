@@ -19,10 +19,16 @@ struct node_options {
   // How many times `dseek launch` restarted this node id (its injected faults fired in
   // incarnation 0 and do not fire again).
   int64_t incarnation = 0;
+  // Set to true when the stop request ended the training before the job finished (the
+  // program then exits 130 / 143, not 0); a stop after the end (a lingering /metrics
+  // endpoint) leaves it false.
+  bool* stopped_early = nullptr;
 };
 
-// Returns the process exit code: 0 when the job finished or was stopped orderly, 1 when
-// it failed (the reason is printed on stderr and written as a node_failed event).
+// Returns the process exit code (runtime/util/exit_codes.hpp): 0 when the job finished or
+// was stopped orderly, exit_code::permanent when it failed in a way no restart cures (a
+// config, data, device or checkpoint error: runtime/util/failure_kind.hpp), 1 for any
+// other failure (the reason is printed on stderr and written as a node_failed event).
 int run_node(const config::JobConfig& config, const node_options& options);
 
 }  // namespace dseek::actors

@@ -24,6 +24,7 @@
 #include "actors/node/node_messages.hpp"
 #include "actors/node/node_registry.hpp"
 #include "actors/worker_group/pipeline_stage.hpp"
+#include "runtime/util/failure_kind.hpp"
 #include "gpu/backend_for_device.hpp"
 #include "runtime/metrics/event_log.hpp"
 #include "runtime/train/run_training.hpp"
@@ -125,7 +126,8 @@ void start_training(caf::stateful_actor<worker_state>* self) {
       result.group_broken = true;
     } catch (const std::exception& error) {
       result.ok = false;
-      result.error = error.what();
+      result.error = util::describe_failure(error);
+      result.permanent = util::classify_failure(error).permanent;
     }
     caf::anon_send(me, done_atom::value, std::move(result));
   });

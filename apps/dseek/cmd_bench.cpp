@@ -20,9 +20,28 @@ namespace dseek::tool {
 
 namespace {
 
-constexpr const char* kUsage =
-    "usage: dseek bench train [--config FILE] [--threads N] [--steps S] [--warmup W] "
-    "[--set section.key=value ...]\n";
+const std::string& usage_text() {
+  static const std::string text =
+      std::string("usage: dseek bench train [--config FILE] [--threads N] [--steps S] "
+                  "[--warmup W] [--set section.key=value ...]\n"
+                  "  times training steps of the config's model on random tokens, prints one "
+                  "JSON line\n") +
+      kBenchAllreduceUsage;
+  return text;
+}
+
+const std::vector<std::string> kOptions = {"--config", "--threads", "--steps", "--warmup", "--set",
+                                           "--help"};
+
+int64_t count(const std::string& option, const std::string& value) {
+  try {
+    size_t used = 0;
+    const int64_t number = std::stoll(value, &used);
+    if (used == value.size()) return number;
+  } catch (const std::logic_error&) {
+  }
+  throw cli::UsageError(option + " needs a number, not '" + value + "'");
+}
 
 double median(std::vector<double> values) {
   std::sort(values.begin(), values.end());
@@ -35,26 +54,15 @@ int bench_train(const Args& args) {
   std::vector<std::string> overrides;
   int64_t steps = 5, warmup = 2;
   for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& arg = args[i];
-    if (i + 1 >= args.size()) {
-      std::fprintf(stderr, "dseek bench train: %s needs a value\n%s", arg.c_str(), kUsage);
-      return 2;
-    }
-    const std::string& value = args[++i];
-    if (arg == "--config") config_file = value;
-    else if (arg == "--set") overrides.push_back(value);
-    else if (arg == "--threads") overrides.push_back("train.threads=" + value);
-    else if (arg == "--steps") steps = std::stoll(value);
-    else if (arg == "--warmup") warmup = std::stoll(value);
-    else {
-      std::fprintf(stderr, "dseek bench train: unknown argument '%s'\n%s", arg.c_str(), kUsage);
-      return 2;
-    }
+    std::string value;
+    if (cli::take_value(args, i, "--config", value)) config_file = value;
+    else if (cli::take_value(args, i, "--set", value)) overrides.push_back(value);
+    else if (cli::take_value(args, i, "--threads", value)) overrides.push_back("train.threads=" + value);
+    else if (cli::take_value(args, i, "--steps", value)) steps = count("--steps", value);
+    else if (cli::take_value(args, i, "--warmup", value)) warmup = count("--warmup", value);
+    else cli::unknown("option", args[i], kOptions);
   }
-  if (steps < 1 || warmup < 0) {
-    std::fprintf(stderr, "dseek bench train: --steps must be >= 1 and --warmup >= 0\n");
-    return 2;
-  }
+  if (steps < 1 || warmup < 0) throw cli::UsageError("--steps must be >= 1 and --warmup >= 0");
   config::JobConfig config = config::default_config();
   if (!config_file.empty()) {
     config = config::load_config(config_file, overrides);
@@ -102,15 +110,24 @@ int bench_train(const Args& args) {
   return 0;
 }
 
+int run_bench(const Args& args) {
+  if (args.empty()) throw cli::UsageError("a benchmark is required (train, allreduce)");
+  if (args[0] == "allreduce") return cmd_bench_allreduce(Args(args.begin() + 1, args.end()));
+  if (args[0] != "train") cli::unknown("benchmark", args[0], {"train", "allreduce"});
+  return bench_train(Args(args.begin() + 1, args.end()));
+}
+
 }  // namespace
 
-int cmd_bench(const Args& args) {
-  if (!args.empty() && args[0] == "allreduce") return cmd_bench_allreduce(Args(args.begin() + 1, args.end()));
-  if (args.empty() || args[0] != "train") {
-    std::fprintf(stderr, "%s", kUsage);
-    return 2;
-  }
-  return bench_train(Args(args.begin() + 1, args.end()));
+const Command& bench_command() {
+  static const Command command{
+      "bench",
+      "  bench train [--config FILE] [--threads N] [--set k=v ...]\n"
+      "                                 time training steps, print one JSON line\n"
+      "  bench allreduce --ranks N --bytes B[,B2,...] [--iters K] [--dtype f32|bf16]\n"
+      "                                 all-reduce bandwidth between N local processes\n",
+      usage_text().c_str(), run_bench};
+  return command;
 }
 
 }  // namespace dseek::tool

@@ -47,13 +47,16 @@
 
 namespace dseek::tool {
 
-namespace {
-
-constexpr const char* kUsage =
+const char* const kBenchAllreduceUsage =
     "usage: dseek bench allreduce --ranks N --bytes B[,B2,...] [--iters K] [--warmup W] "
     "[--dtype f32|bf16] [--timeout S] [--bind core|none]\n"
     "       dseek bench allreduce --memcpy-bytes B [--iters K]\n"
     "sizes take K, M, G suffixes (KiB, MiB, GiB)\n";
+
+namespace {
+
+const std::vector<std::string> kOptions = {"--ranks", "--bytes", "--iters", "--warmup", "--dtype",
+                                           "--timeout", "--memcpy-bytes", "--bind", "--help"};
 
 using Clock = std::chrono::steady_clock;
 
@@ -73,6 +76,8 @@ struct Options {
 };
 
 size_t parse_size(const std::string& text) {
+  if (text.empty() || text[0] < '0' || text[0] > '9')
+    throw cli::UsageError("bad size '" + text + "' (a number with K, M or G)");
   size_t used = 0;
   const unsigned long long value = std::stoull(text, &used);
   std::string suffix = text.substr(used);
@@ -82,7 +87,7 @@ size_t parse_size(const std::string& text) {
   if (suffix == "K" || suffix == "k") scale = size_t{1} << 10;
   else if (suffix == "M" || suffix == "m") scale = size_t{1} << 20;
   else if (suffix == "G" || suffix == "g") scale = size_t{1} << 30;
-  else if (!suffix.empty()) throw std::invalid_argument("bad size '" + text + "' (a number with K, M or G)");
+  else if (!suffix.empty()) throw cli::UsageError("bad size '" + text + "' (a number with K, M or G)");
   return static_cast<size_t>(value) * scale;
 }
 
@@ -302,48 +307,39 @@ int cmd_bench_allreduce(const Args& args) {
   Options o;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& arg = args[i];
-    if (arg == "-h" || arg == "--help") {
-      std::fputs(kUsage, stdout);
-      return 0;
-    }
-    if (i + 1 >= args.size()) {
-      std::fprintf(stderr, "dseek bench allreduce: %s needs a value\n%s", arg.c_str(), kUsage);
-      return 2;
-    }
-    const std::string& value = args[++i];
-    if (arg == "--ranks") o.ranks = std::stoi(value);
-    else if (arg == "--bytes") o.sizes = parse_sizes(value);
-    else if (arg == "--iters") o.iters = std::stoi(value);
-    else if (arg == "--warmup") o.warmup = std::stoi(value);
-    else if (arg == "--dtype") o.dtype = value;
-    else if (arg == "--timeout") o.timeout_s = std::stoi(value);
-    else if (arg == "--memcpy-bytes") o.memcpy_bytes = parse_size(value);
-    else if (arg == "--bind") o.bind = value;
-    else if (arg == "--worker-rank") o.worker_rank = std::stoi(value);
-    else if (arg == "--worker-port") o.worker_port = std::stoi(value);
-    else if (arg == "--worker-port-fd") o.worker_port_fd = std::stoi(value);
-    else {
-      std::fprintf(stderr, "dseek bench allreduce: unknown argument '%s'\n%s", arg.c_str(), kUsage);
-      return 2;
-    }
+    std::string value;
+    auto number = [&](int& out) {
+      try {
+        size_t used = 0;
+        out = std::stoi(value, &used);
+        if (used != value.size()) throw std::invalid_argument(value);
+      } catch (const std::logic_error&) {
+        throw cli::UsageError(arg + " needs a number, not '" + value + "'");
+      }
+    };
+    if (cli::take_value(args, i, "--ranks", value)) number(o.ranks);
+    else if (cli::take_value(args, i, "--bytes", value)) o.sizes = parse_sizes(value);
+    else if (cli::take_value(args, i, "--iters", value)) number(o.iters);
+    else if (cli::take_value(args, i, "--warmup", value)) number(o.warmup);
+    else if (cli::take_value(args, i, "--dtype", value)) o.dtype = value;
+    else if (cli::take_value(args, i, "--timeout", value)) number(o.timeout_s);
+    else if (cli::take_value(args, i, "--memcpy-bytes", value)) o.memcpy_bytes = parse_size(value);
+    else if (cli::take_value(args, i, "--bind", value)) o.bind = value;
+    // Worker mode (hidden): set by the parent.
+    else if (cli::take_value(args, i, "--worker-rank", value)) number(o.worker_rank);
+    else if (cli::take_value(args, i, "--worker-port", value)) number(o.worker_port);
+    else if (cli::take_value(args, i, "--worker-port-fd", value)) number(o.worker_port_fd);
+    else cli::unknown("option", arg, kOptions);
   }
-  if (o.iters < 1 || o.warmup < 0 || o.timeout_s < 1) {
-    std::fprintf(stderr, "dseek bench allreduce: --iters must be >= 1, --warmup >= 0, --timeout >= 1\n");
-    return 2;
-  }
+  if (o.iters < 1 || o.warmup < 0 || o.timeout_s < 1)
+    throw cli::UsageError("--iters must be >= 1, --warmup >= 0, --timeout >= 1");
   if (o.memcpy_bytes > 0) return run_memcpy(o);
-  if (o.ranks < 1 || o.sizes.empty()) {
-    std::fprintf(stderr, "dseek bench allreduce: --ranks N (>= 1) and --bytes are required\n%s", kUsage);
-    return 2;
-  }
-  if (o.bind != "core" && o.bind != "none") {
-    std::fprintf(stderr, "dseek bench allreduce: --bind must be core or none, not '%s'\n", o.bind.c_str());
-    return 2;
-  }
-  if (o.dtype != "f32" && o.dtype != "bf16") {
-    std::fprintf(stderr, "dseek bench allreduce: --dtype must be f32 or bf16, not '%s'\n", o.dtype.c_str());
-    return 2;
-  }
+  if (o.ranks < 1 || o.sizes.empty())
+    throw cli::UsageError("--ranks N (>= 1) and --bytes are required");
+  if (o.bind != "core" && o.bind != "none")
+    throw cli::UsageError("--bind must be core or none, not '" + o.bind + "'");
+  if (o.dtype != "f32" && o.dtype != "bf16")
+    throw cli::UsageError("--dtype must be f32 or bf16, not '" + o.dtype + "'");
   if (o.worker_rank >= 0) {
     try {
       return run_worker(o);

@@ -1,8 +1,10 @@
 // `dseek ckpt`: list the committed checkpoints of a directory, show one's layout and
 // tensors, verify every checksum, or export its parameters as safetensors.
+#include <algorithm>
 #include <cinttypes>
 #include <cstdio>
 #include <ctime>
+#include <filesystem>
 #include <string>
 
 #include "dseek/commands.hpp"
@@ -24,11 +26,7 @@ constexpr const char* kUsage =
     "       dseek ckpt export PATH --format safetensors --output FILE\n"
     "                                  write the parameters as a .safetensors file\n";
 
-int usage(const std::string& problem) {
-  if (!problem.empty()) std::fprintf(stderr, "dseek ckpt: %s\n", problem.c_str());
-  std::fputs(kUsage, stderr);
-  return 2;
-}
+const std::vector<std::string> kSubcommands = {"ls", "inspect", "verify", "export"};
 
 std::string format_time(double unix_s) {
   std::time_t seconds = static_cast<std::time_t>(unix_s);
@@ -39,10 +37,16 @@ std::string format_time(double unix_s) {
   return text;
 }
 
+// A missing directory is an error (exit 3, naming the absolute path); an existing one
+// without committed checkpoints is an answer (exit 0).
 int list(const std::string& dir) {
+  std::error_code error;
+  const std::filesystem::path absolute = std::filesystem::absolute(dir, error).lexically_normal();
+  if (!std::filesystem::is_directory(dir, error))
+    throw ck::CheckpointError("no such directory " + absolute.string());
   auto committed = ck::list_committed(dir);
   if (committed.empty()) {
-    std::printf("no committed checkpoints under %s\n", dir.c_str());
+    std::printf("no committed checkpoints under %s\n", absolute.string().c_str());
     return 0;
   }
   std::printf("%-10s %12s  %-19s  %s\n", "step", "bytes", "written", "path");
@@ -125,30 +129,44 @@ int verify(const std::string& path) {
 int export_checkpoint(const Args& args) {
   std::string path, format, output;
   for (size_t i = 1; i < args.size(); ++i) {
-    auto next = [&]() -> std::string { return i + 1 < args.size() ? args[++i] : std::string(); };
-    if (args[i] == "--format") format = next();
-    else if (args[i] == "--output") output = next();
-    else if (path.empty() && args[i].rfind("--", 0) != 0) path = args[i];
-    else return usage("unknown argument '" + args[i] + "'");
+    if (cli::take_value(args, i, "--format", format) || cli::take_value(args, i, "--output", output))
+      continue;
+    if (args[i].rfind("-", 0) == 0) cli::unknown("option", args[i], {"--format", "--output", "--help"});
+    if (!path.empty()) throw cli::UsageError("unexpected argument '" + args[i] + "' (one PATH only)");
+    path = args[i];
   }
-  if (path.empty() || output.empty()) return usage("export needs PATH and --output FILE");
-  if (format != "safetensors") return usage("--format must be safetensors");
+  if (path.empty() || output.empty()) throw cli::UsageError("export needs PATH and --output FILE");
+  if (format != "safetensors") throw cli::UsageError("--format must be safetensors");
   const uint64_t tensors = ck::export_safetensors(path, output);
   std::printf("wrote %s: %" PRIu64 " tensors (parameters)\n", output.c_str(), tensors);
   return 0;
 }
 
-}  // namespace
-
-int cmd_ckpt(const Args& args) {
-  if (args.empty()) return usage("");
+int run_ckpt(const Args& args) {
+  if (args.empty()) throw cli::UsageError("a subcommand is required (ls, inspect, verify, export)");
   const std::string& sub = args[0];
+  if (std::find(kSubcommands.begin(), kSubcommands.end(), sub) == kSubcommands.end())
+    cli::unknown(sub.rfind("-", 0) == 0 ? "option" : "subcommand", sub, kSubcommands);
   if (sub == "export") return export_checkpoint(args);
-  if (args.size() != 2) return usage(sub + " takes one path");
+  if (args.size() != 2) throw cli::UsageError(sub + " takes one path");
+  if (args[1].rfind("-", 0) == 0) cli::unknown("option", args[1], {"--help"});
   if (sub == "ls") return list(args[1]);
   if (sub == "inspect") return inspect(args[1]);
-  if (sub == "verify") return verify(args[1]);
-  return usage("unknown subcommand '" + sub + "'");
+  return verify(args[1]);
+}
+
+}  // namespace
+
+const Command& ckpt_command() {
+  static const Command command{
+      "ckpt",
+      "  ckpt ls DIR                    committed checkpoints: step, size, time\n"
+      "  ckpt inspect PATH              a checkpoint's layout, tensors and shapes\n"
+      "  ckpt verify PATH               check every checksum (exit 1 naming the bad one)\n"
+      "  ckpt export PATH --format safetensors --output FILE\n"
+      "                                 the parameters as a .safetensors file\n",
+      kUsage, run_ckpt};
+  return command;
 }
 
 }  // namespace dseek::tool

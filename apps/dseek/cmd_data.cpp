@@ -1,11 +1,13 @@
 // `dseek data`: prepare a token data set from a directory of text and JSON Lines files,
 // tokenize stdin (cmd_data_tokenize.cpp), verify a data set (every shard's checksum),
 // or print its index.
+#include <algorithm>
 #include <charconv>
 #include <chrono>
 #include <cstdio>
 #include <iostream>
 #include <string>
+#include <vector>
 
 #include "dseek/cmd_data.hpp"
 #include "dseek/commands.hpp"
@@ -26,11 +28,10 @@ constexpr const char* kUsage =
     "       dseek data verify DIR   check every shard against the index\n"
     "       dseek data info DIR     print the index\n";
 
-int usage(const std::string& problem) {
-  if (!problem.empty()) std::fprintf(stderr, "dseek data: %s\n", problem.c_str());
-  std::fputs(kUsage, stderr);
-  return 2;
-}
+const std::vector<std::string> kActions = {"prepare", "tokenize", "verify", "info"};
+const std::vector<std::string> kPrepareOptions = {
+    "--input",     "--output",  "--tokenizer", "--val-fraction", "--jsonl-field", "--strict",
+    "--include",   "--exclude", "--shard-tokens", "--max-bytes", "--help"};
 
 template <typename Number>
 bool parse_number(const std::string& text, Number& out) {
@@ -77,7 +78,9 @@ int prepare(const Args& args) {
       options.input_options.strict = true;
       continue;
     }
-    if (i + 1 >= args.size()) return usage("missing value after " + flag);
+    if (std::find(kPrepareOptions.begin(), kPrepareOptions.end(), flag) == kPrepareOptions.end())
+      cli::unknown("option", flag, kPrepareOptions);
+    if (i + 1 >= args.size()) throw cli::UsageError(flag + " needs a value");
     const std::string& value = args[++i];
     bool ok = true;
     if (flag == "--input") {
@@ -102,12 +105,10 @@ int prepare(const Args& args) {
       options.filter.include.push_back(value);
     } else if (flag == "--exclude") {
       options.filter.exclude.push_back(value);
-    } else {
-      return usage("unknown option " + flag);
     }
-    if (!ok) return usage("bad value '" + value + "' for " + flag);
+    if (!ok) throw cli::UsageError("bad value '" + value + "' for " + flag);
   }
-  if (!have_input || !have_output) return usage("prepare needs --input and --output");
+  if (!have_input || !have_output) throw cli::UsageError("prepare needs --input and --output");
   auto start = std::chrono::steady_clock::now();
   data::PrepareSummary summary = data::prepare_text_dataset(options, std::cout);
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -129,30 +130,32 @@ int verify(const std::string& dir) {
   return 0;
 }
 
+int run_data(const Args& args) {
+  if (args.empty()) throw cli::UsageError("an action is required (prepare, tokenize, verify, info)");
+  const std::string& action = args[0];
+  if (std::find(kActions.begin(), kActions.end(), action) == kActions.end())
+    cli::unknown(action.rfind("-", 0) == 0 ? "option" : "action", action, kActions);
+  if (action == "prepare") return prepare(args);
+  if (action == "tokenize") return cmd_data_tokenize(args);
+  if (args.size() != 2) throw cli::UsageError(action + " takes one directory");
+  if (args[1].rfind("-", 0) == 0) cli::unknown("option", args[1], {"--help"});
+  if (action == "verify") return verify(args[1]);
+  print_index(args[1], data::read_dataset_index(args[1]), true);
+  return 0;
+}
+
 }  // namespace
 
-int cmd_data(const Args& args) {
-  if (args.empty()) return usage("");
-  const std::string& action = args[0];
-  if (action == "--help" || action == "-h") {
-    std::fputs(kUsage, stdout);
-    return 0;
-  }
-  try {
-    if (action == "prepare") return prepare(args);
-    if (action == "tokenize") return cmd_data_tokenize(args);
-    if (action == "verify" || action == "info") {
-      if (args.size() != 2) return usage(action + " takes one directory");
-      if (action == "verify") return verify(args[1]);
-      print_index(args[1], data::read_dataset_index(args[1]), true);
-      return 0;
-    }
-  } catch (const data::DataError& error) {
-    std::fflush(stdout);
-    std::fprintf(stderr, "dseek data %s: %s\n", action.c_str(), error.what());
-    return 1;
-  }
-  return usage("unknown action '" + action + "'");
+const Command& data_command() {
+  static const Command command{
+      "data",
+      "  data prepare --input DIR --output DIR [--tokenizer NAME|FILE] [...]\n"
+      "                                 turn text files into token shards\n"
+      "  data tokenize --tokenizer NAME|FILE [--decode | --stats] < INPUT\n"
+      "  data verify DIR                re-check every shard's checksum\n"
+      "  data info DIR                  print a prepared data set's index\n",
+      kUsage, run_data};
+  return command;
 }
 
 }  // namespace dseek::tool

@@ -12,17 +12,15 @@
 #include <vector>
 
 #include "dseek/cmd_data.hpp"
+#include "dseek/commands.hpp"
 #include "runtime/data/token_dataset.hpp"
 #include "runtime/data/tokenizer.hpp"
 
 namespace dseek::tool {
 namespace {
 
-int tokenize_usage(const std::string& problem) {
-  std::fprintf(stderr, "dseek data tokenize: %s\n", problem.c_str());
-  std::fputs("usage: dseek data tokenize --tokenizer NAME|FILE [--decode | --stats] < INPUT\n",
-             stderr);
-  return 2;
+[[noreturn]] int tokenize_usage(const std::string& problem) {
+  throw cli::UsageError("tokenize: " + problem);
 }
 
 std::string read_stdin() {
@@ -68,15 +66,14 @@ int cmd_data_tokenize(const Args& args) {
       to_text = true;
     } else if (args[i] == "--stats") {
       stats = true;
-    } else if (args[i] == "--tokenizer" && i + 1 < args.size()) {
-      name = args[++i];
+    } else if (cli::take_value(args, i, "--tokenizer", name)) {
     } else {
-      return tokenize_usage("unknown or incomplete option " + args[i]);
+      cli::unknown("option", args[i], {"--tokenizer", "--decode", "--stats", "--help"});
     }
   }
   if (name.empty()) return tokenize_usage("--tokenizer is required");
   if (to_text && stats) return tokenize_usage("--decode and --stats exclude each other");
-  try {
+  {  // a DataError (an unknown tokenizer, a bad rank file) goes to main.cpp: exit 3
     const auto load_start = std::chrono::steady_clock::now();
     auto tokenizer = data::open_tokenizer(name);
     const double load_seconds =
@@ -106,9 +103,6 @@ int cmd_data_tokenize(const Args& args) {
     line.push_back('\n');
     std::fwrite(line.data(), 1, line.size(), stdout);
     return 0;
-  } catch (const data::DataError& error) {
-    std::fprintf(stderr, "dseek data tokenize: %s\n", error.what());
-    return 1;
   }
 }
 

@@ -6,11 +6,10 @@
 
 namespace dseek::tool {
 
-int cmd_devices(const Args& args) {
-  if (!args.empty()) {
-    std::fprintf(stderr, "usage: dseek devices\n");
-    return 2;
-  }
+namespace {
+
+int run_devices(const Args& args) {
+  if (!args.empty()) cli::unknown(args[0].rfind("-", 0) == 0 ? "option" : "argument", args[0], {"--help"});
   gpu::DeviceQuery query = gpu::query_devices();
   if (!query.error.empty()) {
     std::printf("no CUDA device: %s\n", query.error.c_str());
@@ -23,6 +22,16 @@ int cmd_devices(const Args& args) {
   }
   if (query.devices.empty()) std::printf("no CUDA device found\n");
   return 0;
+}
+
+}  // namespace
+
+const Command& devices_command() {
+  static const Command command{
+      "devices", "  devices                        list the CUDA devices this build can use\n",
+      "usage: dseek devices\n  the CUDA devices this build can use, or why there are none\n",
+      run_devices};
+  return command;
 }
 
 }  // namespace dseek::tool

@@ -2,11 +2,13 @@
 // does for PyTorch (development and tests on one host).
 //
 //   dseek launch --nodes N [--run-dir DIR] [--timeout SECONDS] [--stop-grace SECONDS]
-//                CONFIG [--set section.key=value ...]
+//                [--resume latest|PATH] CONFIG [--set section.key=value ...]
 //
-// This file reads the command line, loads the config (a bad one fails here, before any
-// process starts), picks the coordinator's port, sees to the join secret and finds the
-// dseek-node binary; launch/local_launcher.cpp then runs the nodes.
+// This file reads the command line, loads the config and checks what the job needs
+// from this host (cli/preflight.hpp: a bad config, a missing data set or device fails
+// here, once, before any process starts), picks the coordinator's port, sees to the
+// join secret and finds the dseek-node binary; launch/local_launcher.cpp then runs the
+// nodes. At the end it says where the checkpoints are and how to resume.
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -24,10 +26,14 @@
 #include <string>
 #include <vector>
 
+#include "cli/preflight.hpp"
+#include "cli/resume_hint.hpp"
 #include "dseek/commands.hpp"
 #include "dseek/launch/local_launcher.hpp"
 #include "runtime/config/load.hpp"
+#include "runtime/config/schema.hpp"
 #include "runtime/train/check_job.hpp"
+#include "runtime/util/exit_codes.hpp"
 
 namespace dseek::tool {
 
@@ -35,14 +41,20 @@ namespace {
 
 constexpr const char* kUsage =
     "usage: dseek launch --nodes N [--run-dir DIR] [--timeout SECONDS] [--stop-grace SECONDS]\n"
-    "                    CONFIG [--set section.key=value ...]\n"
+    "                    [--resume latest|PATH] CONFIG [--set section.key=value ...]\n"
     "  starts N local dseek-node processes (node ids 0..N-1) on 127.0.0.1, prefixes their\n"
-    "  output with [node K], restarts a node that dies up to cluster.max_restarts times\n"
-    "  (then the job goes on without it while elastic.min_nodes remain, unless it runs the\n"
-    "  coordinator), and exits with the job's status (124 after --timeout; SIGINT/SIGTERM\n"
-    "  stop the nodes, a second one kills them). --stop-grace: seconds between SIGTERM and\n"
-    "  SIGKILL when stopping, and how long nodes may lag once the job finished on another\n"
-    "  (default 10). The node binary is dseek-node next to dseek, or $DSEEK_NODE_BINARY.\n";
+    "  output with [node K] (on a terminal: one progress bar for the job), restarts a node\n"
+    "  that dies up to cluster.max_restarts times (then the job goes on without it while\n"
+    "  elastic.min_nodes remain, unless it runs the coordinator), and exits with the job's\n"
+    "  status. A node that fails with a config, data, device or checkpoint error (exit 3)\n"
+    "  is never restarted: the job stops. SIGINT/SIGTERM stop the nodes orderly, then exit\n"
+    "  130/143; a second one kills them.\n"
+    "  --resume      go on from the newest committed checkpoint (latest; none: start\n"
+    "                fresh) or from the checkpoint directory PATH\n"
+    "  --timeout     stop the job after SECONDS (exit 124)\n"
+    "  --stop-grace  seconds between SIGTERM and SIGKILL when stopping, and how long nodes\n"
+    "                may lag once the job finished on another (default 10)\n"
+    "  The node binary is dseek-node next to dseek, or $DSEEK_NODE_BINARY.\n";
 
 constexpr const char* kSecretVariable = "DSEEK_CLUSTER_SECRET";
 
@@ -52,13 +64,12 @@ struct LaunchArgs {
   std::optional<std::string> run_dir;
   double timeout_s = 0;
   double stop_grace_s = 10;
+  std::optional<std::string> resume;
   std::vector<std::string> sets;
 };
 
-int usage(const std::string& problem) {
-  std::fprintf(stderr, "dseek launch: %s\n%s", problem.c_str(), kUsage);
-  return 2;
-}
+const std::vector<std::string> kOptions = {"--nodes", "--run-dir", "--timeout", "--stop-grace",
+                                           "--resume", "--set", "--help"};
 
 // The key of "section.key=value", without surrounding blanks.
 std::string key_of(const std::string& assignment) {
@@ -72,56 +83,68 @@ double parse_seconds(const std::string& option, const std::string& text) {
   char* end = nullptr;
   double seconds = std::strtod(text.c_str(), &end);
   if (text.empty() || *end != '\0' || !(seconds >= 0 && seconds <= 1e9))
-    throw std::invalid_argument(option + " needs a number of seconds >= 0, not '" + text + "'");
+    throw cli::UsageError(option + " needs a number of seconds >= 0, not '" + text + "'");
   return seconds;
 }
 
-// Throws std::invalid_argument with what is wrong.
+// Throws cli::UsageError with what is wrong.
 LaunchArgs parse_args(const Args& args) {
   LaunchArgs parsed;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& arg = args[i];
-    auto is = [&](const char* name) {
-      return arg == name || arg.rfind(std::string(name) + "=", 0) == 0;
-    };
-    auto value = [&](const char* name) -> std::string {
-      const std::string prefix = std::string(name) + "=";
-      if (arg.rfind(prefix, 0) == 0) return arg.substr(prefix.size());
-      if (i + 1 == args.size()) throw std::invalid_argument(std::string(name) + " needs a value");
-      return args[++i];
-    };
-    if (is("--nodes")) {
-      const std::string text = value("--nodes");
+    std::string value;
+    if (cli::take_value(args, i, "--nodes", value)) {
       char* end = nullptr;
-      long nodes = std::strtol(text.c_str(), &end, 10);
-      if (text.empty() || *end != '\0' || nodes < 1 || nodes > 1024)
-        throw std::invalid_argument("--nodes needs a number from 1 to 1024, not '" + text + "'");
+      long nodes = std::strtol(value.c_str(), &end, 10);
+      if (value.empty() || *end != '\0' || nodes < 1 || nodes > 1024)
+        throw cli::UsageError("--nodes needs a number from 1 to 1024, not '" + value + "'");
       parsed.nodes = static_cast<int>(nodes);
-    } else if (is("--run-dir")) {
-      parsed.run_dir = value("--run-dir");
-    } else if (is("--timeout")) {
-      parsed.timeout_s = parse_seconds("--timeout", value("--timeout"));
-    } else if (is("--stop-grace")) {
-      parsed.stop_grace_s = parse_seconds("--stop-grace", value("--stop-grace"));
-    } else if (is("--set")) {
-      parsed.sets.push_back(value("--set"));
+    } else if (cli::take_value(args, i, "--run-dir", value)) {
+      parsed.run_dir = value;
+    } else if (cli::take_value(args, i, "--timeout", value)) {
+      parsed.timeout_s = parse_seconds("--timeout", value);
+    } else if (cli::take_value(args, i, "--stop-grace", value)) {
+      parsed.stop_grace_s = parse_seconds("--stop-grace", value);
+    } else if (cli::take_value(args, i, "--resume", value)) {
+      if (value.empty()) throw cli::UsageError("--resume needs latest or a checkpoint directory");
+      parsed.resume = value;
+    } else if (cli::take_value(args, i, "--set", value)) {
+      parsed.sets.push_back(value);
     } else if (arg.rfind("-", 0) == 0 && arg != "-") {
-      throw std::invalid_argument("unknown option '" + arg + "'");
+      cli::unknown("option", arg.substr(0, arg.find('=')), kOptions);
     } else if (parsed.config.empty()) {
       parsed.config = arg;
     } else {
-      throw std::invalid_argument("unexpected argument '" + arg + "' (one CONFIG only)");
+      throw cli::UsageError("unexpected argument '" + arg + "' (one CONFIG only)");
     }
   }
-  if (parsed.nodes == 0) throw std::invalid_argument("--nodes N is required");
-  if (parsed.config.empty()) throw std::invalid_argument("CONFIG is required");
+  if (parsed.nodes == 0) throw cli::UsageError("--nodes N is required");
+  if (parsed.config.empty()) throw cli::UsageError("CONFIG is required");
   // The launcher gives every node these; a --set would silently contradict it.
   for (const auto& assignment : parsed.sets) {
     const std::string key = key_of(assignment);
     if (key == "cluster.nodes" || key == "cluster.node_id" || key == "cluster.coordinator")
-      throw std::invalid_argument("--set " + key + " is decided by dseek launch (use --nodes)");
+      throw cli::UsageError("--set " + key + " is decided by dseek launch (use --nodes)");
+    if (key == "checkpoint.resume" && parsed.resume)
+      throw cli::UsageError("--resume and --set checkpoint.resume say the same thing: use one");
   }
+  // --resume is checkpoint.resume for every node (as dseek-node's --resume).
+  if (parsed.resume)
+    parsed.sets.push_back("checkpoint.resume=" + config::schema::quote(*parsed.resume));
   return parsed;
+}
+
+// Every line of `text` with `prefix` in front.
+std::string prefix_lines(const std::string& prefix, const std::string& text) {
+  std::string out;
+  size_t start = 0;
+  while (start < text.size()) {
+    const size_t end = text.find('\n', start);
+    const size_t stop = end == std::string::npos ? text.size() : end + 1;
+    out += prefix + text.substr(start, stop - start);
+    start = stop;
+  }
+  return out;
 }
 
 std::chrono::milliseconds to_milliseconds(double seconds) {
@@ -209,37 +232,21 @@ void share_cores(const config::JobConfig& job, launch::LaunchPlan& plan) {
                "node(s) x %ld rank(s) on %ld cores\n", each, plan.nodes, per_node, cores);
 }
 
-}  // namespace
-
-int cmd_launch(const Args& args) {
-  LaunchArgs parsed;
-  try {
-    if (args.size() == 1 && (args[0] == "--help" || args[0] == "-h")) {
-      std::fputs(kUsage, stdout);
-      return 0;
-    }
-    parsed = parse_args(args);
-  } catch (const std::invalid_argument& error) {
-    return usage(error.what());
-  }
-
+int run_launch(const Args& args) {
+  LaunchArgs parsed = parse_args(args);
   std::vector<std::string> overrides = parsed.sets;
   overrides.push_back("cluster.nodes=" + std::to_string(parsed.nodes));
-  config::JobConfig job;
-  try {
-    job = config::load_config(parsed.config, overrides);
-    train::check_job(job);  // what no node could run fails here, once
-  } catch (const config::ConfigError& error) {
-    std::fprintf(stderr, "dseek launch: config error: %s\n", error.what());
-    return 1;
-  }
+  // A config, data, device or checkpoint error fails here, once (exit 3: main.cpp).
+  const config::JobConfig job = config::load_config(parsed.config, overrides);
+  train::check_job(job);  // what no node could run
+  cli::check_host_can_run(job);
 
   launch::LaunchPlan plan;
   plan.node_binary = find_node_binary();
   if (::access(plan.node_binary.c_str(), X_OK) != 0) {
     std::fprintf(stderr, "dseek launch: cannot run the node binary %s (set DSEEK_NODE_BINARY)\n",
                  plan.node_binary.c_str());
-    return 1;
+    return exit_code::failed;
   }
   plan.config_path = parsed.config;
   plan.run_dir = parsed.run_dir.value_or(job.train.run_dir);
@@ -251,12 +258,35 @@ int cmd_launch(const Args& args) {
   plan.coordinator_node = static_cast<int>(job.cluster.coordinator_node);
   plan.timeout = to_milliseconds(parsed.timeout_s);
   plan.stop_grace = to_milliseconds(parsed.stop_grace_s);
+  // On a terminal, one bar for the job (launch/job_console.hpp) unless the config asks
+  // for plain lines (or none).
+  plan.progress_bar = ::isatty(1) == 1 && (job.metrics.progress == config::Progress::automatic ||
+                                           job.metrics.progress == config::Progress::bar);
   arrange_secret(job, plan);
   share_cores(job, plan);
   // The launcher decides every node's id, count and coordinator: a dseek launch inside a
   // Slurm job or a pod must not have its nodes take them from that environment instead.
   plan.extra_env.push_back("DSEEK_CLUSTER_ENV=none");
-  return launch::run_local_job(plan);
+  // The nodes leave the resume hint to the launcher, which knows the whole command.
+  plan.extra_env.push_back("DSEEK_RESUME_HINT=0");
+  const int code = launch::run_local_job(plan);
+  std::vector<std::string> command = {cli::invoked_as("dseek"), "launch"};
+  for (const auto& arg : cli::without_resume(args)) command.push_back(arg);
+  const std::string hint = cli::resume_hint(job, plan.run_dir, command);
+  if (!hint.empty() && code != exit_code::usage && code != exit_code::permanent)
+    std::fprintf(stderr, "%s", prefix_lines("[launch] ", hint).c_str());
+  return code;
+}
+
+}  // namespace
+
+const Command& launch_command() {
+  static const Command command{
+      "launch",
+      "  launch --nodes N CONFIG [--set k=v ...] [--resume latest|PATH]\n"
+      "                                 run a job's N nodes on this host\n",
+      kUsage, run_launch};
+  return command;
 }
 
 }  // namespace dseek::tool

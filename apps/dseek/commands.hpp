@@ -1,23 +1,36 @@
-// The subcommands of the `dseek` tool, one function each, in its own cmd_*.cpp file.
-// Each takes the arguments after its name and returns the process exit code
-// (0 success, 1 failure, 2 bad usage). main.cpp dispatches to them.
+// The subcommands of the `dseek` tool, one Command each, in its own cmd_*.cpp file.
+// main.cpp dispatches to them through cli::run_command (apps/cli/usage.hpp), so every
+// command follows the same conventions: --help/-h prints `usage` and exits 0, a mistake
+// (the body throws cli::UsageError) prints it on stderr and exits 2. A body returns the
+// process exit code (runtime/util/exit_codes.hpp).
 #pragma once
 
 #include <string>
 #include <vector>
 
+#include "cli/usage.hpp"
+
 namespace dseek::tool {
 
-using Args = std::vector<std::string>;
+using cli::Args;
 
-int cmd_config(const Args& args);   // config --describe | --check FILE [--set k=v ...]
-int cmd_data(const Args& args);     // data prepare --input DIR --output DIR [...]
-int cmd_bench(const Args& args);    // bench train [--config FILE] [--threads N] [--set k=v]
-int cmd_devices(const Args& args);
-int cmd_launch(const Args& args);   // launch --nodes N CONFIG [--set k=v ...]: N local nodes
-int cmd_ckpt(const Args& args);     // ckpt ls DIR | inspect PATH | verify PATH | export PATH ...  // devices: the CUDA devices this build can use
-// bench allreduce --ranks N --bytes B[,B2,...] [--iters K] | --memcpy-bytes B
-// (reached through cmd_bench: `dseek bench allreduce ...`)
+struct Command {
+  const char* name;
+  const char* summary;  // its lines in `dseek --help`
+  const char* usage;    // what `dseek NAME --help` prints
+  int (*run)(const Args& args);
+};
+
+const Command& launch_command();   // launch --nodes N CONFIG [--set k=v ...] [--resume ...]
+const Command& config_command();   // config --describe | --check FILE [--set k=v ...]
+const Command& data_command();     // data prepare | tokenize | verify | info
+const Command& ckpt_command();     // ckpt ls | inspect | verify | export
+const Command& bench_command();    // bench train | allreduce
+const Command& devices_command();  // the CUDA devices this build can use
+
+// bench allreduce (cmd_bench_allreduce.cpp), reached through `dseek bench` with the
+// arguments after "allreduce", and its usage (part of bench's).
 int cmd_bench_allreduce(const Args& args);
+extern const char* const kBenchAllreduceUsage;
 
 }  // namespace dseek::tool

@@ -1,53 +1,65 @@
-// `dseek`: the command-line tools around a dseek job. Dispatches to one subcommand.
+// `dseek`: the command-line tools around a dseek job. Dispatches to one subcommand
+// (commands.hpp) under the conventions of apps/cli/usage.hpp.
 #include <cstdio>
 #include <exception>
 #include <string>
+#include <vector>
 
+#include "cli/usage.hpp"
+#include "cli/version.hpp"
 #include "dseek/commands.hpp"
+#include "runtime/util/exit_codes.hpp"
+#include "runtime/util/failure_kind.hpp"
 
 namespace {
 
-constexpr const char* kUsage =
-    "usage: dseek <command> [args]\n"
-    "commands:\n"
-    "  launch --nodes N CONFIG [--set k=v ...]  run N local dseek-nodes (see launch --help)\n"
-    "  config --describe              print the reference of every config key\n"
-    "  config --check FILE [--set k=v] validate a config, print it resolved\n"
-    "  data prepare --input DIR --output DIR [--val-fraction F] [--shard-tokens N]\n"
-    "                                 turn text files into token shards\n"
-    "  data verify DIR                re-check every shard's checksum\n"
-    "  data info DIR                  print a prepared data set's index\n"
-    "  bench train [--config FILE] [--threads N] [--set k=v ...]\n"
-    "                                 time training steps, print one JSON line\n"
-    "  bench allreduce --ranks N --bytes B[,B2,...] [--iters K] [--dtype f32|bf16]\n"
-    "                                 all-reduce bandwidth between N local processes\n"
-    "  devices                        list the CUDA devices this build can use\n"
-    "  ckpt ls DIR                    committed checkpoints: step, size, time\n"
-    "  ckpt inspect PATH              a checkpoint's layout, tensors and shapes\n"
-    "  ckpt verify PATH               check every checksum (exit 1 naming the bad one)\n"
-    "  ckpt export PATH --format safetensors --output FILE\n"
-    "                                 the parameters as a .safetensors file\n";
+using dseek::tool::Command;
+
+const std::vector<const Command*>& commands() {
+  using namespace dseek::tool;
+  static const std::vector<const Command*> all = {&launch_command(), &config_command(),
+                                                  &data_command(),   &bench_command(),
+                                                  &devices_command(), &ckpt_command()};
+  return all;
+}
+
+std::string top_usage() {
+  std::string text = "usage: dseek <command> [args]   (dseek <command> --help: its usage)\n"
+                     "       dseek --version\ncommands:\n";
+  for (const Command* command : commands()) text += command->summary;
+  return text + dseek::cli::exit_status_help();
+}
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc < 2 || std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h") {
-    std::fputs(kUsage, argc < 2 ? stderr : stdout);
-    return argc < 2 ? 2 : 0;
+  const dseek::cli::Args args(argv + 1, argv + argc);
+  dseek::cli::set_invoked_as(argv[0]);
+  if (!args.empty() && args[0] == "--version") {
+    std::fputs(dseek::cli::version_text("dseek").c_str(), stdout);
+    return dseek::exit_code::ok;
   }
-  std::string command = argv[1];
-  dseek::tool::Args args(argv + 2, argv + argc);
-  try {
-    if (command == "config") return dseek::tool::cmd_config(args);
-    if (command == "data") return dseek::tool::cmd_data(args);
-    if (command == "bench") return dseek::tool::cmd_bench(args);
-    if (command == "devices") return dseek::tool::cmd_devices(args);
-    if (command == "ckpt") return dseek::tool::cmd_ckpt(args);
-    if (command == "launch") return dseek::tool::cmd_launch(args);
-  } catch (const std::exception& error) {
-    std::fprintf(stderr, "dseek %s: %s\n", command.c_str(), error.what());
-    return 1;
+  const std::string usage = top_usage();
+  if (args.empty() || args[0] == "--help" || args[0] == "-h")
+    return dseek::cli::run_command("dseek", usage, args, [](const dseek::cli::Args&) -> int {
+      throw dseek::cli::UsageError("a command is required");
+    });
+  for (const Command* command : commands()) {
+    if (args[0] != command->name) continue;
+    const std::string program = std::string("dseek ") + command->name;
+    try {
+      return dseek::cli::run_command(program, command->usage,
+                                     dseek::cli::Args(args.begin() + 1, args.end()), command->run);
+    } catch (const std::exception& error) {
+      std::fflush(stdout);
+      std::fprintf(stderr, "%s: %s\n", program.c_str(), dseek::util::describe_failure(error).c_str());
+      return dseek::util::classify_failure(error).permanent ? dseek::exit_code::permanent
+                                                            : dseek::exit_code::failed;
+    }
   }
-  std::fprintf(stderr, "dseek: unknown command '%s'\n%s", command.c_str(), kUsage);
-  return 2;
+  std::vector<std::string> names;
+  for (const Command* command : commands()) names.push_back(command->name);
+  return dseek::cli::run_command("dseek", usage, {}, [&](const dseek::cli::Args&) -> int {
+    dseek::cli::unknown(args[0].rfind("-", 0) == 0 ? "option" : "command", args[0], names);
+  });
 }

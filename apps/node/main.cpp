@@ -6,6 +6,13 @@
 //
 //   dseek-node --config job.toml [--set section.key=value ...] [--run-dir DIR]
 //              [--node-id K] [--coordinator HOST:PORT] [--resume latest|PATH]
+//   dseek-node --help | --version
+//
+// The command line follows apps/cli/usage.hpp (exit 2 on a mistake). Before it joins,
+// the node checks what the job needs from this host (apps/cli/preflight.hpp); a config,
+// data, device or checkpoint error exits 3 at once (runtime/util/failure_kind.hpp), which
+// no launcher or restart loop retries. At the end it says where the checkpoints are and
+// how to resume (not under `dseek launch`, which says it for the whole job).
 //
 // Started by Slurm (srun) or Kubernetes (an Indexed Job), it takes the node id, node
 // count, coordinator address, advertised host and run directory from their environment
@@ -13,43 +20,62 @@
 // and prints what it took.
 //
 // SIGINT or SIGTERM stops the run at the next step boundary with a train_stopped
-// event and exit code 0 (and, when checkpoints are on, a checkpoint to resume from);
-// a second signal exits at once.
+// event (and, when checkpoints are on, a checkpoint to resume from), then exits 130
+// (SIGINT) or 143 (SIGTERM), the shells' convention for a run a signal ended, distinct
+// from 0 (done) and 1 (failed); a second signal exits at once (130).
 #include <atomic>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <exception>
+#include <filesystem>
 #include <string>
 #include <vector>
 
 #include <unistd.h>
 
 #include "actors/node/run_node.hpp"
-#include "runtime/checkpoint/error.hpp"
+#include "cli/preflight.hpp"
+#include "cli/resume_hint.hpp"
+#include "cli/usage.hpp"
+#include "cli/version.hpp"
 #include "runtime/cluster_env/cluster_env.hpp"
+#include "runtime/config/absolute_paths.hpp"
 #include "runtime/config/load.hpp"
 #include "runtime/config/schema.hpp"
-#include "runtime/data/token_dataset.hpp"
 #include "runtime/train/check_job.hpp"
+#include "runtime/util/exit_codes.hpp"
+#include "runtime/util/failure_kind.hpp"
 
 namespace {
 
-constexpr const char* kUsage =
+constexpr const char* kCommandLine =
     "usage: dseek-node --config FILE [--set section.key=value ...] [--run-dir DIR]\n"
-    "                  [--node-id K] [--coordinator HOST:PORT] [--resume latest|PATH]\n";
+    "                  [--node-id K] [--coordinator HOST:PORT] [--resume latest|PATH]\n"
+    "       dseek-node --version\n";
 
-// --help adds where a node's identity can come from, and the variables read for it.
-constexpr const char* kEnvironmentHelp =
-    "Under srun or in a Kubernetes Indexed Job the node id, node count, coordinator,\n"
-    "advertised host and run directory come from the environment unless the config or\n"
-    "the command line sets them (DSEEK_CLUSTER_ENV=auto|slurm|kubernetes|none).\n"
-    "Environment variables read:";
+// The usage --help prints: the command line, where a node's identity can come from
+// and the variables read for it, the exit statuses.
+std::string usage_text() {
+  std::string text = std::string(kCommandLine) +
+      "Under srun or in a Kubernetes Indexed Job the node id, node count, coordinator,\n"
+      "advertised host and run directory come from the environment unless the config or\n"
+      "the command line sets them (DSEEK_CLUSTER_ENV=auto|slurm|kubernetes|none).\n"
+      "Environment variables read:";
+  for (const auto& name : dseek::cluster_env::variables()) text += " " + name;
+  return text + "\n" + dseek::cli::exit_status_help();
+}
+
+const std::vector<std::string> kOptions = {"--config", "--set", "--run-dir", "--node-id",
+                                           "--coordinator", "--resume", "--help", "--version"};
 
 std::atomic<bool> g_stop{false};
+std::atomic<int> g_signal{0};  // the first SIGINT or SIGTERM
 
-void on_signal(int) {
+void on_signal(int signal_number) {
+  int none = 0;
+  g_signal.compare_exchange_strong(none, signal_number);
   if (g_stop.exchange(true)) {
     constexpr char kMessage[] = "dseek-node: second signal, exiting now\n";
     (void)!::write(2, kMessage, sizeof kMessage - 1);
@@ -63,55 +89,47 @@ struct NodeArgs {
   std::string run_dir;
 };
 
-// Parses the command line; --node-id and --coordinator become overrides of the
-// cluster section so they get the config's validation.
-bool parse_args(int argc, char** argv, NodeArgs& args, std::string& error) {
-  for (int i = 1; i < argc; ++i) {
-    std::string arg = argv[i];
-    auto value = [&](const char* name) -> std::string {
-      std::string prefix = std::string(name) + "=";
-      if (arg.rfind(prefix, 0) == 0) return arg.substr(prefix.size());
-      if (i + 1 >= argc) {
-        error = std::string(name) + " needs a value";
-        return {};
-      }
-      return argv[++i];
-    };
-    auto is = [&](const char* name) {
-      return arg == name || arg.rfind(std::string(name) + "=", 0) == 0;
-    };
-    if (is("--config")) args.config = value("--config");
-    else if (is("--set")) args.overrides.push_back(value("--set"));
-    else if (is("--run-dir")) args.run_dir = value("--run-dir");
-    else if (is("--node-id")) args.overrides.push_back("cluster.node_id=" + value("--node-id"));
-    else if (is("--resume"))
-      args.overrides.push_back("checkpoint.resume=" +
-                               dseek::config::schema::quote(value("--resume")));
-    else if (is("--coordinator"))
-      args.overrides.push_back("cluster.coordinator=\"" + value("--coordinator") + "\"");
-    else error = "unknown argument '" + arg + "'";
-    if (!error.empty()) return false;
+// Parses the command line (throws cli::UsageError); --node-id and --coordinator become
+// overrides of the cluster section so they get the config's validation.
+NodeArgs parse_args(const dseek::cli::Args& argv) {
+  NodeArgs args;
+  for (size_t i = 0; i < argv.size(); ++i) {
+    std::string value;
+    if (dseek::cli::take_value(argv, i, "--config", value)) args.config = value;
+    else if (dseek::cli::take_value(argv, i, "--set", value)) args.overrides.push_back(value);
+    else if (dseek::cli::take_value(argv, i, "--run-dir", value)) args.run_dir = value;
+    else if (dseek::cli::take_value(argv, i, "--node-id", value))
+      args.overrides.push_back("cluster.node_id=" + value);
+    else if (dseek::cli::take_value(argv, i, "--resume", value))
+      args.overrides.push_back("checkpoint.resume=" + dseek::config::schema::quote(value));
+    else if (dseek::cli::take_value(argv, i, "--coordinator", value))
+      args.overrides.push_back("cluster.coordinator=\"" + value + "\"");
+    else if (argv[i].rfind("-", 0) == 0) dseek::cli::unknown("option", argv[i], kOptions);
+    else throw dseek::cli::UsageError("unexpected argument '" + argv[i] + "'");
   }
-  if (args.config.empty()) error = "--config FILE is required";
-  return error.empty();
+  if (args.config.empty()) throw dseek::cli::UsageError("--config FILE is required");
+  return args;
 }
 
-}  // namespace
+// Where the checkpoints are and how to resume, unless `dseek launch` (which says it for
+// the whole job) started this node.
+void print_resume_hint(const dseek::config::JobConfig& config, const std::string& run_dir,
+                       const dseek::cli::Args& argv) {
+  const char* launched = std::getenv("DSEEK_RESUME_HINT");
+  if (launched != nullptr && std::string(launched) == "0") return;
+  std::vector<std::string> command = {dseek::cli::invoked_as("dseek-node")};
+  for (const auto& arg : dseek::cli::without_resume(argv)) command.push_back(arg);
+  const std::string hint = dseek::cli::resume_hint(config, run_dir, command);
+  if (!hint.empty()) std::fprintf(stderr, "%s", hint.c_str());
+}
 
-int main(int argc, char** argv) {
-  NodeArgs args;
-  std::string error;
-  if (argc == 2 && (std::strcmp(argv[1], "--help") == 0 || std::strcmp(argv[1], "-h") == 0)) {
-    std::fputs(kUsage, stdout);
-    std::fputs(kEnvironmentHelp, stdout);
-    for (const auto& name : dseek::cluster_env::variables()) std::printf(" %s", name.c_str());
-    std::fputs("\n", stdout);
-    return 0;
+int run(const dseek::cli::Args& argv) {
+  if (!argv.empty() && argv[0] == "--version") {
+    if (argv.size() > 1) throw dseek::cli::UsageError("--version takes no arguments");
+    std::fputs(dseek::cli::version_text("dseek-node").c_str(), stdout);
+    return dseek::exit_code::ok;
   }
-  if (!parse_args(argc, argv, args, error)) {
-    std::fprintf(stderr, "dseek-node: %s\n%s", error.c_str(), kUsage);
-    return 2;
-  }
+  const NodeArgs args = parse_args(argv);
   try {
     // What Slurm or Kubernetes say goes first; the config file and --set win over it.
     const auto environment = dseek::cluster_env::process_environment();
@@ -124,10 +142,12 @@ int main(int argc, char** argv) {
     dseek::config::JobConfig config = dseek::config::load_config(args.config, overrides);
     dseek::cluster_env::check_coordinator_node(cluster, config.cluster.coordinator_node);
     dseek::train::check_job(config);  // before this node joins
+    dseek::config::make_paths_absolute(config);  // every message names the absolute path
     std::signal(SIGINT, on_signal);
     std::signal(SIGTERM, on_signal);
     dseek::actors::node_options options;
-    options.run_dir = args.run_dir.empty() ? config.train.run_dir : args.run_dir;
+    options.run_dir = args.run_dir.empty() ? std::filesystem::path(config.train.run_dir)
+                                           : std::filesystem::absolute(args.run_dir).lexically_normal();
     options.stop = &g_stop;
     // `dseek launch`, a restart loop or the Job controller says which incarnation it is.
     options.incarnation = cluster.incarnation;
@@ -139,17 +159,27 @@ int main(int argc, char** argv) {
                      devices->c_str(), static_cast<long long>(cluster.local_rank));
       }
     }
-    return dseek::actors::run_node(config, options);
-  } catch (const dseek::cluster_env::ClusterEnvError& e) {
-    std::fprintf(stderr, "dseek-node: cluster environment error: %s\n", e.what());
-  } catch (const dseek::config::ConfigError& e) {
-    std::fprintf(stderr, "dseek-node: config error: %s\n", e.what());
-  } catch (const dseek::data::DataError& e) {
-    std::fprintf(stderr, "dseek-node: data error: %s\n", e.what());
-  } catch (const dseek::checkpoint::CheckpointError& e) {
-    std::fprintf(stderr, "dseek-node: checkpoint error: %s\n", e.what());
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "dseek-node: %s\n", e.what());
+    dseek::cli::check_host_can_run(config);  // data, devices, the checkpoint to resume
+    bool stopped_early = false;
+    options.stopped_early = &stopped_early;
+    const int code = dseek::actors::run_node(config, options);
+    if (code == dseek::exit_code::ok && config.cluster.node_id == config.cluster.coordinator_node)
+      print_resume_hint(config, options.run_dir.string(), argv);
+    // Stopped orderly by a signal: say which (130 / 143), not "done".
+    if (code == dseek::exit_code::ok && stopped_early && g_signal.load() != 0)
+      return g_signal.load() == SIGINT ? dseek::exit_code::interrupted : dseek::exit_code::terminated;
+    return code;
+  } catch (const std::exception& error) {
+    std::fprintf(stderr, "dseek-node: %s\n", dseek::util::describe_failure(error).c_str());
+    return dseek::util::classify_failure(error).permanent ? dseek::exit_code::permanent
+                                                          : dseek::exit_code::failed;
   }
-  return 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  dseek::cli::set_invoked_as(argv[0]);
+  const std::string usage = usage_text();
+  return dseek::cli::run_command("dseek-node", usage, dseek::cli::Args(argv + 1, argv + argc), run);
 }

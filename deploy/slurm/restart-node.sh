@@ -12,8 +12,10 @@
 #
 # Each restart runs with DSEEK_RESTART_COUNT = its number (1, 2, ...): dseek-node then
 # knows it is a new incarnation that joins a running job, not a fresh start. Exit 0 ends
-# the loop (the job finished, or SIGTERM stopped it); SIGTERM or SIGINT to this script
-# (scancel, the time limit) goes on to the node and ends the loop too.
+# the loop (the job finished), so do 130 / 143 (a signal stopped the node orderly); SIGTERM or SIGINT to this script
+# (scancel, the time limit) goes on to the node and ends the loop too. Exit 2 (a bad
+# command line) and 3 (a config, data, device or checkpoint error) end it at once: they
+# fail the same way on every start (runtime/util/exit_codes.hpp).
 set -u
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -42,6 +44,12 @@ while true; do
   child=
   [ "$status" -eq 0 ] && exit 0
   if [ "$stopping" -eq 1 ]; then exit "$status"; fi
+  # 130 / 143: a signal stopped it orderly (scancel, the time limit): not a failure.
+  if [ "$status" -eq 130 ] || [ "$status" -eq 143 ]; then exit "$status"; fi
+  if [ "$status" -eq 2 ] || [ "$status" -eq 3 ]; then
+    echo "restart-node: task $task: dseek-node exited with status $status (a permanent error); not restarting" >&2
+    exit "$status"
+  fi
   if [ "$restarts" -ge "$max" ]; then
     echo "restart-node: task $task: dseek-node exited with status $status; gave up after $max restart(s)" >&2
     exit "$status"

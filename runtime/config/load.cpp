@@ -10,6 +10,7 @@
 
 #include "runtime/config/load.hpp"
 #include "runtime/config/schema.hpp"
+#include "runtime/util/closest_word.hpp"
 
 namespace dseek::config {
 
@@ -22,6 +23,9 @@ namespace {
 struct Origin {
   std::string_view name;
   bool has_positions;
+  // The folder of the config file (absolute) that relative paths in it are read
+  // against; empty for overrides and for text that is not a file.
+  std::filesystem::path base_dir = {};
 
   std::string at(const toml::source_region& region) const {
     std::string out(name);
@@ -102,34 +106,13 @@ void assign(const schema::Key<Root>& key, const std::string& shown, const toml::
   key.set(root, *value);
 }
 
-size_t edit_distance(std::string_view a, std::string_view b) {
-  std::vector<size_t> row(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    size_t diagonal = row[0];
-    row[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j) {
-      size_t substitute = diagonal + (a[i - 1] == b[j - 1] ? 0 : 1);
-      diagonal = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, substitute});
-    }
-  }
-  return row[b.size()];
-}
-
 // " (did you mean model.dim?)" for a near miss, else nothing: typos are the usual cause.
 template <class Root>
 std::string suggestion(std::string_view name, const std::vector<schema::Key<Root>>& keys) {
-  const schema::Spec* best = nullptr;
-  size_t best_distance = 3;  // farther than 2 edits is a different word, not a typo
-  for (const auto& key : keys) {
-    size_t distance = edit_distance(name, key.name);
-    if (distance < best_distance) {
-      best = &key;
-      best_distance = distance;
-    }
-  }
-  return best ? " (did you mean " + std::string(best->name) + "?)" : "";
+  std::vector<std::string> names;
+  for (const auto& key : keys) names.emplace_back(key.name);
+  const auto best = util::closest_word(name, names);
+  return best ? " (did you mean " + *best + "?)" : "";
 }
 
 std::string section_list() {
@@ -186,6 +169,18 @@ void load_faults(const toml::node& node, const Origin& origin, std::vector<Fault
   }
 }
 
+// A relative path written in a config file means relative to the file's folder, so a
+// config works from whatever directory it is started in ("latest" is no path).
+void resolve_path(const std::string& name, const Origin& origin, JobConfig& config) {
+  if (origin.base_dir.empty() || !is_path_key(name)) return;
+  const auto* key = schema::find(schema::job_keys(), name);
+  const std::string value = std::get<std::string>(key->get(config));
+  if (value.empty() || (name == "checkpoint.resume" && value == "latest")) return;
+  const std::filesystem::path path(value);
+  if (path.is_absolute()) return;
+  key->set(config, (origin.base_dir / path).lexically_normal().string());
+}
+
 void load_table(const toml::table& root, const Origin& origin, JobConfig& config) {
   for (const auto& [section_key, section_node] : in_file_order(root)) {
     std::string section(section_key->str());
@@ -210,6 +205,7 @@ void load_table(const toml::table& root, const Origin& origin, JobConfig& config
              suggestion(name, schema::job_keys()));
       }
       assign(*spec, name, *value, origin, config);
+      resolve_path(name, origin, config);
     }
   }
 }
@@ -239,23 +235,14 @@ JobConfig default_config() {
   return config;
 }
 
-JobConfig load_config(const std::filesystem::path& file,
-                      const std::vector<std::string>& overrides) {
-  std::error_code error;
-  if (!std::filesystem::exists(file, error)) fail(file.string() + ": no such file");
-  if (std::filesystem::is_directory(file, error)) fail(file.string() + ": is a directory");
-  std::ifstream in(file, std::ios::binary);
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (!in || !text) fail(file.string() + ": cannot read the file");
-  return load_config_text(text.str(), file.string(), overrides);
-}
+namespace {
 
-JobConfig load_config_text(std::string_view toml_text, std::string_view source_name,
-                           const std::vector<std::string>& overrides) {
+JobConfig load_text(std::string_view toml_text, std::string_view source_name,
+                    const std::filesystem::path& base_dir,
+                    const std::vector<std::string>& overrides) {
   JobConfig config = default_config();
   config.source = std::string(source_name);
-  Origin origin{source_name, true};
+  Origin origin{source_name, true, base_dir};
   toml::table root;
   try {
     root = toml::parse(toml_text, source_name);
@@ -266,6 +253,40 @@ JobConfig load_config_text(std::string_view toml_text, std::string_view source_n
   for (const auto& assignment : overrides) apply_override(config, assignment);
   validate(config);
   return config;
+}
+
+}  // namespace
+
+const std::vector<std::string_view>& path_keys() {
+  static const std::vector<std::string_view> keys = {
+      "train.run_dir",  "data.dir",         "checkpoint.dir", "checkpoint.resume",
+      "cluster.tls_ca", "cluster.tls_cert", "cluster.tls_key"};
+  return keys;
+}
+
+bool is_path_key(std::string_view name) {
+  const auto& keys = path_keys();
+  return std::find(keys.begin(), keys.end(), name) != keys.end();
+}
+
+JobConfig load_config(const std::filesystem::path& file,
+                      const std::vector<std::string>& overrides) {
+  std::error_code error;
+  const std::filesystem::path absolute = std::filesystem::absolute(file, error).lexically_normal();
+  const std::string tried = file.is_absolute() || error ? file.string()
+                                                        : file.string() + " (" + absolute.string() + ")";
+  if (!std::filesystem::exists(file, error)) fail(tried + ": no such file");
+  if (std::filesystem::is_directory(file, error)) fail(tried + ": is a directory");
+  std::ifstream in(file, std::ios::binary);
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (!in || !text) fail(tried + ": cannot read the file");
+  return load_text(text.str(), file.string(), absolute.parent_path(), overrides);
+}
+
+JobConfig load_config_text(std::string_view toml_text, std::string_view source_name,
+                           const std::vector<std::string>& overrides) {
+  return load_text(toml_text, source_name, {}, overrides);
 }
 
 std::set<std::string> keys_set_by(const std::filesystem::path& file,

@@ -26,11 +26,19 @@ struct ConfigError : std::runtime_error {
 JobConfig default_config();
 
 // Reads `file`, then applies `overrides` ("section.key=value") in order, then checks the
-// relations between keys (validate()). Throws ConfigError.
+// relations between keys (validate()). Throws ConfigError. A relative path the file
+// gives to one of path_keys() is resolved against the file's folder (and becomes
+// absolute); an override's relative path stays relative to the current directory, as
+// a path on the command line does.
 JobConfig load_config(const std::filesystem::path& file,
                       const std::vector<std::string>& overrides = {});
 
-// Parses TOML text as if it were the file named `source_name` (for tests and tools).
+// The keys whose values are file system paths.
+const std::vector<std::string_view>& path_keys();
+bool is_path_key(std::string_view name);
+
+// Parses TOML text as if it were the file named `source_name` (for tests and tools);
+// its relative paths stay as written.
 JobConfig load_config_text(std::string_view toml_text, std::string_view source_name,
                            const std::vector<std::string>& overrides = {});
 

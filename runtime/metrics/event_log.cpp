@@ -46,12 +46,12 @@ void EventLog::emit_raw(std::string_view event, const std::string& rest) {
   std::fflush(file_);
   // Under the lock: whoever reads the listener's state never sees an event the file
   // does not have yet.
-  if (listener_) listener_(event, rest);
+  for (const auto& listener : listeners_) listener(event, rest);
 }
 
-void EventLog::set_listener(Listener listener) {
+void EventLog::add_listener(Listener listener) {
   std::lock_guard lock(mutex_);
-  listener_ = std::move(listener);
+  listeners_.push_back(std::move(listener));
 }
 
 }  // namespace dseek::metrics

@@ -10,6 +10,7 @@
 #include <functional>
 #include <mutex>
 #include <string_view>
+#include <vector>
 
 #include "runtime/util/json_line.hpp"
 
@@ -29,16 +30,17 @@ class EventLog {
   const std::filesystem::path& path() const { return path_; }
 
   // Every event written from now on also goes to `listener`, one at a time and in the
-  // file's order (the node's Prometheus metrics fold them: training_metrics.hpp).
+  // file's order (the node's Prometheus metrics fold them: training_metrics.hpp; the
+  // node's console lines on recovery: actors/node/run_node.cpp).
   using Listener = std::function<void(std::string_view event, std::string_view fields_json)>;
-  void set_listener(Listener listener);
+  void add_listener(Listener listener);
 
  private:
   std::filesystem::path path_;
   int64_t node_id_;
   std::FILE* file_ = nullptr;
   std::mutex mutex_;
-  Listener listener_;
+  std::vector<Listener> listeners_;
 };
 
 }  // namespace dseek::metrics

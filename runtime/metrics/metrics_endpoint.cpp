@@ -24,7 +24,7 @@ MetricsEndpoint::MetricsEndpoint(const config::JobConfig& config,
                                                                            : 0))),
       labels_{{"node", std::to_string(config.cluster.node_id)}, {"run", run_name(run_dir)}},
       metrics_(std::make_shared<TrainingMetrics>(config.train.batch_size * config.model.context)) {
-  events.set_listener([metrics = metrics_](std::string_view event, std::string_view fields) {
+  events.add_listener([metrics = metrics_](std::string_view event, std::string_view fields) {
     metrics->observe(event, fields);
   });
 }

@@ -96,6 +96,9 @@ class Manifests(unittest.TestCase):
         self.assertGreaterEqual(spec["backoffLimitPerIndex"], 1)
         rules = spec["podFailurePolicy"]["rules"]
         self.assertIn({"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget"}]}, rules)
+        # A permanent error (exit 3) or a bad command line (exit 2) is not retried.
+        self.assertIn({"action": "FailJob", "onExitCodes": {"containerName": container()["name"],
+                                                             "operator": "In", "values": [2, 3]}}, rules)
         restart = env_of(container())["DSEEK_RESTART_COUNT"]["valueFrom"]["fieldRef"]["fieldPath"]
         self.assertEqual(restart, "metadata.annotations['batch.kubernetes.io/job-index-failure-count']")
         self.assertIn("--resume", container()["args"])
@@ -163,7 +166,7 @@ class Manifests(unittest.TestCase):
             # docs/clusters.md's 256-replica mapping: 1024 ranks need a larger global batch.
             check = [str(BINARY / "bin" / "dseek"), "config", "--check", str(path), "--set", "cluster.nodes=256"]
             refused = subprocess.run(check, capture_output=True, text=True, timeout=30)
-            self.assertEqual(refused.returncode, 1)
+            self.assertEqual(refused.returncode, 3)  # a config error: never retried
             self.assertIn("train.batch_size (512) must be divisible by cluster.nodes x "
                           "cluster.gpus_per_node (1024)", refused.stderr)
             accepted = subprocess.run(check + ["--set", "train.batch_size=8192"],
@@ -185,9 +188,20 @@ class Manifests(unittest.TestCase):
         with tempfile.TemporaryDirectory() as scratch:
             path = pathlib.Path(scratch) / "job.toml"
             path.write_text(job_toml())
+            # What the node checks before it joins, this host has instead of the pod's
+            # volume and GPUs: a prepared data set, the CPU.
+            (pathlib.Path(scratch) / "text").mkdir()
+            (pathlib.Path(scratch) / "text" / "a.txt").write_text("some text to train on\n" * 200)
+            prepared = subprocess.run([str(BINARY / "bin" / "dseek"), "data", "prepare", "--input",
+                                       str(pathlib.Path(scratch) / "text"), "--output",
+                                       str(pathlib.Path(scratch) / "data")],
+                                      capture_output=True, text=True, timeout=60)
+            self.assertEqual(prepared.returncode, 0, prepared.stderr)
             # It cannot join (no pod 0 here): one attempt, then it stops.
             result = subprocess.run([str(BINARY / "bin" / "dseek-node"), "--config", str(path),
-                                     "--set", "cluster.join_retries=0"],
+                                     "--set", "cluster.join_retries=0",
+                                     "--set", 'data.dir="%s"' % (pathlib.Path(scratch) / "data"),
+                                     "--set", 'train.device="cpu"'],
                                     env=env, cwd=scratch, capture_output=True, text=True, timeout=60)
         out = result.stderr
         self.assertIn("started by Kubernetes (job dseek-train)", out)

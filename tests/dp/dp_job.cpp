@@ -79,7 +79,9 @@ JobRun run_job(int ranks, const std::filesystem::path& run_dir,
     std::vector<std::string> argv{bin("dseek_dp_rank"), "--rank", std::to_string(r), "--size",
                                   std::to_string(ranks), "--bootstrap", "file:" + rendezvous.string(),
                                   "--config", (source_dir() / "config/single.toml").string(),
-                                  "--run-dir", run_dir.string()};
+                                  "--run-dir", run_dir.string(),
+                                  // no default checkpoints; a test's own setting comes after
+                                  "--set", "checkpoint.every_steps=0"};
     if (bucket_bytes > 0) {
       argv.push_back("--bucket-bytes");
       argv.push_back(std::to_string(bucket_bytes));

@@ -6,7 +6,9 @@
 //   DSEEK_FAKE_NODE_MODE_<id>  ok (default): print lines on stdout and stderr, exit 0
 //                              crash_once: SIGKILL itself on its first run
 //                                          (DSEEK_LAUNCH_RESTART=0), then as ok
-//                              fail: exit 3 after 300 ms, every run
+//                              fail: exit 1 after 300 ms, every run (a restart may cure it)
+//                              permanent: exit 3 after 300 ms (a config, data or device
+//                                         error: never restarted)
 //                              hang: SIGSTOP itself (a hung node), never exit
 //                              serve: run until SIGTERM, then exit 0 ("stopping orderly")
 //   DSEEK_FAKE_NODE_LINES      how many numbered stdout lines ok prints (default 3)
@@ -129,10 +131,10 @@ int main(int argc, char** argv) {
     std::fflush(stdout);
     ::raise(SIGKILL);
   }
-  if (mode == "fail") {
+  if (mode == "fail" || mode == "permanent") {
     std::this_thread::sleep_for(std::chrono::milliseconds(300));
     std::printf("failing\n");
-    return 3;
+    return mode == "fail" ? 1 : 3;
   }
   if (mode == "hang") {
     std::printf("hanging\n");

@@ -223,6 +223,13 @@ TEST_CASE("a node killed at a step rejoins and the job ends with the fault-free 
   const auto sha = require_finished(*job, {0, 1, 2}, 3);
   const auto& output = job->launcher.output;
   CHECK(contains(output, "[launch] node 1 killed by signal SIGKILL; restarting (1/3)"));
+  // The console says the loss, the recovery and the rejoin, one line each (node 0 runs
+  // the coordinator); the nodes that finished left, none was "lost (left".
+  CHECK(contains(output, "node 1 lost ("));
+  CHECK(contains(output, "[node 0] dseek-node: recovered: training goes on from step "));
+  CHECK(contains(output, ") rejoined: epoch "));
+  CHECK(contains(output, "node 1 left: epoch "));
+  CHECK(!contains(output, "lost (left"));
   CHECK(sha == params_of(reference, 0));  // bit for bit
   std::map<int, double> recovery_ms;
   for (int node : {0, 1, 2})

@@ -41,7 +41,9 @@ struct FakeJob {
     std::vector<std::string> argv = {bin("dseek"), "launch", "--nodes", std::to_string(nodes),
                                      "--run-dir", (dir / "run").string(),
                                      (source_dir() / "config/single.toml").string(),
-                                     "--set", "train.steps=5", "--set", "train.batch_size=12"};
+                                     "--set", "train.steps=5", "--set", "train.batch_size=12",
+                                     // dseek launch checks the data set before it starts nodes
+                                     "--set", "data.dir=\"" + prepared_text().string() + "\""};
     argv.insert(argv.end(), extra.begin(), extra.end());
     return argv;
   }
@@ -146,7 +148,8 @@ TEST_CASE("dseek launch prefixes every line with its node and never splits one",
         result.output,
         std::regex(R"(\[node )" + std::to_string(node) + R"(\] args: --config \S+single\.toml --node-id )" +
                    std::to_string(node) + R"( --coordinator 127\.0\.0\.1:\d+ --run-dir \S+ )"
-                   R"(--set cluster\.nodes=3 --set train\.steps=5 --set train\.batch_size=12 --set train\.threads=\d+\n)")));
+                   R"(--set cluster\.nodes=3 --set train\.steps=5 --set train\.batch_size=12 )"
+                   R"(--set data\.dir="\S+" --set train\.threads=\d+\n)")));
     CHECK(contains(result.output, prefix + "fake node " + std::to_string(node) + " run 0 "));
   }
   CHECK(contains(result.output, "[launch] job done: 3 nodes, 0 restarts, exit 0\n"));
@@ -185,8 +188,8 @@ TEST_CASE("dseek launch stops the job with exit 1 when a node fails past max_res
       job.run(3, {{0, "fail"}, {1, "serve"}, {2, "serve"}}, {"--set", "cluster.max_restarts=2"});
   INFO(result.output);
   CHECK(result.exit_code == 1);
-  CHECK(contains(result.output, "[launch] node 0 exited with status 3; restarting (1/2)"));
-  CHECK(contains(result.output, "[launch] node 0 exited with status 3; restarting (2/2)"));
+  CHECK(contains(result.output, "[launch] node 0 exited with status 1; restarting (1/2)"));
+  CHECK(contains(result.output, "[launch] node 0 exited with status 1; restarting (2/2)"));
   CHECK(contains(result.output, "[launch] node 0 failed 3 times; stopping the job"));
   CHECK(contains(result.output, "[launch] job done: 3 nodes, 2 restarts, exit 1"));
 
@@ -197,6 +200,22 @@ TEST_CASE("dseek launch stops the job with exit 1 when a node fails past max_res
   // The other nodes were there, and are gone.
   REQUIRE(runs.count("node-1-run-0") == 1);
   REQUIRE(runs.count("node-2-run-0") == 1);
+  require_all_gone(job.pid_dir());
+}
+
+TEST_CASE("dseek launch never restarts a node that exits 3 (a permanent error)", "[launch]") {
+  FakeJob job("launch-permanent");
+  auto result = job.run(3, {{0, "serve"}, {1, "permanent"}, {2, "serve"}},
+                        {"--set", "cluster.max_restarts=5", "--set", "elastic.min_nodes=1"});
+  INFO(result.output);
+  CHECK(result.exit_code == 3);
+  CHECK(contains(result.output, "[launch] node 1 exited with status 3 (a config, data, device or "
+                                "checkpoint error): no restart can cure it; stopping the job"));
+  CHECK(!contains(result.output, "restarting"));
+  CHECK(contains(result.output, "[launch] job done: 3 nodes, 0 restarts, exit 3"));
+  const auto runs = recorded_runs(job.pid_dir());
+  CHECK(runs.count("node-1-run-0") == 1);
+  CHECK(runs.count("node-1-run-1") == 0);
   require_all_gone(job.pid_dir());
 }
 
@@ -212,7 +231,7 @@ TEST_CASE("dseek launch gives up a node past max_restarts and the job goes on wi
   require_all_gone(job.pid_dir());
 }
 
-TEST_CASE("dseek launch forwards SIGTERM and the nodes stop orderly with exit 0", "[launch]") {
+TEST_CASE("dseek launch forwards SIGTERM and the nodes stop orderly, exit 143", "[launch]") {
   FakeJob job("launch-sigterm");
   // Once both nodes are up, SIGTERM their parent: the launcher.
   std::thread signaller([&] {
@@ -230,12 +249,12 @@ TEST_CASE("dseek launch forwards SIGTERM and the nodes stop orderly with exit 0"
   auto result = job.run(2, {{0, "serve"}, {1, "serve"}});
   signaller.join();
   INFO(result.output);
-  CHECK(result.exit_code == 0);
+  CHECK(result.exit_code == 143);  // stopped by SIGTERM, orderly (128 + 15)
   CHECK(contains(result.output, "[launch] stopping (SIGTERM); a second signal kills"));
   CHECK(contains(result.output, "[node 0] stopping orderly"));
   CHECK(contains(result.output, "[node 1] stopping orderly"));
   CHECK(!contains(result.output, "restarting"));
-  CHECK(contains(result.output, "[launch] job done: 2 nodes, 0 restarts, exit 0"));
+  CHECK(contains(result.output, "[launch] job done: 2 nodes, 0 restarts, exit 143"));
   CHECK(recorded_runs(job.pid_dir()).size() == 2);
   require_all_gone(job.pid_dir());
 }
@@ -279,7 +298,7 @@ TEST_CASE("dseek launch refuses a bad config with its file and line, starting no
   auto result = run_process({bin("dseek"), "launch", "--nodes", "2", config.string()}, 20s,
                             job.env({}));
   INFO(result.output);
-  CHECK(result.exit_code == 1);
+  CHECK(result.exit_code == 3);  // a config error: permanent
   CHECK(contains(result.output, "bad.toml:3"));
   CHECK(contains(result.output, "heds"));
   CHECK(!contains(result.output, "[launch] starting"));
@@ -287,7 +306,7 @@ TEST_CASE("dseek launch refuses a bad config with its file and line, starting no
 
   // A bad override fails the same way; the keys the launcher decides are refused.
   result = job.run(2, {}, {"--set", "train.steps=-4"});
-  CHECK(result.exit_code == 1);
+  CHECK(result.exit_code == 3);
   CHECK(contains(result.output, "train.steps"));
   result = job.run(2, {}, {"--set", "cluster.nodes=3"});
   CHECK(result.exit_code == 2);
@@ -299,13 +318,13 @@ TEST_CASE("dseek launch refuses a bad config with its file and line, starting no
   // of failing on every node and being retried by restarts.
   result = job.run(2, {}, {"--set", "parallel.tensor=2", "--set", "comm.backend=\"nccl\""});
   INFO(result.output);
-  CHECK(result.exit_code == 1);
+  CHECK(result.exit_code == 3);
   CHECK(contains(result.output, "comm.backend"));
   CHECK(contains(result.output, "this job cannot run"));
   CHECK(!contains(result.output, "[launch] starting"));
   result = job.run(2, {}, {"--set", "parallel.pipeline=2", "--set", "train.batch_size=5",
                            "--set", "train.micro_batch_size=2"});
-  CHECK(result.exit_code == 1);
+  CHECK(result.exit_code == 3);
   CHECK(contains(result.output, "train.micro_batch_size"));
   CHECK(recorded_runs(job.pid_dir()).empty());
 }

@@ -80,14 +80,14 @@ TEST_CASE("a bad config is refused with its file, line, column and key", "[node]
   }
   auto result = run_process({bin("dseek-node"), "--config", (dir / "bad.toml").string()}, 30s);
   INFO(result.output);
-  CHECK(result.exit_code == 1);
+  CHECK(result.exit_code == 3);  // a config error: permanent, never retried
   CHECK(result.output.find("bad.toml:3:1") != std::string::npos);
   CHECK(result.output.find("model.heds") != std::string::npos);
 
   auto override = run_process({bin("dseek-node"), "--config", (source_dir() / "config/single.toml").string(),
                                "--set", "train.steps=-4"}, 30s);
   INFO(override.output);
-  CHECK(override.exit_code == 1);
+  CHECK(override.exit_code == 3);
   CHECK(override.output.find("train.steps") != std::string::npos);
 }
 
@@ -105,7 +105,8 @@ TEST_CASE("a corrupt data shard stops the node with the shard's name", "[node][d
   job.insert(job.end(), {"--set", "data.dir=\"" + (dir / "text").string() + "\""});
   auto result = run_process(job, 60s);
   INFO(result.output);
-  CHECK(result.exit_code == 1);
+  CHECK(result.exit_code == 3);  // a data error: permanent
+  CHECK(result.output.find("data error: ") != std::string::npos);
   CHECK(result.output.find("train-00000.tok") != std::string::npos);
 }
 
@@ -127,7 +128,7 @@ TEST_CASE("SIGTERM stops a run at a step boundary with a train_stopped event", "
   killer.join();
   INFO(result.output);
   CHECK_FALSE(result.timed_out);
-  CHECK(result.exit_code == 0);
+  CHECK(result.exit_code == 143);  // stopped by SIGTERM, after the orderly stop
   const auto lines = read_lines(run / "node-0/events.jsonl");
   REQUIRE(events_named(lines, "train_stopped").size() == 1);
   CHECK(events_named(lines, "train_done").empty());

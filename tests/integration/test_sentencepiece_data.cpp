@@ -94,7 +94,8 @@ TEST_CASE("a SentencePiece model tokenizes as spm_encode does and trains", "[sen
        "model.vocab=1024", "--set", "model.dim=32", "--set", "model.layers=1", "--set",
        "model.heads=2", "--set", "model.context=16", "--set", "train.batch_size=4", "--set",
        "train.steps=4", "--set", "train.warmup_steps=1", "--set", "train.eval_every=0", "--set",
-       "train.threads=1", "--set", "metrics.progress=\"plain\""},
+       "train.threads=1", "--set", "metrics.progress=\"plain\"", "--set",
+       "checkpoint.every_steps=0"},
       60s);
   INFO(run.output);
   CHECK(run.exit_code == 0);

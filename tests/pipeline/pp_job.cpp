@@ -70,7 +70,9 @@ JobRun run_job(int stages, const std::filesystem::path& run_dir,
                                   std::to_string(stages), "--bootstrap", "file:" + rendezvous.string(),
                                   "--config", (source_dir() / "config/single.toml").string(),
                                   "--run-dir", run_dir.string(), "--params-out", params.string(),
-                                  "--tensor", std::to_string(tensor), "--data", std::to_string(data)};
+                                  "--tensor", std::to_string(tensor), "--data", std::to_string(data),
+                                  // no default checkpoints; a test's own setting comes after
+                                  "--set", "checkpoint.every_steps=0"};
     for (const auto& setting : settings) {
       argv.push_back("--set");
       argv.push_back(setting);

@@ -41,9 +41,11 @@ namespace {
 
 std::string tiny_config() { return (source_dir() / "config/single.toml").string(); }
 
-// The --set arguments that shrink config/single.toml to the tiny job.
+// The --set arguments that shrink config/single.toml to the tiny job (without the
+// default job's checkpoints: a test that wants them sets checkpoint.every_steps after).
 std::vector<std::string> tiny_settings(int steps) {
   return {"--set", "data.dir=\"" + prepared_text().string() + "\"",
+          "--set", "checkpoint.every_steps=0",
           "--set", "model.dim=64", "--set", "model.layers=2", "--set", "model.heads=4",
           "--set", "model.context=64", "--set", "train.batch_size=12",
           "--set", "train.steps=" + std::to_string(steps), "--set", "train.warmup_steps=5",

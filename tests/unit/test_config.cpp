@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "runtime/config/absolute_paths.hpp"
 #include "runtime/config/load.hpp"
 #include "support/test_paths.hpp"
 
@@ -601,4 +602,39 @@ TEST_CASE("config: every config/*.toml of the source tree is valid", "[config]")
     INFO(entry.path().string());
     CHECK_NOTHROW(config::validate(config::load_config(entry.path())));
   }
+}
+
+TEST_CASE("config: relative paths in a file are read against the file's folder", "[config]") {
+  dseek::testing::ScratchDir dir("config-paths");
+  std::filesystem::create_directories(dir / "jobs");
+  std::ofstream(dir / "jobs/job.toml")
+      << "[train]\nrun_dir = \"runs/a\"\n[data]\ndir = \"../data/x\"\n"
+         "[checkpoint]\ndir = \"/abs/ck\"\nresume = \"latest\"\n"
+         "[cluster]\ntls_ca = \"pki/ca.pem\"\ntls_cert = \"pki/n.pem\"\ntls_key = \"/k.pem\"\n";
+  const auto job = config::load_config(dir / "jobs/job.toml");
+  CHECK(job.train.run_dir == (dir / "jobs/runs/a").string());
+  CHECK(job.data.dir == (dir / "data/x").string());
+  CHECK(job.checkpoint.dir == "/abs/ck");      // absolute: as written
+  CHECK(job.checkpoint.resume == "latest");    // not a path
+  CHECK(job.cluster.tls_ca == (dir / "jobs/pki/ca.pem").string());
+  // An override's path is the command line's: relative to the current directory.
+  const auto overridden = config::load_config(dir / "jobs/job.toml", {"data.dir=here"});
+  CHECK(overridden.data.dir == "here");
+  // ... until a program makes every path absolute, against the current directory.
+  auto absolute = overridden;
+  config::make_paths_absolute(absolute);
+  CHECK(absolute.data.dir == (std::filesystem::current_path() / "here").string());
+  CHECK(absolute.train.run_dir == overridden.train.run_dir);  // already absolute
+  CHECK(absolute.checkpoint.resume == "latest");
+  // Text that is not a file keeps its paths as written.
+  CHECK(config::load_config_text("[data]\ndir = \"rel\"\n", "x.toml").data.dir == "rel");
+  // Every path key is a string key of the table.
+  for (const auto name : config::path_keys()) CHECK(config::is_path_key(name));
+  CHECK_FALSE(config::is_path_key("model.dim"));
+}
+
+TEST_CASE("config: a missing file is named with its absolute path", "[config]") {
+  const auto cwd = std::filesystem::current_path();
+  CHECK_THROWS_WITH(config::load_config("no/such.toml"),
+                    Contains((cwd / "no/such.toml").string() + "): no such file"));
 }

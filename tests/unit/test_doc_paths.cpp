@@ -1,6 +1,8 @@
 // The manual stays true to the tree: every repository path that README.md and docs/*.md
 // name in backticks (`runtime/train/pipeline/stage_trainer.hpp`, `tests/...`) exists. A
-// file moved or removed without its page changing fails here, naming page and path.
+// file moved or removed without its page changing fails here, naming page and path. The
+// README stays short (the manual is docs/); tests/integration/test_doc_commands.cpp runs
+// the pages' runnable command blocks.
 #include <catch2/catch.hpp>
 
 #include <filesystem>
@@ -61,4 +63,9 @@ TEST_CASE("the doc path check finds backticked repository paths only", "[docs][u
   REQUIRE(paths.size() == 2);
   CHECK(paths[0] == "runtime/train/trainer.hpp");
   CHECK(paths[1] == "dist/");
+}
+
+TEST_CASE("the README stays a README: at most 12 KB, the manual is in docs/", "[docs][unit]") {
+  const fs::path readme = dseek::testing::source_dir() / "README.md";
+  CHECK(fs::file_size(readme) <= 12 * 1024);
 }

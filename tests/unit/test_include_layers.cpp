@@ -106,9 +106,11 @@ std::string violation(const fs::path& root, const fs::path& file, const std::str
   // root (apps/ puts apps/ on its path: "dseek/launch/...").
   if (fs::exists(file.parent_path() / include.target) || fs::exists(root / layer / include.target))
     return "";
-  // A header the build generates (Cap'n Proto's *.capnp.h from schemas/).
+  // A header the build generates (Cap'n Proto's *.capnp.h from schemas/; the version
+  // and commit of cmake/BuildInfo.cmake).
   if (include.target.size() > 8 && include.target.substr(include.target.size() - 8) == ".capnp.h")
     return "";
+  if (include.target == "dseek_build_info.hpp") return "";
   return "an include that is no file of the project";
 }
 

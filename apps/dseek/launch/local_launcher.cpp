@@ -14,7 +14,9 @@
 #include <string_view>
 
 #include "dseek/launch/child_process.hpp"
+#include "dseek/launch/job_console.hpp"
 #include "dseek/launch/line_prefixer.hpp"
+#include "runtime/util/exit_codes.hpp"
 
 extern char** environ;
 
@@ -23,27 +25,6 @@ namespace dseek::tool::launch {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-// Writes all of `text`; a closed reader (EPIPE, SIGPIPE is ignored) loses the output
-// but must not stop the launcher from looking after its children.
-void write_all(int fd, std::string_view text) {
-  while (!text.empty()) {
-    ssize_t written = ::write(fd, text.data(), text.size());
-    if (written < 0) {
-      if (errno == EINTR) continue;
-      if (errno == EAGAIN) {  // an inherited non-blocking stdout: wait until it drains
-        pollfd writable{fd, POLLOUT, 0};
-        ::poll(&writable, 1, 1000);
-        continue;
-      }
-      return;
-    }
-    text.remove_prefix(static_cast<size_t>(written));
-  }
-}
-
-// The launcher's own messages go to stderr, one write per line.
-void say(const std::string& message) { write_all(2, "[launch] " + message + "\n"); }
 
 std::string plural(int count, const char* word) {
   return std::to_string(count) + " " + word + (count == 1 ? "" : "s");
@@ -90,11 +71,13 @@ struct NodeSlot {
 };
 
 // lagging: the job finished on some nodes and the rest did not follow (hung, cut off).
-enum class StopReason { none, node_failed, timed_out, signaled, lagging };
+// permanent: a node failed in a way no restart cures (exit_code::permanent or usage).
+enum class StopReason { none, node_failed, permanent, timed_out, signaled, lagging };
 
 class Launcher {
  public:
-  explicit Launcher(const LaunchPlan& plan) : plan_(plan) {
+  explicit Launcher(const LaunchPlan& plan)
+      : plan_(plan), console_(plan.progress_bar, plan.coordinator_node) {
     for (int id = 0; id < plan.nodes; ++id) slots_.emplace_back(id);
   }
   ~Launcher() {
@@ -106,6 +89,8 @@ class Launcher {
   int run();
 
  private:
+  // The launcher's own messages go to stderr, one write per line.
+  void say(const std::string& message) { console_.message("[launch] " + message + "\n"); }
   void watch_signals();
   bool start(NodeSlot& slot);
   void pump(NodeSlot& slot, Stream stream, bool drain);
@@ -120,10 +105,13 @@ class Launcher {
   int exit_code() const;
 
   const LaunchPlan& plan_;
+  JobConsole console_;
   std::vector<NodeSlot> slots_;
   int signal_fd_ = -1;
   StopReason stop_reason_ = StopReason::none;
   bool killed_by_second_signal_ = false;
+  int first_signal_ = 0;  // SIGINT or SIGTERM that stopped the job
+  int permanent_status_ = exit_code::permanent;  // a node's status that stopped the job
   int total_restarts_ = 0;
   std::optional<Clock::time_point> job_deadline_;
   std::optional<Clock::time_point> kill_deadline_;
@@ -166,10 +154,10 @@ bool Launcher::start(NodeSlot& slot) {
 void Launcher::pump(NodeSlot& slot, Stream stream, bool drain) {
   const int fd = slot.child->output_fd(stream);
   if (fd < 0) return;
-  const int destination = stream == Stream::out ? 1 : 2;
+  const bool is_stdout = stream == Stream::out;
   LinePrefixer& prefixer = slot.prefixer(stream);
   auto end_stream = [&] {
-    write_all(destination, prefixer.flush());
+    console_.node_output(slot.id, is_stdout, prefixer.flush());
     slot.child->close_output(stream);
   };
   char buffer[65536];
@@ -182,7 +170,7 @@ void Launcher::pump(NodeSlot& slot, Stream stream, bool drain) {
       return;
     }
     ++reads;
-    write_all(destination, prefixer.feed({buffer, static_cast<size_t>(got)}));
+    console_.node_output(slot.id, is_stdout, prefixer.feed({buffer, static_cast<size_t>(got)}));
   }
   // A reaped child's stream ends here even if a process it started still holds the pipe.
   if (drain) end_stream();
@@ -203,7 +191,11 @@ void Launcher::reap_exited_children() {
 
 void Launcher::on_exit(NodeSlot& slot, ExitStatus status) {
   const std::string node = "node " + std::to_string(slot.id);
-  if (status.success()) {
+  // 130 / 143: a node that a signal stopped orderly (this launcher's SIGTERM, or
+  // someone's): it is done, never restarted.
+  const bool stopped_orderly = !status.signaled && (status.value == exit_code::interrupted ||
+                                                    status.value == exit_code::terminated);
+  if (status.success() || stopped_orderly) {
     slot.finished = true;
     say(node + " " + status.describe());
     if (!finish_deadline_ && stop_reason_ == StopReason::none)
@@ -212,6 +204,16 @@ void Launcher::on_exit(NodeSlot& slot, ExitStatus status) {
   }
   if (stop_reason_ != StopReason::none) {  // stopping: no restarts
     say(node + " " + status.describe());
+    return;
+  }
+  if (!status.signaled && !exit_code::worth_a_restart(status.value)) {
+    say(node + " " + status.describe() + (status.value == exit_code::permanent
+                                               ? " (a config, data, device or checkpoint error)"
+                                               : " (a bad command line)") +
+        ": no restart can cure it; stopping the job");
+    slot.given_up = true;
+    permanent_status_ = status.value;
+    begin_stop(StopReason::permanent);
     return;
   }
   if (slot.restarts < plan_.max_restarts) {
@@ -243,6 +245,7 @@ void Launcher::read_signals() {
     const int signal_number = static_cast<int>(info.ssi_signo);
     if (signal_number == SIGCHLD) continue;  // reaped below, whatever woke the loop
     if (stop_reason_ == StopReason::none) {
+      first_signal_ = signal_number;
       say("stopping (" + signal_name(signal_number) + "); a second signal kills");
       begin_stop(StopReason::signaled);
     } else if (!killed_by_second_signal_) {
@@ -314,13 +317,17 @@ int Launcher::exit_code() const {
   if (killed_by_second_signal_) return kJobKilled;
   if (stop_reason_ == StopReason::timed_out) return kJobTimedOut;
   if (stop_reason_ == StopReason::node_failed) return kJobFailed;
+  if (stop_reason_ == StopReason::permanent) return permanent_status_;
   // The job succeeded when the coordinator node and at least min_nodes nodes finished
   // it; a node given up or stopped after the others finished did not fail it.
   const auto finished = std::count_if(slots_.begin(), slots_.end(),
                                       [](const auto& slot) { return slot.finished; });
   const bool coordinator_finished = slots_[static_cast<size_t>(plan_.coordinator_node)].finished;
-  if (stop_reason_ == StopReason::signaled)
-    return finished == static_cast<long>(slots_.size()) ? kJobSucceeded : kJobFailed;
+  // Stopped orderly by the user: 128 + the signal, as the nodes exit.
+  if (stop_reason_ == StopReason::signaled) {
+    if (finished != static_cast<long>(slots_.size())) return kJobFailed;
+    return 128 + first_signal_;  // 130 SIGINT, 143 SIGTERM, 129 SIGHUP
+  }
   return coordinator_finished && finished >= plan_.min_nodes ? kJobSucceeded : kJobFailed;
 }
 
@@ -371,6 +378,7 @@ int Launcher::run() {
     check_deadlines();
   }
   const int code = exit_code();
+  console_.finish();
   say("job done: " + plural(plan_.nodes, "node") + ", " + plural(total_restarts_, "restart") +
       ", exit " + std::to_string(code));
   return code;
@@ -388,6 +396,17 @@ std::vector<std::string> node_command_line(const LaunchPlan& plan, int node_id) 
   for (const auto& assignment : plan.node_sets) {
     argv.push_back("--set");
     argv.push_back(assignment);
+  }
+  // The job's bar is drawn from the coordinator node's step lines, one a step; the
+  // other nodes' view of the same steps stays off the console.
+  if (plan.progress_bar) {
+    const bool draws = node_id == plan.coordinator_node;
+    for (const char* assignment : draws ? std::vector<const char*>{"metrics.progress=\"plain\"",
+                                                                   "metrics.log_every=1"}
+                                        : std::vector<const char*>{"metrics.progress=\"off\""}) {
+      argv.push_back("--set");
+      argv.push_back(assignment);
+    }
   }
   return argv;
 }

@@ -4,7 +4,8 @@
 // on a failure beyond that, on --timeout, or on SIGINT/SIGTERM (a second one kills).
 // cmd_launch.cpp turns the command line and the config into a LaunchPlan; this file
 // knows nothing about configs. One ChildProcess (child_process.hpp) per running node,
-// one LinePrefixer (line_prefixer.hpp) per node and stream.
+// one LinePrefixer (line_prefixer.hpp) per node and stream, and one JobConsole
+// (job_console.hpp) that writes the lines, or a progress bar for the job on a terminal.
 //
 // Single-threaded: poll() over every child's pipes and a signalfd (SIGCHLD, SIGINT,
 // SIGTERM, SIGHUP), with the nearest deadline as the poll timeout; nothing busy-waits.
@@ -13,6 +14,8 @@
 #include <chrono>
 #include <string>
 #include <vector>
+
+#include "runtime/util/exit_codes.hpp"
 
 namespace dseek::tool::launch {
 
@@ -33,13 +36,19 @@ struct LaunchPlan {
   // After SIGTERM, before SIGKILL; and how long nodes still running (hung, or cut off)
   // get once the job finished on another node before they are stopped.
   std::chrono::milliseconds stop_grace{10'000};
+  // One progress bar for the job on the launcher's terminal (job_console.hpp), drawn
+  // from the coordinator node's step lines; false: every node's lines as they come.
+  bool progress_bar = false;
 };
 
-// Exit codes of run_local_job().
-inline constexpr int kJobSucceeded = 0;
-inline constexpr int kJobFailed = 1;
-inline constexpr int kJobTimedOut = 124;
-inline constexpr int kJobKilled = 130;  // a second signal
+// Exit codes of run_local_job() (runtime/util/exit_codes.hpp). A node that exits with
+// exit_code::permanent (or usage) is not restarted: the job stops with its status. A
+// job stopped orderly by SIGINT or SIGTERM exits 130 or 143 (a node that exits so was
+// stopped, not failed: it is not restarted either).
+inline constexpr int kJobSucceeded = exit_code::ok;
+inline constexpr int kJobFailed = exit_code::failed;
+inline constexpr int kJobTimedOut = exit_code::timed_out;
+inline constexpr int kJobKilled = exit_code::interrupted;  // a second signal
 
 // Runs the job to its end and returns its exit code; every child is reaped before it
 // returns. Leaves SIGCHLD, SIGINT, SIGTERM and SIGHUP blocked and SIGPIPE ignored

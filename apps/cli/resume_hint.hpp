@@ -1,0 +1,26 @@
+// What a run leaves to go on from, said at its end by dseek-node and `dseek launch`:
+//   checkpoints: /abs/runs/single/checkpoints (newest: step 300)
+//   resume with: build/bin/dseek launch --nodes 2 config/single.toml --resume latest
+// and the command line helpers to write that command so that it can be pasted.
+#pragma once
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "runtime/config/job_config.hpp"
+
+namespace dseek::cli {
+
+// The two lines above, or "" when the run left no committed checkpoint. `command` is
+// the program and its arguments without any --resume (see without_resume()).
+std::string resume_hint(const config::JobConfig& config, const std::filesystem::path& run_dir,
+                        const std::vector<std::string>& command);
+
+// `args` without "--resume X" / "--resume=X".
+std::vector<std::string> without_resume(const std::vector<std::string>& args);
+
+// One word for a POSIX shell: as it is when it is safe, else in single quotes.
+std::string shell_quote(const std::string& word);
+
+}  // namespace dseek::cli
