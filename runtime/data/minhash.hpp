@@ -1,0 +1,38 @@
+// MinHash signatures of a text's word shingles and the LSH banding that finds the
+// earlier texts whose Jaccard similarity may reach a threshold (Broder 1997; Leskovec,
+// Rajaraman, Ullman, "Mining of Massive Datasets", ch. 3). Words are the runs of letters
+// and digits, ASCII letters lowercased; a shingle is `shingle_words` consecutive words
+// (a text with fewer words is one shingle); permutation i is h -> (a_i h + b_i) >> 32 on
+// the shingle's 64-bit hash, with fixed odd a_i. Pure functions, no state but the seeds.
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+#include <vector>
+
+namespace dseek::data {
+
+class MinHasher {
+ public:
+  MinHasher(uint32_t permutations, uint32_t shingle_words);
+  // Empty when the text has no words.
+  std::vector<uint32_t> signature(std::string_view text) const;
+  uint32_t permutations() const { return static_cast<uint32_t>(a_.size()); }
+
+ private:
+  uint32_t shingle_words_;
+  std::vector<uint64_t> a_, b_;
+};
+
+// The share of equal positions: the estimate of the two texts' Jaccard similarity.
+double estimated_jaccard(const std::vector<uint32_t>& x, const std::vector<uint32_t>& y);
+
+struct LshBands {
+  uint32_t bands = 0, rows = 0;  // bands * rows <= permutations
+};
+
+// The bands and rows that minimize the sum of the false positive and false negative
+// probability mass around `threshold` (datasketch's choice, equal weights).
+LshBands choose_lsh_bands(uint32_t permutations, double threshold);
+
+}  // namespace dseek::data
