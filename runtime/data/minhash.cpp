@@ -46,9 +46,11 @@ MinHasher::MinHasher(uint32_t permutations, uint32_t shingle_words)
   uint64_t state = 0x6d696e68617368ull;  // fixed: signatures are the same in every run
   a_.resize(permutations);
   b_.resize(permutations);
+  c_.resize(permutations);
   for (uint32_t i = 0; i < permutations; ++i) {
-    a_[i] = splitmix64(state) | 1;
-    b_[i] = splitmix64(state);
+    a_[i] = static_cast<uint32_t>(splitmix64(state)) | 1;
+    b_[i] = static_cast<uint32_t>(splitmix64(state)) | 1;
+    c_[i] = splitmix64(state);
   }
 }
 
@@ -62,9 +64,14 @@ std::vector<uint32_t> MinHasher::signature(std::string_view text) const {
     uint64_t shingle = 0x736869ull;
     for (size_t k = 0; k < n; ++k) shingle = (shingle ^ words[start + k]) * 0x100000001B3ull;
     shingle ^= shingle >> 29;
+    const uint64_t lo = static_cast<uint32_t>(shingle), hi = shingle >> 32;
+    uint32_t* out = signature.data();
+    const uint32_t* a = a_.data();
+    const uint32_t* b = b_.data();
+    const uint64_t* c = c_.data();
     for (size_t i = 0; i < a_.size(); ++i) {
-      const auto h = static_cast<uint32_t>((a_[i] * shingle + b_[i]) >> 32);
-      signature[i] = std::min(signature[i], h);
+      const auto h = static_cast<uint32_t>((a[i] * lo + b[i] * hi + c[i]) >> 32);
+      out[i] = std::min(out[i], h);
     }
   }
   return signature;

@@ -2,8 +2,9 @@
 // earlier texts whose Jaccard similarity may reach a threshold (Broder 1997; Leskovec,
 // Rajaraman, Ullman, "Mining of Massive Datasets", ch. 3). Words are the runs of letters
 // and digits, ASCII letters lowercased; a shingle is `shingle_words` consecutive words
-// (a text with fewer words is one shingle); permutation i is h -> (a_i h + b_i) >> 32 on
-// the shingle's 64-bit hash, with fixed odd a_i. Pure functions, no state but the seeds.
+// (a text with fewer words is one shingle); permutation i maps the shingle's 64-bit hash
+// h = (hi, lo) to (a_i lo + b_i hi + c_i) >> 32 (multiply-add-shift with 32-bit factors,
+// which AVX2 does four at a time), with fixed seeds. Pure functions, no state but seeds.
 #pragma once
 
 #include <cstdint>
@@ -21,7 +22,8 @@ class MinHasher {
 
  private:
   uint32_t shingle_words_;
-  std::vector<uint64_t> a_, b_;
+  std::vector<uint32_t> a_, b_;
+  std::vector<uint64_t> c_;
 };
 
 // The share of equal positions: the estimate of the two texts' Jaccard similarity.

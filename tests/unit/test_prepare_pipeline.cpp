@@ -53,7 +53,7 @@ std::string numbered(const char* prefix, int n, const char* suffix = "") {
 }
 
 // A document of prose-like words, distinct for each seed.
-std::string prose(int seed, int words = 120) {
+std::string prose(int seed, int words = 250) {
   static const char* vocabulary[] = {"river", "stone", "light", "green", "after", "under",
                                      "quiet", "table", "north", "paper", "metal", "cloud"};
   std::string text = numbered("Document ", seed, ":");
