@@ -94,9 +94,18 @@ PrepareSummary DatasetBuilder::finish() {
   summary.skipped_files = summary.unreadable_files + summary.empty_files + summary.binary_files +
                           summary.damaged_files;
   if (documents_.empty()) {
+    std::string reasons;
+    for (size_t i = 1; i < kDropReasons; ++i) {
+      if (summary.dropped[i] == 0) continue;
+      reasons += reasons.empty() ? ": " : ", ";
+      reasons += std::to_string(summary.dropped[i]);
+      reasons += ' ';
+      reasons += drop_reason_name(static_cast<DropReason>(i));
+    }
     throw DataError("no documents under " + source_dir_.string() + " (" +
                     std::to_string(summary.skipped_files) + " files skipped, " +
-                    std::to_string(summary.documents_in) + " documents read, all dropped)");
+                    std::to_string(summary.documents_in) + " documents read, all dropped" +
+                    reasons + ")");
   }
   // The split rule: documents in the order of their key's hash give validation their
   // tokens until it holds round(val_fraction x all tokens); the document that reaches
@@ -167,6 +176,7 @@ PrepareSummary DatasetBuilder::finish() {
   summary.val_tokens = index.validation.tokens;
   summary.shards = index.train.shards.size() + index.validation.shards.size();
   summary.vocab_size = vocab;
+  summary.tokenizer = tokenizer_.name();
   return summary;
 }
 

@@ -8,6 +8,7 @@
 #include <string>
 #include <system_error>
 
+#include "runtime/data/dataset_index.hpp"
 #include "runtime/data/file_io.hpp"
 #include "runtime/data/token_dataset.hpp"
 
@@ -102,13 +103,16 @@ void write_prepare_report(const PrepareOptions& options, const PrepareSummary& s
                 "time", s.seconds, mb / seconds, static_cast<double>(s.documents_in) / seconds,
                 static_cast<double>(s.content_tokens) / seconds, s.workers);
   log << line;
-  log << "data prepare: " << s.content_tokens << " tokens (vocabulary " << s.vocab_size << "): "
-      << s.val_content_tokens << " for validation ("
+  log << "data prepare: " << s.content_tokens << " tokens of " << s.tokenizer << " (vocabulary "
+      << s.vocab_size << ", "
+      << (dtype_for_vocab(s.vocab_size) == TokenDtype::uint16_le ? "uint16" : "uint32")
+      << "): " << s.val_content_tokens << " for validation ("
       << (s.content_tokens ? 100.0 * static_cast<double>(s.val_content_tokens) /
                                  static_cast<double>(s.content_tokens)
                            : 0)
-      << "%, asked " << 100.0 * options.val_fraction << "%) in " << s.shards << " shards, "
-      << s.replaced_sequences << " invalid UTF-8 sequences replaced, " << s.fim_documents
+      << "%, asked " << 100.0 * options.val_fraction << "%); " << s.train_tokens << " train and "
+      << s.val_tokens << " validation tokens with separators in " << s.shards << " shards\n"
+      << "data prepare: " << s.replaced_sequences << " invalid UTF-8 sequences replaced, " << s.fim_documents
       << " documents in FIM order; pipeline: " << s.pieces << " pieces, at most "
       << s.peak_pieces << " (window " << s.window << ") and " << s.peak_bytes
       << " bytes in flight, " << s.restarts << " actors restarted -> " << options.output.string()

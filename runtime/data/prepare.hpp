@@ -94,7 +94,8 @@ struct PrepareSummary {
   uint64_t largest_piece_bytes = 0;
   uint64_t restarts = 0;          // stage actors restarted after a crash
   double seconds = 0;
-  uint32_t vocab_size = 0;
+  uint32_t vocab_size = 0;        // the data set's (the tokenizer's, + FIM sentinels)
+  std::string tokenizer;          // its canonical name
 };
 
 // Throws DataError on settings out of range.
