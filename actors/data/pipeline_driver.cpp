@@ -44,6 +44,7 @@ struct file_state {
 
 struct stage_counts {
   uint64_t pieces = 0, documents = 0, bytes = 0;
+  double busy_seconds = 0;
 };
 
 struct driver_state {
@@ -194,7 +195,8 @@ struct driver_state {
     release(work.bytes);
     stage_counts& c = counts[stage_index(work.stage)];
     ++c.pieces;
-    c.documents += out->documents.size();
+    c.documents += (work.input ? work.input : out)->documents.size();
+    c.busy_seconds += out->work_seconds;  // the workers time their own work
     if (!out->fatal.empty()) return finish(out->fatal);
     if (work.stage == PrepareStage::decode) {
       for (const auto& d : out->documents) c.bytes += d.text_bytes;
@@ -343,6 +345,10 @@ struct driver_state {
     s.peak_bytes = peak_bytes;
     s.largest_piece_bytes = largest_piece;
     s.restarts = restarts;
+    for (size_t i = 0; i < data::kPrepareStages; ++i) {
+      s.stage_documents[i] = counts[i].documents;
+      s.stage_busy_seconds[i] = counts[i].busy_seconds;
+    }
     auto reply = [this, error] {
       self->send(reply_to, prep_done_atom::value, error);
       self->quit();
@@ -427,7 +433,9 @@ caf::behavior driver_fun(driver_actor* self, context_ptr context, std::ostream* 
 
 caf::actor spawn_prepare_driver(caf::actor_system& sys, context_ptr context, std::ostream& log,
                                 caf::actor reply_to) {
-  return sys.spawn(driver_fun, std::move(context), &log, std::move(reply_to));
+  // Detached: the workers keep the scheduler's threads busy, and the driver answers
+  // them at once, so no worker waits for its next piece.
+  return sys.spawn<caf::detached>(driver_fun, std::move(context), &log, std::move(reply_to));
 }
 
 }  // namespace dseek::actors

@@ -88,6 +88,8 @@ data::PrepareSummary prepare_dataset(const data::PrepareOptions& given, std::ost
     summary.peak_bytes = pipeline.peak_bytes;
     summary.largest_piece_bytes = pipeline.largest_piece_bytes;
     summary.restarts = pipeline.restarts;
+    summary.stage_documents = pipeline.stage_documents;
+    summary.stage_busy_seconds = pipeline.stage_busy_seconds;
     summary.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     data::write_prepare_report(options, summary, log);
     return summary;

@@ -22,10 +22,13 @@ using data::PrepareStage;
 // retry: it ends the run, with its message, instead of crashing the actor.
 template <class Work>
 piece_ptr run_stage(const piece_ptr& in, Work work) {
+  const auto start = std::chrono::steady_clock::now();
   auto out = std::make_shared<data::Piece>();
   try {
     *out = *in;
     work(*out);
+    out->work_seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   } catch (const data::DataError& error) {
     out = std::make_shared<data::Piece>();
     out->file = in->file;
@@ -81,7 +84,10 @@ caf::behavior decode_worker(caf::stateful_actor<decode_state>* self, context_ptr
           st.file = file;
           while (st.decoder->pieces() < number) st.decoder->next();  // redone after a crash
         }
-        auto piece = std::make_shared<const data::Piece>(st.decoder->next());
+        const auto start = std::chrono::steady_clock::now();
+        auto piece = std::make_shared<data::Piece>(st.decoder->next());
+        piece->work_seconds =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
         if (st.decoder->done()) st.decoder.reset();
         self->send(driver, prep_done_atom::value, piece_ptr(std::move(piece)));
       },
@@ -132,16 +138,23 @@ caf::behavior write_worker(caf::event_based_actor* self, context_ptr context, ca
         if (const uint32_t ms = context->options.faults.writer_delay_ms; ms > 0) {
           std::this_thread::sleep_for(std::chrono::milliseconds(ms));  // the slow writer
         }
-        piece_ptr out = in;
+        const auto start = std::chrono::steady_clock::now();
+        // The answer: the piece without its documents (the driver logs its problems).
+        auto out = std::make_shared<data::Piece>();
+        out->file = in->file;
+        out->number = in->number;
+        out->last = in->last;
+        out->limit_reached = in->limit_reached;
+        out->problems = in->problems;
         try {
           context->builder->add(*in);
         } catch (const data::DataError& error) {
-          auto failed = std::make_shared<data::Piece>();
-          failed->fatal = error.what();
-          out = failed;
+          out->fatal = error.what();
         }
         context->write_pending.reset();
-        self->send(driver, prep_done_atom::value, out);
+        out->work_seconds =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        self->send(driver, prep_done_atom::value, piece_ptr(std::move(out)));
       },
   };
 }

@@ -56,6 +56,7 @@ struct Piece {
   InputCounts counts;                 // this piece's skipped lines (and damage)
   uint64_t replaced = 0;              // invalid UTF-8 sequences replaced by U+FFFD
   std::string fatal;                  // an error that ends the run (--strict)
+  double work_seconds = 0;            // the last stage's time on it (the report)
 
   // What the piece holds in memory (text, tokens, signatures), for the bound.
   uint64_t bytes() const;

@@ -103,6 +103,14 @@ void write_prepare_report(const PrepareOptions& options, const PrepareSummary& s
                 "time", s.seconds, mb / seconds, static_cast<double>(s.documents_in) / seconds,
                 static_cast<double>(s.content_tokens) / seconds, s.workers);
   log << line;
+  for (size_t i = 0; i < kPrepareStages; ++i) {
+    const double busy = s.stage_busy_seconds[i];
+    std::snprintf(line, sizeof line, "  stage %-20s %12llu documents, busy %.2f s (%.0f documents/s)\n",
+                  prepare_stage_name(static_cast<PrepareStage>(i)),
+                  static_cast<unsigned long long>(s.stage_documents[i]), busy,
+                  busy > 0 ? static_cast<double>(s.stage_documents[i]) / busy : 0.0);
+    log << line;
+  }
   log << "data prepare: " << s.content_tokens << " tokens of " << s.tokenizer << " (vocabulary "
       << s.vocab_size << ", "
       << (dtype_for_vocab(s.vocab_size) == TokenDtype::uint16_le ? "uint16" : "uint32")
@@ -136,7 +144,13 @@ void write_prepare_report(const PrepareOptions& options, const PrepareSummary& s
        << ",\"pieces\":" << s.pieces << ",\"workers\":" << s.workers
        << ",\"window\":" << s.window << ",\"peak_pieces\":" << s.peak_pieces
        << ",\"peak_bytes\":" << s.peak_bytes << ",\"restarts\":" << s.restarts
-       << ",\"seconds\":" << s.seconds << "}\n";
+       << ",\"seconds\":" << s.seconds << ",\"stages\":{";
+  for (size_t i = 0; i < kPrepareStages; ++i) {
+    json << (i > 0 ? "," : "") << '"' << prepare_stage_name(static_cast<PrepareStage>(i))
+         << "\":{\"documents\":" << s.stage_documents[i]
+         << ",\"busy_seconds\":" << s.stage_busy_seconds[i] << "}";
+  }
+  json << "}}\n";
   std::ofstream out(options.output / "report.json", std::ios::binary | std::ios::trunc);
   out << json.str();
   if (!out) throw DataError("cannot write " + (options.output / "report.json").string());

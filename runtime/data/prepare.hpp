@@ -93,6 +93,10 @@ struct PrepareSummary {
   uint64_t peak_bytes = 0;        // most bytes those held at once (Piece::bytes)
   uint64_t largest_piece_bytes = 0;
   uint64_t restarts = 0;          // stage actors restarted after a crash
+  // Per stage (PrepareStage): documents through it, and its actors' time at work on
+  // them (the sum over its workers, so up to workers x the run's time for a pool).
+  std::array<uint64_t, kPrepareStages> stage_documents{};
+  std::array<double, kPrepareStages> stage_busy_seconds{};
   double seconds = 0;
   uint32_t vocab_size = 0;        // the data set's (the tokenizer's, + FIM sentinels)
   std::string tokenizer;          // its canonical name
