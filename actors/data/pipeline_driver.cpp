@@ -106,6 +106,7 @@ struct driver_state {
     if (idle[stage_index(stage)].empty()) return;
     auto it = wait.find(next);
     if (it == wait.end()) return;
+    if (!it->second->fatal.empty()) return finish(it->second->fatal);
     piece_ptr piece = std::move(it->second);
     wait.erase(it);
     give(stage, piece);
@@ -175,6 +176,7 @@ struct driver_state {
     if (use_augment) give_pool(PrepareStage::augment);
     give_pool(PrepareStage::tokenize);
     give_in_order(PrepareStage::dedup, dedup_wait, dedup_next);
+    if (finished) return;  // a --strict error reached its turn
     give_pool(PrepareStage::clean);
     give_decode();
     if (write_next.first >= files.size() ||
@@ -197,7 +199,9 @@ struct driver_state {
     ++c.pieces;
     c.documents += (work.input ? work.input : out)->documents.size();
     c.busy_seconds += out->work_seconds;  // the workers time their own work
-    if (!out->fatal.empty()) return finish(out->fatal);
+    // A stage's error ends the run; a file's (--strict) when its turn comes in corpus
+    // order, so the error reported is the first in the corpus, whatever the workers.
+    if (!out->fatal.empty() && work.stage != PrepareStage::decode) return finish(out->fatal);
     if (work.stage == PrepareStage::decode) {
       for (const auto& d : out->documents) c.bytes += d.text_bytes;
       file_state& file = files[out->file];
@@ -221,7 +225,13 @@ struct driver_state {
     }
     hold(out);
     switch (work.stage) {
-      case PrepareStage::decode: queue[stage_index(PrepareStage::clean)].push_back(out); break;
+      case PrepareStage::decode:
+        if (out->fatal.empty()) {
+          queue[stage_index(PrepareStage::clean)].push_back(out);
+        } else {
+          dedup_wait[key] = out;
+        }
+        break;
       case PrepareStage::clean: dedup_wait[key] = out; break;
       case PrepareStage::dedup:
         dedup_next = following(*out);
