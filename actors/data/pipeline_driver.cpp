@@ -207,7 +207,7 @@ struct driver_state {
       file_state& file = files[out->file];
       file.asked = false;
       ++file.next;
-      if (out->last) {
+      if (out->last || (out->cached && out->limit_reached)) {
         file.done = true;
         finished_file_bytes += file_size(out->file);
       }
@@ -226,17 +226,21 @@ struct driver_state {
     hold(out);
     switch (work.stage) {
       case PrepareStage::decode:
-        if (out->fatal.empty()) {
+        if (out->fatal.empty() && !out->cached) {
           queue[stage_index(PrepareStage::clean)].push_back(out);
         } else {
-          dedup_wait[key] = out;
+          dedup_wait[key] = out;  // cached: cleaned in the run that cached it
         }
         break;
       case PrepareStage::clean: dedup_wait[key] = out; break;
       case PrepareStage::dedup:
         dedup_next = following(*out);
         if (out->limit_reached && !end_key) stop_after(key);
-        queue[stage_index(PrepareStage::tokenize)].push_back(out);
+        if (out->cached) {
+          write_wait[key] = out;  // tokenized and augmented in the run that cached it
+        } else {
+          queue[stage_index(PrepareStage::tokenize)].push_back(out);
+        }
         break;
       case PrepareStage::tokenize:
         if (use_augment) {

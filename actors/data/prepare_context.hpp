@@ -12,6 +12,7 @@
 #include "runtime/data/dataset_builder.hpp"
 #include "runtime/data/fim.hpp"
 #include "runtime/data/minhash.hpp"
+#include "runtime/data/piece_cache.hpp"
 #include "runtime/data/piece_stages.hpp"
 #include "runtime/data/prepare.hpp"
 #include "runtime/data/source_files.hpp"
@@ -30,6 +31,12 @@ struct prepare_context {
   std::optional<data::DedupStage::Mark> dedup_pending;  // a piece half applied
   std::optional<data::DatasetBuilder> builder;
   std::optional<data::DatasetBuilder::Mark> write_pending;
+  // --cache: the files' chain keys, which of them the cache holds, and the entry the
+  // writer is filling (dropped, and that file not cached, when a writer crashed).
+  std::vector<std::string> cache_keys;
+  std::vector<bool> cache_hit;
+  std::unique_ptr<data::CacheEntryWriter> cache_entry;
+  bool cache_skip = false;
   data::PrepareSummary pipeline;  // the driver's figures (pieces, peaks, restarts)
   // The injected crash (options.faults): pieces taken by the stage, and whether it fired.
   std::array<std::atomic<uint64_t>, data::kPrepareStages> taken{};

@@ -73,7 +73,18 @@ data::PrepareSummary prepare_dataset(const data::PrepareOptions& given, std::ost
     context->input.reject_nul_in_lines = context->tokenizer->kind() == data::TokenizerKind::bytes;
     context->hasher.emplace(options.clean.minhash_permutations, options.clean.shingle_words);
     context->fim_tokens = data::fim_tokens_for(*context->tokenizer);
-    context->dedup.emplace(options.clean, options.max_bytes);
+    const bool caching = !options.cache_dir.empty();
+    context->dedup.emplace(options.clean, options.max_bytes, caching);
+    uint64_t cached = 0;
+    if (caching) {
+      context->cache_keys = data::cache_keys(options, *context->tokenizer, context->listing);
+      for (const std::string& key : context->cache_keys) {
+        context->cache_hit.push_back(data::cache_has(options.cache_dir, key));
+        cached += context->cache_hit.back();
+      }
+      log << "data prepare: " << cached << " of " << context->cache_keys.size()
+          << " files from the cache " << options.cache_dir.string() << "\n";
+    }
     context->builder.emplace(options, *context->tokenizer, input);
     const std::string error = run_pipeline(context, log);
     if (!error.empty()) throw data::DataError(error);
@@ -88,6 +99,7 @@ data::PrepareSummary prepare_dataset(const data::PrepareOptions& given, std::ost
     summary.peak_bytes = pipeline.peak_bytes;
     summary.largest_piece_bytes = pipeline.largest_piece_bytes;
     summary.restarts = pipeline.restarts;
+    summary.cached_files = cached;
     summary.stage_documents = pipeline.stage_documents;
     summary.stage_busy_seconds = pipeline.stage_busy_seconds;
     summary.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

@@ -65,7 +65,8 @@ void announce(caf::event_based_actor* self, const caf::actor& driver, PrepareSta
 
 struct decode_state {
   std::unique_ptr<data::FileDecoder> decoder;
-  uint32_t file = 0;
+  std::unique_ptr<data::CacheEntryReader> cached;  // or the file's cache entry
+  uint32_t file = 0, next = 0;
   static inline const char* name = "dseek.prepare.decode";
 };
 
@@ -76,19 +77,41 @@ caf::behavior decode_worker(caf::stateful_actor<decode_state>* self, context_ptr
       [=](prep_decode_atom, uint32_t file, uint32_t number) {
         maybe_crash(*context, PrepareStage::decode);
         auto& st = self->state;
-        if (!st.decoder || st.file != file || st.decoder->pieces() != number) {
-          st.decoder = std::make_unique<data::FileDecoder>(
-              context->listing.files.at(file), file, context->input, context->options.repair_utf8,
-              context->options.nfc,
-              context->options.piece_bytes);
-          st.file = file;
-          while (st.decoder->pieces() < number) st.decoder->next();  // redone after a crash
-        }
         const auto start = std::chrono::steady_clock::now();
-        auto piece = std::make_shared<data::Piece>(st.decoder->next());
+        const bool from_cache = !context->cache_hit.empty() && context->cache_hit[file];
+        auto read = [&]() -> data::Piece {
+          if (from_cache) return st.cached->next();
+          return st.decoder->next();
+        };
+        auto piece = std::make_shared<data::Piece>();
+        try {
+          if ((!st.decoder && !st.cached) || st.file != file || st.next != number) {
+            st.decoder.reset();
+            st.cached.reset();
+            if (from_cache) {
+              st.cached = std::make_unique<data::CacheEntryReader>(context->options.cache_dir,
+                                                                   context->cache_keys[file]);
+            } else {
+              st.decoder = std::make_unique<data::FileDecoder>(
+                  context->listing.files.at(file), file, context->input,
+                  context->options.repair_utf8, context->options.nfc, context->options.piece_bytes);
+            }
+            st.file = file;
+            for (st.next = 0; st.next < number; ++st.next) read();  // redone after a crash
+          }
+          *piece = read();
+          ++st.next;
+        } catch (const data::DataError& error) {  // a damaged cache entry
+          piece->fatal = std::string(error.what()) + " (remove it, or the cache folder)";
+          piece->last = true;
+        }
+        piece->file = file;
         piece->work_seconds =
             std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-        if (st.decoder->done()) st.decoder.reset();
+        if (piece->last || piece->limit_reached) {
+          st.decoder.reset();
+          st.cached.reset();
+        }
         self->send(driver, prep_done_atom::value, piece_ptr(std::move(piece)));
       },
   };
@@ -125,10 +148,30 @@ caf::behavior dedup_worker(caf::event_based_actor* self, context_ptr context, ca
   };
 }
 
+// --cache: the writer's pieces of a file go to its entry, committed with its last.
+void cache_piece(prepare_context& context, const data::Piece& piece) {
+  if (context.cache_keys.empty() || piece.cached) return;
+  if (piece.number == 0) {
+    context.cache_skip = false;
+    context.cache_entry = std::make_unique<data::CacheEntryWriter>(
+        context.options.cache_dir, context.cache_keys[piece.file]);
+  }
+  if (!context.cache_entry || context.cache_skip) return;
+  context.cache_entry->append(piece);
+  if (piece.last || piece.limit_reached) {
+    context.cache_entry->commit();
+    context.cache_entry.reset();
+  }
+}
+
 caf::behavior write_worker(caf::event_based_actor* self, context_ptr context, caf::actor driver) {
   if (context->write_pending) {
     context->builder->rollback(*context->write_pending);
     context->write_pending.reset();
+    if (context->cache_entry) {  // its file is not cached in this run
+      context->cache_entry.reset();
+      context->cache_skip = true;
+    }
   }
   announce(self, driver, PrepareStage::write);
   return {
@@ -148,6 +191,7 @@ caf::behavior write_worker(caf::event_based_actor* self, context_ptr context, ca
         out->problems = in->problems;
         try {
           context->builder->add(*in);
+          cache_piece(*context, *in);
         } catch (const data::DataError& error) {
           out->fatal = error.what();
         }

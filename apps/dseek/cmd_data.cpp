@@ -20,7 +20,7 @@ constexpr const char* kUsage =
     "usage: dseek data prepare --input DIR --output DIR [--tokenizer NAME|FILE]\n"
     "                          [--val-fraction F] [--jsonl-field NAME] [--strict]\n"
     "                          [--include GLOB]... [--exclude GLOB]...\n"
-    "                          [--shard-tokens N] [--max-bytes N] [--workers N]\n"
+    "                          [--shard-tokens N] [--max-bytes N] [--workers N] [--cache DIR]\n"
     "                          [clean, augment and pipeline options: docs/data.md]\n"
     "         tokenizers: bytes (default), gpt2 = r50k_base, cl100k_base, a .tiktoken file\n"
     "       dseek data tokenize --tokenizer NAME|FILE [--decode | --stats] < INPUT\n"
@@ -109,8 +109,9 @@ int prepare(const Args& args) {
       }
       continue;
     }
-    if (flag == "--resume" || flag == "--cache") {
-      return usage(flag + " is not implemented yet (issue 20): a rerun prepares everything again");
+    if (flag == "--resume") {
+      return usage("--resume is not implemented: rerun with the same --cache DIR, which "
+                   "reuses every file the interrupted run finished");
     }
     if (i + 1 >= args.size()) return usage("missing value after " + flag);
     const std::string& value = args[++i];
@@ -137,6 +138,8 @@ int prepare(const Args& args) {
       options.filter.include.push_back(value);
     } else if (flag == "--exclude") {
       options.filter.exclude.push_back(value);
+    } else if (flag == "--cache") {
+      options.cache_dir = value;
     } else if (flag == "--workers") {
       ok = parse_number(value, options.workers) && options.workers > 0 && options.workers <= 1024;
     } else if (flag == "--window") {

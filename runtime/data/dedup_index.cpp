@@ -62,18 +62,23 @@ DropReason DedupIndex::check_and_insert(const PieceDocument& document) {
     }
     if (found != UINT32_MAX) return DropReason::near_duplicate;
   }
+  remember(document);
+  return DropReason::kept;
+}
+
+void DedupIndex::remember(const PieceDocument& document) {
+  const Hash128 hash{document.hash_low, document.hash_high};
   if (settings_.exact_dedup) {
     exact_.insert(hash);
     exact_log_.push_back(hash);
   }
-  if (near) {
+  if (settings_.near_dedup && !document.signature.empty()) {
     const auto id = static_cast<uint32_t>(signatures_.size());
     signatures_.push_back(document.signature);
     for (uint32_t band = 0; band < bands_.bands; ++band) {
       buckets_[band][band_key(document.signature, band)].push_back(id);
     }
   }
-  return DropReason::kept;
 }
 
 void DedupIndex::rollback(const Mark& mark) {

@@ -23,6 +23,8 @@ class DedupIndex {
 
   // exact_duplicate, near_duplicate, or kept (and then remembered).
   DropReason check_and_insert(const PieceDocument& document);
+  // Remembers a document kept before (from the prepare cache) without a check.
+  void remember(const PieceDocument& document);
 
   struct Mark {
     size_t exact = 0, near = 0;

@@ -50,6 +50,7 @@ struct Piece {
   uint32_t number = 0;   // within the file
   bool last = false;     // the file's last piece: `outcome` is the file's
   bool limit_reached = false;  // --max-bytes was reached in this piece: nothing after it
+  bool cached = false;   // from the prepare cache: straight to dedup (replayed) and write
   FileOutcome outcome = FileOutcome::taken;
   std::vector<PieceDocument> documents;
   std::vector<std::string> problems;  // log lines: skipped lines, a damaged file

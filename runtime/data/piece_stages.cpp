@@ -99,12 +99,18 @@ void clean_piece(Piece& piece, const CleanSettings& settings, const MinHasher& h
   }
 }
 
-DedupStage::DedupStage(const CleanSettings& settings, uint64_t max_bytes)
-    : index_(settings), max_bytes_(max_bytes) {}
+DedupStage::DedupStage(const CleanSettings& settings, uint64_t max_bytes, bool keep_signatures)
+    : index_(settings), max_bytes_(max_bytes), keep_signatures_(keep_signatures) {}
 
 void DedupStage::apply(Piece& piece) {
   if (piece.number == 0) file_mark_ = mark();
   for (PieceDocument& document : piece.documents) {
+    if (piece.cached) {  // decided by the run that cached it: remember what it kept
+      if (document.drop != DropReason::kept) continue;
+      index_.remember(document);
+      taken_ += document.text_bytes;
+      continue;
+    }
     if (document.drop != DropReason::kept) continue;
     if (limit_reached()) {
       document.drop = DropReason::beyond_max_bytes;
@@ -117,7 +123,7 @@ void DedupStage::apply(Piece& piece) {
       document.text_bytes = document.text.size();
     }
     taken_ += document.text.size();
-    document.signature = {};  // no longer needed
+    if (!keep_signatures_) document.signature = {};  // no longer needed
   }
   if (limit_reached()) piece.limit_reached = true;
   if (piece.last && (piece.outcome == FileOutcome::damaged ||

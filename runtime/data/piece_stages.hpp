@@ -58,7 +58,8 @@ void clean_piece(Piece& piece, const CleanSettings& settings, const MinHasher& h
 // forgotten once its last piece tells.
 class DedupStage {
  public:
-  DedupStage(const CleanSettings& settings, uint64_t max_bytes);
+  // `keep_signatures`: the writer caches them (--cache).
+  DedupStage(const CleanSettings& settings, uint64_t max_bytes, bool keep_signatures = false);
   void apply(Piece& piece);
   // Undo the piece being applied when its actor crashed half way.
   struct Mark {
@@ -72,6 +73,7 @@ class DedupStage {
  private:
   DedupIndex index_;
   uint64_t max_bytes_;
+  bool keep_signatures_;
   uint64_t taken_ = 0;  // text bytes kept
   Mark file_mark_;      // at the start of the current file
 };

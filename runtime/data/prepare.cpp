@@ -52,6 +52,8 @@ void create_output(const std::filesystem::path& output) {
     if (!fs::is_directory(output, error)) {
       throw DataError("output " + output.string() + " exists and is not a directory");
     }
+    // A run killed before its index was written leaves its token file: start again.
+    fs::remove(output / ".tokens.tmp", error);
     if (!fs::is_empty(output, error)) {
       throw DataError("output directory " + output.string() + " is not empty");
     }
@@ -123,7 +125,8 @@ void write_prepare_report(const PrepareOptions& options, const PrepareSummary& s
       << "data prepare: " << s.replaced_sequences << " invalid UTF-8 sequences replaced, " << s.fim_documents
       << " documents in FIM order; pipeline: " << s.pieces << " pieces, at most "
       << s.peak_pieces << " (window " << s.window << ") and " << s.peak_bytes
-      << " bytes in flight, " << s.restarts << " actors restarted -> " << options.output.string()
+      << " bytes in flight, " << s.restarts << " actors restarted, " << s.cached_files
+      << " files from the cache -> " << options.output.string()
       << "\n";
 
   std::ostringstream json;
@@ -144,6 +147,7 @@ void write_prepare_report(const PrepareOptions& options, const PrepareSummary& s
        << ",\"pieces\":" << s.pieces << ",\"workers\":" << s.workers
        << ",\"window\":" << s.window << ",\"peak_pieces\":" << s.peak_pieces
        << ",\"peak_bytes\":" << s.peak_bytes << ",\"restarts\":" << s.restarts
+       << ",\"cached_files\":" << s.cached_files
        << ",\"seconds\":" << s.seconds << ",\"stages\":{";
   for (size_t i = 0; i < kPrepareStages; ++i) {
     json << (i > 0 ? "," : "") << '"' << prepare_stage_name(static_cast<PrepareStage>(i))

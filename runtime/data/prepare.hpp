@@ -57,6 +57,7 @@ struct PrepareOptions {
   uint32_t window = 0;
   uint64_t piece_bytes = 1u << 20;
   bool progress = true;                   // a progress line per second on the log
+  std::filesystem::path cache_dir;        // --cache: the content-addressed cache (piece_cache.hpp)
   PrepareFaults faults;
 };
 
@@ -93,6 +94,7 @@ struct PrepareSummary {
   uint64_t peak_bytes = 0;        // most bytes those held at once (Piece::bytes)
   uint64_t largest_piece_bytes = 0;
   uint64_t restarts = 0;          // stage actors restarted after a crash
+  uint64_t cached_files = 0;      // files taken from the cache (--cache)
   // Per stage (PrepareStage): documents through it, and its actors' time at work on
   // them (the sum over its workers, so up to workers x the run's time for a pool).
   std::array<uint64_t, kPrepareStages> stage_documents{};

@@ -308,3 +308,50 @@ TEST_CASE("FIM writes sentinels past the byte vocabulary and the index records i
   CHECK(std::count(tokens.begin(), tokens.end(), 256) == static_cast<long>(run.summary.fim_documents));
   CHECK(std::count(tokens.begin(), tokens.end(), 258) == static_cast<long>(run.summary.fim_documents));
 }
+
+TEST_CASE("the cache: a rerun takes every file from it, a changed file misses from there on",
+          "[data][pipeline][cache]") {
+  ScratchDir scratch("prepare-cache");
+  make_corpus(scratch / "in");
+  const fs::path cache = scratch / "cache";
+  auto cached = [&](data::PrepareOptions& o) {
+    o.workers = 2;
+    o.val_fraction = 0.1;
+    o.fim.rate = 0.3;
+    o.cache_dir = cache;
+  };
+  const Run first = prepare(scratch / "in", scratch / "first", cached);
+  CHECK(first.summary.cached_files == 0);
+  const auto expected = output_files(scratch / "first");
+  const Run again = prepare(scratch / "in", scratch / "again", cached);
+  const uint64_t files = 29;  // make_corpus's
+  CHECK(again.summary.cached_files == files);
+  CHECK(again.summary.stage_documents[static_cast<size_t>(data::PrepareStage::tokenize)] == 0);
+  CHECK(output_files(scratch / "again") == expected);
+  CHECK(again.summary.dropped == first.summary.dropped);
+
+  // b2.txt is the 22nd file: the 21 before it still come from the cache.
+  write_file(scratch / "in" / "b2.txt", "another text, among enough ordinary words, in b2\n");
+  const Run changed = prepare(scratch / "in", scratch / "changed", cached);
+  CHECK(changed.summary.cached_files == 21);
+  prepare(scratch / "in", scratch / "uncached", [](data::PrepareOptions& o) {
+    o.val_fraction = 0.1;
+    o.fim.rate = 0.3;
+  });
+  CHECK(output_files(scratch / "changed") == output_files(scratch / "uncached"));
+
+  // A writer that crashed leaves no half entry: the next run is whole again.
+  const Run crashed = prepare(scratch / "in", scratch / "crashed", [&](data::PrepareOptions& o) {
+    cached(o);
+    o.cache_dir = scratch / "cache2";
+    o.faults.crash_stage = data::PrepareStage::write;
+    o.faults.crash_at = 10;
+  });
+  CHECK(crashed.summary.restarts == 1);
+  const Run after = prepare(scratch / "in", scratch / "after", [&](data::PrepareOptions& o) {
+    cached(o);
+    o.cache_dir = scratch / "cache2";
+  });
+  CHECK(after.summary.cached_files >= files - 1);
+  CHECK(output_files(scratch / "after") == output_files(scratch / "uncached"));
+}
