@@ -1,13 +1,18 @@
 // `dseek data prepare` as a user runs it, with the pipeline's options: --workers, the
 // clean and FIM settings, a crash injected into a stage (the run recovers and writes the
-// same data set), the report table and report.json; bad values and the options not
-// built yet (--resume, --cache) are refused with a message.
+// same data set), the report table and report.json; a run killed with kill -9 and
+// started again with the same --cache finishes with the data set of an uninterrupted
+// run; bad values and --resume are refused with a message.
 #include <catch2/catch.hpp>
+
+#include <signal.h>
 
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <thread>
 
+#include "actors/spawned_process.hpp"
 #include "support/node_runs.hpp"
 #include "support/process.hpp"
 #include "support/test_paths.hpp"
@@ -43,8 +48,9 @@ void make_corpus(const std::filesystem::path& dir) {
       text += static_cast<char>('a' + n / 26 % 26);
       text += "ord";
     }
-    lines += "{\"text\": \"" + text + "\"}\n";
-    if (d == 10) lines += "{\"text\": \"" + text + "\"}\n";  // an exact copy
+    const std::string line = std::string("{\"text\": \"").append(text).append("\"}\n");
+    lines += line;
+    if (d == 10) lines += line;  // an exact copy
   }
   lines += "{\"text\": \"tiny\"}\n";
   write_text(dir / "docs.jsonl", lines);
@@ -108,4 +114,57 @@ TEST_CASE("dseek data prepare refuses bad pipeline options and what is not built
   CHECK(threshold.exit_code == 2);
   CHECK_THAT(threshold.output, Catch::Contains("--near-threshold"));
   CHECK_FALSE(std::filesystem::exists(dir / "out"));
+}
+
+TEST_CASE("a prepare killed with kill -9 and run again with its cache writes the same data set",
+          "[data][pipeline][cli][cache]") {
+  ScratchDir dir("prepare-cli-kill");
+  for (int f = 0; f < 60; ++f) {
+    std::string text = "file";
+    for (int w = 0; w < 60; ++w) {
+      text += ' ';
+      text += static_cast<char>('a' + (f * 31 + w * 17) % 26);
+      text += static_cast<char>('a' + (f * 7 + w * 3) % 26);
+      text += static_cast<char>('a' + (f + w * 11) % 26);
+    }
+    write_text(dir / "in" / std::string("f").append(std::to_string(100 + f)).append(".txt"),
+               text + "\n");
+  }
+  auto args = [&](const char* out, bool cached) {
+    std::vector<std::string> a = {bin("dseek"), "data", "prepare", "--input", (dir / "in").string(),
+                                  "--output", (dir / out).string(), "--workers", "2",
+                                  "--val-fraction", "0.1", "--no-progress"};
+    if (cached) a.insert(a.end(), {"--cache", (dir / "cache").string()});
+    return a;
+  };
+  auto whole = run_process(args("whole", false), 60s);
+  REQUIRE(whole.exit_code == 0);
+
+  auto slow = args("out", true);
+  slow.insert(slow.end(), {"--slow-writer-ms", "50"});  // 60 files: 3 s
+  auto running = dseek::test::SpawnedProcess::start(slow, (dir / "killed.log").string());
+  auto entries = [&] {
+    size_t n = 0;
+    std::error_code error;
+    for (const auto& e : std::filesystem::directory_iterator(dir / "cache", error))
+      n += e.path().extension() == ".piece";
+    return n;
+  };
+  for (int i = 0; i < 3000 && entries() < 5; ++i) std::this_thread::sleep_for(10ms);
+  running.signal(SIGKILL);
+  CHECK(running.wait_for(10s) == 128 + SIGKILL);
+  const size_t finished = entries();
+  INFO(finished << " files finished before the kill");
+  REQUIRE(finished >= 5);
+  REQUIRE_FALSE(std::filesystem::exists(dir / "out/index.capnp"));  // never a data set
+
+  auto again = run_process(args("out", true), 60s);  // the same command, into the same OUT
+  INFO(again.output);
+  REQUIRE(again.exit_code == 0);
+  CHECK_THAT(read_text(dir / "out/report.json"),
+             Catch::Contains(std::string("\"cached_files\":").append(std::to_string(finished))));
+  for (const char* file : {"index.capnp", "train-00000.tok", "val-00000.tok"}) {
+    INFO(file);
+    CHECK(read_text(dir / "out" / file) == read_text(dir / "whole" / file));
+  }
 }
