@@ -93,8 +93,13 @@ int prepare(const Args& args) {
       options.input_options.strict = true;
       continue;
     }
-    if (flag == "--keep-bytes") {
+    if (flag == "--keep-bytes" || flag == "--raw") {
       options.repair_utf8 = options.nfc = false;
+      if (flag == "--raw") {  // and no clean stage: every document as it is
+        clean.exact_dedup = clean.near_dedup = false;
+        clean.min_chars = clean.max_chars = 0;
+        clean.max_symbol_ratio = clean.max_digit_ratio = clean.max_repeated_lines = 1.0;
+      }
       continue;
     }
     if (flag == "--no-nfc" || flag == "--no-dedup" || flag == "--no-near-dedup" ||
