@@ -5,7 +5,9 @@
 #include <chrono>
 #include <cstdio>
 #include <deque>
+#include <filesystem>
 #include <map>
+#include <optional>
 #include <string>
 #include <utility>
 
