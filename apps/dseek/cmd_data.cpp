@@ -3,7 +3,6 @@
 // or print its index.
 #include <algorithm>
 #include <charconv>
-#include <chrono>
 #include <cstdio>
 #include <iostream>
 #include <string>
@@ -11,6 +10,7 @@
 
 #include "dseek/cmd_data.hpp"
 #include "dseek/commands.hpp"
+#include "actors/data/prepare_pipeline.hpp"
 #include "runtime/data/dataset_index.hpp"
 #include "runtime/data/prepare.hpp"
 #include "runtime/data/token_dataset.hpp"
@@ -22,16 +22,31 @@ constexpr const char* kUsage =
     "usage: dseek data prepare --input DIR --output DIR [--tokenizer NAME|FILE]\n"
     "                          [--val-fraction F] [--jsonl-field NAME] [--strict]\n"
     "                          [--include GLOB]... [--exclude GLOB]...\n"
-    "                          [--shard-tokens N] [--max-bytes N]\n"
+    "                          [--shard-tokens N] [--max-bytes N] [--workers N] [--cache DIR]\n"
+    "                          [clean, augment and pipeline options: docs/data.md]\n"
     "         tokenizers: bytes (default), gpt2 = r50k_base, cl100k_base, a .tiktoken file\n"
     "       dseek data tokenize --tokenizer NAME|FILE [--decode | --stats] < INPUT\n"
     "       dseek data verify DIR   check every shard against the index\n"
     "       dseek data info DIR     print the index\n";
 
 const std::vector<std::string> kActions = {"prepare", "tokenize", "verify", "info"};
-const std::vector<std::string> kPrepareOptions = {
-    "--input",     "--output",  "--tokenizer", "--val-fraction", "--jsonl-field", "--strict",
-    "--include",   "--exclude", "--shard-tokens", "--max-bytes", "--help"};
+// prepare's options that take a value, and those that do not.
+const std::vector<std::string> kPrepareValueOptions = {
+    "--input", "--output", "--tokenizer", "--val-fraction", "--jsonl-field", "--include",
+    "--exclude", "--shard-tokens", "--max-bytes", "--cache", "--workers", "--window",
+    "--piece-bytes", "--near-threshold", "--minhash-permutations", "--shingle-words",
+    "--min-chars", "--max-chars", "--max-symbol-ratio", "--max-digit-ratio",
+    "--max-repeated-lines", "--fim-rate", "--fim-spm-rate", "--fim-seed", "--inject-crash",
+    "--slow-writer-ms"};
+const std::vector<std::string> kPrepareFlags = {
+    "--strict", "--keep-bytes", "--raw", "--no-nfc", "--no-dedup", "--no-near-dedup",
+    "--no-filters", "--no-progress", "--resume", "--help"};
+
+std::vector<std::string> prepare_options() {
+  std::vector<std::string> all = kPrepareValueOptions;
+  all.insert(all.end(), kPrepareFlags.begin(), kPrepareFlags.end());
+  return all;
+}
 
 template <typename Number>
 bool parse_number(const std::string& text, Number& out) {
@@ -69,8 +84,23 @@ void print_index(const std::string& dir, const data::DatasetIndex& index, bool l
   print_split("validation", index.validation, list_shards);
 }
 
+// The value of an option taking a fraction in [0, 1].
+bool parse_fraction(const std::string& text, double& out) {
+  return parse_number(text, out) && out >= 0.0 && out <= 1.0;
+}
+
+// --inject-crash STAGE:N
+bool parse_crash(const std::string& text, data::PrepareFaults& faults) {
+  const size_t colon = text.find(':');
+  if (colon == std::string::npos) return false;
+  faults.crash_stage = data::parse_prepare_stage(text.substr(0, colon));
+  return faults.crash_stage && parse_number(text.substr(colon + 1), faults.crash_at) &&
+         faults.crash_at > 0;
+}
+
 int prepare(const Args& args) {
   data::PrepareOptions options;
+  data::CleanSettings& clean = options.clean;
   bool have_input = false, have_output = false;
   for (size_t i = 1; i < args.size(); ++i) {
     const std::string& flag = args[i];
@@ -78,8 +108,33 @@ int prepare(const Args& args) {
       options.input_options.strict = true;
       continue;
     }
-    if (std::find(kPrepareOptions.begin(), kPrepareOptions.end(), flag) == kPrepareOptions.end())
-      cli::unknown("option", flag, kPrepareOptions);
+    if (flag == "--keep-bytes" || flag == "--raw") {
+      options.repair_utf8 = options.nfc = false;
+      if (flag == "--raw") {  // and no clean stage: every document as it is
+        clean.exact_dedup = clean.near_dedup = false;
+        clean.min_chars = clean.max_chars = 0;
+        clean.max_symbol_ratio = clean.max_digit_ratio = clean.max_repeated_lines = 1.0;
+      }
+      continue;
+    }
+    if (flag == "--no-nfc" || flag == "--no-dedup" || flag == "--no-near-dedup" ||
+        flag == "--no-filters" || flag == "--no-progress") {
+      if (flag == "--no-nfc") options.nfc = false;
+      if (flag == "--no-dedup") clean.exact_dedup = false;
+      if (flag == "--no-near-dedup") clean.near_dedup = false;
+      if (flag == "--no-progress") options.progress = false;
+      if (flag == "--no-filters") {
+        clean.min_chars = clean.max_chars = 0;
+        clean.max_symbol_ratio = clean.max_digit_ratio = clean.max_repeated_lines = 1.0;
+      }
+      continue;
+    }
+    if (flag == "--resume")
+      throw cli::UsageError("--resume is not implemented: rerun with the same --cache DIR, "
+                            "which reuses every file the interrupted run finished");
+    if (std::find(kPrepareValueOptions.begin(), kPrepareValueOptions.end(), flag) ==
+        kPrepareValueOptions.end())
+      cli::unknown("option", flag, prepare_options());
     if (i + 1 >= args.size()) throw cli::UsageError(flag + " needs a value");
     const std::string& value = args[++i];
     bool ok = true;
@@ -105,16 +160,50 @@ int prepare(const Args& args) {
       options.filter.include.push_back(value);
     } else if (flag == "--exclude") {
       options.filter.exclude.push_back(value);
+    } else if (flag == "--cache") {
+      options.cache_dir = value;
+    } else if (flag == "--workers") {
+      ok = parse_number(value, options.workers) && options.workers > 0 && options.workers <= 1024;
+    } else if (flag == "--window") {
+      ok = parse_number(value, options.window) && options.window >= 2;
+    } else if (flag == "--piece-bytes") {
+      ok = parse_number(value, options.piece_bytes) && options.piece_bytes > 0;
+    } else if (flag == "--near-threshold") {
+      ok = parse_number(value, clean.near_threshold) && clean.near_threshold > 0.0 &&
+           clean.near_threshold <= 1.0;
+    } else if (flag == "--minhash-permutations") {
+      ok = parse_number(value, clean.minhash_permutations) && clean.minhash_permutations > 0 &&
+           clean.minhash_permutations <= 1024;
+    } else if (flag == "--shingle-words") {
+      ok = parse_number(value, clean.shingle_words) && clean.shingle_words > 0;
+    } else if (flag == "--min-chars") {
+      ok = parse_number(value, clean.min_chars);
+    } else if (flag == "--max-chars") {
+      ok = parse_number(value, clean.max_chars);
+    } else if (flag == "--max-symbol-ratio") {
+      ok = parse_fraction(value, clean.max_symbol_ratio);
+    } else if (flag == "--max-digit-ratio") {
+      ok = parse_fraction(value, clean.max_digit_ratio);
+    } else if (flag == "--max-repeated-lines") {
+      ok = parse_fraction(value, clean.max_repeated_lines);
+    } else if (flag == "--fim-rate") {
+      ok = parse_fraction(value, options.fim.rate);
+    } else if (flag == "--fim-spm-rate") {
+      ok = parse_fraction(value, options.fim.spm_rate);
+    } else if (flag == "--fim-seed") {
+      ok = parse_number(value, options.fim.seed);
+    } else if (flag == "--inject-crash") {
+      ok = parse_crash(value, options.faults);
+    } else if (flag == "--slow-writer-ms") {
+      ok = parse_number(value, options.faults.writer_delay_ms);
     }
     if (!ok) throw cli::UsageError("bad value '" + value + "' for " + flag);
   }
   if (!have_input || !have_output) throw cli::UsageError("prepare needs --input and --output");
-  auto start = std::chrono::steady_clock::now();
-  data::PrepareSummary summary = data::prepare_text_dataset(options, std::cout);
-  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  data::PrepareSummary summary = actors::prepare_dataset(options, std::cout);
   std::printf("prepared %llu tokens from %llu bytes in %.2f s\n",
               static_cast<unsigned long long>(summary.train_tokens + summary.val_tokens),
-              static_cast<unsigned long long>(summary.input_bytes), seconds);
+              static_cast<unsigned long long>(summary.input_bytes), summary.seconds);
   return 0;
 }
 

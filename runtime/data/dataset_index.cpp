@@ -12,6 +12,7 @@
 #include <system_error>
 
 #include "runtime/data/byte_tokenizer.hpp"
+#include "runtime/data/fim.hpp"
 #include "runtime/data/file_io.hpp"
 #include "runtime/data/shard_file.hpp"
 #include "runtime/data/tokenizer.hpp"
@@ -97,12 +98,16 @@ DatasetIndex parse_index(kj::ArrayPtr<const capnp::word> words, const std::strin
   const auto kind = parse_tokenizer_name(index.tokenizer);
   // A SentencePiece model's vocabulary is its own (any size).
   const uint32_t expected_vocab = kind ? tokenizer_vocab_size(*kind) : 0;
-  if (!kind || (expected_vocab != 0 && index.vocab_size != expected_vocab) ||
+  // With fill-in-the-middle, three sentinel ids may follow the vocabulary (fim.hpp).
+  const bool known_vocab = index.vocab_size == expected_vocab ||
+                           index.vocab_size == expected_vocab + kFimSentinelIds;
+  if (!kind || (expected_vocab != 0 && !known_vocab) ||
       index.vocab_size == 0 ||
       (index.format_version == 1 && *kind != TokenizerKind::bytes)) {
     throw DataError("data set index " + where + " uses tokenizer '" + index.tokenizer +
                     "' with vocabulary " + std::to_string(index.vocab_size) +
                     "; this build reads bytes (256), r50k_base (50257), cl100k_base (100277) "
+                    "(each + 3 with fill-in-the-middle sentinels) "
                     "and sentencepiece");
   }
   if (index.separator_token >= index.vocab_size) {

@@ -5,13 +5,18 @@
 #include <simdjson.h>
 
 #include <cstring>
-#include <memory>
-#include <vector>
 
 #include "runtime/data/byte_source.hpp"
 #include "runtime/data/token_dataset.hpp"
 
 namespace dseek::data {
+
+class JsonLineParser {
+ public:
+  simdjson::dom::parser parser;
+  std::string padded;
+};
+
 namespace {
 
 InputFormat format_of(const std::string& name) {
@@ -23,103 +28,127 @@ bool is_blank(std::string_view line) {
   return line.find_first_not_of(" \t\r\n") == std::string_view::npos;
 }
 
-class JsonLines {
- public:
-  JsonLines(const SourceFile& file, const InputOptions& options, InputCounts& counts,
-            std::ostream& log, const DocumentSink& sink)
-      : file_(file), options_(options), counts_(counts), log_(log), sink_(sink) {}
-
-  void line(std::string_view text, uint64_t number) {
-    if (is_blank(text)) return;
-    padded_.assign(text.data(), text.size());
-    padded_.reserve(text.size() + simdjson::SIMDJSON_PADDING);
-    simdjson::dom::element root;
-    if (auto error = parser_.parse(padded_.data(), padded_.size(), false).get(root)) {
-      problem(counts_.malformed_lines, number, std::string("malformed JSON (") +
-                                                   simdjson::error_message(error) + ")");
-      return;
-    }
-    simdjson::dom::object object;
-    if (root.get_object().get(object)) {
-      problem(counts_.malformed_lines, number, "the line is not a JSON object");
-      return;
-    }
-    std::string_view value;
-    if (object[options_.jsonl_field].get_string().get(value)) {
-      problem(counts_.missing_field_lines, number,
-              "no string field \"" + options_.jsonl_field + "\"");
-      return;
-    }
-    if (options_.reject_nul_in_lines && value.find('\0') != std::string_view::npos) {
-      problem(counts_.malformed_lines, number,
-              "the text holds a NUL byte (the byte tokenizer's document separator)");
-      return;
-    }
-    sink_(value, number);
-  }
-
- private:
-  void problem(uint64_t& counter, uint64_t number, const std::string& what) {
-    const std::string message = file_.path.string() + ":" + std::to_string(number) + ": " + what;
-    if (options_.strict) throw DataError(message + " (--strict)");
-    ++counter;
-    log_ << "data prepare: skipping " << message << "\n";
-  }
-
-  const SourceFile& file_;
-  const InputOptions& options_;
-  InputCounts& counts_;
-  std::ostream& log_;
-  const DocumentSink& sink_;
-  simdjson::dom::parser parser_;
-  std::string padded_;
-};
-
 }  // namespace
 
-FileOutcome read_documents(const SourceFile& file, const InputOptions& options,
-                           InputCounts& counts, std::ostream& log, const DocumentSink& sink) {
+DocumentReader::DocumentReader(const SourceFile& file, const InputOptions& options)
+    : file_(file), options_(options) {
   Compression compression = Compression::none;
-  std::unique_ptr<ByteSource> source = open_byte_source(file.path, compression);
-  const InputFormat format = format_of(uncompressed_name(file.relative, compression));
-  std::vector<char> chunk(1 << 17);
-  try {
-    if (format == InputFormat::text) {
-      std::string text;
-      while (size_t got = source->read(chunk.data(), chunk.size())) text.append(chunk.data(), got);
-      if (text.empty()) return FileOutcome::empty;
-      if (options.reject_nul && std::memchr(text.data(), 0, text.size()) != nullptr) {
-        return FileOutcome::binary;
-      }
-      sink(text, 0);
-      return FileOutcome::taken;
-    }
-    JsonLines lines(file, options, counts, log, sink);
-    std::string pending;  // a line not ended yet
-    uint64_t number = 0;
-    bool any = false;
-    while (size_t got = source->read(chunk.data(), chunk.size())) {
-      any = true;
-      std::string_view data(chunk.data(), got);
-      size_t start = 0;
-      for (size_t end; (end = data.find('\n', start)) != std::string_view::npos; start = end + 1) {
-        if (pending.empty()) {
-          lines.line(data.substr(start, end - start), ++number);
+  source_ = open_byte_source(file.path, compression);
+  format_ = format_of(uncompressed_name(file.relative, compression));
+  if (format_ == InputFormat::jsonl) parser_ = std::make_unique<JsonLineParser>();
+}
+
+DocumentReader::~DocumentReader() = default;
+
+bool DocumentReader::fill() {
+  if (chunk_.empty()) chunk_.resize(1 << 17);
+  chunk_start_ = 0;
+  chunk_end_ = source_->read(chunk_.data(), chunk_.size());
+  if (chunk_end_ > 0) any_ = true;
+  return chunk_end_ > 0;
+}
+
+// The next line of a JSON Lines file (without its '\n'); false at the end. The line
+// points into the chunk, or into line_ when it spans chunks.
+bool DocumentReader::next_line(std::string_view& line) {
+  line_.clear();
+  bool partial = false;
+  while (true) {
+    if (chunk_start_ < chunk_end_) {
+      std::string_view data(chunk_.data() + chunk_start_, chunk_end_ - chunk_start_);
+      size_t end = data.find('\n');
+      if (end != std::string_view::npos) {
+        chunk_start_ += end + 1;
+        ++number_;
+        if (partial) {
+          line_.append(data.substr(0, end));
+          line = line_;
         } else {
-          pending.append(data.substr(start, end - start));
-          lines.line(pending, ++number);
-          pending.clear();
+          line = data.substr(0, end);
         }
+        return true;
       }
-      pending.append(data.substr(start));
+      line_.append(data);
+      partial = true;
+      chunk_start_ = chunk_end_;
     }
-    if (!pending.empty()) lines.line(pending, ++number);
-    return any ? FileOutcome::taken : FileOutcome::empty;
+    if (!fill()) {
+      if (!partial) return false;
+      ++number_;  // the last line, without a '\n'
+      line = line_;
+      return true;
+    }
+  }
+}
+
+bool DocumentReader::next(std::string_view& text, uint64_t& line) {
+  if (finished_) return false;
+  try {
+    if (format_ == InputFormat::text) {
+      finished_ = true;
+      std::vector<char> buffer(1 << 17);
+      while (size_t got = source_->read(buffer.data(), buffer.size())) text_.append(buffer.data(), got);
+      if (text_.empty()) {
+        outcome_ = FileOutcome::empty;
+        return false;
+      }
+      if (options_.reject_nul && std::memchr(text_.data(), 0, text_.size()) != nullptr) {
+        outcome_ = FileOutcome::binary;
+        return false;
+      }
+      text = text_;
+      line = 0;
+      return true;
+    }
+    std::string_view current;
+    while (true) {
+      if (!next_line(current)) {
+        finished_ = true;
+        outcome_ = any_ ? FileOutcome::taken : FileOutcome::empty;
+        return false;
+      }
+      if (is_blank(current)) continue;
+      JsonLineParser& json = *parser_;
+      json.padded.assign(current.data(), current.size());
+      json.padded.reserve(current.size() + simdjson::SIMDJSON_PADDING);
+      auto problem = [&](uint64_t& counter, const std::string& what) {
+        const std::string message = file_.path.string() + ":" + std::to_string(number_) + ": " + what;
+        if (options_.strict) throw DataError(message + " (--strict)");
+        ++counter;
+        problems.push_back("skipping " + message);
+      };
+      simdjson::dom::element root;
+      if (auto error = json.parser.parse(json.padded.data(), json.padded.size(), false).get(root)) {
+        problem(counts.malformed_lines,
+                std::string("malformed JSON (") + simdjson::error_message(error) + ")");
+        continue;
+      }
+      simdjson::dom::object object;
+      if (root.get_object().get(object)) {
+        problem(counts.malformed_lines, "the line is not a JSON object");
+        continue;
+      }
+      std::string_view value;
+      if (object[options_.jsonl_field].get_string().get(value)) {
+        problem(counts.missing_field_lines, "no string field \"" + options_.jsonl_field + "\"");
+        continue;
+      }
+      if (options_.reject_nul_in_lines && value.find('\0') != std::string_view::npos) {
+        problem(counts.malformed_lines,
+                "the text holds a NUL byte (the byte tokenizer's document separator)");
+        continue;
+      }
+      text = value;  // in the parser's document, valid until the next parse
+      line = number_;
+      return true;
+    }
   } catch (const DamagedInput& error) {
-    if (options.strict) throw DataError(std::string(error.what()) + " (--strict)");
+    if (options_.strict) throw DataError(std::string(error.what()) + " (--strict)");
+    finished_ = true;
     ++counts.damaged_files;
-    log << "data prepare: skipping " << error.what() << " (the whole file)\n";
-    return FileOutcome::damaged;
+    problems.push_back(std::string("skipping ") + error.what() + " (the whole file)");
+    outcome_ = FileOutcome::damaged;
+    return false;
   }
 }
 

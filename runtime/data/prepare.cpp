@@ -1,44 +1,46 @@
-// `dseek data prepare` (see prepare.hpp). The first pass reads, decodes and tokenizes
-// every document into a temporary token file; the split is then fixed by tokens, and
-// the second pass copies each document's tokens into its split's shards, whose headers
-// are written up front; the output is a pure function of the input. The index is
-// written last: without it the directory is not a data set, so an interrupted run is
-// never mistaken for a finished one.
+// `dseek data prepare`'s settings checks, output folder, and final report (see
+// prepare.hpp); the pipeline itself is actors/data/prepare_pipeline.hpp.
 #include "runtime/data/prepare.hpp"
 
-#include <xxhash.h>
-
-#include <algorithm>
-#include <cmath>
-#include <numeric>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
 #include <string>
 #include <system_error>
-#include <vector>
 
 #include "runtime/data/dataset_index.hpp"
-#include "runtime/data/mapped_file.hpp"
-#include "runtime/data/split_writer.hpp"
+#include "runtime/data/file_io.hpp"
 #include "runtime/data/token_dataset.hpp"
-#include "runtime/data/token_spill.hpp"
-#include "runtime/data/tokenizer.hpp"
 
 namespace dseek::data {
 namespace {
 
-struct Document {
-  uint64_t first;       // in the token file
-  uint64_t tokens;
-  uint64_t key_hash;    // of "relative path\nline": decides the split
-  uint64_t val_tokens = 0;  // its first val_tokens tokens go to validation
-};
+constexpr std::array<const char*, kPrepareStages> kStageNames = {
+    "decode", "clean", "dedup", "tokenize", "augment", "write"};
 
-void check_options(const PrepareOptions& options) {
+}  // namespace
+
+const char* prepare_stage_name(PrepareStage stage) {
+  return kStageNames[static_cast<size_t>(stage)];
+}
+
+std::optional<PrepareStage> parse_prepare_stage(std::string_view name) {
+  for (size_t i = 0; i < kPrepareStages; ++i) {
+    if (name == kStageNames[i]) return static_cast<PrepareStage>(i);
+  }
+  return std::nullopt;
+}
+
+void check_prepare_options(const PrepareOptions& options) {
   if (!(options.val_fraction >= 0.0 && options.val_fraction < 1.0)) {
     throw DataError("validation fraction must be in [0, 1), not " +
                     std::to_string(options.val_fraction));
   }
   if (options.shard_tokens == 0) throw DataError("shard size must be at least one token");
   if (options.input_options.jsonl_field.empty()) throw DataError("the JSONL field name is empty");
+  if (options.piece_bytes == 0) throw DataError("the piece size must be at least one byte");
+  check_clean_settings(options.clean);
+  check_fim_settings(options.fim);
 }
 
 // The output must not hold anything: refusing is what protects an existing data set
@@ -50,6 +52,8 @@ void create_output(const std::filesystem::path& output) {
     if (!fs::is_directory(output, error)) {
       throw DataError("output " + output.string() + " exists and is not a directory");
     }
+    // A run killed before its index was written leaves its token file: start again.
+    fs::remove(output / ".tokens.tmp", error);
     if (!fs::is_empty(output, error)) {
       throw DataError("output directory " + output.string() + " is not empty");
     }
@@ -61,47 +65,6 @@ void create_output(const std::filesystem::path& output) {
   }
 }
 
-// The split rule: documents in the order of their key's hash give validation their
-// tokens until it holds round(val_fraction x all tokens); the document that reaches the
-// share is cut there (its start in validation, its rest in train). The share is exact,
-// and a document moves only when documents before it in hash order change.
-uint64_t assign_splits(std::vector<Document>& documents, double val_fraction, uint64_t total) {
-  uint64_t target = static_cast<uint64_t>(std::llround(val_fraction * static_cast<double>(total)));
-  if (total > 0) target = std::min(target, total - 1);  // training always gets data
-  std::vector<size_t> order(documents.size());
-  std::iota(order.begin(), order.end(), 0);
-  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-    return documents[a].key_hash != documents[b].key_hash
-               ? documents[a].key_hash < documents[b].key_hash
-               : a < b;
-  });
-  uint64_t taken = 0;
-  for (size_t i : order) {
-    if (taken == target) break;
-    documents[i].val_tokens = std::min(documents[i].tokens, target - taken);
-    taken += documents[i].val_tokens;
-  }
-  return taken;
-}
-
-struct SplitPlan {
-  uint64_t documents = 0, tokens = 0;
-  void add(uint64_t count) {
-    if (count == 0) return;
-    tokens += count + (documents > 0 ? 1 : 0);  // a separator between documents
-    ++documents;
-  }
-};
-
-}  // namespace
-
-namespace {
-
-PrepareSummary prepare_into_output(const PrepareOptions& options,
-                                   const std::filesystem::path& input, const Tokenizer& tokenizer,
-                                   const SourceListing& listing, std::ostream& log);
-
-// Removes what a failed preparation wrote into the output (which was empty before).
 void clear_output(const std::filesystem::path& output) {
   std::error_code error;
   for (const auto& entry : std::filesystem::directory_iterator(output, error)) {
@@ -109,166 +72,92 @@ void clear_output(const std::filesystem::path& output) {
   }
 }
 
-}  // namespace
-
-PrepareSummary prepare_text_dataset(const PrepareOptions& options, std::ostream& log) {
-  check_options(options);
-  std::filesystem::path input = std::filesystem::absolute(options.input).lexically_normal();
-  // "dir/" and "dir" are the same input and must give the same index.
-  if (!input.has_filename() && input.has_parent_path()) input = input.parent_path();
-  const std::unique_ptr<Tokenizer> tokenizer = open_tokenizer(options.tokenizer);
-  const SourceListing listing = list_source_files(input, options.filter);
-  log << "data prepare: " << listing.files.size() << " files under " << input.string() << " ("
-      << listing.hidden << " hidden or version-control files and " << listing.filtered
-      << " left out by --include/--exclude), tokenizer " << tokenizer->name() << "\n";
-  create_output(options.output);
-  try {
-    return prepare_into_output(options, input, *tokenizer, listing, log);
-  } catch (...) {
-    clear_output(options.output);
-    throw;
+void write_prepare_report(const PrepareOptions& options, const PrepareSummary& s,
+                          std::ostream& log) {
+  const double seconds = s.seconds > 0 ? s.seconds : 1e-9;
+  const double mb = static_cast<double>(s.read_bytes) / 1e6;
+  char line[256];
+  log << "data prepare: " << s.documents << " documents (" << s.train_documents
+      << " with train tokens, " << s.val_documents << " with validation tokens), "
+      << s.skipped_files << " files skipped (" << s.binary_files << " binary, "
+      << s.unreadable_files << " unreadable, " << s.empty_files << " empty, " << s.damaged_files
+      << " damaged), " << s.malformed_lines << " malformed JSON lines and "
+      << s.missing_field_lines << " without \"" << options.input_options.jsonl_field
+      << "\" skipped, " << s.empty_documents << " empty documents\n";
+  log << "data prepare: report\n";
+  std::snprintf(line, sizeof line, "  %-26s %12llu\n", "documents in",
+                static_cast<unsigned long long>(s.documents_in));
+  log << line;
+  for (size_t i = 0; i < kDropReasons; ++i) {
+    std::snprintf(line, sizeof line, "  %-8s%-18s %12llu\n", i == 0 ? "" : "dropped ",
+                  drop_reason_name(static_cast<DropReason>(i)),
+                  static_cast<unsigned long long>(s.dropped[i]));
+    log << line;
   }
+  std::snprintf(line, sizeof line,
+                "  %-26s %12llu (%llu train, %llu validation, with separators)\n", "tokens out",
+                static_cast<unsigned long long>(s.train_tokens + s.val_tokens),
+                static_cast<unsigned long long>(s.train_tokens),
+                static_cast<unsigned long long>(s.val_tokens));
+  log << line;
+  std::snprintf(line, sizeof line,
+                "  %-26s %12.2f s, %.2f MB/s, %.0f documents/s, %.0f tokens/s on %u workers\n",
+                "time", s.seconds, mb / seconds, static_cast<double>(s.documents_in) / seconds,
+                static_cast<double>(s.content_tokens) / seconds, s.workers);
+  log << line;
+  for (size_t i = 0; i < kPrepareStages; ++i) {
+    const double busy = s.stage_busy_seconds[i];
+    std::snprintf(line, sizeof line, "  stage %-20s %12llu documents, busy %.2f s (%.0f documents/s)\n",
+                  prepare_stage_name(static_cast<PrepareStage>(i)),
+                  static_cast<unsigned long long>(s.stage_documents[i]), busy,
+                  busy > 0 ? static_cast<double>(s.stage_documents[i]) / busy : 0.0);
+    log << line;
+  }
+  log << "data prepare: " << s.content_tokens << " tokens of " << s.tokenizer << " (vocabulary "
+      << s.vocab_size << ", "
+      << (dtype_for_vocab(s.vocab_size) == TokenDtype::uint16_le ? "uint16" : "uint32")
+      << "): " << s.val_content_tokens << " for validation ("
+      << (s.content_tokens ? 100.0 * static_cast<double>(s.val_content_tokens) /
+                                 static_cast<double>(s.content_tokens)
+                           : 0)
+      << "%, asked " << 100.0 * options.val_fraction << "%); " << s.train_tokens << " train and "
+      << s.val_tokens << " validation tokens with separators in " << s.shards << " shards\n"
+      << "data prepare: " << s.replaced_sequences << " invalid UTF-8 sequences replaced, " << s.fim_documents
+      << " documents in FIM order; pipeline: " << s.pieces << " pieces, at most "
+      << s.peak_pieces << " (window " << s.window << ") and " << s.peak_bytes
+      << " bytes in flight, " << s.restarts << " actors restarted, " << s.cached_files
+      << " files from the cache -> " << options.output.string()
+      << "\n";
+
+  std::ostringstream json;
+  json << "{\"documents_in\":" << s.documents_in << ",\"dropped\":{";
+  for (size_t i = 1; i < kDropReasons; ++i) {
+    json << (i > 1 ? "," : "") << '"' << drop_reason_name(static_cast<DropReason>(i))
+         << "\":" << s.dropped[i];
+  }
+  json << "},\"documents\":" << s.documents << ",\"train_tokens\":" << s.train_tokens
+       << ",\"val_tokens\":" << s.val_tokens << ",\"content_tokens\":" << s.content_tokens
+       << ",\"skipped_files\":{\"binary\":" << s.binary_files
+       << ",\"unreadable\":" << s.unreadable_files << ",\"empty\":" << s.empty_files
+       << ",\"damaged\":" << s.damaged_files
+       << "},\"skipped_lines\":{\"malformed\":" << s.malformed_lines
+       << ",\"missing_field\":" << s.missing_field_lines
+       << "},\"replaced_utf8_sequences\":" << s.replaced_sequences
+       << ",\"fim_documents\":" << s.fim_documents << ",\"read_bytes\":" << s.read_bytes
+       << ",\"pieces\":" << s.pieces << ",\"workers\":" << s.workers
+       << ",\"window\":" << s.window << ",\"peak_pieces\":" << s.peak_pieces
+       << ",\"peak_bytes\":" << s.peak_bytes << ",\"restarts\":" << s.restarts
+       << ",\"cached_files\":" << s.cached_files
+       << ",\"seconds\":" << s.seconds << ",\"stages\":{";
+  for (size_t i = 0; i < kPrepareStages; ++i) {
+    json << (i > 0 ? "," : "") << '"' << prepare_stage_name(static_cast<PrepareStage>(i))
+         << "\":{\"documents\":" << s.stage_documents[i]
+         << ",\"busy_seconds\":" << s.stage_busy_seconds[i] << "}";
+  }
+  json << "}}\n";
+  std::ofstream out(options.output / "report.json", std::ios::binary | std::ios::trunc);
+  out << json.str();
+  if (!out) throw DataError("cannot write " + (options.output / "report.json").string());
 }
-
-namespace {
-
-PrepareSummary prepare_into_output(const PrepareOptions& options,
-                                   const std::filesystem::path& input, const Tokenizer& tokenizer,
-                                   const SourceListing& listing, std::ostream& log) {
-  PrepareSummary summary;
-  summary.hidden_files = listing.hidden;
-  summary.filtered_files = listing.filtered;
-  InputCounts counts;
-  InputOptions input_options = options.input_options;
-  input_options.reject_nul_in_lines = tokenizer.kind() == TokenizerKind::bytes;
-  std::vector<Document> documents;
-  TokenSpill spill(options.output / ".tokens.tmp");
-  std::vector<uint32_t> ids;
-  std::string key;
-  for (const SourceFile& file : listing.files) {
-    if (options.max_bytes != 0 && summary.input_bytes >= options.max_bytes) break;
-    const uint64_t spill_mark = spill.size(), bytes_mark = summary.input_bytes;
-    const size_t documents_mark = documents.size();
-    const uint64_t empty_mark = summary.empty_documents;
-    FileOutcome outcome = FileOutcome::taken;
-    bool in_sink = false;  // an error while tokenizing or spilling is not the file's
-    try {
-      outcome = read_documents(
-          file, input_options, counts, log, [&](std::string_view text, uint64_t line) {
-            in_sink = true;
-            if (options.max_bytes != 0) {
-              if (summary.input_bytes >= options.max_bytes) {
-                in_sink = false;
-                return;
-              }
-              text = text.substr(0, options.max_bytes - summary.input_bytes);
-            }
-            ids.clear();
-            tokenizer.encode(text, ids);
-            if (ids.empty()) {
-              ++summary.empty_documents;
-              in_sink = false;
-              return;
-            }
-            summary.input_bytes += text.size();
-            key = file.relative;
-            key += '\n';
-            key += std::to_string(line);
-            documents.push_back({spill.size(), ids.size(), XXH64(key.data(), key.size(), 0)});
-            spill.append(ids.data(), ids.size());
-            in_sink = false;
-          });
-    } catch (const DataError& error) {
-      if (options.input_options.strict || in_sink) throw;
-      log << "data prepare: skipping unreadable " << error.what() << "\n";
-      outcome = FileOutcome::unreadable;
-      ++summary.unreadable_files;
-    }
-    if (outcome == FileOutcome::damaged || outcome == FileOutcome::unreadable) {
-      // none of the file's documents
-      spill.truncate(spill_mark);
-      documents.resize(documents_mark);
-      summary.input_bytes = bytes_mark;
-      summary.empty_documents = empty_mark;
-    }
-    if (outcome == FileOutcome::empty) ++summary.empty_files;
-    if (outcome == FileOutcome::binary) ++summary.binary_files;
-  }
-  spill.finish();
-  summary.damaged_files = counts.damaged_files;
-  summary.malformed_lines = counts.malformed_lines;
-  summary.missing_field_lines = counts.missing_field_lines;
-  summary.skipped_files = summary.unreadable_files + summary.empty_files + summary.binary_files +
-                          summary.damaged_files;
-  if (documents.empty()) {
-    throw DataError("no documents under " + input.string() + " (" +
-                    std::to_string(summary.skipped_files) + " files skipped)");
-  }
-  summary.content_tokens = spill.size();
-  summary.val_content_tokens = assign_splits(documents, options.val_fraction, spill.size());
-
-  SplitPlan train_plan, val_plan;
-  for (const Document& document : documents) {
-    val_plan.add(document.val_tokens);
-    train_plan.add(document.tokens - document.val_tokens);
-  }
-  const TokenDtype dtype = dtype_for_vocab(tokenizer.vocab_size());
-  SplitWriter train(options.output, "train", train_plan.tokens, options.shard_tokens, dtype,
-                    tokenizer.separator());
-  SplitWriter validation(options.output, "val", val_plan.tokens, options.shard_tokens, dtype,
-                         tokenizer.separator());
-  {
-    const MappedFile tokens = MappedFile::open(spill.path());
-    const auto* all = reinterpret_cast<const uint32_t*>(tokens.bytes().data());
-    for (const Document& document : documents) {
-      if (document.val_tokens > 0) validation.append_document(all + document.first, document.val_tokens);
-      if (document.tokens > document.val_tokens) {
-        train.append_document(all + document.first + document.val_tokens,
-                              document.tokens - document.val_tokens);
-      }
-    }
-  }
-
-  DatasetIndex index;
-  index.tokenizer = tokenizer.name();
-  index.tokenizer_sha256 = tokenizer.files_sha256();
-  index.vocab_size = tokenizer.vocab_size();
-  index.token_dtype = dtype;
-  index.separator_token = tokenizer.separator();
-  index.source_dir = input.string();
-  index.input_bytes = summary.input_bytes;
-  index.skipped_files = summary.skipped_files;
-  index.skipped_records = summary.malformed_lines + summary.missing_field_lines;
-  index.val_fraction = options.val_fraction;
-  index.train = train.finish();
-  index.validation = validation.finish();
-  write_dataset_index(options.output, index);
-
-  summary.documents = documents.size();
-  summary.train_documents = index.train.documents;
-  summary.val_documents = index.validation.documents;
-  summary.train_tokens = index.train.tokens;
-  summary.val_tokens = index.validation.tokens;
-  summary.shards = index.train.shards.size() + index.validation.shards.size();
-  log << "data prepare: " << summary.documents << " documents (" << summary.train_documents
-      << " with train tokens, " << summary.val_documents << " with validation tokens), "
-      << summary.skipped_files << " files skipped (" << summary.binary_files << " binary, "
-      << summary.unreadable_files << " unreadable, " << summary.empty_files << " empty, "
-      << summary.damaged_files << " damaged), " << summary.malformed_lines
-      << " malformed JSON lines and " << summary.missing_field_lines << " without \""
-      << options.input_options.jsonl_field << "\" skipped, " << summary.empty_documents
-      << " empty documents\n"
-      << "data prepare: " << summary.content_tokens << " tokens of " << tokenizer.name()
-      << " (vocabulary " << tokenizer.vocab_size() << ", "
-      << (dtype == TokenDtype::uint16_le ? "uint16" : "uint32") << "): "
-      << summary.val_content_tokens << " for validation ("
-      << (summary.content_tokens ? 100.0 * summary.val_content_tokens / summary.content_tokens : 0)
-      << "%, asked " << 100.0 * options.val_fraction << "%); " << summary.train_tokens
-      << " train and " << summary.val_tokens << " validation tokens with separators in "
-      << summary.shards << " shards -> " << options.output.string() << "\n";
-  return summary;
-}
-
-}  // namespace
 
 }  // namespace dseek::data

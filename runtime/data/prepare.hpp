@@ -1,20 +1,38 @@
-// `dseek data prepare`: turns a directory of text and JSON Lines files (optionally gzip
-// or zstd compressed) into a prepared token data set: tokens of a chosen tokenizer in
-// shards (uint16 when the vocabulary fits, else uint32), a train/validation split by
-// share of tokens, an xxHash64 checksum per shard, and a Cap'n Proto index that records
-// the tokenizer, the SHA-256 of its rank file and its vocabulary. See token_dataset.hpp
-// for the reader.
+// `dseek data prepare`'s settings and results: inputs (a directory of text and JSON Lines
+// files, optionally gzip or zstd compressed), the clean, tokenize and augment settings,
+// the pipeline's sizes, and what a run did. The pipeline of actors that does the work is
+// actors/data/prepare_pipeline.hpp; its stages' pure functions are piece_stages.hpp and
+// dataset_builder.hpp here. See token_dataset.hpp for the reader.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <ostream>
 #include <string>
 
+#include "runtime/data/clean_settings.hpp"
+#include "runtime/data/fim.hpp"
 #include "runtime/data/input_documents.hpp"
+#include "runtime/data/piece.hpp"
 #include "runtime/data/source_files.hpp"
 
 namespace dseek::data {
+
+// The pipeline's stages, in order. decode, clean, tokenize and augment are pools of
+// `workers` actors; dedup and write take the pieces one at a time in corpus order.
+enum class PrepareStage : uint8_t { decode, clean, dedup, tokenize, augment, write };
+inline constexpr size_t kPrepareStages = 6;
+const char* prepare_stage_name(PrepareStage stage);
+std::optional<PrepareStage> parse_prepare_stage(std::string_view name);
+
+// Faults for tests (`--inject-crash STAGE:N`, `--slow-writer-ms MS`).
+struct PrepareFaults {
+  std::optional<PrepareStage> crash_stage;  // the actor of this stage that takes its
+  uint64_t crash_at = 0;                    // crash_at-th piece (1-based) throws, once
+  uint32_t writer_delay_ms = 0;             // the writer sleeps this long per piece
+};
 
 struct PrepareOptions {
   std::filesystem::path input;            // directory walked recursively
@@ -26,6 +44,21 @@ struct PrepareOptions {
                                           // (the document that reaches it is cut there)
   InputOptions input_options;             // JSONL text field, --strict
   SourceFilter filter;                    // --include / --exclude globs
+  // The decode stage: invalid UTF-8 replaced by U+FFFD, then Unicode NFC. Both off
+  // (--keep-bytes) passes the bytes as they are (the byte tokenizer takes any).
+  bool repair_utf8 = true;
+  bool nfc = true;
+  CleanSettings clean;
+  FimSettings fim;
+  // The pipeline: `workers` actors per pool stage (0: the cores), at most `window`
+  // pieces between reading and writing (0: 4 per worker, at least 8), pieces of at
+  // most `piece_bytes` of text (a larger document is a piece of its own).
+  uint32_t workers = 0;
+  uint32_t window = 0;
+  uint64_t piece_bytes = 1u << 20;
+  bool progress = true;                   // a progress line per second on the log
+  std::filesystem::path cache_dir;        // --cache: the content-addressed cache (piece_cache.hpp)
+  PrepareFaults faults;
 };
 
 struct PrepareSummary {
@@ -47,12 +80,39 @@ struct PrepareSummary {
   uint64_t filtered_files = 0;    // left out by --include/--exclude
   uint64_t malformed_lines = 0;   // JSON Lines that are not a JSON object
   uint64_t missing_field_lines = 0;
-  uint64_t empty_documents = 0;   // no tokens (an empty text field)
+  uint64_t empty_documents = 0;   // no text or no tokens (= dropped[empty])
   uint64_t input_bytes = 0;       // bytes of the documents' text taken
+  // The pipeline's report.
+  uint64_t documents_in = 0;      // documents read from the files taken
+  std::array<uint64_t, kDropReasons> dropped{};  // by DropReason (kept: the documents)
+  uint64_t replaced_sequences = 0;  // invalid UTF-8 replaced by U+FFFD
+  uint64_t fim_documents = 0;
+  uint64_t read_bytes = 0;        // decoded text bytes of every document read
+  uint64_t pieces = 0;
+  uint32_t workers = 0, window = 0;
+  uint64_t peak_pieces = 0;       // most pieces between reading and writing at once
+  uint64_t peak_bytes = 0;        // most bytes those held at once (Piece::bytes)
+  uint64_t largest_piece_bytes = 0;
+  uint64_t restarts = 0;          // stage actors restarted after a crash
+  uint64_t cached_files = 0;      // files taken from the cache (--cache)
+  // Per stage (PrepareStage): documents through it, and its actors' time at work on
+  // them (the sum over its workers, so up to workers x the run's time for a pool).
+  std::array<uint64_t, kPrepareStages> stage_documents{};
+  std::array<double, kPrepareStages> stage_busy_seconds{};
+  double seconds = 0;
+  uint32_t vocab_size = 0;        // the data set's (the tokenizer's, + FIM sentinels)
+  std::string tokenizer;          // its canonical name
 };
 
-// Writes the data set; throws DataError naming the file on any failure. Progress,
-// skipped inputs and the summary go to `log`.
-PrepareSummary prepare_text_dataset(const PrepareOptions& options, std::ostream& log);
+// Throws DataError on settings out of range.
+void check_prepare_options(const PrepareOptions& options);
+// The output must be empty or absent; created. Throws DataError naming it.
+void create_output(const std::filesystem::path& output);
+// Removes what a failed preparation wrote into the output (which was empty before).
+void clear_output(const std::filesystem::path& output);
+// The final table (documents in, kept, dropped by reason, tokens, throughput) and
+// OUT/report.json.
+void write_prepare_report(const PrepareOptions& options, const PrepareSummary& summary,
+                          std::ostream& log);
 
 }  // namespace dseek::data

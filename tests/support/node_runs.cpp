@@ -27,7 +27,8 @@ const std::filesystem::path& prepared_text() {
   static bool ready = false;
   if (!ready) {
     auto result = run_process({bin("dseek"), "data", "prepare", "--input", "/usr/lib/python3.11",
-                               "--output", (dir / "text").string(), "--max-bytes", "3000000"},
+                               "--output", (dir / "text").string(), "--max-bytes", "3000000",
+                               "--raw"},  // the files' bytes: the jobs' figures are tuned on them
                               60s);
     INFO(result.output);
     REQUIRE(result.exit_code == 0);

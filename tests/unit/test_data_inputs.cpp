@@ -19,6 +19,7 @@
 
 #include "runtime/data/dataset_index.hpp"
 #include "runtime/data/glob_match.hpp"
+#include "actors/data/prepare_pipeline.hpp"
 #include "runtime/data/prepare.hpp"
 #include "runtime/data/token_dataset.hpp"
 #include "runtime/data/tokenizer.hpp"
@@ -80,7 +81,7 @@ Prepared prepare(const fs::path& input, const fs::path& output,
   options.val_fraction = 0;
   if (adjust) adjust(options);
   std::ostringstream log;
-  Prepared result{data::prepare_text_dataset(options, log), log.str()};
+  Prepared result{dseek::actors::prepare_dataset(options, log), log.str()};
   return result;
 }
 
