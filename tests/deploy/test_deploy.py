@@ -192,8 +192,9 @@ class Manifests(unittest.TestCase):
             # volume and GPUs: a prepared data set, the CPU.
             (pathlib.Path(scratch) / "text").mkdir()
             (pathlib.Path(scratch) / "text" / "a.txt").write_text("some text to train on\n" * 200)
-            prepared = subprocess.run([str(BINARY / "bin" / "dseek"), "data", "prepare", "--input",
-                                       str(pathlib.Path(scratch) / "text"), "--output",
+            # --raw: the repeated line is the whole document (the clean stage would drop it).
+            prepared = subprocess.run([str(BINARY / "bin" / "dseek"), "data", "prepare", "--raw",
+                                       "--input", str(pathlib.Path(scratch) / "text"), "--output",
                                        str(pathlib.Path(scratch) / "data")],
                                       capture_output=True, text=True, timeout=60)
             self.assertEqual(prepared.returncode, 0, prepared.stderr)
