@@ -11,9 +11,10 @@
 # a table of medians with dseek/pytorch in bf16 and each side's bf16/fp32 speed-up.
 # Environment as bench/train_vs_pytorch.sh (OPENBLAS_CORETYPE untouched; PyTorch gets
 # OMP_WAIT_POLICY=PASSIVE and OPENBLAS_NUM_THREADS=<threads>). The header says whether
-# the CPU has AVX-512 BF16 instructions: without them neither side has a bf16 GEMM kernel
-# faster than fp32, and the comparison measures the cost of the bf16 rounding, not
-# bf16 speed. Exits non-zero if a run fails.
+# the CPU has AVX-512 BF16 or AMX instructions (without them neither side has a bf16 GEMM
+# kernel faster than fp32, and the comparison measures the cost of the bf16 rounding,
+# not bf16 speed) and which kernels dseek's matmuls ran (`dseek bench train`'s
+# matmul_kernels: oneDNN's ISA and implementations). Exits non-zero if a run fails.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -23,10 +24,14 @@ source bench/lib/common.sh
 HELP_LINES=2,16 parse_train_bench_args "$@"
 read -r dim layers heads context vocab batch _ < <(model_shape "$config")
 avx512=$( (grep -o 'avx512[a-z_0-9]*' /proc/cpuinfo || true) | sort -u | tr '\n' ' ')
+amx=$( (grep -o 'amx[a-z_0-9]*' /proc/cpuinfo || true) | sort -u | tr '\n' ' ')
 
 echo "# dseek bf16 vs PyTorch bf16 autocast, $(date -u '+%Y-%m-%d %H:%M UTC')"
 machine_line
-echo "AVX-512 flags: ${avx512:-none}"
+echo "AVX-512 flags: ${avx512:-none}; AMX flags: ${amx:-none}"
+echo "dseek matmul kernels: $("$dseek" bench train --config "$config" --threads 1 --steps 1 --warmup 0 \
+  --set 'train.precision="bf16"' | "$py" -c 'import sys, json; print(json.loads(sys.stdin.read().strip().splitlines()[-1])["matmul_kernels"])')"
+echo "load: $(uptime | sed 's/.*load average/load average/')"
 echo "model: $config: dim $dim, layers $layers, heads $heads, context $context, vocab $vocab, batch $batch"
 echo "steps: $warmup warm-up + $steps timed per run, $runs runs per side, interleaved"
 blas_line

@@ -89,6 +89,7 @@ int bench_train(const Args& args) {
                           ? config.train.threads
                           : static_cast<int64_t>(std::thread::hardware_concurrency()))
       .add("backend", trainer.backend().name())
+      .add("matmul_kernels", trainer.backend().matmul_kernels())
       .add("precision", config::name_of(config.train.precision))
       .add("dim", config.model.dim).add("layers", config.model.layers)
       .add("heads", config.model.heads).add("context", config.model.context)

@@ -65,6 +65,9 @@ class Backend {
  public:
   virtual ~Backend() = default;
   virtual std::string name() const = 0;
+  // What runs the matmuls, for benchmarks to print (the CPU: oneDNN's version, the ISA it
+  // dispatched to and the implementation of each primitive so far); empty by default.
+  virtual std::string matmul_kernels() const { return {}; }
 
   // --- memory -------------------------------------------------------------------
   virtual void* allocate(size_t bytes) = 0;  // zero-filled
@@ -210,8 +213,8 @@ class Backend {
                             float weight_decay, int64_t step, float grad_scale) = 0;
 };
 
-// The CPU backend: OpenBLAS sgemm and vectorized loops on `threads` threads
-// (0 = all cores). Results are deterministic for a given thread count.
+// The CPU backend: OpenBLAS sgemm (fp32), oneDNN (bf16) and vectorized loops on `threads`
+// threads (0 = all cores). Results are deterministic for a given thread count.
 std::unique_ptr<Backend> make_cpu_backend(int threads);
 // The same, allocating its memory from `memory` (the gradient_shard actors' moments, in
 // the trainer backend's host memory: pinned when it is a CUDA device's).

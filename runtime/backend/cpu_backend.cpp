@@ -21,11 +21,15 @@ int resolve_threads(int threads) {
 }  // namespace
 
 CpuBackend::CpuBackend(int threads, std::shared_ptr<HostMemory> memory)
-    : memory_(std::move(memory)), pool_(resolve_threads(threads)) {
+    : memory_(std::move(memory)), pool_(resolve_threads(threads)), gemm_(pool_.size()) {
   // sgemm runs single-threaded inside our chunks (see thread_pool.hpp).
   openblas_set_num_threads(1);
   scratch_.resize(static_cast<size_t>(pool_.size()));
   partials_.resize(static_cast<size_t>(pool_.size()));
+}
+
+std::string CpuBackend::matmul_kernels() const {
+  return "fp32: OpenBLAS " + std::string(openblas_get_corename()) + "; bf16: " + gemm_.report();
 }
 
 std::unique_ptr<Backend> make_cpu_backend(int threads) {

@@ -1,5 +1,5 @@
-// The CPU backend (backend.hpp): OpenBLAS sgemm on blocks split across dseek's own
-// thread pool, and fused, vectorized loops for everything else. Each group of ops lives
+// The CPU backend (backend.hpp): OpenBLAS sgemm (fp32) and oneDNN matmuls (bf16,
+// cpu_onednn_gemm.hpp) on blocks split across dseek's own thread pool, and fused, vectorized loops for everything else. Each group of ops lives
 // in its own cpu_*.cpp file; this header is shared by them only.
 #pragma once
 
@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "runtime/backend/backend.hpp"
+#include "runtime/backend/cpu_onednn_gemm.hpp"
 #include "runtime/util/thread_pool.hpp"
 
 namespace dseek::backend {
@@ -15,6 +16,7 @@ class CpuBackend final : public Backend {
  public:
   explicit CpuBackend(int threads, std::shared_ptr<HostMemory> memory = aligned_host_memory());
   std::string name() const override { return "cpu"; }
+  std::string matmul_kernels() const override;
   int threads() const { return pool_.size(); }
 
   void* allocate(size_t bytes) override;
@@ -98,20 +100,28 @@ class CpuBackend final : public Backend {
   void scaled_matmul_backward(float* dinp, float* dw, float* dbias, const float* dout,
                               const float* bias_dout, const float* inp, const float* w, int N,
                               int C, int OC, float alpha_dinp, float alpha_dw);
-  // cpu_matmul_mixed.cpp: operand `which` rounded to bf16, or quantized to fp8 with its
-  // scale (raising its amax), into the operand's scratch; returns the scratch.
+  // cpu_matmul_mixed.cpp: operand `which` quantized to fp8 with its scale (raising its
+  // amax), into the operand's scratch; returns the scratch.
   enum Operand { kInput, kWeight, kOutputGrad, kOperands };
-  const float* to_bf16(Operand which, const float* x, size_t n);
   const float* to_fp8(Operand which, const float* x, size_t n, const Fp8OperandScaling& scaling);
+  // cpu_matmul_bf16.cpp: the bf16 matmuls through oneDNN, on operands rounded by
+  // to_bf16_bits into the operand's bf16 scratch.
+  const uint16_t* to_bf16_bits(Operand which, const float* x, size_t n);
+  void bf16_matmul_forward(float* out, const float* inp, const float* w, const float* bias,
+                           int N, int C, int OC);
+  void bf16_matmul_backward(float* dinp, float* dw, float* dbias, const float* dout,
+                            const float* inp, const float* w, int N, int C, int OC);
 
   std::shared_ptr<HostMemory> memory_;  // where allocate() takes its blocks from
   util::ThreadPool pool_;
   std::vector<std::vector<float>> scratch_;
   std::vector<double> partials_;  // one per thread, for the reductions
   std::atomic<size_t> in_use_bytes_{0}, peak_bytes_{0};
-  // Rounded or quantized matmul operands; grown on first use only.
+  // Quantized (fp8) matmul operands; grown on first use only.
   std::vector<float> operand_scratch_[kOperands];
   std::vector<float> amax_partials_;  // one per thread
+  std::vector<uint16_t> bf16_scratch_[kOperands];  // bf16 operands; grown on first use only
+  OnednnGemm gemm_;
 };
 
 }  // namespace dseek::backend

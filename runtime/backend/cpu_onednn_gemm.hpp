@@ -1,0 +1,54 @@
+// oneDNN matmul primitives for the CPU backend (cpu_matmul_mixed.cpp):
+//   c (M, N) = a (M, K) @ b (K, N) [+ bias (N)] [+ c]
+// a and b are strided views (any row and column strides, so transposes cost nothing) in
+// bf16 or fp32, c and bias fp32, accumulation fp32. One primitive per shape and pool
+// thread, created on a thread's first call with that shape and reused ever after (each
+// thread its own primitives, stream and scratchpad: no locks, nothing shared). oneDNN runs
+// single-threaded inside the call, as OpenBLAS does in cpu_matmul.cpp: the backend's pool
+// splits the rows, so results are deterministic for a thread count. The scratchpad is
+// ours (grown on first use); what oneDNN itself allocates per call is its argument map
+// (a few small blocks), not buffers. oneDNN's header stays in the .cpp.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace dseek::backend {
+
+enum class GemmType { f32, bf16 };  // of a and b; c is always fp32
+
+struct GemmShape {
+  int64_t M = 0, N = 0, K = 0;
+  int64_t a_row = 0, a_col = 1;  // element strides of a (M, K)
+  int64_t b_row = 0, b_col = 1;  // of b (K, N)
+  int64_t c_row = 0;             // row stride of c; its columns are contiguous
+  GemmType type = GemmType::bf16;
+  bool bias = false;        // + bias[n]
+  bool accumulate = false;  // c += a @ b (else c is overwritten)
+  bool operator==(const GemmShape&) const = default;
+};
+
+class OnednnGemm {
+ public:
+  explicit OnednnGemm(int threads);
+  ~OnednnGemm();
+  OnednnGemm(const OnednnGemm&) = delete;
+  OnednnGemm& operator=(const OnednnGemm&) = delete;
+
+  // On pool thread `thread` only (0 <= thread < threads). Throws std::runtime_error,
+  // naming the shape, if oneDNN has no primitive for it.
+  void run(int thread, const GemmShape& shape, const void* a, const void* b, float* c,
+           const float* bias);
+
+  // oneDNN's version and the CPU ISA it dispatches to, e.g. "oneDNN 2.6.3, isa
+  // avx512_core_bf16", then each implementation the primitives so far run with and how
+  // many shapes use it, e.g. "bf16 brg:avx512_core_bf16 x8, bf16 gemm:jit x4".
+  std::string report() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace dseek::backend
