@@ -72,11 +72,17 @@ int bench_train(const Args& args) {
   train::Trainer trainer(config, batches, nullptr, {}, gpu::backend_for_device());
   std::vector<double> step_ms;
   double last_loss = 0.0;
+  backend::MatmulCounters before;  // the linear layers' GEMMs over the timed steps
   for (int64_t step = 0; step < warmup + steps; ++step) {
+    if (step == warmup) before = trainer.backend().matmul_counters();
     const auto report = trainer.train_step(step);
     last_loss = report.loss;
     if (step >= warmup) step_ms.push_back(report.step_ms);
   }
+  const auto after = trainer.backend().matmul_counters();
+  const double matmul_s = after.seconds - before.seconds;
+  double timed_s = 0.0;
+  for (double ms : step_ms) timed_s += ms / 1000.0;
   const double median_ms = median(step_ms);
   const auto tokens = static_cast<double>(config.train.batch_size * config.model.context);
   util::JsonLine line;
@@ -90,6 +96,9 @@ int bench_train(const Args& args) {
                           : static_cast<int64_t>(std::thread::hardware_concurrency()))
       .add("backend", trainer.backend().name())
       .add("matmul_kernels", trainer.backend().matmul_kernels())
+      // The linear layers' GEMM rate and their share of the step (0 where not counted).
+      .add("matmul_gflops", matmul_s > 0 ? (after.flops - before.flops) / matmul_s / 1e9 : 0.0)
+      .add("matmul_time_share", timed_s > 0 ? matmul_s / timed_s : 0.0)
       .add("precision", config::name_of(config.train.precision))
       .add("dim", config.model.dim).add("layers", config.model.layers)
       .add("heads", config.model.heads).add("context", config.model.context)
@@ -107,6 +116,7 @@ int bench_train(const Args& args) {
 
 int cmd_bench(const Args& args) {
   if (!args.empty() && args[0] == "allreduce") return cmd_bench_allreduce(Args(args.begin() + 1, args.end()));
+  if (!args.empty() && args[0] == "gemm") return cmd_bench_gemm(Args(args.begin() + 1, args.end()));
   if (args.empty() || args[0] != "train") {
     std::fprintf(stderr, "%s", kUsage);
     return 2;

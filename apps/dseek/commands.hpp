@@ -19,5 +19,7 @@ int cmd_ckpt(const Args& args);     // ckpt ls DIR | inspect PATH | verify PATH 
 // bench allreduce --ranks N --bytes B[,B2,...] [--iters K] | --memcpy-bytes B
 // (reached through cmd_bench: `dseek bench allreduce ...`)
 int cmd_bench_allreduce(const Args& args);
+// bench gemm [--threads N] [--size S] [--reps R]: the CPU backend's GEMM peak (cmd_bench_gemm.cpp)
+int cmd_bench_gemm(const Args& args);
 
 }  // namespace dseek::tool

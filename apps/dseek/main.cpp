@@ -21,6 +21,8 @@ constexpr const char* kUsage =
     "                                 time training steps, print one JSON line\n"
     "  bench allreduce --ranks N --bytes B[,B2,...] [--iters K] [--dtype f32|bf16]\n"
     "                                 all-reduce bandwidth between N local processes\n"
+    "  bench gemm [--threads N] [--size S] [--reps R]\n"
+    "                                 the CPU backend's fp32 and bf16 GEMM peak\n"
     "  devices                        list the CUDA devices this build can use\n"
     "  ckpt ls DIR                    committed checkpoints: step, size, time\n"
     "  ckpt inspect PATH              a checkpoint's layout, tensors and shapes\n"

@@ -61,6 +61,13 @@ struct VocabSlice {
   constexpr bool holds(int32_t id) const { return id >= begin && id - begin < rows; }
 };
 
+// Time and floating-point work of the linear layers' GEMMs so far (matmul_forward,
+// matmul_backward and their mixed variants, not attention's), for benchmarks.
+struct MatmulCounters {
+  double seconds = 0.0;
+  double flops = 0.0;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -68,6 +75,8 @@ class Backend {
   // What runs the matmuls, for benchmarks to print (the CPU: oneDNN's version, the ISA it
   // dispatched to and the implementation of each primitive so far); empty by default.
   virtual std::string matmul_kernels() const { return {}; }
+  // MatmulCounters since construction; zeros for a backend that does not count them.
+  virtual MatmulCounters matmul_counters() const { return {}; }
 
   // --- memory -------------------------------------------------------------------
   virtual void* allocate(size_t bytes) = 0;  // zero-filled

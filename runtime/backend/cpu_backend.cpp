@@ -4,6 +4,7 @@
 #include <cblas.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -26,6 +27,11 @@ CpuBackend::CpuBackend(int threads, std::shared_ptr<HostMemory> memory)
   openblas_set_num_threads(1);
   scratch_.resize(static_cast<size_t>(pool_.size()));
   partials_.resize(static_cast<size_t>(pool_.size()));
+}
+
+double CpuBackend::now_seconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
 }
 
 std::string CpuBackend::matmul_kernels() const {

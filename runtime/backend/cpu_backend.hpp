@@ -17,6 +17,7 @@ class CpuBackend final : public Backend {
   explicit CpuBackend(int threads, std::shared_ptr<HostMemory> memory = aligned_host_memory());
   std::string name() const override { return "cpu"; }
   std::string matmul_kernels() const override;
+  MatmulCounters matmul_counters() const override { return counters_; }
   int threads() const { return pool_.size(); }
 
   void* allocate(size_t bytes) override;
@@ -92,6 +93,14 @@ class CpuBackend final : public Backend {
   template <class Term>
   double reduce_sum(const float* x, size_t n, Term term);
 
+  // Adds one linear layer's GEMMs to counters_: `products` N x C x OC products, started
+  // at `start` (a steady_clock time point in seconds).
+  static double now_seconds();
+  void count_matmul(double start, double products) {
+    counters_.seconds += now_seconds() - start;
+    counters_.flops += 2.0 * products;
+  }
+
   // The sgemm calls of the matmuls, with the product scaled by alpha (1 in fp32 and bf16,
   // the inverse FP8 scales in fp8) and dbias summed from `bias_dout` (the unquantized
   // output gradient).
@@ -100,6 +109,12 @@ class CpuBackend final : public Backend {
   void scaled_matmul_backward(float* dinp, float* dw, float* dbias, const float* dout,
                               const float* bias_dout, const float* inp, const float* w, int N,
                               int C, int OC, float alpha_dinp, float alpha_dw);
+  // cpu_matmul_mixed.cpp: the mixed matmuls by format, without the counting.
+  void mixed_forward(float* out, const float* inp, const float* w, const float* bias, int N,
+                     int C, int OC, const MatmulPrecision& precision);
+  void mixed_backward(float* dinp, float* dw, float* dbias, const float* dout,
+                      const float* inp, const float* w, int N, int C, int OC,
+                      const MatmulPrecision& precision);
   // cpu_matmul_mixed.cpp: operand `which` quantized to fp8 with its scale (raising its
   // amax), into the operand's scratch; returns the scratch.
   enum Operand { kInput, kWeight, kOutputGrad, kOperands };
@@ -122,6 +137,7 @@ class CpuBackend final : public Backend {
   std::vector<float> amax_partials_;  // one per thread
   std::vector<uint16_t> bf16_scratch_[kOperands];  // bf16 operands; grown on first use only
   OnednnGemm gemm_;
+  MatmulCounters counters_;
 };
 
 }  // namespace dseek::backend

@@ -40,6 +40,13 @@ const float* CpuBackend::to_fp8(Operand which, const float* x, size_t n,
 void CpuBackend::mixed_matmul_forward(float* out, const float* inp, const float* w,
                                       const float* bias, int N, int C, int OC,
                                       const MatmulPrecision& precision) {
+  const double start = now_seconds();
+  mixed_forward(out, inp, w, bias, N, C, OC, precision);
+  count_matmul(start, double(N) * C * OC);
+}
+
+void CpuBackend::mixed_forward(float* out, const float* inp, const float* w, const float* bias,
+                               int N, int C, int OC, const MatmulPrecision& precision) {
   const size_t inp_n = static_cast<size_t>(N) * C, w_n = static_cast<size_t>(OC) * C;
   switch (precision.format) {
     case MatmulFormat::fp32:
@@ -61,6 +68,14 @@ void CpuBackend::mixed_matmul_forward(float* out, const float* inp, const float*
 void CpuBackend::mixed_matmul_backward(float* dinp, float* dw, float* dbias, const float* dout,
                                        const float* inp, const float* w, int N, int C, int OC,
                                        const MatmulPrecision& precision) {
+  const double start = now_seconds();
+  mixed_backward(dinp, dw, dbias, dout, inp, w, N, C, OC, precision);
+  count_matmul(start, double(N) * C * OC * (dinp != nullptr ? 2 : 1));
+}
+
+void CpuBackend::mixed_backward(float* dinp, float* dw, float* dbias, const float* dout,
+                                const float* inp, const float* w, int N, int C, int OC,
+                                const MatmulPrecision& precision) {
   const size_t inp_n = static_cast<size_t>(N) * C, w_n = static_cast<size_t>(OC) * C;
   const size_t dout_n = static_cast<size_t>(N) * OC;
   switch (precision.format) {
