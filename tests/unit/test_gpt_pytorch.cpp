@@ -146,11 +146,13 @@ TEST_CASE("loss, gradients and AdamW steps match PyTorch", "[model][pytorch]") {
   check_against_pytorch(MatmulFormat::fp32, {1e-5, 1e-4, 1e-3});
 }
 
-// BF16_TOLERANCES: loss relative error < 1e-6, each tensor's gradient < 5e-3, the
-// parameters after three steps < 2e-2 of the update. Measured 2026-12-01 (oneDNN 2.6's
-// avx512_core_bf16 GEMM, AMD EPYC with AVX-512 BF16): 3.0e-8, worst tensor 6.6e-4, 2.1e-3
-// (fp32 against the fp32 reference: 4.4e-10, 4.5e-7, 1.2e-5).
+// BF16_TOLERANCES: loss relative error < 3e-5 at every step, each tensor's gradient
+// < 5e-3, the parameters after three steps < 2e-2 of the update (about 10x what was
+// measured 2026-12-01 with oneDNN 2.6's avx512_core_bf16 GEMM on an AMD EPYC with
+// AVX-512 BF16: losses 3.0e-8, 3.1e-6, 7.3e-7 (the steps' parameter differences move
+// later operands across rounding boundaries), worst tensor gradient 6.6e-4 (qkv weight),
+// update 2.1e-3; fp32 against the fp32 reference: 4.4e-10, 4.5e-7, 1.2e-5).
 TEST_CASE("bf16: loss, gradients and AdamW steps match PyTorch on bf16 operands",
           "[model][pytorch][bf16]") {
-  check_against_pytorch(MatmulFormat::bf16, {1e-6, 5e-3, 2e-2});
+  check_against_pytorch(MatmulFormat::bf16, {3e-5, 5e-3, 2e-2});
 }
