@@ -38,10 +38,15 @@ blas_line
 echo "PyTorch: $("$py" -c 'import torch; print(torch.__version__)'), OMP_WAIT_POLICY=PASSIVE, OPENBLAS_NUM_THREADS=<threads>"
 echo
 
-run_dseek() {  # threads precision
-  "$dseek" bench train --config "$config" --threads "$1" --steps "$steps" --warmup "$warmup" \
-    --set "train.precision=\"$2\"" | tps
+field() { "$py" -c "import sys, json; print(json.loads(sys.stdin.read().strip().splitlines()[-1])['$1'])"; }
+run_dseek() {  # threads precision: prints tokens/s, keeps the GEMM rate in $gflops_log
+  out=$("$dseek" bench train --config "$config" --threads "$1" --steps "$steps" --warmup "$warmup" \
+    --set "train.precision=\"$2\"") || return 1
+  field matmul_gflops <<<"$out" >"$gflops_log"
+  tps <<<"$out"
 }
+gflops_log=$(mktemp)
+trap 'rm -f "$gflops_log"' EXIT
 run_torch() {  # threads precision
   OMP_WAIT_POLICY=PASSIVE OPENBLAS_NUM_THREADS="$1" "$py" bench/peers/pytorch_gpt_train.py \
     --dim "$dim" --layers "$layers" --heads "$heads" --context "$context" --vocab "$vocab" \
@@ -58,6 +63,7 @@ for n in $threads; do
         value=$("run_$side" "$n" "$precision") \
           || { echo "$side $precision failed (threads $n, run $r)" >&2; exit 1; }
         runs_of[$side-$precision]+="$value "
+        [[ $side == dseek ]] && runs_of[gemm-$precision]+="$(cat "$gflops_log") "
         line+=" $side $precision $value"
       done
     done
@@ -67,6 +73,9 @@ for n in $threads; do
     # shellcheck disable=SC2086
     med[$n-$key]=$(median ${runs_of[$key]})
   done
+  gemm_line=$("$dseek" bench gemm --threads "$n")
+  med[$n-peak-bf16]=$(field bf16_gflops <<<"$gemm_line")
+  med[$n-peak-fp32]=$(field fp32_gflops <<<"$gemm_line")
 done
 
 ratio() { "$py" -c "print($1 / $2)"; }
@@ -79,4 +88,13 @@ for n in $threads; do
     "$(ratio "${med[$n-dseek-bf16]}" "${med[$n-torch-bf16]}")" \
     "$(ratio "${med[$n-dseek-bf16]}" "${med[$n-dseek-fp32]}")" \
     "$(ratio "${med[$n-torch-bf16]}" "${med[$n-torch-fp32]}")"
+done
+echo
+echo "dseek's linear layers (medians of the runs) against dseek bench gemm's 2048^3 peak on the same threads:"
+echo "| threads | bf16 GEMM GFLOP/s | bf16 peak | share | fp32 GEMM GFLOP/s | fp32 peak | share |"
+echo "|--------:|------------------:|----------:|------:|------------------:|----------:|------:|"
+for n in $threads; do
+  printf '| %7s | %17.1f | %9.1f | %5.2f | %17.1f | %9.1f | %5.2f |\n' "$n" \
+    "${med[$n-gemm-bf16]}" "${med[$n-peak-bf16]}" "$(ratio "${med[$n-gemm-bf16]}" "${med[$n-peak-bf16]}")" \
+    "${med[$n-gemm-fp32]}" "${med[$n-peak-fp32]}" "$(ratio "${med[$n-gemm-fp32]}" "${med[$n-peak-fp32]}")"
 done
