@@ -35,7 +35,11 @@ double CpuBackend::now_seconds() {
 }
 
 std::string CpuBackend::matmul_kernels() const {
-  return "fp32: OpenBLAS " + std::string(openblas_get_corename()) + "; bf16: " + gemm_.report();
+  const std::string blas = "OpenBLAS " + std::string(openblas_get_corename());
+  if (!native_bf16_)
+    return "fp32: " + blas + "; bf16: operands rounded to bf16, " + blas + " sgemm (" +
+           gemm_.report() + ": no AVX-512 BF16 or AMX, oneDNN's bf16 would be slower)";
+  return "fp32: " + blas + "; bf16: " + gemm_.report();
 }
 
 std::unique_ptr<Backend> make_cpu_backend(int threads) {

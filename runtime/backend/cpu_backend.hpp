@@ -120,8 +120,12 @@ class CpuBackend final : public Backend {
   enum Operand { kInput, kWeight, kOutputGrad, kOperands };
   const float* to_fp8(Operand which, const float* x, size_t n, const Fp8OperandScaling& scaling);
   // cpu_matmul_bf16.cpp: the bf16 matmuls through oneDNN, on operands rounded by
-  // to_bf16_bits into the operand's bf16 scratch.
+  // to_bf16_bits into the operand's bf16 scratch, where the CPU has native bf16
+  // (native_bf16_); elsewhere the operands rounded to bf16 values in fp32 (to_bf16) and
+  // the fp32 sgemm, which computes the same products.
   const uint16_t* to_bf16_bits(Operand which, const float* x, size_t n);
+  const float* to_bf16(Operand which, const float* x, size_t n);
+  const void* packed_for_row_blocks(GemmShape& shape, const void* b);
   void bf16_matmul_forward(float* out, const float* inp, const float* w, const float* bias,
                            int N, int C, int OC);
   void bf16_matmul_backward(float* dinp, float* dw, float* dbias, const float* dout,
@@ -132,11 +136,13 @@ class CpuBackend final : public Backend {
   std::vector<std::vector<float>> scratch_;
   std::vector<double> partials_;  // one per thread, for the reductions
   std::atomic<size_t> in_use_bytes_{0}, peak_bytes_{0};
-  // Quantized (fp8) matmul operands; grown on first use only.
+  // Rounded (bf16 without native bf16) or quantized (fp8) matmul operands; grown on
+  // first use only.
   std::vector<float> operand_scratch_[kOperands];
   std::vector<float> amax_partials_;  // one per thread
   std::vector<uint16_t> bf16_scratch_[kOperands];  // bf16 operands; grown on first use only
   OnednnGemm gemm_;
+  bool native_bf16_ = OnednnGemm::native_bf16();
   MatmulCounters counters_;
 };
 

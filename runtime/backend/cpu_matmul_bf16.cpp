@@ -3,9 +3,12 @@
 // preallocated scratch, and oneDNN multiplies them with fp32 accumulation (AVX-512 BF16's
 // vdpbf16ps or AMX where the CPU has them; on older CPUs oneDNN's own bf16 emulation, see
 // matmul_kernels()). Each product of two bf16 values is exact in fp32, so this computes
-// what cpu_matmul_mixed.cpp's former sgemm on rounded operands and a bf16 tensor-core
-// GEMM compute, up to the order of the additions -- except that vdpbf16ps treats bf16
-// subnormals as zero. The blocks are those of cpu_matmul.cpp: forward and dinp split the
+// what the fp32 sgemm on the rounded values and a bf16 tensor-core GEMM compute, up to
+// the order of the additions -- except that vdpbf16ps treats bf16 subnormals as zero.
+// On a CPU without AVX-512 BF16 or AMX (OnednnGemm::native_bf16) oneDNN's bf16 is slower
+// than fp32, so there the operands are rounded to bf16 values kept in fp32 and the fp32
+// sgemm (cpu_matmul.cpp) multiplies them: the same products, at fp32 speed plus the
+// rounding passes; matmul_kernels() says which runs. The blocks are those of cpu_matmul.cpp: forward and dinp split the
 // token rows, dw and dbias the output channels (the reduction over tokens inside one call).
 #include <cstring>
 
@@ -19,6 +22,28 @@ constexpr size_t kMinRowsPerChunk = 32;
 constexpr size_t kMinFloatsPerChunk = 1 << 14;
 }  // namespace
 
+// b for the row blocks of `shape.M = N` rows: packed once, on this thread, into the shape
+// every block then runs (shape.M set to the block's rows), when the blocks are equal;
+// otherwise each block runs on plain b, its own shape.
+const void* CpuBackend::packed_for_row_blocks(GemmShape& shape, const void* b) {
+  const int chunks = pool_.chunks_for(static_cast<size_t>(shape.M), kMinRowsPerChunk);
+  if (shape.M % chunks != 0) return b;
+  shape.M /= chunks;
+  const void* packed = gemm_.pack_b(0, shape, b);
+  shape.packed_b = true;
+  return packed;
+}
+
+const float* CpuBackend::to_bf16(Operand which, const float* x, size_t n) {
+  auto& buffer = operand_scratch_[which];
+  if (buffer.size() < n) buffer.resize(n);
+  float* out = buffer.data();
+  pool_.parallel_for(n, [&](size_t begin, size_t end, int) {
+    numerics::round_to_bf16(x + begin, out + begin, end - begin);
+  }, kMinFloatsPerChunk);
+  return out;
+}
+
 const uint16_t* CpuBackend::to_bf16_bits(Operand which, const float* x, size_t n) {
   auto& buffer = bf16_scratch_[which];
   if (buffer.size() < n) buffer.resize(n);
@@ -31,28 +56,45 @@ const uint16_t* CpuBackend::to_bf16_bits(Operand which, const float* x, size_t n
 
 void CpuBackend::bf16_matmul_forward(float* out, const float* inp, const float* w,
                                      const float* bias, int N, int C, int OC) {
+  if (!native_bf16_) {
+    scaled_matmul_forward(out, to_bf16(kInput, inp, static_cast<size_t>(N) * C),
+                          to_bf16(kWeight, w, static_cast<size_t>(OC) * C), bias, N, C, OC, 1.0f);
+    return;
+  }
   const uint16_t* inp_b = to_bf16_bits(kInput, inp, static_cast<size_t>(N) * C);
   const uint16_t* w_b = to_bf16_bits(kWeight, w, static_cast<size_t>(OC) * C);
+  GemmShape shape;  // out rows = inp rows @ w^T: b (C, OC) is w read by columns
+  shape.M = N, shape.N = OC, shape.K = C;
+  shape.a_row = C, shape.b_row = 1, shape.b_col = C, shape.c_row = OC;
+  shape.bias = bias != nullptr;
+  const void* b = packed_for_row_blocks(shape, w_b);
   pool_.parallel_for(static_cast<size_t>(N), [&](size_t r0, size_t r1, int thread) {
-    GemmShape s;  // out rows = inp rows @ w^T: b (C, OC) is w read by columns
-    s.M = static_cast<int64_t>(r1 - r0), s.N = OC, s.K = C;
-    s.a_row = C, s.b_row = 1, s.b_col = C, s.c_row = OC;
-    s.bias = bias != nullptr;
-    gemm_.run(thread, s, inp_b + r0 * C, w_b, out + r0 * OC, bias);
+    GemmShape s = shape;
+    s.M = static_cast<int64_t>(r1 - r0);
+    gemm_.run(thread, s, inp_b + r0 * C, b, out + r0 * OC, bias);
   }, kMinRowsPerChunk);
 }
 
 void CpuBackend::bf16_matmul_backward(float* dinp, float* dw, float* dbias, const float* dout,
                                       const float* inp, const float* w, int N, int C, int OC) {
+  if (!native_bf16_) {
+    scaled_matmul_backward(dinp, dw, dbias, to_bf16(kOutputGrad, dout, static_cast<size_t>(N) * OC),
+                           dout, to_bf16(kInput, inp, static_cast<size_t>(N) * C),
+                           to_bf16(kWeight, w, static_cast<size_t>(OC) * C), N, C, OC, 1.0f, 1.0f);
+    return;
+  }
   const uint16_t* dout_b = to_bf16_bits(kOutputGrad, dout, static_cast<size_t>(N) * OC);
   const uint16_t* inp_b = to_bf16_bits(kInput, inp, static_cast<size_t>(N) * C);
   if (dinp != nullptr) {
     const uint16_t* w_b = to_bf16_bits(kWeight, w, static_cast<size_t>(OC) * C);
+    GemmShape shape;  // dinp rows = dout rows @ w
+    shape.M = N, shape.N = C, shape.K = OC;
+    shape.a_row = OC, shape.b_row = C, shape.c_row = C;
+    const void* b = packed_for_row_blocks(shape, w_b);
     pool_.parallel_for(static_cast<size_t>(N), [&](size_t r0, size_t r1, int thread) {
-      GemmShape s;  // dinp rows = dout rows @ w
-      s.M = static_cast<int64_t>(r1 - r0), s.N = C, s.K = OC;
-      s.a_row = OC, s.b_row = C, s.c_row = C;
-      gemm_.run(thread, s, dout_b + r0 * OC, w_b, dinp + r0 * C, nullptr);
+      GemmShape s = shape;
+      s.M = static_cast<int64_t>(r1 - r0);
+      gemm_.run(thread, s, dout_b + r0 * OC, b, dinp + r0 * C, nullptr);
     }, kMinRowsPerChunk);
   }
   pool_.parallel_for(static_cast<size_t>(OC), [&](size_t o0, size_t o1, int thread) {

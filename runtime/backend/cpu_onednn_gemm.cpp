@@ -22,7 +22,8 @@ std::string shape_text(const GemmShape& s) {
          " N=" + std::to_string(s.N) + " K=" + std::to_string(s.K) + " a strides (" +
          std::to_string(s.a_row) + "," + std::to_string(s.a_col) + ") b strides (" +
          std::to_string(s.b_row) + "," + std::to_string(s.b_col) + ") ldc " +
-         std::to_string(s.c_row) + (s.bias ? " +bias" : "") + (s.accumulate ? " +=" : "");
+         std::to_string(s.c_row) + (s.bias ? " +bias" : "") + (s.accumulate ? " +=" : "") +
+         (s.packed_b ? " packed" : "");
 }
 
 const char* isa_name(dnnl_cpu_isa_t isa) {
@@ -57,13 +58,18 @@ void check(dnnl_status_t status, const char* what) {
 
 }  // namespace
 
+struct OnednnGemm::Entry {
+  GemmShape shape;
+  dnnl::matmul primitive;
+  memory a, b, c, bias, scratchpad;
+  std::string implementation;
+  // packed_b only: b's strided layout, the reorder into the primitive's, and its buffer.
+  memory b_plain;
+  dnnl::reorder pack;
+  std::vector<char> packed;
+};
+
 struct OnednnGemm::Impl {
-  struct Entry {
-    GemmShape shape;
-    dnnl::matmul primitive;
-    memory a, b, c, bias, scratchpad;
-    std::string implementation;
-  };
   struct Thread {
     dnnl::stream stream;
     std::vector<Entry> entries;
@@ -77,7 +83,9 @@ struct OnednnGemm::Impl {
   Entry& create(Thread& thread, const GemmShape& s) {
     const auto type = s.type == GemmType::bf16 ? memory::data_type::bf16 : memory::data_type::f32;
     const memory::desc a({s.M, s.K}, type, memory::dims{s.a_row, s.a_col});
-    const memory::desc b({s.K, s.N}, type, memory::dims{s.b_row, s.b_col});
+    const memory::desc b_plain({s.K, s.N}, type, memory::dims{s.b_row, s.b_col});
+    const memory::desc b = s.packed_b ? memory::desc({s.K, s.N}, type, memory::format_tag::any)
+                                      : b_plain;
     const memory::desc c({s.M, s.N}, memory::data_type::f32, memory::dims{s.c_row, 1});
     const memory::desc bias({1, s.N}, memory::data_type::f32, memory::dims{s.N, 1});
     dnnl::primitive_attr attr;
@@ -95,7 +103,11 @@ struct OnednnGemm::Impl {
       entry.primitive = dnnl::matmul(pd);
       entry.implementation = pd.impl_info_str();
       entry.a = memory(a, engine, DNNL_MEMORY_NONE);
-      entry.b = memory(b, engine, DNNL_MEMORY_NONE);
+      entry.b = memory(pd.weights_desc(), engine, DNNL_MEMORY_NONE);
+      if (s.packed_b) {
+        entry.b_plain = memory(b_plain, engine, DNNL_MEMORY_NONE);
+        entry.pack = dnnl::reorder(entry.b_plain, entry.b);  // its buffer: pack_b's
+      }
       entry.c = memory(c, engine, DNNL_MEMORY_NONE);
       entry.bias = memory(bias, engine, DNNL_MEMORY_NONE);
       entry.scratchpad = memory(pd.scratchpad_desc(), engine, DNNL_MEMORY_NONE);
@@ -117,17 +129,30 @@ OnednnGemm::OnednnGemm(int threads) : impl_(std::make_unique<Impl>()) {
 
 OnednnGemm::~OnednnGemm() = default;
 
-void OnednnGemm::run(int thread_index, const GemmShape& shape, const void* a, const void* b,
-                     float* c, const float* bias) {
+OnednnGemm::Entry& OnednnGemm::entry(int thread_index, const GemmShape& shape) {
   single_threaded_here();
   auto& thread = impl_->threads.at(static_cast<size_t>(thread_index));
-  Impl::Entry* entry = nullptr;
   for (auto& candidate : thread.entries)
-    if (candidate.shape == shape) {
-      entry = &candidate;
-      break;
-    }
-  if (entry == nullptr) entry = &impl_->create(thread, shape);
+    if (candidate.shape == shape) return candidate;
+  return impl_->create(thread, shape);
+}
+
+const void* OnednnGemm::pack_b(int thread_index, GemmShape shape, const void* b) {
+  shape.packed_b = true;
+  Entry& e = entry(thread_index, shape);
+  if (e.packed.empty()) e.packed.resize(e.b.get_desc().get_size());  // first use only
+  check(dnnl_memory_set_data_handle(e.b_plain.get(), const_cast<void*>(b)), "set_data_handle");
+  check(dnnl_memory_set_data_handle(e.b.get(), e.packed.data()), "set_data_handle");
+  dnnl_exec_arg_t args[2] = {{DNNL_ARG_FROM, e.b_plain.get()}, {DNNL_ARG_TO, e.b.get()}};
+  auto& stream = impl_->threads[static_cast<size_t>(thread_index)].stream;
+  check(dnnl_primitive_execute(e.pack.get(), stream.get(), 2, args), "weights reorder");
+  return e.packed.data();
+}
+
+void OnednnGemm::run(int thread_index, const GemmShape& shape, const void* a, const void* b,
+                     float* c, const float* bias) {
+  Entry* entry = &this->entry(thread_index, shape);
+  auto& thread = impl_->threads[static_cast<size_t>(thread_index)];
   check(dnnl_memory_set_data_handle(entry->a.get(), const_cast<void*>(a)), "set_data_handle");
   check(dnnl_memory_set_data_handle(entry->b.get(), const_cast<void*>(b)), "set_data_handle");
   check(dnnl_memory_set_data_handle(entry->c.get(), c), "set_data_handle");
@@ -146,6 +171,12 @@ void OnednnGemm::run(int thread_index, const GemmShape& shape, const void* a, co
   }
   check(dnnl_primitive_execute(entry->primitive.get(), thread.stream.get(), count, args),
         "matmul execute");
+}
+
+bool OnednnGemm::native_bf16() {
+  const auto isa = static_cast<unsigned>(dnnl_get_effective_cpu_isa());
+  const auto bf16 = static_cast<unsigned>(dnnl_cpu_isa_avx512_core_bf16);
+  return (isa & bf16) == bf16;  // the ISA values are nested bit sets; AMX contains this one
 }
 
 std::string OnednnGemm::report() const {

@@ -26,6 +26,8 @@ struct GemmShape {
   GemmType type = GemmType::bf16;
   bool bias = false;        // + bias[n]
   bool accumulate = false;  // c += a @ b (else c is overwritten)
+  // b is pack_b's result for this shape (the strides above then say what was packed).
+  bool packed_b = false;
   bool operator==(const GemmShape&) const = default;
 };
 
@@ -41,13 +43,27 @@ class OnednnGemm {
   void run(int thread, const GemmShape& shape, const void* a, const void* b, float* c,
            const float* bias);
 
+  // Weights pre-packed: b (strided as `shape` says) reordered, on pool thread `thread`,
+  // into the layout oneDNN's primitive for `shape` with packed_b prefers (blocked, bf16
+  // pairs interleaved), in a buffer kept here per shape; returns it. Every thread that
+  // then runs that same shape reads the one packed copy instead of re-laying b out
+  // inside each call.
+  const void* pack_b(int thread, GemmShape shape, const void* b);
+
   // oneDNN's version and the CPU ISA it dispatches to, e.g. "oneDNN 2.6.3, isa
   // avx512_core_bf16", then each implementation the primitives so far run with and how
   // many shapes use it, e.g. "bf16 brg:avx512_core_bf16 x8, bf16 gemm:jit x4".
   std::string report() const;
 
+  // Whether oneDNN dispatches bf16 to native instructions here (AVX-512 BF16 or AMX; the
+  // ISA it reports, which ONEDNN_MAX_CPU_ISA may lower). Without them its bf16 matmuls are
+  // emulated or reference code, slower than fp32 sgemm, and the backend does not use them.
+  static bool native_bf16();
+
  private:
   struct Impl;
+  struct Entry;
+  Entry& entry(int thread, const GemmShape& shape);  // found or created
   std::unique_ptr<Impl> impl_;
 };
 
