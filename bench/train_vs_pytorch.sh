@@ -14,7 +14,7 @@
 # the "1 thread" case (measured: 2x on sgemm at 2 cores). Also prints the share of the
 # measured sgemm peak the model's linear layers reach: dseek bench train's matmul_gflops
 # (median over the runs) over dseek bench gemm's fp32_gflops (a 2048^3 linear layer on
-# the same path and threads, best of 5, measured after each thread count's runs). The
+# the same path and threads, best of 5, measured in every round, the best round kept). The
 # output is meant to be pasted into bench/RESULTS.md. Exits non-zero if a run fails.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -37,7 +37,7 @@ echo
 declare -A med_d med_p med_g peak
 field() { "$py" -c "import sys, json; print(json.loads(sys.stdin.read().strip().splitlines()[-1])['$1'])"; }
 for n in $threads; do
-  ds=() ps=() gs=()
+  ds=() ps=() gs=() pk=()
   for ((r = 1; r <= runs; r++)); do
     out=$("$dseek" bench train --config "$config" --threads "$n" --steps "$steps" --warmup "$warmup") \
       || { echo "dseek failed (threads $n, run $r)" >&2; exit 1; }
@@ -48,10 +48,11 @@ for n in $threads; do
             --threads "$n" --steps "$steps" --warmup "$warmup") \
       || { echo "pytorch failed (threads $n, run $r)" >&2; exit 1; }
     ps+=("$(tps <<<"$out")")
+    pk+=("$("$dseek" bench gemm --threads "$n" | field fp32_gflops)")  # best round kept
     echo "threads $n run $r: dseek ${ds[-1]} tok/s, pytorch ${ps[-1]} tok/s"
   done
   med_d[$n]=$(median "${ds[@]}") med_p[$n]=$(median "${ps[@]}") med_g[$n]=$(median "${gs[@]}")
-  peak[$n]=$("$dseek" bench gemm --threads "$n" | field fp32_gflops)
+  peak[$n]=$(max "${pk[@]}")
 done
 
 echo

@@ -121,10 +121,9 @@ class Backend {
                               int N, int C, int OC) = 0;
   // Causal multi-head self-attention. qkv is (B, T, 3C) = [q | k | v], heads of C/NH
   // channels; out is (B, T, C). `att` holds attention_state_floats(B, T, C, NH) floats:
-  // what this backend keeps for attention_backward, in its own layout (the CPU: the
-  // softmax probabilities (B, NH, T, T), zero above the diagonal; CUDA: the logsumexp
-  // of each score row (B, NH, T), probabilities recomputed in backward). Only
-  // attention_backward reads it.
+  // what this backend keeps for attention_backward, in its own layout (the CPU and CUDA:
+  // the logsumexp of each score row (B, NH, T), probabilities recomputed in backward, so
+  // memory grows with T, not T x T). Only attention_backward reads it.
   virtual size_t attention_state_floats(int B, int T, int C, int NH) const = 0;
   virtual void attention_forward(float* out, float* att, const float* qkv, int B, int T,
                                  int C, int NH) = 0;

@@ -53,7 +53,8 @@ class CpuBackend final : public Backend {
                              const float* inp, const float* w, int N, int C, int OC,
                              const MatmulPrecision& precision) override;
   void gelu_backward(float* dinp, const float* inp, const float* dout, size_t n) override;
-  // `out` is not read: the CPU keeps the probabilities themselves in att.
+  // `out` is not read: the CPU recomputes the probabilities from att's logsumexp and
+  // takes sum_j P dP from them.
   void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* out,
                           const float* att, int B, int T, int C, int NH) override;
   void layernorm_backward(float* dinp, float* dw, float* db, const float* dout,

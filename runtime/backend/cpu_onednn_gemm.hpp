@@ -5,9 +5,12 @@
 // thread, created on a thread's first call with that shape and reused ever after (each
 // thread its own primitives, stream and scratchpad: no locks, nothing shared). oneDNN runs
 // single-threaded inside the call, as OpenBLAS does in cpu_matmul.cpp: the backend's pool
-// splits the rows, so results are deterministic for a thread count. The scratchpad is
-// ours (grown on first use); what oneDNN itself allocates per call is its argument map
-// (a few small blocks), not buffers. oneDNN's header stays in the .cpp.
+// splits the rows, so results are deterministic for a thread count. The scratchpad and
+// the packed weights are ours (grown on first use), so dseek allocates nothing in a step
+// after the first; oneDNN itself still does per call (counted with a malloc hook,
+// 2026-12-01: 6 small blocks per execute for its argument map and context with the brgemm
+// implementation, 8 with gemm:jit, which also takes its packing workspace from the heap).
+// oneDNN's header stays in the .cpp.
 #pragma once
 
 #include <cstdint>
