@@ -11,8 +11,11 @@
 # also gets OMP_WAIT_POLICY=PASSIVE, its best setting at >1 thread, and
 # OPENBLAS_NUM_THREADS=<threads>: torch.set_num_threads does not reach Debian's OpenBLAS
 # (BLAS_INFO=generic), which would otherwise run PyTorch's matmuls on every core even in
-# the "1 thread" case (measured: 2x on sgemm at 2 cores). The output
-# is meant to be pasted into bench/RESULTS.md. Exits non-zero if a run fails.
+# the "1 thread" case (measured: 2x on sgemm at 2 cores). Also prints the share of the
+# measured sgemm peak the model's linear layers reach: dseek bench train's matmul_gflops
+# (median over the runs) over dseek bench gemm's fp32_gflops (a 2048^3 linear layer on
+# the same path and threads, best of 5, measured in every round, the best round kept). The
+# output is meant to be pasted into bench/RESULTS.md. Exits non-zero if a run fails.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -31,27 +34,32 @@ blas_line
 echo "PyTorch: $("$py" -c 'import torch; print(torch.__version__)'), OMP_WAIT_POLICY=PASSIVE, OPENBLAS_NUM_THREADS=<threads>"
 echo
 
-declare -A med_d med_p
+declare -A med_d med_p med_g peak
+field() { "$py" -c "import sys, json; print(json.loads(sys.stdin.read().strip().splitlines()[-1])['$1'])"; }
 for n in $threads; do
-  ds=() ps=()
+  ds=() ps=() gs=() pk=()
   for ((r = 1; r <= runs; r++)); do
     out=$("$dseek" bench train --config "$config" --threads "$n" --steps "$steps" --warmup "$warmup") \
       || { echo "dseek failed (threads $n, run $r)" >&2; exit 1; }
     ds+=("$(tps <<<"$out")")
+    gs+=("$(field matmul_gflops <<<"$out")")
     out=$(OMP_WAIT_POLICY=PASSIVE OPENBLAS_NUM_THREADS="$n" "$py" bench/peers/pytorch_gpt_train.py --dim "$dim" --layers "$layers" \
             --heads "$heads" --context "$context" --vocab "$vocab" --batch-size "$batch" \
             --threads "$n" --steps "$steps" --warmup "$warmup") \
       || { echo "pytorch failed (threads $n, run $r)" >&2; exit 1; }
     ps+=("$(tps <<<"$out")")
+    pk+=("$("$dseek" bench gemm --threads "$n" | field fp32_gflops)")  # best round kept
     echo "threads $n run $r: dseek ${ds[-1]} tok/s, pytorch ${ps[-1]} tok/s"
   done
-  med_d[$n]=$(median "${ds[@]}") med_p[$n]=$(median "${ps[@]}")
+  med_d[$n]=$(median "${ds[@]}") med_p[$n]=$(median "${ps[@]}") med_g[$n]=$(median "${gs[@]}")
+  peak[$n]=$(max "${pk[@]}")
 done
 
 echo
-echo "| threads | dseek tok/s | pytorch tok/s | dseek/pytorch |"
-echo "|--------:|------------:|--------------:|--------------:|"
+echo "| threads | dseek tok/s | pytorch tok/s | dseek/pytorch | model GEMM GFLOP/s | sgemm peak GFLOP/s | share of peak |"
+echo "|--------:|------------:|--------------:|--------------:|-------------------:|-------------------:|--------------:|"
 for n in $threads; do
-  printf '| %7s | %11.1f | %13.1f | %13.2f |\n' "$n" "${med_d[$n]}" "${med_p[$n]}" \
-    "$("$py" -c "print(${med_d[$n]} / ${med_p[$n]})")"
+  printf '| %7s | %11.1f | %13.1f | %13.2f | %18.1f | %18.1f | %13.2f |\n' "$n" "${med_d[$n]}" \
+    "${med_p[$n]}" "$("$py" -c "print(${med_d[$n]} / ${med_p[$n]})")" "${med_g[$n]}" "${peak[$n]}" \
+    "$("$py" -c "print(${med_g[$n]} / ${peak[$n]})")"
 done

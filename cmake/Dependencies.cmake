@@ -14,6 +14,15 @@ add_library(dseek::blas INTERFACE IMPORTED)
 target_link_libraries(dseek::blas INTERFACE BLAS::BLAS)
 target_include_directories(dseek::blas INTERFACE ${DSEEK_CBLAS_INCLUDE})
 
+# oneDNN (Debian's libdnnl-dev 2.6): the CPU backend's bf16 matmuls. Its CMake config
+# wants OpenCL's headers (the GPU runtime Debian built it with), so find it by hand. It
+# runs on OpenMP (libgomp): the backend sets each pool thread's OpenMP thread count.
+find_path(DSEEK_DNNL_INCLUDE oneapi/dnnl/dnnl.hpp REQUIRED)
+find_library(DSEEK_DNNL_LIB dnnl REQUIRED)
+add_library(dseek::dnnl INTERFACE IMPORTED)
+target_link_libraries(dseek::dnnl INTERFACE ${DSEEK_DNNL_LIB} gomp)
+target_include_directories(dseek::dnnl INTERFACE ${DSEEK_DNNL_INCLUDE})
+
 find_package(tomlplusplus REQUIRED)
 find_package(CapnProto CONFIG REQUIRED)
 find_package(Catch2 REQUIRED)

@@ -13,7 +13,7 @@ set -euo pipefail
 profile=${1:-build}
 build_pkgs=(g++ make cmake pkgconf ninja-build ccache git
             libcaf-dev libssl-dev libucx-dev ucx-utils libcapnp-dev capnproto
-            libtomlplusplus-dev catch2 libopenblas-dev libxxhash-dev
+            libtomlplusplus-dev catch2 libopenblas-dev libdnnl-dev libxxhash-dev
             libutf8proc-dev libzstd-dev zlib1g-dev libsimdjson-dev libsentencepiece-dev
             sentencepiece nodejs
             libpython3.11-stdlib)  # its Python sources are the default training text

@@ -26,7 +26,10 @@ const std::string& usage_text() {
                   "[--warmup W] [--set section.key=value ...]\n"
                   "  times training steps of the config's model on random tokens, prints one "
                   "JSON line\n") +
-      kBenchAllreduceUsage;
+      kBenchAllreduceUsage +
+      "usage: dseek bench gemm [--threads N] [--size S] [--reps R]\n"
+      "  the CPU backend's fp32 and bf16 GEMM rates on square matrices (the peak the "
+      "train bench's matmul_gflops is a share of)\n";
   return text;
 }
 
@@ -80,11 +83,17 @@ int bench_train(const Args& args) {
   train::Trainer trainer(config, batches, nullptr, {}, gpu::backend_for_device());
   std::vector<double> step_ms;
   double last_loss = 0.0;
+  backend::MatmulCounters before;  // the linear layers' GEMMs over the timed steps
   for (int64_t step = 0; step < warmup + steps; ++step) {
+    if (step == warmup) before = trainer.backend().matmul_counters();
     const auto report = trainer.train_step(step);
     last_loss = report.loss;
     if (step >= warmup) step_ms.push_back(report.step_ms);
   }
+  const auto after = trainer.backend().matmul_counters();
+  const double matmul_s = after.seconds - before.seconds;
+  double timed_s = 0.0;
+  for (double ms : step_ms) timed_s += ms / 1000.0;
   const double median_ms = median(step_ms);
   const auto tokens = static_cast<double>(config.train.batch_size * config.model.context);
   util::JsonLine line;
@@ -97,6 +106,10 @@ int bench_train(const Args& args) {
                           ? config.train.threads
                           : static_cast<int64_t>(std::thread::hardware_concurrency()))
       .add("backend", trainer.backend().name())
+      .add("matmul_kernels", trainer.backend().matmul_kernels())
+      // The linear layers' GEMM rate and their share of the step (0 where not counted).
+      .add("matmul_gflops", matmul_s > 0 ? (after.flops - before.flops) / matmul_s / 1e9 : 0.0)
+      .add("matmul_time_share", timed_s > 0 ? matmul_s / timed_s : 0.0)
       .add("precision", config::name_of(config.train.precision))
       .add("dim", config.model.dim).add("layers", config.model.layers)
       .add("heads", config.model.heads).add("context", config.model.context)
@@ -111,9 +124,10 @@ int bench_train(const Args& args) {
 }
 
 int run_bench(const Args& args) {
-  if (args.empty()) throw cli::UsageError("a benchmark is required (train, allreduce)");
+  if (args.empty()) throw cli::UsageError("a benchmark is required (train, allreduce, gemm)");
   if (args[0] == "allreduce") return cmd_bench_allreduce(Args(args.begin() + 1, args.end()));
-  if (args[0] != "train") cli::unknown("benchmark", args[0], {"train", "allreduce"});
+  if (args[0] == "gemm") return cmd_bench_gemm(Args(args.begin() + 1, args.end()));
+  if (args[0] != "train") cli::unknown("benchmark", args[0], {"train", "allreduce", "gemm"});
   return bench_train(Args(args.begin() + 1, args.end()));
 }
 
@@ -125,7 +139,9 @@ const Command& bench_command() {
       "  bench train [--config FILE] [--threads N] [--set k=v ...]\n"
       "                                 time training steps, print one JSON line\n"
       "  bench allreduce --ranks N --bytes B[,B2,...] [--iters K] [--dtype f32|bf16]\n"
-      "                                 all-reduce bandwidth between N local processes\n",
+      "                                 all-reduce bandwidth between N local processes\n"
+      "  bench gemm [--threads N] [--size S] [--reps R]\n"
+      "                                 the CPU backend's fp32 and bf16 GEMM peak\n",
       usage_text().c_str(), run_bench};
   return command;
 }

@@ -32,5 +32,7 @@ const Command& devices_command();  // the CUDA devices this build can use
 // arguments after "allreduce", and its usage (part of bench's).
 int cmd_bench_allreduce(const Args& args);
 extern const char* const kBenchAllreduceUsage;
+// bench gemm [--threads N] [--size S] [--reps R]: the CPU backend's GEMM peak (cmd_bench_gemm.cpp)
+int cmd_bench_gemm(const Args& args);
 
 }  // namespace dseek::tool

@@ -4,6 +4,9 @@
 # The median of the numbers given as arguments.
 median() { "$py" -c 'import sys, statistics; print(statistics.median(map(float, sys.argv[1:])))' "$@"; }
 
+# The largest of the numbers given as arguments.
+max() { "$py" -c 'import sys; print(max(map(float, sys.argv[1:])))' "$@"; }
+
 # tokens_per_s from the last JSON line of a run's stdout.
 tps() { "$py" -c 'import sys, json; print(json.loads(sys.stdin.read().strip().splitlines()[-1])["tokens_per_s"])'; }
 

@@ -61,10 +61,22 @@ struct VocabSlice {
   constexpr bool holds(int32_t id) const { return id >= begin && id - begin < rows; }
 };
 
+// Time and floating-point work of the linear layers' GEMMs so far (matmul_forward,
+// matmul_backward and their mixed variants, not attention's), for benchmarks.
+struct MatmulCounters {
+  double seconds = 0.0;
+  double flops = 0.0;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
   virtual std::string name() const = 0;
+  // What runs the matmuls, for benchmarks to print (the CPU: oneDNN's version, the ISA it
+  // dispatched to and the implementation of each primitive so far); empty by default.
+  virtual std::string matmul_kernels() const { return {}; }
+  // MatmulCounters since construction; zeros for a backend that does not count them.
+  virtual MatmulCounters matmul_counters() const { return {}; }
 
   // --- memory -------------------------------------------------------------------
   virtual void* allocate(size_t bytes) = 0;  // zero-filled
@@ -109,10 +121,9 @@ class Backend {
                               int N, int C, int OC) = 0;
   // Causal multi-head self-attention. qkv is (B, T, 3C) = [q | k | v], heads of C/NH
   // channels; out is (B, T, C). `att` holds attention_state_floats(B, T, C, NH) floats:
-  // what this backend keeps for attention_backward, in its own layout (the CPU: the
-  // softmax probabilities (B, NH, T, T), zero above the diagonal; CUDA: the logsumexp
-  // of each score row (B, NH, T), probabilities recomputed in backward). Only
-  // attention_backward reads it.
+  // what this backend keeps for attention_backward, in its own layout (the CPU and CUDA:
+  // the logsumexp of each score row (B, NH, T), probabilities recomputed in backward, so
+  // memory grows with T, not T x T). Only attention_backward reads it.
   virtual size_t attention_state_floats(int B, int T, int C, int NH) const = 0;
   virtual void attention_forward(float* out, float* att, const float* qkv, int B, int T,
                                  int C, int NH) = 0;
@@ -210,8 +221,8 @@ class Backend {
                             float weight_decay, int64_t step, float grad_scale) = 0;
 };
 
-// The CPU backend: OpenBLAS sgemm and vectorized loops on `threads` threads
-// (0 = all cores). Results are deterministic for a given thread count.
+// The CPU backend: OpenBLAS sgemm (fp32), oneDNN (bf16) and vectorized loops on `threads`
+// threads (0 = all cores). Results are deterministic for a given thread count.
 std::unique_ptr<Backend> make_cpu_backend(int threads);
 // The same, allocating its memory from `memory` (the gradient_shard actors' moments, in
 // the trainer backend's host memory: pinned when it is a CUDA device's).

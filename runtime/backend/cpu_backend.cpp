@@ -4,6 +4,7 @@
 #include <cblas.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -21,11 +22,24 @@ int resolve_threads(int threads) {
 }  // namespace
 
 CpuBackend::CpuBackend(int threads, std::shared_ptr<HostMemory> memory)
-    : memory_(std::move(memory)), pool_(resolve_threads(threads)) {
+    : memory_(std::move(memory)), pool_(resolve_threads(threads)), gemm_(pool_.size()) {
   // sgemm runs single-threaded inside our chunks (see thread_pool.hpp).
   openblas_set_num_threads(1);
   scratch_.resize(static_cast<size_t>(pool_.size()));
   partials_.resize(static_cast<size_t>(pool_.size()));
+}
+
+double CpuBackend::now_seconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+std::string CpuBackend::matmul_kernels() const {
+  const std::string blas = "OpenBLAS " + std::string(openblas_get_corename());
+  if (!native_bf16_)
+    return "fp32: " + blas + "; bf16: operands rounded to bf16, " + blas + " sgemm (" +
+           gemm_.report() + ": no AVX-512 BF16 or AMX, oneDNN's bf16 would be slower)";
+  return "fp32: " + blas + "; bf16: " + gemm_.report();
 }
 
 std::unique_ptr<Backend> make_cpu_backend(int threads) {

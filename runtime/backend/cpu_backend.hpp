@@ -1,5 +1,5 @@
-// The CPU backend (backend.hpp): OpenBLAS sgemm on blocks split across dseek's own
-// thread pool, and fused, vectorized loops for everything else. Each group of ops lives
+// The CPU backend (backend.hpp): OpenBLAS sgemm (fp32) and oneDNN matmuls (bf16,
+// cpu_onednn_gemm.hpp) on blocks split across dseek's own thread pool, and fused, vectorized loops for everything else. Each group of ops lives
 // in its own cpu_*.cpp file; this header is shared by them only.
 #pragma once
 
@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "runtime/backend/backend.hpp"
+#include "runtime/backend/cpu_onednn_gemm.hpp"
 #include "runtime/util/thread_pool.hpp"
 
 namespace dseek::backend {
@@ -15,6 +16,8 @@ class CpuBackend final : public Backend {
  public:
   explicit CpuBackend(int threads, std::shared_ptr<HostMemory> memory = aligned_host_memory());
   std::string name() const override { return "cpu"; }
+  std::string matmul_kernels() const override;
+  MatmulCounters matmul_counters() const override { return counters_; }
   int threads() const { return pool_.size(); }
 
   void* allocate(size_t bytes) override;
@@ -50,7 +53,8 @@ class CpuBackend final : public Backend {
                              const float* inp, const float* w, int N, int C, int OC,
                              const MatmulPrecision& precision) override;
   void gelu_backward(float* dinp, const float* inp, const float* dout, size_t n) override;
-  // `out` is not read: the CPU keeps the probabilities themselves in att.
+  // `out` is not read: the CPU recomputes the probabilities from att's logsumexp and
+  // takes sum_j P dP from them.
   void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* out,
                           const float* att, int B, int T, int C, int NH) override;
   void layernorm_backward(float* dinp, float* dw, float* db, const float* dout,
@@ -90,6 +94,14 @@ class CpuBackend final : public Backend {
   template <class Term>
   double reduce_sum(const float* x, size_t n, Term term);
 
+  // Adds one linear layer's GEMMs to counters_: `products` N x C x OC products, started
+  // at `start` (a steady_clock time point in seconds).
+  static double now_seconds();
+  void count_matmul(double start, double products) {
+    counters_.seconds += now_seconds() - start;
+    counters_.flops += 2.0 * products;
+  }
+
   // The sgemm calls of the matmuls, with the product scaled by alpha (1 in fp32 and bf16,
   // the inverse FP8 scales in fp8) and dbias summed from `bias_dout` (the unquantized
   // output gradient).
@@ -98,20 +110,41 @@ class CpuBackend final : public Backend {
   void scaled_matmul_backward(float* dinp, float* dw, float* dbias, const float* dout,
                               const float* bias_dout, const float* inp, const float* w, int N,
                               int C, int OC, float alpha_dinp, float alpha_dw);
-  // cpu_matmul_mixed.cpp: operand `which` rounded to bf16, or quantized to fp8 with its
-  // scale (raising its amax), into the operand's scratch; returns the scratch.
+  // cpu_matmul_mixed.cpp: the mixed matmuls by format, without the counting.
+  void mixed_forward(float* out, const float* inp, const float* w, const float* bias, int N,
+                     int C, int OC, const MatmulPrecision& precision);
+  void mixed_backward(float* dinp, float* dw, float* dbias, const float* dout,
+                      const float* inp, const float* w, int N, int C, int OC,
+                      const MatmulPrecision& precision);
+  // cpu_matmul_mixed.cpp: operand `which` quantized to fp8 with its scale (raising its
+  // amax), into the operand's scratch; returns the scratch.
   enum Operand { kInput, kWeight, kOutputGrad, kOperands };
-  const float* to_bf16(Operand which, const float* x, size_t n);
   const float* to_fp8(Operand which, const float* x, size_t n, const Fp8OperandScaling& scaling);
+  // cpu_matmul_bf16.cpp: the bf16 matmuls through oneDNN, on operands rounded by
+  // to_bf16_bits into the operand's bf16 scratch, where the CPU has native bf16
+  // (native_bf16_); elsewhere the operands rounded to bf16 values in fp32 (to_bf16) and
+  // the fp32 sgemm, which computes the same products.
+  const uint16_t* to_bf16_bits(Operand which, const float* x, size_t n);
+  const float* to_bf16(Operand which, const float* x, size_t n);
+  const void* packed_for_row_blocks(GemmShape& shape, const void* b);
+  void bf16_matmul_forward(float* out, const float* inp, const float* w, const float* bias,
+                           int N, int C, int OC);
+  void bf16_matmul_backward(float* dinp, float* dw, float* dbias, const float* dout,
+                            const float* inp, const float* w, int N, int C, int OC);
 
   std::shared_ptr<HostMemory> memory_;  // where allocate() takes its blocks from
   util::ThreadPool pool_;
   std::vector<std::vector<float>> scratch_;
   std::vector<double> partials_;  // one per thread, for the reductions
   std::atomic<size_t> in_use_bytes_{0}, peak_bytes_{0};
-  // Rounded or quantized matmul operands; grown on first use only.
+  // Rounded (bf16 without native bf16) or quantized (fp8) matmul operands; grown on
+  // first use only.
   std::vector<float> operand_scratch_[kOperands];
   std::vector<float> amax_partials_;  // one per thread
+  std::vector<uint16_t> bf16_scratch_[kOperands];  // bf16 operands; grown on first use only
+  OnednnGemm gemm_;
+  bool native_bf16_ = OnednnGemm::native_bf16();
+  MatmulCounters counters_;
 };
 
 }  // namespace dseek::backend

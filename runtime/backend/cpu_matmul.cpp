@@ -16,12 +16,16 @@ constexpr size_t kMinRowsPerChunk = 32;
 
 void CpuBackend::matmul_forward(float* out, const float* inp, const float* w,
                                 const float* bias, int N, int C, int OC) {
+  const double start = now_seconds();
   scaled_matmul_forward(out, inp, w, bias, N, C, OC, 1.0f);
+  count_matmul(start, double(N) * C * OC);
 }
 
 void CpuBackend::matmul_backward(float* dinp, float* dw, float* dbias, const float* dout,
                                  const float* inp, const float* w, int N, int C, int OC) {
+  const double start = now_seconds();
   scaled_matmul_backward(dinp, dw, dbias, dout, dout, inp, w, N, C, OC, 1.0f, 1.0f);
+  count_matmul(start, double(N) * C * OC * (dinp != nullptr ? 2 : 1));
 }
 
 void CpuBackend::scaled_matmul_forward(float* out, const float* inp, const float* w,

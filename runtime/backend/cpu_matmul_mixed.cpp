@@ -1,15 +1,15 @@
-// Mixed-precision linear layers on the CPU (backend.hpp's MatmulPrecision). The operands
-// are rounded to bf16, or quantized to FP8 with their scales, into preallocated scratch
-// and multiplied by the fp32 sgemm of cpu_matmul.cpp. Each product of two bf16 (or fp8)
-// values is exact in fp32 and the sum is accumulated in fp32, so this computes what a
-// bf16 / FP8 tensor-core GEMM with fp32 accumulation computes (up to the order of the
-// additions): the CPU reference of the GPU backend's numerics, not a faster path.
+// Mixed-precision linear layers on the CPU (backend.hpp's MatmulPrecision). bf16 runs
+// through oneDNN's bf16 matmuls (cpu_matmul_bf16.cpp). FP8: the operands are quantized
+// with their scales into preallocated scratch and multiplied by the fp32 sgemm of
+// cpu_matmul.cpp; each product of two fp8 values is exact in fp32 and the sum is
+// accumulated in fp32, so this computes what an FP8 tensor-core GEMM with fp32
+// accumulation computes (up to the order of the additions): the CPU reference of the GPU
+// backend's numerics, not a faster path (no CPU here has FP8 GEMM instructions).
 #include <algorithm>
 #include <cmath>
 #include <stdexcept>
 
 #include "runtime/backend/cpu_backend.hpp"
-#include "runtime/numerics/bf16.hpp"
 #include "runtime/numerics/fp8.hpp"
 
 namespace dseek::backend {
@@ -17,16 +17,6 @@ namespace dseek::backend {
 namespace {
 constexpr size_t kMinFloatsPerChunk = 1 << 14;
 }  // namespace
-
-const float* CpuBackend::to_bf16(Operand which, const float* x, size_t n) {
-  auto& buffer = operand_scratch_[which];
-  if (buffer.size() < n) buffer.resize(n);
-  float* out = buffer.data();
-  pool_.parallel_for(n, [&](size_t begin, size_t end, int) {
-    numerics::round_to_bf16(x + begin, out + begin, end - begin);
-  }, kMinFloatsPerChunk);
-  return out;
-}
 
 const float* CpuBackend::to_fp8(Operand which, const float* x, size_t n,
                                 const Fp8OperandScaling& scaling) {
@@ -50,14 +40,20 @@ const float* CpuBackend::to_fp8(Operand which, const float* x, size_t n,
 void CpuBackend::mixed_matmul_forward(float* out, const float* inp, const float* w,
                                       const float* bias, int N, int C, int OC,
                                       const MatmulPrecision& precision) {
+  const double start = now_seconds();
+  mixed_forward(out, inp, w, bias, N, C, OC, precision);
+  count_matmul(start, double(N) * C * OC);
+}
+
+void CpuBackend::mixed_forward(float* out, const float* inp, const float* w, const float* bias,
+                               int N, int C, int OC, const MatmulPrecision& precision) {
   const size_t inp_n = static_cast<size_t>(N) * C, w_n = static_cast<size_t>(OC) * C;
   switch (precision.format) {
     case MatmulFormat::fp32:
       scaled_matmul_forward(out, inp, w, bias, N, C, OC, 1.0f);
       return;
     case MatmulFormat::bf16:
-      scaled_matmul_forward(out, to_bf16(kInput, inp, inp_n), to_bf16(kWeight, w, w_n), bias, N,
-                            C, OC, 1.0f);
+      bf16_matmul_forward(out, inp, w, bias, N, C, OC);
       return;
     case MatmulFormat::fp8: {
       const float* inp_q = to_fp8(kInput, inp, inp_n, precision.inp);
@@ -72,6 +68,14 @@ void CpuBackend::mixed_matmul_forward(float* out, const float* inp, const float*
 void CpuBackend::mixed_matmul_backward(float* dinp, float* dw, float* dbias, const float* dout,
                                        const float* inp, const float* w, int N, int C, int OC,
                                        const MatmulPrecision& precision) {
+  const double start = now_seconds();
+  mixed_backward(dinp, dw, dbias, dout, inp, w, N, C, OC, precision);
+  count_matmul(start, double(N) * C * OC * (dinp != nullptr ? 2 : 1));
+}
+
+void CpuBackend::mixed_backward(float* dinp, float* dw, float* dbias, const float* dout,
+                                const float* inp, const float* w, int N, int C, int OC,
+                                const MatmulPrecision& precision) {
   const size_t inp_n = static_cast<size_t>(N) * C, w_n = static_cast<size_t>(OC) * C;
   const size_t dout_n = static_cast<size_t>(N) * OC;
   switch (precision.format) {
@@ -79,9 +83,7 @@ void CpuBackend::mixed_matmul_backward(float* dinp, float* dw, float* dbias, con
       scaled_matmul_backward(dinp, dw, dbias, dout, dout, inp, w, N, C, OC, 1.0f, 1.0f);
       return;
     case MatmulFormat::bf16:
-      scaled_matmul_backward(dinp, dw, dbias, to_bf16(kOutputGrad, dout, dout_n), dout,
-                             to_bf16(kInput, inp, inp_n), to_bf16(kWeight, w, w_n), N, C, OC,
-                             1.0f, 1.0f);
+      bf16_matmul_backward(dinp, dw, dbias, dout, inp, w, N, C, OC);
       return;
     case MatmulFormat::fp8: {
       // The forward operands again, with the same scales as in forward (scales change

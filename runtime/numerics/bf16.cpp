@@ -16,4 +16,16 @@ void round_to_bf16(const float* in, float* out, size_t n) {
   }
 }
 
+void to_bf16_bits(const float* in, uint16_t* out, size_t n) {
+#pragma omp simd
+  for (size_t i = 0; i < n; ++i) {
+    uint32_t bits;
+    std::memcpy(&bits, in + i, sizeof bits);
+    const bool nan = (bits & 0x7fffffffu) > 0x7f800000u;
+    const uint32_t rounded = (bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16;
+    const uint32_t result = nan ? ((bits | 0x00400000u) >> 16) : rounded;
+    out[i] = static_cast<uint16_t>(result);
+  }
+}
+
 }  // namespace dseek::numerics

@@ -2,7 +2,7 @@
 // with round-to-nearest-even on the way down. It keeps fp32's range, so mixed precision
 // in bf16 needs no loss scaling; only the mantissa shrinks (relative step 2^-8).
 //
-// Used by the CPU backend's bf16 matmuls (backend/cpu_matmul_precision.cpp) and their
+// Used by the CPU backend's bf16 matmuls (backend/cpu_matmul_mixed.cpp) and their
 // tests; a GPU backend converts with the same rounding (cuda's __float2bfloat16_rn).
 #pragma once
 
@@ -34,5 +34,9 @@ inline float bf16_to_fp32(uint16_t h) {
 // fp32 so that an fp32 GEMM on it computes exactly a bf16 x bf16 -> fp32 GEMM (products
 // of two 8-bit mantissas are exact in fp32). Vectorized; out may alias in.
 void round_to_bf16(const float* in, float* out, size_t n);
+
+// out[i] = fp32_to_bf16(in[i]): the bf16 bits themselves, for a bf16 GEMM (oneDNN's).
+// Vectorized; the same rounding as fp32_to_bf16 and round_to_bf16.
+void to_bf16_bits(const float* in, uint16_t* out, size_t n);
 
 }  // namespace dseek::numerics

@@ -12,6 +12,12 @@ beta2, eps, grad_clip; float64 lr[steps]; float32 params[P]; int32 tokens[B*T];
 int32 targets[B*T].
 Result file: float64 loss; float64 grads[P]; float64 params_after[P];
 float64 losses[steps].
+
+With a third argument `bf16`, every linear layer (the four of each block and the tied
+head) runs as dseek's train.precision = "bf16" does (runtime/model/precision_policy.hpp):
+its input, weight and, in backward, output gradient rounded to bf16 (nearest even, from
+their float32 values), the products and sums in float64, the bias gradient from the
+unrounded output gradient; everything else stays float64.
 """
 import math
 import struct
@@ -36,7 +42,39 @@ def param_shapes(C, L, T, V):
     return shapes
 
 
-def gpt_loss(w, tokens, targets, C, L, NH, T):
+def bf16(x):
+    """x as dseek rounds it: float32 first, then bf16 (nearest even)."""
+    return x.to(torch.float32).to(torch.bfloat16).to(torch.float64)
+
+
+class Bf16Linear(torch.autograd.Function):
+    """x @ weight.T (+ bias) on bf16-rounded operands, as the bf16 GEMM computes it."""
+
+    @staticmethod
+    def forward(ctx, x, weight, bias):
+        ctx.save_for_backward(x, weight)
+        ctx.has_bias = bias is not None
+        out = bf16(x) @ bf16(weight).T
+        return out + bias if bias is not None else out
+
+    @staticmethod
+    def backward(ctx, dout):
+        x, weight = ctx.saved_tensors
+        d = bf16(dout)
+        dx = d @ bf16(weight)
+        dw = d.reshape(-1, d.shape[-1]).T @ bf16(x).reshape(-1, x.shape[-1])
+        db = dout.reshape(-1, dout.shape[-1]).sum(0) if ctx.has_bias else None
+        return dx, dw, db
+
+
+def linear(x, weight, bias, precision):
+    if precision == "bf16":
+        return Bf16Linear.apply(x, weight, bias)
+    out = x @ weight.T
+    return out + bias if bias is not None else out
+
+
+def gpt_loss(w, tokens, targets, C, L, NH, T, precision="fp32"):
     B = tokens.shape[0]
     hs = C // NH
     x = w["wte"][tokens] + w["wpe"][:T]
@@ -44,7 +82,7 @@ def gpt_loss(w, tokens, targets, C, L, NH, T):
     for l in range(L):
         p = f"h.{l}."
         h = F.layer_norm(x, (C,), w[p + "ln1.weight"], w[p + "ln1.bias"], eps=1e-5)
-        qkv = h @ w[p + "attn.qkv.weight"].T + w[p + "attn.qkv.bias"]
+        qkv = linear(h, w[p + "attn.qkv.weight"], w[p + "attn.qkv.bias"], precision)
         q, k, v = qkv.split(C, dim=2)
         q = q.view(B, T, NH, hs).transpose(1, 2)
         k = k.view(B, T, NH, hs).transpose(1, 2)
@@ -52,17 +90,21 @@ def gpt_loss(w, tokens, targets, C, L, NH, T):
         att = (q @ k.transpose(-2, -1)) / math.sqrt(hs)
         att = att.masked_fill(~mask, float("-inf")).softmax(dim=-1)
         y = (att @ v).transpose(1, 2).reshape(B, T, C)
-        x = x + y @ w[p + "attn.proj.weight"].T + w[p + "attn.proj.bias"]
+        x = x + linear(y, w[p + "attn.proj.weight"], w[p + "attn.proj.bias"], precision)
         h = F.layer_norm(x, (C,), w[p + "ln2.weight"], w[p + "ln2.bias"], eps=1e-5)
-        h = F.gelu(h @ w[p + "mlp.fc.weight"].T + w[p + "mlp.fc.bias"], approximate="tanh")
-        x = x + h @ w[p + "mlp.proj.weight"].T + w[p + "mlp.proj.bias"]
+        h = F.gelu(linear(h, w[p + "mlp.fc.weight"], w[p + "mlp.fc.bias"], precision),
+                   approximate="tanh")
+        x = x + linear(h, w[p + "mlp.proj.weight"], w[p + "mlp.proj.bias"], precision)
     x = F.layer_norm(x, (C,), w["lnf.weight"], w["lnf.bias"], eps=1e-5)
-    logits = x @ w["wte"].T  # tied head
+    logits = linear(x, w["wte"], None, precision)  # tied head
     return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
 
 
 def main():
     case_path, result_path = sys.argv[1], sys.argv[2]
+    precision = sys.argv[3] if len(sys.argv) > 3 else "fp32"
+    if precision not in ("fp32", "bf16"):
+        sys.exit(f"gpt_reference.py: unknown precision {precision!r} (fp32 | bf16)")
     data = open(case_path, "rb").read()
     C, L, NH, T, V, B, steps = struct.unpack_from("<7q", data, 0)
     off = 56
@@ -88,7 +130,7 @@ def main():
         start += n
     names = [name for name, _ in shapes]
 
-    loss = gpt_loss(w, tokens, targets, C, L, NH, T)
+    loss = gpt_loss(w, tokens, targets, C, L, NH, T, precision)
     loss.backward()
     first_loss = loss.item()
     grads = torch.cat([w[n].grad.reshape(-1) for n in names])
@@ -103,7 +145,7 @@ def main():
     for step in range(steps):
         if step > 0:
             opt.zero_grad()
-            loss = gpt_loss(w, tokens, targets, C, L, NH, T)
+            loss = gpt_loss(w, tokens, targets, C, L, NH, T, precision)
             loss.backward()
         losses.append(loss.item())
         if grad_clip > 0:

@@ -1,6 +1,7 @@
 // The CPU backend's side of two interface calls the CUDA backend also implements:
 // memory_usage() counts live allocate() blocks and their peak, and
-// attention_state_floats() is the size of the probabilities it saves for backward.
+// attention_state_floats() is the size of what attention saves for backward: one
+// logsumexp per score row and head (cpu_attention.cpp), as the CUDA backend saves.
 #include <catch2/catch.hpp>
 
 #include "runtime/backend/backend.hpp"
@@ -23,8 +24,8 @@ TEST_CASE("the CPU backend counts live allocations and their peak", "[backend][m
   CHECK(cpu->memory_usage().peak_bytes == after.peak_bytes);  // below the peak: unchanged
 }
 
-TEST_CASE("the CPU backend saves the attention probabilities, B*NH*T*T floats",
+TEST_CASE("the CPU backend saves the attention logsumexp, B*NH*T floats, not T x T",
           "[backend][attention]") {
   auto cpu = dseek::backend::make_cpu_backend(1);
-  CHECK(cpu->attention_state_floats(3, 37, 48, 4) == size_t{3} * 4 * 37 * 37);
+  CHECK(cpu->attention_state_floats(3, 37, 48, 4) == size_t{3} * 4 * 37);
 }

@@ -6,8 +6,15 @@
 // Tolerances (fp32 against float64): loss relative error < 1e-5; each tensor's
 // gradient relative error ||g - g_ref|| / ||g_ref|| < 1e-4; parameters after three
 // steps, relative to the size of the change the steps made, < 1e-3.
+//
+// train.precision = "bf16" against the reference's bf16 mode (the same operands rounded
+// to bf16 at the same points, products and sums in float64), so what is measured is the
+// oneDNN bf16 GEMM's fp32 accumulation plus the operands that round the other way
+// because dseek's fp32 value lies on the other side of a bf16 rounding boundary than
+// the float64 one: BF16_TOLERANCES below.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
@@ -16,15 +23,21 @@
 
 #include "runtime/backend/backend.hpp"
 #include "runtime/model/gpt_model.hpp"
+#include "runtime/model/precision_policy.hpp"
 #include "runtime/optim/adamw.hpp"
 #include "support/process.hpp"
 #include "support/small_gpt.hpp"
 #include "support/test_paths.hpp"
 
+using dseek::backend::MatmulFormat;
 using dseek::model::GptModel;
 using dseek::model::GptShape;
 
 namespace {
+
+struct Tolerances {
+  double loss, gradient, update;
+};
 
 template <class T>
 void put(std::ofstream& out, const T& value) {
@@ -40,9 +53,7 @@ double relative_error(const double* reference, const float* value, size_t n) {
   return std::sqrt(diff / std::max(norm, 1e-300));
 }
 
-}  // namespace
-
-TEST_CASE("loss, gradients and AdamW steps match PyTorch", "[model][pytorch]") {
+void check_against_pytorch(MatmulFormat format, const Tolerances& tolerance) {
   const GptShape shape{.dim = 64, .layers = 2, .heads = 4, .context = 32, .vocab = 256};
   const int64_t B = 4, steps = 3;
   const dseek::optim::AdamWSettings settings{.beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8,
@@ -52,6 +63,7 @@ TEST_CASE("loss, gradients and AdamW steps match PyTorch", "[model][pytorch]") {
   auto backend = dseek::backend::make_cpu_backend(2);
   GptModel model(shape, {0, shape.layers}, *backend, B);
   dseek::testing::init_nontrivial(model, 42, 0.02);
+  model.set_precision(dseek::model::PrecisionPolicy(*backend, format, shape.layers));
   auto batch = dseek::testing::random_batch(B, shape.context, shape.vocab, 8);
   const size_t P = model.num_params();
 
@@ -71,7 +83,8 @@ TEST_CASE("loss, gradients and AdamW steps match PyTorch", "[model][pytorch]") {
   // Debian's python3-torch is visible to /usr/bin/python3 only (platform notes).
   auto python = dseek::testing::run_process(
       {"/usr/bin/python3", (dseek::testing::source_dir() / "tests/reference/gpt_reference.py").string(),
-       (dir / "case.bin").string(), (dir / "result.bin").string()},
+       (dir / "case.bin").string(), (dir / "result.bin").string(),
+       dseek::model::name_of(format)},
       std::chrono::minutes(3));
   INFO(python.output);
   REQUIRE_FALSE(python.timed_out);
@@ -94,15 +107,23 @@ TEST_CASE("loss, gradients and AdamW steps match PyTorch", "[model][pytorch]") {
     const double loss = model.forward(batch.tokens.data(), batch.targets.data(), B, shape.context);
     model.backward(dloss);
     INFO("step " << step);
-    CHECK(std::abs(loss - reference_losses[step]) <= 1e-5 * std::abs(reference_losses[step]));
+    INFO("loss relative error " << std::abs(loss - reference_losses[step]) /
+                                         std::abs(reference_losses[step]));
+    CHECK(std::abs(loss - reference_losses[step]) <=
+          tolerance.loss * std::abs(reference_losses[step]));
     if (step == 0) {
-      CHECK(std::abs(loss - reference_loss) <= 1e-5 * reference_loss);
+      CHECK(std::abs(loss - reference_loss) <= tolerance.loss * reference_loss);
+      double worst = 0.0;
       for (const auto& tensor : model.layout().tensors()) {
         const double error = relative_error(reference_grads + tensor.offset,
                                             model.grads() + tensor.offset, tensor.size());
         INFO(tensor.name << " gradient relative error " << error);
-        CHECK(error < 1e-4);
+        CHECK(error < tolerance.gradient);
+        worst = std::max(worst, error);
       }
+      WARN(dseek::model::name_of(format) << ": loss relative error "
+           << std::abs(loss - reference_loss) / reference_loss
+           << ", worst gradient relative error " << worst);
     }
     optimizer.step(model.params(), model.grads(), lrs[static_cast<size_t>(step)]);
   }
@@ -114,5 +135,24 @@ TEST_CASE("loss, gradients and AdamW steps match PyTorch", "[model][pytorch]") {
     change += std::pow(reference_after[i] - initial[i], 2);
   }
   INFO("parameter error relative to the update " << std::sqrt(diff / change));
-  CHECK(std::sqrt(diff / change) < 1e-3);
+  WARN(dseek::model::name_of(format) << ": parameter error relative to the update "
+       << std::sqrt(diff / change));
+  CHECK(std::sqrt(diff / change) < tolerance.update);
+}
+
+}  // namespace
+
+TEST_CASE("loss, gradients and AdamW steps match PyTorch", "[model][pytorch]") {
+  check_against_pytorch(MatmulFormat::fp32, {1e-5, 1e-4, 1e-3});
+}
+
+// BF16_TOLERANCES: loss relative error < 3e-5 at every step, each tensor's gradient
+// < 5e-3, the parameters after three steps < 2e-2 of the update (about 10x what was
+// measured 2026-12-01 with oneDNN 2.6's avx512_core_bf16 GEMM on an AMD EPYC with
+// AVX-512 BF16: losses 3.0e-8, 3.1e-6, 7.3e-7 (the steps' parameter differences move
+// later operands across rounding boundaries), worst tensor gradient 6.6e-4 (qkv weight),
+// update 2.1e-3; fp32 against the fp32 reference: 4.4e-10, 4.5e-7, 1.2e-5).
+TEST_CASE("bf16: loss, gradients and AdamW steps match PyTorch on bf16 operands",
+          "[model][pytorch][bf16]") {
+  check_against_pytorch(MatmulFormat::bf16, {3e-5, 5e-3, 2e-2});
 }

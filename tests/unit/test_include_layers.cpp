@@ -44,6 +44,7 @@ const Library kLibraries[] = {
     {{"caf/"}, {"actors", "apps"}},
     {{"ucp/", "ucs/", "uct/"}, {"comm/ucx"}},
     {{"nccl.h"}, {"comm/nccl"}},
+    {{"oneapi/dnnl/", "omp.h"}, {"runtime/backend"}},  // the CPU backend's bf16 matmuls
     {{"cuda", "cublas", "cudnn", "curand"}, {"gpu", "comm/nccl", "bench/gpu"}},
 };
 

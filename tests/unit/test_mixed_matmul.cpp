@@ -8,9 +8,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
+#include <string>
 #include <vector>
 
 #include "runtime/backend/backend.hpp"
+#include "runtime/backend/cpu_onednn_gemm.hpp"
 #include "runtime/numerics/bf16.hpp"
 #include "runtime/numerics/fp8.hpp"
 #include "support/random_values.hpp"
@@ -154,4 +157,26 @@ TEST_CASE("mixed matmul: fp8 without scaling state is refused by name", "[unit][
   p.format = MatmulFormat::fp8;
   CHECK_THROWS_WITH(be->mixed_matmul_forward(out.data(), x.data(), x.data(), nullptr, 8, 8, 8, p),
                     Catch::Matchers::Contains("train.precision"));
+}
+
+// Which bf16 path runs: oneDNN's GEMM where the CPU has native bf16, the rounded operands
+// on the fp32 sgemm elsewhere (ctest's bf16_matmuls_without_native_bf16 caps oneDNN's ISA
+// at AVX2 through ONEDNN_MAX_CPU_ISA to take the second on any machine).
+TEST_CASE("mixed matmul: matmul_kernels names the bf16 path the CPU takes",
+          "[unit][numerics][bf16-path]") {
+  auto be = backend::make_cpu_backend(1);
+  std::vector<float> inp(static_cast<size_t>(N) * C, 0.5f), w(static_cast<size_t>(OC) * C, 0.25f);
+  std::vector<float> out(static_cast<size_t>(N) * OC);
+  backend::MatmulPrecision p;
+  p.format = MatmulFormat::bf16;
+  be->mixed_matmul_forward(out.data(), inp.data(), w.data(), nullptr, N, C, OC, p);
+  CHECK(out[0] == 0.5f * 0.25f * C);
+  const std::string kernels = be->matmul_kernels();
+  INFO(kernels);
+  CHECK(kernels.find("oneDNN") != std::string::npos);
+  const char* cap = std::getenv("ONEDNN_MAX_CPU_ISA");
+  if (cap != nullptr && std::string(cap) == "AVX2") CHECK_FALSE(backend::OnednnGemm::native_bf16());
+  const bool native = backend::OnednnGemm::native_bf16();
+  CHECK((kernels.find("operands rounded to bf16") != std::string::npos) == !native);
+  if (native) CHECK(kernels.find("bf16 brg:") != std::string::npos);  // oneDNN's brgemm
 }
