@@ -6,14 +6,11 @@
 #include <cmath>
 #include <cstdint>
 
+#include "runtime/util/splitmix64.hpp"
+
 namespace dseek::model {
 
-inline uint64_t splitmix64(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
+using util::splitmix64;
 
 // A standard normal sample for (seed, index), by Box-Muller on two 53-bit uniforms.
 inline double normal_at(uint64_t seed, uint64_t index) {

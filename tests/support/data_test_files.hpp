@@ -1,8 +1,10 @@
 // What the data-preparation unit tests share: writing an input file (its folders made),
-// and the message of the DataError an action throws.
+// a gzip stream of a text (zlib), and the message of the DataError an action throws.
 #pragma once
 
 #include <catch2/catch.hpp>
+
+#include <zlib.h>
 
 #include <filesystem>
 #include <fstream>
@@ -18,6 +20,21 @@ inline void write_file(const std::filesystem::path& path, const std::string& con
   std::ofstream out(path, std::ios::binary);
   out << content;
   REQUIRE(out.good());
+}
+
+// `text` as a gzip stream (.gz input files).
+inline std::string gzip(const std::string& text) {
+  z_stream stream{};
+  REQUIRE(deflateInit2(&stream, 6, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) == Z_OK);
+  std::string out(deflateBound(&stream, text.size()) + 64, '\0');
+  stream.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(text.data()));
+  stream.avail_in = static_cast<uInt>(text.size());
+  stream.next_out = reinterpret_cast<Bytef*>(out.data());
+  stream.avail_out = static_cast<uInt>(out.size());
+  REQUIRE(deflate(&stream, Z_FINISH) == Z_STREAM_END);
+  out.resize(stream.total_out);
+  deflateEnd(&stream);
+  return out;
 }
 
 // The DataError message of `action`, or "" if it did not throw one.

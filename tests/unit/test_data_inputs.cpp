@@ -8,7 +8,6 @@
 
 #include <capnp/message.h>
 #include <capnp/serialize.h>
-#include <zlib.h>
 #include <zstd.h>
 
 #include <fstream>
@@ -36,23 +35,11 @@ using dseek::data::TokenDataset;
 using dseek::testing::ScratchDir;
 
 using dseek::testing::write_file;
+using dseek::testing::gzip;
 using dseek::testing::data_error_of;
 
 namespace {
 
-std::string gzip(const std::string& text) {
-  z_stream stream{};
-  REQUIRE(deflateInit2(&stream, 6, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) == Z_OK);
-  std::string out(deflateBound(&stream, text.size()) + 64, '\0');
-  stream.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(text.data()));
-  stream.avail_in = static_cast<uInt>(text.size());
-  stream.next_out = reinterpret_cast<Bytef*>(out.data());
-  stream.avail_out = static_cast<uInt>(out.size());
-  REQUIRE(deflate(&stream, Z_FINISH) == Z_STREAM_END);
-  out.resize(stream.total_out);
-  deflateEnd(&stream);
-  return out;
-}
 
 std::string zstd(const std::string& text) {
   std::string out(ZSTD_compressBound(text.size()), '\0');

@@ -6,8 +6,6 @@
 // stay within the window (memory does not grow with the corpus); FIM end to end.
 #include <catch2/catch.hpp>
 
-#include <zlib.h>
-
 #include <algorithm>
 #include <fstream>
 #include <functional>
@@ -27,22 +25,10 @@ namespace data = dseek::data;
 using data::DropReason;
 using dseek::testing::ScratchDir;
 using dseek::testing::write_file;
+using dseek::testing::gzip;
 
 namespace {
 
-std::string gzip(const std::string& text) {
-  z_stream stream{};
-  REQUIRE(deflateInit2(&stream, 6, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) == Z_OK);
-  std::string out(deflateBound(&stream, text.size()) + 64, '\0');
-  stream.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(text.data()));
-  stream.avail_in = static_cast<uInt>(text.size());
-  stream.next_out = reinterpret_cast<Bytef*>(out.data());
-  stream.avail_out = static_cast<uInt>(out.size());
-  REQUIRE(deflate(&stream, Z_FINISH) == Z_STREAM_END);
-  out.resize(stream.total_out);
-  deflateEnd(&stream);
-  return out;
-}
 
 // prefix + n + suffix (appended: GCC 12 warns falsely of -Wrestrict on "f" + ...).
 std::string numbered(const char* prefix, int n, const char* suffix = "") {
