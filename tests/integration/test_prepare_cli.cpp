@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "actors/spawned_process.hpp"
+#include "support/data_test_files.hpp"
 #include "support/node_runs.hpp"
 #include "support/process.hpp"
 #include "support/test_paths.hpp"
@@ -21,18 +22,6 @@ using namespace dseek::testing;
 using namespace std::chrono_literals;
 
 namespace {
-
-std::string read_text(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
-void write_text(const std::filesystem::path& path, const std::string& text) {
-  std::filesystem::create_directories(path.parent_path());
-  std::ofstream(path, std::ios::binary) << text;
-}
 
 // 60 documents, a copy of one of them and a short one.
 void make_corpus(const std::filesystem::path& dir) {
@@ -53,7 +42,7 @@ void make_corpus(const std::filesystem::path& dir) {
     if (d == 10) lines += line;  // an exact copy
   }
   lines += "{\"text\": \"tiny\"}\n";
-  write_text(dir / "docs.jsonl", lines);
+  write_file(dir / "docs.jsonl", lines);
 }
 
 std::vector<std::string> prepare_args(const std::filesystem::path& in,
@@ -75,7 +64,7 @@ TEST_CASE("dseek data prepare runs the pipeline with its options and recovers a 
   CHECK_THAT(plain.output, Catch::Contains("data prepare: 60 documents (") &&
                                Catch::Contains("dropped exact_duplicate") &&
                                Catch::Contains("on 2 workers"));
-  CHECK_THAT(read_text(dir / "plain/report.json"),
+  CHECK_THAT(read_file(dir / "plain/report.json"),
              Catch::Contains("\"exact_duplicate\":1") && Catch::Contains("\"too_short\":1") &&
                  Catch::Contains("\"documents_in\":62") && Catch::Contains("\"documents\":60"));
   auto info = run_process({bin("dseek"), "data", "info", (dir / "plain").string()}, 30s);
@@ -89,7 +78,7 @@ TEST_CASE("dseek data prepare runs the pipeline with its options and recovers a 
   CHECK_THAT(crashed.output, Catch::Contains("1 actors restarted"));
   for (const char* file : {"index.capnp", "train-00000.tok", "val-00000.tok"}) {
     INFO(file);
-    CHECK(read_text(dir / "crashed" / file) == read_text(dir / "plain" / file));
+    CHECK(read_file(dir / "crashed" / file) == read_file(dir / "plain" / file));
   }
   auto verify = run_process({bin("dseek"), "data", "verify", (dir / "crashed").string()}, 30s);
   CHECK(verify.exit_code == 0);
@@ -127,7 +116,7 @@ TEST_CASE("a prepare killed with kill -9 and run again with its cache writes the
       text += static_cast<char>('a' + (f * 7 + w * 3) % 26);
       text += static_cast<char>('a' + (f + w * 11) % 26);
     }
-    write_text(dir / "in" / std::string("f").append(std::to_string(100 + f)).append(".txt"),
+    write_file(dir / "in" / std::string("f").append(std::to_string(100 + f)).append(".txt"),
                text + "\n");
   }
   auto args = [&](const char* out, bool cached) {
@@ -161,10 +150,10 @@ TEST_CASE("a prepare killed with kill -9 and run again with its cache writes the
   auto again = run_process(args("out", true), 60s);  // the same command, into the same OUT
   INFO(again.output);
   REQUIRE(again.exit_code == 0);
-  CHECK_THAT(read_text(dir / "out/report.json"),
+  CHECK_THAT(read_file(dir / "out/report.json"),
              Catch::Contains(std::string("\"cached_files\":").append(std::to_string(finished))));
   for (const char* file : {"index.capnp", "train-00000.tok", "val-00000.tok"}) {
     INFO(file);
-    CHECK(read_text(dir / "out" / file) == read_text(dir / "whole" / file));
+    CHECK(read_file(dir / "out" / file) == read_file(dir / "whole" / file));
   }
 }

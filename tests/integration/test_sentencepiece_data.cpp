@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "runtime/util/sha256.hpp"
+#include "support/data_test_files.hpp"
 #include "support/node_runs.hpp"
 #include "support/process.hpp"
 #include "support/test_paths.hpp"
@@ -20,27 +21,13 @@ using namespace std::chrono_literals;
 
 namespace {
 
-std::string read_text(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
-void write_text(const std::filesystem::path& path, const std::string& text) {
-  std::filesystem::create_directories(path.parent_path());
-  std::ofstream out(path, std::ios::binary);
-  out << text;
-  REQUIRE(out.good());
-}
-
 }  // namespace
 
 TEST_CASE("a SentencePiece model tokenizes as spm_encode does and trains", "[sentencepiece][data]") {
   ScratchDir dir("sentencepiece");
-  const std::string corpus = read_text("/usr/lib/python3.11/argparse.py") +
-                             read_text("/usr/lib/python3.11/textwrap.py");
-  write_text(dir / "corpus.txt", corpus);
+  const std::string corpus = read_file("/usr/lib/python3.11/argparse.py") +
+                             read_file("/usr/lib/python3.11/textwrap.py");
+  write_file(dir / "corpus.txt", corpus);
   auto trained = run_process({"spm_train", "--input=" + (dir / "corpus.txt").string(),
                               "--model_prefix=" + (dir / "tiny").string(), "--vocab_size=1000",
                               "--model_type=bpe", "--minloglevel=2"},
@@ -51,13 +38,13 @@ TEST_CASE("a SentencePiece model tokenizes as spm_encode does and trains", "[sen
 
   // Line by line, as spm_encode reads its input.
   std::vector<std::string> lines;
-  std::istringstream in(read_text("/usr/lib/python3.11/shutil.py"));
+  std::istringstream in(read_file("/usr/lib/python3.11/shutil.py"));
   for (std::string line; std::getline(in, line) && lines.size() < 80;) {
     if (!line.empty()) lines.push_back(line);
   }
   std::string joined;
   for (const std::string& line : lines) joined += line + "\n";
-  write_text(dir / "lines.txt", joined);
+  write_file(dir / "lines.txt", joined);
   auto reference = run_process({"/bin/sh", "-c", "spm_encode --model=" + model +
                                                       " --output_format=id < " +
                                                       (dir / "lines.txt").string()},
@@ -65,7 +52,7 @@ TEST_CASE("a SentencePiece model tokenizes as spm_encode does and trains", "[sen
   REQUIRE(reference.exit_code == 0);
   std::string ours;
   for (size_t i = 0; i < lines.size(); ++i) {
-    write_text(dir / "line.txt", lines[i]);
+    write_file(dir / "line.txt", lines[i]);
     auto one = run_process({"/bin/sh", "-c", bin("dseek") + " data tokenize --tokenizer " + model +
                                                  " < " + (dir / "line.txt").string()},
                            30s);
@@ -77,7 +64,7 @@ TEST_CASE("a SentencePiece model tokenizes as spm_encode does and trains", "[sen
   // A data set of two JSON Lines documents, then a few training steps.
   std::string jsonl;
   for (int d = 0; d < 40; ++d) jsonl += "{\"text\": \"def f" + std::to_string(d) + "(x):\\n    return x + " + std::to_string(d) + "\\n\"}\n";
-  write_text(dir / "in/docs.jsonl", jsonl);
+  write_file(dir / "in/docs.jsonl", jsonl);
   auto prepared = run_process({bin("dseek"), "data", "prepare", "--input", (dir / "in").string(),
                                "--output", (dir / "data").string(), "--tokenizer", model,
                                "--val-fraction", "0.1"},
@@ -86,7 +73,7 @@ TEST_CASE("a SentencePiece model tokenizes as spm_encode does and trains", "[sen
   REQUIRE(prepared.exit_code == 0);
   auto info = run_process({bin("dseek"), "data", "info", (dir / "data").string()}, 30s);
   CHECK_THAT(info.output, Catch::Contains("tokenizer sentencepiece, vocabulary 1000, uint16 tokens"));
-  const std::string bytes = read_text(model);
+  const std::string bytes = read_file(model);
   CHECK_THAT(info.output, Catch::Contains(dseek::util::sha256_hex(bytes.data(), bytes.size())));
   auto run = run_process(
       {bin("dseek-node"), "--config", (source_dir() / "config/single.toml").string(), "--run-dir",

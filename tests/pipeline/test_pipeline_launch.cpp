@@ -32,6 +32,16 @@ const std::vector<std::string> kReplicatedPipeline = {
 const std::vector<std::string> kPipeline = {
     "--set", "parallel.pipeline=2", "--set", "train.micro_batch_size=4", "--set",
     "train.threads=1", "--set", "train.eval_every=0", "--set", "parallel.schedule=\"gpipe\""};
+
+// The node loss of 2 replicas of a 2-stage pipeline on 4 nodes (the last node lost).
+LostNodeJob replicated_pipeline_loss(const std::string& name) {
+  LostNodeJob lost;
+  lost.name = name;
+  lost.job = kReplicatedPipeline;
+  lost.nodes = 4;
+  lost.pipeline = 2;
+  return lost;
+}
 }  // namespace
 
 TEST_CASE("pipeline: dseek launch runs one stage per node", "[pp][launch]") {
@@ -177,11 +187,7 @@ TEST_CASE("pipeline: a crash of any of a node's actors leaves the job's result u
 // the survivors re-plan and finish as after a kill at a step boundary.
 TEST_CASE("pipeline: a node of a replicated pipeline killed during the gradient reduction costs "
           "a replica and the job finishes", "[pp][launch][dp][faults]") {
-  LostNodeJob lost;
-  lost.name = "pp-dp-launch-kill-reduction";
-  lost.job = kReplicatedPipeline;
-  lost.nodes = 4;
-  lost.pipeline = 2;
+  LostNodeJob lost = replicated_pipeline_loss("pp-dp-launch-kill-reduction");
   lost.during_reduction = true;
   lost.from_memory = true;
   lost.also_check = [](const std::filesystem::path& run) {
@@ -225,11 +231,7 @@ TEST_CASE("pipeline: dseek launch runs 2 replicas of a 2-stage pipeline", "[pp][
 // The test of issue 8: a 4-node job with P = 2 loses a node and finishes with D = 1.
 TEST_CASE("pipeline: a lost node of a replicated pipeline costs a replica and the job finishes",
           "[pp][launch][dp][faults]") {
-  LostNodeJob lost;
-  lost.name = "pp-dp-launch-kill";
-  lost.job = kReplicatedPipeline;
-  lost.nodes = 4;
-  lost.pipeline = 2;
+  LostNodeJob lost = replicated_pipeline_loss("pp-dp-launch-kill");
   lost.from_memory = true;  // replica 0 survives whole, at its positions
   check_lost_node_recovers(lost);
 }
@@ -292,11 +294,7 @@ TEST_CASE("pipeline: a 3-stage pipeline that loses a node re-partitions its laye
 // A node that hangs is declared lost by its missing heartbeats: the same recovery.
 TEST_CASE("pipeline: a node of a replicated pipeline that hangs costs a replica and the job "
           "finishes", "[pp][launch][dp][faults]") {
-  LostNodeJob lost;
-  lost.name = "pp-dp-launch-hang";
-  lost.job = kReplicatedPipeline;
-  lost.nodes = 4;
-  lost.pipeline = 2;
+  LostNodeJob lost = replicated_pipeline_loss("pp-dp-launch-hang");
   lost.fault = "hang";
   lost.from_memory = true;
   check_lost_node_recovers(lost);

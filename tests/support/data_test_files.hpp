@@ -1,5 +1,6 @@
-// What the data-preparation unit tests share: writing an input file (its folders made),
-// a gzip stream of a text (zlib), and the message of the DataError an action throws.
+// What the data-preparation tests share: writing an input file (its folders made) and
+// reading one back, a gzip stream of a text (zlib), and the message of the DataError an
+// action throws.
 #pragma once
 
 #include <catch2/catch.hpp>
@@ -9,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <sstream>
 #include <string>
 
 #include "runtime/data/token_dataset.hpp"
@@ -20,6 +22,14 @@ inline void write_file(const std::filesystem::path& path, const std::string& con
   std::ofstream out(path, std::ios::binary);
   out << content;
   REQUIRE(out.good());
+}
+
+// A whole file's bytes.
+inline std::string read_file(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
 }
 
 // `text` as a gzip stream (.gz input files).
