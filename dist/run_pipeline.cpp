@@ -7,7 +7,6 @@
 #include "dist/comm_replica_group.hpp"
 #include "dist/comm_tensor_group.hpp"
 #include "dist/parallel_communicators.hpp"
-#include "dist/reducer_settings.hpp"
 #include "dist/stage_memory_sync.hpp"
 #include "runtime/train/layout/parallel_groups.hpp"
 #include "runtime/train/pipeline/single_stage_links.hpp"
@@ -15,7 +14,8 @@
 namespace dseek::dist {
 
 train::PipelineRunSummary run_pipeline(const config::JobConfig& config,
-                                       const train::RunOptions& options, comm::Communicator& comm) {
+                                       const train::RunOptions& options, comm::Communicator& comm,
+                                       ReducerSettings settings) {
   const train::ParallelGroups layout(static_cast<int>(config.parallel.data),
                                      static_cast<int>(config.parallel.pipeline),
                                      static_cast<int>(config.parallel.tensor));
@@ -28,7 +28,6 @@ train::PipelineRunSummary run_pipeline(const config::JobConfig& config,
                                             : one_stage;
   std::unique_ptr<CommReplicaGroup> replicas;
   if (groups.data) {
-    ReducerSettings settings = reducer_settings(config);
     settings.after_first_bucket = options.during_reduction;
     replicas = std::make_unique<CommReplicaGroup>(*groups.data, std::move(settings));
   }

@@ -1,7 +1,7 @@
 // The entry point for a process that is one rank of a pipeline and/or tensor-parallel
 // job and already has the world's communicator (parallel.data x parallel.pipeline x
 // parallel.tensor ranks, world rank = (replica x P + stage) x T + tensor rank,
-// layout/parallel_groups.hpp): the node's worker, and tests/pipeline/pp_rank_main.cpp. Cuts
+// layout/parallel_groups.hpp), through run_layout.hpp. Cuts
 // the pipeline, data and tensor groups (parallel_communicators.hpp), wraps them in
 // CommPipelineLinks (SingleStageLinks without a pipeline), CommReplicaGroup and
 // CommTensorGroup and runs train::run_pipeline_stage. Every rank calls it with the same
@@ -9,14 +9,17 @@
 #pragma once
 
 #include "comm/communicator.hpp"
+#include "dist/reducer_settings.hpp"
 #include "runtime/config/job_config.hpp"
 #include "runtime/train/pipeline/run_stage.hpp"
 
 namespace dseek::dist {
 
-// Throws config::ConfigError for settings the pipeline cannot run, comm::CommError when
-// the data plane fails (the communicator is spent then).
+// `settings`: the data group's reduction (its after_first_bucket is
+// options.during_reduction). Throws config::ConfigError for settings the pipeline cannot
+// run, comm::CommError when the data plane fails (the communicator is spent then).
 train::PipelineRunSummary run_pipeline(const config::JobConfig& config,
-                                       const train::RunOptions& options, comm::Communicator& comm);
+                                       const train::RunOptions& options, comm::Communicator& comm,
+                                       ReducerSettings settings);
 
 }  // namespace dseek::dist

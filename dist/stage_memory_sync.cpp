@@ -79,14 +79,12 @@ train::MemoryRecovery CommStageMemorySync::recover(train::StageMemory& memory,
     }
     recovery.from_peer = own == nullptr;
     stage.restore_owned_state(state.data(), static_cast<int64_t>(optimizer_steps[0]));
-    memory.last_recovery = recovery;
     return recovery;
   }
   if (!not_here.empty()) recovery.why_not = not_here;
   else if (steps.empty()) recovery.why_not = any_copy ? "no rank holds a state of this layout's positions in memory"
                                                       : "no rank holds a state in memory";
   else recovery.why_not = "no step is held in memory by a replica of every stage and tensor rank";
-  memory.last_recovery = recovery;
   return recovery;
 }
 

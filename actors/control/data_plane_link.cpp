@@ -95,15 +95,15 @@ comm::CommOptions comm_options(const epoch_started& epoch, const config::JobConf
 std::unique_ptr<comm::Communicator> connect_nccl_plane(const std::string& unique_id,
                                                        const epoch_started& epoch,
                                                        const config::JobConfig& config,
-                                                       int32_t rank, int device) {
+                                                       int32_t rank, int32_t ranks, int device) {
 #ifdef DSEEK_HAVE_NCCL
-  // The world is every rank of the plan (cluster.gpus_per_node of them a node).
-  return comm::connect_nccl(unique_id, rank, ranks_in_plan(epoch), device,
-                           comm_options(epoch, config));
+  // The world is the connecting ranks (cluster.gpus_per_node of them a node).
+  return comm::connect_nccl(unique_id, rank, ranks, device, comm_options(epoch, config));
 #else
   (void)unique_id;
   (void)epoch;
   (void)rank;
+  (void)ranks;
   (void)device;
   check_data_plane_available(config);
   return nullptr;
@@ -163,15 +163,6 @@ std::unique_ptr<comm::Communicator> connect_ucx_plane(caf::actor_system& sys,
 
 }  // namespace
 
-std::unique_ptr<comm::Communicator> connect_data_plane(caf::actor_system& sys,
-                                                       const epoch_started& epoch,
-                                                       const config::JobConfig& config,
-                                                       int32_t ranks, int local_rank,
-                                                       const std::vector<int32_t>* order) {
-  std::string unused;
-  return connect_ucx_plane(sys, epoch, config, ranks, local_rank, false, unused, order);
-}
-
 std::vector<std::string> exchange_in_rendezvous(caf::actor_system& sys, const epoch_started& epoch,
                                                 const config::JobConfig& config, int local_rank,
                                                 const std::string& payload) {
@@ -179,7 +170,8 @@ std::vector<std::string> exchange_in_rendezvous(caf::actor_system& sys, const ep
 }
 
 EpochDataPlanes connect_data_planes(caf::actor_system& sys, const epoch_started& epoch,
-                                    const config::JobConfig& config, int local_rank) {
+                                    const config::JobConfig& config, int32_t ranks,
+                                    int local_rank, const std::vector<int32_t>* order) {
   const int device = local_rank;  // worker group i drives CUDA device i (node_tree.hpp)
   const bool nccl = config.comm.backend == config::CommBackend::nccl;
 #ifdef DSEEK_HAVE_NCCL
@@ -187,9 +179,10 @@ EpochDataPlanes connect_data_planes(caf::actor_system& sys, const epoch_started&
 #endif
   std::string nccl_id;
   EpochDataPlanes planes;
-  planes.host = connect_ucx_plane(sys, epoch, config, -1, local_rank, nccl, nccl_id);
+  planes.host = connect_ucx_plane(sys, epoch, config, ranks, local_rank, nccl, nccl_id, order);
   if (nccl)
-    planes.device = connect_nccl_plane(nccl_id, epoch, config, planes.host->rank(), device);
+    planes.device = connect_nccl_plane(nccl_id, epoch, config, planes.host->rank(),
+                                       planes.host->size(), device);
   return planes;
 }
 

@@ -44,23 +44,9 @@ int32_t ranks_in_plan(const epoch_started& epoch);
 // ranks 2-3".
 std::string rank_layout(const epoch_started& epoch);
 
-// Throws rendezvous_failed when the rendezvous fails (the epoch changed meanwhile, no
-// coordinator) and comm::CommError when connecting fails. `ranks`: how many of the
-// epoch's ranks (the first ones) train and connect (-1: all); the others must call
-// stand_by_in_rendezvous, since the rendezvous waits for every rank of the epoch.
-// `local_rank`: which of the node's worker groups connects (each its own UCX worker and
-// endpoints: ranks of one process reach each other as ranks of two processes do).
-// `order` (a re-planned layout placed by memory, train/layout/memory_placement.hpp):
-// order[k] is the plan rank that connects as rank k (null: plan rank k).
-std::unique_ptr<comm::Communicator> connect_data_plane(caf::actor_system& sys,
-                                                       const epoch_started& epoch,
-                                                       const config::JobConfig& config,
-                                                       int32_t ranks = -1, int local_rank = 0,
-                                                       const std::vector<int32_t>* order = nullptr);
-
 // One more round of the epoch's rendezvous, before the data plane's: every rank of the
 // epoch (standby ones too) contributes `payload` and gets every rank's, by plan rank.
-// Throws rendezvous_failed as connect_data_plane does.
+// Throws rendezvous_failed as connect_data_planes does.
 std::vector<std::string> exchange_in_rendezvous(caf::actor_system& sys, const epoch_started& epoch,
                                                 const config::JobConfig& config, int local_rank,
                                                 const std::string& payload);
@@ -72,11 +58,19 @@ struct EpochDataPlanes {
   std::unique_ptr<comm::Communicator> device;
 };
 
-// connect_data_plane of worker group `local_rank` for every rank of `epoch`, plus the
-// NCCL communicator on CUDA device `local_rank` (the group's device) when
-// config.comm.backend = config::CommBackend::nccl. Throws as connect_data_plane does.
+// Connects worker group `local_rank` (each its own UCX worker and endpoints: ranks of
+// one process reach each other as ranks of two processes do) to the first `ranks` ranks
+// of `epoch` (-1: all): the UCX plane, plus with config.comm.backend = "nccl" the NCCL
+// communicator of those ranks on CUDA device `local_rank` (the group's device). The
+// other ranks must call stand_by_in_rendezvous, since the rendezvous waits for every
+// rank of the epoch. `order` (a re-planned layout placed by memory,
+// train/layout/memory_placement.hpp): order[k] is the plan rank that connects as rank k
+// (null: plan rank k). Throws rendezvous_failed when the rendezvous fails (the epoch
+// changed meanwhile, no coordinator) and comm::CommError when connecting fails.
 EpochDataPlanes connect_data_planes(caf::actor_system& sys, const epoch_started& epoch,
-                                    const config::JobConfig& config, int local_rank = 0);
+                                    const config::JobConfig& config, int32_t ranks = -1,
+                                    int local_rank = 0,
+                                    const std::vector<int32_t>* order = nullptr);
 
 // At the node's start: comm.backend = "nccl" in a build without NCCL throws
 // config::ConfigError naming the key.

@@ -34,7 +34,7 @@ class EpochBoard {
   // received into buffers the training is about to free).
   void abort_before(std::uint64_t epoch, const std::string& why, bool peers_alive = false);
   // A member left after its training ended (node_lost "left"): a node that stands by
-  // in a re-planned job (control/fixed_world_training.hpp) takes it for the job's end.
+  // in a re-planned job (control/epoch_loop.hpp) takes it for the job's end.
   void member_finished(std::int64_t node_id);
   // Wakes every wait for good (the worker is stopping). `abort`: also abort the
   // communicator (the worker crashed: its peers must not wait for it); an orderly stop

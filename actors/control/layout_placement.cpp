@@ -12,6 +12,11 @@ namespace dseek::actors {
 
 std::string layout_placement(const epoch_started& epoch, const train::SurvivorLayout& layout,
                              const std::vector<std::int32_t>& order) {
+  // A data-parallel layout of every rank: which node holds which ranks.
+  if (layout.pipeline == 1 && layout.tensor == 1 && layout.ranks() == ranks_in_plan(epoch) &&
+      order.empty())
+    return std::to_string(layout.ranks()) + " ranks on " + std::to_string(epoch.world_size) +
+           " node(s): " + rank_layout(epoch);
   const train::ParallelGroups groups(layout.data, layout.pipeline, layout.tensor);
   // The node of every rank, and every node's ranks, in the plan's order.
   std::map<std::int32_t, std::int64_t> node_of;

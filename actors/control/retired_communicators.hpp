@@ -1,8 +1,7 @@
 // Communicators of an epoch that failed, torn down on the side: a failed one can take
 // seconds to tear down (its transfers to a hung peer are given up after a bounded wait),
 // and the next world is built meanwhile. The destructor waits for every teardown. Used
-// by the training paths that go on after a node loss (elastic_training,
-// fixed_world_training).
+// by the epoch loop (epoch_loop.hpp).
 #pragma once
 
 #include <memory>

@@ -1,6 +1,5 @@
-// Which world epoch a node's training may train in next, shared by the paths that go on
-// after a node loss (elastic_training for data-parallel jobs, fixed_world_training for
-// pipeline and tensor-parallel ones): the job's first world must be whole; after a
+// Which world epoch a node's training may train in next (epoch_loop.hpp): the job's
+// first world must be whole; after a
 // failure, a later epoch of the whole world again (the lost node restarted and rejoined),
 // or, once elastic.rejoin_seconds passed, one of the survivors if they are at least
 // elastic.min_nodes.

@@ -167,11 +167,6 @@ void FaultActions::fire(const config::FaultSpec& fault, const std::string& trigg
   }
 }
 
-void FaultActions::in_step(float* grads, size_t count) {
-  sleep_if_slow();
-  corrupt_if_due(grads, count);
-}
-
 void FaultActions::sleep_if_slow() {
   if (const int64_t ms = slow_ms_.load(); ms > 0)
     std::this_thread::sleep_for(std::chrono::milliseconds(ms));

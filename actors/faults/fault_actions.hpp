@@ -43,11 +43,8 @@ class FaultActions {
   void fire(const config::FaultSpec& fault, const std::string& trigger);
   // The extra milliseconds every step sleeps (slow faults so far).
   int64_t slow_ms() const { return slow_ms_.load(); }
-  // Inside a step, on the reduced gradients: the slow sleep and a pending corruption.
-  void in_step(float* grads, size_t count);
-  // Its two halves, for a step loop that sleeps as the step starts and hands the
-  // gradients over later (pipeline and tensor-parallel jobs): the slow sleep; a pending
-  // corruption of `grads` (kept pending while `count` is 0).
+  // As each step starts: the slow sleep. Inside a step, on the reduced gradients: a
+  // pending corruption of `grads` (kept pending while `count` is 0).
   void sleep_if_slow();
   void corrupt_if_due(float* grads, size_t count);
   // Shared with the node agent (node_agent_config::drop_heartbeats).

@@ -35,7 +35,7 @@
 // A gradient_shard that crashes takes the worker group down with it (one_for_all): the
 // worker watches its shards and fails at once (its training aborts its collectives, as
 // on a worker crash), the supervisor restarts the whole group, and the node recovers as
-// after a worker crash (control/elastic_training.hpp). A request that finds its actor gone
+// after a worker crash (control/epoch_loop.hpp). A request that finds its actor gone
 // throws gradient_shard_lost on the training thread.
 //
 // Messages (local to the process, not announced): the assignment and its release, the

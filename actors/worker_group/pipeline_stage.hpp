@@ -25,7 +25,7 @@
 // supervisor restarts the whole group, and the restarted worker tells the coordinator
 // (as after a crashed gradient_shard), whose new epoch aborts the peers' collectives.
 // A request that finds the actor gone throws pipeline_stage_lost on the training thread.
-// The job then recovers as from a lost node (control/fixed_world_training.hpp).
+// The job then recovers as from a lost node (control/epoch_loop.hpp).
 #pragma once
 
 #include <stdexcept>

@@ -16,9 +16,8 @@
 #include "actors/faults/fault_plan.hpp"
 #include "actors/node/checkpoint_writer.hpp"
 #include "actors/node/data_prefetcher.hpp"
-#include "actors/control/elastic_training.hpp"
 #include "actors/control/epoch_board.hpp"
-#include "actors/control/fixed_world_training.hpp"
+#include "actors/control/epoch_loop.hpp"
 #include "actors/worker_group/gradient_shard.hpp"
 #include "actors/node/health_monitor.hpp"
 #include "actors/node/node_messages.hpp"
@@ -87,6 +86,7 @@ std::function<void(int64_t)> step_boundary(caf::actor_system& sys, const worker_
     names::send_to(sys, names::health_monitor, step_progress{step, 0.0});
     for (const auto& fault : faults->due_at_step(step))
       actions->fire(fault, "step " + std::to_string(step));
+    actions->sleep_if_slow();  // a `slow` node, from its step on
   };
 }
 
@@ -100,18 +100,18 @@ void start_training(caf::stateful_actor<worker_state>* self) {
   worker_setup setup = st.setup;
   setup.before_step = step_boundary(sys, setup);
   auto actions = setup.fault_actions;
-  setup.in_step = [actions](int64_t, float* grads, size_t count) { actions->in_step(grads, count); };
+  setup.in_step = [actions](int64_t, float* grads, size_t count) {
+    actions->corrupt_if_due(grads, count);
+  };
   training->thread = std::thread([setup, starts, &sys, training, me] {
     job_finished result;
     try {
-      if (setup.config.parallel.pipeline > 1 || setup.config.parallel.tensor > 1)
-        result = run_on_fixed_world(setup, sys, training->board, training->stop);
-      // Several local ranks are a world even on one node: they reduce over the data
+      // Several local ranks are a world even on one node: they train over the data
       // plane; so does a one-node job with comm.backend = "nccl" (its gradients over a
       // one-rank NCCL communicator, as in a bigger world).
-      else if (setup.config.cluster.nodes > 1 || setup.config.cluster.gpus_per_node > 1 ||
-               setup.config.comm.backend == config::CommBackend::nccl)
-        result = run_elastic_training(setup, starts, sys, training->board, training->stop);
+      if (setup.config.cluster.nodes > 1 || setup.config.cluster.gpus_per_node > 1 ||
+          setup.config.comm.backend == config::CommBackend::nccl)
+        result = run_epochs(setup, sys, training->board, training->stop);
       else
         result = train_alone(setup, starts, sys, training->stop);
     } catch (const gradient_shard_lost& error) {

@@ -2,7 +2,7 @@
 // never blocks the actor scheduler), reporting each step to the health monitor and
 // firing the step faults of the node's FaultPlan at step boundaries. A single-node job
 // trains at once; a multi-node job trains data-parallel once the whole world joined,
-// and recovers from lost nodes (control/elastic_training.hpp): the worker passes every epoch to
+// and recovers from lost nodes (control/epoch_loop.hpp): the worker passes every epoch to
 // its thread and aborts the thread's communicator when a node is lost or joins. When
 // training ends it sends job_finished to the node's main loop and exits normally.
 //

@@ -2,9 +2,8 @@
 // worker, a gradient_shard, the pipeline_stage): its data plane died with the old
 // worker, and its peers are still inside collectives with it. It asks the coordinator,
 // through the node's agent, for a new epoch with the same members, announced as
-// node_lost "worker restarted: ...", which aborts the peers' collectives; every path
-// then goes on from that epoch (control/elastic_training.hpp recovers; the fixed-world paths
-// fail or recover as they can).
+// node_lost "worker restarted: ...", which aborts the peers' collectives; every rank
+// then goes on from that epoch (control/epoch_loop.hpp).
 #pragma once
 
 #include <optional>

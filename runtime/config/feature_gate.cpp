@@ -44,7 +44,7 @@ std::string_view actor_of_target(std::string_view target) {
 
 // A pipeline or tensor-parallel job injects every fault a data-parallel one does (the
 // node's actors, the worker group's, the stage trainer's hooks and its data group's
-// reducer: actors/control/fixed_world_training.hpp) but two that need replicas: the
+// reducer: actors/control/epoch_loop.hpp) but two that need replicas: the
 // data group's reduction is where during = "reduction" fires, and its checksums are
 // what catch corrupt_gradient.
 bool has_fault_without_replicas(const JobConfig& config) {

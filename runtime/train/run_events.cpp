@@ -88,15 +88,6 @@ void report_eval(metrics::EventLog& events, metrics::Progress& progress, int64_t
   progress.eval(step, val_loss);
 }
 
-std::string collective_stop_reason(const config::TrainConfig& t, const RunOptions& options,
-                                   int64_t step,
-                                   const std::function<double(double)>& sum_over_ranks) {
-  const bool signal = options.stop != nullptr && options.stop->load();
-  if (sum_over_ranks(signal ? 1.0 : 0.0) > 0) return "signal";
-  if (t.stop_after_steps > 0 && step >= t.stop_after_steps) return "stop_after_steps";
-  return "";
-}
-
 void time_run(RunSummary& summary, const config::JobConfig& config, int64_t steps_run,
               RunClock::time_point start) {
   summary.elapsed_s = std::chrono::duration<double>(RunClock::now() - start).count();

@@ -60,13 +60,6 @@ void report_model_memory(metrics::EventLog& events, metrics::Progress& progress,
 void report_eval(metrics::EventLog& events, metrics::Progress& progress, int64_t step,
                  double val_loss);
 
-// Why a fixed-world run (pipeline, tensor parallel) stops before `step`, or "" to go
-// on. The steps are collective, so a signal seen by any rank stops them all at the same
-// step: `sum_over_ranks` sums this rank's vote with the others'.
-std::string collective_stop_reason(const config::TrainConfig& t, const RunOptions& options,
-                                   int64_t step,
-                                   const std::function<double(double)>& sum_over_ranks);
-
 // Sets summary.elapsed_s since `start` and tokens_per_s over the `steps_run` steps of
 // this invocation.
 void time_run(RunSummary& summary, const config::JobConfig& config, int64_t steps_run,

@@ -4,9 +4,7 @@
 #include <unistd.h>
 
 #include <array>
-#include <chrono>
 #include <memory>
-#include <optional>
 
 #include "runtime/data/token_dataset.hpp"
 #include "runtime/data/vocab_check.hpp"
@@ -17,34 +15,10 @@
 #include "runtime/train/prefetching_batches.hpp"
 #include "runtime/train/gradient_reducer.hpp"
 #include "runtime/train/run_events.hpp"
+#include "runtime/train/run_steps.hpp"
 #include "runtime/train/trainer.hpp"
 
 namespace dseek::train {
-
-namespace {
-bool stop_requested(const RunOptions& options) {
-  return options.stop != nullptr && options.stop->load();
-}
-
-// Why this run stops before `step`, or "" to go on. Data parallel: every replica must
-// stop at the same step (the steps are collective), so a signal or the time limit seen
-// by any replica stops all of them; stop_after_steps is the same everywhere already.
-std::string stop_reason_before(const config::TrainConfig& t, const RunOptions& options,
-                               int64_t step, int64_t first_step, RunClock::time_point start) {
-  const bool signal = stop_requested(options);
-  // stop_after_* count this invocation's steps and time, so a job cut into slices
-  // (a preemptible allocation) can be resumed again and again with the same config.
-  const bool minutes =
-      t.stop_after_minutes > 0 &&
-      std::chrono::duration<double>(RunClock::now() - start).count() >= t.stop_after_minutes * 60;
-  std::array<double, 2> votes{signal ? 1.0 : 0.0, minutes ? 1.0 : 0.0};
-  if (options.reducer != nullptr) options.reducer->sum_over_ranks(votes);
-  if (votes[0] > 0) return "signal";
-  if (t.stop_after_steps > 0 && step - first_step >= t.stop_after_steps) return "stop_after_steps";
-  if (votes[1] > 0) return "stop_after_minutes";
-  return "";
-}
-}  // namespace
 
 // Events number steps from 1: "step": 30 is the 30th completed step, and train_done's
 // step is the number of steps done.
@@ -122,37 +96,28 @@ RunSummary run_training(const config::JobConfig& config, const RunOptions& optio
     first_step = checkpoints.resume();
   }
 
-  RunSummary summary;
-  summary.steps_done = first_step;
-  std::string stop_reason;
-  const auto start = RunClock::now();
-  auto run_eval = [&](int64_t step) {
-    if (!val_batches) return;
-    summary.val_loss = trainer.evaluate(*val_batches, t.eval_batches);
-    report_eval(events, progress, step, summary.val_loss);
-  };
-  for (int64_t step = first_step; step < t.steps; ++step) {
-    stop_reason = stop_reason_before(t, options, step, first_step, start);
-    if (!stop_reason.empty()) break;
-    if (options.before_step) options.before_step(step);
+  StepFunctions steps;
+  steps.train_step = [&](int64_t step) {
     const StepReport r = trainer.train_step(step);
-    summary.steps_done = step + 1;
-    summary.final_loss = r.loss;
     util::JsonLine step_event = step_event_fields(r.step + 1, r);
     if (options.reducer != nullptr) add_traffic_fields(step_event, r);
     events.emit("step", step_event);
     report_if_skipped(events, progress, r);
-    progress.step(step, r.loss, r.lr, r.tokens_per_s,
-                  eta_seconds(start, step + 1 - first_step, t.steps - step - 1));
-    const bool last = step + 1 == t.steps;
-    if (!last && t.eval_every > 0 && (step + 1) % t.eval_every == 0) run_eval(step);
-    checkpoints.after_step(step + 1);
-    if (options.after_step) options.after_step(step + 1, trainer);
-  }
-  summary.stopped_early = !stop_reason.empty();
-  if (summary.steps_done > 0) run_eval(summary.steps_done - 1);
-  checkpoints.final(summary.steps_done);
-  time_run(summary, config, summary.steps_done - first_step, start);
+    return r;
+  };
+  if (val_batches)
+    steps.evaluate = [&] { return trainer.evaluate(*val_batches, t.eval_batches); };
+  if (options.reducer != nullptr)
+    steps.sum_votes = [reducer = options.reducer](double vote) {
+      std::array<double, 1> votes{vote};
+      reducer->sum_over_ranks(votes);
+      return votes[0];
+    };
+  if (options.after_step)
+    steps.after_step = [&](int64_t steps_done) { options.after_step(steps_done, trainer); };
+  std::string stop_reason;
+  RunSummary summary =
+      run_steps(config, options, events, progress, checkpoints, first_step, steps, stop_reason);
   summary.params_sha256 = trainer.params_sha256();
   emit_run_end(events, summary, stop_reason);
   progress.line(run_end_line("", summary, true));

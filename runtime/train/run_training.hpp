@@ -32,6 +32,7 @@ class Trainer;
 class PipelineStage;      // pipeline_stage.hpp
 struct PipelineStageSpec;
 class StageMemory;        // state/stage_memory.hpp
+struct MemoryRecovery;    // state/memory_recovery.hpp
 
 // The whole training state after `steps_done` steps, in host memory: what a data-parallel
 // node keeps of its last completed step to recover from a lost peer without the disk
@@ -60,7 +61,7 @@ struct RunOptions {
   // events to the same file); null: run_training opens its own.
   metrics::EventLog* events = nullptr;
   // Called at every step boundary with the 0-based step about to run (fault injection:
-  // kill, hang and slow at a step).
+  // kill, hang and slow at a step; a slowed node sleeps there).
   std::function<void(int64_t step)> before_step;
   // Data parallel: this replica's gradient reducer (its rank and world size); null for a
   // single-node run. Not owned.
@@ -68,13 +69,16 @@ struct RunOptions {
   // Start from this state instead of the weights' init or checkpoint.resume (recovery
   // from memory or a peer). Not owned.
   const TrainingState* start_from = nullptr;
-  // Pipeline and tensor-parallel jobs: this rank's copies of its own state, kept between
-  // epochs for recovery from memory (state/stage_memory.hpp; dseek-node: the worker
-  // group's, for the node's lifetime). Null: none kept. Not owned.
+  // What a rank keeps of its last completed steps between epochs, for recovery from
+  // memory (dseek-node: the worker group's, for the node's lifetime; null: none kept;
+  // not owned): a data-parallel rank's whole state (dist/replica_memory.hpp), a pipeline
+  // or tensor-parallel rank's own part of it (state/stage_memory.hpp).
+  TrainingState* replica = nullptr;
   StageMemory* stage_memory = nullptr;
+  // Set before the first step to what the ranks agreed on in memory (null: not asked).
+  MemoryRecovery* memory_recovery = nullptr;
   // Run inside every step on its final (reduced) gradients before the update (fault
-  // injection: slow, corrupt_gradient). The pipeline and tensor-parallel paths call it
-  // as each step starts with no gradients (null, 0): only `slow` acts there.
+  // injection: corrupt_gradient).
   std::function<void(int64_t step, float* grads, size_t count)> after_reduction;
   // With a data group: called once a step's first gradient bucket is on the wire (fault
   // injection during the reduction: a kill or hang while the peers are mid-collective).

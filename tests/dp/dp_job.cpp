@@ -77,7 +77,7 @@ JobRun run_job(int ranks, const std::filesystem::path& run_dir,
   std::vector<std::thread> threads;
   const auto start = std::chrono::steady_clock::now();
   for (int r = 0; r < ranks; ++r) {
-    std::vector<std::string> argv{bin("dseek_dp_rank"), "--rank", std::to_string(r), "--size",
+    std::vector<std::string> argv{bin("dseek_test_rank"), "--rank", std::to_string(r), "--size",
                                   std::to_string(ranks), "--bootstrap", "file:" + rendezvous.string(),
                                   "--config", (source_dir() / "config/single.toml").string(),
                                   "--run-dir", run_dir.string(),

@@ -1,4 +1,4 @@
-// Running a tiny data-parallel training job for the dp tests: N dseek_dp_rank processes
+// Running a tiny data-parallel training job for the dp tests: N dseek_test_rank processes
 // on loopback (file bootstrap in a fresh directory, every process killed after a bounded
 // wait), on a small prepared data set, and reading back what each replica reported
 // (step losses, grad norms, bytes on the wire, the final params_sha256).
@@ -38,7 +38,7 @@ std::vector<std::string> tiny_settings(const std::vector<std::string>& extra = {
 
 // Runs `ranks` replicas (1: the single-node run_training, no communicator) with
 // `settings` (--set values) in `run_dir`. bucket_bytes 0: the default 4 MiB buckets.
-// `rank_args`: more dseek_dp_rank arguments (e.g. {"--staged-backend-memory", "1"}).
+// `rank_args`: more dseek_test_rank arguments (e.g. {"--staged-backend-memory", "1"}).
 JobRun run_job(int ranks, const std::filesystem::path& run_dir,
                const std::vector<std::string>& settings, size_t bucket_bytes = 0,
                std::chrono::milliseconds timeout = std::chrono::seconds(60),

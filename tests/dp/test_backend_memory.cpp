@@ -3,7 +3,7 @@
 // works on the trainer's own gradient and parameter buffers, nothing staged through the
 // host) -- run where there is no GPU: on the scrambled test device (memory that reads as
 // garbage unless it goes through the backend's copies), with every collective staged
-// through a BackendStagedCommunicator over UCX (dseek_dp_rank --staged-backend-memory 1).
+// through a BackendStagedCommunicator over UCX (dseek_test_rank --staged-backend-memory 1).
 //
 // Against the default path on the same device (the trainer's host staging, per bucket):
 // the same bits, every step and every replica -- both run the same UCX reductions on the

@@ -66,7 +66,7 @@ JobRun run_job(int stages, const std::filesystem::path& run_dir,
   std::vector<ProcessResult> results(static_cast<size_t>(stages));
   std::vector<std::thread> threads;
   for (int r = 0; r < stages; ++r) {
-    std::vector<std::string> argv{bin("dseek_pp_rank"), "--rank", std::to_string(r), "--size",
+    std::vector<std::string> argv{bin("dseek_test_rank"), "--rank", std::to_string(r), "--size",
                                   std::to_string(stages), "--bootstrap", "file:" + rendezvous.string(),
                                   "--config", (source_dir() / "config/single.toml").string(),
                                   "--run-dir", run_dir.string(), "--params-out", params.string(),

@@ -1,4 +1,4 @@
-// Running a small pipeline-parallel job for the pp tests: P dseek_pp_rank processes on
+// Running a small pipeline-parallel job for the pp tests: P dseek_test_rank processes on
 // loopback (file bootstrap in a fresh directory, every process killed after a bounded
 // wait), or the single-node reference with P = 1, on the integration tests' prepared
 // text; and reading back what each stage reported and the final parameters.

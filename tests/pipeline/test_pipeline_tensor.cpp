@@ -1,5 +1,5 @@
 // Pipeline x tensor parallelism end to end: P = 2 stages, each a tensor-parallel group of
-// T = 2 (four dseek_pp_rank processes on loopback over UCX; world rank = stage x 2 +
+// T = 2 (four dseek_test_rank processes on loopback over UCX; world rank = stage x 2 +
 // tensor rank, dist::run_pipeline), against the single-node run of the same global
 // batch, for every schedule.
 //

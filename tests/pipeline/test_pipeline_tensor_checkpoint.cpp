@@ -1,5 +1,5 @@
 // Checkpoints of pipeline x tensor-parallel jobs (P = 2 stages, each a tensor-parallel
-// group of T = 2: four dseek_pp_rank processes): each stage's ranks add their shards,
+// group of T = 2: four dseek_test_rank processes): each stage's ranks add their shards,
 // the stages add theirs, and world rank 0 writes ONE whole checkpoint in the ordinary
 // format; every rank of a resumed job takes its shard of its ranges out of it, whatever
 // layout wrote it (state/stage_sharded_state.cpp).

@@ -1,5 +1,5 @@
 // ZeRO inside the data-parallel group of a pipeline (runtime/train/layout/data_group_shards.hpp):
-// D = 2 replicas of a P = 2 pipeline (four dseek_pp_rank processes on loopback; world
+// D = 2 replicas of a P = 2 pipeline (four dseek_test_rank processes on loopback; world
 // rank = replica x 2 + stage), each stage's optimizer state sharded over its two
 // replicas, against ZeRO 0 on the same layout and the single node on the same global
 // batch; the shards really split the moments; and a checkpoint of such a job holds the

@@ -2,7 +2,7 @@
 // (tests/pipeline/test_pipeline_launch.cpp, tests/tensor/test_tensor_launch.cpp):
 // `dseek launch --nodes N` of a job whose last node is killed (or hangs) at step 10 for
 // good (cluster.max_restarts = 0; elastic.rejoin_seconds = 1) against the same job
-// without the fault. The survivors re-plan the layout (actors/control/fixed_world_training.hpp), the
+// without the fault. The survivors re-plan the layout (actors/control/epoch_loop.hpp), the
 // ranks of the new layout resume from the newest checkpoint (the one of step 8, written
 // by the old layout, checkpoint.every_steps = 4) or, without checkpoints, from step 0,
 // or (from_memory) from their memory at step 10, and the job finishes.

@@ -12,7 +12,7 @@
 #include "runtime/metrics/event_log.hpp"
 #include "runtime/metrics/progress.hpp"
 #include "runtime/train/batch_source.hpp"
-#include "runtime/train/pipeline/fixed_world_steps.hpp"
+#include "runtime/train/run_steps.hpp"
 #include "runtime/train/state/checkpointing.hpp"
 #include "runtime/train/layout/parallel_layout_report.hpp"
 #include "runtime/train/state/stage_checkpoint_state.hpp"
@@ -150,6 +150,7 @@ PipelineRunSummary run_pipeline_stage(const config::JobConfig& config, const Run
   int64_t first_step = -1;
   if (memory != nullptr) {
     const MemoryRecovery recovery = memory_sync->recover(*memory, position, trainer);
+    if (options.memory_recovery != nullptr) *options.memory_recovery = recovery;
     if (recovery.steps_done >= 0) {
       first_step = recovery.steps_done;
       events.emit("resumed", util::JsonLine().add("step", first_step)
@@ -162,7 +163,7 @@ PipelineRunSummary run_pipeline_stage(const config::JobConfig& config, const Run
   const bool keeps_memory = memory != nullptr && why_no_memory_recovery(config).empty();
 
   PipelineRunSummary result;
-  FixedWorldSteps steps;
+  StepFunctions steps;
   steps.train_step = [&](int64_t step) {
     const PipelineStepReport r = trainer.train_step(step);
     if (keeps_memory) memory->keep(step + 1, position, trainer);
@@ -181,8 +182,8 @@ PipelineRunSummary run_pipeline_stage(const config::JobConfig& config, const Run
     steps.evaluate = [&] { return trainer.evaluate(*val_batches, t.eval_batches); };
   steps.sum_votes = [&trainer](double vote) { return trainer.sum_over_world(vote); };
   std::string stop_reason;
-  result.run = run_fixed_world_steps(config, options, events, progress, checkpoints, first_step,
-                                     steps, stop_reason);
+  result.run = run_steps(config, options, events, progress, checkpoints, first_step, steps,
+                         stop_reason);
   RunSummary& summary = result.run;
   result.final_params = trainer.gather_params();
   summary.params_sha256 =

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "runtime/train/layout/memory_placement.hpp"
+#include "runtime/train/state/memory_recovery.hpp"
 #include "runtime/train/pipeline/stage.hpp"
 
 namespace dseek::train {
@@ -43,13 +44,6 @@ struct StageStateCopy {
   std::vector<float> state;  // copy_owned_state's floats
 };
 
-// What an epoch's agreement decided.
-struct MemoryRecovery {
-  int64_t steps_done = -1;  // the step resumed from memory; -1: not from memory
-  bool from_peer = false;   // this rank's state came from a replica of its stage
-  std::string why_not;      // when steps_done is -1 and the rank had a state to offer
-};
-
 class StageMemory {
  public:
   // After every completed step: this rank's state, in place of the older copy.
@@ -59,8 +53,6 @@ class StageMemory {
   const std::array<StageStateCopy, 2>& copies() const { return copies_; }
   // What it holds, for the placement of a re-planned layout (layout/memory_placement.hpp).
   std::vector<StageHolding> holdings() const;
-  // Set by each epoch's agreement (read by the control loop's recovered event).
-  MemoryRecovery last_recovery;
 
  private:
   std::array<StageStateCopy, 2> copies_;

@@ -26,15 +26,24 @@ void PipelineStageTrainer::copy_owned_state(float* packed) {
     throw std::logic_error("copy_owned_state: under ZeRO a rank holds pieces of its moments only");
   for (auto& chunk : chunks_) {
     const size_t floats = chunk->model->buffer_floats();
-    if (moments_scratch_.size() < 2 * floats) moments_scratch_.assign(2 * floats, 0.0f);
-    float* host_m = moments_scratch_.data();
-    float* host_v = host_m + floats;
-    chunk->optimizer->moments_to_host(host_m, host_v);
     const auto segments = chunk->model->owned_segments();
     for (const model::ShardSegment& s : segments) {
       backend_->copy_to_host(packed, chunk->model->params() + s.shard_offset, s.count * sizeof(float));
       packed += s.count;
     }
+    // A rank whose segments tile its whole buffer in order (no tensor split, no shared
+    // wte) packs the moments as they are: straight into place.
+    size_t tiled = 0;
+    for (const model::ShardSegment& s : segments) tiled = s.shard_offset == tiled ? tiled + s.count : floats + 1;
+    if (tiled == floats) {
+      chunk->optimizer->moments_to_host(packed, packed + floats);
+      packed += 2 * floats;
+      continue;
+    }
+    if (moments_scratch_.size() < 2 * floats) moments_scratch_.assign(2 * floats, 0.0f);
+    float* host_m = moments_scratch_.data();
+    float* host_v = host_m + floats;
+    chunk->optimizer->moments_to_host(host_m, host_v);
     for (const float* part : {host_m, host_v})
       for (const model::ShardSegment& s : segments) packed = std::copy_n(part + s.shard_offset, s.count, packed);
   }

@@ -1,40 +1,45 @@
-// Implementation of fixed_world_training.hpp.
-#include "actors/control/fixed_world_training.hpp"
+// Implementation of epoch_loop.hpp.
+#include "actors/control/epoch_loop.hpp"
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
-#include <memory>
 #include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
-#include "actors/faults/fault_actions.hpp"
 #include "actors/control/board_attachment.hpp"
 #include "actors/control/data_plane_link.hpp"
 #include "actors/control/layout_placement.hpp"
-#include "actors/control/layout_training.hpp"
-#include "actors/worker_group/pipeline_stage.hpp"
 #include "actors/control/retired_communicators.hpp"
 #include "actors/control/world_policy.hpp"
 #include "actors/worker_group/worker_restart.hpp"
 #include "comm/types.hpp"
+#include "dist/run_layout.hpp"
 #include "runtime/metrics/event_log.hpp"
 #include "runtime/train/layout/survivor_layout.hpp"
+#include "runtime/train/state/memory_recovery.hpp"
 #include "runtime/train/state/stage_memory.hpp"
 
 namespace dseek::actors {
 
 namespace {
 
+// A data-parallel job: its replicas are the world's ranks (parallel.data stays 1).
+bool data_parallel_job(const config::JobConfig& config) {
+  return config.parallel.pipeline == 1 && config.parallel.tensor == 1;
+}
+
 // The layout of `epoch`'s ranks: every member's worker groups (cluster.gpus_per_node a
 // node), not its members.
 train::SurvivorLayout layout_for(const config::JobConfig& config, const epoch_started& epoch) {
+  const int ranks = ranks_in_plan(epoch);
+  const int data = data_parallel_job(config) ? ranks : static_cast<int>(config.parallel.data);
   return train::plan_survivor_layout(
-      ranks_in_plan(epoch), static_cast<int>(config.parallel.data),
-      static_cast<int>(config.parallel.pipeline), static_cast<int>(config.parallel.tensor),
+      ranks, data, static_cast<int>(config.parallel.pipeline),
+      static_cast<int>(config.parallel.tensor),
       [&config](const train::SurvivorLayout& layout) {
         return train::layout_refusal(config, layout);
       });
@@ -78,16 +83,27 @@ std::optional<epoch_started> wait_for_world(EpochBoard& board, const WorldPolicy
   return std::nullopt;
 }
 
-// Whether a run that stopped early reached the job's own limit (train.stop_after_steps;
-// train.stop_after_minutes on the data-parallel layout) rather than a vote to leave the
-// layout or a signal.
+// Why the wait for a world ended without one.
+std::string no_world(const config::JobConfig& config, const WorldPolicy& policy,
+                     const epoch_started& latest, WorldClock::time_point waited_from) {
+  return std::string(policy.first ? "the job did not start: " : "the job could not continue: ") +
+         std::to_string(latest.world_size) + " of " + std::to_string(config.cluster.nodes) +
+         " nodes are members (need " +
+         std::to_string(policy.first ? config.cluster.nodes : config.elastic.min_nodes) +
+         ") after waiting " +
+         std::to_string(static_cast<int64_t>(ms_since(waited_from) / 1000)) + " s";
+}
+
+// Whether a run that stopped early reached the job's own limit (train.stop_after_steps,
+// train.stop_after_minutes) rather than a vote to leave the layout or a signal.
 bool job_limit_reached(const config::TrainConfig& t, int64_t steps_run, double elapsed_s) {
   return (t.stop_after_steps > 0 && steps_run >= t.stop_after_steps) ||
          (t.stop_after_minutes > 0 && elapsed_s >= t.stop_after_minutes * 60);
 }
 
-// The checkpoint a recovery resumes from. Returns why the job starts over instead ("" when
-// it resumes from the newest periodic checkpoint).
+// The checkpoint a recovery resumes from when no step is in the ranks' memory. Returns
+// why the job starts over instead ("" when it resumes from the newest periodic
+// checkpoint).
 std::string resume_after_failure(config::JobConfig& session) {
   if (session.checkpoint.every_steps > 0) {
     session.checkpoint.resume = "latest";
@@ -99,19 +115,40 @@ std::string resume_after_failure(config::JobConfig& session) {
   return "checkpoint.every_steps = 0: the job starts again from step 0";
 }
 
+// A pipeline or tensor-parallel layout that can resume from memory takes its ranks by
+// what each holds (train/layout/memory_placement.hpp): one more round of the epoch's
+// rendezvous, in which every rank (standby ones too) says what it holds. Empty: the
+// plan's order. Throws rendezvous_failed.
+std::vector<int32_t> placement_by_memory(const worker_setup& setup, caf::actor_system& sys,
+                                         const epoch_started& epoch,
+                                         const train::SurvivorLayout& layout) {
+  if ((layout.pipeline == 1 && layout.tensor == 1) ||
+      !train::why_no_memory_recovery(setup.config).empty())
+    return {};
+  const auto payloads = exchange_in_rendezvous(
+      sys, epoch, setup.config, setup.local_rank,
+      train::encode_holdings(setup.stage_memory ? setup.stage_memory->holdings()
+                                                : std::vector<train::StageHolding>{}));
+  std::vector<std::vector<train::StageHolding>> holdings;
+  for (const auto& payload : payloads) holdings.push_back(train::decode_holdings(payload));
+  return train::place_by_memory(holdings, layout);
+}
+
 }  // namespace
 
-job_finished run_on_fixed_world(const worker_setup& setup, caf::actor_system& sys,
-                                EpochBoard& board, const std::atomic<bool>& stop) {
+job_finished run_epochs(const worker_setup& setup, caf::actor_system& sys, EpochBoard& board,
+                        const std::atomic<bool>& stop) {
   const auto& config = setup.config;
   auto& events = *setup.events;
+  const bool data_parallel = data_parallel_job(config);
   const int starts = setup.starts ? setup.starts->load() : 1;
   WorldPolicy policy{config, starts <= 1 && setup.incarnation == 0, 0, 0, WorldClock::now()};
-  bool recovering = !policy.first;  // a restarted node resumes too
+  bool recovering = !policy.first;  // a restarted node recovers too
   if (starts > 1) {
-    // The worker group restarted after a crash in it (its worker or pipeline_stage): the
-    // peers are still inside collectives with the old worker; the restart's epoch aborts
-    // them, and every node re-plans from it (worker_group/worker_restart.hpp).
+    // The worker group restarted after a crash in it (its worker, gradient_shard or
+    // pipeline_stage): the peers are still inside collectives with the old worker; the
+    // restart's epoch aborts them, and every node re-plans from it
+    // (worker_group/worker_restart.hpp).
     if (auto fresh = announce_worker_restart(sys, config)) policy.accept_from(*fresh);
   }
   const auto node_start = WorldClock::now();
@@ -135,39 +172,17 @@ job_finished run_on_fixed_world(const worker_setup& setup, caf::actor_system& sy
     if (!epoch) {
       result.stopped_early = stop.load();
       result.ok = result.stopped_early;
-      if (result.ok) return result;
-      const auto latest = board.latest();
-      result.error = policy.first
-                         ? "the job did not start: the world of " +
-                               std::to_string(config.cluster.nodes) +
-                               " nodes did not form within cluster.start_timeout_s"
-                         : "the job could not continue: " + std::to_string(latest.world_size) +
-                               " of " + std::to_string(config.cluster.nodes) +
-                               " nodes are members (need " +
-                               std::to_string(config.elastic.min_nodes) + ") after waiting " +
-                               std::to_string(static_cast<int64_t>(ms_since(waited_from) / 1000)) +
-                               " s";
+      if (!result.ok) result.error = no_world(config, policy, board.latest(), waited_from);
       return result;
     }
     const train::SurvivorLayout layout = layout_for(config, *epoch);
     const int32_t planned_rank = rank_in_plan(*epoch, config.cluster.node_id, setup.local_rank);
-    // A layout that can resume from memory takes its ranks by what each holds
-    // (train/layout/memory_placement.hpp): one more round of the epoch's rendezvous, in
-    // which every rank (standby ones too) says what it holds.
     std::vector<int32_t> order;
-    if ((layout.pipeline > 1 || layout.tensor > 1) && train::why_no_memory_recovery(config).empty()) {
-      try {
-        const auto payloads = exchange_in_rendezvous(
-            sys, *epoch, config, setup.local_rank,
-            train::encode_holdings(setup.stage_memory ? setup.stage_memory->holdings()
-                                                      : std::vector<train::StageHolding>{}));
-        std::vector<std::vector<train::StageHolding>> holdings;
-        for (const auto& payload : payloads) holdings.push_back(train::decode_holdings(payload));
-        order = train::place_by_memory(holdings, layout);
-      } catch (const rendezvous_failed&) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(200));  // the epoch moved on
-        continue;
-      }
+    try {
+      order = placement_by_memory(setup, sys, *epoch, layout);
+    } catch (const rendezvous_failed&) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));  // the epoch moved on
+      continue;
     }
     // This rank's place in the layout (a standby rank keeps its plan rank in the events).
     bool trains = planned_rank < layout.ranks();
@@ -204,7 +219,7 @@ job_finished run_on_fixed_world(const worker_setup& setup, caf::actor_system& sy
                    static_cast<unsigned long long>(epoch->epoch), train::describe(layout).c_str(),
                    layout.ranks() - 1, ranks_in_plan(*epoch));
       if (!recovering) {
-        recovering = true;  // when it trains again, it resumes from the checkpoint
+        recovering = true;  // when it trains again, it recovers
         policy.failed_at = WorldClock::now();
       }
       policy.first = false;
@@ -215,21 +230,25 @@ job_finished run_on_fixed_world(const worker_setup& setup, caf::actor_system& sy
     }
     standing_by = false;
 
-    std::unique_ptr<comm::Communicator> communicator;
+    EpochDataPlanes planes;
     std::string error;
     // Set when a node joins (the layout may grow) or the node stops: the ranks finish
     // the step they are in, vote to stop, write the checkpoint of that step and leave
     // the layout together, with nothing in flight.
     std::atomic<bool> stop_at_step_boundary{false};
+    // Any other exception (a lost pipeline_stage: the worker group restarts) leaves the
+    // loop, the communicators aborted as it leaves the attachment.
     try {
-      communicator = connect_data_plane(sys, *epoch, config, layout.ranks(), setup.local_rank,
-                                        order.empty() ? nullptr : &order);
-      BoardAttachment attachment(board, communicator.get(), epoch->epoch, &stop_at_step_boundary);
+      planes = connect_data_planes(sys, *epoch, config, layout.ranks(), setup.local_rank,
+                                   order.empty() ? nullptr : &order);
+      BoardAttachment attachment(board, planes.host.get(), epoch->epoch, &stop_at_step_boundary,
+                                 planes.device.get());
       if (stop.load()) stop_at_step_boundary = true;
-      config::JobConfig session = train::config_for_layout(config, layout);
+      // A data-parallel job keeps its config (its replicas are the connected ranks).
+      config::JobConfig session = data_parallel ? config : train::config_for_layout(config, layout);
       if (rank != 0) session.metrics.progress = config::Progress::off;  // one progress display per job
-      // Where a recovery resumes when no step is in the ranks' memory (state/stage_memory.hpp):
-      // the newest checkpoint, or the job's start.
+      // Where a recovery resumes when no step is in the ranks' memory: the newest
+      // checkpoint, or the job's start.
       std::string fallback = "start";
       std::string starts_over;
       if (recovering) {
@@ -238,41 +257,34 @@ job_finished run_on_fixed_world(const worker_setup& setup, caf::actor_system& sy
       }
       util::JsonLine started;
       started.add("epoch", epoch->epoch).add("world_size", static_cast<int64_t>(epoch->world_size))
-          .add("rank", static_cast<int64_t>(rank)).add("local_rank", static_cast<int64_t>(setup.local_rank));
+          .add("rank", static_cast<int64_t>(rank)).add("ranks", static_cast<int64_t>(layout.ranks()))
+          .add("local_rank", static_cast<int64_t>(setup.local_rank));
       events.emit("worker_started", add_layout(started, layout));
 
       train::RunOptions options = node_run_options(setup, sys, stop_at_step_boundary);
-      options.stage_memory = setup.stage_memory.get();
-      if (setup.stage_memory) setup.stage_memory->last_recovery = {};  // this epoch's own
-      // The step loop calls the fault hook as each step starts, with no gradients (a
-      // `slow` node sleeps there), and the stage trainer after the reduction with them
-      // (a corrupt_gradient fault flips a bit there): each half of FaultActions::in_step
-      // once per step.
-      if (auto actions = setup.fault_actions)
-        options.after_reduction = [actions](int64_t, float* grads, size_t count) {
-          if (grads == nullptr) actions->sleep_if_slow();
-          else actions->corrupt_if_due(grads, count);
-        };
+      // What the ranks keep in memory between epochs, and what they agreed on in this one.
+      train::MemoryRecovery from_memory;
+      options.memory_recovery = &from_memory;
+      if (data_parallel)
+        options.replica = setup.replica.get();
+      else
+        options.stage_memory = setup.stage_memory.get();
       int64_t first_step = -1;
       options.before_step = [inner = options.before_step, &first_step](int64_t step) {
         if (first_step < 0) first_step = step;
         if (inner) inner(step);
       };
       if (recovering) {
-        // The step the run resumes at is known only inside it (the checkpoint it loads):
-        // the first step it starts is that one.
         // The step the run resumes at is known only inside it (the memory the ranks agree
         // on, or the checkpoint it loads): the first step it starts is that one.
         const auto failed_at = policy.failed_at;
         const auto world = epoch->world_size;
         const auto epoch_number = epoch->epoch;
-        options.before_step = [inner = options.before_step, &recovering, failed_at, world,
-                               epoch_number, layout, fallback, starts_over,
-                               memory = setup.stage_memory, &events](int64_t step) {
+        options.before_step = [inner = options.before_step, &recovering, &from_memory,
+                               failed_at, world, epoch_number, layout, fallback, starts_over,
+                               &events](int64_t step) {
           if (recovering) {
             recovering = false;  // a later failure is a recovery of its own
-            const train::MemoryRecovery from_memory =
-                memory ? memory->last_recovery : train::MemoryRecovery{};
             const std::string source = from_memory.steps_done >= 0
                                            ? (from_memory.from_peer ? "peer" : "memory")
                                            : fallback;
@@ -294,7 +306,9 @@ job_finished run_on_fixed_world(const worker_setup& setup, caf::actor_system& sy
           if (inner) inner(step);
         };
       }
-      const train::RunSummary summary = train_on_layout(layout, *communicator, session, options);
+      const train::RunSummary summary =
+          dist::run_layout(session, options, *planes.host, dist::reducer_settings(session),
+                           planes.device.get()).run;
       // Done, stopped by the job (a signal, train.stop_after_*), or left for a new layout.
       // A vote to stop that this node did not cast for its own stop is a peer's: a join it
       // heard of first (this node hears of it within moments), or a stop of the job (the
@@ -313,11 +327,6 @@ job_finished run_on_fixed_world(const worker_setup& setup, caf::actor_system& sy
       events.emit("layout_left", util::JsonLine().add("epoch", epoch->epoch)
                                      .add("step", summary.steps_done)
                                      .add("reason", std::string("a node joined")));
-    } catch (const pipeline_stage_lost&) {
-      // The worker group goes down and restarts (worker_group/worker.cpp); the communicator's orderly
-      // teardown would wait for the other stages, mid-step.
-      if (communicator) communicator->abort("this node's pipeline_stage actor is gone");
-      throw;
     } catch (const comm::CommError& failure) {
       error = failure.what();
       // This epoch's world is broken for every rank: wait for a later one.
@@ -332,16 +341,17 @@ job_finished run_on_fixed_world(const worker_setup& setup, caf::actor_system& sy
     if (error.empty()) {
       // Left at a step boundary: the peers are there and nothing is in flight, so the
       // orderly teardown (a barrier with them) is quick. Only a later epoch will do.
-      communicator.reset();
+      planes = {};
       policy.after_epoch = epoch->epoch;
       policy.after_coordinator = epoch->coordinator_id;
     } else {
       events.emit("training_interrupted",
                   util::JsonLine().add("epoch", epoch->epoch).add("error", error));
-      // Its orderly teardown would wait for the peers that are gone.
-      if (communicator)
-        communicator->abort("this rank's training failed");
-      retired.retire(std::move(communicator));
+      // Their orderly teardown would wait for the peers that are gone.
+      if (planes.host) planes.host->abort("this rank's training failed");
+      if (planes.device) planes.device->abort("this rank's training failed");
+      retired.retire(std::move(planes.device));
+      retired.retire(std::move(planes.host));
     }
     if (!recovering) {
       recovering = true;

@@ -1,0 +1,44 @@
+// The step loop of every training run (run_training.hpp: a data-parallel replica or a
+// single node; pipeline/run_stage.hpp: pipeline and tensor-parallel ranks): the
+// collective stop vote before each step, the step hook (RunOptions::before_step), the
+// step, its progress line, evaluation every train.eval_every steps and at the end, the
+// checkpoints after each step and at the end, and the run's timing. Each run supplies
+// its step (which emits its own step event, with its own fields) and its evaluation,
+// and ends the run itself (params_sha256, train_done).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "runtime/config/job_config.hpp"
+#include "runtime/metrics/event_log.hpp"
+#include "runtime/metrics/progress.hpp"
+#include "runtime/train/state/checkpointing.hpp"
+#include "runtime/train/run_training.hpp"
+#include "runtime/train/trainer.hpp"
+
+namespace dseek::train {
+
+struct StepFunctions {
+  // Trains step `step` (0-based), emits its step event, and returns its report.
+  std::function<StepReport(int64_t step)> train_step;
+  // The validation loss; null when the run has no validation data.
+  std::function<double()> evaluate;
+  // A vote summed over every rank that steps together (collective); null: one rank.
+  std::function<double(double vote)> sum_votes;
+  // After the step and its checkpoint, with the steps done; may be null.
+  std::function<void(int64_t steps_done)> after_step;
+};
+
+// Runs steps [first_step, train.steps) until done or a stop: a signal (options.stop)
+// seen by any rank, train.stop_after_steps or train.stop_after_minutes of this
+// invocation (so a job cut into slices can be resumed again and again with the same
+// config). Returns the summary (steps_done, final_loss, val_loss, stopped_early, timing)
+// and sets `stop_reason` ("" when the run went to its end).
+RunSummary run_steps(const config::JobConfig& config, const RunOptions& options,
+                     metrics::EventLog& events, metrics::Progress& progress,
+                     Checkpointing& checkpoints, int64_t first_step, const StepFunctions& steps,
+                     std::string& stop_reason);
+
+}  // namespace dseek::train
