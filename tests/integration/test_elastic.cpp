@@ -265,6 +265,31 @@ TEST_CASE("a node killed for good leaves the job to the survivors", "[elastic][f
   CHECK(worst <= kSumOrderTolerance);
 }
 
+TEST_CASE("survivors that the batch does not split over train on fewer ranks, one stands by",
+          "[elastic][faults]") {
+  // 4 nodes and a batch of 8; node 1 lost for good leaves 3, over which 8 sequences do
+  // not split: the layout takes 2 replicas (nodes 0 and 2, from their memory) and node 3
+  // stands by until the job ends.
+  const std::vector<std::string> batch8 = {"--set", "train.batch_size=8"};
+  const Job& reference = fault_free(2, batch8);
+  const auto job =
+      launch("elastic-standby", 4,
+             batch8 + std::vector<std::string>{"--set", "cluster.max_restarts=0", "--set",
+                                               "elastic.rejoin_seconds=1"} +
+                 faults(R"({kind = "kill", node = 1, step = 10})"));
+  const auto sha = require_finished(*job, {0, 2}, 4);
+  CHECK(node_events(job->path(), 3, "train_done").empty());
+  const auto layouts = node_events(job->path(), 3, "epoch_layout");
+  REQUIRE_FALSE(layouts.empty());
+  CHECK(string_field(layouts.back(), "role") == "standby");
+  CHECK(number_field(layouts.back(), "data") == 2);
+  CHECK(node_events(job->path(), 3, "standby_ended").size() == 1);
+  for (int node : {0, 2}) recovered(*job, node, kFaultStep, "memory", 3);
+  // The same 8 sequences a step on 4 nodes, then on 2: sums in another order only.
+  CHECK(max_loss_difference(*job, 0, reference) <= kSumOrderTolerance);
+  CHECK(sha.size() == 64);
+}
+
 TEST_CASE("a node that hangs for good is declared lost and the survivors finish",
           "[elastic][faults]") {
   const Job& reference = fault_free(3);

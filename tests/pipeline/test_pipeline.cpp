@@ -256,3 +256,22 @@ TEST_CASE("pipeline: P=2 with model.recompute = every:1 gives the bits of no rec
   WARN("every:1: max relative loss difference to the single node " << loss_error);
   CHECK(loss_error <= kLossTolerance);
 }
+
+TEST_CASE("pipeline: train.stop_after_minutes stops every stage at the same step boundary", "[pp]") {
+  // 0.3 s: the first step boundary after it, out of the job's 400 steps (the stages vote:
+  // one that saw the time first stops them all, so each stops at the same step).
+  ScratchDir dir("pp-stop-after-minutes");
+  const JobRun run = run_job(2, dir.path(), small_settings({"train.steps=400", "train.stop_after_minutes=0.005"}));
+  INFO(run.report);
+  REQUIRE(run.ok);
+  std::vector<double> stopped_at;
+  for (int rank = 0; rank < 2; ++rank) {
+    const auto stopped = node_events(run.run_dir, rank, "train_stopped");
+    REQUIRE(stopped.size() == 1);
+    CHECK(string_field(stopped[0], "reason") == "stop_after_minutes");
+    stopped_at.push_back(number_field(stopped[0], "step"));
+  }
+  CHECK(stopped_at[0] == stopped_at[1]);
+  CHECK(stopped_at[0] >= 1);
+  CHECK(stopped_at[0] < 400);
+}
