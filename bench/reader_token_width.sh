@@ -49,7 +49,7 @@ run() {
     --set train.eval_every=0 --set train.eval_batches=1 --set train.threads=1 \
     --set checkpoint.every_steps=0 --set metrics.progress=\"off\" > "$work/node.log" 2>&1 ||
     { cat "$work/node.log" >&2; exit 1; }
-  python3 - "$work/run/events.jsonl" <<'PY'
+  python3 - "$work/run/node-0/events.jsonl" <<'PY'
 import json, statistics, sys
 steps = [e for e in map(json.loads, open(sys.argv[1])) if e.get("event") == "step"][2:]
 print(statistics.median(e["data_wait_ms"] for e in steps), statistics.median(e["step_ms"] for e in steps))

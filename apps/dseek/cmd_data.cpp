@@ -45,7 +45,7 @@ const std::vector<std::string> kPrepareValueOptions = {
     "--slow-writer-ms", "--config", "--set"};
 const std::vector<std::string> kPrepareFlags = {
     "--strict", "--keep-bytes", "--raw", "--no-nfc", "--no-dedup", "--no-near-dedup",
-    "--no-filters", "--no-progress", "--resume", "--help"};
+    "--no-filters", "--no-progress", "--resume", "--nodes", "--node-id", "--help"};
 
 std::vector<std::string> prepare_options() {
   std::vector<std::string> all = kPrepareValueOptions;
@@ -157,6 +157,10 @@ int prepare(const Args& args) {
       }
       continue;
     }
+    if (flag == "--nodes" || flag == "--node-id")
+      throw cli::UsageError(flag + ": preparing across the nodes of a cluster is not implemented "
+                            "yet; prepare on one host (--workers N uses its cores) into a "
+                            "folder the nodes share");
     if (flag == "--resume")
       throw cli::UsageError("--resume is not implemented: rerun with the same --cache DIR, "
                             "which reuses every file the interrupted run finished");
