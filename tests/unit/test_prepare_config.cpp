@@ -109,7 +109,7 @@ TEST_CASE("prepare config: every key reaches its option, overrides win", "[confi
   CHECK(o.fim.seed == 7);
 }
 
-TEST_CASE("prepare config: relative paths are the file's folder's; training ignores the section",
+TEST_CASE("prepare config: relative paths are the file's folder's, training ignores the section",
           "[config][data]") {
   dseek::testing::ScratchDir dir("prepare-config");
   {
