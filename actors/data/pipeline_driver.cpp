@@ -76,6 +76,7 @@ struct driver_state {
   std::array<stage_counts, data::kPrepareStages> counts{};
   uint64_t restarts = 0, peak_pieces = 0, peak_bytes = 0, largest_piece = 0;
   uint64_t finished_file_bytes = 0, total_file_bytes = 0;
+  int drawn_lines = 0;  // of the terminal's progress display
 
   // -- accounting --------------------------------------------------------------------
 
@@ -200,12 +201,12 @@ struct driver_state {
     stage_counts& c = counts[stage_index(work.stage)];
     ++c.pieces;
     c.documents += (work.input ? work.input : out)->documents.size();
+    for (const auto& d : (work.input ? work.input : out)->documents) c.bytes += d.text_bytes;
     c.busy_seconds += out->work_seconds;  // the workers time their own work
     // A stage's error ends the run; a file's (--strict) when its turn comes in corpus
     // order, so the error reported is the first in the corpus, whatever the workers.
     if (!out->fatal.empty() && work.stage != PrepareStage::decode) return finish(out->fatal);
     if (work.stage == PrepareStage::decode) {
-      for (const auto& d : out->documents) c.bytes += d.text_bytes;
       file_state& file = files[out->file];
       file.asked = false;
       ++file.next;
@@ -326,9 +327,43 @@ struct driver_state {
 
   // -- progress and the end ----------------------------------------------------------
 
+  // The ETA from the input files' bytes finished so far, or "" before the first.
+  std::string eta(double seconds) const {
+    if (finished_file_bytes == 0 || total_file_bytes <= finished_file_bytes) return "";
+    const double rate = static_cast<double>(finished_file_bytes) / seconds;
+    char text[64];
+    std::snprintf(text, sizeof text, ", ETA %.0f s",
+                  static_cast<double>(total_file_bytes - finished_file_bytes) / rate);
+    return text;
+  }
+
+  // On a terminal: a line for the run and one per stage (documents, their rate, MB/s),
+  // redrawn in place every second.
+  void progress_on_terminal(double seconds) {
+    std::string text;
+    if (drawn_lines > 0) text += "\x1b[" + std::to_string(drawn_lines) + "A";
+    char line[256];
+    std::snprintf(line, sizeof line, "\x1b[2Kdata prepare: %.0f s, %u/%zu files%s\n", seconds,
+                  static_cast<unsigned>(write_next.first), files.size(), eta(seconds).c_str());
+    text += line;
+    drawn_lines = 1;
+    for (size_t s = 0; s < data::kPrepareStages; ++s) {
+      if (s == stage_index(PrepareStage::augment) && !use_augment) continue;
+      std::snprintf(line, sizeof line, "\x1b[2K  %-9s %10llu documents %8.0f/s %8.1f MB/s\n",
+                    data::prepare_stage_name(static_cast<PrepareStage>(s)),
+                    static_cast<unsigned long long>(counts[s].documents),
+                    static_cast<double>(counts[s].documents) / seconds,
+                    static_cast<double>(counts[s].bytes) / 1e6 / seconds);
+      text += line;
+      ++drawn_lines;
+    }
+    *log << text << std::flush;
+  }
+
   void progress() {
     if (finished || !context->options.progress) return;
     const double seconds = std::chrono::duration<double>(clock::now() - start).count();
+    if (context->options.progress_terminal) return progress_on_terminal(seconds);
     char line[512];
     int n = std::snprintf(line, sizeof line, "data prepare: %.0f s, %u/%zu files",
                           seconds, static_cast<unsigned>(write_next.first), files.size());
@@ -342,12 +377,7 @@ struct driver_state {
     const double mb_per_s = static_cast<double>(counts[0].bytes) / 1e6 / seconds;
     n += std::snprintf(line + n, sizeof line - static_cast<size_t>(n), " documents; %.1f MB/s",
                        mb_per_s);
-    if (finished_file_bytes > 0 && total_file_bytes > finished_file_bytes) {
-      const double rate = static_cast<double>(finished_file_bytes) / seconds;
-      std::snprintf(line + n, sizeof line - static_cast<size_t>(n), ", ETA %.0f s",
-                    static_cast<double>(total_file_bytes - finished_file_bytes) / rate);
-    }
-    *log << line << "\n" << std::flush;
+    *log << line << eta(seconds) << "\n" << std::flush;
   }
 
   void finish(const std::string& error) {

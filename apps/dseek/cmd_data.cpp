@@ -1,6 +1,8 @@
 // `dseek data`: prepare a token data set from a directory of text and JSON Lines files,
 // tokenize stdin (cmd_data_tokenize.cpp), verify a data set (every shard's checksum),
 // or print its index.
+#include <unistd.h>
+
 #include <algorithm>
 #include <charconv>
 #include <cstdio>
@@ -12,7 +14,9 @@
 #include "dseek/commands.hpp"
 #include "actors/data/prepare_pipeline.hpp"
 #include "runtime/data/dataset_index.hpp"
+#include "runtime/config/prepare_config.hpp"
 #include "runtime/data/prepare.hpp"
+#include "runtime/data/prepare_config.hpp"
 #include "runtime/data/token_dataset.hpp"
 
 namespace dseek::tool {
@@ -20,6 +24,7 @@ namespace {
 
 constexpr const char* kUsage =
     "usage: dseek data prepare --input DIR --output DIR [--tokenizer NAME|FILE]\n"
+    "                          [--config FILE [--set prepare.KEY=VALUE]...]\n"
     "                          [--val-fraction F] [--jsonl-field NAME] [--strict]\n"
     "                          [--include GLOB]... [--exclude GLOB]...\n"
     "                          [--shard-tokens N] [--max-bytes N] [--workers N] [--cache DIR]\n"
@@ -37,10 +42,10 @@ const std::vector<std::string> kPrepareValueOptions = {
     "--piece-bytes", "--near-threshold", "--minhash-permutations", "--shingle-words",
     "--min-chars", "--max-chars", "--max-symbol-ratio", "--max-digit-ratio",
     "--max-repeated-lines", "--fim-rate", "--fim-spm-rate", "--fim-seed", "--inject-crash",
-    "--slow-writer-ms"};
+    "--slow-writer-ms", "--config", "--set"};
 const std::vector<std::string> kPrepareFlags = {
     "--strict", "--keep-bytes", "--raw", "--no-nfc", "--no-dedup", "--no-near-dedup",
-    "--no-filters", "--no-progress", "--resume", "--help"};
+    "--no-filters", "--no-progress", "--resume", "--nodes", "--node-id", "--help"};
 
 std::vector<std::string> prepare_options() {
   std::vector<std::string> all = kPrepareValueOptions;
@@ -98,12 +103,35 @@ bool parse_crash(const std::string& text, data::PrepareFaults& faults) {
          faults.crash_at > 0;
 }
 
+// --config FILE and its --set overrides: the settings of its [prepare] section and
+// data.dir as the output (runtime/data/prepare_config.hpp); the other flags win.
+data::PrepareOptions options_from_config(const Args& args) {
+  std::string file;
+  std::vector<std::string> overrides;
+  for (size_t i = 1; i < args.size(); ++i) {
+    if (args[i] != "--config" && args[i] != "--set") continue;
+    if (i + 1 >= args.size()) throw cli::UsageError(args[i] + " needs a value");
+    if (args[i] == "--config") file = args[i + 1];
+    else overrides.push_back(args[i + 1]);
+    ++i;
+  }
+  if (file.empty()) {
+    if (!overrides.empty()) throw cli::UsageError("--set needs --config FILE");
+    return data::PrepareOptions{};
+  }
+  return data::prepare_options_from_config(config::load_prepare_job(file, overrides));
+}
+
 int prepare(const Args& args) {
-  data::PrepareOptions options;
+  data::PrepareOptions options = options_from_config(args);
   data::CleanSettings& clean = options.clean;
-  bool have_input = false, have_output = false;
+  bool have_input = !options.input.empty(), have_output = !options.output.empty();
   for (size_t i = 1; i < args.size(); ++i) {
     const std::string& flag = args[i];
+    if (flag == "--config" || flag == "--set") {  // options_from_config() took them
+      ++i;
+      continue;
+    }
     if (flag == "--strict") {
       options.input_options.strict = true;
       continue;
@@ -129,6 +157,10 @@ int prepare(const Args& args) {
       }
       continue;
     }
+    if (flag == "--nodes" || flag == "--node-id")
+      throw cli::UsageError(flag + ": preparing across the nodes of a cluster is not implemented "
+                            "yet; prepare on one host (--workers N uses its cores) into a "
+                            "folder the nodes share");
     if (flag == "--resume")
       throw cli::UsageError("--resume is not implemented: rerun with the same --cache DIR, "
                             "which reuses every file the interrupted run finished");
@@ -199,7 +231,10 @@ int prepare(const Args& args) {
     }
     if (!ok) throw cli::UsageError("bad value '" + value + "' for " + flag);
   }
-  if (!have_input || !have_output) throw cli::UsageError("prepare needs --input and --output");
+  options.progress_terminal = ::isatty(STDOUT_FILENO) == 1;
+  if (!have_input || !have_output)
+    throw cli::UsageError("prepare needs --input and --output (or a --config FILE whose "
+                          "prepare.input and data.dir say them)");
   data::PrepareSummary summary = actors::prepare_dataset(options, std::cout);
   std::printf("prepared %llu tokens from %llu bytes in %.2f s\n",
               static_cast<unsigned long long>(summary.train_tokens + summary.val_tokens),

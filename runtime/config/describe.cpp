@@ -36,7 +36,8 @@ constexpr std::string_view kIntroduction =
     "`train.min_lr <= train.lr`; `cluster.node_id < cluster.nodes`; `cluster.coordinator`\n"
     "is `host:port` with a port in 1..65535; a fault's `node` is below `cluster.nodes`, it\n"
     "sets `step` or `after_seconds`, and a `crash_actor` fault names its `actor`;\n"
-    "`model.recompute` is `\"none\"` or `\"every:N\"` with an integer N >= 1.\n";
+    "`model.recompute` is `\"none\"` or `\"every:N\"` with an integer N >= 1;\n"
+    "`prepare.window` is 0 or at least 2.\n";
 
 constexpr std::string_view kFaultKinds =
     "Fault kinds:\n"
@@ -110,8 +111,9 @@ std::string describe_markdown() {
     out += faults ? "]]\n\n" : "]\n\n";
     out += section.description;
     out += "\n\n";
-    out += faults ? key_table(schema::fault_keys(), section.name)
-                  : key_table(schema::job_keys(), section.name);
+    if (faults) out += key_table(schema::fault_keys(), section.name);
+    else if (section.name == "prepare") out += key_table(schema::prepare_keys(), section.name);
+    else out += key_table(schema::job_keys(), section.name);
     if (faults) {
       out += '\n';
       out += kFaultKinds;

@@ -9,6 +9,7 @@
 #include <toml++/toml.h>
 
 #include "runtime/config/load.hpp"
+#include "runtime/config/prepare_config.hpp"
 #include "runtime/config/schema.hpp"
 #include "runtime/util/closest_word.hpp"
 
@@ -181,11 +182,57 @@ void resolve_path(const std::string& name, const Origin& origin, JobConfig& conf
   key->set(config, (origin.base_dir / path).lexically_normal().string());
 }
 
-void load_table(const toml::table& root, const Origin& origin, JobConfig& config) {
+// prepare.input and prepare.cache, as resolve_path() does for the job's paths.
+void resolve_prepare_path(const std::string& name, const Origin& origin, PrepareConfig& prepare) {
+  if (origin.base_dir.empty() || (name != "prepare.input" && name != "prepare.cache")) return;
+  std::string& value = name == "prepare.input" ? prepare.input : prepare.cache;
+  if (value.empty() || std::filesystem::path(value).is_absolute()) return;
+  value = (origin.base_dir / value).lexically_normal().string();
+}
+
+// The [prepare] section (prepare_config.hpp): its keys, by the same rules as the job's.
+void load_prepare(const toml::node& node, const Origin& origin, PrepareConfig& prepare) {
+  const auto* table = node.as_table();
+  if (table == nullptr) {
+    fail(origin.at(node.source()) + ": prepare: expected a table ([prepare]), got " +
+         describe_node(node));
+  }
+  for (const auto& [key, value] : in_file_order(*table)) {
+    std::string name = "prepare." + std::string(key->str());
+    const auto* spec = schema::find(schema::prepare_keys(), name);
+    if (spec == nullptr) {
+      fail(origin.at(key->source()) + ": " + name + ": unknown key" +
+           suggestion(name, schema::prepare_keys()));
+    }
+    assign(*spec, name, *value, origin, prepare);
+    resolve_prepare_path(name, origin, prepare);
+  }
+}
+
+// The relations of the [prepare] section that no key's range says.
+void validate_prepare(const PrepareConfig& prepare, const std::string& source) {
+  if (prepare.window == 1) {
+    fail(source + ": prepare.window (1) must be 0 (4 per worker) or at least 2: one credit is "
+                  "kept for the lowest file not fully read");
+  }
+  if (prepare.jsonl_field.empty()) {
+    fail(source + ": prepare.jsonl_field must name the text field of a JSON Lines record");
+  }
+}
+
+// The section [prepare] is read into `prepare`, or only checked when that is null (a job
+// that trains leaves it alone, but a typo in it is an error everywhere).
+void load_table(const toml::table& root, const Origin& origin, JobConfig& config,
+                PrepareConfig* prepare) {
   for (const auto& [section_key, section_node] : in_file_order(root)) {
     std::string section(section_key->str());
     if (section == "faults") {
       load_faults(*section_node, origin, config.faults);
+      continue;
+    }
+    if (section == "prepare") {
+      PrepareConfig checked;
+      load_prepare(*section_node, origin, prepare != nullptr ? *prepare : checked);
       continue;
     }
     if (!schema::is_section(section)) {
@@ -237,9 +284,13 @@ JobConfig default_config() {
 
 namespace {
 
+void apply_prepare_override(PrepareConfig& prepare, std::string_view assignment);
+
+// `prepare`: read [prepare] into it and take the overrides of prepare.* keys (else
+// those are unknown keys, as for a job).
 JobConfig load_text(std::string_view toml_text, std::string_view source_name,
                     const std::filesystem::path& base_dir,
-                    const std::vector<std::string>& overrides) {
+                    const std::vector<std::string>& overrides, PrepareConfig* prepare = nullptr) {
   JobConfig config = default_config();
   config.source = std::string(source_name);
   Origin origin{source_name, true, base_dir};
@@ -249,9 +300,15 @@ JobConfig load_text(std::string_view toml_text, std::string_view source_name,
   } catch (const toml::parse_error& error) {
     fail(origin.at(error.source()) + ": " + std::string(error.description()));
   }
-  load_table(root, origin, config);
-  for (const auto& assignment : overrides) apply_override(config, assignment);
+  load_table(root, origin, config, prepare);
+  for (const auto& assignment : overrides) {
+    if (prepare != nullptr && trim(assignment).rfind("prepare.", 0) == 0)
+      apply_prepare_override(*prepare, assignment);
+    else
+      apply_override(config, assignment);
+  }
   validate(config);
+  if (prepare != nullptr) validate_prepare(*prepare, std::string(source_name));
   return config;
 }
 
@@ -269,8 +326,10 @@ bool is_path_key(std::string_view name) {
   return std::find(keys.begin(), keys.end(), name) != keys.end();
 }
 
-JobConfig load_config(const std::filesystem::path& file,
-                      const std::vector<std::string>& overrides) {
+namespace {
+
+// A config file's text and its folder (absolute), or a ConfigError naming it.
+std::pair<std::string, std::filesystem::path> read_config_file(const std::filesystem::path& file) {
   std::error_code error;
   const std::filesystem::path absolute = std::filesystem::absolute(file, error).lexically_normal();
   const std::string tried = file.is_absolute() || error ? file.string()
@@ -281,7 +340,30 @@ JobConfig load_config(const std::filesystem::path& file,
   std::ostringstream text;
   text << in.rdbuf();
   if (!in || !text) fail(tried + ": cannot read the file");
-  return load_text(text.str(), file.string(), absolute.parent_path(), overrides);
+  return {text.str(), absolute.parent_path()};
+}
+
+}  // namespace
+
+JobConfig load_config(const std::filesystem::path& file,
+                      const std::vector<std::string>& overrides) {
+  const auto [text, folder] = read_config_file(file);
+  return load_text(text, file.string(), folder, overrides);
+}
+
+PrepareJob load_prepare_job(const std::filesystem::path& file,
+                            const std::vector<std::string>& overrides) {
+  PrepareJob loaded;
+  const auto [text, folder] = read_config_file(file);
+  loaded.job = load_text(text, file.string(), folder, overrides, &loaded.prepare);
+  return loaded;
+}
+
+PrepareJob load_prepare_job_text(std::string_view toml_text, std::string_view source_name,
+                                 const std::vector<std::string>& overrides) {
+  PrepareJob loaded;
+  loaded.job = load_text(toml_text, source_name, {}, overrides, &loaded.prepare);
+  return loaded;
 }
 
 JobConfig load_config_text(std::string_view toml_text, std::string_view source_name,
@@ -309,6 +391,29 @@ std::set<std::string> keys_set_by(const std::filesystem::path& file,
   }
   return keys;
 }
+
+namespace {
+
+// One "prepare.key=value" override, as apply_override() does a job's.
+void apply_prepare_override(PrepareConfig& prepare, std::string_view assignment) {
+  std::string context = "--set " + std::string(assignment);
+  Origin origin{context, false};
+  const auto equals = assignment.find('=');
+  if (equals == std::string_view::npos) fail(context + ": expected section.key=value");
+  std::string name(trim(assignment.substr(0, equals)));
+  std::string_view text = trim(assignment.substr(equals + 1));
+  const auto* key = schema::find(schema::prepare_keys(), name);
+  if (key == nullptr) {
+    fail(context + ": " + name + ": unknown key" + suggestion(name, schema::prepare_keys()));
+  }
+  auto parsed = parse_value(text);
+  toml::value<std::string> raw{std::string(text)};
+  const toml::node* node = parsed ? parsed->get("v") : nullptr;
+  if (node == nullptr || (key->type == schema::Type::String && !node->is_string())) node = &raw;
+  assign(*key, name, *node, origin, prepare);
+}
+
+}  // namespace
 
 void apply_override(JobConfig& config, std::string_view assignment) {
   std::string context = "--set " + std::string(assignment);

@@ -91,6 +91,13 @@ using Co = CommConfig;
 using Ck = CheckpointConfig;
 using Me = MetricsConfig;
 using Fa = FaultSpec;
+using Pr = PrepareConfig;
+
+template <auto Member>
+Key<PrepareConfig> prep(std::string_view name, Constraint constraint,
+                        std::string_view description) {
+  return make<PrepareConfig, Member>(name, std::move(constraint), description);
+}
 
 std::string format_number(double value) {
   std::array<char, 64> buffer{};
@@ -403,11 +410,83 @@ const std::vector<Key<FaultSpec>>& fault_keys() {
   return keys;
 }
 
+const std::vector<Key<PrepareConfig>>& prepare_keys() {
+  static const std::vector<Key<PrepareConfig>> keys = {
+      prep<&Pr::input>("prepare.input", any(),
+                       "the input: a directory (walked recursively), a file or a glob; \"\" = "
+                       "give --input"),
+      prep<&Pr::tokenizer>("prepare.tokenizer", any(),
+                           "bytes, gpt2 = r50k_base, cl100k_base, a .tiktoken file or a "
+                           "SentencePiece .model file"),
+      prep<&Pr::val_fraction>("prepare.val_fraction", half_open(0, 1),
+                              "share of the tokens for validation; 0 = none"),
+      prep<&Pr::jsonl_field>("prepare.jsonl_field", any(),
+                             "the text field of a JSON Lines record (not empty)"),
+      prep<&Pr::strict>("prepare.strict", any(),
+                        "a damaged file or malformed record is an error instead of skipped "
+                        "and counted"),
+      prep<&Pr::include>("prepare.include", any(),
+                         "globs of the files taken, separated by commas; \"\" = every file "
+                         "(a hidden or version-control file needs one)"),
+      prep<&Pr::exclude>("prepare.exclude", any(),
+                         "globs of the files left out, separated by commas"),
+      prep<&Pr::shard_tokens>("prepare.shard_tokens", at_least(1), "tokens per shard file"),
+      prep<&Pr::max_bytes>("prepare.max_bytes", at_least(0),
+                           "stop after this many bytes of text; 0 = all"),
+      prep<&Pr::workers>("prepare.workers", between(0, 1024),
+                         "actors per pool stage (decode, clean, tokenize, augment); 0 = the "
+                         "cores"),
+      prep<&Pr::window>("prepare.window", at_least(0),
+                        "most pieces between reading and writing (the credit window); 0 = 4 "
+                        "per worker, at least 8; else at least 2"),
+      prep<&Pr::piece_bytes>("prepare.piece_bytes", at_least(1),
+                             "text bytes per piece (a larger document is a piece of its own)"),
+      prep<&Pr::cache>("prepare.cache", any(),
+                       "folder of the content-addressed cache of finished files; \"\" = none"),
+      prep<&Pr::progress>("prepare.progress", any(), "a progress line per second on the log"),
+      prep<&Pr::repair_utf8>("prepare.repair_utf8", any(),
+                             "invalid UTF-8 replaced by U+FFFD (false: the bytes as they are, "
+                             "for the byte tokenizer)"),
+      prep<&Pr::nfc>("prepare.nfc", any(), "Unicode NFC of every document"),
+      prep<&Pr::exact_dedup>("prepare.exact_dedup", any(), "drop a text seen before (XXH3-128)"),
+      prep<&Pr::near_dedup>("prepare.near_dedup", any(),
+                            "drop a text close to one seen before (MinHash + LSH)"),
+      prep<&Pr::near_threshold>("prepare.near_threshold", open_closed(0, 1),
+                                "Jaccard similarity of word shingles from which a text is a "
+                                "near duplicate"),
+      prep<&Pr::minhash_permutations>("prepare.minhash_permutations", between(1, 1024),
+                                      "MinHash permutations"),
+      prep<&Pr::shingle_words>("prepare.shingle_words", between(1, 1 << 20), "words per shingle"),
+      prep<&Pr::min_chars>("prepare.min_chars", at_least(0),
+                           "fewer code points is too_short; 0 = off"),
+      prep<&Pr::max_chars>("prepare.max_chars", at_least(0),
+                           "more code points is too_long; 0 = off"),
+      prep<&Pr::max_symbol_ratio>("prepare.max_symbol_ratio", between(0, 1),
+                                  "largest share of symbols (neither letters nor digits) of the "
+                                  "non-space characters; 1 = off"),
+      prep<&Pr::max_digit_ratio>("prepare.max_digit_ratio", between(0, 1),
+                                 "largest share of digits of the non-space characters; 1 = off"),
+      prep<&Pr::max_repeated_lines>("prepare.max_repeated_lines", between(0, 1),
+                                    "largest share of the lines that repeat an earlier one; 1 = "
+                                    "off"),
+      prep<&Pr::fim_rate>("prepare.fim_rate", between(0, 1),
+                          "share of the documents rearranged for fill-in-the-middle; 0 = off"),
+      prep<&Pr::fim_spm_rate>("prepare.fim_spm_rate", between(0, 1),
+                              "of those, the share in SPM order (else PSM)"),
+      prep<&Pr::fim_seed>("prepare.fim_seed", at_least(0),
+                          "seed of the fill-in-the-middle choices and cuts"),
+  };
+  return keys;
+}
+
 const std::vector<Section>& sections() {
   static const std::vector<Section> list = {
       {"model", "The GPT architecture."},
       {"train", "The optimizer, its schedule, and where the run writes."},
       {"data", "The token shards the job trains on."},
+      {"prepare",
+       "How `dseek data prepare --config FILE` makes the shards of data.dir (its flags win); "
+       "training leaves this section alone."},
       {"cluster", "The nodes of the job and how they find each other."},
       {"elastic", "What the job does when it loses a node."},
       {"parallel", "How the batch and the model are split across ranks."},

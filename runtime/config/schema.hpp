@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "runtime/config/job_config.hpp"
+#include "runtime/config/prepare_config.hpp"
 
 namespace dseek::config::schema {
 
@@ -68,6 +69,7 @@ struct Key : Spec {
 
 const std::vector<Key<JobConfig>>& job_keys();
 const std::vector<Key<FaultSpec>>& fault_keys();
+const std::vector<Key<PrepareConfig>>& prepare_keys();  // the [prepare] section's
 
 struct Section {
   std::string_view name;  // "model", ..., "faults" (the array of tables) last

@@ -26,7 +26,7 @@ void write_keys(std::string& out, const Root& root, const std::vector<schema::Ke
 std::string to_toml(const JobConfig& config) {
   std::string out;
   for (const auto& section : schema::sections()) {
-    if (section.name == "faults") continue;
+    if (section.name == "faults" || section.name == "prepare") continue;  // no job's keys
     if (!out.empty()) out += "\n";
     out += '[';
     out += section.name;

@@ -57,6 +57,8 @@ struct PrepareOptions {
   uint32_t window = 0;
   uint64_t piece_bytes = 1u << 20;
   bool progress = true;                   // a progress line per second on the log
+  bool progress_terminal = false;         // the log is a terminal: a line per stage,
+                                          // redrawn in place (else plain lines)
   std::filesystem::path cache_dir;        // --cache: the content-addressed cache (piece_cache.hpp)
   PrepareFaults faults;
 };

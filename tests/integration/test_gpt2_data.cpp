@@ -2,11 +2,16 @@
 // gzip-compressed, prepared with the gpt2 tokenizer (`dseek data prepare`), then a tiny
 // model (model.vocab = 50304: GPT-2's 50257 padded, as llm.c does) trained a few steps
 // by dseek-node; a model.vocab smaller than the tokenizer's is refused, naming both.
-// Also `dseek data tokenize` and `--decode` round trip through files.
+// Also `dseek data tokenize` and `--decode` round trip through files. And the same as a
+// user runs a cluster job: one config file says how the corpus is prepared ([prepare],
+// `dseek data prepare --config`) and what trains on it, `dseek launch --nodes 2` trains
+// the GPT-2-vocabulary model on both replicas; the loss goes down, and no id of the data
+// set is a padded id (every one below the tokenizer's 50257, all below model.vocab).
 #include <catch2/catch.hpp>
 
 #include <zlib.h>
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <random>
@@ -14,6 +19,9 @@
 #include <string>
 #include <vector>
 
+#include "runtime/data/dataset_index.hpp"
+#include "runtime/data/token_dataset.hpp"
+#include "support/data_test_files.hpp"
 #include "support/node_runs.hpp"
 #include "support/process.hpp"
 #include "support/test_paths.hpp"
@@ -123,4 +131,61 @@ TEST_CASE("dseek data tokenize prints ids and --decode gives the text back", "[g
   auto bad = run_process({bin("dseek"), "data", "tokenize", "--tokenizer", "o200k_base"}, 30s);
   CHECK(bad.exit_code == 3);  // a data error
   CHECK_THAT(bad.output, Catch::Contains("unknown tokenizer 'o200k_base'"));
+}
+
+TEST_CASE("a corpus prepared from the job's config trains a GPT-2-vocabulary model through "
+          "dseek launch", "[gpt2][data][launch]") {
+  ScratchDir dir("gpt2-launch");
+  // The corpus with every document twice (in two files): the copies are caught.
+  const std::string corpus = generated_jsonl();
+  write_gzip(dir / "corpus/part-0.jsonl.gz", corpus);
+  write_gzip(dir / "corpus/part-1.jsonl.gz", corpus);
+  {
+    std::ofstream job(dir / "job.toml");
+    job << "[model]\nvocab = 50304\ndim = 32\nlayers = 1\nheads = 2\ncontext = 32\n"
+           "[train]\nbatch_size = 8\nsteps = 20\nwarmup_steps = 2\nlr = 6e-3\n"
+           "eval_every = 20\nthreads = 1\nrun_dir = \"run\"\n"
+           "[data]\ndir = \"data/gpt2\"\n"
+           "[checkpoint]\nevery_steps = 0\n[metrics]\nprogress = \"plain\"\n"
+           "[prepare]\ninput = \"corpus\"\ntokenizer = \"gpt2\"\nval_fraction = 0.1\n"
+           "workers = 2\nprogress = false\n";
+  }
+  auto prepared = run_process(
+      {bin("dseek"), "data", "prepare", "--config", (dir / "job.toml").string()}, 120s);
+  INFO(prepared.output);
+  REQUIRE(prepared.exit_code == 0);
+  CHECK_THAT(prepared.output, Catch::Contains("r50k_base (vocabulary 50257, uint16)"));
+  CHECK_THAT(read_file(dir / "data/gpt2/report.json"), Catch::Contains("\"exact_duplicate\":300"));
+
+  // No id of the data set is one of the padded ids 50257 .. 50303.
+  const auto index = dseek::data::read_dataset_index(dir / "data/gpt2");
+  REQUIRE(index.vocab_size == 50257);
+  uint32_t largest = 0;
+  uint64_t tokens = 0;
+  for (auto split : {dseek::data::Split::train, dseek::data::Split::validation}) {
+    const auto data = dseek::data::TokenDataset::open(dir / "data/gpt2", split);
+    std::vector<int32_t> ids(data.num_tokens());
+    data.read(0, ids.size(), ids.data());
+    for (int32_t id : ids) largest = std::max(largest, static_cast<uint32_t>(id));
+    tokens += ids.size();
+  }
+  CHECK(tokens > 10000);
+  CHECK(largest < 50257);
+
+  auto launched = run_process({bin("dseek"), "launch", "--nodes", "2", (dir / "job.toml").string()},
+                              240s, launch_env());
+  INFO(launched.output);
+  REQUIRE(launched.exit_code == 0);
+  CHECK_THAT(launched.output, Catch::Contains("[launch] job done: 2 nodes, 0 restarts, exit 0"));
+  std::string params[2];
+  for (int node = 0; node < 2; ++node) {
+    const auto steps = node_events(dir / "run", node, "step");
+    REQUIRE(steps.size() == 20);
+    // Uniform over 50304 ids is ln(50304) = 10.83; tolerance 0.5 for the random init.
+    CHECK(number_field(steps.front(), "loss") == Approx(std::log(50304.0)).margin(0.5));
+    CHECK(number_field(steps.back(), "loss") < number_field(steps.front(), "loss") - 2.0);
+    params[node] = final_params_sha256(dir / "run", node, 20);
+  }
+  CHECK(params[0] == params[1]);  // the two replicas trained the same model
+  require_no_node_left(dir / "run", 2);
 }
