@@ -221,6 +221,10 @@ enum class cluster_errc : std::uint8_t {
   // A rendezvous for an epoch that is not the current one, or that ended before
   // every rank arrived. Context: (std::string why).
   stale_epoch,
+  // A join with a node id that a live member holds (another process, a stale job with
+  // the same secret): refused, not a replacement, until the holder is gone (down or
+  // heartbeat timeout). Retried by the joining agent. Context: (std::string why).
+  node_id_taken,
 };
 
 std::string to_string(cluster_errc x);

@@ -263,15 +263,21 @@ struct coordinator_state {
     auto existing = members.find(p.node_id);
     if (existing != members.end() && existing->second.agent == p.agent)
       return snapshot(); // a repeated join of the same incarnation
+    // Another process with a held id: refused while the holder lives. Evicting the
+    // holder instead livelocked the job (issue 28: the evicted node rejoined at once and
+    // evicted the other, 241 epochs and no step in 30 s). A real replacement (the holder
+    // died) joins on a retry once the down message or the heartbeat timeout removed it.
+    if (existing != members.end())
+      return refuse(p.node_id, p.host, cluster_errc::node_id_taken,
+                    "node " + std::to_string(p.node_id) + " is held by a live member (host "
+                        + existing->second.host + ", joined in epoch "
+                        + std::to_string(existing->second.joined_epoch) + ", last heartbeat "
+                        + std::to_string(ms_between(existing->second.last_heartbeat, now))
+                        + " ms ago): a second node with that id is refused until the "
+                          "holder is gone");
     ++epoch;
     end_rendezvous("epoch " + std::to_string(epoch) + " started: node "
                    + std::to_string(p.node_id) + " joined");
-    if (existing != members.end()) {
-      auto lost = remove(p.node_id, "replaced by a new incarnation", 0, now);
-      lost.epoch = epoch;
-      log("node %lld replaced by a new incarnation", static_cast<long long>(p.node_id));
-      broadcast(lost);
-    }
     bool rejoined = !ever_joined.insert(p.node_id).second;
     member_entry m;
     m.node_id = p.node_id;

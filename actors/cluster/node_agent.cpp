@@ -199,6 +199,14 @@ struct agent_state {
                 self->quit(err);
                 return;
               }
+              // Our id is held by a live member: said at once (another job with this
+              // secret and address, or a second node started with this id), retried
+              // in case the holder is a dead incarnation not yet noticed.
+              if (err.category() == cluster_category
+                  && err.code() == static_cast<std::uint8_t>(cluster_errc::node_id_taken)
+                  && attempt == 0)
+                log("join refused by %s, retrying: %s", cfg.coordinator.c_str(),
+                    render(err).c_str());
               step_failed("join: " + render(err));
             });
   }

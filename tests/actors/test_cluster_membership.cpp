@@ -164,7 +164,9 @@ struct cluster_fixture {
 
   // Starts member `id`; returns its events file. secret: empty = the good one
   // through the environment.
-  fs::path start_member(std::int64_t id, const std::string& secret = "") {
+  // `slot`: the key in `members` (default `id`; another one runs a second process with
+  // the same node id).
+  fs::path start_member(std::int64_t id, const std::string& secret = "", std::int64_t slot = -1) {
     auto tag = "node" + std::to_string(id) + "." + std::to_string(generation++);
     auto events = dir / (tag + ".jsonl");
     std::vector<std::string> argv{DSEEK_CLUSTER_TEST_NODE, "--role", "member", "--port",
@@ -176,7 +178,7 @@ struct cluster_fixture {
     }
     for (auto& a : common_args())
       argv.push_back(a);
-    members[id] = SpawnedProcess::start(argv, (dir / (tag + ".log")).string(),
+    members[slot < 0 ? id : slot] = SpawnedProcess::start(argv, (dir / (tag + ".log")).string(),
                                         {"DSEEK_CLUSTER_SECRET=test-secret-42"});
     return events;
   }
@@ -370,6 +372,63 @@ TEST_CASE("cluster: join, kill -9, rejoin, SIGSTOP, wrong secret", "[actors][clu
   auto took = std::chrono::duration_cast<std::chrono::milliseconds>(
       std::chrono::steady_clock::now() - started);
   std::printf("[cluster test] scenario took %lld ms\n", static_cast<long long>(took.count()));
+}
+
+// Issue 28, finding 3: a second process with a node id a live member holds (with the
+// right secret) evicted the holder, which rejoined at once and evicted it in turn:
+// hundreds of epochs and no step. It is refused while the holder lives and joins once
+// the holder is gone.
+TEST_CASE("cluster: a second node with a held id is refused, not a replacement, until the "
+          "holder is gone",
+          "[actors][cluster]") {
+  cluster_fixture fx;
+  fx.start_coordinator();
+  std::map<std::int64_t, fs::path> ev;
+  for (std::int64_t id : {1, 2})
+    ev[id] = fx.start_member(id);
+  auto world2 = wait_event(fx.coord_events(), [](const event& e) { return is_epoch(e, 2, 0); },
+                           15s);
+  {
+    INFO(fx.logs());
+    REQUIRE(world2);
+  }
+  const auto settled = last_of(fx.coord_events(), "epoch_started")->num("epoch");
+
+  const std::int64_t duplicate_slot = 101;
+  auto dup = fx.start_member(1, "", duplicate_slot);
+  {
+    auto refused = wait_event(fx.coord_events(), [](const event& e) {
+      return e.kind() == "join_refused" && e.num("node_id") == 1;
+    }, 15s);
+    INFO(fx.logs());
+    REQUIRE(refused);
+    CHECK(refused->str("reason").find("node_id_taken") != std::string::npos);
+    CHECK(refused->str("reason").find("held by a live member") != std::string::npos);
+  }
+  std::this_thread::sleep_for(1500ms);  // 6 heartbeat intervals, several join retries
+  {
+    INFO(fx.logs());
+    // No epoch changed: the holder was never evicted, nobody was disturbed.
+    CHECK(last_of(fx.coord_events(), "epoch_started")->num("epoch") == settled);
+    for (std::int64_t id : {1, 2}) {
+      CHECK(last_of(ev[id], "epoch_started")->num("epoch") == settled);
+      CHECK(fx.members[id].running());
+    }
+    CHECK_FALSE(last_of(dup, "epoch_started"));
+    CHECK(slurp(fx.dir / "coordinator.log").find("refused join of node 1") != std::string::npos);
+  }
+
+  // The holder dies: the second process is a replacement now and joins on a retry.
+  fx.members[1].signal(SIGKILL);
+  {
+    auto joined = wait_event(fx.coord_events(), [settled](const event& e) {
+      return e.kind() == "node_joined" && e.num("node_id") == 1 && e.num("epoch") > settled;
+    }, 15s);
+    INFO(fx.logs());
+    REQUIRE(joined);
+    CHECK(joined->str("rejoined") == "true");
+    REQUIRE(wait_event(dup, [settled](const event& e) { return is_epoch(e, 2, settled); }, 5s));
+  }
 }
 
 TEST_CASE("cluster: members notice a hung or dead coordinator and exit with a clear error",
