@@ -3,6 +3,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -20,6 +21,7 @@
 #include "actors/cluster/coordinator.hpp"
 #include "actors/cluster/tls_files.hpp"
 #include "actors/faults/fault_actions.hpp"
+#include "actors/faults/crash_request.hpp"
 #include "actors/faults/fault_plan.hpp"
 #include "actors/message_types.hpp"
 #include "actors/node/checkpoint_outcomes.hpp"
@@ -166,6 +168,11 @@ int run_node(const config::JobConfig& job_config, const node_options& options) {
   check_fault_targets(config.faults, config.cluster.gpus_per_node);
   check_data_plane_available(config);  // comm.backend = "nccl" needs a build with NCCL
   resolve_job_secret(config);
+  // Crash requests reach the node's actors from anyone who connects: obeyed only when the
+  // job injects crash_actor faults.
+  crash_requests_allowed() = std::any_of(config.faults.begin(), config.faults.end(), [](const auto& f) {
+    return f.kind == config::FaultKind::crash_actor;
+  });
   const auto node_start = clock::now();
   const auto& cluster = config.cluster;
   const bool runs_coordinator = cluster.node_id == cluster.coordinator_node;

@@ -431,6 +431,69 @@ TEST_CASE("cluster: a second node with a held id is refused, not a replacement, 
   }
 }
 
+// Issue 28, finding 2: the coordinator answered anyone who reached its port: the member
+// table, a restart of any member (a new epoch each time), a rank's data-plane address;
+// and a flood of hellos from one source filled the table every real join needs.
+TEST_CASE("cluster: a stranger on the coordinator's port is refused everything but a join",
+          "[actors][cluster]") {
+  cluster_fixture fx;
+  fx.start_coordinator();
+  std::map<std::int64_t, fs::path> ev;
+  for (std::int64_t id : {1, 2})
+    ev[id] = fx.start_member(id);
+  {
+    auto world2 = wait_event(fx.coord_events(), [](const event& e) { return is_epoch(e, 2, 0); },
+                             15s);
+    INFO(fx.logs());
+    REQUIRE(world2);
+  }
+  const auto settled = last_of(fx.coord_events(), "epoch_started")->num("epoch");
+
+  const auto probes = fx.dir / "hostile.jsonl";
+  auto hostile = SpawnedProcess::start(
+      {DSEEK_CLUSTER_TEST_NODE, "--role", "hostile", "--port", std::to_string(fx.port),
+       "--node-id", "1", "--events", probes.string()},
+      (fx.dir / "hostile.log").string(), {});
+  {
+    auto code = hostile.wait_for(60s);
+    INFO(fx.logs());
+    REQUIRE(code);
+    CHECK(*code == 0);
+    std::map<std::string, std::vector<std::string>> outcomes;
+    for (auto& e : read_events(probes))
+      if (e.kind() == "probe") outcomes[e.str("name")].push_back(e.str("outcome"));
+    REQUIRE(outcomes["members"].size() == 1);
+    REQUIRE(outcomes["restarted"].size() == 1);
+    REQUIRE(outcomes["rendezvous"].size() == 3);
+    for (const auto& name : {"members", "restarted", "rendezvous"})
+      for (const auto& outcome : outcomes[name]) {
+        INFO(name << ": " << outcome);
+        CHECK(outcome.rfind("refused: ", 0) == 0);
+        CHECK(outcome.find("not an authenticated member") != std::string::npos);
+        CHECK(outcome.find("epoch " + std::to_string(settled)) != std::string::npos);  // no other state
+      }
+    REQUIRE(outcomes["hello_flood"].size() == 1);
+    INFO(outcomes["hello_flood"][0]);
+    CHECK(outcomes["hello_flood"][0].rfind("answered 8 of 40;", 0) == 0);
+    CHECK(outcomes["hello_flood"][0].find("too many pending joins from this source") != std::string::npos);
+  }
+  // Nothing changed for the members, and a real node still joins after the flood.
+  {
+    INFO(fx.logs());
+    CHECK(last_of(fx.coord_events(), "epoch_started")->num("epoch") == settled);
+    for (std::int64_t id : {1, 2})
+      CHECK(last_of(ev[id], "epoch_started")->num("epoch") == settled);
+    CHECK(slurp(fx.dir / "coordinator.log").find("not an authenticated member") != std::string::npos);
+  }
+  ev[3] = fx.start_member(3);
+  {
+    auto world3 = wait_event(fx.coord_events(), [settled](const event& e) { return is_epoch(e, 3, settled); },
+                             15s);
+    INFO(fx.logs());
+    REQUIRE(world3);
+  }
+}
+
 TEST_CASE("cluster: members notice a hung or dead coordinator and exit with a clear error",
           "[actors][cluster]") {
   cluster_fixture fx;
