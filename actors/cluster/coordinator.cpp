@@ -119,8 +119,9 @@ struct coordinator_state {
 
   caf::error refuse_stranger(const char* what) {
     ++refused_requests;
+    // (The reply says nothing of the job: not even its epoch.)
     const std::string why = std::string(what) + " from a sender that is not an authenticated "
-                            "member of epoch " + std::to_string(epoch) + ": refused";
+                            "member of this job: refused";
     if (refused_requests == 1 || refused_requests % 100 == 0)
       log("%s (%llu such requests so far)", why.c_str(),
           static_cast<unsigned long long>(refused_requests));
