@@ -3,6 +3,7 @@
 // and an override are held to the same rules and their errors read the same.
 #include <algorithm>
 #include <fstream>
+#include <iterator>
 #include <sstream>
 #include <system_error>
 
@@ -278,10 +279,14 @@ JobConfig load_config(const std::filesystem::path& file,
   if (!std::filesystem::exists(file, error)) fail(tried + ": no such file");
   if (std::filesystem::is_directory(file, error)) fail(tried + ": is a directory");
   std::ifstream in(file, std::ios::binary);
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (!in || !text) fail(tried + ": cannot read the file");
-  return load_text(text.str(), file.string(), absolute.parent_path(), overrides);
+  if (!in) fail(tried + ": cannot read the file");
+  // (operator<< of an empty stream buffer sets failbit: an empty file read as unreadable)
+  const std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  if (in.bad()) fail(tried + ": cannot read the file");
+  if (text.find_first_not_of(" \t\r\n") == std::string::npos)
+    fail(tried + ": the file is empty: a job config needs at least its data and model "
+                 "(config/single.toml is a complete one)");
+  return load_text(text, file.string(), absolute.parent_path(), overrides);
 }
 
 JobConfig load_config_text(std::string_view toml_text, std::string_view source_name,

@@ -638,3 +638,22 @@ TEST_CASE("config: a missing file is named with its absolute path", "[config]") 
   CHECK_THROWS_WITH(config::load_config("no/such.toml"),
                     Contains((cwd / "no/such.toml").string() + "): no such file"));
 }
+
+// Issue 28, finding 7: an empty file was reported as unreadable; data.prefetch = 1e8 was
+// accepted and grew the prefetcher to 4.2 GB before it failed.
+TEST_CASE("config: an empty file is reported as empty, data.prefetch is bounded", "[config]") {
+  dseek::testing::ScratchDir dir("config-empty");
+  for (const char* text : {"", "\n  \n"}) {
+    std::ofstream(dir / "empty.toml") << text;
+    try {
+      config::load_config(dir / "empty.toml");
+      FAIL("an empty config was accepted");
+    } catch (const config::ConfigError& error) {
+      CHECK_THAT(error.what(), Contains("empty.toml") && Contains("the file is empty"));
+      CHECK_THAT(error.what(), !Contains("cannot read"));
+    }
+  }
+  CHECK(config::load_config_text("[data]\nprefetch = 1024\n", "x.toml").data.prefetch == 1024);
+  CHECK_THROWS_WITH(config::load_config_text("[data]\nprefetch = 100000000\n", "x.toml"),
+                    Contains("data.prefetch") && Contains("1024"));
+}
