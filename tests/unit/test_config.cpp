@@ -12,6 +12,7 @@
 
 #include "runtime/config/absolute_paths.hpp"
 #include "runtime/config/load.hpp"
+#include "runtime/config/memory_bound.hpp"
 #include "support/test_paths.hpp"
 
 namespace config = dseek::config;
@@ -656,4 +657,25 @@ TEST_CASE("config: an empty file is reported as empty, data.prefetch is bounded"
   CHECK(config::load_config_text("[data]\nprefetch = 1024\n", "x.toml").data.prefetch == 1024);
   CHECK_THROWS_WITH(config::load_config_text("[data]\nprefetch = 100000000\n", "x.toml"),
                     Contains("data.prefetch") && Contains("1024"));
+}
+
+// Issue 28, finding 7: absurd sizes ended in a bare std::bad_alloc. The bound counts the
+// GPT's parameters exactly (checked against the tiny layout's count) and refuses a model
+// that cannot fit before anything is allocated.
+TEST_CASE("config: a model too large for this machine is refused before allocating",
+          "[config]") {
+  config::ModelConfig tiny;
+  tiny.dim = 16, tiny.layers = 2, tiny.heads = 2, tiny.context = 8, tiny.vocab = 32;
+  // 32*16 + 8*16 + 2*(12*256 + 13*16) + 2*16 = 512 + 128 + 6560 + 32
+  CHECK(config::parameter_count(tiny) == 7232);
+  try {
+    config::load_config_text("[model]\ndim = 1000000\nheads = 1\n", "huge.toml");
+    FAIL("a model of 1e13 parameters was accepted");
+  } catch (const config::ConfigError& error) {
+    CHECK_THAT(error.what(), Contains("huge.toml") && Contains("model.dim 1000000") &&
+                                 Contains("needs at least") && Contains("this machine has"));
+  }
+  auto job = config::default_config();
+  CHECK_FALSE(config::memory_shortfall(job, config::physical_memory_bytes()));
+  CHECK(config::memory_shortfall(job, 1000.0));  // 1 kB: named, not allocated
 }
