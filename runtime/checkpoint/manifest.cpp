@@ -13,6 +13,7 @@
 #include <cstring>
 #include <map>
 #include <memory>
+#include <type_traits>
 
 #include "runtime/checkpoint/error.hpp"
 #include "runtime/checkpoint/file_ops.hpp"

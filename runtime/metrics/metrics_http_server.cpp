@@ -172,21 +172,21 @@ void MetricsHttpServer::serve() {
     std::string reply;  // non-empty once the request is complete
     size_t sent = 0;
   };
-  std::vector<Connection> open;
+  std::vector<Connection> connections;
   auto drop = [&](size_t i) {
-    ::close(open[i].fd);
-    open.erase(open.begin() + static_cast<std::ptrdiff_t>(i));
+    ::close(connections[i].fd);
+    connections.erase(connections.begin() + static_cast<std::ptrdiff_t>(i));
   };
   std::vector<pollfd> fds;
   while (true) {
     fds.assign({{listen_fd_, POLLIN, 0}, {wake_read_fd_, POLLIN, 0}});
     auto nearest = Clock::time_point::max();
-    for (const auto& c : open) {
+    for (const auto& c : connections) {
       fds.push_back({c.fd, static_cast<short>(c.reply.empty() ? POLLIN : POLLOUT), 0});
       nearest = std::min(nearest, c.deadline);
     }
     int timeout = -1;
-    if (!open.empty()) {
+    if (!connections.empty()) {
       const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(nearest - Clock::now());
       timeout = static_cast<int>(std::max<int64_t>(left.count(), 0) + 1);
     }
@@ -195,8 +195,8 @@ void MetricsHttpServer::serve() {
     if (rc < 0 || fds[1].revents != 0) break;
     // Serve the ready connections (back to front: dropping shifts only later ones).
     const auto now = Clock::now();
-    for (size_t i = open.size(); i-- > 0;) {
-      Connection& c = open[i];
+    for (size_t i = connections.size(); i-- > 0;) {
+      Connection& c = connections[i];
       const short revents = fds[i + 2].revents;
       if (revents == 0) {
         if (now >= c.deadline) drop(i);
@@ -237,11 +237,11 @@ void MetricsHttpServer::serve() {
           std::this_thread::sleep_for(std::chrono::milliseconds(100));
         continue;
       }
-      if (open.size() >= kMaxConnections) drop(0);  // the oldest
-      open.push_back({connection, Clock::now() + kConnectionDeadline, {}, {}, 0});
+      if (connections.size() >= kMaxConnections) drop(0);  // the oldest
+      connections.push_back({connection, Clock::now() + kConnectionDeadline, {}, {}, 0});
     }
   }
-  for (const auto& c : open) ::close(c.fd);
+  for (const auto& c : connections) ::close(c.fd);
 }
 
 }  // namespace dseek::metrics
