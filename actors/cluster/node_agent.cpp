@@ -165,13 +165,16 @@ struct agent_state {
               // before this node proves it knows it or takes orders from it.
               if (!verify_coordinator_mac(secret, node_nonce, ch.nonce, cfg.node_id,
                                           ch.coordinator_mac)) {
-                const std::string why =
-                    "the coordinator at " + cfg.coordinator + " did not prove the cluster "
-                    "secret (another job's coordinator at this address, or not a dseek "
-                    "coordinator): this node does not join it";
+                auto err = make_error(
+                    cluster_errc::auth_failed,
+                    caf::make_message("the coordinator at " + cfg.coordinator + " did not "
+                                      "prove the cluster secret (another job's coordinator "
+                                      "at this address, a wrong secret here, or not a dseek "
+                                      "coordinator): this node does not join it"));
+                const auto why = render(err);
                 log("%s", why.c_str());
                 emit(join_refused{cfg.node_id, cfg.coordinator, why});
-                self->quit(make_error(cluster_errc::auth_failed, caf::make_message(why)));
+                self->quit(err);
                 return;
               }
               join_proof p;

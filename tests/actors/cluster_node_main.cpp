@@ -222,6 +222,16 @@ void run_hostile(caf::actor_system& sys, const options& o, event_log& log) {
                  });
     report("rendezvous", outcome);
   }
+  // A join with a real challenge and a wrong MAC (node 7; the coordinator's proof is not
+  // checked: a stranger does not care).
+  join_challenge issued;
+  self->request(*coord, std::chrono::seconds(3), hello_atom::value, std::int64_t{7}, make_nonce())
+      .receive([&](join_challenge& c) { issued = c; }, [&](caf::error&) {});
+  join_proof forged{7, "127.0.0.1", issued.nonce, std::string(64, '0'), caf::actor_cast<caf::actor>(self)};
+  self->request(*coord, std::chrono::seconds(3), join_atom::value, forged)
+      .receive([&](epoch_started& e) { outcome = "answered: epoch " + std::to_string(e.epoch); },
+               [&](caf::error& err) { outcome = refused(err); });
+  report("join_wrong_mac", outcome);
   int challenges = 0;
   std::string last;
   for (int i = 0; i < 40; ++i) {
