@@ -19,7 +19,7 @@ build_pkgs=(g++ make cmake pkgconf ninja-build ccache git
             sentencepiece nodejs
             libpython3.11-stdlib)  # its Python sources are the default training text
 test_pkgs=(python3 python3-torch python3-numpy slurm-wlm munge python3-yaml
-           clang-14 libclang-rt-14-dev)  # libFuzzer and the sanitizers (scripts/fuzz.sh)
+           clang-14 libclang-rt-14-dev lld-14)  # libFuzzer, the sanitizers, lld (scripts/fuzz.sh)
 bench_pkgs=(libopenmpi-dev openmpi-bin)
 
 wanted=("${build_pkgs[@]}")
