@@ -46,7 +46,9 @@ struct TensorShard {
   sliceCount @5 :UInt64;     # elements held here
   file @6 :Text;             # plain file name inside the checkpoint directory
   byteOffset @7 :UInt64;     # where the slice starts in that file
-  xxhash64 @8 :UInt64;       # XXH64 (seed 0) of the slice's bytes
+  xxhash64 @8 :UInt64;       # XXH64 of the slice's bytes, seeded (format 2) with a hash of
+                             # name, role, dtype, shape and slice (checkpoint::shard_checksum);
+                             # format 1: seed 0
 }
 
 struct DataFile {
@@ -66,6 +68,7 @@ struct CheckpointManifest {
   tensors @8 :List(TensorShard);
   files @9 :List(DataFile);
   precision @10 :PrecisionState;  # absent in older checkpoints: fresh state on resume
+  manifestXxhash64 @11 :UInt64;   # format 2: checkpoint::manifest_checksum of every field above
 }
 
 struct PrecisionState {

@@ -5,7 +5,8 @@
 // announce them, or the remote side receives empty messages.
 //
 // Protocol (every request has a timeout; see coordinator.hpp, node_agent.hpp):
-//   agent -> coord  (hello_atom, node_id)             -> join_challenge
+//   agent -> coord  (hello_atom, node_id, node_nonce) -> join_challenge (with the
+//                   coordinator's proof of the secret over the node's nonce)
 //   agent -> coord  (join_atom, join_proof)           -> epoch_started | error
 //   agent -> coord  (heartbeat_atom, node_id, seq)    -> uint64_t epoch | not_a_member
 //   agent -> coord  (leave_atom, node_id, why)        -> ok (orderly leave: node_lost "left",
@@ -13,7 +14,9 @@
 //   agent -> coord  (restarted_atom, node_id, why)    -> epoch_started: the node's workers
 //                   restarted (their data plane is gone); a new epoch with the same members
 //                   (node_lost "worker restarted: <why>" first, so peers abort theirs)
-//   any   -> coord  (rendezvous_atom, epoch, rank, payload) -> rendezvous_result, once every
+//   (the coordinator answers restarted, rendezvous and members only from the process of
+//   the member concerned, bound to it at the join, or from its own process: not_a_member)
+//   member -> coord (rendezvous_atom, epoch, rank, payload) -> rendezvous_result, once every
 //                   rank of that epoch's plan contributed (the data plane's address exchange);
 //                   error stale_epoch if the epoch is not (or no longer) the current one
 //   coord -> agents epoch_started, node_joined, node_lost (asynchronous)
@@ -46,14 +49,18 @@ using restarted_atom = caf::atom_constant<caf::atom("clrestart")>;
 
 // The coordinator's answer to hello: a fresh random nonce (hex) the node must
 // authenticate with HMAC-SHA256(secret, nonce || decimal node_id). A nonce is
-// good for one proof, from this node id, within the challenge lifetime.
+// good for one proof, from this node id and connection, within the challenge
+// lifetime. `coordinator_mac` proves the coordinator knows the secret too
+// (coordinator_mac() over the node's nonce from the hello): the node checks it
+// before it proves anything.
 struct join_challenge {
   std::string nonce;
+  std::string coordinator_mac;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, join_challenge& x) {
-  return f(caf::meta::type_name("join_challenge"), x.nonce);
+  return f(caf::meta::type_name("join_challenge"), x.nonce, x.coordinator_mac);
 }
 
 // The node's answer. `agent` is the node agent: the coordinator monitors it
@@ -221,6 +228,10 @@ enum class cluster_errc : std::uint8_t {
   // A rendezvous for an epoch that is not the current one, or that ended before
   // every rank arrived. Context: (std::string why).
   stale_epoch,
+  // A join with a node id that a live member holds (another process, a stale job with
+  // the same secret): refused, not a replacement, until the holder is gone (down or
+  // heartbeat timeout). Retried by the joining agent. Context: (std::string why).
+  node_id_taken,
 };
 
 std::string to_string(cluster_errc x);

@@ -59,6 +59,19 @@ bool verify_join_mac(const std::string& secret, const std::string& nonce,
   return CRYPTO_memcmp(expected.data(), mac.data(), expected.size()) == 0;
 }
 
+std::string coordinator_mac(const std::string& secret, const std::string& node_nonce,
+                            const std::string& nonce, std::int64_t node_id) {
+  // join_mac's message is nonce || node_id, hex and digits only: this one starts with a
+  // letter outside hex and holds separators, so neither side's proof serves as the other's.
+  return join_mac(secret, "coordinator" + node_nonce + "|" + nonce + "|", node_id);
+}
+
+bool verify_coordinator_mac(const std::string& secret, const std::string& node_nonce,
+                            const std::string& nonce, std::int64_t node_id,
+                            const std::string& mac) {
+  return verify_join_mac(secret, "coordinator" + node_nonce + "|" + nonce + "|", node_id, mac);
+}
+
 std::optional<host_port> parse_host_port(const std::string& s) {
   auto colon = s.rfind(':');
   if (colon == std::string::npos || colon == 0 || colon + 1 == s.size())

@@ -65,6 +65,15 @@ std::string join_mac(const std::string& secret, const std::string& nonce,
 bool verify_join_mac(const std::string& secret, const std::string& nonce,
                      std::int64_t node_id, const std::string& mac);
 
+// The coordinator's side of the mutual challenge: hex(HMAC-SHA256(secret,
+// "coordinator" || node_nonce || "|" || nonce || "|" || node_id)), a message no node proof
+// has the form of.
+std::string coordinator_mac(const std::string& secret, const std::string& node_nonce,
+                            const std::string& nonce, std::int64_t node_id);
+bool verify_coordinator_mac(const std::string& secret, const std::string& node_nonce,
+                            const std::string& nonce, std::int64_t node_id,
+                            const std::string& mac);
+
 // "host:port" -> (host, port). nullopt if malformed.
 struct host_port {
   std::string host;

@@ -27,6 +27,9 @@ using clock = std::chrono::steady_clock;
 using check_atom = caf::atom_constant<caf::atom("clcheck")>;
 
 constexpr std::size_t max_pending_challenges = 1024;
+// Per source (a connected process: CAF's node id): a flood of hellos from one source
+// fills its own quota, not the table every real join needs.
+constexpr std::size_t max_pending_challenges_per_source = 8;
 
 std::int64_t ms_between(clock::time_point a, clock::time_point b) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(b - a).count();
@@ -43,6 +46,7 @@ struct member_entry {
 struct pending_challenge {
   std::int64_t node_id = 0;
   clock::time_point expires;
+  caf::node_id source;  // the process that asked
 };
 
 // The contributions to the current epoch's rendezvous so far, and who waits for the result.
@@ -64,6 +68,7 @@ struct coordinator_state {
   std::uint64_t epoch = 0;
   std::uint64_t coordinator_id = 0;  // random per incarnation (epoch_started.coordinator_id)
   rendezvous_round round;
+  std::uint64_t refused_requests = 0;  // from senders that are not members (logged sparsely)
   std::chrono::milliseconds check_interval{150};
   clock::time_point last_check = clock::now();
 
@@ -88,6 +93,50 @@ struct coordinator_state {
     return ev;
   }
 
+  // The process the current message came from (none for an anonymous send).
+  caf::node_id sender_node() const {
+    const auto& sender = self->current_sender();
+    return sender ? sender->node() : caf::node_id{};
+  }
+
+  // Whether the current message comes from member `m`'s process (its agent, or a worker
+  // next to it), or from this process. The join bound the member to its agent, and the
+  // agent to the connection (CAF node) it joined over: a stranger that reached the port,
+  // or a node that was not admitted, is not one of them.
+  bool from_member(const member_entry& m) const {
+    const auto sender = self->current_sender();
+    if (!sender) return false;
+    return sender->node() == self->node() || (m.agent && sender->node() == m.agent.node());
+  }
+
+  bool from_any_member() const {
+    const auto sender = self->current_sender();
+    if (!sender) return false;
+    if (sender->node() == self->node()) return true;
+    return std::any_of(members.begin(), members.end(),
+                       [&](const auto& entry) { return from_member(entry.second); });
+  }
+
+  caf::error refuse_stranger(const char* what) {
+    ++refused_requests;
+    // (The reply says nothing of the job: not even its epoch.)
+    const std::string why = std::string(what) + " from a sender that is not an authenticated "
+                            "member of this job: refused";
+    if (refused_requests == 1 || refused_requests % 100 == 0)
+      log("%s (%llu such requests so far)", why.c_str(),
+          static_cast<unsigned long long>(refused_requests));
+    return make_error(cluster_errc::not_a_member, caf::make_message(why));
+  }
+
+  // The member that holds data-parallel rank `rank` of the current plan, if any.
+  const member_entry* member_of_rank(std::int32_t rank) const {
+    if (rank < 0 || cfg.ranks_per_node <= 0) return nullptr;
+    auto index = rank / cfg.ranks_per_node;
+    for (auto& [id, m] : members)
+      if (index-- == 0) return &m;
+    return nullptr;
+  }
+
   // The data-parallel ranks of the current epoch: every member's workers.
   std::int32_t planned_ranks() const {
     return static_cast<std::int32_t>(members.size()) * cfg.ranks_per_node;
@@ -103,6 +152,9 @@ struct coordinator_state {
 
   caf::result<rendezvous_result> on_rendezvous(std::uint64_t for_epoch, std::int32_t rank,
                                                std::string& payload) {
+    // Strangers learn nothing, not even the current epoch.
+    if (!from_any_member())
+      return refuse_stranger("rendezvous");
     if (for_epoch != epoch || rank < 0 || rank >= planned_ranks())
       return make_error(cluster_errc::stale_epoch,
                         caf::make_message("rendezvous for epoch " + std::to_string(for_epoch)
@@ -110,6 +162,10 @@ struct coordinator_state {
                                           + ", but the current epoch is "
                                           + std::to_string(epoch) + " with "
                                           + std::to_string(planned_ranks()) + " ranks"));
+    // Only the member that holds the rank may give its address: anyone else could
+    // redirect a rank's data plane.
+    if (const member_entry* holder = member_of_rank(rank); holder == nullptr || !from_member(*holder))
+      return refuse_stranger(("rendezvous for rank " + std::to_string(rank)).c_str());
     if (round.epoch != epoch)
       round = rendezvous_round{epoch, {}, {}};
     // A rank that asks again (its worker restarted) replaces its contribution.
@@ -148,10 +204,14 @@ struct coordinator_state {
   // again.
   caf::result<epoch_started> on_worker_restart(std::int64_t node_id, const std::string& why) {
     // (Delegated by the node's agent: the sender is the node's worker, not its agent.)
-    if (members.count(node_id) == 0)
+    auto member = members.find(node_id);
+    if (member == members.end())
       return make_error(cluster_errc::not_a_member,
                         caf::make_message("node " + std::to_string(node_id) +
                                           " is not a member of epoch " + std::to_string(epoch)));
+    // Each of these starts an epoch: only node `node_id` itself may say so.
+    if (!from_member(member->second))
+      return refuse_stranger(("restart of node " + std::to_string(node_id)).c_str());
     node_lost ev;
     ev.lost_node = node_id;
     ev.reason = "worker restarted: " + why;
@@ -228,18 +288,31 @@ struct coordinator_state {
     }
   }
 
-  caf::result<join_challenge> on_hello(std::int64_t node_id) {
+  caf::result<join_challenge> on_hello(std::int64_t node_id, const std::string& node_nonce) {
     auto now = clock::now();
     purge_challenges(now);
+    const auto source = sender_node();
+    const auto from_source = std::count_if(challenges.begin(), challenges.end(), [&](const auto& c) {
+      return c.second.source == source;
+    });
+    if (static_cast<std::size_t>(from_source) >= max_pending_challenges_per_source)
+      return make_error(cluster_errc::busy,
+                        caf::make_message(std::string{"too many pending joins from this source"}));
     if (challenges.size() >= max_pending_challenges)
       return make_error(cluster_errc::busy, caf::make_message(std::string{"too many pending joins"}));
+    if (node_nonce.size() < 32 || node_nonce.size() > 128)
+      return make_error(cluster_errc::bad_challenge,
+                        caf::make_message(std::string{"hello without the node's nonce"}));
     join_challenge ch;
     try {
       ch.nonce = make_nonce();
+      // The coordinator proves the secret too (mutual challenge): a node joins only a
+      // coordinator that knows it, not whoever answers at the address.
+      ch.coordinator_mac = coordinator_mac(secret, node_nonce, ch.nonce, node_id);
     } catch (const std::exception& e) {
       return make_error(cluster_errc::busy, caf::make_message(std::string{e.what()}));
     }
-    challenges[ch.nonce] = pending_challenge{node_id, now + cfg.settings.challenge_lifetime};
+    challenges[ch.nonce] = pending_challenge{node_id, now + cfg.settings.challenge_lifetime, source};
     return ch;
   }
 
@@ -255,23 +328,37 @@ struct coordinator_state {
     if (ch.node_id != p.node_id)
       return refuse(p.node_id, p.host, cluster_errc::bad_challenge,
                     "nonce was issued to node " + std::to_string(ch.node_id));
+    if (ch.source != sender_node())
+      return refuse(p.node_id, p.host, cluster_errc::bad_challenge,
+                    "nonce was issued to another connection");
     if (!verify_join_mac(secret, p.nonce, p.node_id, p.mac))
       return refuse(p.node_id, p.host, cluster_errc::auth_failed,
                     "HMAC does not match (wrong cluster secret?)");
     if (!p.agent)
       return refuse(p.node_id, p.host, cluster_errc::bad_challenge, "no agent handle");
+    // The agent is bound to the process that proved the secret: a proof cannot enrol
+    // an actor of another process.
+    if (p.agent.node() != sender_node())
+      return refuse(p.node_id, p.host, cluster_errc::bad_challenge,
+                    "the agent handle belongs to another process than the proof");
     auto existing = members.find(p.node_id);
     if (existing != members.end() && existing->second.agent == p.agent)
       return snapshot(); // a repeated join of the same incarnation
+    // Another process with a held id: refused while the holder lives. Evicting the
+    // holder instead livelocked the job (issue 28: the evicted node rejoined at once and
+    // evicted the other, 241 epochs and no step in 30 s). A real replacement (the holder
+    // died) joins on a retry once the down message or the heartbeat timeout removed it.
+    if (existing != members.end())
+      return refuse(p.node_id, p.host, cluster_errc::node_id_taken,
+                    "node " + std::to_string(p.node_id) + " is held by a live member (host "
+                        + existing->second.host + ", joined in epoch "
+                        + std::to_string(existing->second.joined_epoch) + ", last heartbeat "
+                        + std::to_string(ms_between(existing->second.last_heartbeat, now))
+                        + " ms ago): a second node with that id is refused until the "
+                          "holder is gone");
     ++epoch;
     end_rendezvous("epoch " + std::to_string(epoch) + " started: node "
                    + std::to_string(p.node_id) + " joined");
-    if (existing != members.end()) {
-      auto lost = remove(p.node_id, "replaced by a new incarnation", 0, now);
-      lost.epoch = epoch;
-      log("node %lld replaced by a new incarnation", static_cast<long long>(p.node_id));
-      broadcast(lost);
-    }
     bool rejoined = !ever_joined.insert(p.node_id).second;
     member_entry m;
     m.node_id = p.node_id;
@@ -350,12 +437,18 @@ caf::behavior coordinator_impl(caf::stateful_actor<coordinator_state>* self,
   self->set_down_handler([self](caf::down_msg& dm) { self->state.on_down(dm); });
   self->delayed_send(self, st.check_interval, check_atom::value);
   return {
-      [self](hello_atom, std::int64_t node_id) { return self->state.on_hello(node_id); },
+      [self](hello_atom, std::int64_t node_id, const std::string& node_nonce) {
+        return self->state.on_hello(node_id, node_nonce);
+      },
       [self](join_atom, join_proof& p) { return self->state.on_join(p); },
       [self](heartbeat_atom, std::int64_t node_id, std::uint64_t) {
         return self->state.on_heartbeat(node_id);
       },
-      [self](members_atom) { return self->state.snapshot(); },
+      [self](members_atom) -> caf::result<epoch_started> {
+        // The member table (hosts, ranks) is for members only.
+        if (!self->state.from_any_member()) return self->state.refuse_stranger("member table request");
+        return self->state.snapshot();
+      },
       [self](leave_atom, std::int64_t node_id, const std::string& why) {
         return self->state.on_leave(node_id, why);
       },

@@ -46,7 +46,7 @@ namespace dseek::actors {
 // also takes down messages and its own timers). Remote agents hold it as a
 // caf::actor.
 using coordinator_actor = caf::typed_actor<
-    caf::replies_to<hello_atom, std::int64_t>::with<join_challenge>,
+    caf::replies_to<hello_atom, std::int64_t, std::string>::with<join_challenge>,
     caf::replies_to<join_atom, join_proof>::with<epoch_started>,
     // (node id, sequence number) -> the current epoch; error not_a_member.
     caf::replies_to<heartbeat_atom, std::int64_t, std::uint64_t>::with<std::uint64_t>,

@@ -49,6 +49,7 @@ struct agent_state {
   clock::time_point last_ack;
   clock::time_point last_beat;   // when on_beat last ran
   std::string leave_reason;      // why this node leaves ("": the job ended or was stopped)
+  std::uint64_t ignored_messages = 0;  // membership messages not from the coordinator
   // When the oldest heartbeat sent since the last reply went out; unset while every
   // sent heartbeat is answered. Silence is counted from here, not from last_ack: a
   // heartbeat this node chose not to send (drop_messages) cannot go unanswered, so a
@@ -154,11 +155,28 @@ struct agent_state {
   }
 
   void hello(std::uint64_t gen) {
-    self->request(coord, cfg.settings.connect_timeout, hello_atom::value, cfg.node_id)
+    std::string node_nonce = make_nonce();
+    self->request(coord, cfg.settings.connect_timeout, hello_atom::value, cfg.node_id, node_nonce)
         .then(
-            [this, gen](join_challenge& ch) {
+            [this, gen, node_nonce](join_challenge& ch) {
               if (gen != generation)
                 return;
+              // Mutual challenge: whoever answers at the address must know the secret
+              // before this node proves it knows it or takes orders from it.
+              if (!verify_coordinator_mac(secret, node_nonce, ch.nonce, cfg.node_id,
+                                          ch.coordinator_mac)) {
+                auto err = make_error(
+                    cluster_errc::auth_failed,
+                    caf::make_message("the coordinator at " + cfg.coordinator + " did not "
+                                      "prove the cluster secret (another job's coordinator "
+                                      "at this address, a wrong secret here, or not a dseek "
+                                      "coordinator): this node does not join it"));
+                const auto why = render(err);
+                log("%s", why.c_str());
+                emit(join_refused{cfg.node_id, cfg.coordinator, why});
+                self->quit(err);
+                return;
+              }
               join_proof p;
               p.node_id = cfg.node_id;
               p.host = cfg.advertise_host;
@@ -199,6 +217,14 @@ struct agent_state {
                 self->quit(err);
                 return;
               }
+              // Our id is held by a live member: said at once (another job with this
+              // secret and address, or a second node started with this id), retried
+              // in case the holder is a dead incarnation not yet noticed.
+              if (err.category() == cluster_category
+                  && err.code() == static_cast<std::uint8_t>(cluster_errc::node_id_taken)
+                  && attempt == 0)
+                log("join refused by %s, retrying: %s", cfg.coordinator.c_str(),
+                    render(err).c_str());
               step_failed("join: " + render(err));
             });
   }
@@ -287,6 +313,16 @@ struct agent_state {
     joined = false;
   }
 
+  bool from_coordinator() {
+    const auto& sender = self->current_sender();
+    if (coord && sender && caf::actor_cast<caf::actor>(sender) == coord) return true;
+    ++ignored_messages;
+    if (ignored_messages == 1 || ignored_messages % 100 == 0)
+      log("ignored a membership message from an actor that is not the coordinator (%llu so far)",
+          static_cast<unsigned long long>(ignored_messages));
+    return false;
+  }
+
   void on_down(const caf::down_msg& dm) {
     if (coord && dm.source == coord.address()) {
       coord = nullptr;
@@ -318,9 +354,17 @@ caf::behavior agent_impl(caf::stateful_actor<agent_state>* self, node_agent_conf
           self->state.connect();
       },
       [self](beat_atom, std::uint64_t gen) { self->state.on_beat(gen); },
-      [self](epoch_started& ev) { self->state.on_epoch(std::move(ev)); },
-      [self](node_joined& ev) { self->state.emit(std::move(ev)); },
-      [self](node_lost& ev) { self->state.emit(std::move(ev)); },
+      // Membership news only from the coordinator this node joined: anyone can reach a
+      // node's registered actors once connected to one of its ports.
+      [self](epoch_started& ev) {
+        if (self->state.from_coordinator()) self->state.on_epoch(std::move(ev));
+      },
+      [self](node_joined& ev) {
+        if (self->state.from_coordinator()) self->state.emit(std::move(ev));
+      },
+      [self](node_lost& ev) {
+        if (self->state.from_coordinator()) self->state.emit(std::move(ev));
+      },
       [self](rendezvous_atom, std::uint64_t epoch, std::int32_t rank,
              std::string& payload) -> caf::result<rendezvous_result> {
         auto& state = self->state;

@@ -3,6 +3,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -20,8 +21,10 @@
 #include "actors/cluster/coordinator.hpp"
 #include "actors/cluster/tls_files.hpp"
 #include "actors/faults/fault_actions.hpp"
+#include "actors/faults/crash_request.hpp"
 #include "actors/faults/fault_plan.hpp"
 #include "actors/message_types.hpp"
+#include "actors/node/checkpoint_outcomes.hpp"
 #include "actors/control/data_plane_link.hpp"
 #include "actors/node/event_router.hpp"
 #include "actors/node/node_messages.hpp"
@@ -165,6 +168,11 @@ int run_node(const config::JobConfig& job_config, const node_options& options) {
   check_fault_targets(config.faults, config.cluster.gpus_per_node);
   check_data_plane_available(config);  // comm.backend = "nccl" needs a build with NCCL
   resolve_job_secret(config);
+  // Crash requests reach the node's actors from anyone who connects: obeyed only when the
+  // job injects crash_actor faults.
+  crash_requests_allowed() = std::any_of(config.faults.begin(), config.faults.end(), [](const auto& f) {
+    return f.kind == config::FaultKind::crash_actor;
+  });
   const auto node_start = clock::now();
   const auto& cluster = config.cluster;
   const bool runs_coordinator = cluster.node_id == cluster.coordinator_node;
@@ -180,6 +188,14 @@ int run_node(const config::JobConfig& job_config, const node_options& options) {
   if (runs_coordinator && cluster.nodes > 1) say_recoveries(*events);
   // Before the first event, so that the /metrics counters agree with the log.
   const auto metrics_endpoint = metrics::open_metrics_endpoint(config, options.run_dir, *events);
+  // A port in use fails this start here, as the config error it is (exit 3, which stops a
+  // launched job), not later in the node supervisor, where it read as a failure worth
+  // restarts and the launcher went on with fewer nodes and exit 0.
+  if (metrics_endpoint) metrics_endpoint->close(metrics_endpoint->open());
+  auto checkpoints = std::make_shared<CheckpointOutcomes>();
+  events->add_listener([checkpoints](std::string_view event, std::string_view fields) {
+    checkpoints->observe(event, fields);
+  });
   events->emit("node_started", util::JsonLine()
                                    .add("pid", static_cast<int64_t>(::getpid()))
                                    .add("nodes", cluster.nodes)
@@ -281,6 +297,14 @@ int run_node(const config::JobConfig& job_config, const node_options& options) {
   caf::anon_send_exit(router, caf::exit_reason::user_shutdown);
   if (refusals) caf::anon_send_exit(refusals, caf::exit_reason::user_shutdown);
   if (options.stopped_early != nullptr) *options.stopped_early = signalled;
+  // The worker has stopped: its final checkpoint was written, or failed. A run that ends
+  // without its last checkpoint lost its state: not a success, and no restart cures a full
+  // disk (exit 3 stops a launched job instead of training it again).
+  if (const std::string lost = checkpoints->final_failure(); failure.empty() && !lost.empty()) {
+    events->emit("node_failed", util::JsonLine().add("reason", lost));
+    std::fprintf(stderr, "dseek-node: %s\n", lost.c_str());
+    return exit_code::permanent;
+  }
   if (failure.empty()) return exit_code::ok;
   return permanent ? exit_code::permanent : exit_code::failed;
 }

@@ -117,8 +117,12 @@ int inspect(const std::string& path) {
 int verify(const std::string& path) {
   try {
     const ck::Manifest m = ck::verify(path);
-    std::printf("ok: %s, step %" PRId64 ", %zu tensor shards in %zu files, every checksum matches\n",
-                path.c_str(), m.step, m.tensors.size(), m.files.size());
+    std::printf("ok: %s, step %" PRId64 ", %zu tensor shards in %zu files, every checksum matches%s\n",
+                path.c_str(), m.step, m.tensors.size(), m.files.size(),
+                m.format_version >= 2
+                    ? " (each bound to its tensor's name, shape and dtype; the manifest's own too)"
+                    : " (format 1, written by an older dseek: its checksums cover the bytes alone, "
+                      "so a swapped or renamed tensor entry cannot be detected in it)");
     return 0;
   } catch (const ck::CheckpointError& error) {
     std::fprintf(stderr, "dseek ckpt verify: BAD: %s\n", error.what());

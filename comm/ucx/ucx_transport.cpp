@@ -255,12 +255,47 @@ void UcxTransport::close(std::chrono::milliseconds timeout) {
   // Let cancelled requests complete (their callbacks free them) before the worker goes.
   while (s.worker != nullptr && s.cancels > 0 && std::chrono::steady_clock::now() < deadline)
     ucp_worker_progress(s.worker);
+  // Flush every live endpoint within half the time left. A peer that is alive but does
+  // not answer (hung, or its link cut: over TCP its connection stays open and nothing is
+  // acknowledged) never completes the flush; it is treated as dead from here on, so its
+  // endpoint is closed by force, which completes its requests with UCS_ERR_CANCELED.
+  const auto flush_deadline = std::chrono::steady_clock::now() + (deadline - std::chrono::steady_clock::now()) / 2;
+  std::vector<std::pair<size_t, ucs_status_ptr_t>> flushes;
+  for (size_t p = 0; p < s.eps.size(); ++p) {
+    if (s.eps[p] == nullptr || s.failed[p]) continue;
+    ucp_request_param_t param{};
+    ucs_status_ptr_t req = ucp_ep_flush_nbx(s.eps[p], &param);
+    if (req == nullptr) continue;
+    if (UCS_PTR_IS_ERR(req)) {
+      s.failed[p] = 1;
+      continue;
+    }
+    flushes.emplace_back(p, req);
+  }
+  while (!flushes.empty() && std::chrono::steady_clock::now() < flush_deadline) {
+    ucp_worker_progress(s.worker);
+    for (size_t i = 0; i < flushes.size();) {
+      const ucs_status_t st = ucp_request_check_status(flushes[i].second);
+      if (st != UCS_INPROGRESS) {
+        if (st != UCS_OK) s.failed[flushes[i].first] = 1;
+        ucp_request_free(flushes[i].second);
+        flushes[i] = flushes.back();
+        flushes.pop_back();
+      } else {
+        ++i;
+      }
+    }
+  }
+  for (auto& [p, req] : flushes) {
+    s.failed[p] = 1;        // did not answer in time
+    ucp_request_free(req);  // released: UCX completes and recycles it with the endpoint
+  }
   std::vector<ucs_status_ptr_t> pending;
   for (size_t p = 0; p < s.eps.size(); ++p) {
     if (s.eps[p] == nullptr) continue;
     ucp_request_param_t param{};
     param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
-    // Flush what is queued to live peers; do not wait on dead ones.
+    // Flushed peers close gracefully; dead or silent ones by force.
     param.flags = s.failed[p] ? UCP_EP_CLOSE_FLAG_FORCE : 0;
     ucs_status_ptr_t req = ucp_ep_close_nbx(s.eps[p], &param);
     if (req != nullptr && !UCS_PTR_IS_ERR(req)) pending.push_back(req);
@@ -278,7 +313,11 @@ void UcxTransport::close(std::chrono::milliseconds timeout) {
       }
     }
   }
-  // Requests that outlived the deadline are abandoned with the worker (bounded teardown).
+  // A close request still in progress is released, not abandoned: ucp_worker_destroy
+  // asserts (ucp_ep.c, UCP_REQUEST_FLAG_RELEASED) on a close request its user still
+  // holds, which is how every survivor of a hung peer over TCP aborted.
+  for (ucs_status_ptr_t req : pending) ucp_request_free(req);
+  // The worker's destruction completes (cancels) whatever is left (bounded teardown).
   s.worker_fd = -1;
   if (s.worker != nullptr) ucp_worker_destroy(s.worker);
   s.worker = nullptr;

@@ -5,8 +5,6 @@
 #include <cstring>
 #include <map>
 
-#include <xxhash.h>
-
 #include "runtime/checkpoint/error.hpp"
 #include "runtime/checkpoint/store.hpp"
 #include "runtime/data/mapped_file.hpp"
@@ -21,7 +19,7 @@ namespace {
 // The data files of a checkpoint, mapped once and checked against the manifest's sizes.
 class DataFiles {
  public:
-  DataFiles(const fs::path& dir, const Manifest& manifest) {
+  DataFiles(const fs::path& dir, const Manifest& manifest) : format_version_(manifest.format_version) {
     for (const auto& file : manifest.files) {
       const fs::path path = dir / file.name;
       try {
@@ -51,17 +49,23 @@ class DataFiles {
     const auto& file = files_.at(t.file);
     const unsigned char* bytes = file.bytes().data() + t.byte_offset;
     const uint64_t size = t.slice_count * sizeof(float);
-    if (XXH64(bytes, size, 0) != t.xxhash64) {
+    if (shard_checksum(t, bytes, size, format_version_) != t.xxhash64) {
+      // Format 2 binds the checksum to the entry's name, shape and slice: a mismatch is
+      // changed bytes, or bytes listed under another tensor's entry.
       throw CheckpointError("checkpoint " + dir.string() + ": checksum mismatch in file " +
                             (dir / t.file).string() + ", tensor " + t.name + " (" +
                             role_name(t.role) + ", bytes " + std::to_string(t.byte_offset) + ".." +
-                            std::to_string(t.byte_offset + size) + ")");
+                            std::to_string(t.byte_offset + size) + ")" +
+                            (format_version_ >= 2 ? ": the bytes are corrupt, or are not those "
+                                                    "written for this tensor's name and shape"
+                                                  : ""));
     }
     return bytes;
   }
 
  private:
   std::map<std::string, data::MappedFile> files_;
+  uint32_t format_version_;
 };
 
 void require_committed(const fs::path& dir) {

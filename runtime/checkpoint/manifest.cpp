@@ -7,9 +7,13 @@
 #include <kj/array.h>
 #include <kj/exception.h>
 
+#include <xxhash.h>
+
 #include <algorithm>
 #include <cstring>
 #include <map>
+#include <memory>
+#include <type_traits>
 
 #include "runtime/checkpoint/error.hpp"
 #include "runtime/checkpoint/file_ops.hpp"
@@ -34,7 +38,37 @@ bool is_plain_file_name(const std::string& name) {
   return !name.empty() && name != "." && name != ".." && name.find('/') == std::string::npos;
 }
 
-Manifest parse(kj::ArrayPtr<const capnp::word> words, const std::string& where) {
+// A streaming XXH64 over the fields of a manifest, each length-prefixed where its size
+// varies, so that no two different manifests feed it the same bytes.
+class FieldHash {
+ public:
+  explicit FieldHash(uint64_t seed) : state_(XXH64_createState(), &XXH64_freeState) {
+    if (!state_ || XXH64_reset(state_.get(), seed) != XXH_OK) throw CheckpointError("xxhash: out of memory");
+  }
+  template <typename T>
+  FieldHash& add(const T& value) {
+    static_assert(std::is_trivially_copyable_v<T>);
+    XXH64_update(state_.get(), &value, sizeof value);
+    return *this;
+  }
+  FieldHash& add(const std::string& text) {
+    add(static_cast<uint64_t>(text.size()));
+    XXH64_update(state_.get(), text.data(), text.size());
+    return *this;
+  }
+  template <typename T>
+  FieldHash& add(const std::vector<T>& values) {
+    add(static_cast<uint64_t>(values.size()));
+    for (const T& v : values) add(v);
+    return *this;
+  }
+  uint64_t digest() const { return XXH64_digest(state_.get()); }
+
+ private:
+  std::unique_ptr<XXH64_state_t, XXH_errorcode (*)(XXH64_state_t*)> state_;
+};
+
+Manifest parse(kj::ArrayPtr<const capnp::word> words, const std::string& where, bool check_checksum) {
   capnp::ReaderOptions options;
   options.traversalLimitInWords = words.size() * 2 + 1024;
   capnp::FlatArrayMessageReader message(words, options);
@@ -44,9 +78,9 @@ Manifest parse(kj::ArrayPtr<const capnp::word> words, const std::string& where) 
   };
   Manifest m;
   m.format_version = in.getFormatVersion();
-  if (m.format_version != kFormatVersion) {
+  if (m.format_version < kOldestFormatVersion || m.format_version > kFormatVersion) {
     throw bad("format version " + std::to_string(m.format_version) + ", this build reads " +
-              std::to_string(kFormatVersion));
+              std::to_string(kOldestFormatVersion) + " to " + std::to_string(kFormatVersion));
   }
   m.step = in.getStep();
   m.optimizer_steps = in.getOptimizerSteps();
@@ -119,6 +153,13 @@ Manifest parse(kj::ArrayPtr<const capnp::word> words, const std::string& where) 
     }
     m.tensors.push_back(std::move(t));
   }
+  if (m.format_version >= 2) {
+    m.checksum = in.getManifestXxhash64();
+    if (check_checksum && m.checksum != manifest_checksum(m)) {
+      throw bad("checksum mismatch: the manifest was changed after it was written (a tensor "
+                "entry renamed, swapped or resized) or is corrupt");
+    }
+  }
   return m;
 }
 
@@ -131,6 +172,32 @@ const char* role_name(Role role) {
     case Role::adam_v: return "adam_v";
   }
   return "?";
+}
+
+uint64_t shard_checksum(const TensorShard& t, const void* bytes, size_t size, uint32_t format_version) {
+  if (format_version < 2) return XXH64(bytes, size, 0);
+  FieldHash identity(0);
+  identity.add(t.name).add(static_cast<uint32_t>(t.role)).add(std::string("f32le")).add(t.shape)
+      .add(t.slice_offset).add(t.slice_count);
+  return XXH64(bytes, size, identity.digest());
+}
+
+uint64_t manifest_checksum(const Manifest& m) {
+  FieldHash h(0x6473656b6d616e69ULL);  // "dseekmani"
+  h.add(m.format_version).add(m.step).add(m.optimizer_steps).add(m.world_size).add(m.data_parallel)
+      .add(m.tensor_parallel).add(m.pipeline_parallel).add(m.zero_stage).add(m.config_toml)
+      .add(m.seed).add(m.next_step).add(m.created_unix_s);
+  const PrecisionState& p = m.precision;
+  h.add(p.precision).add(p.loss_scale).add(p.loss_scale_good_steps).add(p.fp8.replicas)
+      .add(p.fp8.history_length).add(p.fp8.histories).add(p.fp8.scales);
+  h.add(static_cast<uint64_t>(m.tensors.size()));
+  for (const TensorShard& t : m.tensors) {
+    h.add(t.name).add(static_cast<uint32_t>(t.role)).add(t.shape).add(t.slice_offset)
+        .add(t.slice_count).add(t.file).add(t.byte_offset).add(t.xxhash64);
+  }
+  h.add(static_cast<uint64_t>(m.files.size()));
+  for (const DataFile& f : m.files) h.add(f.name).add(f.bytes);
+  return h.digest();
 }
 
 uint64_t TensorShard::full_count() const {
@@ -188,6 +255,12 @@ void write_manifest(const std::filesystem::path& path, const Manifest& m) {
     files[static_cast<unsigned>(i)].setName(m.files[i].name);
     files[static_cast<unsigned>(i)].setBytes(m.files[i].bytes);
   }
+  if (m.format_version >= 2) {
+    // The checksum of the manifest as a reader will see it (parse normalizes a few
+    // fields), stored in the message itself.
+    auto draft = capnp::messageToFlatArray(message);
+    out.setManifestXxhash64(manifest_checksum(parse(draft.asPtr(), path.string(), false)));
+  }
   auto words = capnp::messageToFlatArray(message);
   auto bytes = words.asBytes();
   io::OutputFile file(path);
@@ -210,7 +283,7 @@ Manifest read_manifest(const std::filesystem::path& dir) {
   auto words = kj::heapArray<capnp::word>(bytes.size() / sizeof(capnp::word));
   std::memcpy(words.begin(), bytes.data(), bytes.size());
   try {
-    return parse(words.asPtr(), where);
+    return parse(words.asPtr(), where, true);
   } catch (const kj::Exception& exception) {
     throw CheckpointError("malformed checkpoint manifest " + where + ": " +
                           exception.getDescription().cStr());

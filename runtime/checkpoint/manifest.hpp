@@ -17,7 +17,13 @@
 
 namespace dseek::checkpoint {
 
-inline constexpr uint32_t kFormatVersion = 1;
+// Format 2 binds each shard's checksum to its tensor's name, role, dtype, shape and slice
+// (shard_checksum) and gives the manifest a checksum of its own (manifest_checksum), so a
+// swapped or renamed tensor entry is caught. Format 1 (written before 2026-12-02: the
+// checksums cover the bytes alone) is still read; `dseek ckpt verify` says what it
+// cannot catch in one.
+inline constexpr uint32_t kFormatVersion = 2;
+inline constexpr uint32_t kOldestFormatVersion = 1;
 inline constexpr const char* kManifestFile = "manifest.capnp";
 inline constexpr const char* kCommittedFile = "COMMITTED";
 
@@ -32,7 +38,7 @@ struct TensorShard {
   uint64_t slice_count = 0;
   std::string file;
   uint64_t byte_offset = 0;
-  uint64_t xxhash64 = 0;
+  uint64_t xxhash64 = 0;  // shard_checksum of the slice's bytes
   uint64_t full_count() const;
 };
 
@@ -54,12 +60,23 @@ struct Manifest {
   double created_unix_s = 0;
   std::vector<TensorShard> tensors;
   std::vector<DataFile> files;
+  uint64_t checksum = 0;  // manifest_checksum, as read (format 2; 0 in format 1)
 };
+
+// The checksum of a shard's `size` bytes: XXH64 seeded with a hash of the shard's
+// identity (name, role, dtype, full shape, slice offset and count), so bytes listed under
+// another tensor's entry no longer match. Format 1: XXH64 of the bytes with seed 0.
+uint64_t shard_checksum(const TensorShard& identity, const void* bytes, size_t size,
+                        uint32_t format_version = kFormatVersion);
+// The checksum of everything the manifest says: every field, shard entry and data file
+// (not `checksum` itself).
+uint64_t manifest_checksum(const Manifest& manifest);
 
 // Writes `manifest` to `path` (no fsync; the caller syncs). Throws CheckpointError.
 void write_manifest(const std::filesystem::path& path, const Manifest& manifest);
-// Reads and checks the manifest of checkpoint directory `dir`: missing, garbled or
-// inconsistent (a shard outside its file or tensor) is a CheckpointError naming it.
+// Reads and checks the manifest of checkpoint directory `dir`: missing, garbled,
+// inconsistent (a shard outside its file or tensor) or changed after it was written (its
+// checksum) is a CheckpointError naming it.
 Manifest read_manifest(const std::filesystem::path& dir);
 
 }  // namespace dseek::checkpoint

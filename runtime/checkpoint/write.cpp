@@ -11,8 +11,6 @@
 #include <cstdlib>
 #include <thread>
 
-#include <xxhash.h>
-
 #include "runtime/checkpoint/error.hpp"
 #include "runtime/checkpoint/file_ops.hpp"
 #include "runtime/checkpoint/manifest.hpp"
@@ -87,7 +85,7 @@ void write_buffer(const fs::path& dir, const DataBuffer& buffer, const Snapshot&
     shard.slice_count = tensor.size();
     shard.file = buffer.file;
     shard.byte_offset = tensor.offset * sizeof(float);
-    shard.xxhash64 = XXH64(values.data() + tensor.offset, tensor.size() * sizeof(float), 0);
+    shard.xxhash64 = shard_checksum(shard, values.data() + tensor.offset, tensor.size() * sizeof(float));
     manifest.tensors.push_back(std::move(shard));
   }
   io::OutputFile file(path);

@@ -3,6 +3,7 @@
 // and an override are held to the same rules and their errors read the same.
 #include <algorithm>
 #include <fstream>
+#include <iterator>
 #include <sstream>
 #include <system_error>
 
@@ -337,10 +338,14 @@ std::pair<std::string, std::filesystem::path> read_config_file(const std::filesy
   if (!std::filesystem::exists(file, error)) fail(tried + ": no such file");
   if (std::filesystem::is_directory(file, error)) fail(tried + ": is a directory");
   std::ifstream in(file, std::ios::binary);
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (!in || !text) fail(tried + ": cannot read the file");
-  return {text.str(), absolute.parent_path()};
+  if (!in) fail(tried + ": cannot read the file");
+  // (operator<< of an empty stream buffer sets failbit: an empty file read as unreadable)
+  std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  if (in.bad()) fail(tried + ": cannot read the file");
+  if (text.find_first_not_of(" \t\r\n") == std::string::npos)
+    fail(tried + ": the file is empty: a job config needs at least its data and model "
+                 "(config/single.toml is a complete one)");
+  return {std::move(text), absolute.parent_path()};
 }
 
 }  // namespace

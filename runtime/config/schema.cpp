@@ -222,7 +222,9 @@ const std::vector<Key<JobConfig>>& job_keys() {
 
       job<&J::data, &Da::dir>("data.dir", any(),
                               "directory of token shards written by `dseek data prepare`"),
-      job<&J::data, &Da::prefetch>("data.prefetch", at_least(0),
+      // Bounded: each step ahead holds a step of batches in memory (1e8 grew the
+      // prefetcher to 4.2 GB before it failed); a few steps hide any read.
+      job<&J::data, &Da::prefetch>("data.prefetch", between(0, 1024),
                                    "steps of batches kept ready ahead of the worker while "
                                    "steps compute (dseek-node: by the node's data_prefetcher "
                                    "actor); 0 = on demand"),

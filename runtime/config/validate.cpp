@@ -6,6 +6,7 @@
 #include <string>
 
 #include "runtime/config/load.hpp"
+#include "runtime/config/memory_bound.hpp"
 #include "runtime/config/schema.hpp"
 #include "runtime/model/recompute_policy.hpp"
 
@@ -222,6 +223,9 @@ void validate(const JobConfig& config) {
       fail(config, name + ".actor: crash_actor needs the name of the actor to crash");
     }
   }
+  // Before anything is allocated: a model that cannot fit fails here, named, instead of
+  // in a bare std::bad_alloc.
+  if (auto shortfall = memory_shortfall(config, physical_memory_bytes())) fail(config, *shortfall);
 }
 
 }  // namespace dseek::config

@@ -3,6 +3,8 @@
 
 #include <stdexcept>
 
+#include "runtime/config/load.hpp"
+
 namespace dseek::metrics {
 
 namespace {
@@ -39,7 +41,8 @@ uint64_t MetricsEndpoint::open() {
   try {
     server_ = std::make_unique<MetricsHttpServer>(host_, port_, [this] { return render(); });
   } catch (const std::exception& error) {
-    throw std::runtime_error("metrics.prometheus_port: the /metrics endpoint " +
+    // The config's port, in use: a config error (permanent: restarts do not free it).
+    throw config::ConfigError("metrics.prometheus_port: the /metrics endpoint " +
                              std::string(error.what()) + " (node K listens on " +
                              "metrics.prometheus_port + K unless metrics.prometheus_port_per_node is false, here port " + std::to_string(port_) +
                              "; metrics.prometheus_host = \"" + host_ + "\")");

@@ -10,6 +10,7 @@
 
 #include <netinet/in.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -28,6 +29,8 @@ using Clock = std::chrono::steady_clock;
 // not one.
 constexpr size_t kMaxRequestHead = 8192;
 constexpr auto kConnectionDeadline = std::chrono::seconds(5);
+// Connections served at once; a scraper needs one.
+constexpr size_t kMaxConnections = 64;
 
 std::string response(int status, std::string_view reason, std::string_view content_type,
                      const std::string& body, bool with_body,
@@ -108,21 +111,6 @@ int open_listener(const std::string& host, uint16_t port, uint16_t& bound_port) 
   return fd;
 }
 
-// Waits until `fd` is ready for `events`, the wake pipe fires, or `deadline` passes;
-// true only for the first.
-bool wait_ready(int fd, short events, int wake_fd, Clock::time_point deadline) {
-  while (true) {
-    const auto left =
-        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
-    if (left.count() <= 0) return false;
-    pollfd fds[2] = {{fd, events, 0}, {wake_fd, POLLIN, 0}};
-    const int rc = ::poll(fds, 2, static_cast<int>(left.count()));
-    if (rc < 0 && errno == EINTR) continue;
-    if (rc <= 0 || fds[1].revents != 0) return false;
-    return (fds[0].revents & (events | POLLHUP | POLLERR)) != 0;
-  }
-}
-
 }  // namespace
 
 std::string answer_http_request(std::string_view head, const MetricsHttpServer::Render& render) {
@@ -173,54 +161,87 @@ MetricsHttpServer::~MetricsHttpServer() {
   ::close(wake_write_fd_);
 }
 
+// Every open connection is served at once from one poll() loop: a client that stalls
+// holds only its own slot until its deadline (one at a time, 20 slow clients blocked a
+// scrape for 89 s: issue 28, finding 7). Past kMaxConnections the oldest is dropped.
 void MetricsHttpServer::serve() {
+  struct Connection {
+    int fd;
+    Clock::time_point deadline;
+    std::string head;
+    std::string reply;  // non-empty once the request is complete
+    size_t sent = 0;
+  };
+  std::vector<Connection> connections;
+  auto drop = [&](size_t i) {
+    ::close(connections[i].fd);
+    connections.erase(connections.begin() + static_cast<std::ptrdiff_t>(i));
+  };
+  std::vector<pollfd> fds;
   while (true) {
-    pollfd fds[2] = {{listen_fd_, POLLIN, 0}, {wake_read_fd_, POLLIN, 0}};
-    const int rc = ::poll(fds, 2, -1);
+    fds.assign({{listen_fd_, POLLIN, 0}, {wake_read_fd_, POLLIN, 0}});
+    auto nearest = Clock::time_point::max();
+    for (const auto& c : connections) {
+      fds.push_back({c.fd, static_cast<short>(c.reply.empty() ? POLLIN : POLLOUT), 0});
+      nearest = std::min(nearest, c.deadline);
+    }
+    int timeout = -1;
+    if (!connections.empty()) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(nearest - Clock::now());
+      timeout = static_cast<int>(std::max<int64_t>(left.count(), 0) + 1);
+    }
+    const int rc = ::poll(fds.data(), fds.size(), timeout);
     if (rc < 0 && errno == EINTR) continue;
-    if (rc < 0 || fds[1].revents != 0) return;
-    if ((fds[0].revents & POLLIN) == 0) continue;
-    const int connection = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
-    if (connection < 0) {
-      // Out of descriptors leaves the connection pending and poll() ready at once: wait
-      // a little instead of spinning. (Other errors: the client gave up already.)
-      if (errno == EMFILE || errno == ENFILE)
-        std::this_thread::sleep_for(std::chrono::milliseconds(100));
-      continue;
+    if (rc < 0 || fds[1].revents != 0) break;
+    // Serve the ready connections (back to front: dropping shifts only later ones).
+    const auto now = Clock::now();
+    for (size_t i = connections.size(); i-- > 0;) {
+      Connection& c = connections[i];
+      const short revents = fds[i + 2].revents;
+      if (revents == 0) {
+        if (now >= c.deadline) drop(i);
+        continue;
+      }
+      if (c.reply.empty()) {
+        char buffer[1024];
+        const ssize_t n = ::recv(c.fd, buffer, sizeof buffer, 0);
+        if (n < 0 && (errno == EAGAIN || errno == EINTR)) continue;
+        if (n > 0) c.head.append(buffer, static_cast<size_t>(n));
+        const bool ended = c.head.find("\r\n\r\n") != std::string::npos ||
+                           c.head.find("\n\n") != std::string::npos;
+        const bool too_big = c.head.size() > kMaxRequestHead;
+        if (n <= 0 && c.head.empty()) {  // closed without a request
+          drop(i);
+          continue;
+        }
+        if (ended || too_big || n <= 0)
+          // A head too big to be a scrape answers 400 (an empty head is no request line).
+          c.reply = answer_http_request(too_big ? std::string_view() : std::string_view(c.head), render_);
+      } else {
+        const ssize_t n = ::send(c.fd, c.reply.data() + c.sent, c.reply.size() - c.sent, MSG_NOSIGNAL);
+        if (n < 0 && (errno == EAGAIN || errno == EINTR)) continue;
+        if (n <= 0) {
+          drop(i);
+          continue;
+        }
+        c.sent += static_cast<size_t>(n);
+        if (c.sent == c.reply.size()) drop(i);
+      }
     }
-    serve_connection(connection);
-    ::close(connection);
-  }
-}
-
-void MetricsHttpServer::serve_connection(int connection) {
-  const auto deadline = Clock::now() + kConnectionDeadline;
-  std::string head;
-  bool too_big = false;
-  char buffer[1024];
-  // Up to the empty line that ends the head (a GET has no body), or the peer's end.
-  while (head.find("\r\n\r\n") == std::string::npos && head.find("\n\n") == std::string::npos) {
-    if (head.size() > kMaxRequestHead) {
-      too_big = true;
-      break;
+    if ((fds[0].revents & POLLIN) != 0) {
+      const int connection = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+      if (connection < 0) {
+        // Out of descriptors leaves the connection pending and poll() ready at once: wait
+        // a little instead of spinning. (Other errors: the client gave up already.)
+        if (errno == EMFILE || errno == ENFILE)
+          std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        continue;
+      }
+      if (connections.size() >= kMaxConnections) drop(0);  // the oldest
+      connections.push_back({connection, Clock::now() + kConnectionDeadline, {}, {}, 0});
     }
-    if (!wait_ready(connection, POLLIN, wake_read_fd_, deadline)) return;
-    const ssize_t n = ::recv(connection, buffer, sizeof buffer, 0);
-    if (n < 0 && (errno == EAGAIN || errno == EINTR)) continue;
-    if (n <= 0) break;
-    head.append(buffer, static_cast<size_t>(n));
   }
-  if (head.empty()) return;  // closed without a request
-  // An empty head is not a request line: too big to be a scrape answers 400.
-  const std::string reply = answer_http_request(too_big ? std::string_view() : head, render_);
-  size_t sent = 0;
-  while (sent < reply.size()) {
-    if (!wait_ready(connection, POLLOUT, wake_read_fd_, deadline)) return;
-    const ssize_t n = ::send(connection, reply.data() + sent, reply.size() - sent, MSG_NOSIGNAL);
-    if (n < 0 && (errno == EAGAIN || errno == EINTR)) continue;
-    if (n <= 0) return;
-    sent += static_cast<size_t>(n);
-  }
+  for (const auto& c : connections) ::close(c.fd);
 }
 
 }  // namespace dseek::metrics

@@ -2,8 +2,9 @@
 // answers GET /metrics with the text `render` returns (HTTP/1.0 and 1.1, one request per
 // connection, then close). Other paths get 404, other methods 405, a malformed or
 // oversized request 400; a client that stalls is dropped after a bounded time, so it can
-// neither crash nor hang the node. Connections are served one at a time: scrapes are
-// rare and small. Stopping (the destructor) wakes the thread and joins it at once.
+// neither crash nor hang the node. Connections are served all at once from one poll()
+// loop (at most 64; past that the oldest is dropped), so slow clients cannot hold up a
+// scrape. Stopping (the destructor) wakes the thread and joins it at once.
 #pragma once
 
 #include <cstdint>
@@ -30,7 +31,6 @@ class MetricsHttpServer {
 
  private:
   void serve();
-  void serve_connection(int connection);
 
   Render render_;
   int listen_fd_ = -1;

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "runtime/data/dataset_index.hpp"
 #include "runtime/data/token_dataset.hpp"
 
 namespace dseek::train {
@@ -27,6 +28,17 @@ std::unique_ptr<DatasetBatches> open_validation(const config::JobConfig& config,
                                             static_cast<uint64_t>(config.train.seed),
                                             config.model.context);
   } catch (const data::DataError& error) {
+    // A validation split the index lists but that cannot be read (a shard missing,
+    // truncated or corrupt) is lost data, not a run without validation: a permanent data
+    // error (exit 3). It was one line and exit 0 with no val_loss (issue 28, finding 4).
+    bool listed = false;
+    try {
+      listed = !data::read_dataset_index(config.data.dir).validation.shards.empty();
+    } catch (const data::DataError&) {
+      // no readable index: the train split says so
+    }
+    if (listed)
+      throw data::DataError(std::string("the validation split cannot be read: ") + error.what());
     progress.line(std::string("no validation: ") + error.what());
     return nullptr;
   }

@@ -4,6 +4,12 @@
 //
 //   dseek_cluster_test_node --role coordinator --port 0 --events c.jsonl
 //   dseek_cluster_test_node --role member --port P --node-id 1 --events n1.jsonl
+//   dseek_cluster_test_node --role hostile --port P --node-id 1 --events h.jsonl
+//
+// The hostile role is a stranger that reached the coordinator's port without joining:
+// it asks for the member table, restarts node --node-id, gives an address for rank 0,
+// and floods hellos, and writes one "probe" event {name, outcome} for each (outcome
+// "refused: ..." or "answered: ...").
 //
 // Options: --host H (127.0.0.1), --secret S (else DSEEK_CLUSTER_SECRET),
 // --run-for-seconds N (30), --heartbeat-interval-ms, --heartbeat-timeout-ms,
@@ -159,11 +165,11 @@ bool parse(int argc, char** argv, options& o) {
       return false;
     }
   }
-  if (o.role != "coordinator" && o.role != "member") {
-    std::fprintf(stderr, "--role must be coordinator or member\n");
+  if (o.role != "coordinator" && o.role != "member" && o.role != "hostile") {
+    std::fprintf(stderr, "--role must be coordinator, member or hostile\n");
     return false;
   }
-  if (o.role == "member" && (o.node_id < 0 || o.port == 0)) {
+  if (o.role != "coordinator" && (o.node_id < 0 || o.port == 0)) {
     std::fprintf(stderr, "a member needs --node-id and --port (the coordinator's)\n");
     return false;
   }
@@ -182,6 +188,58 @@ int exit_code_of(const caf::error& reason) {
     }
   }
   return 1;
+}
+
+// The hostile role's probes (see the header); every request is bounded.
+void run_hostile(caf::actor_system& sys, const options& o, event_log& log) {
+  auto coord = caf::io::remote_actor(sys, o.host, o.port);
+  if (!coord) {
+    log.write("probe", str("name", "connect") + "," + str("outcome", "failed: " + sys.render(coord.error())));
+    return;
+  }
+  caf::scoped_actor self{sys};
+  auto report = [&](const char* name, const std::string& outcome) {
+    log.write("probe", str("name", name) + "," + str("outcome", outcome));
+  };
+  auto refused = [&](caf::error& err) { return "refused: " + sys.render(err); };
+  std::string outcome;
+  self->request(*coord, std::chrono::seconds(3), members_atom::value)
+      .receive([&](epoch_started& e) { outcome = "answered: world " + std::to_string(e.world_size); },
+               [&](caf::error& err) { outcome = refused(err); });
+  report("members", outcome);
+  self->request(*coord, std::chrono::seconds(3), restarted_atom::value, o.node_id, std::string("hostile"))
+      .receive([&](epoch_started& e) { outcome = "answered: epoch " + std::to_string(e.epoch); },
+               [&](caf::error& err) { outcome = refused(err); });
+  report("restarted", outcome);
+  // Epoch 1 and 2 are what a small job has early on; any answer but a refusal is a fail.
+  for (std::uint64_t epoch : {1, 2, 3}) {
+    self->request(*coord, std::chrono::seconds(1), rendezvous_atom::value, epoch, std::int32_t{0},
+                  std::string("hostile-address"))
+        .receive([&](rendezvous_result&) { outcome = "answered: a rank table"; },
+                 [&](caf::error& err) {
+                   outcome = err == caf::sec::request_timeout ? "answered: accepted, waiting"
+                                                              : refused(err);
+                 });
+    report("rendezvous", outcome);
+  }
+  // A join with a real challenge and a wrong MAC (node 7; the coordinator's proof is not
+  // checked: a stranger does not care).
+  join_challenge issued;
+  self->request(*coord, std::chrono::seconds(3), hello_atom::value, std::int64_t{7}, make_nonce())
+      .receive([&](join_challenge& c) { issued = c; }, [&](caf::error&) {});
+  join_proof forged{7, "127.0.0.1", issued.nonce, std::string(64, '0'), caf::actor_cast<caf::actor>(self)};
+  self->request(*coord, std::chrono::seconds(3), join_atom::value, forged)
+      .receive([&](epoch_started& e) { outcome = "answered: epoch " + std::to_string(e.epoch); },
+               [&](caf::error& err) { outcome = refused(err); });
+  report("join_wrong_mac", outcome);
+  int challenges = 0;
+  std::string last;
+  for (int i = 0; i < 40; ++i) {
+    self->request(*coord, std::chrono::seconds(3), hello_atom::value, std::int64_t{1000 + i},
+                  make_nonce())
+        .receive([&](join_challenge&) { ++challenges; }, [&](caf::error& err) { last = refused(err); });
+  }
+  report("hello_flood", "answered " + std::to_string(challenges) + " of 40; last " + last);
 }
 
 } // namespace
@@ -214,7 +272,9 @@ int main(int argc, char** argv) {
     settings.join_retries = static_cast<std::uint32_t>(o.join_retries);
 
     caf::actor main_actor;
-    if (o.role == "coordinator") {
+    if (o.role == "hostile") {
+      run_hostile(sys, o, *log);
+    } else if (o.role == "coordinator") {
       coordinator_config cc;
       cc.settings = settings;
       cc.listener = events;

@@ -161,18 +161,47 @@ TEST_CASE("a failed checkpoint write is reported and training goes on", "[checkp
   CHECK(verify.exit_code == 0);
 
   // A checkpoint directory that cannot be created (under a regular file): every write
-  // fails with the path named, and training still finishes.
+  // fails with the path named, and training still finishes; but with no checkpoint of
+  // the run on disk its end is not a success (exit 3, a checkpoint error: no restart
+  // cures it), and the node says why.
   ScratchDir full("ckpt-unwritable");
   std::ofstream(full / "not-a-dir") << "x";
-  run_ok(ckpt_job(full.path(), 6,
-                  {"--set", "checkpoint.every_steps=3",
-                   "--set", "checkpoint.dir=\"" + (full / "not-a-dir/ckpt").string() + "\"",
-                   "--set", "checkpoint.async=false"}));
+  auto lost = run_process(ckpt_job(full.path(), 6,
+                                   {"--set", "checkpoint.every_steps=3",
+                                    "--set", "checkpoint.dir=\"" + (full / "not-a-dir/ckpt").string() + "\"",
+                                    "--set", "checkpoint.async=false"}),
+                          180s);
+  INFO(lost.output);
+  CHECK(lost.exit_code == 3);
+  CHECK_THAT(lost.output, Contains("the checkpoint of step 6, the run's last, was not written"));
+  CHECK_THAT(lost.output, Contains("no checkpoint of this run was committed"));
   const auto unwritable = events(full.path(), "checkpoint_failed");
   // Steps 3 and 6, then the end-of-run checkpoint retries step 6 once more.
   REQUIRE(unwritable.size() == 3);
   CHECK_THAT(unwritable[0], Contains("not-a-dir"));
   CHECK(events(full.path(), "train_done").size() == 1);
+  CHECK(events(full.path(), "node_failed").size() == 1);
+}
+
+// Issue 28, finding 4: the run's final checkpoint failed (on a full disk, every write
+// after the last committed one) and the run still exited 0.
+TEST_CASE("a run whose final checkpoint could not be written exits 3 and says so",
+          "[checkpoint][faults]") {
+  ScratchDir run("ckpt-final-lost");
+  auto result = run_process(ckpt_job(run.path(), 9,
+                                     {"--set", "checkpoint.every_steps=3", "--set", "checkpoint.async=false",
+                                      "--set", "faults=[{kind = \"fail_checkpoint_write\", step = 9}]"}),
+                            180s);
+  INFO(result.output);
+  CHECK(result.exit_code == 3);
+  CHECK_THAT(result.output, Contains("the checkpoint of step 9, the run's last, was not written"));
+  CHECK_THAT(result.output, Contains("the newest committed checkpoint is step 6"));
+  std::vector<double> steps;
+  for (const auto& line : events(run.path(), "checkpoint_committed")) steps.push_back(number_field(line, "step"));
+  CHECK(steps == std::vector<double>{3, 6});
+  const auto failed = events(run.path(), "node_failed");
+  REQUIRE(failed.size() == 1);
+  CHECK_THAT(failed[0], Contains("step 9"));
 }
 
 TEST_CASE("SIGTERM with checkpoints on leaves a checkpoint of the last step", "[checkpoint][signal]") {

@@ -110,6 +110,32 @@ TEST_CASE("a corrupt data shard stops the node with the shard's name", "[node][d
   CHECK(result.output.find("train-00000.tok") != std::string::npos);
 }
 
+// Issue 28, finding 4: a corrupt validation shard was one warning, exit 0 and no val_loss.
+TEST_CASE("a corrupt or missing validation shard stops the node, not just its validation",
+          "[node][data]") {
+  for (const bool remove : {false, true}) {
+    INFO((remove ? "missing" : "corrupt"));
+    ScratchDir dir(remove ? "node-val-missing" : "node-val-corrupt");
+    std::filesystem::copy(prepared_text(), dir / "text");
+    const auto shard = dir / "text" / "val-00000.tok";
+    REQUIRE(std::filesystem::exists(shard));
+    if (remove) {
+      std::filesystem::remove(shard);
+    } else {
+      std::fstream file(shard, std::ios::in | std::ios::out | std::ios::binary);
+      file.seekp(100);
+      file.put('\x7f');
+    }
+    auto job = tiny_job(dir / "run", 2);
+    job.insert(job.end(), {"--set", "data.dir=\"" + (dir / "text").string() + "\""});
+    auto result = run_process(job, 60s);
+    INFO(result.output);
+    CHECK(result.exit_code == 3);  // a data error: permanent
+    CHECK(result.output.find("the validation split cannot be read") != std::string::npos);
+    CHECK(result.output.find("val-00000.tok") != std::string::npos);
+  }
+}
+
 TEST_CASE("SIGTERM stops a run at a step boundary with a train_stopped event", "[node][signal]") {
   ScratchDir run("node-signal");
   auto job = tiny_job(run.path(), 100000);

@@ -243,10 +243,37 @@ TEST_CASE("dseek-node refuses to start when its /metrics port is in use",
   const auto result = run_process(tiny_job(run.path(), 5) + prometheus_on(port, 0), 120s);
   ::close(holder);
   INFO(result.output);
-  CHECK(result.exit_code != 0);
+  CHECK(result.exit_code == 3);  // a config error: restarts would not free the port
   CHECK_FALSE(result.timed_out);
   CHECK_THAT(result.output, Contains("metrics.prometheus_port"));
   CHECK_THAT(result.output, Contains("127.0.0.1:" + std::to_string(port) +
                                      ": Address already in use"));
   CHECK(node_events(run.path(), "step").empty());
+}
+
+// Issue 28, finding 4: with node 1's port taken, node 1 failed in its node supervisor,
+// was restarted and given up, and the launcher trained on node 0 alone and exited 0.
+TEST_CASE("a launched node whose /metrics port is in use stops the job with exit 3",
+          "[launch][prometheus]") {
+  ScratchDir run("prometheus-launch-busy");
+  const int port = free_port_pair();
+  const int holder = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  address.sin_port = htons(static_cast<uint16_t>(port + 1));
+  REQUIRE(::bind(holder, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0);
+  REQUIRE(::listen(holder, 1) == 0);
+  const auto result =
+      run_process(tiny_launch(run.path(), 2, 10) + prometheus_on(port, 0), 180s, launch_env());
+  ::close(holder);
+  INFO(result.output);
+  CHECK_FALSE(result.timed_out);
+  CHECK(result.exit_code == 3);
+  CHECK_THAT(result.output, Contains("127.0.0.1:" + std::to_string(port + 1) +
+                                     ": Address already in use"));
+  CHECK_THAT(result.output, Contains("no restart can cure it"));
+  CHECK_THAT(result.output, Contains("exit 3"));
+  CHECK(node_events(run.path(), 0, "train_done").empty());
+  require_no_node_left(run.path(), 2);
 }

@@ -261,7 +261,7 @@ TEST_CASE("checkpoint: tensors split over two shard files load into one model",
         shard.file = file;
         shard.byte_offset = bytes.size() * sizeof(float);
         const float* first = values->data() + tensor.offset + begin;
-        shard.xxhash64 = XXH64(first, count * sizeof(float), 0);
+        shard.xxhash64 = ck::shard_checksum(shard, first, count * sizeof(float));
         bytes.insert(bytes.end(), first, first + count);
         if (rank == 1) manifest.tensors.insert(manifest.tensors.begin(), shard);
         else manifest.tensors.push_back(shard);
@@ -295,4 +295,81 @@ TEST_CASE("checkpoint: a model of another shape is refused by tensor name", "[ch
   auto message = error_of([&] { ck::load(written.path, wider); });
   CHECK_THAT(message, Contains("tensor wte "));
   CHECK_THAT(message, Contains("another shape"));
+}
+
+// Two layers' weights of one shape swapped in the manifest (finding 5 of issue 28): with
+// checksums of the bytes alone this passed verify and a resume loaded the wrong layers.
+// Each shard's checksum is bound to its entry's name, role, dtype, shape and slice, and
+// the manifest has a checksum of its own.
+TEST_CASE("checkpoint: a swapped or renamed tensor entry is caught by verify and on load",
+          "[checkpoint]") {
+  ScratchDir dir("ckpt-swapped");
+  const auto snapshot = make_snapshot(7, 3);
+  const auto written = ck::write_checkpoint(snapshot, {dir.path(), 3, false});
+  const fs::path manifest_file = written.path / ck::kManifestFile;
+  const ck::Manifest original = ck::read_manifest(written.path);
+  CHECK(original.format_version == ck::kFormatVersion);
+  CHECK(original.checksum == ck::manifest_checksum(original));
+  CHECK(ck::verify(written.path).step == 7);
+  const std::string a = "h.0.attn.qkv.weight", b = "h.1.attn.qkv.weight";
+
+  SECTION("edited bytes of the manifest: its own checksum") {
+    std::vector<char> bytes = ck::io::read_whole(manifest_file);
+    std::string text(bytes.begin(), bytes.end());
+    const size_t at_a = text.find(a), at_b = text.find(b);  // the param entries come first
+    REQUIRE(at_a != std::string::npos);
+    REQUIRE(at_b != std::string::npos);
+    std::swap(text[at_a + 2], text[at_b + 2]);  // '0' <-> '1'
+    {
+      std::ofstream out(manifest_file, std::ios::binary | std::ios::trunc);
+      out.write(text.data(), static_cast<std::streamsize>(text.size()));
+    }
+    for (const auto& message : {error_of([&] { ck::verify(written.path); }),
+                                error_of([&] { ck::load(written.path, tiny_layout()); })}) {
+      CHECK_THAT(message, Contains("checksum mismatch"));
+      CHECK_THAT(message, Contains(manifest_file.string()));
+    }
+  }
+
+  SECTION("a manifest rewritten whole with the names swapped: the shard checksums") {
+    ck::Manifest swapped = original;
+    int renamed = 0;
+    for (auto& t : swapped.tensors) {
+      if (t.role != ck::Role::param) continue;
+      if (t.name == a) t.name = b, ++renamed;
+      else if (t.name == b) t.name = a, ++renamed;
+    }
+    REQUIRE(renamed == 2);
+    ck::write_manifest(manifest_file, swapped);  // a consistent manifest of its own
+    for (const auto& message : {error_of([&] { ck::verify(written.path); }),
+                                error_of([&] { ck::load(written.path, tiny_layout()); })}) {
+      CHECK_THAT(message, Contains("checksum mismatch"));
+      CHECK_THAT(message, Contains("params.bin"));
+      CHECK_THAT(message, Contains("not those written for this tensor's name and shape"));
+    }
+    // Renamed to a name the model does not have: caught the same way, before the name.
+    ck::Manifest renamed_one = original;
+    for (auto& t : renamed_one.tensors)
+      if (t.role == ck::Role::param && t.name == a) t.name = "h.0.attn.qkv.weight2";
+    ck::write_manifest(manifest_file, renamed_one);
+    CHECK_THAT(error_of([&] { ck::verify(written.path); }), Contains("checksum mismatch"));
+  }
+
+  SECTION("a format 1 checkpoint (checksums of the bytes alone) still loads") {
+    ck::Manifest old = original;
+    old.format_version = 1;
+    const std::pair<ck::Role, const std::vector<float>*> roles[] = {
+        {ck::Role::param, &snapshot.params}, {ck::Role::adam_m, &snapshot.adam_m},
+        {ck::Role::adam_v, &snapshot.adam_v}};
+    for (auto& t : old.tensors)
+      for (const auto& [role, values] : roles)
+        if (t.role == role)
+          t.xxhash64 = XXH64(reinterpret_cast<const char*>(values->data()) + t.byte_offset,
+                             t.slice_count * sizeof(float), 0);
+    ck::write_manifest(manifest_file, old);
+    const ck::Manifest read = ck::verify(written.path);
+    CHECK(read.format_version == 1);
+    CHECK(read.checksum == 0);
+    CHECK(ck::load(written.path, tiny_layout()).params == snapshot.params);
+  }
 }

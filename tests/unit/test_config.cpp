@@ -12,6 +12,7 @@
 
 #include "runtime/config/absolute_paths.hpp"
 #include "runtime/config/load.hpp"
+#include "runtime/config/memory_bound.hpp"
 #include "support/test_paths.hpp"
 
 namespace config = dseek::config;
@@ -637,4 +638,44 @@ TEST_CASE("config: a missing file is named with its absolute path", "[config]") 
   const auto cwd = std::filesystem::current_path();
   CHECK_THROWS_WITH(config::load_config("no/such.toml"),
                     Contains((cwd / "no/such.toml").string() + "): no such file"));
+}
+
+// Issue 28, finding 7: an empty file was reported as unreadable; data.prefetch = 1e8 was
+// accepted and grew the prefetcher to 4.2 GB before it failed.
+TEST_CASE("config: an empty file is reported as empty, data.prefetch is bounded", "[config]") {
+  dseek::testing::ScratchDir dir("config-empty");
+  for (const char* text : {"", "\n  \n"}) {
+    std::ofstream(dir / "empty.toml") << text;
+    try {
+      config::load_config(dir / "empty.toml");
+      FAIL("an empty config was accepted");
+    } catch (const config::ConfigError& error) {
+      CHECK_THAT(error.what(), Contains("empty.toml") && Contains("the file is empty"));
+      CHECK_THAT(error.what(), !Contains("cannot read"));
+    }
+  }
+  CHECK(config::load_config_text("[data]\nprefetch = 1024\n", "x.toml").data.prefetch == 1024);
+  CHECK_THROWS_WITH(config::load_config_text("[data]\nprefetch = 100000000\n", "x.toml"),
+                    Contains("data.prefetch") && Contains("1024"));
+}
+
+// Issue 28, finding 7: absurd sizes ended in a bare std::bad_alloc. The bound counts the
+// GPT's parameters exactly (checked against the tiny layout's count) and refuses a model
+// that cannot fit before anything is allocated.
+TEST_CASE("config: a model too large for this machine is refused before allocating",
+          "[config]") {
+  config::ModelConfig tiny;
+  tiny.dim = 16, tiny.layers = 2, tiny.heads = 2, tiny.context = 8, tiny.vocab = 32;
+  // 32*16 + 8*16 + 2*(12*256 + 13*16) + 2*16 = 512 + 128 + 6560 + 32
+  CHECK(config::parameter_count(tiny) == 7232);
+  try {
+    config::load_config_text("[model]\ndim = 1000000\nheads = 1\n", "huge.toml");
+    FAIL("a model of 1e13 parameters was accepted");
+  } catch (const config::ConfigError& error) {
+    CHECK_THAT(error.what(), Contains("huge.toml") && Contains("model.dim 1000000") &&
+                                 Contains("needs at least") && Contains("this machine has"));
+  }
+  auto job = config::default_config();
+  CHECK_FALSE(config::memory_shortfall(job, config::physical_memory_bytes()));
+  CHECK(config::memory_shortfall(job, 1000.0));  // 1 kB: named, not allocated
 }

@@ -36,7 +36,7 @@ namespace {
 actors::epoch_started join(caf::scoped_actor& agent, const caf::actor& coordinator,
                            std::int64_t node_id, const std::string& secret) {
   actors::join_challenge challenge;
-  agent->request(coordinator, 5s, actors::hello_atom::value, node_id)
+  agent->request(coordinator, 5s, actors::hello_atom::value, node_id, actors::make_nonce())
       .receive([&](actors::join_challenge& c) { challenge = c; },
                [](caf::error&) { FAIL("no challenge"); });
   actors::join_proof proof{node_id, "127.0.0.1", challenge.nonce,

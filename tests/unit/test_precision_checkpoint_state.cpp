@@ -271,7 +271,9 @@ TEST_CASE("checkpoint manifest: the precision state round-trips, an older manife
   CHECK(m.precision.fp8.histories == snapshot.precision.fp8.histories);  // bitwise floats
 
   // Written before the state existed: no precision struct; lossScale was always 1.
+  // Such manifests are format 1 (no checksum of their own: an edited format 2 one is refused).
   rewrite_manifest(written.path, [](schema::CheckpointManifest::Builder root) {
+    root.setFormatVersion(1);
     root.disownPrecision();
     root.setLossScale(1.0);
   });

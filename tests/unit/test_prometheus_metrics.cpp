@@ -281,6 +281,21 @@ TEST_CASE("metrics http: a server on loopback answers, survives bad clients, sto
   CHECK_FALSE(testing::http_exchange("127.0.0.1", port, "GET /metrics HTTP/1.1\r\n\r\n", 2s));
 }
 
+// Issue 28, finding 7: connections were served one at a time, each up to its 5 s
+// deadline: 20 slow clients held a scrape up for 89 s.
+TEST_CASE("metrics http: a scrape is answered while 20 clients stall", "[metrics][prometheus]") {
+  metrics::MetricsHttpServer server("127.0.0.1", 0, [] { return std::string("dseek_up 1\n"); });
+  std::vector<int> stalled;
+  for (int i = 0; i < 20; ++i) stalled.push_back(connect_silently(server.port()));
+  // Half of them sent half a request.
+  for (size_t i = 0; i < stalled.size(); i += 2)
+    REQUIRE(::send(stalled[i], "GET /metr", 9, MSG_NOSIGNAL) == 9);
+  const auto reply = testing::http_get("127.0.0.1", server.port(), "/metrics", 3s);
+  CHECK(reply.status == 200);
+  CHECK(reply.body == "dseek_up 1\n");
+  for (int fd : stalled) ::close(fd);
+}
+
 TEST_CASE("metrics http: a port in use is an error that names the address",
           "[metrics][prometheus]") {
   TakenPort taken;
