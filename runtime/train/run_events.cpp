@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "runtime/data/token_dataset.hpp"
+#include "runtime/metrics/step_measures.hpp"
 
 namespace dseek::train {
 
@@ -12,6 +13,7 @@ metrics::EventLog& open_run_events(const config::JobConfig& config, const RunOpt
                                    std::unique_ptr<metrics::EventLog>& own) {
   if (options.events != nullptr) return *options.events;
   own = std::make_unique<metrics::EventLog>(options.run_dir, config.cluster.node_id);
+  metrics::attach_step_measures(*own, config);
   return *own;
 }
 

@@ -98,6 +98,14 @@ TEST_CASE("prometheus text: the metrics of a set of events, exactly", "[metrics]
       "reductions.\n"
       "# TYPE dseek_gradient_received_bytes_total counter\n"
       "dseek_gradient_received_bytes_total{node=\"1\",run=\"r\"} 2300\n"
+      "# HELP dseek_skipped_steps_total Steps whose update the loss scaler skipped "
+      "(non-finite gradients).\n"
+      "# TYPE dseek_skipped_steps_total counter\n"
+      "dseek_skipped_steps_total{node=\"1\",run=\"r\"} 0\n"
+      "# HELP dseek_sdc_detections_total Silent data corruptions this node's replica checks "
+      "detected.\n"
+      "# TYPE dseek_sdc_detections_total counter\n"
+      "dseek_sdc_detections_total{node=\"1\",run=\"r\"} 0\n"
       "# HELP dseek_step Number of the newest completed step.\n"
       "# TYPE dseek_step gauge\n"
       "dseek_step{node=\"1\",run=\"r\"} 2\n"
@@ -147,7 +155,7 @@ TEST_CASE("prometheus text: counters before any event, no gauge without a value"
           "[metrics][prometheus]") {
   metrics::TrainingMetrics fresh(100);
   const auto samples = fresh.snapshot();
-  REQUIRE(samples.size() == 9);  // the counters only
+  REQUIRE(samples.size() == 11);  // the counters only
   for (const auto& sample : samples) {
     CHECK(sample.type == metrics::MetricType::counter);
     CHECK(sample.value == 0);
