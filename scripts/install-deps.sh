@@ -6,7 +6,9 @@
 # Usage: scripts/install-deps.sh [build|test|bench]
 #   build  compiler, CMake, the libraries and the tokenizers (default)
 #   test   build + PyTorch (the numerical reference of the tests), Slurm and munge (the
-#          real-Slurm tests, label slurm) and python3-yaml (the deploy/ manifests' tests)
+#          real-Slurm tests, label slurm), python3-yaml (the deploy/ manifests' tests),
+#          prometheus (promtool and the server: the alert rules' tests, the Prometheus
+#          integration test) and chromium (the HTML report's test in headless Chromium)
 #   bench  test + the peers the benchmarks run side by side (OpenMPI)
 set -euo pipefail
 
@@ -17,7 +19,8 @@ build_pkgs=(g++ make cmake pkgconf ninja-build ccache git
             libutf8proc-dev libzstd-dev zlib1g-dev libsimdjson-dev libsentencepiece-dev
             sentencepiece nodejs
             libpython3.11-stdlib)  # its Python sources are the default training text
-test_pkgs=(python3 python3-torch python3-numpy slurm-wlm munge python3-yaml)
+test_pkgs=(python3 python3-torch python3-numpy slurm-wlm munge python3-yaml
+           prometheus chromium chromium-driver)
 bench_pkgs=(libopenmpi-dev openmpi-bin)
 
 wanted=("${build_pkgs[@]}")

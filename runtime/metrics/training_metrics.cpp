@@ -3,6 +3,8 @@
 // counters; the events' milliseconds are converted to seconds here.
 #include "runtime/metrics/training_metrics.hpp"
 
+#include <chrono>
+
 #include "runtime/util/json_fields.hpp"
 
 namespace dseek::metrics {
@@ -40,6 +42,8 @@ void TrainingMetrics::observe(std::string_view event, std::string_view fields) {
     ++counters_.recoveries;
   } else if (event == "actor_restarted") {
     ++counters_.actor_restarts;
+  } else if (event == "train_done" || event == "train_stopped") {
+    gauges_.training_finished = 1;
   } else if (event == "step_skipped") {
     ++counters_.skipped_steps;
   } else if (event == "sdc_detected") {
@@ -56,6 +60,9 @@ void TrainingMetrics::observe(std::string_view event, std::string_view fields) {
 
 void TrainingMetrics::observe_step(std::string_view fields) {
   ++counters_.steps;
+  gauges_.last_step_timestamp =
+      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  gauges_.training_finished = 0;
   counters_.tokens += tokens_per_step_;
   // Only the steps of a multi-node data-parallel job have them.
   add(counters_.gradient_sent_bytes, fields, "comm_bytes_sent");
@@ -175,6 +182,10 @@ std::vector<MetricSample> TrainingMetrics::snapshot() const {
         g.device_memory_bytes);
   gauge("dseek_baseline_tokens_per_second", "One-node baseline of tokens per second.",
         g.baseline_tokens_per_second);
+  gauge("dseek_last_step_timestamp_seconds", "Unix time at which the newest step was logged.",
+        g.last_step_timestamp);
+  gauge("dseek_training_finished", "1 once the node's training ended (done or stopped), else 0.",
+        g.training_finished);
   return samples;
 }
 

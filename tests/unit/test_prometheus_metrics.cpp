@@ -146,9 +146,31 @@ TEST_CASE("prometheus text: the metrics of a set of events, exactly", "[metrics]
       "dseek_world_size{node=\"1\",run=\"r\"} 1\n"
       "# HELP dseek_epoch Current world epoch (a new one at every change of membership).\n"
       "# TYPE dseek_epoch gauge\n"
-      "dseek_epoch{node=\"1\",run=\"r\"} 2\n";
-  CHECK(metrics::render_prometheus(folded.snapshot(), {{"node", "1"}, {"run", "r"}}) ==
-        expected);
+      "dseek_epoch{node=\"1\",run=\"r\"} 2\n"
+      "# HELP dseek_last_step_timestamp_seconds Unix time at which the newest step was "
+      "logged.\n"
+      "# TYPE dseek_last_step_timestamp_seconds gauge\n"
+      "dseek_last_step_timestamp_seconds{node=\"1\",run=\"r\"} T\n"
+      "# HELP dseek_training_finished 1 once the node's training ended (done or stopped), "
+      "else 0.\n"
+      "# TYPE dseek_training_finished gauge\n"
+      "dseek_training_finished{node=\"1\",run=\"r\"} 0\n";
+  const double before = std::chrono::duration<double>(
+                            std::chrono::system_clock::now().time_since_epoch()).count();
+  std::string text = metrics::render_prometheus(folded.snapshot(), {{"node", "1"}, {"run", "r"}});
+  // The step's timestamp is the time it was observed (this test's last few seconds).
+  const std::string stamp = "dseek_last_step_timestamp_seconds{node=\"1\",run=\"r\"} ";
+  const size_t at = text.find(stamp);
+  REQUIRE(at != std::string::npos);
+  const size_t value_at = at + stamp.size(), end = text.find('\n', value_at);
+  const double stamped = std::strtod(text.c_str() + value_at, nullptr);
+  CHECK(stamped <= before);
+  CHECK(stamped > before - 60);
+  text.replace(value_at, end - value_at, "T");
+  CHECK(text == expected);
+  folded.observe("train_done", R"({"step":2})");
+  CHECK_THAT(metrics::render_prometheus(folded.snapshot(), {}),
+             Contains("\ndseek_training_finished 1\n"));
 }
 
 TEST_CASE("prometheus text: counters before any event, no gauge without a value",
