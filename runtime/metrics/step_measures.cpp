@@ -12,6 +12,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include "runtime/config/load.hpp"
 #include "runtime/model/param_layout.hpp"
 #include "runtime/util/json_fields.hpp"
 
@@ -169,7 +170,9 @@ util::JsonLine StepMeasures::basis_fields() const {
 
 void attach_step_measures(EventLog& events, const config::JobConfig& config) {
   auto measures = std::make_shared<StepMeasures>(measure_basis(config));
-  events.emit("measures", measures->basis_fields());
+  // With the job's resolved config (no secret: to_toml leaves it out), so that a run's
+  // events say what ran (`dseek report` shows it).
+  events.emit("measures", measures->basis_fields().add("config", config::to_toml(config)));
   events.set_enricher([measures](std::string_view event, std::string& fields) {
     measures->enrich(event, fields);
   });

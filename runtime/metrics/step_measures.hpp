@@ -64,7 +64,8 @@ class StepMeasures {
   MeasureBasis basis_;
 };
 
-// Measures the basis of `config`, writes the "measures" event and has `events` enrich
+// Measures the basis of `config`, writes the "measures" event (the basis and the resolved
+// config as TOML) and has `events` enrich
 // every later step event with the measures.
 void attach_step_measures(EventLog& events, const config::JobConfig& config);
 
