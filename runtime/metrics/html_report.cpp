@@ -103,7 +103,7 @@ struct Series {
 // A line chart of `series` over x (steps), with axes and a legend.
 std::string line_chart(const std::string& id, const std::string& title, const std::string& unit,
                        const std::vector<Series>& series) {
-  constexpr double W = 640, H = 260, L = 64, R = 12, T = 28, B = 36;
+  constexpr double W = 760, H = 260, L = 64, R = 170, T = 28, B = 36;
   double x0 = std::numeric_limits<double>::infinity(), x1 = -x0, y0 = x0, y1 = -x0;
   for (const auto& s : series)
     for (size_t i = 0; i < s.x.size(); ++i) {
@@ -156,12 +156,11 @@ std::string line_chart(const std::string& id, const std::string& title, const st
            " data-node=\"" + std::to_string(s.node) + "\" data-field=\"" + escape(s.field) +
            "\" data-label=\"" + escape(s.label) + "\" data-x=\"" + xs + "\" data-y=\"" + ys +
            "\" points=\"" + points + "\"/>";
-    out += "<text class=\"legend\" x=\"" + fixed(W - R - 150, 0) + "\" y=\"" +
+    out += "<text class=\"legend\" x=\"" + fixed(W - R + 12, 0) + "\" y=\"" +
            fixed(T + 14 * static_cast<double>(k), 0) + "\" fill=\"" + color_of(k) + "\">" +
            escape(s.label) + "</text>";
   }
-  out += "<text class=\"readout\" x=\"" + fixed(L + 8, 0) + "\" y=\"" + fixed(T + 12, 0) +
-         "\"></text></svg></figure>\n";
+  out += "</svg><figcaption class=\"readout\"></figcaption></figure>\n";
   return out;
 }
 
@@ -308,13 +307,14 @@ h1{font-size:22px}h2{font-size:17px;margin-top:28px;border-bottom:1px solid #ddd
 svg text{font-size:11px;fill:#333}svg .title{font-size:13px;font-weight:bold}
 .axis line{stroke:#888}.charts{display:flex;flex-wrap:wrap;gap:8px}figure{margin:0}
 table{border-collapse:collapse;font-size:13px}td,th{border:1px solid #ddd;padding:4px 8px;text-align:right}
+figcaption.readout{font-size:11px;color:#444;min-height:14px;max-width:760px}
 pre{background:#f6f6f6;padding:10px;font-size:12px;overflow:auto}
 )";
 
 // The value under the pointer in each line chart.
 const char* kScript = R"(
 document.querySelectorAll('svg.plot').forEach(function (svg) {
-  var readout = svg.querySelector('.readout');
+  var readout = svg.parentNode.querySelector('.readout');
   var lines = Array.prototype.slice.call(svg.querySelectorAll('polyline.series'));
   svg.addEventListener('mousemove', function (event) {
     var box = svg.getBoundingClientRect();
@@ -324,9 +324,9 @@ document.querySelectorAll('svg.plot').forEach(function (svg) {
       var xs = line.dataset.x.split(' ').map(Number), ys = line.dataset.y.split(' ');
       if (!xs.length) return;
       var i = Math.min(xs.length - 1, Math.max(0, Math.round(fx * (xs.length - 1))));
-      parts.push(line.dataset.label + ' @' + xs[i] + ': ' + ys[i]);
+      parts.push(line.dataset.label + ' at step ' + xs[i] + ': ' + Number(ys[i]).toPrecision(5));
     });
-    readout.textContent = parts.join('   ');
+    readout.textContent = parts.join(' | ');
   });
   svg.addEventListener('mouseleave', function () { readout.textContent = ''; });
 });

@@ -112,7 +112,7 @@ try:
         "type": "pointer", "id": "mouse", "parameters": {"pointerType": "mouse"},
         "actions": [{"type": "pointerMove", "origin": {"element-6066-11e4-a52e-4f735466cecf": element},
                      "x": 10, "y": 10, "duration": 0}]}]})
-    readout = script("return document.querySelector('svg.plot .readout').textContent")
+    readout = script("return document.querySelector('#loss .readout').textContent")
     check(readout.startswith("loss node"), f"the pointer readout did not run: {readout!r}")
     logs = request(driver_port, "POST", base + "/se/log", {"type": "browser"})
     severe = [entry["message"] for entry in logs if entry["level"] == "SEVERE"]
