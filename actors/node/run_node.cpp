@@ -29,6 +29,7 @@
 #include "actors/node/node_tree.hpp"
 #include "runtime/metrics/event_log.hpp"
 #include "runtime/metrics/metrics_endpoint.hpp"
+#include "runtime/metrics/node_trace.hpp"
 #include "runtime/metrics/step_measures.hpp"
 #include "runtime/config/load.hpp"
 #include "runtime/train/run_training.hpp"
@@ -182,6 +183,7 @@ int run_node(const config::JobConfig& job_config, const node_options& options) {
   // Before the first event, so that the /metrics counters agree with the log.
   const auto metrics_endpoint = metrics::open_metrics_endpoint(config, options.run_dir, *events);
   metrics::attach_step_measures(*events, config);  // the "measures" event, then every step's
+  metrics::attach_node_trace(*events, options.run_dir, cluster.node_id);
   events->emit("node_started", util::JsonLine()
                                    .add("pid", static_cast<int64_t>(::getpid()))
                                    .add("nodes", cluster.nodes)

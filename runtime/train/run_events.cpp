@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "runtime/data/token_dataset.hpp"
+#include "runtime/metrics/node_trace.hpp"
 #include "runtime/metrics/step_measures.hpp"
 
 namespace dseek::train {
@@ -14,6 +15,7 @@ metrics::EventLog& open_run_events(const config::JobConfig& config, const RunOpt
   if (options.events != nullptr) return *options.events;
   own = std::make_unique<metrics::EventLog>(options.run_dir, config.cluster.node_id);
   metrics::attach_step_measures(*own, config);
+  metrics::attach_node_trace(*own, options.run_dir, config.cluster.node_id);
   return *own;
 }
 

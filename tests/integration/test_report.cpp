@@ -1,7 +1,8 @@
 // `dseek report` on a real run: a 2-node `dseek launch` job with evaluations,
 // checkpoints and a crashed actor; the terminal summary; the HTML page checked in
 // Debian's headless Chromium (tests/report/check_report_in_chromium.py: no console error,
-// a screenshot, the plotted series equal events.jsonl); and bad input: no run directory,
+// a screenshot, the plotted series equal events.jsonl); every node's trace and `dseek
+// trace merge`; and bad input: no run directory,
 // a corrupt events line (file:line named, the previous report kept).
 #include <catch2/catch.hpp>
 
@@ -66,6 +67,19 @@ TEST_CASE("dseek report: a launched job's page in headless Chromium equals its e
   CHECK(browser.exit_code == 0);
   CHECK_THAT(browser.output, Contains("screenshot: " + screenshot.string()));
   CHECK(std::filesystem::file_size(screenshot) > 10000);
+
+  // Every node's trace, and the two on one timeline.
+  for (int node = 0; node < 2; ++node)
+    CHECK_THAT(slurp(run / ("node-" + std::to_string(node)) / "trace.json"),
+               Contains("\"name\": \"compute 30\""));
+  const auto merged = run_process({bin("dseek"), "trace", "merge", run.path().string()}, 60s);
+  INFO(merged.output);
+  CHECK(merged.exit_code == 0);
+  CHECK_THAT(merged.output, Contains("merged 2 node traces"));
+  const std::string timeline = slurp(run / "trace-merged.json");
+  CHECK_THAT(timeline, Contains("\"name\": \"node 0\""));
+  CHECK_THAT(timeline, Contains("\"name\": \"node 1\""));
+  CHECK_THAT(timeline, Contains("\"name\": \"checkpoint write 10\""));
 
   // A corrupt line in the middle of a node's events: named, and the report stays.
   const std::string before = slurp(html);
