@@ -142,9 +142,7 @@ void StepMeasures::enrich(std::string_view event, std::string& fields) {
   if (!util::json_number_field(fields, "bubble")) more.add("bubble", 0.0);
   more.add("host_peak_memory_bytes", host_peak_bytes());
   if (basis_.device_memory_bytes > 0)
-    more.add("memory_fraction", number("peak_memory_bytes") /
-                                    (static_cast<double>(basis_.groups_per_node) *
-                                     basis_.device_memory_bytes));
+    more.add("memory_fraction", number("peak_memory_bytes") / basis_.device_memory_bytes);
   const double per_node = tokens_per_s / world;
   more.add("tokens_per_s_per_node", per_node);
   if (basis_.baseline_tokens_per_s > 0)

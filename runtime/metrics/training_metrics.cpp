@@ -169,7 +169,7 @@ std::vector<MetricSample> TrainingMetrics::snapshot() const {
   gauge("dseek_host_peak_memory_bytes", "Most resident memory of the node's process so far.",
         g.host_peak_memory_bytes);
   gauge("dseek_memory_fraction",
-        "Peak backend memory over the memory of this node's devices (ratio).",
+        "Peak backend memory over the memory of its device (ratio).",
         g.memory_fraction);
   gauge("dseek_tokens_per_second_per_node", "Tokens per second of the newest step per node.",
         g.tokens_per_second_per_node);
