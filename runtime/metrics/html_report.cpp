@@ -228,7 +228,7 @@ std::string breakdown_chart(const RunRecord& run) {
     out += "<rect x=\"" + fixed(lx, 0) + "\" y=\"" + fixed(H - 16, 0) +
            "\" width=\"10\" height=\"10\" fill=\"" + part.color + "\"/><text x=\"" +
            fixed(lx + 14, 0) + "\" y=\"" + fixed(H - 7, 0) + "\">" + part.name + "</text>";
-    lx += 90;
+    lx += 105;
   }
   return out + "</svg></figure>\n";
 }
