@@ -52,7 +52,7 @@ TEST_CASE("dseek report: a launched job's page in headless Chromium equals its e
   CHECK(page.find("src=") == std::string::npos);
   CHECK(page.find("href=") == std::string::npos);
   CHECK(page.find("http") == std::string::npos);
-  CHECK_THAT(page, Contains("data-event=\"actor_restarted\""));
+  CHECK_THAT(page, Contains("data-event=\"fault_injected\""));
   CHECK_THAT(page, Contains("data-event=\"checkpoint_committed\""));
 
   const auto artifacts = binary_dir() / "test-artifacts";
