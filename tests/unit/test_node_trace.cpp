@@ -23,7 +23,7 @@ std::string slurp(const std::filesystem::path& file) {
 
 }  // namespace
 
-TEST_CASE("node trace: spans of steps, checkpoints, recoveries; flushed every N steps",
+TEST_CASE("node trace: spans of steps, checkpoints and recoveries, flushed every N steps",
           "[metrics][trace]") {
   testing::ScratchDir dir("node-trace");
   std::filesystem::create_directories(dir / "node-2");

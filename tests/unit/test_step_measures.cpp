@@ -122,7 +122,7 @@ TEST_CASE("step measures: the basis of a config, the baseline from a run's event
   CHECK(measured.baseline_tokens_per_s == 0);
 }
 
-TEST_CASE("step measures: an event log enriches its steps; /metrics shows the measures",
+TEST_CASE("step measures: an event log enriches its steps and /metrics shows the measures",
           "[metrics][measures][prometheus]") {
   testing::ScratchDir dir("measures-log");
   metrics::EventLog log(dir.path(), 0);
