@@ -6,7 +6,9 @@
 # Usage: scripts/install-deps.sh [build|test|bench]
 #   build  compiler, CMake, the libraries and the tokenizers (default)
 #   test   build + PyTorch (the numerical reference of the tests), Slurm and munge (the
-#          real-Slurm tests, label slurm), python3-yaml (the deploy/ manifests' tests) and
+#          real-Slurm tests, label slurm), python3-yaml (the deploy/ manifests' tests),
+#          prometheus (promtool and the server: the alert rules' tests, the Prometheus
+#          integration test), chromium (the HTML report's test in headless Chromium) and
 #          clang-14 with libFuzzer (the fuzz targets, label fuzz)
 #   bench  test + the peers the benchmarks run side by side (OpenMPI)
 set -euo pipefail
@@ -19,6 +21,7 @@ build_pkgs=(g++ make cmake pkgconf ninja-build ccache git
             sentencepiece nodejs
             libpython3.11-stdlib)  # its Python sources are the default training text
 test_pkgs=(python3 python3-torch python3-numpy slurm-wlm munge python3-yaml
+           prometheus chromium chromium-driver
            clang-14 libclang-rt-14-dev lld-14)  # libFuzzer, the sanitizers, lld (scripts/fuzz.sh)
 bench_pkgs=(libopenmpi-dev openmpi-bin)
 

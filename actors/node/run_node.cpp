@@ -32,6 +32,8 @@
 #include "actors/node/node_tree.hpp"
 #include "runtime/metrics/event_log.hpp"
 #include "runtime/metrics/metrics_endpoint.hpp"
+#include "runtime/metrics/node_trace.hpp"
+#include "runtime/metrics/step_measures.hpp"
 #include "runtime/config/load.hpp"
 #include "runtime/train/run_training.hpp"
 #include "runtime/train/state/stage_memory.hpp"
@@ -196,6 +198,8 @@ int run_node(const config::JobConfig& job_config, const node_options& options) {
   events->add_listener([checkpoints](std::string_view event, std::string_view fields) {
     checkpoints->observe(event, fields);
   });
+  metrics::attach_step_measures(*events, config);  // the "measures" event, then every step's
+  metrics::attach_node_trace(*events, options.run_dir, cluster.node_id);
   events->emit("node_started", util::JsonLine()
                                    .add("pid", static_cast<int64_t>(::getpid()))
                                    .add("nodes", cluster.nodes)

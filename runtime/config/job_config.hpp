@@ -120,6 +120,13 @@ struct MetricsConfig {
   bool prometheus_port_per_node = true;  // false: every node on prometheus_port (one per pod)
   std::string prometheus_host = "0.0.0.0";  // address the /metrics endpoint listens on
   int64_t prometheus_linger_seconds = 0;    // /metrics served this long after training ends
+  // The measures' basis (metrics/step_measures.hpp): peak FLOP/s and memory of one worker
+  // group's device (0 = measured on CPU, unknown on CUDA), a one-node baseline of tokens/s
+  // (0 = none, or the median of baseline_run's steps).
+  double peak_flops = 0;
+  double device_memory_bytes = 0;
+  double baseline_tokens_per_s = 0;
+  std::string baseline_run = "";
 };
 
 // One [[faults]] entry: a deterministic fault to inject (see config/REFERENCE.md).

@@ -318,7 +318,7 @@ JobConfig load_text(std::string_view toml_text, std::string_view source_name,
 const std::vector<std::string_view>& path_keys() {
   static const std::vector<std::string_view> keys = {
       "train.run_dir",  "data.dir",         "checkpoint.dir", "checkpoint.resume",
-      "cluster.tls_ca", "cluster.tls_cert", "cluster.tls_key"};
+      "cluster.tls_ca", "cluster.tls_cert", "cluster.tls_key", "metrics.baseline_run"};
   return keys;
 }
 

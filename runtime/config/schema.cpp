@@ -383,6 +383,22 @@ const std::vector<Key<JobConfig>>& job_keys() {
           "metrics.prometheus_linger_seconds", between(0, 3600),
           "seconds a node keeps serving /metrics after its training ended, so that a last "
           "scrape sees the final values (SIGINT/SIGTERM ends the wait)"),
+      job<&J::metrics, &Me::peak_flops>(
+          "metrics.peak_flops", at_least(0),
+          "peak FLOP/s of one worker group's device, the denominator of MFU; 0 = measured at "
+          "start on CPU (fp32 GEMM), none on CUDA (no MFU)"),
+      job<&J::metrics, &Me::device_memory_bytes>(
+          "metrics.device_memory_bytes", at_least(0),
+          "memory of one worker group's device, the denominator of memory_fraction; 0 = the "
+          "host's memory on CPU, none on CUDA"),
+      job<&J::metrics, &Me::baseline_tokens_per_s>(
+          "metrics.baseline_tokens_per_s", at_least(0),
+          "tokens/s of the job on one node, the denominator of scaling_efficiency; 0 = the "
+          "median of metrics.baseline_run's steps, or none"),
+      job<&J::metrics, &Me::baseline_run>(
+          "metrics.baseline_run", any(),
+          "run directory of a one-node run of the same model whose step events are the "
+          "baseline (when metrics.baseline_tokens_per_s is 0); \"\" = none"),
   };
   return keys;
 }

@@ -26,6 +26,7 @@ void write_chrome_trace(const std::filesystem::path& path, const std::vector<Tra
     first = false;
   };
   for (size_t pid = 0; pid < process_names.size(); ++pid) {
+    if (process_names[pid].empty()) continue;  // a pid without a process here
     separate();
     out += "{\"ph\": \"M\", \"name\": \"process_name\", \"pid\": " + std::to_string(pid) +
            ", \"tid\": 0, \"args\": {\"name\": " + util::json_quote(process_names[pid]) + "}}";
@@ -38,10 +39,12 @@ void write_chrome_trace(const std::filesystem::path& path, const std::vector<Tra
            ", \"ts\": " + number(span.start_us) + ", \"dur\": " + number(span.duration_us) + "}";
   }
   out += "\n]}\n";
-  std::FILE* file = std::fopen(path.c_str(), "w");
+  // Whole to a temporary name, then renamed: a reader (or a crash) never sees half a file.
+  const std::string temporary = path.string() + ".tmp";
+  std::FILE* file = std::fopen(temporary.c_str(), "w");
   if (file == nullptr) throw std::runtime_error("cannot write the trace " + path.string());
   const bool ok = std::fwrite(out.data(), 1, out.size(), file) == out.size();
-  if (std::fclose(file) != 0 || !ok)
+  if (std::fclose(file) != 0 || !ok || std::rename(temporary.c_str(), path.c_str()) != 0)
     throw std::runtime_error("cannot write the trace " + path.string());
 }
 

@@ -21,7 +21,8 @@ struct TraceSpan {
 };
 
 // Writes {"traceEvents": [...], "displayTimeUnit": "ms"} with a process_name metadata
-// event per entry of `process_names` (index = pid). Throws std::runtime_error when the
+// event per non-empty entry of `process_names` (index = pid), one event a line, whole to a
+// temporary file renamed into place. Throws std::runtime_error when the
 // file cannot be written.
 void write_chrome_trace(const std::filesystem::path& path, const std::vector<TraceSpan>& spans,
                         const std::vector<std::string>& process_names);

@@ -29,7 +29,14 @@ void EventLog::emit(std::string_view event, const util::JsonLine& fields) {
   emit_raw(event, fields.str());
 }
 
-void EventLog::emit_raw(std::string_view event, const std::string& rest) {
+void EventLog::emit_raw(std::string_view event, const std::string& fields) {
+  Enricher enricher;
+  {
+    std::lock_guard lock(mutex_);
+    enricher = enricher_;
+  }
+  std::string rest = fields;
+  if (enricher) enricher(event, rest);
   const double now = std::chrono::duration<double>(
                          std::chrono::system_clock::now().time_since_epoch()).count();
   util::JsonLine head;
@@ -47,6 +54,11 @@ void EventLog::emit_raw(std::string_view event, const std::string& rest) {
   // Under the lock: whoever reads the listener's state never sees an event the file
   // does not have yet.
   for (const auto& listener : listeners_) listener(event, rest);
+}
+
+void EventLog::set_enricher(Enricher enricher) {
+  std::lock_guard lock(mutex_);
+  enricher_ = std::move(enricher);
 }
 
 void EventLog::add_listener(Listener listener) {

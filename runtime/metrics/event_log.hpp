@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <functional>
 #include <mutex>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -35,12 +36,19 @@ class EventLog {
   using Listener = std::function<void(std::string_view event, std::string_view fields_json)>;
   void add_listener(Listener listener);
 
+  // Runs on every event before it is written, and may append fields to its rendered
+  // fields object (the step measures: step_measures.hpp). One at most; set it before
+  // the events it should see.
+  using Enricher = std::function<void(std::string_view event, std::string& fields_json)>;
+  void set_enricher(Enricher enricher);
+
  private:
   std::filesystem::path path_;
   int64_t node_id_;
   std::FILE* file_ = nullptr;
   std::mutex mutex_;
   std::vector<Listener> listeners_;
+  Enricher enricher_;
 };
 
 }  // namespace dseek::metrics

@@ -49,12 +49,22 @@ class TrainingMetrics {
     uint64_t actor_restarts = 0;
     double gradient_sent_bytes = 0;
     double gradient_received_bytes = 0;
+    uint64_t skipped_steps = 0;
+    uint64_t sdc_detections = 0;
   };
   struct Gauges {
     std::optional<double> step, loss, learning_rate, grad_norm, tokens_per_second;
     std::optional<double> step_seconds, compute_seconds, exposed_comm_seconds;
     std::optional<double> data_wait_seconds, peak_memory_bytes, val_loss;
     std::optional<double> world_size, epoch;
+    // The measures (step_measures.hpp) and their basis ("measures" event).
+    std::optional<double> model_flops_per_second, mfu, comm_share, data_wait_share, bubble;
+    std::optional<double> host_peak_memory_bytes, memory_fraction, tokens_per_second_per_node;
+    std::optional<double> scaling_efficiency, loss_scale, offload_wait_seconds;
+    std::optional<double> peak_flops, device_memory_bytes, baseline_tokens_per_second;
+    // When the newest step was logged (Unix seconds), and whether training ended (1 after
+    // train_done or train_stopped): the stalled-training alert needs both.
+    std::optional<double> last_step_timestamp, training_finished;
   };
   void observe_step(std::string_view fields);
 

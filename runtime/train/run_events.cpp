@@ -6,6 +6,8 @@
 
 #include "runtime/data/dataset_index.hpp"
 #include "runtime/data/token_dataset.hpp"
+#include "runtime/metrics/node_trace.hpp"
+#include "runtime/metrics/step_measures.hpp"
 
 namespace dseek::train {
 
@@ -13,6 +15,8 @@ metrics::EventLog& open_run_events(const config::JobConfig& config, const RunOpt
                                    std::unique_ptr<metrics::EventLog>& own) {
   if (options.events != nullptr) return *options.events;
   own = std::make_unique<metrics::EventLog>(options.run_dir, config.cluster.node_id);
+  metrics::attach_step_measures(*own, config);
+  metrics::attach_node_trace(*own, options.run_dir, config.cluster.node_id);
   return *own;
 }
 

@@ -32,7 +32,7 @@ TEST_CASE("the help options on every command and subcommand print its usage and 
       {"data", "prepare"}, {"data", "tokenize"}, {"data", "verify"}, {"data", "info"},
       {"ckpt"},     {"ckpt", "ls"},      {"ckpt", "inspect"}, {"ckpt", "verify"},
       {"ckpt", "export"}, {"bench"},     {"bench", "train"}, {"bench", "allreduce"},
-      {"devices"}};
+      {"devices"}, {"report"}, {"trace"}, {"trace", "merge"}};
   for (const auto& command : commands) {
     for (const char* flag : {"--help", "-h"}) {
       auto args = command;
@@ -69,6 +69,9 @@ TEST_CASE("unknown commands and options exit 2 with a suggestion", "[cli]") {
       {{"bench", "trian"}, "(did you mean 'train'?)"},
       {{"bench", "train", "--step", "3"}, "(did you mean '--steps'?)"},
       {{"devices", "--all"}, "unknown option '--all'"},
+      {{"report", "--ouput", "x.html", "runs/x"}, "(did you mean '--output'?)"},
+      {{"report"}, "a RUN_DIR is required"},
+      {{"trace", "merj", "runs/x"}, "(did you mean 'merge'?)"},
       {{}, "a command is required"}};
   for (const auto& c : cases) {
     const auto result = run_dseek(c.args);

@@ -53,28 +53,6 @@ std::optional<double> sample(const std::string& text, const std::string& name) {
   return std::strtod(line.c_str() + line.rfind(' ') + 1, nullptr);
 }
 
-// Whether a listening socket could take 127.0.0.1:`port` now.
-bool port_free(int port) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_port = htons(static_cast<uint16_t>(port));
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  const bool free = ::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0;
-  ::close(fd);
-  return free;
-}
-
-// P such that P and P + 1 (nodes 0 and 1) were free a moment ago.
-int free_port_pair() {
-  for (int attempt = 0; attempt < 100; ++attempt) {
-    const int port = free_port();
-    if (port < 65535 && port_free(port + 1)) return port;
-  }
-  FAIL("no two consecutive free ports on 127.0.0.1");
-  return 0;
-}
-
 std::string read_file(const std::filesystem::path& file) {
   std::string text;
   for (const auto& line : read_lines(file)) text += line + "\n";

@@ -29,6 +29,10 @@ std::vector<std::string> tiny_launch(const std::filesystem::path& run_dir, int n
                                      const std::vector<std::string>& extra = {});
 // A TCP port on 127.0.0.1 that was free a moment ago (for a coordinator the test starts).
 int free_port();
+// Whether a listening socket could take 127.0.0.1:`port` now.
+bool port_free(int port);
+// P such that P and P + 1 were free a moment ago (the /metrics ports of nodes 0 and 1).
+int free_port_pair();
 
 std::vector<std::string> read_lines(const std::filesystem::path& file);
 // The lines of `lines` whose event is `event`.

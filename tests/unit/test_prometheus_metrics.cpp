@@ -98,6 +98,14 @@ TEST_CASE("prometheus text: the metrics of a set of events, exactly", "[metrics]
       "reductions.\n"
       "# TYPE dseek_gradient_received_bytes_total counter\n"
       "dseek_gradient_received_bytes_total{node=\"1\",run=\"r\"} 2300\n"
+      "# HELP dseek_skipped_steps_total Steps whose update the loss scaler skipped "
+      "(non-finite gradients).\n"
+      "# TYPE dseek_skipped_steps_total counter\n"
+      "dseek_skipped_steps_total{node=\"1\",run=\"r\"} 0\n"
+      "# HELP dseek_sdc_detections_total Silent data corruptions this node's replica checks "
+      "detected.\n"
+      "# TYPE dseek_sdc_detections_total counter\n"
+      "dseek_sdc_detections_total{node=\"1\",run=\"r\"} 0\n"
       "# HELP dseek_step Number of the newest completed step.\n"
       "# TYPE dseek_step gauge\n"
       "dseek_step{node=\"1\",run=\"r\"} 2\n"
@@ -138,16 +146,38 @@ TEST_CASE("prometheus text: the metrics of a set of events, exactly", "[metrics]
       "dseek_world_size{node=\"1\",run=\"r\"} 1\n"
       "# HELP dseek_epoch Current world epoch (a new one at every change of membership).\n"
       "# TYPE dseek_epoch gauge\n"
-      "dseek_epoch{node=\"1\",run=\"r\"} 2\n";
-  CHECK(metrics::render_prometheus(folded.snapshot(), {{"node", "1"}, {"run", "r"}}) ==
-        expected);
+      "dseek_epoch{node=\"1\",run=\"r\"} 2\n"
+      "# HELP dseek_last_step_timestamp_seconds Unix time at which the newest step was "
+      "logged.\n"
+      "# TYPE dseek_last_step_timestamp_seconds gauge\n"
+      "dseek_last_step_timestamp_seconds{node=\"1\",run=\"r\"} T\n"
+      "# HELP dseek_training_finished 1 once the node's training ended (done or stopped), "
+      "else 0.\n"
+      "# TYPE dseek_training_finished gauge\n"
+      "dseek_training_finished{node=\"1\",run=\"r\"} 0\n";
+  const double before = std::chrono::duration<double>(
+                            std::chrono::system_clock::now().time_since_epoch()).count();
+  std::string text = metrics::render_prometheus(folded.snapshot(), {{"node", "1"}, {"run", "r"}});
+  // The step's timestamp is the time it was observed (this test's last few seconds).
+  const std::string stamp = "dseek_last_step_timestamp_seconds{node=\"1\",run=\"r\"} ";
+  const size_t at = text.find(stamp);
+  REQUIRE(at != std::string::npos);
+  const size_t value_at = at + stamp.size(), end = text.find('\n', value_at);
+  const double stamped = std::strtod(text.c_str() + value_at, nullptr);
+  CHECK(stamped <= before);
+  CHECK(stamped > before - 60);
+  text = text.substr(0, value_at) + "T" + text.substr(end);
+  CHECK(text == expected);
+  folded.observe("train_done", R"({"step":2})");
+  CHECK_THAT(metrics::render_prometheus(folded.snapshot(), {}),
+             Contains("\ndseek_training_finished 1\n"));
 }
 
 TEST_CASE("prometheus text: counters before any event, no gauge without a value",
           "[metrics][prometheus]") {
   metrics::TrainingMetrics fresh(100);
   const auto samples = fresh.snapshot();
-  REQUIRE(samples.size() == 9);  // the counters only
+  REQUIRE(samples.size() == 11);  // the counters only
   for (const auto& sample : samples) {
     CHECK(sample.type == metrics::MetricType::counter);
     CHECK(sample.value == 0);

@@ -1,0 +1,193 @@
+// Implementation of node_trace.hpp.
+#include "runtime/metrics/node_trace.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <chrono>
+#include <cstdlib>
+#include <fstream>
+#include <memory>
+#include <stdexcept>
+
+#include "runtime/util/json_fields.hpp"
+
+namespace dseek::metrics {
+
+namespace {
+
+double number_or(std::string_view fields, std::string_view key, double fallback) {
+  const auto value = util::json_number_field(fields, key);
+  return value && std::isfinite(*value) ? *value : fallback;
+}
+
+double unix_us() {
+  return std::chrono::duration<double, std::micro>(
+             std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+constexpr double kMarkUs = 1000;  // how wide an instant event is drawn (1 ms)
+
+}  // namespace
+
+NodeTrace::NodeTrace(std::filesystem::path file, int64_t node_id, int64_t flush_every)
+    : file_(std::move(file)), node_(node_id), flush_every_(std::max<int64_t>(1, flush_every)) {}
+
+NodeTrace::~NodeTrace() {
+  try {
+    flush();
+  } catch (const std::exception&) {
+    // A trace that cannot be written must not take the node down with it.
+  }
+}
+
+void NodeTrace::add(std::string name, std::string category, int64_t lane, double start_us,
+                    double duration_us) {
+  spans_.push_back({node_, lane, std::move(name), std::move(category), start_us,
+                    std::max(0.0, duration_us)});
+}
+
+void NodeTrace::observe(std::string_view event, std::string_view fields, double now_us) {
+  bool write = false;
+  {
+    std::lock_guard lock(mutex_);
+    if (event == "step") {
+      const double step_us = 1000 * number_or(fields, "step_ms", 0);
+      const double start = now_us - step_us;
+      const std::string step = std::to_string(static_cast<int64_t>(number_or(fields, "step", 0)));
+      add("step " + step, "step", 0, start, step_us);
+      double at = start;
+      for (const auto& [key, name] : {std::pair{"data_wait_ms", "data wait"},
+                                      std::pair{"offload_wait_ms", "offload wait"},
+                                      std::pair{"compute_ms", "compute"},
+                                      std::pair{"comm_ms", "exposed comm"}}) {
+        const double us = 1000 * number_or(fields, key, 0);
+        if (us <= 0) continue;
+        add(std::string(name) + " " + step, name, 1, at, us);
+        at += us;
+      }
+      write = ++steps_since_flush_ >= flush_every_;
+    } else if (event == "checkpoint_committed") {
+      const double write_us = 1000 * number_or(fields, "write_ms", 0);
+      const double snapshot_us = 1000 * number_or(fields, "snapshot_ms", 0);
+      const std::string step = std::to_string(static_cast<int64_t>(number_or(fields, "step", 0)));
+      add("checkpoint write " + step, "checkpoint", 2, now_us - write_us, write_us);
+      add("checkpoint snapshot " + step, "checkpoint", 2, now_us - write_us - snapshot_us,
+          snapshot_us);
+    } else if (event == "recovered") {
+      const double us = 1000 * number_or(fields, "recovery_ms", 0);
+      add("recovery", "recovery", 3, now_us - us, us);
+    } else if (event == "node_lost" || event == "fault_injected" || event == "epoch_started" ||
+               event == "resumed" || event == "sdc_detected" || event == "actor_restarted") {
+      std::string name(event);
+      if (const auto kind = util::json_string_field(fields, "kind")) name += " " + *kind;
+      add(name, "event", 3, now_us, kMarkUs);
+    }
+    if (event == "train_done" || event == "train_stopped" || event == "node_stopping" ||
+        event == "node_failed")
+      write = true;
+  }
+  if (write) flush();
+}
+
+void NodeTrace::flush() {
+  std::vector<TraceSpan> copy;
+  {
+    std::lock_guard lock(mutex_);
+    copy = spans_;
+    steps_since_flush_ = 0;
+  }
+  std::vector<std::string> names(static_cast<size_t>(node_ + 1));
+  names[static_cast<size_t>(node_)] = "node " + std::to_string(node_);
+  write_chrome_trace(file_, copy, names);
+}
+
+std::vector<TraceSpan> NodeTrace::spans() const {
+  std::lock_guard lock(mutex_);
+  return spans_;
+}
+
+void attach_node_trace(EventLog& events, const std::filesystem::path& run_dir, int64_t node_id) {
+  auto trace = std::make_shared<NodeTrace>(
+      run_dir / ("node-" + std::to_string(node_id)) / "trace.json", node_id);
+  events.add_listener([trace](std::string_view event, std::string_view fields) {
+    trace->observe(event, fields, unix_us());
+  });
+}
+
+namespace {
+
+// The event lines of a trace write_chrome_trace wrote (one event a line), without their
+// separating commas; process ids moved up by `pid_offset`.
+std::vector<std::string> trace_events(const std::filesystem::path& file, int64_t pid_offset) {
+  std::ifstream in(file);
+  std::string line;
+  if (!std::getline(in, line) || line.rfind("{\"displayTimeUnit\"", 0) != 0)
+    throw std::runtime_error(file.string() + ":1: not a trace written by dseek");
+  std::vector<std::string> out;
+  while (std::getline(in, line)) {
+    if (line.rfind("{\"ph\"", 0) != 0) continue;
+    if (!line.empty() && line.back() == ',') line.pop_back();
+    if (pid_offset != 0) {
+      const std::string key = "\"pid\": ";
+      const size_t at = line.find(key);
+      if (at != std::string::npos) {
+        const size_t from = at + key.size();
+        char* end = nullptr;
+        const long long pid = std::strtoll(line.c_str() + from, &end, 10);
+        line.replace(from, static_cast<size_t>(end - (line.c_str() + from)),
+                     std::to_string(pid + pid_offset));
+      }
+    }
+    out.push_back(std::move(line));
+  }
+  return out;
+}
+
+}  // namespace
+
+MergedTrace merge_traces(const std::filesystem::path& run_dir, const std::filesystem::path& output) {
+  std::vector<std::pair<long long, std::filesystem::path>> files;
+  std::error_code error;
+  for (const auto& entry : std::filesystem::directory_iterator(run_dir, error)) {
+    const auto name = entry.path().filename().string();
+    const auto file = entry.path() / "trace.json";
+    if (name.rfind("node-", 0) != 0 || !std::filesystem::exists(file)) continue;
+    files.emplace_back(std::atoll(name.c_str() + 5), file);
+  }
+  if (error) throw std::runtime_error("cannot read " + run_dir.string() + ": " + error.message());
+  if (files.empty())
+    throw std::runtime_error(run_dir.string() + ": no node-*/trace.json to merge");
+  std::sort(files.begin(), files.end());
+  MergedTrace merged;
+  std::string out = "{\"displayTimeUnit\": \"ms\", \"traceEvents\": [\n";
+  bool first = true;
+  const auto append = [&](const std::vector<std::string>& lines) {
+    for (const auto& line : lines) {
+      if (!first) out += ",\n";
+      first = false;
+      out += line;
+      merged.spans += line.find("\"ph\": \"X\"") != std::string::npos;
+    }
+  };
+  for (const auto& [node, file] : files) {
+    append(trace_events(file, 0));
+    ++merged.nodes;
+  }
+  const auto pipeline = run_dir / "trace.json";
+  if (std::filesystem::exists(pipeline) && pipeline != output) {
+    append(trace_events(pipeline, 1000));
+    merged.pipeline = true;
+  }
+  out += "\n]}\n";
+  const std::string temporary = output.string() + ".tmp";
+  {
+    std::ofstream file(temporary, std::ios::binary | std::ios::trunc);
+    file << out;
+    if (!file.flush()) throw std::runtime_error("cannot write " + temporary);
+  }
+  std::filesystem::rename(temporary, output, error);
+  if (error) throw std::runtime_error("cannot write " + output.string() + ": " + error.message());
+  return merged;
+}
+
+}  // namespace dseek::metrics
