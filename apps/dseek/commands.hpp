@@ -27,6 +27,7 @@ const Command& data_command();     // data prepare | tokenize | verify | info
 const Command& ckpt_command();     // ckpt ls | inspect | verify | export
 const Command& bench_command();    // bench train | allreduce
 const Command& devices_command();  // the CUDA devices this build can use
+const Command& generate_command(); // generate --checkpoint PATH|latest --prompt TEXT ...
 
 // bench allreduce (cmd_bench_allreduce.cpp), reached through `dseek bench` with the
 // arguments after "allreduce", and its usage (part of bench's).

@@ -19,7 +19,8 @@ const std::vector<const Command*>& commands() {
   using namespace dseek::tool;
   static const std::vector<const Command*> all = {&launch_command(), &config_command(),
                                                   &data_command(),   &bench_command(),
-                                                  &devices_command(), &ckpt_command()};
+                                                  &devices_command(), &ckpt_command(),
+                                                  &generate_command()};
   return all;
 }
 
