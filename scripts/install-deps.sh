@@ -6,7 +6,8 @@
 # Usage: scripts/install-deps.sh [build|test|bench]
 #   build  compiler, CMake, the libraries and the tokenizers (default)
 #   test   build + PyTorch (the numerical reference of the tests), Slurm and munge (the
-#          real-Slurm tests, label slurm) and python3-yaml (the deploy/ manifests' tests)
+#          real-Slurm tests, label slurm), python3-yaml (the deploy/ manifests' tests),
+#          python3-onnx and ONNX Runtime (the ONNX export's tests)
 #   bench  test + the peers the benchmarks run side by side (OpenMPI)
 set -euo pipefail
 
@@ -15,9 +16,11 @@ build_pkgs=(g++ make cmake pkgconf ninja-build ccache git
             libcaf-dev libssl-dev libucx-dev ucx-utils libcapnp-dev capnproto
             libtomlplusplus-dev catch2 libopenblas-dev libdnnl-dev libxxhash-dev
             libutf8proc-dev libzstd-dev zlib1g-dev libsimdjson-dev libsentencepiece-dev
+            libonnx-dev libprotobuf-dev
             sentencepiece nodejs
             libpython3.11-stdlib)  # its Python sources are the default training text
-test_pkgs=(python3 python3-torch python3-numpy slurm-wlm munge python3-yaml)
+test_pkgs=(python3 python3-torch python3-numpy slurm-wlm munge python3-yaml
+           python3-onnx)  # the ONNX export's checker (ONNX Runtime: install-onnxruntime.sh)
 bench_pkgs=(libopenmpi-dev openmpi-bin)
 
 wanted=("${build_pkgs[@]}")
@@ -47,3 +50,5 @@ else
   "${sudo_cmd[@]}" apt-get install -y -q --no-install-recommends "${missing[@]}"
 fi
 "$(dirname "$0")/install-tokenizers.sh"
+# The tests run the ONNX export in ONNX Runtime (npm's onnxruntime-node).
+[ "$profile" = build ] || "$(dirname "$0")/install-onnxruntime.sh"

@@ -1,5 +1,6 @@
 // `dseek ckpt`: list the committed checkpoints of a directory, show one's layout and
-// tensors, verify every checksum, or export its parameters as safetensors.
+// tensors, verify every checksum, or export its parameters as safetensors or the model
+// as ONNX (runtime/export/).
 #include <algorithm>
 #include <cinttypes>
 #include <cstdio>
@@ -13,6 +14,8 @@
 #include "runtime/checkpoint/manifest.hpp"
 #include "runtime/checkpoint/safetensors.hpp"
 #include "runtime/checkpoint/store.hpp"
+#include "runtime/export/onnx_export.hpp"
+#include "runtime/infer/checkpoint_model.hpp"
 
 namespace dseek::tool {
 namespace {
@@ -23,8 +26,13 @@ constexpr const char* kUsage =
     "usage: dseek ckpt ls DIR          committed checkpoints under DIR: step, size, time\n"
     "       dseek ckpt inspect PATH    a checkpoint's layout, tensors, shapes and sizes\n"
     "       dseek ckpt verify PATH     check every file and checksum (exit 1 if bad)\n"
-    "       dseek ckpt export PATH --format safetensors --output FILE\n"
-    "                                  write the parameters as a .safetensors file\n";
+    "       dseek ckpt export PATH --format safetensors|onnx --output FILE\n"
+    "                                  write the parameters as a .safetensors file (dseek's\n"
+    "                                  names, fp32), or the model as ONNX (opset 17: int64\n"
+    "                                  input_ids [batch, sequence] -> float logits [batch,\n"
+    "                                  sequence, vocab], the weights inside)\n"
+    "PATH is a checkpoint directory (RUN_DIR/checkpoints/step-N). Every file is written\n"
+    "to a temporary name first and renamed when complete.\n";
 
 const std::vector<std::string> kSubcommands = {"ls", "inspect", "verify", "export"};
 
@@ -136,10 +144,19 @@ int export_checkpoint(const Args& args) {
     path = args[i];
   }
   if (path.empty() || output.empty()) throw cli::UsageError("export needs PATH and --output FILE");
-  if (format != "safetensors") throw cli::UsageError("--format must be safetensors");
-  const uint64_t tensors = ck::export_safetensors(path, output);
-  std::printf("wrote %s: %" PRIu64 " tensors (parameters)\n", output.c_str(), tensors);
-  return 0;
+  if (format == "safetensors") {
+    const uint64_t tensors = ck::export_safetensors(path, output);
+    std::printf("wrote %s: %" PRIu64 " tensors (parameters)\n", output.c_str(), tensors);
+    return 0;
+  }
+  if (format == "onnx") {
+    const auto model = infer::load_checkpoint_model(path, {}, nullptr);
+    exporting::export_onnx(model.shape, model.params, output, model.step);
+    std::printf("wrote %s: ONNX opset %" PRId64 ", %zu parameters of step %" PRId64 "\n",
+                output.c_str(), exporting::kOnnxOpset, model.params.size(), model.step);
+    return 0;
+  }
+  throw cli::UsageError("--format must be safetensors or onnx, not '" + format + "'");
 }
 
 int run_ckpt(const Args& args) {
@@ -163,8 +180,8 @@ const Command& ckpt_command() {
       "  ckpt ls DIR                    committed checkpoints: step, size, time\n"
       "  ckpt inspect PATH              a checkpoint's layout, tensors and shapes\n"
       "  ckpt verify PATH               check every checksum (exit 1 naming the bad one)\n"
-      "  ckpt export PATH --format safetensors --output FILE\n"
-      "                                 the parameters as a .safetensors file\n",
+      "  ckpt export PATH --format safetensors|onnx --output FILE\n"
+      "                                 the parameters as .safetensors, the model as ONNX\n",
       kUsage, run_ckpt};
   return command;
 }
