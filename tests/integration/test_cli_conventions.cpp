@@ -31,8 +31,8 @@ TEST_CASE("the help options on every command and subcommand print its usage and 
       {},           {"launch"},          {"config"},        {"data"},
       {"data", "prepare"}, {"data", "tokenize"}, {"data", "verify"}, {"data", "info"},
       {"ckpt"},     {"ckpt", "ls"},      {"ckpt", "inspect"}, {"ckpt", "verify"},
-      {"ckpt", "export"}, {"bench"},     {"bench", "train"}, {"bench", "allreduce"},
-      {"devices"}};
+      {"ckpt", "export"}, {"ckpt", "import"}, {"bench"}, {"bench", "train"},
+      {"bench", "allreduce"}, {"devices"}, {"generate"}};
   for (const auto& command : commands) {
     for (const char* flag : {"--help", "-h"}) {
       auto args = command;
@@ -69,6 +69,9 @@ TEST_CASE("unknown commands and options exit 2 with a suggestion", "[cli]") {
       {{"bench", "trian"}, "(did you mean 'train'?)"},
       {{"bench", "train", "--step", "3"}, "(did you mean '--steps'?)"},
       {{"devices", "--all"}, "unknown option '--all'"},
+      {{"generate", "--checkpoint", "x", "--promt", "a"}, "(did you mean '--prompt'?)"},
+      {{"generate", "--checkpoint", "x", "--prompt", "a", "--top-p", "1.5"}, "--top-p must be in (0, 1]"},
+      {{"ckpt", "export", "x", "--format", "onx", "--output", "y"}, "--format must be safetensors, onnx or hf"},
       {{}, "a command is required"}};
   for (const auto& c : cases) {
     const auto result = run_dseek(c.args);
