@@ -47,7 +47,8 @@ constexpr const char* kUsage =
     "  --top-p         ... and among the fewest most likely whose probability reaches P\n"
     "                  (default 1: off)\n"
     "  --seed          the sampler's seed (default: random; the summary line says it)\n"
-    "  --threads       CPU threads (default 0: all cores)\n"
+    "  --threads       CPU threads (default 1: one token's ops are too small to share\n"
+    "                  well; 0: all cores)\n"
     "  --device        cpu (default); cuda is refused: generation has no CUDA kernels yet\n"
     "  --tokenizer     decode with this tokenizer instead of the one the index of the\n"
     "                  checkpoint's data set (data.dir) names\n"
@@ -86,7 +87,7 @@ int run_generate(const Args& args) {
   std::string value;
   infer::GenerateSettings settings;
   std::optional<uint64_t> seed;
-  int threads = 0;
+  int threads = 1;  // bench/generate_vs_pytorch.sh: 2 threads decode slower than 1 here
   bool ignore_end_of_text = false;
   for (size_t i = 0; i < args.size(); ++i) {
     if (cli::take_value(args, i, "--checkpoint", checkpoint) ||

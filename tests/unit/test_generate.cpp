@@ -15,11 +15,16 @@
 #include <vector>
 
 #include "runtime/backend/backend.hpp"
+#include "runtime/checkpoint/error.hpp"
+#include "runtime/checkpoint/write.hpp"
+#include "runtime/config/load.hpp"
+#include "runtime/infer/checkpoint_model.hpp"
 #include "runtime/infer/decoder.hpp"
 #include "runtime/infer/generate.hpp"
 #include "runtime/infer/sampler.hpp"
 #include "runtime/model/gpt_model.hpp"
 #include "support/small_gpt.hpp"
+#include "support/test_paths.hpp"
 
 using dseek::infer::Decoder;
 using dseek::infer::GenerateSettings;
@@ -232,4 +237,25 @@ TEST_CASE("generate: temperature, top-k and top-p sample what they should", "[ge
   CHECK_THROWS_WITH(Sampler({.temperature = -1.0}), Catch::Contains("--temperature"));
   CHECK_THROWS_WITH(Sampler({.top_p = 0.0}), Catch::Contains("--top-p"));
   CHECK_THROWS_WITH(Sampler({.top_k = -3}), Catch::Contains("--top-k"));
+}
+
+TEST_CASE("generate: a checkpoint whose tensors do not fit its recorded config is refused",
+          "[generate][checkpoint]") {
+  dseek::testing::ScratchDir dir("generate-bad-ckpt");
+  // Tensors of a dim-16 model under a config that says dim 32.
+  const dseek::model::ParamLayout layout(GptShape{16, 1, 2, 8, 256});
+  dseek::checkpoint::Snapshot s;
+  s.step = 5;
+  s.tensors = layout.tensors();
+  for (auto* buffer : {&s.params, &s.adam_m, &s.adam_v}) buffer->assign(layout.total(), 0.0f);
+  auto job = dseek::config::default_config();
+  job.model = {.dim = 32, .layers = 1, .heads = 2, .context = 8, .vocab = 256};
+  s.config_toml = dseek::config::to_toml(job);
+  const auto written = dseek::checkpoint::write_checkpoint(s, {dir.path(), 3, false});
+  CHECK_THROWS_AS(dseek::infer::load_checkpoint_model(written.path.string(), {}, nullptr),
+                  dseek::checkpoint::CheckpointError);
+  CHECK_THROWS_WITH(dseek::infer::load_checkpoint_model(written.path.string(), {}, nullptr),
+                    Catch::Contains(written.path.string()) && Catch::Contains("wte"));
+  CHECK_THROWS_WITH(dseek::infer::load_checkpoint_model("latest", dir / "none", nullptr),
+                    Catch::Contains("no committed checkpoint under"));
 }
