@@ -48,7 +48,7 @@ std::vector<float> read_floats(const std::filesystem::path& path) {
 
 }  // namespace
 
-TEST_CASE("onnx export: ONNX Runtime computes dseek's logits; the checker accepts it",
+TEST_CASE("onnx export: ONNX Runtime computes dseek's logits and the checker accepts it",
           "[onnx][export]") {
   auto backend = dseek::backend::make_cpu_backend(1);
   dseek::model::GptModel model(kShape, {0, kShape.layers}, *backend, 1);
