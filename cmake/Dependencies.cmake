@@ -26,6 +26,10 @@ target_include_directories(dseek::dnnl INTERFACE ${DSEEK_DNNL_INCLUDE})
 find_package(tomlplusplus REQUIRED)
 find_package(CapnProto CONFIG REQUIRED)
 find_package(Catch2 REQUIRED)
+# ONNX's protobuf classes (Debian's libonnx-dev 1.12, with libprotobuf-dev): the ONNX
+# export (runtime/export/). Its config wants protobuf::libprotobuf, which FindProtobuf gives.
+find_package(Protobuf REQUIRED)
+find_package(ONNX CONFIG REQUIRED)
 
 # xxHash: a plain library and header.
 find_path(DSEEK_XXHASH_INCLUDE xxhash.h REQUIRED)

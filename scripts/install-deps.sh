@@ -8,8 +8,9 @@
 #   test   build + PyTorch (the numerical reference of the tests), Slurm and munge (the
 #          real-Slurm tests, label slurm), python3-yaml (the deploy/ manifests' tests),
 #          prometheus (promtool and the server: the alert rules' tests, the Prometheus
-#          integration test), chromium (the HTML report's test in headless Chromium) and
-#          clang-14 with libFuzzer (the fuzz targets, label fuzz)
+#          integration test), chromium (the HTML report's test in headless Chromium),
+#          clang-14 with libFuzzer (the fuzz targets, label fuzz) and python3-onnx and
+#          ONNX Runtime (the ONNX export's tests)
 #   bench  test + the peers the benchmarks run side by side (OpenMPI)
 set -euo pipefail
 
@@ -18,10 +19,11 @@ build_pkgs=(g++ make cmake pkgconf ninja-build ccache git
             libcaf-dev libssl-dev libucx-dev ucx-utils libcapnp-dev capnproto
             libtomlplusplus-dev catch2 libopenblas-dev libdnnl-dev libxxhash-dev
             libutf8proc-dev libzstd-dev zlib1g-dev libsimdjson-dev libsentencepiece-dev
+            libonnx-dev libprotobuf-dev
             sentencepiece nodejs
             libpython3.11-stdlib)  # its Python sources are the default training text
 test_pkgs=(python3 python3-torch python3-numpy slurm-wlm munge python3-yaml
-           prometheus chromium chromium-driver
+           prometheus chromium chromium-driver python3-onnx
            clang-14 libclang-rt-14-dev lld-14)  # libFuzzer, the sanitizers, lld (scripts/fuzz.sh)
 bench_pkgs=(libopenmpi-dev openmpi-bin)
 
@@ -52,3 +54,5 @@ else
   "${sudo_cmd[@]}" apt-get install -y -q --no-install-recommends "${missing[@]}"
 fi
 "$(dirname "$0")/install-tokenizers.sh"
+# The tests run the ONNX export in ONNX Runtime (npm's onnxruntime-node).
+[ "$profile" = build ] || "$(dirname "$0")/install-onnxruntime.sh"

@@ -1,5 +1,6 @@
 // `dseek ckpt`: list the committed checkpoints of a directory, show one's layout and
-// tensors, verify every checksum, or export its parameters as safetensors.
+// tensors, verify every checksum, export its parameters as safetensors or the model as
+// ONNX or a Hugging Face GPT-2 folder, or import such a folder (runtime/export/).
 #include <algorithm>
 #include <cinttypes>
 #include <cstdio>
@@ -13,6 +14,11 @@
 #include "runtime/checkpoint/manifest.hpp"
 #include "runtime/checkpoint/safetensors.hpp"
 #include "runtime/checkpoint/store.hpp"
+#include "runtime/config/load.hpp"
+#include "runtime/export/hf_gpt2.hpp"
+#include "runtime/export/import_checkpoint.hpp"
+#include "runtime/export/onnx_export.hpp"
+#include "runtime/infer/checkpoint_model.hpp"
 
 namespace dseek::tool {
 namespace {
@@ -23,10 +29,23 @@ constexpr const char* kUsage =
     "usage: dseek ckpt ls DIR          committed checkpoints under DIR: step, size, time\n"
     "       dseek ckpt inspect PATH    a checkpoint's layout, tensors, shapes and sizes\n"
     "       dseek ckpt verify PATH     check every file and checksum (exit 1 if bad)\n"
-    "       dseek ckpt export PATH --format safetensors --output FILE\n"
-    "                                  write the parameters as a .safetensors file\n";
+    "       dseek ckpt export PATH --format safetensors|onnx|hf --output FILE|DIR\n"
+    "                         [--dtype fp32|bf16]\n"
+    "           safetensors  the parameters under dseek's names, fp32, one file\n"
+    "           onnx         the model as ONNX (opset 17): int64 input_ids [batch, sequence]\n"
+    "                        -> float logits [batch, sequence, vocab], the weights inside\n"
+    "           hf           a new folder Hugging Face tools load as GPT-2: model.safetensors\n"
+    "                        (GPT2LMHeadModel's names, Conv1D weights transposed; --dtype\n"
+    "                        fp32 or bf16) and config.json\n"
+    "       dseek ckpt import --format hf DIR --output CHECKPOINTS [--config FILE]\n"
+    "                                  GPT-2-layout weights (config.json, model.safetensors)\n"
+    "                                  as a step-0 checkpoint in CHECKPOINTS (a new folder);\n"
+    "                                  train from it with --resume PATH; FILE gives the job's\n"
+    "                                  other keys (its model keys must match the import)\n"
+    "PATH is a checkpoint directory (RUN_DIR/checkpoints/step-N). Every file is written\n"
+    "to a temporary name first and renamed when complete.\n";
 
-const std::vector<std::string> kSubcommands = {"ls", "inspect", "verify", "export"};
+const std::vector<std::string> kSubcommands = {"ls", "inspect", "verify", "export", "import"};
 
 std::string format_time(double unix_s) {
   std::time_t seconds = static_cast<std::time_t>(unix_s);
@@ -131,27 +150,96 @@ int verify(const std::string& path) {
 }
 
 int export_checkpoint(const Args& args) {
-  std::string path, format, output;
+  std::string path, format, output, dtype = "fp32";
   for (size_t i = 1; i < args.size(); ++i) {
-    if (cli::take_value(args, i, "--format", format) || cli::take_value(args, i, "--output", output))
+    if (cli::take_value(args, i, "--format", format) || cli::take_value(args, i, "--output", output) ||
+        cli::take_value(args, i, "--dtype", dtype))
       continue;
-    if (args[i].rfind("-", 0) == 0) cli::unknown("option", args[i], {"--format", "--output", "--help"});
+    if (args[i].rfind("-", 0) == 0)
+      cli::unknown("option", args[i], {"--format", "--output", "--dtype", "--help"});
     if (!path.empty()) throw cli::UsageError("unexpected argument '" + args[i] + "' (one PATH only)");
     path = args[i];
   }
   if (path.empty() || output.empty()) throw cli::UsageError("export needs PATH and --output FILE");
-  if (format != "safetensors") throw cli::UsageError("--format must be safetensors");
-  const uint64_t tensors = ck::export_safetensors(path, output);
-  std::printf("wrote %s: %" PRIu64 " tensors (parameters)\n", output.c_str(), tensors);
+  if (format != "safetensors" && format != "onnx" && format != "hf")
+    throw cli::UsageError("--format must be safetensors, onnx or hf, not '" + format + "'");
+  if (dtype != "fp32" && dtype != "bf16")
+    throw cli::UsageError("--dtype must be fp32 or bf16, not '" + dtype + "'");
+  if (dtype != "fp32" && format != "hf")
+    throw cli::UsageError("--dtype " + dtype + " is for --format hf (" + format + " is fp32)");
+  if (format == "safetensors") {
+    const uint64_t tensors = ck::export_safetensors(path, output);
+    std::printf("wrote %s: %" PRIu64 " tensors (parameters)\n", output.c_str(), tensors);
+    return 0;
+  }
+  const auto model = infer::load_checkpoint_model(path, {}, nullptr);
+  if (format == "onnx") {
+    exporting::export_onnx(model.shape, model.params, output, model.step);
+    std::printf("wrote %s: ONNX opset %" PRId64 ", %zu parameters of step %" PRId64 "\n",
+                output.c_str(), exporting::kOnnxOpset, model.params.size(), model.step);
+    return 0;
+  }
+  exporting::HfExportInfo info;
+  info.dtype = dtype == "bf16" ? exporting::TensorDtype::bf16 : exporting::TensorDtype::f32;
+  info.step = model.step;
+  std::string tokenizer_note;
+  try {  // the tokenizer's end-of-text id goes into config.json
+    info.end_of_text = infer::open_model_tokenizer(model, "")->separator();
+  } catch (const std::exception& error) {
+    tokenizer_note = std::string("; no bos/eos_token_id: ") + error.what();
+  }
+  exporting::export_hf_gpt2(model.shape, model.params, output, info);
+  std::printf("wrote %s: model.safetensors (GPT-2 layout, %s) and config.json, step %" PRId64
+              "%s\n",
+              output.c_str(), dtype.c_str(), model.step, tokenizer_note.c_str());
+  return 0;
+}
+
+int import_checkpoint(const Args& args) {
+  std::string dir, format, output, config_file;
+  for (size_t i = 1; i < args.size(); ++i) {
+    if (cli::take_value(args, i, "--format", format) || cli::take_value(args, i, "--output", output) ||
+        cli::take_value(args, i, "--config", config_file))
+      continue;
+    if (args[i].rfind("-", 0) == 0)
+      cli::unknown("option", args[i], {"--format", "--output", "--config", "--help"});
+    if (!dir.empty()) throw cli::UsageError("unexpected argument '" + args[i] + "' (one DIR only)");
+    dir = args[i];
+  }
+  if (dir.empty() || output.empty()) throw cli::UsageError("import needs DIR and --output CHECKPOINTS");
+  if (format != "hf") throw cli::UsageError("--format must be hf (the GPT-2 layout)");
+  config::JobConfig job = config_file.empty() ? config::default_config()
+                                              : config::load_config(config_file);
+  const exporting::HfGpt2 model = exporting::import_hf_gpt2(dir);
+  if (!config_file.empty()) {
+    const auto& m = job.model;
+    const auto& s = model.shape;
+    if (m.dim != s.dim || m.layers != s.layers || m.heads != s.heads || m.context != s.context ||
+        m.vocab != s.vocab)
+      throw config::ConfigError(
+          config_file + ": its model (dim " + std::to_string(m.dim) + ", layers " +
+          std::to_string(m.layers) + ", heads " + std::to_string(m.heads) + ", context " +
+          std::to_string(m.context) + ", vocab " + std::to_string(m.vocab) + ") is not the " +
+          "imported one (" + std::to_string(s.dim) + ", " + std::to_string(s.layers) + ", " +
+          std::to_string(s.heads) + ", " + std::to_string(s.context) + ", " +
+          std::to_string(s.vocab) + ")");
+  }
+  const auto written = exporting::write_imported_checkpoint(model, job, output);
+  std::printf("wrote %s: %zu parameters (dim %" PRId64 ", layers %" PRId64 ", heads %" PRId64
+              ", context %" PRId64 ", vocab %" PRId64 ") from %s\n",
+              written.string().c_str(), model.params.size(), model.shape.dim, model.shape.layers,
+              model.shape.heads, model.shape.context, model.shape.vocab, dir.c_str());
   return 0;
 }
 
 int run_ckpt(const Args& args) {
-  if (args.empty()) throw cli::UsageError("a subcommand is required (ls, inspect, verify, export)");
+  if (args.empty())
+    throw cli::UsageError("a subcommand is required (ls, inspect, verify, export, import)");
   const std::string& sub = args[0];
   if (std::find(kSubcommands.begin(), kSubcommands.end(), sub) == kSubcommands.end())
     cli::unknown(sub.rfind("-", 0) == 0 ? "option" : "subcommand", sub, kSubcommands);
   if (sub == "export") return export_checkpoint(args);
+  if (sub == "import") return import_checkpoint(args);
   if (args.size() != 2) throw cli::UsageError(sub + " takes one path");
   if (args[1].rfind("-", 0) == 0) cli::unknown("option", args[1], {"--help"});
   if (sub == "ls") return list(args[1]);
@@ -167,8 +255,10 @@ const Command& ckpt_command() {
       "  ckpt ls DIR                    committed checkpoints: step, size, time\n"
       "  ckpt inspect PATH              a checkpoint's layout, tensors and shapes\n"
       "  ckpt verify PATH               check every checksum (exit 1 naming the bad one)\n"
-      "  ckpt export PATH --format safetensors --output FILE\n"
-      "                                 the parameters as a .safetensors file\n",
+      "  ckpt export PATH --format safetensors|onnx|hf --output FILE|DIR\n"
+      "                                 the parameters as .safetensors, ONNX, or GPT-2's layout\n"
+      "  ckpt import --format hf DIR --output CHECKPOINTS\n"
+      "                                 GPT-2-layout weights as a checkpoint to train from\n",
       kUsage, run_ckpt};
   return command;
 }

@@ -29,6 +29,7 @@ const Command& bench_command();    // bench train | allreduce
 const Command& devices_command();  // the CUDA devices this build can use
 const Command& report_command();   // report RUN_DIR [--output FILE.html]
 const Command& trace_command();    // trace merge RUN_DIR [--output FILE]
+const Command& generate_command(); // generate --checkpoint PATH|latest --prompt TEXT ...
 
 // bench allreduce (cmd_bench_allreduce.cpp), reached through `dseek bench` with the
 // arguments after "allreduce", and its usage (part of bench's).

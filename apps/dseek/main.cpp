@@ -20,7 +20,8 @@ const std::vector<const Command*>& commands() {
   static const std::vector<const Command*> all = {&launch_command(), &config_command(),
                                                   &data_command(),   &bench_command(),
                                                   &devices_command(), &ckpt_command(),
-                                                  &report_command(), &trace_command()};
+                                                  &report_command(), &trace_command(),
+                                                  &generate_command()};
   return all;
 }
 

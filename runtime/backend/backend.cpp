@@ -1,5 +1,6 @@
-// The Backend interface's default of the mixed-precision matmuls (backend.hpp): fp32 is
-// the plain matmul; a backend that has no bf16 or fp8 GEMM refuses them by name.
+// The Backend interface's defaults (backend.hpp): of the mixed-precision matmuls, fp32 is
+// the plain matmul and a backend that has no bf16 or fp8 GEMM refuses them by name; a
+// backend without the KV-cache attention of generation refuses it by name.
 #include <stdexcept>
 #include <string>
 
@@ -27,6 +28,13 @@ void Backend::mixed_matmul_backward(float* dinp, float* dw, float* dbias, const 
                                     const MatmulPrecision& precision) {
   if (precision.format != MatmulFormat::fp32) refuse(*this, precision.format);
   matmul_backward(dinp, dw, dbias, dout, inp, w, N, C, OC);
+}
+
+void Backend::attention_forward_cached(float*, const float*, float*, float*, int, int, int,
+                                       int) {
+  throw std::runtime_error("the " + name() +
+                           " backend has no KV-cache attention: text generation runs on the "
+                           "cpu backend in this build");
 }
 
 }  // namespace dseek::backend

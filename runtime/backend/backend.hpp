@@ -127,6 +127,14 @@ class Backend {
   virtual size_t attention_state_floats(int B, int T, int C, int NH) const = 0;
   virtual void attention_forward(float* out, float* att, const float* qkv, int B, int T,
                                  int C, int NH) = 0;
+  // Causal attention of n new tokens of one sequence against its KV cache (generation,
+  // runtime/infer/): qkv (n, 3C) holds the new tokens' [q | k | v]; their k and v are
+  // first stored in rows [past, past + n) of k_cache and v_cache (each (capacity, C),
+  // capacity >= past + n), then the query of new token i (position past + i) attends to
+  // the keys of positions 0 .. past + i. out is (n, C). Nothing is kept for a backward.
+  // The default refuses, naming the backend (a backend without it cannot generate).
+  virtual void attention_forward_cached(float* out, const float* qkv, float* k_cache,
+                                        float* v_cache, int past, int n, int C, int NH);
   // GELU, tanh approximation (GPT-2's).
   virtual void gelu_forward(float* out, const float* inp, size_t n) = 0;
   virtual void residual_forward(float* out, const float* a, const float* b, size_t n) = 0;

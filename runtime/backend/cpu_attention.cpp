@@ -8,10 +8,15 @@
 // and dV block by block in query order, inside the task: deterministic for a thread
 // count, no partial sums to merge. Q, K and V are read in place from the (B, T, 3C) qkv
 // buffer through sgemm's leading dimension: no transposes, no copies.
+//
+// attention_forward_cached (generation): the same blocks and softmax rows, with keys and
+// values read from the sequence's KV cache after the new tokens' rows are stored there;
+// query row t of the new tokens sees the cache's rows 0 .. past + t.
 #include <cblas.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include "runtime/backend/cpu_backend.hpp"
 #include "runtime/util/fast_math.hpp"
@@ -136,6 +141,43 @@ void CpuBackend::attention_backward(float* dqkv, const float* dout, const float*
                     q_block, C3, 1.0f, dk, C3);
         cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, r1, hs, rows, 1.0f, probs, ld,
                     dO_block, C, 1.0f, dv, C3);
+      }
+    }
+  });
+}
+
+void CpuBackend::attention_forward_cached(float* out, const float* qkv, float* k_cache,
+                                          float* v_cache, int past, int n, int C, int NH) {
+  const int hs = C / NH;
+  const size_t C3 = 3 * static_cast<size_t>(C);
+  const size_t Cs = static_cast<size_t>(C);
+  for (int i = 0; i < n; ++i) {
+    const float* row = qkv + static_cast<size_t>(i) * C3;
+    std::memcpy(k_cache + static_cast<size_t>(past + i) * Cs, row + Cs, Cs * sizeof(float));
+    std::memcpy(v_cache + static_cast<size_t>(past + i) * Cs, row + 2 * Cs, Cs * sizeof(float));
+  }
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
+  const int ld = past + n;  // row stride of a block's scores: every key there is
+  pool_.parallel_for(static_cast<size_t>(NH), [&](size_t h0, size_t h1, int thread) {
+    float* scores = scratch(thread, static_cast<size_t>(kBlock) * ld);
+    for (size_t h = h0; h < h1; ++h) {
+      const float* q = qkv + h * hs;
+      const float* k = k_cache + h * hs;
+      const float* v = v_cache + h * hs;
+      float* o = out + h * hs;
+      for (int r0 = 0; r0 < n; r0 += kBlock) {
+        const int r1 = std::min(n, r0 + kBlock);
+        const int keys = past + r1;  // what the block's last query sees
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, r1 - r0, keys, hs, scale,
+                    q + static_cast<size_t>(r0) * C3, static_cast<int>(C3), k, C, 0.0f, scores,
+                    ld);
+        for (int t = r0; t < r1; ++t) {
+          float* row = scores + static_cast<size_t>(t - r0) * ld;
+          causal_softmax_row(row, past + t);
+          std::fill(row + past + t + 1, row + keys, 0.0f);
+        }
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, r1 - r0, hs, keys, 1.0f, scores,
+                    ld, v, C, 0.0f, o + static_cast<size_t>(r0) * Cs, C);
       }
     }
   });

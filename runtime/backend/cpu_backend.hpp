@@ -38,6 +38,8 @@ class CpuBackend final : public Backend {
   size_t attention_state_floats(int B, int T, int C, int NH) const override;
   void attention_forward(float* out, float* att, const float* qkv, int B, int T, int C,
                          int NH) override;
+  void attention_forward_cached(float* out, const float* qkv, float* k_cache, float* v_cache,
+                                int past, int n, int C, int NH) override;
   void gelu_forward(float* out, const float* inp, size_t n) override;
   void residual_forward(float* out, const float* a, const float* b, size_t n) override;
   void softmax_cross_entropy_forward(float* logits_to_probs, float* losses,

@@ -1,5 +1,6 @@
 // Linear layers on the CPU: single-threaded OpenBLAS sgemm on one block per thread.
-// Forward and dinp split the token rows; dw and dbias split the output channels, so
+// Forward and dinp split the token rows (a forward of one row, generation's decode step,
+// splits the output channels instead); dw and dbias split the output channels, so
 // each thread owns whole rows of dw and the reduction over tokens stays inside one
 // sgemm call (deterministic, no partial sums to merge).
 #include <cblas.h>
@@ -12,6 +13,7 @@ namespace dseek::backend {
 
 namespace {
 constexpr size_t kMinRowsPerChunk = 32;
+constexpr size_t kMinChannelsPerChunk = 64;
 }
 
 void CpuBackend::matmul_forward(float* out, const float* inp, const float* w,
@@ -30,6 +32,22 @@ void CpuBackend::matmul_backward(float* dinp, float* dw, float* dbias, const flo
 
 void CpuBackend::scaled_matmul_forward(float* out, const float* inp, const float* w,
                                        const float* bias, int N, int C, int OC, float alpha) {
+  if (N == 1 && pool_.size() > 1) {
+    // One row (generation's one token per step) cannot be shared: split the output
+    // channels instead, each thread reading its rows of w. (Only N = 1, so that no
+    // training shape changes its blocks, and with them its bits.)
+    pool_.parallel_for(static_cast<size_t>(OC), [&](size_t o0, size_t o1, int) {
+      const int channels = static_cast<int>(o1 - o0);
+      float* block = out + o0;
+      if (bias != nullptr) {
+        for (int r = 0; r < N; ++r)
+          std::memcpy(block + static_cast<size_t>(r) * OC, bias + o0, sizeof(float) * channels);
+      }
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, channels, C, alpha, inp, C,
+                  w + o0 * C, C, bias != nullptr ? 1.0f : 0.0f, block, OC);
+    }, kMinChannelsPerChunk);
+    return;
+  }
   pool_.parallel_for(static_cast<size_t>(N), [&](size_t r0, size_t r1, int) {
     const int rows = static_cast<int>(r1 - r0);
     float* block = out + r0 * OC;

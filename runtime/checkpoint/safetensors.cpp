@@ -1,11 +1,13 @@
-// Implementation of safetensors.hpp.
+// Implementation of safetensors.hpp: the checkpoint's parameters, assembled and
+// verified, through the one safetensors writer (runtime/export/safetensors_file.hpp).
 #include "runtime/checkpoint/safetensors.hpp"
 
+#include <cstring>
 #include <string>
 
 #include "runtime/checkpoint/file_ops.hpp"
 #include "runtime/checkpoint/load.hpp"
-#include "runtime/util/json_line.hpp"
+#include "runtime/export/safetensors_file.hpp"
 
 namespace dseek::checkpoint {
 
@@ -13,35 +15,25 @@ uint64_t export_safetensors(const std::filesystem::path& checkpoint_dir,
                             const std::filesystem::path& output) {
   const Manifest manifest = verify(checkpoint_dir);
   const auto tensors = assemble(checkpoint_dir, manifest, Role::param);
-  std::string header = "{\"__metadata__\":{\"format\":\"pt\",\"step\":\"" +
-                       std::to_string(manifest.step) + "\"}";
-  uint64_t offset = 0;
+  std::vector<exporting::StoredTensor> stored;
   for (const auto& t : tensors) {
-    // Two appends: `"," + std::string` trips GCC 12's -Wrestrict false positive.
-    header += ',';
-    header += util::json_quote(t.name) + ":{\"dtype\":\"F32\",\"shape\":[";
-    for (size_t d = 0; d < t.shape.size(); ++d) {
-      if (d > 0) header += ',';
-      header += std::to_string(t.shape[d]);
-    }
-    const uint64_t end = offset + t.values.size() * sizeof(float);
-    header += "],\"data_offsets\":[" + std::to_string(offset) + "," + std::to_string(end) + "]}";
-    offset = end;
+    exporting::StoredTensor s;
+    s.name = t.name;
+    s.shape = t.shape;
+    s.bytes.resize(t.values.size() * sizeof(float));
+    std::memcpy(s.bytes.data(), t.values.data(), s.bytes.size());
+    stored.push_back(std::move(s));
   }
-  header += "}";
-  // The format pads the header with spaces so the data starts 8-byte aligned.
-  while (header.size() % 8 != 0) header += ' ';
   const std::filesystem::path temp = output.string() + ".tmp";
-  {
-    io::OutputFile file(temp);
-    uint8_t length[8];
-    for (int i = 0; i < 8; ++i) length[i] = static_cast<uint8_t>(header.size() >> (8 * i));
-    file.write(length, sizeof length);
-    file.write(header.data(), header.size());
-    for (const auto& t : tensors) file.write(t.values.data(), t.values.size() * sizeof(float));
-    file.sync_and_close();
+  try {
+    exporting::write_safetensors(temp, stored,
+                                 {{"format", "pt"}, {"step", std::to_string(manifest.step)}});
+    io::rename_path(temp, output);
+  } catch (...) {
+    std::error_code ignored;
+    std::filesystem::remove(temp, ignored);
+    throw;
   }
-  io::rename_path(temp, output);
   return tensors.size();
 }
 

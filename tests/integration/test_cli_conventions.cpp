@@ -31,8 +31,8 @@ TEST_CASE("the help options on every command and subcommand print its usage and 
       {},           {"launch"},          {"config"},        {"data"},
       {"data", "prepare"}, {"data", "tokenize"}, {"data", "verify"}, {"data", "info"},
       {"ckpt"},     {"ckpt", "ls"},      {"ckpt", "inspect"}, {"ckpt", "verify"},
-      {"ckpt", "export"}, {"bench"},     {"bench", "train"}, {"bench", "allreduce"},
-      {"devices"}, {"report"}, {"trace"}, {"trace", "merge"}};
+      {"ckpt", "export"}, {"ckpt", "import"}, {"bench"}, {"bench", "train"},
+      {"bench", "allreduce"}, {"devices"}, {"generate"}, {"report"}, {"trace"}, {"trace", "merge"}};
   for (const auto& command : commands) {
     for (const char* flag : {"--help", "-h"}) {
       auto args = command;
@@ -72,6 +72,9 @@ TEST_CASE("unknown commands and options exit 2 with a suggestion", "[cli]") {
       {{"report", "--ouput", "x.html", "runs/x"}, "(did you mean '--output'?)"},
       {{"report"}, "a RUN_DIR is required"},
       {{"trace", "merj", "runs/x"}, "(did you mean 'merge'?)"},
+      {{"generate", "--checkpoint", "x", "--promt", "a"}, "(did you mean '--prompt'?)"},
+      {{"generate", "--checkpoint", "x", "--prompt", "a", "--top-p", "1.5"}, "--top-p must be in (0, 1]"},
+      {{"ckpt", "export", "x", "--format", "onx", "--output", "y"}, "--format must be safetensors, onnx or hf"},
       {{}, "a command is required"}};
   for (const auto& c : cases) {
     const auto result = run_dseek(c.args);

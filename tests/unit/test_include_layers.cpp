@@ -45,6 +45,7 @@ const Library kLibraries[] = {
     {{"ucp/", "ucs/", "uct/"}, {"comm/ucx"}},
     {{"nccl.h"}, {"comm/nccl"}},
     {{"oneapi/dnnl/", "omp.h"}, {"runtime/backend"}},  // the CPU backend's bf16 matmuls
+    {{"onnx/", "google/protobuf/"}, {"runtime/export"}},  // the ONNX export's protobuf classes
     {{"cuda", "cublas", "cudnn", "curand"}, {"gpu", "comm/nccl", "bench/gpu"}},
 };
 
