@@ -372,6 +372,22 @@ TEST_CASE("cluster: join, kill -9, rejoin, SIGSTOP, wrong secret", "[actors][clu
   std::printf("[cluster test] scenario took %lld ms\n", static_cast<long long>(took.count()));
 }
 
+namespace {
+
+// A coordinator and members 1 and 2 (their event files in `ev`), once their world of two
+// formed; returns the coordinator's epoch then.
+std::int64_t start_world_of_two(cluster_fixture& fx, std::map<std::int64_t, fs::path>& ev) {
+  fx.start_coordinator();
+  for (std::int64_t id : {1, 2}) ev[id] = fx.start_member(id);
+  auto world2 = wait_event(fx.coord_events(), [](const event& e) { return is_epoch(e, 2, 0); },
+                           15s);
+  INFO(fx.logs());
+  REQUIRE(world2);
+  return last_of(fx.coord_events(), "epoch_started")->num("epoch");
+}
+
+}  // namespace
+
 // Issue 28, finding 3: a second process with a node id a live member holds (with the
 // right secret) evicted the holder, which rejoined at once and evicted it in turn:
 // hundreds of epochs and no step. It is refused while the holder lives and joins once
@@ -380,17 +396,8 @@ TEST_CASE("cluster: a second node with a held id is refused, not a replacement, 
           "holder is gone",
           "[actors][cluster]") {
   cluster_fixture fx;
-  fx.start_coordinator();
   std::map<std::int64_t, fs::path> ev;
-  for (std::int64_t id : {1, 2})
-    ev[id] = fx.start_member(id);
-  auto world2 = wait_event(fx.coord_events(), [](const event& e) { return is_epoch(e, 2, 0); },
-                           15s);
-  {
-    INFO(fx.logs());
-    REQUIRE(world2);
-  }
-  const auto settled = last_of(fx.coord_events(), "epoch_started")->num("epoch");
+  const auto settled = start_world_of_two(fx, ev);
 
   const std::int64_t duplicate_slot = 101;
   auto dup = fx.start_member(1, "", duplicate_slot);
@@ -435,17 +442,8 @@ TEST_CASE("cluster: a second node with a held id is refused, not a replacement, 
 TEST_CASE("cluster: a stranger on the coordinator's port is refused everything but a join",
           "[actors][cluster]") {
   cluster_fixture fx;
-  fx.start_coordinator();
   std::map<std::int64_t, fs::path> ev;
-  for (std::int64_t id : {1, 2})
-    ev[id] = fx.start_member(id);
-  {
-    auto world2 = wait_event(fx.coord_events(), [](const event& e) { return is_epoch(e, 2, 0); },
-                             15s);
-    INFO(fx.logs());
-    REQUIRE(world2);
-  }
-  const auto settled = last_of(fx.coord_events(), "epoch_started")->num("epoch");
+  const auto settled = start_world_of_two(fx, ev);
 
   const auto probes = fx.dir / "hostile.jsonl";
   auto hostile = SpawnedProcess::start(

@@ -91,19 +91,32 @@ TEST_CASE("a bad config is refused with its file, line, column and key", "[node]
   CHECK(override.output.find("train.steps") != std::string::npos);
 }
 
-TEST_CASE("a corrupt data shard stops the node with the shard's name", "[node][data]") {
-  ScratchDir dir("node-corrupt");
+namespace {
+
+// A 2-step node run on a copy of the prepared text in `dir` whose shard `shard` has one
+// byte changed at `offset` (or is gone, with `remove`).
+ProcessResult run_with_damaged_shard(const ScratchDir& dir, const std::string& shard,
+                                     std::streamoff offset, bool remove = false) {
   std::filesystem::copy(prepared_text(), dir / "text");
-  const auto shard = dir / "text" / "train-00000.tok";
-  REQUIRE(std::filesystem::exists(shard));
-  {
-    std::fstream file(shard, std::ios::in | std::ios::out | std::ios::binary);
-    file.seekp(1000);
+  const auto path = dir / "text" / shard;
+  REQUIRE(std::filesystem::exists(path));
+  if (remove) {
+    std::filesystem::remove(path);
+  } else {
+    std::fstream file(path, std::ios::in | std::ios::out | std::ios::binary);
+    file.seekp(offset);
     file.put('\x7f');
   }
   auto job = tiny_job(dir / "run", 2);
   job.insert(job.end(), {"--set", "data.dir=\"" + (dir / "text").string() + "\""});
-  auto result = run_process(job, 60s);
+  return run_process(job, 60s);
+}
+
+}  // namespace
+
+TEST_CASE("a corrupt data shard stops the node with the shard's name", "[node][data]") {
+  ScratchDir dir("node-corrupt");
+  const auto result = run_with_damaged_shard(dir, "train-00000.tok", 1000);
   INFO(result.output);
   CHECK(result.exit_code == 3);  // a data error: permanent
   CHECK(result.output.find("data error: ") != std::string::npos);
@@ -116,19 +129,7 @@ TEST_CASE("a corrupt or missing validation shard stops the node, not just its va
   for (const bool remove : {false, true}) {
     INFO((remove ? "missing" : "corrupt"));
     ScratchDir dir(remove ? "node-val-missing" : "node-val-corrupt");
-    std::filesystem::copy(prepared_text(), dir / "text");
-    const auto shard = dir / "text" / "val-00000.tok";
-    REQUIRE(std::filesystem::exists(shard));
-    if (remove) {
-      std::filesystem::remove(shard);
-    } else {
-      std::fstream file(shard, std::ios::in | std::ios::out | std::ios::binary);
-      file.seekp(100);
-      file.put('\x7f');
-    }
-    auto job = tiny_job(dir / "run", 2);
-    job.insert(job.end(), {"--set", "data.dir=\"" + (dir / "text").string() + "\""});
-    auto result = run_process(job, 60s);
+    const auto result = run_with_damaged_shard(dir, "val-00000.tok", 100, remove);
     INFO(result.output);
     CHECK(result.exit_code == 3);  // a data error: permanent
     CHECK(result.output.find("the validation split cannot be read") != std::string::npos);
