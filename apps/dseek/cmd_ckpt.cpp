@@ -1,11 +1,15 @@
 // `dseek ckpt`: list the committed checkpoints of a directory, show one's layout and
 // tensors, verify every checksum, export its parameters as safetensors or the model as
 // ONNX or a Hugging Face GPT-2 folder, or import such a folder (runtime/export/).
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cinttypes>
 #include <cstdio>
 #include <ctime>
 #include <filesystem>
+#include <stdexcept>
 #include <string>
 
 #include "dseek/commands.hpp"
@@ -17,7 +21,6 @@
 #include "runtime/config/load.hpp"
 #include "runtime/export/hf_gpt2.hpp"
 #include "runtime/export/import_checkpoint.hpp"
-#include "runtime/export/onnx_export.hpp"
 #include "runtime/infer/checkpoint_model.hpp"
 
 namespace dseek::tool {
@@ -149,6 +152,25 @@ int verify(const std::string& path) {
   }
 }
 
+// The ONNX export runs in dseek-onnx-export, beside this program (apps/onnx_export/
+// main.cpp: ONNX's protobuf and SentencePiece's cannot share a process). Its exit status.
+int export_onnx_beside(const std::string& path, const std::string& output) {
+  const auto tool = std::filesystem::read_symlink("/proc/self/exe").parent_path() / "dseek-onnx-export";
+  if (!std::filesystem::exists(tool))
+    throw std::runtime_error("--format onnx needs " + tool.string() + " (built with dseek)");
+  std::fflush(stdout);
+  const pid_t child = fork();
+  if (child < 0) throw std::runtime_error("cannot start " + tool.string());
+  if (child == 0) {
+    execl(tool.c_str(), tool.c_str(), path.c_str(), output.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  int status = 0;
+  while (waitpid(child, &status, 0) < 0) {
+  }
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+}
+
 int export_checkpoint(const Args& args) {
   std::string path, format, output, dtype = "fp32";
   for (size_t i = 1; i < args.size(); ++i) {
@@ -172,13 +194,8 @@ int export_checkpoint(const Args& args) {
     std::printf("wrote %s: %" PRIu64 " tensors (parameters)\n", output.c_str(), tensors);
     return 0;
   }
+  if (format == "onnx") return export_onnx_beside(path, output);
   const auto model = infer::load_checkpoint_model(path, {}, nullptr);
-  if (format == "onnx") {
-    exporting::export_onnx(model.shape, model.params, output, model.step);
-    std::printf("wrote %s: ONNX opset %" PRId64 ", %zu parameters of step %" PRId64 "\n",
-                output.c_str(), exporting::kOnnxOpset, model.params.size(), model.step);
-    return 0;
-  }
   exporting::HfExportInfo info;
   info.dtype = dtype == "bf16" ? exporting::TensorDtype::bf16 : exporting::TensorDtype::f32;
   info.step = model.step;

@@ -23,7 +23,8 @@ StageRun read_stage(const std::filesystem::path& events) {
     // A step skipped for non-finite gradients (fp8 loss scaling) has no norm: null.
     const bool no_norm = line.find("\"grad_norm\":null") != std::string::npos;
     run.grad_norms.push_back(no_norm ? std::nan("") : number_field(line, "grad_norm"));
-    if (line.find("\"bubble\":") != std::string::npos) {
+    // A pipeline stage's step (every step event has a bubble, 0 without a pipeline).
+    if (line.find("\"bubble_theory\":") != std::string::npos) {
       run.bubbles.push_back(number_field(line, "bubble"));
       run.bubble_theory.push_back(number_field(line, "bubble_theory"));
     }
