@@ -11,27 +11,18 @@ included, as dseek counts them), prefill ms, and the generated ids.
 import argparse
 import json
 import math
-import struct
+import os
+import sys
 import time
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 
-
-def load_safetensors(path):
-    data = open(path, "rb").read()
-    (n,) = struct.unpack("<Q", data[:8])
-    header = json.loads(data[8:8 + n])
-    out = {}
-    for name, t in header.items():
-        if name == "__metadata__":
-            continue
-        assert t["dtype"] == "F32", (name, t["dtype"])
-        b, e = t["data_offsets"]
-        values = np.frombuffer(data, dtype="<f4", count=(e - b) // 4, offset=8 + n + b)
-        out[name] = torch.from_numpy(values.copy()).view(t["shape"])
-    return out
+# The safetensors reader the tests' GPT-2 reference uses (json + numpy, as the format is
+# specified).
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
+                                "tests", "reference"))
+from gpt2_hf_reference import read_safetensors  # noqa: E402
 
 
 def block(w, l, x, cache, heads):
@@ -76,7 +67,7 @@ def main():
     ap.add_argument("--threads", type=int, default=1)
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
-    w = load_safetensors(a.weights)
+    w = read_safetensors(a.weights, torch.float32)
     prompt = torch.tensor([int(t) for t in a.prompt_ids.split()], dtype=torch.long)
     context = w["wpe"].shape[0]
     out = []

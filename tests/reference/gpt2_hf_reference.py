@@ -20,7 +20,9 @@ import torch
 import torch.nn.functional as F
 
 
-def read_safetensors(path):
+def read_safetensors(path, dtype=torch.float64):
+    """Every tensor of a safetensors file (F32 or BF16), as torch tensors of `dtype`;
+    also the reader of bench/peers/pytorch_gpt_generate.py."""
     data = open(path, "rb").read()
     (n,) = struct.unpack("<Q", data[:8])
     header = json.loads(data[8:8 + n])
@@ -36,7 +38,7 @@ def read_safetensors(path):
             values = (np.frombuffer(raw, dtype="<u2").astype(np.uint32) << 16).view(np.float32)
         else:
             raise ValueError(f"{name}: dtype {t['dtype']}")
-        out[name] = torch.from_numpy(values.astype(np.float64)).view(t["shape"])
+        out[name] = torch.from_numpy(values.copy()).to(dtype).view(t["shape"])
     return out
 
 
