@@ -1,7 +1,8 @@
 // Jobs across network-separated hosts on the namespace test bed (scripts/hosts/testbed.sh):
 // each host its own network, hostname and /dev/shm, so ranks on one host reduce through
 // shared memory and ranks on different hosts can reach each other only over TCP through
-// the bridge. Root only (label: hosts); every test removes its test bed, also on failure.
+// the bridge. Root only (label: hosts; skipped otherwise); every test removes its test
+// bed, also on failure.
 //
 // Data parallelism on 2 hosts x 2 ranks (cluster.gpus_per_node = 2), TLS between the
 // nodes: the world of 4 ranks has 2 hosts, so the all-reduce is the hierarchical one
@@ -16,6 +17,8 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -39,6 +42,12 @@ std::string testbed() { return (source_dir() / "scripts/hosts/testbed.sh").strin
 class TestBed {
  public:
   explicit TestBed(int hosts) : id_("t" + std::to_string(::getpid() % 100000)) {
+    if (::geteuid() != 0) {  // ctest reports exit 77 as skipped (SKIP_RETURN_CODE)
+      std::printf("SKIPPED: the test bed makes network namespaces, which needs root (euid %u)\n",
+                  static_cast<unsigned>(::geteuid()));
+      std::fflush(stdout);
+      std::exit(77);
+    }
     const auto check = run_process({testbed(), "check"}, 30s);
     INFO(check.output);
     REQUIRE(check.exit_code == 0);
