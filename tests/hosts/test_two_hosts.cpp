@@ -94,6 +94,39 @@ std::vector<double> losses_of(const fs::path& run, int node) {
   return losses;
 }
 
+// The tiny job with `job` settings, one node per host of `bed` (node 0 coordinates),
+// TLS between them with certificates of one CA; REQUIREs that every node exits 0.
+void run_on_hosts(const TestBed& bed, int hosts, const fs::path& run, const fs::path& keys,
+                  const std::vector<std::string>& job) {
+  TestPki pki(keys);
+  pki.make_ca("cluster-ca");
+  for (int node = 0; node < hosts; ++node) pki.make_node("cluster-ca", "node" + std::to_string(node), 10 + node);
+  const std::string coordinator = bed.address(0) + ":29500";
+  std::vector<ProcessResult> results(static_cast<size_t>(hosts));
+  std::vector<std::thread> nodes;
+  for (int node = 0; node < hosts; ++node) {
+    const auto argv = bed.as_host(
+        node, tiny_job(run, kSteps,
+                       job + std::vector<std::string>{
+                                 "--node-id", std::to_string(node), "--coordinator", coordinator,
+                                 "--set", "cluster.nodes=" + std::to_string(hosts),
+                                 "--set", "cluster.advertise_host=\"" + bed.address(node) + "\""} +
+                           pki.settings("cluster-ca", "node" + std::to_string(node))));
+    nodes.emplace_back([&results, node, argv] {
+      results[static_cast<size_t>(node)] =
+          run_process(argv, 300s, {"DSEEK_CLUSTER_SECRET=hosts-test-secret"});
+    });
+  }
+  for (auto& thread : nodes) thread.join();
+  for (int node = 0; node < hosts; ++node) {
+    INFO("node " << node << ":\n" << results[static_cast<size_t>(node)].output);
+    REQUIRE(results[static_cast<size_t>(node)].exit_code == 0);
+    const auto started = node_events(run, node, "node_started");
+    REQUIRE_FALSE(started.empty());
+    CHECK(started.back().find("\"tls\":true") != std::string::npos);
+  }
+}
+
 }  // namespace
 
 TEST_CASE("hosts: data parallel on 2 hosts x 2 ranks over TCP and TLS trains as on one host",
@@ -103,40 +136,12 @@ TEST_CASE("hosts: data parallel on 2 hosts x 2 ranks over TCP and TLS trains as 
   const auto reference = run_process(tiny_launch(one_host.path(), 2, kSteps, kJob), 300s, launch_env());
   INFO(reference.output);
   REQUIRE(reference.exit_code == 0);
-
-  TestPki pki(keys.path());
-  pki.make_ca("cluster-ca");
-  pki.make_node("cluster-ca", "node0", 10);
-  pki.make_node("cluster-ca", "node1", 11);
   TestBed bed(2);
-  const std::string coordinator = bed.address(0) + ":29500";
-  std::vector<ProcessResult> results(2);
-  std::vector<std::thread> nodes;
-  for (int node = 0; node < 2; ++node) {
-    const auto argv = bed.as_host(
-        node, tiny_job(two_hosts.path(), kSteps,
-                       kJob + std::vector<std::string>{
-                                  "--node-id", std::to_string(node), "--coordinator", coordinator,
-                                  "--set", "cluster.nodes=2",
-                                  "--set", "cluster.advertise_host=\"" + bed.address(node) + "\""} +
-                           pki.settings("cluster-ca", "node" + std::to_string(node))));
-    nodes.emplace_back([&results, node, argv] {
-      results[static_cast<size_t>(node)] =
-          run_process(argv, 300s, {"DSEEK_CLUSTER_SECRET=hosts-test-secret"});
-    });
-  }
-  for (auto& thread : nodes) thread.join();
-  for (int node = 0; node < 2; ++node) {
-    INFO("node " << node << ":\n" << results[static_cast<size_t>(node)].output);
-    REQUIRE(results[static_cast<size_t>(node)].exit_code == 0);
-  }
+  run_on_hosts(bed, 2, two_hosts.path(), keys.path(), kJob);
 
-  // TLS on, 4 ranks on 2 hosts, every step trained.
+  // 4 ranks on 2 hosts, every step trained.
   for (int node = 0; node < 2; ++node) {
     INFO("node " << node);
-    const auto started = node_events(two_hosts.path(), node, "node_started");
-    REQUIRE_FALSE(started.empty());
-    CHECK(started.back().find("\"tls\":true") != std::string::npos);
     CHECK_FALSE(event_with(two_hosts.path(), node, "worker_started", "ranks", 4).empty());
   }
   const std::vector<double> expected = losses_of(one_host.path(), 0);
@@ -157,5 +162,33 @@ TEST_CASE("hosts: data parallel on 2 hosts x 2 ranks over TCP and TLS trains as 
   for (int host = 0; host < 2; ++host) {
     INFO("host " << host << " sent " << bed.bytes_sent(host) << " bytes");
     CHECK(bed.bytes_sent(host) >= model_bytes * kSteps / 2);
+  }
+}
+
+// A pipeline across hosts, one stage per host: the activations and their gradients go
+// over TCP between the hosts instead of shared memory, and nothing else changes (the
+// stages add the step's scalars in rank order): the one-host run's bits.
+TEST_CASE("hosts: a pipeline with one stage per host has the bits of the same pipeline on one host",
+          "[hosts][pp]") {
+  const std::vector<std::string> pipeline = {"--set", "train.threads=1", "--set", "train.eval_every=0",
+                                             "--set", "parallel.pipeline=2", "--set",
+                                             "train.micro_batch_size=3"};
+  ScratchDir one_host("hosts-pp-one"), two_hosts("hosts-pp-two"), keys("hosts-pp-keys");
+  const auto reference = run_process(tiny_launch(one_host.path(), 2, kSteps, pipeline), 300s, launch_env());
+  INFO(reference.output);
+  REQUIRE(reference.exit_code == 0);
+  TestBed bed(2);
+  run_on_hosts(bed, 2, two_hosts.path(), keys.path(), pipeline);
+  for (int node = 0; node < 2; ++node) {
+    INFO("node " << node);
+    CHECK(losses_of(two_hosts.path(), node) == losses_of(one_host.path(), node));
+    CHECK(final_params_sha256(two_hosts.path(), node, kSteps) ==
+          final_params_sha256(one_host.path(), node, kSteps));
+  }
+  // The activations crossed the bridge: each step sends micro-batches of 3 x 64 x 64
+  // floats each way (4 micro-batches).
+  for (int host = 0; host < 2; ++host) {
+    INFO("host " << host << " sent " << bed.bytes_sent(host) << " bytes");
+    CHECK(bed.bytes_sent(host) >= uint64_t{3 * 64 * 64} * sizeof(float) * 4 * kSteps);
   }
 }
