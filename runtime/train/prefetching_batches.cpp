@@ -1,6 +1,8 @@
 // Implementation of prefetching_batches.hpp.
 #include "runtime/train/prefetching_batches.hpp"
 
+#include "runtime/train/prefetch_queue.hpp"
+
 #include <algorithm>
 #include <cstring>
 
@@ -31,6 +33,7 @@ void PrefetchingBatches::fill(uint64_t step, int64_t batch_size, int64_t first, 
       pattern_.clear();
       current_step_ = step;
       ready_.erase(ready_.begin(), ready_.lower_bound({step, Call{}}));
+      note_prefetch_queue_depth(steps_ready());
       if (next_to_prefetch_ <= step) next_to_prefetch_ = step + 1;
       wake_.notify_all();
     }
@@ -45,6 +48,13 @@ void PrefetchingBatches::fill(uint64_t step, int64_t batch_size, int64_t first, 
     ++stats_.misses;
   }
   source_.fill(step, batch_size, first, count, context, inputs, targets);
+}
+
+int64_t PrefetchingBatches::steps_ready() const {
+  int64_t steps = 0;
+  for (auto it = ready_.begin(); it != ready_.end(); it = ready_.lower_bound({it->first.first + 1, Call{}}))
+    ++steps;
+  return steps;
 }
 
 PrefetchingBatches::Stats PrefetchingBatches::stats() const {
