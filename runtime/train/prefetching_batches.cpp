@@ -33,10 +33,10 @@ void PrefetchingBatches::fill(uint64_t step, int64_t batch_size, int64_t first, 
       pattern_.clear();
       current_step_ = step;
       ready_.erase(ready_.begin(), ready_.lower_bound({step, Call{}}));
-      note_prefetch_queue_depth(steps_ready());
       if (next_to_prefetch_ <= step) next_to_prefetch_ = step + 1;
       wake_.notify_all();
     }
+    if (pattern_.empty()) note_prefetch_queue_depth(steps_ready());  // the step's first call
     pattern_.push_back(call);
     if (auto it = ready_.find({step, call}); it != ready_.end()) {
       std::memcpy(inputs, it->second.inputs.data(), tokens * sizeof(int32_t));
