@@ -5,7 +5,6 @@
 #include "actors/faults/crash_request.hpp"
 
 #include <chrono>
-#include <limits>
 #include <cstdio>
 #include <optional>
 #include <set>
@@ -33,7 +32,7 @@ constexpr auto kQuietJoin = std::chrono::seconds(3);
 // Internal timers; they carry the join attempt generation so stale ones are ignored.
 using retry_atom = caf::atom_constant<caf::atom("clretry")>;
 using beat_atom = caf::atom_constant<caf::atom("clbeat")>;
-// Rounds of the clock measurement after a join (cluster_messages.hpp: clock_atom).
+// Rounds of the clock measurement after a join (clock_offset.hpp).
 constexpr int kClockRounds = 8;
 
 struct agent_state {
