@@ -44,16 +44,7 @@ t_begin=$SECONDS
 
 source bench/lib/common.sh
 read -r dim _ heads context vocab batch cfg_data < <(model_shape "$config")
-if [[ -z $data ]]; then
-  if [[ $cfg_data != - && -f $cfg_data/index.capnp ]]; then data=$cfg_data; else data=data/python-stdlib; fi
-fi
-if [[ ! -f $data/index.capnp ]]; then
-  [[ $data == data/python-stdlib ]] || { echo "no prepared data in $data" >&2; exit 1; }
-  echo "preparing $data from /usr/lib/python3.11 ..." >&2
-  rm -rf "$data"
-  "$dseek" data prepare --input /usr/lib/python3.11 --output "$data" >&2
-fi
-data=$(cd "$data" && pwd)
+data=$(prepared_data "$data" "$cfg_data")
 work=$(mktemp -d "${TMPDIR:-/tmp}/pipeline_schedules.XXXXXX")
 if (( keep )); then echo "run directories kept under $work" >&2; else trap 'rm -rf "$work"' EXIT; fi
 

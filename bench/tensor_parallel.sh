@@ -1,68 +1,85 @@
 #!/usr/bin/env bash
-# Tensor parallelism on this machine: tokens/s of T = 2 ranks (two dseek_tp_rank
-# processes, 1 thread each, UCX over shared memory) against the whole model in one
-# process on 1 and on 2 threads, same model, same batch, same steps.
+# Tensor parallelism on this machine, whole jobs: tokens/s of T = 2 (`dseek launch
+# --nodes 2` with parallel.tensor = 2, 1 thread per rank, UCX over shared memory) against
+# the whole model on one node with 1 and with 2 threads: same config, same batch, same
+# steps, data loading, events and evaluation included.
 #
-#   bench/tensor_parallel.sh [--dim 256] [--layers 4] [--heads 4] [--context 128]
-#                            [--vocab 256] [--batch 8] [--steps 6] [--repeats 3]
+#   bench/tensor_parallel.sh [--config FILE] [--steps 4] [--warmup 1] [--repeats 3]
+#                            [--data DIR] [--run-timeout 600]
 #
-# Each run times steps 2..N (the first pays for page faults and UCX connections) and
-# prints tokens/s; a T = 2 run's figure is rank 0's. The table gives the median over
-# --repeats runs. This is a synthetic-batch training loop (tests/tensor/tp_rank_main.cpp:
-# forward, backward, AdamW; no data loading, no events): it measures the model split and
-# its all-reduces, not a whole job. The program: $TP_RANK (default build/bin/dseek_tp_rank).
+# The model is the config's (default bench/configs/gpt-d384.toml). tokens/s: the median
+# over the steps after warm-up of node 0's step events; the table gives the median over
+# --repeats runs. dseek: $DSEEK_BIN (default build/bin/dseek, dseek-node next to it).
+# Exits non-zero if a run fails.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-py=/usr/bin/python3
-source bench/lib/common.sh
 
-dim=256 layers=4 heads=4 context=128 vocab=256 batch=8 steps=6 repeats=3
+config=bench/configs/gpt-d384.toml steps=4 warmup=1 repeats=3 data="" run_timeout=600
 while [[ $# -gt 0 ]]; do
   case "$1" in
-    --dim|--layers|--heads|--context|--vocab|--batch|--steps|--repeats)
-      declare "${1#--}=$2"; shift 2 ;;
+    --config) config=$2; shift 2 ;;
+    --steps) steps=$2; shift 2 ;;
+    --warmup) warmup=$2; shift 2 ;;
+    --repeats) repeats=$2; shift 2 ;;
+    --data) data=$2; shift 2 ;;
+    --run-timeout) run_timeout=$2; shift 2 ;;
     -h|--help) sed -n '2,13p' "$0"; exit 0 ;;
     *) echo "unknown argument: $1" >&2; exit 2 ;;
   esac
 done
-tp_rank=${TP_RANK:-build/bin/dseek_tp_rank}
-shape=(--dim "$dim" --layers "$layers" --heads "$heads" --context "$context" --vocab "$vocab"
-       --batch "$batch" --steps "$steps")
-work=$(mktemp -d)
+dseek=${DSEEK_BIN:-build/bin/dseek}
+py=/usr/bin/python3
+[[ -x $dseek ]] || { echo "dseek binary not found: $dseek (set DSEEK_BIN)" >&2; exit 1; }
+source bench/lib/common.sh
+read -r dim layers heads context vocab batch cfg_data < <(model_shape "$config")
+data=$(prepared_data "$data" "$cfg_data")
+work=$(mktemp -d "${TMPDIR:-/tmp}/tensor_parallel.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 
-# One run of `ranks` processes with `threads` threads each; prints rank 0's tokens/s.
+# One job of NODES nodes with THREADS threads each and more --set SETTINGS; prints node
+# 0's median tokens/s over the timed steps.
 run() {
-  local ranks=$1 threads=$2 dir
+  local nodes=$1 threads=$2 dir
+  shift 2
   dir=$(mktemp -d -p "$work")
-  mkdir -p "$dir/rendezvous"
-  local pids=()
-  for ((r = 0; r < ranks; r++)); do
-    timeout 600 "$tp_rank" --rank "$r" --size "$ranks" --bootstrap "file:$dir/rendezvous" \
-      --out "$dir" --threads "$threads" "${shape[@]}" > "$dir/out-$r.txt" 2>&1 &
-    pids+=($!)
-  done
-  for pid in "${pids[@]}"; do wait "$pid"; done
-  sed -n 's/^rank 0: tokens_per_s //p' "$dir/out-0.txt"
+  local extra=()
+  for s in "$@"; do extra+=(--set "$s"); done
+  if ! "$dseek" launch --nodes "$nodes" --run-dir "$dir/run" --timeout "$run_timeout" "$config" \
+         --set train.threads="$threads" --set train.steps=$((warmup + steps)) \
+         --set data.dir="$data" --set train.eval_every=0 --set checkpoint.every_steps=0 \
+         --set metrics.progress=off "${extra[@]}" >"$dir.log" 2>&1; then
+    echo "dseek launch --nodes $nodes ($*) failed; the end of its log ($dir.log):" >&2
+    tail -20 "$dir.log" >&2
+    return 1
+  fi
+  "$py" - "$dir/run/node-0/events.jsonl" "$warmup" "$steps" <<'PY'
+import json, statistics, sys
+path, warmup, steps = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+st = [e for e in map(json.loads, filter(str.strip, open(path))) if e["event"] == "step" and e["step"] > warmup]
+if len(st) < steps:
+    sys.exit(f"{path}: fewer than {steps} step events after warm-up")
+print(f'{statistics.median(e["tokens_per_s"] for e in st):.1f}')
+PY
 }
 
 machine_line
-blas_line
 echo "date: $(date -u '+%Y-%m-%d %H:%M UTC'); load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
-echo "model: dim $dim, layers $layers, heads $heads, context $context, vocab $vocab; batch $batch;" \
-     "$steps steps (steps 2..$steps timed); median of $repeats runs"
+echo "model: $config: dim $dim, layers $layers, heads $heads, context $context, vocab $vocab; batch $batch;" \
+     "$warmup warm-up + $steps timed steps; median of $repeats runs"
 echo
-echo "| run | processes x threads | tok/s (median) | runs | vs 1 process, 1 thread |"
+echo "| run | nodes x threads | tok/s (median) | runs | vs 1 node, 1 thread |"
 echo "|---|---|---:|---|---:|"
 base=""
 for spec in "1 1 whole model" "1 2 whole model" "2 1 T=2"; do
-  read -r ranks threads label <<< "$spec"
+  read -r nodes threads label <<< "$spec"
+  settings=()
+  [[ $label == T=2 ]] && settings=(parallel.tensor=2)
   figures=()
-  for ((i = 0; i < repeats; i++)); do figures+=("$(run "$ranks" "$threads")"); done
+  for ((i = 0; i < repeats; i++)); do figures+=("$(run "$nodes" "$threads" "${settings[@]}")") || exit 1; done
   m=$(median "${figures[@]}")
   [[ -z "$base" ]] && base=$m
   ratio=$("$py" -c "print(f'{$m / $base:.2f}')")
-  echo "| $label | $ranks x $threads | $m | ${figures[*]} | $ratio |"
+  echo "| $label | $nodes x $threads | $m | ${figures[*]} | $ratio |"
 done
 echo
 echo "load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"

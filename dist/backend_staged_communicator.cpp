@@ -31,10 +31,10 @@ BackendStagedCommunicator::BackendStagedCommunicator(std::unique_ptr<comm::Commu
     : owned_(std::move(host)), host_(*owned_) {}
 
 backend::Backend& BackendStagedCommunicator::bound(const char* operation) const {
-  if (backend_ == nullptr)
+  if (*backend_ == nullptr)
     throw std::logic_error(std::string("BackendStagedCommunicator::") + operation +
                            " before bind_backend(): whose memory are the buffers?");
-  return *backend_;
+  return **backend_;
 }
 
 std::byte* BackendStagedCommunicator::host_buffer(std::vector<std::byte>& buffer, size_t bytes) {

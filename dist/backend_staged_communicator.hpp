@@ -17,7 +17,9 @@
 // Operations complete before they return (the Work is done, or failed with the host
 // communicator's error). bind_backend() must come before the first operation: the
 // trainer creates its backend, so the caller binds it from the backend factory
-// (train::RunOptions::backend). Not thread-safe except abort().
+// (train::RunOptions::backend); sub-groups share the binding, so groups cut before the
+// trainer exists (dist/run_pipeline.cpp) stage through its backend too. Not thread-safe
+// except abort().
 #pragma once
 
 #include <cstddef>
@@ -38,7 +40,7 @@ class BackendStagedCommunicator final : public comm::Communicator {
   explicit BackendStagedCommunicator(std::unique_ptr<comm::Communicator> host);
 
   // The backend whose memory the buffers of every operation are; it outlives their use.
-  void bind_backend(backend::Backend& backend) { backend_ = &backend; }
+  void bind_backend(backend::Backend& backend) { *backend_ = &backend; }
 
   int rank() const override { return host_.rank(); }
   int size() const override { return host_.size(); }
@@ -66,7 +68,8 @@ class BackendStagedCommunicator final : public comm::Communicator {
 
   std::unique_ptr<comm::Communicator> owned_;
   comm::Communicator& host_;
-  backend::Backend* backend_ = nullptr;
+  // Shared with the sub-groups cut from this communicator.
+  std::shared_ptr<backend::Backend*> backend_ = std::make_shared<backend::Backend*>(nullptr);
   std::vector<std::byte> in_, out_;  // host copies, kept between operations
 };
 

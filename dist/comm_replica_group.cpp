@@ -17,7 +17,8 @@ void CommReplicaGroup::sum(float* data, size_t count) {
 }
 
 std::unique_ptr<train::GradientReducer> CommReplicaGroup::make_gradient_reducer() {
-  return std::make_unique<CommGradientReducer>(comm_, settings_);
+  const bool on_device = settings_.backend_memory && device_ != nullptr;
+  return std::make_unique<CommGradientReducer>(on_device ? *device_ : comm_, settings_);
 }
 
 }  // namespace dseek::dist

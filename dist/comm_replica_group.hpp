@@ -1,7 +1,9 @@
 // train::ReplicaGroup over the data plane: rank r of the communicator (a data-parallel
 // group cut by parallel_communicators.hpp) is replica r. The double sums are added in
 // rank order; the gradients go through CommGradientReducer (comm_gradient_reducer.hpp)
-// on the same communicator, with the job's reducer settings (reducer_settings.hpp).
+// on the same communicator, with the job's reducer settings (reducer_settings.hpp) --
+// or, with settings.backend_memory, on the `device` communicator (the data group cut
+// from the epoch's NCCL one), the gradients then never leaving the backend's memory.
 #pragma once
 
 #include <memory>
@@ -15,9 +17,11 @@ namespace dseek::dist {
 
 class CommReplicaGroup final : public train::ReplicaGroup {
  public:
-  // `comm` must outlive the group and its reducers.
-  CommReplicaGroup(comm::Communicator& comm, ReducerSettings settings)
-      : comm_(comm), settings_(std::move(settings)) {}
+  // `comm` (and `device`) must outlive the group and its reducers; `device` is used
+  // only with settings.backend_memory.
+  CommReplicaGroup(comm::Communicator& comm, ReducerSettings settings,
+                   comm::Communicator* device = nullptr)
+      : comm_(comm), device_(device), settings_(std::move(settings)) {}
   int replica() const override { return comm_.rank(); }
   int replicas() const override { return comm_.size(); }
   void sum(std::span<double> values) override;
@@ -26,6 +30,7 @@ class CommReplicaGroup final : public train::ReplicaGroup {
 
  private:
   comm::Communicator& comm_;
+  comm::Communicator* device_;
   ReducerSettings settings_;
   std::vector<unsigned char> scratch_;
 };

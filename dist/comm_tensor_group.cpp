@@ -8,4 +8,12 @@ void CommTensorGroup::all_reduce_sum(float* data, size_t count) {
   comm_.all_reduce(data, count, comm::DataType::f32, comm::ReduceOp::sum).wait();
 }
 
+void CommTensorGroup::all_reduce_backend_sum(float* data, size_t count) {
+  if (device_ == nullptr) {
+    model::TensorGroup::all_reduce_backend_sum(data, count);  // throws: a host-memory group
+    return;
+  }
+  device_->all_reduce(data, count, comm::DataType::f32, comm::ReduceOp::sum).wait();
+}
+
 }  // namespace dseek::dist

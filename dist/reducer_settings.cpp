@@ -16,9 +16,7 @@ std::string refusal(const ReducerSettings& settings) {
   const std::string codec = config::name_string(settings.compression);
   if (settings.compression != config::Compression::none && settings.backend_memory)
     return "comm.compression = \"" + codec +
-           "\" with comm.backend = \"nccl\": the codecs encode gradients in host memory, "
-           "and NCCL reduces them on the GPU; use comm.compression = \"none\" with nccl, "
-           "or comm.backend = \"ucx\" with compression";
+           "\" on the backend's memory: the codecs encode gradients in host memory";
   if (settings.variance_refresh_steps < 0)
     return "comm.variance_refresh_steps = " + std::to_string(settings.variance_refresh_steps) +
            ": it is a number of steps, >= 0";
@@ -38,7 +36,10 @@ ReducerSettings reducer_settings(const config::JobConfig& config) {
   settings.variance_refresh_steps =
       optim::second_moment_from_local_gradients(config) ? config.comm.variance_refresh_steps : 0;
   settings.beta2 = config.train.beta2;
-  settings.backend_memory = config.comm.backend == config::CommBackend::nccl;
+  // NCCL reduces the GPU's memory in place; the codecs encode in host memory, so a
+  // compressed reduction stays on the host plane (UCX) in an NCCL job too.
+  settings.backend_memory = config.comm.backend == config::CommBackend::nccl &&
+                            config.comm.compression == config::Compression::none;
   if (const std::string why = refusal(settings); !why.empty())
     throw config::ConfigError(config.source + ": " + why);
   return settings;

@@ -1,7 +1,7 @@
 // The settings of a data-parallel gradient reduction and how a job config chooses them:
 // the ZeRO stage (parallel.zero), gradient compression (comm.compression,
-// comm.topk_fraction) and the bucket size. Combinations this build cannot run are
-// refused here, with the keys named, before any replica starts training.
+// comm.topk_fraction) and the bucket size. Settings no reduction can run are refused
+// here, with the keys named, before any replica starts training.
 #pragma once
 
 #include <cstddef>
@@ -34,7 +34,8 @@ struct ReducerSettings {
   // The communicator reads and writes the compute backend's memory (comm.backend =
   // "nccl": NCCL on the GPU; in tests a BackendStagedCommunicator on the scrambled
   // device): the reducer works on the trainer's own gradient buffer, nothing is staged
-  // through host memory. false: the communicator moves host memory (UCX).
+  // through host memory. false: the communicator moves host memory (UCX); always so
+  // with a codec, which encodes in host memory.
   bool backend_memory = false;
   // Called (with the step) once the step's first bucket is on the wire: fault injection
   // "during the reduction" (a kill or hang while the peers are mid-collective).
@@ -42,7 +43,7 @@ struct ReducerSettings {
 };
 
 // The settings of `config`; throws config::ConfigError (naming the keys) for
-// combinations this build does not run (compression with comm.backend = "nccl").
+// settings no reduction runs (a ZeRO stage or step count out of range).
 ReducerSettings reducer_settings(const config::JobConfig& config);
 
 // The same checks on settings built by hand (std::invalid_argument).

@@ -24,6 +24,8 @@ train::RunSummary run_data_parallel(const config::JobConfig& config, train::RunO
                                     comm::Communicator& comm, ReducerSettings settings,
                                     comm::Communicator* device) {
   if (!settings.after_first_bucket) settings.after_first_bucket = options.during_reduction;
+  // Compressed gradients are encoded in host memory: they travel over the host plane.
+  if (!settings.backend_memory) device = nullptr;
   std::unique_ptr<ReplicaMemory> memory;
   if (options.replica != nullptr) {
     memory = std::make_unique<ReplicaMemory>(config, comm, *options.replica,

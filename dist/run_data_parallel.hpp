@@ -20,8 +20,8 @@ namespace dseek::dist {
 // `settings`: the reduction (reducer_settings(config), or a test's: a small bucket
 // size); options.during_reduction is its after_first_bucket unless it has one.
 // `device`: the epoch's NCCL communicator (comm.backend = "nccl"), which the gradients
-// then go over (the state agreement and the peer replicas stay on `comm`, in host
-// memory). options.reducer is ignored (replaced by the one built here). Throws
+// then go over when settings.backend_memory (the state agreement and the peer replicas
+// stay on `comm`, in host memory; compressed gradients too, ignoring `device`). options.reducer is ignored (replaced by the one built here). Throws
 // config::ConfigError for settings the reducer cannot run (reducer_settings()),
 // std::invalid_argument when train.batch_size does not split over comm.size() replicas,
 // comm::CommError when the data plane fails (the communicator is spent then).

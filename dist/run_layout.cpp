@@ -10,7 +10,7 @@ train::PipelineRunSummary run_layout(const config::JobConfig& config,
                                      const train::RunOptions& options, comm::Communicator& comm,
                                      ReducerSettings settings, comm::Communicator* device) {
   if (config.parallel.pipeline > 1 || config.parallel.tensor > 1)
-    return run_pipeline(config, options, comm, std::move(settings));
+    return run_pipeline(config, options, comm, std::move(settings), device);
   train::PipelineRunSummary summary;
   summary.run = run_data_parallel(config, options, comm, std::move(settings), device);
   return summary;

@@ -15,8 +15,8 @@
 namespace dseek::dist {
 
 // `settings`: the data group's reduction (reducer_settings(config), or a test's);
-// `device`: the epoch's NCCL communicator for a data-parallel job's gradients
-// (comm.backend = "nccl"), else null. final_params is the whole model's on a pipeline's
+// `device`: the epoch's NCCL communicator (comm.backend = "nccl"), else null: the
+// gradients go over it in every layout, and a tensor group's all-reduces too. final_params is the whole model's on a pipeline's
 // first rank, empty otherwise. Throws as run_pipeline and run_data_parallel do.
 train::PipelineRunSummary run_layout(const config::JobConfig& config,
                                      const train::RunOptions& options, comm::Communicator& comm,

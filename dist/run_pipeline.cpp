@@ -15,11 +15,15 @@ namespace dseek::dist {
 
 train::PipelineRunSummary run_pipeline(const config::JobConfig& config,
                                        const train::RunOptions& options, comm::Communicator& comm,
-                                       ReducerSettings settings) {
+                                       ReducerSettings settings, comm::Communicator* device) {
   const train::ParallelGroups layout(static_cast<int>(config.parallel.data),
                                      static_cast<int>(config.parallel.pipeline),
                                      static_cast<int>(config.parallel.tensor));
   ParallelCommunicators groups = cut_parallel_groups(comm, layout);
+  // The same groups on the device plane, cut in the same order on every rank.
+  ParallelCommunicators on_device;
+  if (device != nullptr) on_device = cut_parallel_groups(*device, layout);
+  comm::Communicator* device_data = settings.backend_memory ? on_device.data.get() : nullptr;
   // Without a pipeline (a tensor-parallel layout) the rank is the only stage.
   train::SingleStageLinks one_stage;
   std::unique_ptr<CommPipelineLinks> stage_links;
@@ -29,10 +33,10 @@ train::PipelineRunSummary run_pipeline(const config::JobConfig& config,
   std::unique_ptr<CommReplicaGroup> replicas;
   if (groups.data) {
     settings.after_first_bucket = options.during_reduction;
-    replicas = std::make_unique<CommReplicaGroup>(*groups.data, std::move(settings));
+    replicas = std::make_unique<CommReplicaGroup>(*groups.data, std::move(settings), device_data);
   }
   std::unique_ptr<CommTensorGroup> tensor;
-  if (groups.tensor) tensor = std::make_unique<CommTensorGroup>(*groups.tensor);
+  if (groups.tensor) tensor = std::make_unique<CommTensorGroup>(*groups.tensor, on_device.tensor.get());
   CommStageMemorySync memory_sync(config, comm, groups.data.get());
   return train::run_pipeline_stage(config, options, links, replicas.get(), tensor.get(),
                                    &memory_sync);

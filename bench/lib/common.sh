@@ -48,3 +48,20 @@ parse_train_bench_args() {
   dseek=${DSEEK_BIN:-build/bin/dseek}
   [[ -x $dseek ]] || { echo "dseek binary not found: $dseek (set DSEEK_BIN)" >&2; exit 1; }
 }
+
+# The absolute path of the prepared data a job bench trains on: $1 (--data, may be
+# empty), else the config's data.dir ($2, "-" for none) when prepared there, else
+# data/python-stdlib, prepared from /usr/lib/python3.11 with $dseek on first use.
+prepared_data() {
+  local data=$1 cfg_data=$2
+  if [[ -z $data ]]; then
+    if [[ $cfg_data != - && -f $cfg_data/index.capnp ]]; then data=$cfg_data; else data=data/python-stdlib; fi
+  fi
+  if [[ ! -f $data/index.capnp ]]; then
+    [[ $data == data/python-stdlib ]] || { echo "no prepared data in $data" >&2; return 1; }
+    echo "preparing $data from /usr/lib/python3.11 ..." >&2
+    rm -rf "$data"
+    "$dseek" data prepare --input /usr/lib/python3.11 --output "$data" >&2
+  fi
+  (cd "$data" && pwd)
+}

@@ -1,9 +1,7 @@
-// check_supported(): the combinations a config file can express that no job runs. Two
-// kinds, said apart in the message: what can never run (a fault with nothing to act on,
-// NCCL without a GPU, pipeline keys without a pipeline) and what this build does not run
-// yet (NCCL beyond data-parallel gradients). Each feature that lands deletes its line;
-// until then a job asking for it fails once, naming the key, instead of silently running
-// without it.
+// check_supported(): the combinations a config file can express that no job runs (a
+// fault with nothing to act on, NCCL without a GPU, pipeline keys without a pipeline):
+// a job asking for one fails once, naming the key, instead of silently running without
+// it.
 #include <iterator>
 #include <string>
 #include <string_view>
@@ -16,12 +14,9 @@ namespace dseek::config {
 
 namespace {
 
-enum class Refusal { impossible, not_yet };
-
 struct Gate {
   bool requested;
   std::string_view key;
-  Refusal refusal;
   std::string reason;
 };
 
@@ -69,10 +64,7 @@ std::string message(const JobConfig& config, const Gate& gate) {
   const std::string setting = key != nullptr
                                   ? std::string(gate.key) + " = " + schema::format_value(key->get(config))
                                   : "[[" + std::string(gate.key) + "]]";
-  if (gate.refusal == Refusal::impossible)
-    return config.source + ": " + setting + ": this job cannot run (" + gate.reason + ")";
-  return config.source + ": " + setting + ": not implemented yet in this build (" + gate.reason +
-         "); docs/parallelism.md says what runs today";
+  return config.source + ": " + setting + ": this job cannot run (" + gate.reason + ")";
 }
 
 }  // namespace
@@ -80,42 +72,33 @@ std::string message(const JobConfig& config, const Gate& gate) {
 void check_supported(const JobConfig& config) {
   const bool fixed_world = config.parallel.tensor > 1 || config.parallel.pipeline > 1;
   const Gate gates[] = {
-      {fixed_world && has_fault_without_replicas(config), "faults", Refusal::impossible,
+      {fixed_world && has_fault_without_replicas(config), "faults",
        "during = \"reduction\" fires in the data group's gradient reduction, and "
        "corrupt_gradient is caught by comparing replicas: a pipeline or tensor-parallel job "
        "has a data group only with parallel.data > 1"},
-      {crashes_a_missing_stage(config), "faults", Refusal::impossible,
+      {crashes_a_missing_stage(config), "faults",
        "crash_actor of the pipeline_stage: only a pipeline or tensor-parallel job "
        "(parallel.pipeline or parallel.tensor > 1) has that actor"},
-      {has_fault_without_a_target(config), "faults", Refusal::impossible,
+      {has_fault_without_a_target(config), "faults",
        "corrupt_gradient fires at a step of a multi-node job (it is caught by comparing "
        "replicas), and fail_checkpoint_write at a step only"},
       {config.parallel.pipeline == 1 && (config.parallel.schedule != Schedule::one_f_one_b ||
                                          config.parallel.virtual_stages != 1 ||
                                          config.parallel.micro_batches != 0 ||
                                          config.parallel.partition != Partition::uniform),
-       "parallel.schedule", Refusal::impossible,
+       "parallel.schedule",
        "parallel.schedule, parallel.virtual_stages, parallel.micro_batches and "
        "parallel.partition apply to pipeline-parallel jobs (parallel.pipeline > 1)"},
       // NCCL reduces the GPU's memory in place (actors/control/data_plane_link.hpp; a
       // build without NCCL refuses it at the node's start).
       {config.comm.backend == CommBackend::nccl && config.train.device != Device::cuda, "comm.backend",
-       Refusal::impossible,
        "the NCCL data plane reduces GPU memory: it needs train.device = \"cuda\"; use "
        "comm.backend = \"ucx\" on the CPU"},
-      {config.comm.backend == CommBackend::nccl && config.comm.compression != Compression::none,
-       "comm.compression", Refusal::not_yet,
-       "the gradient codecs encode in host memory and NCCL reduces GPU memory: use "
-       "comm.compression = \"none\" with comm.backend = \"nccl\""},
-      {config.comm.backend == CommBackend::nccl && fixed_world, "comm.backend", Refusal::not_yet,
-       "the NCCL data plane carries data-parallel gradients only so far: tensor- and "
-       "pipeline-parallel jobs (parallel.tensor or parallel.pipeline > 1) run over "
-       "comm.backend = \"ucx\""},
       // Several worker groups a node (cluster.gpus_per_node): in a pipeline or
       // tensor-parallel job each is one rank of the data x pipeline x tensor world
       // (parallel.data counts its replicas); a data-parallel job's degree is the world.
       {config.cluster.gpus_per_node > 1 && config.parallel.data > 1 && !fixed_world,
-       "cluster.gpus_per_node", Refusal::impossible,
+       "cluster.gpus_per_node",
        "a data-parallel job with cluster.gpus_per_node > 1 trains on every rank of the "
        "world (cluster.nodes x cluster.gpus_per_node): leave parallel.data at 1 (it counts "
        "the replicas of a pipeline or tensor-parallel group)"},

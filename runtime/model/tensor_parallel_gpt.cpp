@@ -254,6 +254,11 @@ void TensorParallelGpt::block_backward(int64_t layer, BlockActivations& a, const
 }
 
 void TensorParallelGpt::all_reduce_on_backend(float* data, size_t count) {
+  if (group_.sums_backend_memory()) {
+    backend_.finish_compute();
+    group_.all_reduce_backend_sum(data, count);
+    return;
+  }
   HostWindow window(backend_, data, count, HostWindow::Access::update, host_scratch_);
   group_.all_reduce_sum(window.data(), count);
   window.write_back();

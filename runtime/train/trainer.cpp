@@ -1,6 +1,7 @@
 // Implementation of trainer.hpp.
 #include "runtime/train/trainer.hpp"
 
+#include "runtime/train/gather_host_shards.hpp"
 #include "runtime/train/replica_check.hpp"
 #include "runtime/optim/adamw_settings.hpp"
 #include "runtime/optim/loss_scaler_of.hpp"
@@ -49,25 +50,6 @@ Slice slice_of(const config::TrainConfig& t, const GradientReducer* reducer) {
   return {rank * size, size};
 }
 
-// reducer.gather_shards() of a host buffer: a reducer of backend memory gathers a copy
-// in `backend`'s memory (checkpoint snapshots only: the steps gather in place).
-void gather_host_shards(GradientReducer& reducer, backend::Backend& backend, float* host,
-                        size_t count) {
-  if (!reducer.reduces_backend_memory()) {
-    reducer.gather_shards(host);
-    return;
-  }
-  auto* copy = static_cast<float*>(backend.allocate(count * sizeof(float)));
-  try {
-    backend.copy_from_host(copy, host, count * sizeof(float));
-    reducer.gather_shards(copy);
-    backend.copy_to_host(host, copy, count * sizeof(float));
-  } catch (...) {
-    backend.release(copy);
-    throw;
-  }
-  backend.release(copy);
-}
 }  // namespace
 
 model::GptShape shape_of(const config::ModelConfig& m) {

@@ -10,6 +10,7 @@
 
 #include "support/node_runs.hpp"
 #include "support/process.hpp"
+#include "runtime/model/param_layout.hpp"
 #include "support/test_paths.hpp"
 
 namespace dseek::testing::pp {
@@ -60,7 +61,7 @@ std::vector<std::string> small_settings(const std::vector<std::string>& extra) {
 
 JobRun run_job(int stages, const std::filesystem::path& run_dir,
                const std::vector<std::string>& settings, std::chrono::milliseconds timeout,
-               int tensor, int data) {
+               int tensor, int data, const std::vector<std::string>& rank_args) {
   const std::filesystem::path rendezvous = run_dir / "rendezvous";
   std::filesystem::create_directories(rendezvous);
   const std::filesystem::path params = run_dir / "params.f32";
@@ -74,6 +75,7 @@ JobRun run_job(int stages, const std::filesystem::path& run_dir,
                                   "--tensor", std::to_string(tensor), "--data", std::to_string(data),
                                   // no default checkpoints; a test's own setting comes after
                                   "--set", "checkpoint.every_steps=0"};
+    argv.insert(argv.end(), rank_args.begin(), rank_args.end());
     for (const auto& setting : settings) {
       argv.push_back("--set");
       argv.push_back(setting);
@@ -132,6 +134,63 @@ std::vector<std::string> launch_crashing_in_worker_group(const std::filesystem::
     restarted.push_back(string_field(line, "actor"));
   }
   return restarted;
+}
+
+void check_tensor_parity(const std::string& name, const JobRun& run, const JobRun& single,
+                         LayoutShape shape) {
+  constexpr double kRelativeTolerance = 1e-5;
+  constexpr double kParamTolerance = 2e-5;    // absolute
+  constexpr double kKeyBiasTolerance = 8e-3;  // 4 x lr (config/single.toml: lr = 2e-3)
+  // The model of small_settings (vocabulary: the prepared text's bytes).
+  const model::GptShape kShape{.dim = 64, .layers = 4, .heads = 4, .context = 32, .vocab = 256};
+  using Catch::Matchers::Contains;
+  const int ranks = shape.data * shape.pipeline * shape.tensor;
+  INFO(name << "\n" << run.report);
+  REQUIRE(run.ok);
+  REQUIRE(static_cast<int>(run.stages.size()) == ranks);
+  for (const auto& rank : run.stages) {
+    // Every rank reports the global loss and norm and ends with the same whole model.
+    CHECK(rank.losses == run.stages[0].losses);
+    CHECK(rank.grad_norms == run.stages[0].grad_norms);
+    CHECK(rank.params_sha256 == run.stages[0].params_sha256);
+  }
+  // The layout printed at start, the last rank's coordinates in it.
+  const auto layouts = events_named(run.stages.back().lines, "parallel_layout");
+  REQUIRE(layouts.size() == 1);
+  CHECK_THAT(layouts[0], Contains("\"data\":" + std::to_string(shape.data)) &&
+                             Contains("\"pipeline\":" + std::to_string(shape.pipeline)) &&
+                             Contains("\"tensor\":" + std::to_string(shape.tensor)) &&
+                             Contains("\"stage\":" + std::to_string(shape.pipeline - 1)) &&
+                             Contains("\"tensor_rank\":" + std::to_string(shape.tensor - 1)));
+
+  const StageRun& reference = single.stages[0];
+  const StageRun& first = run.stages[0];
+  const double loss_error = max_relative_difference(first.losses, reference.losses);
+  const double norm_error = max_relative_difference(first.grad_norms, reference.grad_norms);
+  const double val_error = max_relative_difference(first.val_losses, reference.val_losses);
+  REQUIRE(run.final_params.size() == single.final_params.size());
+  const model::ParamLayout layout(kShape);
+  REQUIRE(run.final_params.size() == layout.total());
+  // Key biases: [C, 2C) of every block's attn.qkv.bias.
+  std::vector<bool> key_bias(run.final_params.size(), false);
+  const size_t C = static_cast<size_t>(kShape.dim);
+  for (int64_t l = 0; l < kShape.layers; ++l)
+    for (size_t i = C; i < 2 * C; ++i) key_bias[layout.block(l).qkv_b + i] = true;
+  double param_error = 0.0, key_bias_error = 0.0;
+  for (size_t i = 0; i < run.final_params.size(); ++i) {
+    const double diff = std::abs(static_cast<double>(run.final_params[i]) - single.final_params[i]);
+    double& worst = key_bias[i] ? key_bias_error : param_error;
+    worst = std::max(worst, diff);
+  }
+  WARN(name << ": max relative loss difference " << loss_error << ", grad norm " << norm_error
+            << ", val_loss " << val_error << ", max parameter difference " << param_error
+            << " (key biases " << key_bias_error << ")");
+  CHECK(loss_error <= kRelativeTolerance);
+  CHECK(norm_error <= kRelativeTolerance);
+  CHECK(val_error <= kRelativeTolerance);
+  CHECK(param_error <= kParamTolerance);
+  CHECK(key_bias_error <= kKeyBiasTolerance);
+  CHECK(first.losses.back() < first.losses.front());
 }
 
 }  // namespace dseek::testing::pp

@@ -34,11 +34,31 @@ struct JobRun {
 std::vector<std::string> small_settings(const std::vector<std::string>& extra = {});
 
 // `ranks` processes: `data` replicas of a pipeline of ranks / (tensor x data) stages,
-// each stage a tensor-parallel group of `tensor`.
+// each stage a tensor-parallel group of `tensor`. `rank_args`: more dseek_test_rank
+// arguments (e.g. {"--staged-backend-memory", "1"}).
 JobRun run_job(int ranks, const std::filesystem::path& run_dir,
                const std::vector<std::string>& settings,
                std::chrono::milliseconds timeout = std::chrono::seconds(120), int tensor = 1,
-               int data = 1);
+               int data = 1, const std::vector<std::string>& rank_args = {});
+
+// A run's layout, as its parallel_layout event names it.
+struct LayoutShape {
+  int data = 1, pipeline = 1, tensor = 1;
+};
+
+// A tensor-parallel run (`run`, laid out as `shape`, on the small job of small_settings)
+// against the single-node run of the same job (`single`). Tensor parallelism changes the
+// arithmetic of every block: the ranks add partial matmuls (over heads, MLP columns,
+// vocabulary rows) in the all-reduce where one sgemm adds them inside; float32 rounding,
+// ~1e-7 relative per sum, which AdamW (lr 2e-3) turns into ~1e-7 relative per update.
+// Bounds: losses, gradient norms and validation losses 1e-5 relative; final parameters
+// 2e-5 absolute (1% of one update), except the attention key biases, whose gradient is
+// zero in exact arithmetic (the softmax ignores a constant added to every score): both
+// runs hold rounding noise there, which AdamW's m / sqrt(v) scales to steps of ~lr, so
+// they are held to 4 lr. Every rank must report the same losses, norms and whole model,
+// and the last rank's parallel_layout event its coordinates.
+void check_tensor_parity(const std::string& name, const JobRun& run, const JobRun& single,
+                         LayoutShape shape);
 
 // The largest |a[i] - b[i]| / |b[i]|; infinite when the lengths differ or a is empty (a
 // comparison of nothing must not pass).

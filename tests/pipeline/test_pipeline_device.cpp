@@ -42,14 +42,19 @@ const std::string kScrambled = "train.device=\"scrambled-cpu-for-tests\"";
 const std::vector<std::string> kInterleaved = {"parallel.schedule=\"interleaved\"",
                                                "parallel.virtual_stages=2"};
 
+// The NCCL path without a GPU: the tensor group's all-reduces and the data group's
+// gradients in the backend's memory, through a staged device plane
+// (dseek_test_rank --staged-backend-memory 1).
+const std::vector<std::string> kDevicePlane = {"--staged-backend-memory", "1"};
+
 // `ranks` processes (data replicas x stages x tensor ranks), 4 steps of the small job,
 // with `extra` settings (train.device absent: the CPU backend).
 JobRun run_ok(int ranks, int tensor, const fs::path& dir, std::vector<std::string> extra,
-              int data = 1) {
+              int data = 1, const std::vector<std::string>& rank_args = {}) {
   std::vector<std::string> settings = {"train.steps=4"};
   settings.insert(settings.end(), extra.begin(), extra.end());
-  JobRun run =
-      run_job(ranks, dir, small_settings(settings), std::chrono::seconds(240), tensor, data);
+  JobRun run = run_job(ranks, dir, small_settings(settings), std::chrono::seconds(240), tensor,
+                       data, rank_args);
   INFO(run.report);
   REQUIRE(run.ok);
   REQUIRE(static_cast<int>(run.stages.size()) == ranks);
@@ -211,4 +216,31 @@ TEST_CASE("device: a P=2 checkpoint written on the scrambled device resumes on t
   WARN("scrambled P=2 checkpoint resumed by one CPU node: max relative loss difference "
        << loss_error);
   CHECK(loss_error <= 1e-5);
+}
+
+TEST_CASE("device: the NCCL path of pipeline and tensor layouts (tensor all-reduces and "
+          "data-group gradients in backend memory, staged) has the CPU backend's bits",
+          "[pp][tp][dp][device][scrambled][backend_memory]") {
+  struct Layout {
+    std::string name;
+    int ranks, tensor, data;
+    std::vector<std::string> settings;
+  };
+  // Each layout against the same layout on the CPU backend over UCX alone.
+  const std::vector<Layout> layouts = {
+      {"P=2 x T=2", 4, 2, 1, {}},
+      {"DP=2 x P=2 zero 0", 4, 1, 2, {}},
+      {"DP=2 x P=2 zero 1", 4, 1, 2, {"parallel.zero=1"}},
+      {"DP=2 x T=2 zero 1", 4, 2, 2, {"parallel.zero=1"}},
+      // A codec encodes host memory: its gradients go over the host plane, the tensor
+      // group's all-reduces over the device one.
+      {"DP=2 x T=2 top-k", 4, 2, 2,
+       {"comm.compression=\"topk\"", "comm.variance_refresh_steps=0"}}};
+  for (const Layout& layout : layouts) {
+    ScratchDir cpu_dir("nccl-path-cpu"), device_dir("nccl-path-scrambled");
+    const JobRun cpu = run_ok(layout.ranks, layout.tensor, cpu_dir.path(), layout.settings, layout.data);
+    const JobRun device = run_ok(layout.ranks, layout.tensor, device_dir.path(),
+                                 layout.settings + std::vector{kScrambled}, layout.data, kDevicePlane);
+    check_same_bits(layout.name + " (device plane)", device, cpu);
+  }
 }

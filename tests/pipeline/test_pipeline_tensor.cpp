@@ -10,7 +10,7 @@
 // of the split tensors reach the norm through an f32 all-reduce. That is float32
 // rounding, ~1e-7 relative per sum, so even the first step's loss differs (~1e-7);
 // AdamW (lr 2e-3) turns gradient rounding into ~1e-7 relative differences per update.
-// Bounds, those of the tensor-parallel parity test (tests/tensor): losses, gradient
+// Bounds (pp_job.hpp's check_tensor_parity, shared with tests/tensor): losses, gradient
 // norms and validation losses 1e-5 relative; final parameters 2e-5 absolute (1% of one
 // update), except the attention key biases, whose gradient is zero in exact arithmetic
 // (a constant added to every score leaves the softmax unchanged): both runs hold
@@ -35,12 +35,6 @@ using Catch::Matchers::Contains;
 
 namespace {
 
-constexpr double kRelativeTolerance = 1e-5;
-constexpr double kParamTolerance = 2e-5;    // absolute
-constexpr double kKeyBiasTolerance = 8e-3;  // 4 x lr (config/single.toml: lr = 2e-3)
-// The model of pp_job.hpp's small settings (vocabulary: the prepared text's bytes).
-const dseek::model::GptShape kShape{.dim = 64, .layers = 4, .heads = 4, .context = 32, .vocab = 256};
-
 // The pp job shape (pp_job.hpp) at 4 steps: 6 micro-batches of 2, validation at step 4.
 std::vector<std::string> shape_settings(std::vector<std::string> extra = {}) {
   std::vector<std::string> settings = {"train.steps=4"};
@@ -48,54 +42,10 @@ std::vector<std::string> shape_settings(std::vector<std::string> extra = {}) {
   return small_settings(settings);
 }
 
-// Every check of the header comment, for a run of `ranks` processes laid out
-// data x 2 stages x 2 tensor ranks.
+// Every check of the header comment, for a run laid out data x 2 stages x 2 tensor ranks.
 void check_matches_single_node(const std::string& name, const JobRun& run, const JobRun& single,
                                int data) {
-  const int ranks = data * 4;
-  INFO(name << "\n" << run.report);
-  REQUIRE(run.ok);
-  REQUIRE(static_cast<int>(run.stages.size()) == ranks);
-  for (const auto& rank : run.stages) {
-    // Every rank reports the global loss and norm and ends with the same whole model.
-    CHECK(rank.losses == run.stages[0].losses);
-    CHECK(rank.grad_norms == run.stages[0].grad_norms);
-    CHECK(rank.params_sha256 == run.stages[0].params_sha256);
-  }
-  // The layout printed at start, the last rank's coordinates in it.
-  const auto layouts = events_named(run.stages.back().lines, "parallel_layout");
-  REQUIRE(layouts.size() == 1);
-  CHECK_THAT(layouts[0], Contains("\"data\":" + std::to_string(data)) &&
-                             Contains("\"pipeline\":2") && Contains("\"tensor\":2") &&
-                             Contains("\"stage\":1") && Contains("\"tensor_rank\":1"));
-
-  const StageRun& reference = single.stages[0];
-  const StageRun& first = run.stages[0];
-  const double loss_error = max_relative_difference(first.losses, reference.losses);
-  const double norm_error = max_relative_difference(first.grad_norms, reference.grad_norms);
-  const double val_error = max_relative_difference(first.val_losses, reference.val_losses);
-  REQUIRE(run.final_params.size() == single.final_params.size());
-  const dseek::model::ParamLayout layout(kShape);
-  // Key biases: [C, 2C) of every block's attn.qkv.bias.
-  std::vector<bool> key_bias(run.final_params.size(), false);
-  const size_t C = static_cast<size_t>(kShape.dim);
-  for (int64_t l = 0; l < kShape.layers; ++l)
-    for (size_t i = C; i < 2 * C; ++i) key_bias[layout.block(l).qkv_b + i] = true;
-  double param_error = 0.0, key_bias_error = 0.0;
-  for (size_t i = 0; i < run.final_params.size(); ++i) {
-    const double diff = std::abs(static_cast<double>(run.final_params[i]) - single.final_params[i]);
-    double& worst = key_bias[i] ? key_bias_error : param_error;
-    worst = std::max(worst, diff);
-  }
-  WARN(name << ": max relative loss difference " << loss_error << ", grad norm " << norm_error
-            << ", val_loss " << val_error << ", max parameter difference " << param_error
-            << " (key biases " << key_bias_error << ")");
-  CHECK(loss_error <= kRelativeTolerance);
-  CHECK(norm_error <= kRelativeTolerance);
-  CHECK(val_error <= kRelativeTolerance);
-  CHECK(param_error <= kParamTolerance);
-  CHECK(key_bias_error <= kKeyBiasTolerance);
-  CHECK(first.losses.back() < first.losses.front());
+  check_tensor_parity(name, run, single, {.data = data, .pipeline = 2, .tensor = 2});
 }
 
 const JobRun& single_node_run() {

@@ -12,10 +12,11 @@
 // Layout: a data-parallel job of N replicas (cluster.nodes = parallel.data = N) unless
 // --pipeline, --tensor or --data is given: then parallel.tensor = T, parallel.data = D
 // (default 1 each) and parallel.pipeline = P (default N / (T D)). cluster.node_id = R.
-// --staged-backend-memory 1: the gradients stay in the backend's memory, as with
-// comm.backend = "nccl" (ReducerSettings::backend_memory), reduced through a
-// BackendStagedCommunicator over the UCX one -- how the tests run that path without a
-// GPU (on train.device = "scrambled-cpu-for-tests"). --params-out: the first rank
+// --staged-backend-memory 1: the gradients (and a tensor group's all-reduces) stay in
+// the backend's memory, as with comm.backend = "nccl" (ReducerSettings::backend_memory),
+// reduced through a BackendStagedCommunicator over the UCX one given to run_layout as
+// its device plane -- how the tests run that path without a GPU (on train.device =
+// "scrambled-cpu-for-tests"). --params-out: the first rank
 // writes the final parameters of the whole model there (raw fp32, layout order; a
 // pipeline or tensor layout, or --size 1).
 //
@@ -142,15 +143,17 @@ int main(int argc, char** argv) {
       if (args.bucket_bytes > 0) settings.bucket_bytes = args.bucket_bytes;
       dseek::train::PipelineRunSummary summary;
       if (args.staged_backend_memory) {
+        // The epoch's device plane, as the NCCL one is beside UCX in a node: the host
+        // exchanges stay on `comm`. A codec encodes host memory (reducer_settings.cpp).
         dseek::dist::BackendStagedCommunicator staged(*comm);
-        settings.backend_memory = true;
+        settings.backend_memory = settings.compression == dseek::config::Compression::none;
         // The trainer makes its backend: the staged communicator copies through it.
         options.backend = [&staged](const dseek::config::JobConfig& job) {
           auto backend = dseek::train::make_runtime_backend(job);
           staged.bind_backend(*backend);
           return backend;
         };
-        summary = dseek::dist::run_layout(config, options, staged, settings);
+        summary = dseek::dist::run_layout(config, options, *comm, settings, &staged);
       } else {
         summary = dseek::dist::run_layout(config, options, *comm, settings);
       }

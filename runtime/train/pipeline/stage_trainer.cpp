@@ -11,6 +11,7 @@
 #include <string_view>
 
 #include "runtime/optim/adamw_settings.hpp"
+#include "runtime/train/gather_host_shards.hpp"
 #include "runtime/optim/loss_scaler_of.hpp"
 #include "runtime/train/pipeline/stage_chunk.hpp"
 #include "runtime/train/replica_check.hpp"
@@ -468,11 +469,9 @@ void PipelineStageTrainer::check_replicas(int64_t step, const char* checked) {
 void PipelineStageTrainer::moments_to_host(Chunk& chunk, float* adam_m, float* adam_v) {
   chunk.optimizer->moments_to_host(adam_m, adam_v);
   if (!zero_) return;
-  if (chunk.reduces_backend_memory)
-    throw std::logic_error("pipeline stage: gathering ZeRO's moment pieces for a checkpoint "
-                           "over a data plane of backend memory is not implemented");
-  chunk.reducer->gather_shards(adam_m);
-  chunk.reducer->gather_shards(adam_v);
+  const size_t floats = chunk.model->buffer_floats();
+  gather_host_shards(*chunk.reducer, *backend_, adam_m, floats);
+  gather_host_shards(*chunk.reducer, *backend_, adam_v, floats);
 }
 
 void PipelineStageTrainer::lend_moment_pieces() {
