@@ -37,7 +37,7 @@ class NodeTrace {
   NodeTrace(const NodeTrace&) = delete;
   NodeTrace& operator=(const NodeTrace&) = delete;
 
-  static constexpr size_t kMaxSpans = 500000;
+  static constexpr size_t kMaxSpans = 200000;  // about 40 MB of trace.json
 
   // EventLog's listener: `now_us` is the event's time (trace clock microseconds).
   void observe(std::string_view event, std::string_view fields, double now_us);
