@@ -1,25 +1,47 @@
 // The completion state shared by an operation and its handle.
 #include "comm/work.hpp"
 
+#include <atomic>
+
+#include "comm/work_observer.hpp"
+
 namespace dseek::comm {
 
+namespace {
+std::atomic<std::shared_ptr<const WorkObserver>> work_observer;
+}  // namespace
+
+void set_work_observer(std::shared_ptr<const WorkObserver> observer) {
+  work_observer.store(std::move(observer));
+}
+
+void observe_work_end(const WorkState& work) {
+  if (const auto observer = work_observer.load()) (*observer)(work, work.duration());
+}
+
 void WorkState::complete() {
-  std::lock_guard lock(mutex_);
-  if (finished_) return;
-  finished_ = true;
-  finished_at_ = std::chrono::steady_clock::now();
-  done_.store(true, std::memory_order_release);
-  cv_.notify_all();
+  {
+    std::lock_guard lock(mutex_);
+    if (finished_) return;
+    finished_ = true;
+    finished_at_ = std::chrono::steady_clock::now();
+    done_.store(true, std::memory_order_release);
+    cv_.notify_all();
+  }
+  observe_work_end(*this);
 }
 
 void WorkState::fail(ErrorKind kind, const std::string& why) {
-  std::lock_guard lock(mutex_);
-  if (finished_) return;
-  finished_ = true;
-  finished_at_ = std::chrono::steady_clock::now();
-  error_.emplace(kind, name_ + ": " + why);
-  done_.store(true, std::memory_order_release);
-  cv_.notify_all();
+  {
+    std::lock_guard lock(mutex_);
+    if (finished_) return;
+    finished_ = true;
+    finished_at_ = std::chrono::steady_clock::now();
+    error_.emplace(kind, name_ + ": " + why);
+    done_.store(true, std::memory_order_release);
+    cv_.notify_all();
+  }
+  observe_work_end(*this);
 }
 
 bool WorkState::wait_until(std::chrono::steady_clock::time_point until) const {

@@ -1,4 +1,5 @@
 #include "actors/cluster/cluster_messages.hpp"
+#include "actors/cluster/clock_offset.hpp"
 
 #include <caf/actor_system_config.hpp>
 
@@ -52,6 +53,7 @@ void register_cluster_types(caf::actor_system_config& cfg) {
   cfg.add_message_type<node_lost>("dseek::actors::node_lost");
   cfg.add_message_type<join_refused>("dseek::actors::join_refused");
   cfg.add_message_type<agent_event>("dseek::actors::agent_event");
+  cfg.add_message_type<clock_offset_measured>("dseek::actors::clock_offset_measured");
   cfg.add_error_category(cluster_category, render_cluster_error);
 }
 

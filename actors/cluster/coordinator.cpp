@@ -1,4 +1,5 @@
 #include "actors/cluster/coordinator.hpp"
+#include "actors/cluster/clock_offset.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -19,6 +20,8 @@
 #include <caf/stateful_actor.hpp>
 #include <caf/system_messages.hpp>
 #include <caf/typed_response_promise.hpp>
+
+#include "runtime/metrics/trace_spans.hpp"
 
 namespace dseek::actors {
 namespace {
@@ -458,6 +461,8 @@ caf::behavior coordinator_impl(caf::stateful_actor<coordinator_state>* self,
       [self](restarted_atom, std::int64_t node_id, const std::string& why) {
         return self->state.on_worker_restart(node_id, why);
       },
+      // A node measuring its clock offset (cluster_messages.hpp): only the time.
+      [](clock_atom) { return metrics::trace_clock_us(); },
       [self](check_atom) { self->state.on_check(); },
   };
 }

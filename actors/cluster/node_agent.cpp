@@ -1,4 +1,5 @@
 #include "actors/cluster/node_agent.hpp"
+#include "actors/cluster/clock_offset.hpp"
 #include "actors/cluster/coordinator.hpp"
 
 #include "actors/faults/crash_request.hpp"
@@ -19,6 +20,8 @@
 #include <caf/stateful_actor.hpp>
 #include <caf/system_messages.hpp>
 
+#include "runtime/metrics/trace_spans.hpp"
+
 namespace dseek::actors {
 namespace {
 
@@ -29,6 +32,8 @@ constexpr auto kQuietJoin = std::chrono::seconds(3);
 // Internal timers; they carry the join attempt generation so stale ones are ignored.
 using retry_atom = caf::atom_constant<caf::atom("clretry")>;
 using beat_atom = caf::atom_constant<caf::atom("clbeat")>;
+// Rounds of the clock measurement after a join (clock_offset.hpp).
+constexpr int kClockRounds = 8;
 
 struct agent_state {
   explicit agent_state(caf::event_based_actor* s) : self(s) {}
@@ -205,6 +210,7 @@ struct agent_state {
                   static_cast<unsigned long long>(ev.epoch), ev.world_size);
               on_epoch(std::move(ev));
               self->send(self, beat_atom::value, generation);
+              if (cfg.measure_clock) measure_clock(gen, 0, clock_offset_measured{});
             },
             [this, gen](caf::error& err) {
               if (gen != generation)
@@ -227,6 +233,33 @@ struct agent_state {
                     render(err).c_str());
               step_failed("join: " + render(err));
             });
+  }
+
+  // Round `round` of the clock measurement: t0 and t3 on this node's trace clock around
+  // a request the coordinator answers with its own; the round with the smallest round
+  // trip is kept (its offset is off by at most half of it).
+  void measure_clock(std::uint64_t gen, int round, clock_offset_measured best) {
+    if (gen != generation || !joined) return;
+    if (round == kClockRounds) {
+      if (best.rounds == 0) return log("no clock offset: no answer to %d rounds", kClockRounds);
+      best.node_id = cfg.node_id;
+      best.coordinator = cfg.coordinator;
+      return emit(std::move(best));
+    }
+    const double t0 = metrics::trace_clock_us();
+    self->request(coord, cfg.settings.heartbeat_timeout, clock_atom::value)
+        .then(
+            [this, gen, round, best, t0](double coordinator_us) mutable {
+              const double t3 = metrics::trace_clock_us();
+              const double rtt = t3 - t0;
+              if (best.rounds == 0 || rtt < best.rtt_us) {
+                best.rtt_us = rtt;
+                best.offset_us = ((coordinator_us - t0) + (coordinator_us - t3)) / 2;
+              }
+              ++best.rounds;
+              measure_clock(gen, round + 1, best);
+            },
+            [this, gen, round, best](caf::error&) { measure_clock(gen, round + 1, best); });
   }
 
   // -- membership ------------------------------------------------------------------

@@ -23,7 +23,9 @@
 // the coordinator dies (down message) or leaves a sent heartbeat unanswered for
 // settings.heartbeat_timeout, the agent sends agent_event{"coordinator_lost"}
 // and exits with cluster_errc::coordinator_lost (a supervisor restarts it and
-// it joins again). If the coordinator answers not_a_member (this node was
+// it joins again). After each join, with measure_clock, it sends the listener
+// clock_offset_measured (the offset of this node's trace clock to the coordinator's).
+// If the coordinator answers not_a_member (this node was
 // declared lost, e.g. after a pause), it sends agent_event{"evicted"} and
 // joins again, in a later epoch.
 //
@@ -68,6 +70,10 @@ struct node_agent_config {
   // the coordinator while it runs; the agent itself counts silence only from the
   // heartbeats it sent, so it does not declare the coordinator lost. Null: none dropped.
   std::shared_ptr<std::atomic<double>> drop_heartbeats;
+  // After every join, measure this node's clock against the coordinator's (a few
+  // clock_atom rounds) and tell the listener clock_offset_measured: the node traces'
+  // offsets (runtime/metrics/node_trace.hpp). dseek-node turns it on.
+  bool measure_clock = false;
 };
 
 // Errors: no_secret; connect_failed for a malformed coordinator address.

@@ -74,6 +74,7 @@ struct driver_state {
   std::map<Key, piece_ptr> dedup_wait, write_wait;                // in-order stages
   Key dedup_next{0, 0}, write_next{0, 0};
   std::array<stage_counts, data::kPrepareStages> counts{};
+  std::array<uint64_t, data::kPrepareStages> peak_waiting{};
   uint64_t restarts = 0, peak_pieces = 0, peak_bytes = 0, largest_piece = 0;
   uint64_t finished_file_bytes = 0, total_file_bytes = 0;
   int drawn_lines = 0;  // of the terminal's progress display
@@ -173,6 +174,15 @@ struct driver_state {
     }
   }
 
+  // Pieces waiting for a worker of `stage` (or for their turn at an in-order stage).
+  uint64_t waiting(PrepareStage stage) const {
+    switch (stage) {
+      case PrepareStage::dedup: return dedup_wait.size();
+      case PrepareStage::write: return write_wait.size();
+      default: return queue[stage_index(stage)].size();
+    }
+  }
+
   void pump() {
     if (finished) return;
     give_in_order(PrepareStage::write, write_wait, write_next);
@@ -182,6 +192,9 @@ struct driver_state {
     if (finished) return;  // a --strict error reached its turn
     give_pool(PrepareStage::clean);
     give_decode();
+    // What is left waiting once every idle worker has been given a piece.
+    for (size_t s = 0; s < data::kPrepareStages; ++s)
+      peak_waiting[s] = std::max(peak_waiting[s], waiting(static_cast<PrepareStage>(s)));
     if (write_next.first >= files.size() ||
         (end_key && write_next > *end_key && in_flight == 0)) {
       finish("");
@@ -349,11 +362,13 @@ struct driver_state {
     drawn_lines = 1;
     for (size_t s = 0; s < data::kPrepareStages; ++s) {
       if (s == stage_index(PrepareStage::augment) && !use_augment) continue;
-      std::snprintf(line, sizeof line, "\x1b[2K  %-9s %10llu documents %8.0f/s %8.1f MB/s\n",
+      std::snprintf(line, sizeof line,
+                    "\x1b[2K  %-9s %10llu documents %8.0f/s %8.1f MB/s %4llu waiting\n",
                     data::prepare_stage_name(static_cast<PrepareStage>(s)),
                     static_cast<unsigned long long>(counts[s].documents),
                     static_cast<double>(counts[s].documents) / seconds,
-                    static_cast<double>(counts[s].bytes) / 1e6 / seconds);
+                    static_cast<double>(counts[s].bytes) / 1e6 / seconds,
+                    static_cast<unsigned long long>(waiting(static_cast<PrepareStage>(s))));
       text += line;
       ++drawn_lines;
     }
@@ -369,10 +384,12 @@ struct driver_state {
                           seconds, static_cast<unsigned>(write_next.first), files.size());
     for (size_t s = 0; s < data::kPrepareStages; ++s) {
       if (s == stage_index(PrepareStage::augment) && !use_augment) continue;
-      n += std::snprintf(line + n, sizeof line - static_cast<size_t>(n), " | %s %llu (%.0f/s)",
+      n += std::snprintf(line + n, sizeof line - static_cast<size_t>(n),
+                         " | %s %llu (%.0f/s, %llu waiting)",
                          data::prepare_stage_name(static_cast<PrepareStage>(s)),
                          static_cast<unsigned long long>(counts[s].documents),
-                         static_cast<double>(counts[s].documents) / seconds);
+                         static_cast<double>(counts[s].documents) / seconds,
+                         static_cast<unsigned long long>(waiting(static_cast<PrepareStage>(s))));
     }
     const double mb_per_s = static_cast<double>(counts[0].bytes) / 1e6 / seconds;
     n += std::snprintf(line + n, sizeof line - static_cast<size_t>(n), " documents; %.1f MB/s",
@@ -394,6 +411,7 @@ struct driver_state {
     for (size_t i = 0; i < data::kPrepareStages; ++i) {
       s.stage_documents[i] = counts[i].documents;
       s.stage_busy_seconds[i] = counts[i].busy_seconds;
+      s.stage_peak_waiting[i] = peak_waiting[i];
     }
     auto reply = [this, error] {
       self->send(reply_to, prep_done_atom::value, error);

@@ -102,6 +102,7 @@ data::PrepareSummary prepare_dataset(const data::PrepareOptions& given, std::ost
     summary.cached_files = cached;
     summary.stage_documents = pipeline.stage_documents;
     summary.stage_busy_seconds = pipeline.stage_busy_seconds;
+    summary.stage_peak_waiting = pipeline.stage_peak_waiting;
     summary.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     data::write_prepare_report(options, summary, log);
     return summary;

@@ -17,6 +17,7 @@
 
 #include "actors/faults/crash_request.hpp"
 #include "actors/node/node_registry.hpp"
+#include "runtime/train/prefetch_queue.hpp"
 
 namespace dseek::actors::detail {
 
@@ -40,6 +41,9 @@ struct batch_request {
 };
 struct batch_reply {
   std::shared_ptr<const prepared_batch> batch;
+  // At a step's first request: the steps with slices ready from it on (the queue depth,
+  // before this one is taken); -1 on the step's later requests.
+  std::int64_t queue_depth = -1;
 };
 
 }  // namespace dseek::actors::detail
@@ -92,6 +96,15 @@ struct prefetcher_state {
     next_to_plan = 0;
   }
 
+  // Distinct steps with a slice ready.
+  std::int64_t steps_ready() const {
+    std::int64_t steps = 0;
+    for (auto it = ready.begin(); it != ready.end();
+         it = ready.lower_bound({it->first.first + 1, batch_slice{}}))
+      ++steps;
+    return steps;
+  }
+
   void enter_step(std::uint64_t step) {
     // The slices of the step before are the pattern to build ahead with; batches of
     // steps gone by are of no use any more.
@@ -120,7 +133,11 @@ caf::behavior data_prefetcher(caf::stateful_actor<prefetcher_state>* self, std::
       [self, schedule_build](batch_request& request) {
         auto& st = self->state;
         if (request.source != st.source) st.start_run(std::move(request.source));
-        if (request.step != st.current_step || st.pattern.empty()) st.enter_step(request.step);
+        std::int64_t queue_depth = -1;
+        if (request.step != st.current_step || st.pattern.empty()) {
+          st.enter_step(request.step);
+          queue_depth = st.steps_ready();
+        }
         st.pattern.push_back(request.slice);
         batch_ptr batch;
         if (auto it = st.ready.find({request.step, request.slice}); it != st.ready.end()) {
@@ -132,7 +149,7 @@ caf::behavior data_prefetcher(caf::stateful_actor<prefetcher_state>* self, std::
           ++st.stats.misses;
         }
         schedule_build();
-        return batch_reply{std::move(batch)};
+        return batch_reply{std::move(batch), queue_depth};
       },
       [self, schedule_build](build_atom) {
         auto& st = self->state;
@@ -169,12 +186,21 @@ class actor_batches final : public train::BatchSource {
             int32_t* inputs, int32_t* targets) override {
     const size_t tokens = static_cast<size_t>(count * context);
     batch_ptr batch;
+    std::int64_t queue_depth = -1;
     if (auto prefetcher = names::lookup(sys_, prefetcher_name_)) {
       self_->request(prefetcher, wait_,
                      batch_request{source_, step, batch_slice{batch_size, first, count, context}})
-          .receive([&](batch_reply& reply) { batch = std::move(reply.batch); },
-                   [](caf::error&) {});
+          .receive(
+              [&](batch_reply& reply) {
+                batch = std::move(reply.batch);
+                queue_depth = reply.queue_depth;
+              },
+              [](caf::error&) {});
     }
+    // The step's queue depth (prefetch_queue.hpp); none ready when the actor did not answer.
+    if (queue_depth >= 0) train::note_prefetch_queue_depth(queue_depth);
+    else if (!batch && step != last_step_) train::note_prefetch_queue_depth(0);
+    last_step_ = step;
     if (batch && batch->inputs.size() == tokens) {
       std::memcpy(inputs, batch->inputs.data(), tokens * sizeof(int32_t));
       std::memcpy(targets, batch->targets.data(), tokens * sizeof(int32_t));
@@ -190,6 +216,7 @@ class actor_batches final : public train::BatchSource {
   std::shared_ptr<train::BatchSource> source_;
   std::chrono::milliseconds wait_;
   caf::atom_value prefetcher_name_;
+  uint64_t last_step_ = ~uint64_t{0};  // the step of the last fill
 };
 
 }  // namespace

@@ -10,7 +10,9 @@
 // the requests, as PrefetchingBatches does: the slices asked for in step s are built for
 // steps s+1 .. s+depth. A slice it has ready is a hit; any other it builds on the spot
 // (a miss). The batch comes back as a pointer to an immutable buffer, which never leaves
-// the process. A batch is a pure function of (step, slice), so results do not change.
+// the process; the answer to a step's first request also says how many steps the actor
+// had slices ready for (the step event's prefetch_queue_depth: prefetch_queue.hpp). A
+// batch is a pure function of (step, slice), so results do not change.
 //
 // When the actor is not there (crashed and being restarted) or does not answer in time,
 // the source fills the slice itself from the data set: never a wrong batch, at worst a

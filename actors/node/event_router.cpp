@@ -7,6 +7,7 @@
 #include <caf/event_based_actor.hpp>
 #include <caf/stateful_actor.hpp>
 
+#include "actors/cluster/clock_offset.hpp"
 #include "actors/cluster/cluster_messages.hpp"
 #include "actors/node/node_messages.hpp"
 #include "actors/node/node_registry.hpp"
@@ -80,6 +81,11 @@ caf::behavior event_router(caf::stateful_actor<router_state>* self, caf::actor n
         log("membership", util::JsonLine().add("kind", e.kind).add("coordinator", e.coordinator)
                               .add("reason", e.reason));
         if (e.kind == "join_failed") caf::anon_send(node_main, e);
+      },
+      [=](const clock_offset_measured& e) {
+        log("clock_offset", util::JsonLine().add("offset_us", e.offset_us).add("rtt_us", e.rtt_us)
+                                .add("rounds", static_cast<int64_t>(e.rounds))
+                                .add("coordinator", e.coordinator));
       },
       [=](const child_restarted& e) {
         log("actor_restarted", util::JsonLine().add("supervisor", e.supervisor)

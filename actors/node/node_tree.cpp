@@ -134,6 +134,7 @@ supervisor_config node_supervisor_config(const node_tree_setup& setup) {
   agent.listener = setup.worker.router;
   agent.drop_heartbeats = setup.worker.fault_actions->drop_heartbeats();
   agent.tls = !config.cluster.tls_ca.empty();
+  agent.measure_clock = true;  // the clock_offset event of the node's trace
   node.children.push_back({"membership",
                            [agent](caf::actor_system& sys) {
                              auto spawned = spawn_node_agent(sys, agent);

@@ -30,6 +30,7 @@
 #include "actors/node/node_messages.hpp"
 #include "actors/node/node_registry.hpp"
 #include "actors/node/node_tree.hpp"
+#include "dist/trace_collectives.hpp"
 #include "runtime/metrics/event_log.hpp"
 #include "runtime/metrics/metrics_endpoint.hpp"
 #include "runtime/metrics/node_trace.hpp"
@@ -200,6 +201,7 @@ int run_node(const config::JobConfig& job_config, const node_options& options) {
   });
   metrics::attach_step_measures(*events, config);  // the "measures" event, then every step's
   metrics::attach_node_trace(*events, options.run_dir, cluster.node_id);
+  dist::trace_collectives();  // every data-plane operation as a span of that trace
   events->emit("node_started", util::JsonLine()
                                    .add("pid", static_cast<int64_t>(::getpid()))
                                    .add("nodes", cluster.nodes)

@@ -1,6 +1,7 @@
 // `dseek trace merge RUN_DIR [--output FILE]`: one Chrome/Perfetto trace of every node of
 // a run (node-*/trace.json, runtime/metrics/node_trace.hpp) and the pipeline's stage trace
-// (RUN_DIR/trace.json, when the job had a pipeline), on one timeline: default
+// (RUN_DIR/trace.json, when the job had a pipeline), on one timeline: each node's spans
+// moved by the clock offset it measured to the coordinator at join; default
 // RUN_DIR/trace-merged.json. Open it in ui.perfetto.dev or chrome://tracing.
 #include <cstdio>
 #include <filesystem>
@@ -17,8 +18,8 @@ namespace {
 const char* const kUsage =
     "usage: dseek trace merge RUN_DIR [--output FILE]\n"
     "  merges the traces of every node of a run (RUN_DIR/node-*/trace.json) and the\n"
-    "  pipeline's stage trace (RUN_DIR/trace.json) into one trace on one timeline (Unix\n"
-    "  time of each host's clock: nodes of one host line up exactly)\n"
+    "  pipeline's stage trace (RUN_DIR/trace.json) into one trace on one timeline: the\n"
+    "  coordinator's clock, each node's spans moved by the clock offset it measured at join\n"
     "  --output FILE  where to write it (default RUN_DIR/trace-merged.json)\n";
 
 int run_trace(const Args& args) {
@@ -38,7 +39,8 @@ int run_trace(const Args& args) {
   const std::filesystem::path file =
       output.empty() ? std::filesystem::path(run_dir) / "trace-merged.json" : std::filesystem::path(output);
   const auto merged = metrics::merge_traces(run_dir, file);
-  std::printf("merged %zu node traces%s, %zu spans: %s\n", merged.nodes,
+  std::printf("merged %zu node traces (%zu moved by their measured clock offset)%s, %zu spans: %s\n",
+              merged.nodes, merged.aligned,
               merged.pipeline ? " and the pipeline's stage trace" : "", merged.spans,
               file.string().c_str());
   return 0;

@@ -107,10 +107,13 @@ void write_prepare_report(const PrepareOptions& options, const PrepareSummary& s
   log << line;
   for (size_t i = 0; i < kPrepareStages; ++i) {
     const double busy = s.stage_busy_seconds[i];
-    std::snprintf(line, sizeof line, "  stage %-20s %12llu documents, busy %.2f s (%.0f documents/s)\n",
+    std::snprintf(line, sizeof line,
+                  "  stage %-20s %12llu documents, busy %.2f s (%.0f documents/s), at most %llu "
+                  "pieces waiting\n",
                   prepare_stage_name(static_cast<PrepareStage>(i)),
                   static_cast<unsigned long long>(s.stage_documents[i]), busy,
-                  busy > 0 ? static_cast<double>(s.stage_documents[i]) / busy : 0.0);
+                  busy > 0 ? static_cast<double>(s.stage_documents[i]) / busy : 0.0,
+                  static_cast<unsigned long long>(s.stage_peak_waiting[i]));
     log << line;
   }
   log << "data prepare: " << s.content_tokens << " tokens of " << s.tokenizer << " (vocabulary "
@@ -152,7 +155,8 @@ void write_prepare_report(const PrepareOptions& options, const PrepareSummary& s
   for (size_t i = 0; i < kPrepareStages; ++i) {
     json << (i > 0 ? "," : "") << '"' << prepare_stage_name(static_cast<PrepareStage>(i))
          << "\":{\"documents\":" << s.stage_documents[i]
-         << ",\"busy_seconds\":" << s.stage_busy_seconds[i] << "}";
+         << ",\"busy_seconds\":" << s.stage_busy_seconds[i]
+         << ",\"peak_waiting\":" << s.stage_peak_waiting[i] << "}";
   }
   json << "}}\n";
   std::ofstream out(options.output / "report.json", std::ios::binary | std::ios::trunc);

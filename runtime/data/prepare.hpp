@@ -101,6 +101,11 @@ struct PrepareSummary {
   // them (the sum over its workers, so up to workers x the run's time for a pool).
   std::array<uint64_t, kPrepareStages> stage_documents{};
   std::array<double, kPrepareStages> stage_busy_seconds{};
+  // The stage queues: the most pieces that waited at once for a worker of the stage (for
+  // its turn, at the in-order stages dedup and write); 0 for decode, which pieces do
+  // not wait for (it reads when a credit is free). A slow stage shows as a full queue
+  // before it; the sum over the stages stays within the window.
+  std::array<uint64_t, kPrepareStages> stage_peak_waiting{};
   double seconds = 0;
   uint32_t vocab_size = 0;        // the data set's (the tokenizer's, + FIM sentinels)
   std::string tokenizer;          // its canonical name

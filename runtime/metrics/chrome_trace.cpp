@@ -18,7 +18,8 @@ std::string number(double value) {
 }  // namespace
 
 void write_chrome_trace(const std::filesystem::path& path, const std::vector<TraceSpan>& spans,
-                        const std::vector<std::string>& process_names) {
+                        const std::vector<std::string>& process_names,
+                        const std::vector<std::string>& metadata) {
   std::string out = "{\"displayTimeUnit\": \"ms\", \"traceEvents\": [\n";
   bool first = true;
   auto separate = [&] {
@@ -31,12 +32,18 @@ void write_chrome_trace(const std::filesystem::path& path, const std::vector<Tra
     out += "{\"ph\": \"M\", \"name\": \"process_name\", \"pid\": " + std::to_string(pid) +
            ", \"tid\": 0, \"args\": {\"name\": " + util::json_quote(process_names[pid]) + "}}";
   }
+  for (const std::string& line : metadata) {
+    separate();
+    out += line;
+  }
   for (const TraceSpan& span : spans) {
     separate();
     out += "{\"ph\": \"X\", \"name\": " + util::json_quote(span.name) +
            ", \"cat\": " + util::json_quote(span.category) + ", \"pid\": " +
            std::to_string(span.process) + ", \"tid\": " + std::to_string(span.thread) +
-           ", \"ts\": " + number(span.start_us) + ", \"dur\": " + number(span.duration_us) + "}";
+           ", \"ts\": " + number(span.start_us) + ", \"dur\": " + number(span.duration_us);
+    if (!span.args.empty()) out += ", \"args\": {" + span.args + "}";
+    out += "}";
   }
   out += "\n]}\n";
   // Whole to a temporary name, then renamed: a reader (or a crash) never sees half a file.

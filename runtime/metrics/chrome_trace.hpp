@@ -18,13 +18,16 @@ struct TraceSpan {
   std::string category; // forward, backward, send, recv, idle
   double start_us = 0;  // since the Unix epoch (comparable across processes on a host)
   double duration_us = 0;
+  std::string args;     // members of the event's "args" object ("\"bytes\": 12"), or ""
 };
 
 // Writes {"traceEvents": [...], "displayTimeUnit": "ms"} with a process_name metadata
-// event per non-empty entry of `process_names` (index = pid), one event a line, whole to a
+// event per non-empty entry of `process_names` (index = pid), then the `metadata` lines
+// (whole "ph": "M" events), one event a line, whole to a
 // temporary file renamed into place. Throws std::runtime_error when the
 // file cannot be written.
 void write_chrome_trace(const std::filesystem::path& path, const std::vector<TraceSpan>& spans,
-                        const std::vector<std::string>& process_names);
+                        const std::vector<std::string>& process_names,
+                        const std::vector<std::string>& metadata = {});
 
 }  // namespace dseek::metrics

@@ -76,6 +76,7 @@ void TrainingMetrics::observe_step(std::string_view fields) {
   take(gauges_.compute_seconds, fields, "compute_ms", 1000.0);
   take(gauges_.exposed_comm_seconds, fields, "comm_ms", 1000.0);
   take(gauges_.data_wait_seconds, fields, "data_wait_ms", 1000.0);
+  take(gauges_.prefetch_queue_depth, fields, "prefetch_queue_depth");
   take(gauges_.peak_memory_bytes, fields, "peak_memory_bytes");
   take(gauges_.offload_wait_seconds, fields, "offload_wait_ms", 1000.0);
   take(gauges_.loss_scale, fields, "loss_scale");
@@ -142,6 +143,10 @@ std::vector<MetricSample> TrainingMetrics::snapshot() const {
         g.exposed_comm_seconds);
   gauge("dseek_data_wait_seconds", "Time the newest step waited for its batch.",
         g.data_wait_seconds);
+  gauge("dseek_data_prefetch_queue_depth",
+        "Steps of batches the data prefetcher had ready when the newest step asked for its "
+        "first (0: the step waited for its batch).",
+        g.prefetch_queue_depth);
   gauge("dseek_peak_memory_bytes", "Most memory of the compute backend held at once so far.",
         g.peak_memory_bytes);
   gauge("dseek_validation_loss", "Validation loss of the newest evaluation.", g.val_loss);

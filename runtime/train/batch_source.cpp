@@ -4,8 +4,16 @@
 #include <string>
 
 #include "runtime/model/init_rng.hpp"
+#include "runtime/train/prefetch_queue.hpp"
 
 namespace dseek::train {
+
+namespace {
+thread_local int64_t queue_depth_seen = -1;  // prefetch_queue.hpp
+}  // namespace
+
+void note_prefetch_queue_depth(int64_t steps_ready) { queue_depth_seen = steps_ready; }
+int64_t prefetch_queue_depth() { return queue_depth_seen; }
 
 namespace {
 uint64_t samples_or_throw(const data::TokenDataset& dataset, const std::filesystem::path& dir,

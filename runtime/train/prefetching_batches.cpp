@@ -1,6 +1,8 @@
 // Implementation of prefetching_batches.hpp.
 #include "runtime/train/prefetching_batches.hpp"
 
+#include "runtime/train/prefetch_queue.hpp"
+
 #include <algorithm>
 #include <cstring>
 
@@ -34,6 +36,7 @@ void PrefetchingBatches::fill(uint64_t step, int64_t batch_size, int64_t first, 
       if (next_to_prefetch_ <= step) next_to_prefetch_ = step + 1;
       wake_.notify_all();
     }
+    if (pattern_.empty()) note_prefetch_queue_depth(steps_ready());  // the step's first call
     pattern_.push_back(call);
     if (auto it = ready_.find({step, call}); it != ready_.end()) {
       std::memcpy(inputs, it->second.inputs.data(), tokens * sizeof(int32_t));
@@ -45,6 +48,13 @@ void PrefetchingBatches::fill(uint64_t step, int64_t batch_size, int64_t first, 
     ++stats_.misses;
   }
   source_.fill(step, batch_size, first, count, context, inputs, targets);
+}
+
+int64_t PrefetchingBatches::steps_ready() const {
+  int64_t steps = 0;
+  for (auto it = ready_.begin(); it != ready_.end(); it = ready_.lower_bound({it->first.first + 1, Call{}}))
+    ++steps;
+  return steps;
 }
 
 PrefetchingBatches::Stats PrefetchingBatches::stats() const {

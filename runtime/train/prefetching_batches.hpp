@@ -8,7 +8,8 @@
 // s+2, ... with the same shape. A call it did not foresee (the first step, a world that
 // changed size after a node loss) is filled directly: never a wrong batch, at worst a
 // slower one. A batch is a pure function of the step, so prefetching changes nothing in
-// the results.
+// the results. At each step's first batch it notes its queue depth (the steps it has
+// batches ready for: note_prefetch_queue_depth, prefetch_queue.hpp).
 //
 // This is the runtime-only prefetcher (a thread of the run's own); dseek-node uses its
 // node's data_prefetcher actor instead (actors/node/data_prefetcher.hpp, through
@@ -56,6 +57,7 @@ class PrefetchingBatches final : public BatchSource {
     std::vector<int32_t> inputs, targets;
   };
   void run();
+  int64_t steps_ready() const;  // distinct steps in ready_ (under mutex_)
 
   BatchSource& source_;
   const int64_t depth_;

@@ -1,6 +1,8 @@
 // Implementation of run_events.hpp.
 #include "runtime/train/run_events.hpp"
 
+#include "runtime/train/prefetch_queue.hpp"
+
 #include <algorithm>
 #include <cstdio>
 
@@ -55,6 +57,9 @@ util::JsonLine step_event_fields(int64_t step_number, const StepReport& r) {
       .add("step_ms", r.step_ms).add("compute_ms", r.compute_ms)
       .add("comm_ms", r.comm_ms).add("data_wait_ms", r.data_wait_ms)
       .add("peak_memory_bytes", r.peak_memory_bytes);
+  // The data prefetcher's queue when this thread's trainer asked for the step's batch.
+  if (const int64_t depth = prefetch_queue_depth(); depth >= 0)
+    fields.add("prefetch_queue_depth", depth);
   if (r.offload_overlap) fields.add("offload_wait_ms", r.offload_wait_ms);
   if (!r.precision.empty()) fields.add("precision", r.precision);
   if (r.loss_scale > 0) fields.add("loss_scale", r.loss_scale).add("skipped", r.skipped);

@@ -13,6 +13,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include "runtime/metrics/trace_spans.hpp"
 #include "runtime/util/sha256.hpp"
 
 namespace dseek::train {
@@ -140,8 +141,11 @@ double Trainer::accumulate(int64_t step, int64_t first, int64_t count, int64_t m
     batches_.fill(static_cast<uint64_t>(step), batch, start, micro_batch_, T, inputs_.data(),
                   targets_.data());
     report.data_wait_ms += ms_since(data_start);
-    loss += model_->forward(inputs_.data(), targets_.data(), micro_batch_, T) /
-            static_cast<double>(micro_steps);
+    {
+      const metrics::ScopedSpan span("forward", "forward");
+      loss += model_->forward(inputs_.data(), targets_.data(), micro_batch_, T) /
+              static_cast<double>(micro_steps);
+    }
     if (start == first) {
       // The forward has read every chunk: an overlapped update of the last step is done
       // but for its answers. The gradients it read are zeroed only now.
@@ -149,6 +153,7 @@ double Trainer::accumulate(int64_t step, int64_t first, int64_t count, int64_t m
       model_->zero_grads();
     }
     const bool last = start + micro_batch_ >= first + count;
+    const metrics::ScopedSpan span("backward", "backward");
     model_->backward(dloss, last ? on_ready : nullptr);
   }
   return loss;

@@ -1,7 +1,8 @@
 // The data_prefetcher and gradient_shard actors in one actor system, through the
 // runtime interfaces the training thread uses (BatchSource, OptimizerShards): the
 // prefetcher returns exactly its source's batches, has the next steps ready ahead after
-// one step (hits), and is replaced by filling directly while it is gone; the
+// one step (hits), says its queue depth at each step's first batch, and is replaced by
+// filling directly while it is gone; the
 // gradient_shards give the same bits as one local AdamW over the same ranges (the whole
 // buffer and a ZeRO shard), also when they serve several clients at once (a pipeline
 // stage's chunks, a tensor-parallel shard's decay ranges), and a request to a crashed
@@ -24,6 +25,7 @@
 #include "actors/node/node_registry.hpp"
 #include "runtime/model/init_rng.hpp"
 #include "runtime/train/batch_source.hpp"
+#include "runtime/train/prefetch_queue.hpp"
 
 using namespace dseek;
 using namespace std::chrono_literals;
@@ -83,15 +85,19 @@ TEST_CASE("the data_prefetcher serves its source's batches, built ahead after on
   // Step 0: nothing is known yet, every slice is built on request (misses).
   for (int64_t first : {4, 6}) CHECK(take(*batches, 0, first, 2) == take(reference, 0, first, 2));
   CHECK(stats_of(sys).misses == 2);
+  CHECK(train::prefetch_queue_depth() == 0);  // the queue depth at step 0: nothing ready
   // Step 1's first request shows step 0's slices as the pattern: steps 2..4 get built.
   CHECK(take(*batches, 1, 4, 2) == take(reference, 1, 4, 2));
   CHECK(take(*batches, 1, 6, 2) == take(reference, 1, 6, 2));
   REQUIRE(ready_through(sys, 4));
   const auto before = stats_of(sys);
   CHECK(before.built_ahead >= 6);  // 3 steps x 2 slices
-  for (uint64_t step = 2; step <= 4; ++step)
+  for (uint64_t step = 2; step <= 4; ++step) {
     for (int64_t first : {4, 6})
       CHECK(take(*batches, step, first, 2) == take(reference, step, first, 2));
+    // Step 2 found steps 2, 3 and 4 ready: data.prefetch steps.
+    if (step == 2) CHECK(train::prefetch_queue_depth() == 3);
+  }
   const auto after = stats_of(sys);
   CHECK(after.hits - before.hits == 6);
   CHECK(after.misses == before.misses);
@@ -102,6 +108,7 @@ TEST_CASE("the data_prefetcher serves its source's batches, built ahead after on
   self->monitor(prefetcher);
   self->receive([](caf::down_msg&) {}, caf::after(5s) >> [] { FAIL("the prefetcher did not crash"); });
   CHECK(take(*batches, 5, 4, 2) == take(reference, 5, 4, 2));
+  CHECK(train::prefetch_queue_depth() == 0);  // no answer: nothing was ready for the step
   // A new instance takes over: it learns again, and serves the same batches.
   actors::spawn_data_prefetcher(sys, 3);
   for (uint64_t step = 6; step <= 9; ++step)

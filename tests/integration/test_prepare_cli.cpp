@@ -240,10 +240,16 @@ TEST_CASE("dseek data prepare prints a progress line with each stage's rate, MB/
   INFO(run.output);
   REQUIRE(run.exit_code == 0);
   const std::regex line(
-      R"(data prepare: \d+ s, \d+/40 files \| decode \d+ \(\d+/s\) \| clean \d+ \(\d+/s\) \| )"
-      R"(dedup \d+ \(\d+/s\) \| tokenize \d+ \(\d+/s\) \| write \d+ \(\d+/s\) documents; )"
+      R"(data prepare: \d+ s, \d+/40 files \| decode \d+ \(\d+/s, 0 waiting\) \| )"
+      R"(clean \d+ \(\d+/s, \d+ waiting\) \| dedup \d+ \(\d+/s, \d+ waiting\) \| )"
+      R"(tokenize \d+ \(\d+/s, \d+ waiting\) \| write \d+ \(\d+/s, \d+ waiting\) documents; )"
       R"([0-9.]+ MB/s, ETA \d+ s)");
   CHECK(std::regex_search(run.output, line));
+  // The stage queues: the pieces wait before the slow writer, on the progress lines and
+  // at most the window (8 with 2 workers) less the one being written in the summary.
+  CHECK(std::regex_search(run.output, std::regex(R"(\| write \d+ \(\d+/s, [1-9]\d* waiting\))")));
+  CHECK(std::regex_search(run.output,
+                          std::regex(R"(stage write .* at most [1-7] pieces waiting)")));
   // Without a terminal the lines are plain: no carriage return, no escape sequence.
   CHECK(run.output.find('\r') == std::string::npos);
   CHECK(run.output.find('\x1b') == std::string::npos);

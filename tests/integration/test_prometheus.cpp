@@ -128,6 +128,7 @@ TEST_CASE("dseek-node serves /metrics that agree with its events.jsonl",
   CHECK(sample(text, "dseek_step_compute_seconds") == number_field(last, "compute_ms") / 1000);
   CHECK(sample(text, "dseek_step_exposed_comm_seconds") == number_field(last, "comm_ms") / 1000);
   CHECK(sample(text, "dseek_data_wait_seconds") == number_field(last, "data_wait_ms") / 1000);
+  CHECK(sample(text, "dseek_data_prefetch_queue_depth") == number_field(last, "prefetch_queue_depth"));
   CHECK(sample(text, "dseek_peak_memory_bytes") == number_field(last, "peak_memory_bytes"));
   CHECK(sample(text, "dseek_validation_loss") ==
         number_field(events_named(lines, "eval").back(), "val_loss"));

@@ -1,14 +1,19 @@
 // Every node's trace from its events (runtime/metrics/node_trace.hpp): a step's span and
 // its measured parts laid end to end from its start, checkpoints and recoveries before
 // the event that reports them, the file rewritten every N steps and at the end; and the
-// merge of several nodes' traces with the pipeline's (its pids moved past the nodes').
+// merge of several nodes' traces with the pipeline's (its pids moved past the nodes'); the
+// spans measured inside a step (trace_spans.hpp), and the clock offset the merge adds.
 #include <catch2/catch.hpp>
 
+#include <cstdlib>
 #include <fstream>
+#include <memory>
 #include <string>
+#include <vector>
 
 #include "runtime/metrics/chrome_trace.hpp"
 #include "runtime/metrics/node_trace.hpp"
+#include "runtime/metrics/trace_spans.hpp"
 #include "support/test_paths.hpp"
 
 using namespace dseek;
@@ -88,4 +93,65 @@ TEST_CASE("node trace: merge puts every node and the pipeline on one timeline",
   std::ofstream(dir / "node-1" / "trace.json") << "garbage\n";
   CHECK_THROWS_WITH(metrics::merge_traces(dir.path(), dir / "m.json"),
                     Contains("node-1/trace.json:1: not a trace"));
+}
+
+TEST_CASE("node trace: the spans measured inside a step, and the clock offset the merge adds",
+          "[metrics][trace]") {
+  testing::ScratchDir dir("trace-offset");
+  // A scope's span goes to the process's listener, on the compute lane, on the trace clock.
+  std::vector<metrics::TraceSpan> seen;
+  metrics::set_span_listener(std::make_shared<const metrics::SpanListener>(
+      [&seen](metrics::TraceSpan span) { seen.push_back(std::move(span)); }));
+  const double before = metrics::trace_clock_us();
+  { const metrics::ScopedSpan span("forward", "forward"); }
+  metrics::record_span("all_reduce", "comm", metrics::TraceLane::comm, before, 7, "\"bytes_sent\": 64");
+  metrics::set_span_listener(nullptr);
+  { const metrics::ScopedSpan span("backward", "backward"); }  // nobody listens: not recorded
+  REQUIRE(seen.size() == 2);
+  CHECK(seen[0].name == "forward");
+  CHECK(seen[0].thread == static_cast<int64_t>(metrics::TraceLane::compute));
+  CHECK(seen[0].start_us >= before);
+  CHECK(seen[0].start_us + seen[0].duration_us <= metrics::trace_clock_us());
+  CHECK(seen[1].thread == static_cast<int64_t>(metrics::TraceLane::comm));
+
+  // Node 1 measured its clock 5 s ahead of the coordinator's: the merge moves its spans
+  // (and only its) by the offset, exactly.
+  for (int node = 0; node < 2; ++node) {
+    std::filesystem::create_directories(dir / ("node-" + std::to_string(node)));
+    metrics::NodeTrace trace(dir / ("node-" + std::to_string(node)) / "trace.json", node);
+    if (node == 1)
+      trace.observe("clock_offset", R"({"offset_us":-5000000,"rtt_us":80,"rounds":8})", 1e9);
+    trace.add_span(seen[1]);
+    trace.observe("step", R"({"step":1,"step_ms":5,"compute_ms":5})", 2e9 + 5e6 * node);
+  }
+  const std::string node1 = slurp(dir / "node-1" / "trace.json");
+  CHECK_THAT(node1, Contains("\"name\": \"clock_offset\", \"pid\": 1, \"tid\": 0, \"args\": "
+                             "{\"offset_us\": -5000000.000000, \"rtt_us\": 80.000000}"));
+  CHECK_THAT(node1, Contains("\"args\": {\"bytes_sent\": 64}"));
+  const auto merged = metrics::merge_traces(dir.path(), dir / "m.json");
+  CHECK(merged.nodes == 2);
+  CHECK(merged.aligned == 1);
+  const std::string text = slurp(dir / "m.json");
+  // Both steps end at 2e9 us on the coordinator's clock.
+  CHECK_THAT(text, Contains("\"name\": \"step 1\", \"cat\": \"step\", \"pid\": 0, \"tid\": 0, "
+                            "\"ts\": 1999995000.000"));
+  CHECK_THAT(text, Contains("\"name\": \"step 1\", \"cat\": \"step\", \"pid\": 1, \"tid\": 0, "
+                            "\"ts\": 1999995000.000"));
+}
+
+TEST_CASE("node trace: DSEEK_TEST_TRACE_CLOCK_SHIFT moves the named node's clock only",
+          "[metrics][trace]") {
+  ::setenv("DSEEK_TEST_TRACE_CLOCK_SHIFT", "3:2000000", 1);
+  metrics::set_trace_clock_node(2);  // another node: no shift
+  const double unshifted = metrics::trace_clock_us();
+  metrics::set_trace_clock_node(3);
+  const double shifted = metrics::trace_clock_us();
+  CHECK(shifted - unshifted >= 2e6);
+  CHECK(shifted - unshifted < 2e6 + 1e6);  // the two reads are well within a second
+  ::setenv("DSEEK_TEST_TRACE_CLOCK_SHIFT", "3:0", 1);
+  metrics::set_trace_clock_node(3);
+  ::setenv("DSEEK_TEST_TRACE_CLOCK_SHIFT", "three", 1);
+  CHECK_THROWS_WITH(metrics::set_trace_clock_node(3),
+                    Contains("DSEEK_TEST_TRACE_CLOCK_SHIFT=three: not NODE:MICROSECONDS"));
+  ::unsetenv("DSEEK_TEST_TRACE_CLOCK_SHIFT");
 }

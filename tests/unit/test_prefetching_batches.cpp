@@ -1,6 +1,7 @@
 // PrefetchingBatches (data.prefetch): it returns exactly the batches its source would,
 // serves them from batches filled ahead once it has seen a step's calls, copes with a
-// change of shape (a world that changed size), and hides a slow source behind compute.
+// change of shape (a world that changed size), hides a slow source behind compute, and
+// notes its queue depth at each step's first batch (prefetch_queue.hpp).
 #include <catch2/catch.hpp>
 
 #include <chrono>
@@ -8,6 +9,7 @@
 #include <vector>
 
 #include "runtime/train/batch_source.hpp"
+#include "runtime/train/prefetch_queue.hpp"
 #include "runtime/train/prefetching_batches.hpp"
 
 using dseek::train::BatchSource;
@@ -96,4 +98,26 @@ TEST_CASE("prefetching hides a slow source behind compute", "[data][prefetch]") 
   }
   // Steps 3..7 each found their batch ready (a fill takes 20 ms; allow scheduling noise).
   CHECK(waited_late_ms < 5 * 10.0);
+}
+
+TEST_CASE("the queue depth a step's first batch sees: data.prefetch steps once the source "
+          "keeps up, none before the prefetcher learned the step's calls",
+          "[data][prefetch]") {
+  int64_t unseen = 0;
+  std::thread([&unseen] { unseen = dseek::train::prefetch_queue_depth(); }).join();
+  CHECK(unseen == -1);  // no prefetcher filled a batch on that thread
+  RandomBatches source(7, 256);
+  PrefetchingBatches prefetched(source, 3);
+  std::vector<int64_t> depths;
+  for (uint64_t step = 0; step < 6; ++step) {
+    take(prefetched, step, 0, 4);
+    depths.push_back(dseek::train::prefetch_queue_depth());
+    take(prefetched, step, 4, 4);  // a later batch of the step: the depth stays the step's
+    CHECK(dseek::train::prefetch_queue_depth() == depths.back());
+    std::this_thread::sleep_for(30ms);  // "compute": time for the thread to fill ahead
+  }
+  INFO("depths " << depths[0] << " " << depths[1] << " " << depths[2] << " " << depths[5]);
+  CHECK(depths[0] == 0);  // nothing is known before the first step
+  CHECK(depths[1] == 0);  // the calls of step 0 are the pattern from step 1 on
+  for (size_t step = 2; step < depths.size(); ++step) CHECK(depths[step] == 3);
 }

@@ -9,6 +9,7 @@
 #include <stdexcept>
 #include <utility>
 
+#include "runtime/metrics/trace_spans.hpp"
 #include "runtime/train/pipeline/chunk.hpp"
 
 namespace dseek::train {
@@ -26,9 +27,13 @@ class ModelChunk : public PipelineChunk {
   model::ActivationMemory activation_memory() const override { return model_.activation_memory(); }
   void select_activation_slot(int64_t slot) override { model_.select_activation_slot(slot); }
   double forward(const int32_t* tokens, const int32_t* targets, int64_t B, int64_t T) override {
+    const metrics::ScopedSpan span("forward", "forward");
     return model_.forward(tokens, targets, B, T);
   }
-  void backward(float dloss) override { model_.backward(dloss); }
+  void backward(float dloss) override {
+    const metrics::ScopedSpan span("backward", "backward");
+    model_.backward(dloss);
+  }
   void end_precision_step() override { model_.precision().end_step(); }
   numerics::DelayedScalingState fp8_state() override { return model_.precision().fp8_state(); }
   void restore_fp8_state(const numerics::DelayedScalingState& state) override {
