@@ -177,8 +177,11 @@ caf::behavior worker(caf::stateful_actor<worker_state>* self, worker_setup setup
           self->state.training->board.member_finished(lost.lost_node);
           return;
         }
+        // lost_node < 0: this node lost its coordinator (event_router.cpp).
         self->state.training->board.abort_before(
-            lost.epoch, "node " + std::to_string(lost.lost_node) + " lost (" + lost.reason + ")");
+            lost.epoch, lost.lost_node < 0 ? lost.reason
+                                           : "node " + std::to_string(lost.lost_node) + " lost (" +
+                                                 lost.reason + ")");
       },
       [self](const node_joined& joined) {
         // A node that (re)joins while the world trains: take it in at the next step.

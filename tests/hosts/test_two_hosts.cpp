@@ -20,6 +20,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <functional>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -63,6 +64,7 @@ class TestBed {
   TestBed(const TestBed&) = delete;
   TestBed& operator=(const TestBed&) = delete;
 
+  const std::string& id() const { return id_; }
   const std::string& address(int host) const { return addresses_.at(static_cast<size_t>(host)); }
   // `argv` run as host `host`.
   std::vector<std::string> as_host(int host, const std::vector<std::string>& argv) const {
@@ -94,10 +96,12 @@ std::vector<double> losses_of(const fs::path& run, int node) {
   return losses;
 }
 
-// The tiny job with `job` settings, one node per host of `bed` (node 0 coordinates),
-// TLS between them with certificates of one CA; REQUIREs that every node exits 0.
+// The tiny job of `steps` steps with `job` settings, one node per host of `bed` (node 0
+// coordinates), TLS between them with certificates of one CA; `during` runs while the
+// nodes train. REQUIREs that every node exits 0.
 void run_on_hosts(const TestBed& bed, int hosts, const fs::path& run, const fs::path& keys,
-                  const std::vector<std::string>& job) {
+                  const std::vector<std::string>& job, int steps = kSteps,
+                  const std::function<void()>& during = {}) {
   TestPki pki(keys);
   pki.make_ca("cluster-ca");
   for (int node = 0; node < hosts; ++node) pki.make_node("cluster-ca", "node" + std::to_string(node), 10 + node);
@@ -106,7 +110,7 @@ void run_on_hosts(const TestBed& bed, int hosts, const fs::path& run, const fs::
   std::vector<std::thread> nodes;
   for (int node = 0; node < hosts; ++node) {
     const auto argv = bed.as_host(
-        node, tiny_job(run, kSteps,
+        node, tiny_job(run, steps,
                        job + std::vector<std::string>{
                                  "--node-id", std::to_string(node), "--coordinator", coordinator,
                                  "--set", "cluster.nodes=" + std::to_string(hosts),
@@ -117,6 +121,7 @@ void run_on_hosts(const TestBed& bed, int hosts, const fs::path& run, const fs::
           run_process(argv, 300s, {"DSEEK_CLUSTER_SECRET=hosts-test-secret"});
     });
   }
+  if (during) during();
   for (auto& thread : nodes) thread.join();
   for (int node = 0; node < hosts; ++node) {
     INFO("node " << node << ":\n" << results[static_cast<size_t>(node)].output);
@@ -191,4 +196,44 @@ TEST_CASE("hosts: a pipeline with one stage per host has the bits of the same pi
     INFO("host " << host << " sent " << bed.bytes_sent(host) << " bytes");
     CHECK(bed.bytes_sent(host) >= uint64_t{3 * 64 * 64} * sizeof(float) * 4 * kSteps);
   }
+}
+
+// A link cut: host 2 of 3 loses its link for 6 s (more than the heartbeat timeout, less
+// than elastic.rejoin_seconds). The side with the coordinator and a majority declares it
+// lost; the cut-off node hears no coordinator, leaves its epoch's collectives at once
+// (not at the data plane's timeout, comm.timeout_ms = 30 s) and rejoins when the link is
+// back; the three finish together from the survivors' memory, with one model.
+TEST_CASE("hosts: a node whose link is cut is declared lost, leaves its collectives at once "
+          "and rejoins when the link is back", "[hosts][faults]") {
+  const int steps = 200;
+  ScratchDir run("hosts-cut"), keys("hosts-cut-keys");
+  TestBed bed(3);
+  run_on_hosts(bed, 3, run.path(), keys.path(), {"--set", "train.threads=1", "--set",
+                                                 "train.eval_every=0"},
+               steps, [&] {
+                 const auto step = wait_for_event(run.path(), 0, "step", 120s, [](const std::string& line) {
+                   return number_field(line, "step") >= 20;
+                 });
+                 REQUIRE_FALSE(step.empty());
+                 REQUIRE(run_process({testbed(), "cut", bed.id(), "2"}, 30s).exit_code == 0);
+                 std::this_thread::sleep_for(6s);
+                 REQUIRE(run_process({testbed(), "heal", bed.id(), "2"}, 30s).exit_code == 0);
+               });
+  const auto lost = node_events(run.path(), 0, "node_lost");
+  REQUIRE_FALSE(lost.empty());
+  CHECK(number_field(lost.front(), "lost_node") == 2);
+  CHECK(string_field(lost.front(), "reason").find("heartbeat timeout") != std::string::npos);
+  // The cut-off node: it lost its coordinator, its training was interrupted before it
+  // rejoined (with the old behaviour only its collective's timeout, 30 s later, ended it).
+  const auto membership = node_events(run.path(), 2, "membership");
+  REQUIRE_FALSE(membership.empty());
+  CHECK(string_field(membership.front(), "kind") == "coordinator_lost");
+  const auto interrupted = node_events(run.path(), 2, "training_interrupted");
+  const auto rejoined = node_events(run.path(), 2, "node_joined");
+  REQUIRE_FALSE(interrupted.empty());
+  REQUIRE(rejoined.size() >= 2);  // its first join, and the one after the cut
+  CHECK(number_field(interrupted.front(), "ts") < number_field(rejoined.back(), "ts"));
+  CHECK_FALSE(node_events(run.path(), 2, "recovered").empty());
+  const std::string model = final_params_sha256(run.path(), 0, steps);
+  for (int node = 1; node < 3; ++node) CHECK(final_params_sha256(run.path(), node, steps) == model);
 }
