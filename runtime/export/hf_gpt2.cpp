@@ -145,6 +145,11 @@ void export_hf_gpt2(const model::GptShape& shape, std::span<const float> params,
     const std::string text = config_json(shape, info);
     config.write(text.data(), text.size());
     config.sync_and_close();
+    for (const FolderFile& file : info.files) {
+      checkpoint::io::OutputFile out(temp / file.name);
+      out.write(file.contents.data(), file.contents.size());
+      out.sync_and_close();
+    }
     checkpoint::io::sync_directory(temp);
     checkpoint::io::rename_path(temp, dir);
     checkpoint::io::sync_directory(dir.has_parent_path() ? dir.parent_path() : fs::path("."));
