@@ -65,12 +65,6 @@ std::vector<float> transposed(const float* in, int64_t rows, int64_t cols) {
   return out;
 }
 
-std::string shape_text(const std::vector<int64_t>& shape) {
-  std::string s = "[";
-  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
-  return s + "]";
-}
-
 std::string config_json(const model::GptShape& s, const HfExportInfo& info) {
   const std::string eot = info.end_of_text >= 0 ? std::to_string(info.end_of_text) : "null";
   return "{\n"
@@ -186,6 +180,21 @@ void require(simdjson::dom::object& config, const std::string& where, const char
                           " (dseek's GPT-2 architecture)");
 }
 
+// GPT-2's parameter count for `s` (V*C + T*C + L*(12*C*C + 13*C) + 2*C), UINT64_MAX
+// when it does not fit 64 bits.
+uint64_t parameter_count_bound(const model::GptShape& s) {
+  const auto c = static_cast<uint64_t>(s.dim), l = static_cast<uint64_t>(s.layers);
+  uint64_t cc = 0, block = 0, blocks = 0, embed = 0, total = 0;
+  if (__builtin_mul_overflow(c, c, &cc) || __builtin_mul_overflow(cc, 12u, &block) ||
+      __builtin_add_overflow(block, 13 * c, &block) || __builtin_mul_overflow(block, l, &blocks) ||
+      __builtin_mul_overflow(static_cast<uint64_t>(s.vocab) + static_cast<uint64_t>(s.context), c,
+                             &embed) ||
+      __builtin_add_overflow(blocks, embed, &total) ||
+      __builtin_add_overflow(total, 2 * c, &total))
+    return UINT64_MAX;
+  return total;
+}
+
 }  // namespace
 
 HfGpt2 import_hf_gpt2(const fs::path& dir) {
@@ -242,6 +251,23 @@ HfGpt2 import_hf_gpt2(const fs::path& dir) {
     throw CheckpointError(where + ": n_embd " + std::to_string(model.shape.dim) +
                           " is not divisible by n_head " + std::to_string(model.shape.heads));
 
+  const fs::path model_path = dir / kModelFile;
+  // Sizes no file can back are refused before anything is allocated for them (n_embd
+  // 2^40 would overflow the layout's sizes, n_layer 10^12 ask for 10^13 tensor entries).
+  const uint64_t needed = parameter_count_bound(model.shape);
+  std::error_code size_error;
+  const uint64_t file_bytes = fs::file_size(model_path, size_error);
+  if (size_error)
+    throw CheckpointError("cannot read " + model_path.string() + ": " + size_error.message());
+  if (needed > file_bytes / 2)
+    throw CheckpointError(where + ": n_embd " + std::to_string(model.shape.dim) + ", n_layer " +
+                          std::to_string(model.shape.layers) + ", vocab_size " +
+                          std::to_string(model.shape.vocab) + ", n_positions " +
+                          std::to_string(model.shape.context) + " make " +
+                          (needed == UINT64_MAX ? std::string("more than 2^64")
+                                                : std::to_string(needed)) +
+                          " parameters, more than " + model_path.string() + " (" +
+                          std::to_string(file_bytes) + " bytes) holds even in bf16");
   const model::ParamLayout layout(model.shape);
   std::map<std::string, const model::ParamTensor*> by_hf_name;
   std::map<std::string, bool> conv1d;
@@ -250,7 +276,6 @@ HfGpt2 import_hf_gpt2(const fs::path& dir) {
     by_hf_name[hf.name] = &t;
     conv1d[hf.name] = hf.conv1d;
   }
-  const fs::path model_path = dir / kModelFile;
   const std::vector<StoredTensor> stored = read_safetensors(model_path);
   model.params.assign(layout.total(), 0.0f);
   std::map<std::string, bool> seen;
