@@ -252,22 +252,22 @@ HfGpt2 import_hf_gpt2(const fs::path& dir) {
                           " is not divisible by n_head " + std::to_string(model.shape.heads));
 
   const fs::path model_path = dir / kModelFile;
-  // Sizes no file can back are refused before anything is allocated for them (n_embd
-  // 2^40 would overflow the layout's sizes, n_layer 10^12 ask for 10^13 tensor entries).
+  const std::vector<StoredTensor> stored = read_safetensors(model_path);
+  // Sizes that the file's tensors cannot back are refused before anything is allocated
+  // for them (n_embd 2^40 would overflow the layout's sizes, n_layer 10^12 ask for 10^13
+  // tensor entries).
+  uint64_t stored_bytes = 0;
+  for (const StoredTensor& s : stored) stored_bytes += s.bytes.size();
   const uint64_t needed = parameter_count_bound(model.shape);
-  std::error_code size_error;
-  const uint64_t file_bytes = fs::file_size(model_path, size_error);
-  if (size_error)
-    throw CheckpointError("cannot read " + model_path.string() + ": " + size_error.message());
-  if (needed > file_bytes / 2)
+  if (needed > stored_bytes / 2)
     throw CheckpointError(where + ": n_embd " + std::to_string(model.shape.dim) + ", n_layer " +
                           std::to_string(model.shape.layers) + ", vocab_size " +
                           std::to_string(model.shape.vocab) + ", n_positions " +
                           std::to_string(model.shape.context) + " make " +
                           (needed == UINT64_MAX ? std::string("more than 2^64")
                                                 : std::to_string(needed)) +
-                          " parameters, more than " + model_path.string() + " (" +
-                          std::to_string(file_bytes) + " bytes) holds even in bf16");
+                          " parameters, more than the tensors of " + model_path.string() + " (" +
+                          std::to_string(stored_bytes) + " bytes) hold even in bf16");
   const model::ParamLayout layout(model.shape);
   std::map<std::string, const model::ParamTensor*> by_hf_name;
   std::map<std::string, bool> conv1d;
@@ -276,7 +276,6 @@ HfGpt2 import_hf_gpt2(const fs::path& dir) {
     by_hf_name[hf.name] = &t;
     conv1d[hf.name] = hf.conv1d;
   }
-  const std::vector<StoredTensor> stored = read_safetensors(model_path);
   model.params.assign(layout.total(), 0.0f);
   std::map<std::string, bool> seen;
   const StoredTensor* lm_head = nullptr;

@@ -57,13 +57,14 @@ TEST_CASE("hf export: GPT-2's vocab.json and merges.txt, read by an independent 
   CHECK_THAT(read_text(out / "tokenizer_config.json"), Contains("\"GPT2Tokenizer\""));
 
   // Contractions, digits, whitespace runs, punctuation, accents, CJK, emoji, code, and
-  // this repository's README for bulk.
+  // three of this repository's pages for bulk.
   std::string text =
       "Hello world! It's 2026; we'll see what they've done... I'm sure you'd agree.\n"
       "   indented\tand\t\ttabbed   \n\n\n  trailing spaces  \n"
       "Ünïcödé café naïve — “quotes” 東京 タワー 😀👍🏽 x²+y³=z\n"
       "def f(x):\n    return [i ** 2 for i in range(x)]  # 12345678901234567890\n";
-  text += read_text(dseek::testing::source_dir() / "README.md");
+  for (const char* page : {"README.md", "docs/data.md", "docs/using-the-model.md"})
+    text += read_text(dseek::testing::source_dir() / page);
   std::ofstream(dir / "sample.txt", std::ios::binary) << text;
   std::vector<uint32_t> mine;
   gpt2->encode(text, mine);
