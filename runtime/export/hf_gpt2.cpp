@@ -201,6 +201,8 @@ HfGpt2 import_hf_gpt2(const fs::path& dir) {
   const fs::path config_path = dir / kConfigFile;
   const std::string where = config_path.string();
   const std::vector<char> text = checkpoint::io::read_whole(config_path);
+  // (An empty buffer would reach simdjson as a null pointer: found by fuzz_hf_import.)
+  if (text.empty()) throw CheckpointError(where + ": empty, not a JSON object");
   simdjson::dom::parser parser;
   simdjson::dom::element root;
   if (auto error = parser.parse(text.data(), text.size()).get(root))

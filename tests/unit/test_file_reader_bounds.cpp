@@ -3,9 +3,10 @@
 // fuzz/): a safetensors shape whose element count wraps around 64 bits, a GPT-2
 // config.json whose sizes no model.safetensors can back, a token id outside the data
 // set's vocabulary, and a checkpoint manifest whose tensor shape is far larger than its
-// slices (or overflows). Each is a clear error naming the file; before, the first was
-// accepted as an empty tensor, the second and fourth ended in std::bad_alloc (or an
-// overflow in the layout), the third reached training as an out-of-range embedding row.
+// slices (or overflows), and an empty config.json. Each is a clear error naming the
+// file; before, the first was accepted as an empty tensor, the second and fourth ended in
+// std::bad_alloc (or an overflow in the layout), the third reached training as an
+// out-of-range embedding row, the last passed a null pointer to simdjson (UBSan).
 #include <catch2/catch.hpp>
 
 #include <cstdint>
@@ -88,6 +89,15 @@ TEST_CASE("hf import: config.json sizes that model.safetensors cannot hold are r
                       Contains("config.json: n_embd") && Contains("parameters, more than the tensors of") &&
                           Contains("model.safetensors"));
   }
+}
+
+TEST_CASE("hf import: an empty config.json is an error naming it", "[export][hf][fuzz-fixes]") {
+  dseek::testing::ScratchDir dir("hf-empty-config");
+  const std::vector<float> params(dseek::model::ParamLayout(kTiny).total(), 0.5f);
+  ex::export_hf_gpt2(kTiny, params, dir / "tiny", {});
+  write_text(dir / "tiny" / "config.json", "");
+  CHECK_THROWS_WITH(ex::import_hf_gpt2(dir / "tiny"),
+                    Contains("tiny/config.json: empty, not a JSON object"));
 }
 
 TEST_CASE("token data set: an id outside the index's vocabulary is an error naming the "
