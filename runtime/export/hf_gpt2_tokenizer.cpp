@@ -134,11 +134,16 @@ HfTokenizerFiles hf_tokenizer_files(const data::Tokenizer* tokenizer, const std:
                                              tokenizer->file().string());
     return {gpt2_tokenizer_files(ranks, context), ""};
   }
-  const std::string note =
-      "no Hugging Face tokenizer files (vocab.json, merges.txt) in this folder: " + reason +
-      ". GPT2Tokenizer would give other ids than the model was trained on; encode and "
-      "decode text with dseek's tokenizer (dseek generate), or train on data prepared "
-      "with --tokenizer gpt2 to get GPT-2's tokenizer files here.";
+  const std::string consequence =
+      tokenizer == nullptr
+          ? ", so which ids the model learned is not known here and no tokenizer files are "
+            "written (they could be wrong); export again where the checkpoint's data set "
+            "and rank files are"
+          : ". GPT2Tokenizer would give other ids than the model was trained on; encode and "
+            "decode text with dseek's tokenizer (dseek generate), or train on data prepared "
+            "with --tokenizer gpt2 to get GPT-2's tokenizer files here";
+  const std::string note = "no Hugging Face tokenizer files (vocab.json, merges.txt) in this "
+                           "folder: " + reason + consequence + ".";
   return {{{kNoteFile, note + "\n"}}, note};
 }
 
