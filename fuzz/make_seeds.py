@@ -107,8 +107,12 @@ def main():
                         str(pathlib.Path(scratch) / "ckpt")], check=True, capture_output=True)
         step = pathlib.Path(scratch) / "ckpt" / "step-00000000"
         files = sorted(p for p in step.iterdir() if p.is_file())
-        write("checkpoint_loader", "imported_tiny.bin",
-              bundle([(p.name, p.read_bytes()) for p in files]))
+        checkpoint = [(p.name, p.read_bytes()) for p in files]
+        write("checkpoint_loader", "imported_tiny.bin", bundle(checkpoint))
+        # With edits (fuzz_checkpoint_loader.cpp): wpe's first extent set to 2^40 (a shape
+        # far larger than its slices), then a slice count of 3 on the same tensor.
+        edits = struct.pack("<BBQ", 0, 1, 2 << 40) + struct.pack("<BBQ", 3, 1, 3)
+        write("checkpoint_loader", "edited_tiny.bin", bundle(checkpoint + [("edits", edits)]))
         print("checkpoint files:", [p.name for p in files])
 
 
