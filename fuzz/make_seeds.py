@@ -92,7 +92,15 @@ def main():
           safetensors([("a", "F32", [2, 3], f32([1, 2, 3, 4, 5, 6])), ("b", "BF16", [4], bf16([1, -2, 0.5, 3]))],
                       {"format": "pt"}))
     write("safetensors", "empty_shape.safetensors", safetensors([("s", "F32", [], f32([7]))]))
+    # The inputs of fixed bugs (tests/unit/test_file_reader_bounds.cpp): 2^33 x 2^31 floats,
+    # whose byte count wraps to 0; a config whose n_embd no weights file backs.
+    write("safetensors", "overflow_shape.safetensors",
+          safetensors([("w", "F32", [1 << 33, 1 << 31], b"")]))
     model = safetensors(gpt2_tensors(), {"format": "pt"})
+    absurd = json.loads(CONFIG)
+    absurd["n_embd"] = 1 << 40
+    write("hf_import", "absurd_n_embd.bin",
+          bundle([("config.json", json.dumps(absurd).encode()), ("model.safetensors", model)]))
     write("hf_import", "gpt2_tiny.bin", bundle([("config.json", CONFIG), ("model.safetensors", model)]))
     write("token_shard", "bytes_u16.bin", shard(2, [104, 101, 108, 108, 111, 0, 119]))
     write("token_shard", "cl100k_u32.bin", shard(4, [15339, 1917, 100257, 0]))
