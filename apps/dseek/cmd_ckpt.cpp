@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <ctime>
 #include <filesystem>
+#include <memory>
 #include <stdexcept>
 #include <string>
 
@@ -39,7 +40,9 @@ constexpr const char* kUsage =
     "                        -> float logits [batch, sequence, vocab], the weights inside\n"
     "           hf           a new folder Hugging Face tools load as GPT-2: model.safetensors\n"
     "                        (GPT2LMHeadModel's names, Conv1D weights transposed; --dtype\n"
-    "                        fp32 or bf16) and config.json\n"
+    "                        fp32 or bf16), config.json, and GPT-2's tokenizer files\n"
+    "                        (vocab.json, merges.txt, ...) when the model's tokenizer is\n"
+    "                        GPT-2's (else TOKENIZER-NOT-INCLUDED.txt says why not)\n"
     "       dseek ckpt import --format hf DIR --output CHECKPOINTS [--config FILE]\n"
     "                                  GPT-2-layout weights (config.json, model.safetensors)\n"
     "                                  as a step-0 checkpoint in CHECKPOINTS (a new folder);\n"
@@ -199,16 +202,25 @@ int export_checkpoint(const Args& args) {
   exporting::HfExportInfo info;
   info.dtype = dtype == "bf16" ? exporting::TensorDtype::bf16 : exporting::TensorDtype::f32;
   info.step = model.step;
-  std::string tokenizer_note;
-  try {  // the tokenizer's end-of-text id goes into config.json
-    info.end_of_text = infer::open_model_tokenizer(model, "")->separator();
+  std::string tokenizer_note, why;
+  std::unique_ptr<data::Tokenizer> tokenizer;
+  try {  // its end-of-text id goes into config.json, its files (GPT-2's) beside the model
+    tokenizer = infer::open_model_tokenizer(model, "");
+    info.end_of_text = tokenizer->separator();
   } catch (const std::exception& error) {
-    tokenizer_note = std::string("; no bos/eos_token_id: ") + error.what();
+    why = error.what();
+    tokenizer_note = std::string("; no bos/eos_token_id: ") + why;
   }
+  exporting::HfTokenizerFiles files =
+      exporting::hf_tokenizer_files(tokenizer.get(), why, model.shape.context);
+  info.files = std::move(files.files);
   exporting::export_hf_gpt2(model.shape, model.params, output, info);
-  std::printf("wrote %s: model.safetensors (GPT-2 layout, %s) and config.json, step %" PRId64
+  std::printf("wrote %s: model.safetensors (GPT-2 layout, %s), config.json%s, step %" PRId64
               "%s\n",
-              output.c_str(), dtype.c_str(), model.step, tokenizer_note.c_str());
+              output.c_str(), dtype.c_str(),
+              files.note.empty() ? " and GPT-2's tokenizer files (vocab.json, merges.txt)" : "",
+              model.step, tokenizer_note.c_str());
+  if (!files.note.empty()) std::fprintf(stderr, "dseek ckpt export: %s\n", files.note.c_str());
   return 0;
 }
 

@@ -98,7 +98,9 @@ std::vector<FullTensor> assemble_from(const fs::path& dir, const Manifest& manif
     std::sort(list.begin(), list.end(),
               [](const auto* a, const auto* b) { return a->slice_offset < b->slice_offset; });
     FullTensor tensor{name, list.front()->shape, {}};
-    tensor.values.resize(list.front()->full_count());
+    const uint64_t full = list.front()->full_count();
+    // The slices are checked to tile the tensor before its buffer is allocated: a
+    // manifest may claim a shape far larger than the bytes its files hold.
     uint64_t covered = 0;
     for (const TensorShard* s : list) {
       if (s->slice_offset != covered) {
@@ -108,15 +110,17 @@ std::vector<FullTensor> assemble_from(const fs::path& dir, const Manifest& manif
                               " at element " + std::to_string(std::min(covered, s->slice_offset)) +
                               " (file " + s->file + ")");
       }
-      std::memcpy(tensor.values.data() + s->slice_offset, files.shard(dir, *s),
-                  s->slice_count * sizeof(float));
       covered += s->slice_count;
     }
-    if (covered != tensor.values.size()) {
+    if (covered != full) {
       throw CheckpointError("checkpoint " + dir.string() + ": shards of tensor " + name + " (" +
                             role_name(role) + ") cover " + std::to_string(covered) + " of " +
-                            std::to_string(tensor.values.size()) + " elements");
+                            std::to_string(full) + " elements");
     }
+    tensor.values.resize(full);
+    for (const TensorShard* s : list)
+      std::memcpy(tensor.values.data() + s->slice_offset, files.shard(dir, *s),
+                  s->slice_count * sizeof(float));
     out.push_back(std::move(tensor));
   }
   return out;

@@ -131,9 +131,13 @@ Manifest parse(kj::ArrayPtr<const capnp::word> words, const std::string& where, 
     if (shard.getDtype() != schema::TensorDtype::F32_LE) {
       throw bad("tensor " + t.name + " is not f32le, the only dtype this build reads");
     }
+    uint64_t bytes = sizeof(float);  // the full tensor's, overflow checked
     for (int64_t d : shard.getShape()) {
       if (d < 0) throw bad("tensor " + t.name + " has a negative dimension");
       t.shape.push_back(d);
+      if (d != 0 && bytes > UINT64_MAX / static_cast<uint64_t>(d))
+        throw bad("tensor " + t.name + " has a shape whose element count overflows 64 bits");
+      bytes *= static_cast<uint64_t>(d);
     }
     t.slice_offset = shard.getSliceOffset();
     t.slice_count = shard.getSliceCount();

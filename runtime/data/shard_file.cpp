@@ -3,6 +3,7 @@
 
 #include <xxhash.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <string_view>
@@ -72,6 +73,30 @@ void check_shard(const std::filesystem::path& path, std::span<const unsigned cha
   if (uint64_t hash = XXH64(file.data(), file.size(), 0); hash != expected.xxhash64) {
     throw DataError("shard " + name + " is corrupt: xxHash64 " + hex(hash) +
                     ", the index says " + hex(expected.xxhash64));
+  }
+}
+
+void check_token_ids(const std::filesystem::path& path, std::span<const unsigned char> file,
+                     TokenDtype dtype, uint32_t vocab_size) {
+  const unsigned char* tokens = file.data() + kShardHeaderBytes;
+  const size_t count = (file.size() - kShardHeaderBytes) / token_bytes(dtype);
+  uint32_t largest = 0;
+  if (dtype == TokenDtype::uint16_le) {
+    if (vocab_size > 0xFFFF) return;  // every uint16 is an id
+    for (size_t i = 0; i < count; ++i)
+      largest = std::max<uint32_t>(largest, tokens[2 * i] | (tokens[2 * i + 1] << 8));
+  } else {
+    for (size_t i = 0; i < count; ++i) largest = std::max(largest, get_u32(tokens + 4 * i));
+  }
+  if (largest < vocab_size) return;
+  for (size_t i = 0; i < count; ++i) {
+    const uint32_t id = dtype == TokenDtype::uint16_le
+                            ? uint32_t{tokens[2 * i]} | (uint32_t{tokens[2 * i + 1]} << 8)
+                            : get_u32(tokens + 4 * i);
+    if (id >= vocab_size)
+      throw DataError("shard " + path.string() + ": token " + std::to_string(i) + " is id " +
+                      std::to_string(id) + ", outside the data set's vocabulary of " +
+                      std::to_string(vocab_size));
   }
 }
 

@@ -31,6 +31,12 @@ constexpr uint64_t shard_file_bytes(uint64_t tokens, TokenDtype dtype) {
 void check_shard(const std::filesystem::path& path, std::span<const unsigned char> file,
                  const ShardEntry& expected, TokenDtype dtype);
 
+// Checks that every token of a shard that passed check_shard is below `vocab_size` (the
+// index's): a shard whose checksum and header agree with its index can still hold ids
+// the model has no row for. Throws DataError naming `path`, the position and the id.
+void check_token_ids(const std::filesystem::path& path, std::span<const unsigned char> file,
+                     TokenDtype dtype, uint32_t vocab_size);
+
 // The token bytes of a shard that passed check_shard.
 inline const unsigned char* shard_token_bytes(std::span<const unsigned char> file) {
   return file.data() + kShardHeaderBytes;

@@ -39,6 +39,7 @@ TokenDataset TokenDataset::open(const std::filesystem::path& dir, Split split) {
   for (const ShardEntry& entry : index.split(split).shards) {
     MappedFile file = MappedFile::open(dir / entry.file_name);
     check_shard(file.path(), file.bytes(), entry, index.token_dtype);
+    check_token_ids(file.path(), file.bytes(), index.token_dtype, index.vocab_size);
     impl->shards.push_back(std::move(file));
     impl->first_token.push_back(impl->first_token.back() + entry.tokens);
   }

@@ -1,8 +1,9 @@
 // A prepared token data set (the output of `dseek data prepare`), read through mmap.
 // The directory holds an index (schemas/shard_index.capnp) and shard files; each
 // split (train, validation) is the concatenation of its shards' tokens in index order.
-// Opening verifies every shard's size and xxHash64 checksum against the index, so a
-// corrupt or truncated shard is an error naming the file, never silent bad data.
+// Opening verifies every shard's size and xxHash64 checksum against the index, and every
+// id against the index's vocabulary, so a corrupt or truncated shard is an error naming
+// the file, never silent bad data.
 #pragma once
 
 #include <cstdint>

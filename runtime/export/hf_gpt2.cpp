@@ -65,12 +65,6 @@ std::vector<float> transposed(const float* in, int64_t rows, int64_t cols) {
   return out;
 }
 
-std::string shape_text(const std::vector<int64_t>& shape) {
-  std::string s = "[";
-  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
-  return s + "]";
-}
-
 std::string config_json(const model::GptShape& s, const HfExportInfo& info) {
   const std::string eot = info.end_of_text >= 0 ? std::to_string(info.end_of_text) : "null";
   return "{\n"
@@ -145,6 +139,11 @@ void export_hf_gpt2(const model::GptShape& shape, std::span<const float> params,
     const std::string text = config_json(shape, info);
     config.write(text.data(), text.size());
     config.sync_and_close();
+    for (const FolderFile& file : info.files) {
+      checkpoint::io::OutputFile out(temp / file.name);
+      out.write(file.contents.data(), file.contents.size());
+      out.sync_and_close();
+    }
     checkpoint::io::sync_directory(temp);
     checkpoint::io::rename_path(temp, dir);
     checkpoint::io::sync_directory(dir.has_parent_path() ? dir.parent_path() : fs::path("."));
@@ -181,12 +180,29 @@ void require(simdjson::dom::object& config, const std::string& where, const char
                           " (dseek's GPT-2 architecture)");
 }
 
+// GPT-2's parameter count for `s` (V*C + T*C + L*(12*C*C + 13*C) + 2*C), UINT64_MAX
+// when it does not fit 64 bits.
+uint64_t parameter_count_bound(const model::GptShape& s) {
+  const auto c = static_cast<uint64_t>(s.dim), l = static_cast<uint64_t>(s.layers);
+  uint64_t cc = 0, block = 0, blocks = 0, embed = 0, total = 0;
+  if (__builtin_mul_overflow(c, c, &cc) || __builtin_mul_overflow(cc, 12u, &block) ||
+      __builtin_add_overflow(block, 13 * c, &block) || __builtin_mul_overflow(block, l, &blocks) ||
+      __builtin_mul_overflow(static_cast<uint64_t>(s.vocab) + static_cast<uint64_t>(s.context), c,
+                             &embed) ||
+      __builtin_add_overflow(blocks, embed, &total) ||
+      __builtin_add_overflow(total, 2 * c, &total))
+    return UINT64_MAX;
+  return total;
+}
+
 }  // namespace
 
 HfGpt2 import_hf_gpt2(const fs::path& dir) {
   const fs::path config_path = dir / kConfigFile;
   const std::string where = config_path.string();
   const std::vector<char> text = checkpoint::io::read_whole(config_path);
+  // (An empty buffer would reach simdjson as a null pointer: found by fuzz_hf_import.)
+  if (text.empty()) throw CheckpointError(where + ": empty, not a JSON object");
   simdjson::dom::parser parser;
   simdjson::dom::element root;
   if (auto error = parser.parse(text.data(), text.size()).get(root))
@@ -237,6 +253,23 @@ HfGpt2 import_hf_gpt2(const fs::path& dir) {
     throw CheckpointError(where + ": n_embd " + std::to_string(model.shape.dim) +
                           " is not divisible by n_head " + std::to_string(model.shape.heads));
 
+  const fs::path model_path = dir / kModelFile;
+  const std::vector<StoredTensor> stored = read_safetensors(model_path);
+  // Sizes that the file's tensors cannot back are refused before anything is allocated
+  // for them (n_embd 2^40 would overflow the layout's sizes, n_layer 10^12 ask for 10^13
+  // tensor entries).
+  uint64_t stored_bytes = 0;
+  for (const StoredTensor& s : stored) stored_bytes += s.bytes.size();
+  const uint64_t needed = parameter_count_bound(model.shape);
+  if (needed > stored_bytes / 2)
+    throw CheckpointError(where + ": n_embd " + std::to_string(model.shape.dim) + ", n_layer " +
+                          std::to_string(model.shape.layers) + ", vocab_size " +
+                          std::to_string(model.shape.vocab) + ", n_positions " +
+                          std::to_string(model.shape.context) + " make " +
+                          (needed == UINT64_MAX ? std::string("more than 2^64")
+                                                : std::to_string(needed)) +
+                          " parameters, more than the tensors of " + model_path.string() + " (" +
+                          std::to_string(stored_bytes) + " bytes) hold even in bf16");
   const model::ParamLayout layout(model.shape);
   std::map<std::string, const model::ParamTensor*> by_hf_name;
   std::map<std::string, bool> conv1d;
@@ -245,8 +278,6 @@ HfGpt2 import_hf_gpt2(const fs::path& dir) {
     by_hf_name[hf.name] = &t;
     conv1d[hf.name] = hf.conv1d;
   }
-  const fs::path model_path = dir / kModelFile;
-  const std::vector<StoredTensor> stored = read_safetensors(model_path);
   model.params.assign(layout.total(), 0.0f);
   std::map<std::string, bool> seen;
   const StoredTensor* lm_head = nullptr;

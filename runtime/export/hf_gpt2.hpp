@@ -9,6 +9,8 @@
 //                      (no lm_head.weight, as save_pretrained writes it). fp32 or bf16.
 //   config.json        model_type gpt2: n_embd, n_layer, n_head, n_positions, vocab_size,
 //                      gelu_new, layer_norm_epsilon 1e-5, tied embeddings
+//   the tokenizer's    HfExportInfo::files: GPT-2's tokenizer files when the model's
+//   files              tokenizer is r50k_base, else a note (hf_gpt2_tokenizer.hpp)
 // dseek's model is GPT-2's architecture exactly (pre-LayerNorm, tanh GELU, learned
 // positions, [q | k | v] heads in the same order), so the mapping is names and
 // transposes only. Import also takes files without the "transformer." prefix (OpenAI's
@@ -22,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "runtime/export/hf_gpt2_tokenizer.hpp"
 #include "runtime/export/safetensors_file.hpp"
 #include "runtime/model/param_layout.hpp"
 
@@ -31,6 +34,7 @@ struct HfExportInfo {
   TensorDtype dtype = TensorDtype::f32;
   int64_t end_of_text = -1;  // the tokenizer's separator: bos/eos_token_id (-1: none)
   int64_t step = 0;          // recorded in the safetensors metadata
+  std::vector<FolderFile> files;  // written beside model.safetensors (the tokenizer's)
 };
 
 // Writes the folder `dir` (which must not exist) atomically: its files go into a

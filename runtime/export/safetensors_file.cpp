@@ -18,6 +18,12 @@ using checkpoint::CheckpointError;
 const char* dtype_name(TensorDtype dtype) { return dtype == TensorDtype::f32 ? "F32" : "BF16"; }
 size_t dtype_bytes(TensorDtype dtype) { return dtype == TensorDtype::f32 ? 4 : 2; }
 
+std::string shape_text(const std::vector<int64_t>& shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
 size_t StoredTensor::elements() const {
   size_t n = 1;
   for (int64_t d : shape) n *= static_cast<size_t>(d);
@@ -105,10 +111,18 @@ std::vector<StoredTensor> read_safetensors(const fs::path& file) {
     else
       throw CheckpointError(tensor_where + ": dtype " + std::string(dtype) +
                             " (F32 and BF16 are read)");
+    // The element count in bytes, overflow checked: a shape whose product wraps around
+    // would otherwise match a few bytes.
+    uint64_t bytes = dtype_bytes(t.dtype);
     for (auto d : shape) {
       int64_t extent = 0;
       if (d.get(extent) || extent < 0) throw CheckpointError(tensor_where + ": a bad shape");
       t.shape.push_back(extent);
+      if (extent != 0 && bytes > UINT64_MAX / static_cast<uint64_t>(extent))
+        throw CheckpointError(tensor_where + ": shape " + shape_text(t.shape) +
+                              (t.shape.size() < shape.size() ? " ..." : "") +
+                              " has more elements than any file holds");
+      bytes *= static_cast<uint64_t>(extent);
     }
     std::vector<uint64_t> range;
     for (auto o : offsets) {
@@ -122,7 +136,7 @@ std::vector<StoredTensor> read_safetensors(const fs::path& file) {
       throw CheckpointError(tensor_where + ": its bytes end at " + std::to_string(range[1]) +
                             ", the file's data has " + std::to_string(data_size) +
                             " (truncated?)");
-    if (range[1] - range[0] != t.elements() * dtype_bytes(t.dtype))
+    if (range[1] - range[0] != bytes)
       throw CheckpointError(tensor_where + ": " + std::to_string(range[1] - range[0]) +
                             " bytes do not hold its shape in " + std::string(dtype));
     t.bytes.assign(data.begin() + static_cast<std::ptrdiff_t>(data_start + range[0]),

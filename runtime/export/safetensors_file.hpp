@@ -36,6 +36,9 @@ void write_safetensors(const std::filesystem::path& file, const std::vector<Stor
 // naming the tensor).
 std::vector<StoredTensor> read_safetensors(const std::filesystem::path& file);
 
+// "[2, 3]": a shape in messages.
+std::string shape_text(const std::vector<int64_t>& shape);
+
 // The elements of `tensor` as fp32 (bf16 widened exactly).
 std::vector<float> to_floats(const StoredTensor& tensor);
 

@@ -215,6 +215,10 @@ class Manifests(unittest.TestCase):
         self.assertIn("cannot join the coordinator at dseek-train-0.dseek:7420", out)
 
 
+# What deploy/container/stage.sh puts into the image's bin/.
+PROGRAMS = ("dseek-node", "dseek", "dseek-onnx-export")
+
+
 class Containerfile(unittest.TestCase):
     TEXT = (SOURCE / "deploy" / "container" / "Containerfile").read_text()
 
@@ -243,7 +247,7 @@ class Containerfile(unittest.TestCase):
                                  + sorted(packages), capture_output=True, text=True, timeout=120).stdout
         closure |= {l.strip().split()[-1] for l in depends.splitlines() if l.strip()}
         libraries = set()
-        for program in ("dseek-node", "dseek"):
+        for program in PROGRAMS:
             ldd = subprocess.run(["ldd", str(BINARY / "bin" / program)], check=True,
                                  capture_output=True, text=True, timeout=30).stdout
             # /usr/local/cuda's libraries are no packages: stage.sh copies them into lib/.
@@ -260,6 +264,22 @@ class Containerfile(unittest.TestCase):
             package = owned.get(library) or owned.get(os.path.realpath(library))
             self.assertIsNotNone(package, f"no package owns {library}")
             self.assertIn(package, closure, f"{library} is in {package}, which the image lacks")
+
+    def test_stage_sh_puts_every_program_into_the_image(self):
+        with tempfile.TemporaryDirectory() as scratch:
+            out = pathlib.Path(scratch) / "container"
+            env = dict(os.environ, DSEEK_BUILD_DIR=str(BINARY))
+            staged = subprocess.run([str(SOURCE / "deploy" / "container" / "stage.sh"), str(out)],
+                                    env=env, capture_output=True, text=True, timeout=120)
+            self.assertEqual(staged.returncode, 0, staged.stderr)
+            self.assertEqual(sorted(p.name for p in (out / "bin").iterdir()), sorted(PROGRAMS))
+            # The ONNX export runs from the staged copy as from the build (it finds nothing
+            # else beside it): its usage text, not a loader error.
+            usage = subprocess.run([str(out / "bin" / "dseek-onnx-export")], capture_output=True,
+                                   text=True, timeout=30)
+            self.assertNotIn("error while loading shared libraries", usage.stderr)
+            self.assertIn("dseek-onnx-export", usage.stdout + usage.stderr)
+
 
 if __name__ == "__main__":
     unittest.main(argv=[sys.argv[0], "-v"])
