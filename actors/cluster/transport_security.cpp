@@ -2,6 +2,9 @@
 #include "actors/cluster/transport_security.hpp"
 
 #include <arpa/inet.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 
 #include <cstring>
 
@@ -10,11 +13,34 @@
 
 namespace dseek::actors {
 
-bool is_loopback_host(const std::string& host) {
-  if (host == "localhost" || host == "ip6-localhost" || host == "::1" || host == "[::1]") return true;
-  in_addr v4{};
-  if (::inet_pton(AF_INET, host.c_str(), &v4) == 1) return (ntohl(v4.s_addr) >> 24) == 127;
+namespace {
+
+bool loopback_address(const sockaddr* address) {
+  if (address->sa_family == AF_INET)
+    return (ntohl(reinterpret_cast<const sockaddr_in*>(address)->sin_addr.s_addr) >> 24) == 127;
+  if (address->sa_family == AF_INET6)
+    return IN6_IS_ADDR_LOOPBACK(&reinterpret_cast<const sockaddr_in6*>(address)->sin6_addr);
   return false;
+}
+
+}  // namespace
+
+bool is_loopback_host(const std::string& host) {
+  if (host == "localhost" || host == "ip6-localhost") return true;
+  const std::string bare = host.size() > 2 && host.front() == '[' && host.back() == ']'
+                               ? host.substr(1, host.size() - 2)
+                               : host;
+  // A name is loopback when every address it stands for is (Debian's 127.0.1.1 for the
+  // host's own name); one that does not resolve is not.
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  if (::getaddrinfo(bare.c_str(), nullptr, &hints, &found) != 0) return false;
+  bool all = found != nullptr;
+  for (addrinfo* a = found; a != nullptr; a = a->ai_next) all = all && loopback_address(a->ai_addr);
+  ::freeaddrinfo(found);
+  return all;
 }
 
 std::string check_transport_security(const config::ClusterConfig& cluster) {

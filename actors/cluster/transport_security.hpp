@@ -11,7 +11,8 @@
 
 namespace dseek::actors {
 
-// Whether `host` is a loopback address or name (127.0.0.0/8, ::1, localhost).
+// Whether `host` is a loopback address (127.0.0.0/8, ::1) or a name that stands for
+// loopback addresses only (localhost).
 bool is_loopback_host(const std::string& host);
 
 // Throws config::ConfigError (exit 3) for a job off loopback without TLS and without

@@ -92,8 +92,10 @@ comm::CommOptions comm_options(const epoch_started& epoch, const config::JobConf
   comm::CommOptions options;
   options.op_timeout = std::chrono::milliseconds(config.comm.timeout_ms);
   options.epoch = epoch.epoch;
-  // UCX's network transports on the interface of the advertised address only.
-  if (auto device = comm::net_device_of(config.cluster.advertise_host)) {
+  // UCX's network transports on the interface of the advertised address only (loopback
+  // for a job of one node, whatever it advertises).
+  if (auto device = comm::net_device_of(config.cluster.nodes == 1 ? std::string("127.0.0.1")
+                                                                  : config.cluster.advertise_host)) {
     options.net_device = *device;
   } else {
     static std::once_flag said;

@@ -1,3 +1,10 @@
+// Issue 28's security defaults, with real processes.
+//
+// TLS off loopback: a node of a 2-node job whose coordinator is not on loopback refuses
+// to start without cluster.tls_* (exit 3, naming the address), and with the opt-out
+// cluster.plaintext = true it starts with a warning (and then fails to join: no
+// coordinator is there).
+//
 // The cluster secret never leaves the processes that use it: a 2-node `dseek launch` job
 // (with checkpoints, so that the end says how to resume) given the secret on its command
 // line (--set cluster.secret=...) or in its environment (DSEEK_CLUSTER_SECRET), then
@@ -73,4 +80,43 @@ TEST_CASE("the cluster secret is never printed, logged or written by a run", "[l
   for (const auto& file : holding) FAIL_CHECK("the secret is in " << file);
   CHECK(holding.empty());
   require_no_node_left(run.path(), 2);
+}
+
+TEST_CASE("a node off loopback without TLS refuses to start unless cluster.plaintext opts out",
+          "[node][security]") {
+  ScratchDir run("tls-off-loopback");
+  // 192.0.2.1 (TEST-NET-1): not loopback, and nothing answers there.
+  const std::vector<std::string> remote = {"--node-id", "1", "--set", "cluster.nodes=2",
+                                           "--set", "cluster.coordinator=\"192.0.2.1:7420\"",
+                                           "--set", "cluster.join_retries=0",
+                                           "--set", "cluster.connect_timeout_ms=300"};
+  const std::vector<std::string> env = {"DSEEK_CLUSTER_SECRET=tls-test-secret", "DSEEK_CLUSTER_ENV=none"};
+  const auto refused = run_process(tiny_job(run.path(), 3, remote), 60s, env);
+  {
+    INFO(refused.output);
+    CHECK(refused.exit_code == 3);
+    CHECK(refused.output.find("the job spans hosts (cluster.coordinator = \"192.0.2.1:7420\" is "
+                              "not loopback) and has no TLS") != std::string::npos);
+    CHECK(refused.output.find("cluster.plaintext = true") != std::string::npos);
+    CHECK(node_events(run.path(), 1, "node_started").empty());  // refused before it started
+  }
+  const auto opted_out = run_process(
+      tiny_job(run.path(), 3, remote + std::vector<std::string>{"--set", "cluster.plaintext=true"}),
+      60s, env);
+  INFO(opted_out.output);
+  CHECK(opted_out.output.find("dseek-node: warning: cluster.plaintext = true: the control plane "
+                              "between hosts") != std::string::npos);
+  CHECK(opted_out.exit_code != 0);  // nothing to join at 192.0.2.1
+  CHECK(opted_out.output.find("has no TLS") == std::string::npos);
+  // A job on loopback needs neither: the same node with a loopback coordinator is not
+  // refused for TLS (it fails to join, as nothing listens there).
+  const auto local = run_process(
+      tiny_job(run.path(), 3, std::vector<std::string>{"--node-id", "1", "--set", "cluster.nodes=2",
+                                                        "--set", "cluster.coordinator=\"127.0.0.1:" +
+                                                                     std::to_string(free_port()) + "\"",
+                                                        "--set", "cluster.join_retries=0"}),
+      60s, env);
+  INFO(local.output);
+  CHECK(local.output.find("has no TLS") == std::string::npos);
+  CHECK(local.output.find("cluster.plaintext") == std::string::npos);
 }
