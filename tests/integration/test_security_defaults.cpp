@@ -5,6 +5,9 @@
 // cluster.plaintext = true it starts with a warning (and then fails to join: no
 // coordinator is there).
 //
+// /metrics on loopback: a node with metrics.prometheus_port and no prometheus_host
+// answers on 127.0.0.1 and not on the host's external address (before: 0.0.0.0).
+//
 // The cluster secret never leaves the processes that use it: a 2-node `dseek launch` job
 // (with checkpoints, so that the end says how to resume) given the secret on its command
 // line (--set cluster.secret=...) or in its environment (DSEEK_CLUSTER_SECRET), then
@@ -14,13 +17,22 @@
 // command line, secret and all.
 #include <catch2/catch.hpp>
 
+#include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <net/if.h>
+#include <netinet/in.h>
+
 #include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <optional>
+#include <thread>
 #include <string>
 #include <vector>
 
+#include "actors/spawned_process.hpp"
+#include "support/http_get.hpp"
 #include "support/node_runs.hpp"
 #include "support/process.hpp"
 #include "support/test_paths.hpp"
@@ -42,6 +54,27 @@ std::vector<std::string> files_holding(const std::filesystem::path& dir, const s
     if (bytes.find(secret) != std::string::npos) holding.push_back(entry.path().string());
   }
   return holding;
+}
+
+// The first IPv4 address of an interface that is up and not loopback.
+std::optional<std::string> external_ipv4() {
+  ifaddrs* all = nullptr;
+  if (::getifaddrs(&all) != 0) return std::nullopt;
+  std::optional<std::string> found;
+  for (ifaddrs* i = all; i != nullptr && !found; i = i->ifa_next) {
+    if (i->ifa_addr == nullptr || i->ifa_addr->sa_family != AF_INET) continue;
+    if ((i->ifa_flags & IFF_LOOPBACK) || !(i->ifa_flags & IFF_UP)) continue;
+    char text[INET_ADDRSTRLEN];
+    ::inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(i->ifa_addr)->sin_addr, text, sizeof text);
+    found = std::string(text);
+  }
+  ::freeifaddrs(all);
+  return found;
+}
+
+std::string read_text(const std::filesystem::path& file) {
+  std::ifstream in(file);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
 }
 
 }  // namespace
@@ -119,4 +152,29 @@ TEST_CASE("a node off loopback without TLS refuses to start unless cluster.plain
   INFO(local.output);
   CHECK(local.output.find("has no TLS") == std::string::npos);
   CHECK(local.output.find("cluster.plaintext") == std::string::npos);
+}
+
+TEST_CASE("the /metrics endpoint listens on loopback unless metrics.prometheus_host says otherwise",
+          "[node][security][prometheus]") {
+  const auto external = external_ipv4();
+  if (!external) {
+    WARN("not checked: no interface but loopback here");
+    return;
+  }
+  ScratchDir run("metrics-loopback");
+  const int port = free_port();
+  auto job = tiny_job(run.path(), 3, {"--set", "metrics.prometheus_port=" + std::to_string(port),
+                                      "--set", "metrics.prometheus_linger_seconds=60"});
+  auto node = dseek::test::SpawnedProcess::start(job, (run.path() / "node.log").string());
+  const auto deadline = std::chrono::steady_clock::now() + 90s;
+  while (read_text(run.path() / "node.log").find("serving /metrics on") == std::string::npos &&
+         std::chrono::steady_clock::now() < deadline && node.running())
+    std::this_thread::sleep_for(50ms);
+  const std::string log = read_text(run.path() / "node.log");
+  INFO(log);
+  REQUIRE(log.find("serving /metrics on 127.0.0.1:" + std::to_string(port)) != std::string::npos);
+  CHECK(http_get("127.0.0.1", port, "/metrics", 5s).status == 200);
+  INFO("external address " << *external);
+  CHECK(http_get(*external, port, "/metrics", 2s).status == 0);  // nothing listens there
+  node.kill();
 }
