@@ -12,7 +12,9 @@ void WorldOutcome::observe(std::string_view event, std::string_view fields) {
     frozen_ = true;
     return;
   }
-  if (event != "epoch_started") return;
+  // The world this node last trained or stood by in (its epoch_layout): the epochs after
+  // it are members leaving a finished job, which a standby node still hears of.
+  if (event != "epoch_layout") return;
   if (const auto world = util::json_number_field(fields, "world_size"))
     world_ = static_cast<int64_t>(*world);
 }

@@ -1,5 +1,5 @@
-// How many nodes this node's job ended with, folded from its events (epoch_started, up to
-// its training's end), against the consent to shrink that elastic.min_nodes gives: a job
+// How many nodes this node's job ended with, folded from its events (the world_size of
+// its last epoch_layout, up to its training's end), against the consent to shrink that elastic.min_nodes gives: a job
 // configured for N nodes that finishes on fewer without that consent lost capacity (and a
 // node's share of the work) silently before; now that is an error (issue 28, "no silent
 // loss"), named in the node's last lines and its node_failed event.
@@ -30,7 +30,7 @@ class WorldOutcome {
   const int64_t configured_;
   const int64_t min_nodes_;
   mutable std::mutex mutex_;
-  int64_t world_ = 0;  // the members of the newest epoch seen (0: none yet)
+  int64_t world_ = 0;  // the members of the epoch last planned in (0: none yet)
   bool frozen_ = false;
 };
 
