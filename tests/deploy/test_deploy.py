@@ -219,7 +219,7 @@ class Manifests(unittest.TestCase):
                     "--set", 'cluster.tls_ca=""', "--set", 'cluster.tls_cert=""', "--set", 'cluster.tls_key=""']
             refused = subprocess.run(node, env=env, cwd=scratch, capture_output=True, text=True, timeout=60)
             self.assertEqual(refused.returncode, 3, refused.stderr)
-            self.assertIn('cluster.advertise_host = "10.0.0.5" is not loopback) and has no TLS', refused.stderr)
+            self.assertIn('the job spans hosts (cluster.coordinator = "dseek-train-0.dseek:7420" is not loopback) and has no TLS', refused.stderr)
             result = subprocess.run(node + ["--set", "cluster.plaintext=true"],
                                     env=env, cwd=scratch, capture_output=True, text=True, timeout=60)
         out = result.stderr
