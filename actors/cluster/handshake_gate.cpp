@@ -20,6 +20,8 @@
 #include <stdexcept>
 #include <vector>
 
+#include "runtime/util/tcp_listener.hpp"
+
 namespace dseek::actors {
 
 namespace {
@@ -105,35 +107,7 @@ HandshakeGate::HandshakeGate(const std::string& host, std::uint16_t port,
                              std::uint16_t target_port, GateSettings settings)
     : settings_(settings), target_port_(target_port) {
   const std::string where = host + ":" + std::to_string(port);
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
-  addrinfo* found = nullptr;
-  const std::string service = std::to_string(port);
-  if (const int rc = ::getaddrinfo(host.empty() ? nullptr : host.c_str(), service.c_str(), &hints, &found);
-      rc != 0)
-    throw std::runtime_error("cannot listen on " + where + ": " + ::gai_strerror(rc));
-  std::string error = "no address";
-  for (addrinfo* a = found; a != nullptr && listen_fd_ < 0; a = a->ai_next) {
-    const int fd = ::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
-    if (fd < 0) continue;
-    const int one = 1;
-    ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);  // a restart in TIME_WAIT
-    if (::bind(fd, a->ai_addr, a->ai_addrlen) == 0 && ::listen(fd, 512) == 0) {
-      listen_fd_ = fd;
-    } else {
-      error = std::strerror(errno);
-      ::close(fd);
-    }
-  }
-  ::freeaddrinfo(found);
-  if (listen_fd_ < 0) throw std::runtime_error("cannot listen on " + where + ": " + error);
-  sockaddr_storage bound{};
-  socklen_t length = sizeof bound;
-  ::getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&bound), &length);
-  port_ = ntohs(bound.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port
-                                            : reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
+  listen_fd_ = util::open_tcp_listener(host, port, 512, port_);
   set_nonblocking(listen_fd_);
   if (::pipe2(wake_, O_CLOEXEC | O_NONBLOCK) != 0) {
     close_fd(listen_fd_);
