@@ -137,15 +137,19 @@ void HandshakeGate::run() {
   };
   std::uint64_t said_timed_out = 0, said_refused = 0;
   auto last_said = clock::now() - std::chrono::seconds(10);
+  // Out of descriptors (EMFILE): the listener stays readable, so it rests a moment
+  // instead of spinning.
+  auto accept_again = clock::now();
   std::vector<pollfd> fds;
   std::vector<Relay*> owners;  // by fds index (null: the pipe or the listener)
   for (;;) {
     fds.clear();
     owners.clear();
     fds.push_back({wake_[0], POLLIN, 0});
-    fds.push_back({listen_fd_, POLLIN, 0});
+    fds.push_back({listen_fd_, clock::now() >= accept_again ? short{POLLIN} : short{0}, 0});
     owners.assign(2, nullptr);
     auto nearest = clock::now() + std::chrono::seconds(1);
+    if (accept_again > clock::now()) nearest = std::min(nearest, accept_again);
     for (auto& r : relays) {
       short client_events = 0, server_events = 0;
       if (r.to_server.size() < kBufferCap) client_events |= POLLIN;
@@ -168,7 +172,11 @@ void HandshakeGate::run() {
         socklen_t length = sizeof peer;
         const int fd = ::accept4(listen_fd_, reinterpret_cast<sockaddr*>(&peer), &length,
                                  SOCK_NONBLOCK | SOCK_CLOEXEC);
-        if (fd < 0) break;
+        if (fd < 0) {
+          if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM)
+            accept_again = clock::now() + std::chrono::milliseconds(100);
+          break;
+        }
         const std::string source = address_text(peer);
         if (pending_by_source[source] >= settings_.per_source ||
             relays.size() >= settings_.max_connections) {
