@@ -4,11 +4,6 @@
 // TCP transport opened a listening socket on eth0's address too).
 #include <catch2/catch.hpp>
 
-#include <arpa/inet.h>
-#include <ifaddrs.h>
-#include <net/if.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -16,31 +11,17 @@
 #include <fstream>
 #include <optional>
 #include <set>
-#include <utility>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "comm/net_device.hpp"
 #include "comm/ucx/ucx_transport.hpp"
+#include "support/external_address.hpp"
 
 namespace {
 
-// The first IPv4 address of an interface that is up and not loopback, with its name.
-std::optional<std::pair<std::string, std::string>> external_ipv4() {
-  ifaddrs* all = nullptr;
-  if (::getifaddrs(&all) != 0) return std::nullopt;
-  std::optional<std::pair<std::string, std::string>> found;
-  for (ifaddrs* i = all; i != nullptr && !found; i = i->ifa_next) {
-    if (i->ifa_addr == nullptr || i->ifa_addr->sa_family != AF_INET) continue;
-    if ((i->ifa_flags & IFF_LOOPBACK) || !(i->ifa_flags & IFF_UP)) continue;
-    char text[INET_ADDRSTRLEN];
-    ::inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(i->ifa_addr)->sin_addr, text, sizeof text);
-    found = std::make_pair(std::string(i->ifa_name), std::string(text));
-  }
-  ::freeifaddrs(all);
-  return found;
-}
+using dseek::testing::external_ipv4;
 
 // The local IPv4 addresses (as /proc/net/tcp writes them: hex, host order of the kernel)
 // on which this process has a listening TCP socket.
@@ -73,8 +54,8 @@ TEST_CASE("net device: the interface that holds an address", "[comm][security]")
   CHECK_FALSE(dseek::comm::net_device_of("203.0.113.7").has_value());  // TEST-NET-3: no interface
   CHECK_FALSE(dseek::comm::net_device_of("no-such-host.invalid").has_value());
   if (const auto external = external_ipv4()) {
-    INFO(external->first << " " << external->second);
-    CHECK(dseek::comm::net_device_of(external->second) == std::optional<std::string>(external->first));
+    INFO(external->interface << " " << external->ipv4);
+    CHECK(dseek::comm::net_device_of(external->ipv4) == std::optional<std::string>(external->interface));
   }
 }
 
@@ -93,7 +74,7 @@ TEST_CASE("net device: a UCX worker for lo listens on loopback only", "[comm][se
     std::set<std::string> opened;
     for (const auto& address : now)
       if (before.count(address) == 0) opened.insert(address);
-    INFO("external interface " << external->first << " " << external->second);
+    INFO("external interface " << external->interface << " " << external->ipv4);
     REQUIRE_FALSE(opened.empty());  // it listens somewhere
     for (const auto& address : opened) {
       INFO("listening on " << address << " (hex, /proc/net/tcp)");

@@ -17,10 +17,6 @@
 // command line, secret and all.
 #include <catch2/catch.hpp>
 
-#include <arpa/inet.h>
-#include <ifaddrs.h>
-#include <net/if.h>
-#include <netinet/in.h>
 
 #include <chrono>
 #include <filesystem>
@@ -32,6 +28,7 @@
 #include <vector>
 
 #include "actors/spawned_process.hpp"
+#include "support/external_address.hpp"
 #include "support/http_get.hpp"
 #include "support/node_runs.hpp"
 #include "support/process.hpp"
@@ -54,22 +51,6 @@ std::vector<std::string> files_holding(const std::filesystem::path& dir, const s
     if (bytes.find(secret) != std::string::npos) holding.push_back(entry.path().string());
   }
   return holding;
-}
-
-// The first IPv4 address of an interface that is up and not loopback.
-std::optional<std::string> external_ipv4() {
-  ifaddrs* all = nullptr;
-  if (::getifaddrs(&all) != 0) return std::nullopt;
-  std::optional<std::string> found;
-  for (ifaddrs* i = all; i != nullptr && !found; i = i->ifa_next) {
-    if (i->ifa_addr == nullptr || i->ifa_addr->sa_family != AF_INET) continue;
-    if ((i->ifa_flags & IFF_LOOPBACK) || !(i->ifa_flags & IFF_UP)) continue;
-    char text[INET_ADDRSTRLEN];
-    ::inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(i->ifa_addr)->sin_addr, text, sizeof text);
-    found = std::string(text);
-  }
-  ::freeifaddrs(all);
-  return found;
 }
 
 std::string read_text(const std::filesystem::path& file) {
@@ -174,7 +155,7 @@ TEST_CASE("the /metrics endpoint listens on loopback unless metrics.prometheus_h
   INFO(log);
   REQUIRE(log.find("serving /metrics on 127.0.0.1:" + std::to_string(port)) != std::string::npos);
   CHECK(http_get("127.0.0.1", port, "/metrics", 5s).status == 200);
-  INFO("external address " << *external);
-  CHECK(http_get(*external, port, "/metrics", 2s).status == 0);  // nothing listens there
+  INFO("external address " << external->ipv4);
+  CHECK(http_get(external->ipv4, port, "/metrics", 2s).status == 0);  // nothing listens there
   node.kill();
 }
