@@ -102,6 +102,10 @@ struct CommOptions {
   // that without shared memory (local ranks then use TCP loopback, ~10x slower), so it is
   // off by default and a dead peer is noticed by op_timeout.
   bool peer_failure_detection = false;
+  // The network interface UCX's network transports may use (UCX_NET_DEVICES; the one
+  // that owns the node's advertised address: net_device.hpp). "" = every one. An
+  // UCX_NET_DEVICES in the environment wins.
+  std::string net_device;
   // The world epoch this communicator belongs to (reported in errors, never reused).
   uint64_t epoch = 0;
 };

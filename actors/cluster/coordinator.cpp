@@ -21,6 +21,7 @@
 #include <caf/system_messages.hpp>
 #include <caf/typed_response_promise.hpp>
 
+#include "actors/cluster/handshake_gate.hpp"
 #include "runtime/metrics/trace_spans.hpp"
 
 namespace dseek::actors {
@@ -482,9 +483,19 @@ caf::expected<std::uint16_t> publish_coordinator(caf::actor_system& sys,
                                                  const caf::actor& coordinator,
                                                  std::uint16_t port, const std::string& host,
                                                  bool tls) {
-  if (tls)
-    return caf::openssl::publish(coordinator, port, host.c_str(), true);
-  return sys.middleman().publish(coordinator, port, host.c_str(), true);
+  // CAF listens on loopback only; the public address is the handshake gate's, which
+  // lives as long as the coordinator (a restart publishes again, on the same port).
+  auto inner = tls ? caf::openssl::publish(coordinator, 0, "127.0.0.1", true)
+                   : sys.middleman().publish(coordinator, 0, "127.0.0.1", true);
+  if (!inner) return inner;
+  try {
+    auto gate = std::make_shared<HandshakeGate>(host, port, *inner);
+    const auto bound = gate->port();
+    coordinator->attach_functor([gate]() mutable { gate.reset(); });
+    return bound;
+  } catch (const std::exception& failure) {
+    return caf::make_error(caf::sec::cannot_open_port, std::string{failure.what()});
+  }
 }
 
 } // namespace dseek::actors

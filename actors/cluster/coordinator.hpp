@@ -77,7 +77,8 @@ struct coordinator_config {
 // DSEEK_CLUSTER_SECRET gives a secret.
 caf::expected<caf::actor> spawn_coordinator(caf::actor_system& sys, coordinator_config cfg);
 
-// io::publish with reuse: port 0 picks a free port. Returns the port. With tls,
+// io::publish on a loopback port, behind a handshake gate (handshake_gate.hpp) on
+// host:port: port 0 picks a free port. Returns the gate's port. With tls,
 // openssl::publish: only peers with a certificate of the cluster CA connect (the
 // actor system must have loaded caf::openssl::manager).
 caf::expected<std::uint16_t> publish_coordinator(caf::actor_system& sys,

@@ -2,6 +2,8 @@
 #include "actors/control/data_plane_link.hpp"
 
 #include <algorithm>
+#include <cstdio>
+#include <mutex>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -11,6 +13,7 @@
 
 #include "actors/node/node_registry.hpp"
 #include "comm/bootstrap/bootstrap.hpp"
+#include "comm/net_device.hpp"
 #include "comm/ucx/ucx_communicator.hpp"
 #include "runtime/config/load.hpp"
 #ifdef DSEEK_HAVE_NCCL
@@ -89,6 +92,19 @@ comm::CommOptions comm_options(const epoch_started& epoch, const config::JobConf
   comm::CommOptions options;
   options.op_timeout = std::chrono::milliseconds(config.comm.timeout_ms);
   options.epoch = epoch.epoch;
+  // UCX's network transports on the interface of the advertised address only (loopback
+  // for a job of one node, whatever it advertises).
+  if (auto device = comm::net_device_of(config.cluster.nodes == 1 ? std::string("127.0.0.1")
+                                                                  : config.cluster.advertise_host)) {
+    options.net_device = *device;
+  } else {
+    static std::once_flag said;
+    std::call_once(said, [&] {
+      std::fprintf(stderr, "dseek-node: warning: no local interface holds cluster.advertise_host "
+                   "\"%s\": the data plane may use every interface\n",
+                   config.cluster.advertise_host.c_str());
+    });
+  }
   return options;
 }
 

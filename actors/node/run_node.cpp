@@ -20,6 +20,7 @@
 #include "actors/cluster/cluster_messages.hpp"
 #include "actors/cluster/coordinator.hpp"
 #include "actors/cluster/tls_files.hpp"
+#include "actors/cluster/transport_security.hpp"
 #include "actors/faults/fault_actions.hpp"
 #include "actors/faults/crash_request.hpp"
 #include "actors/faults/fault_plan.hpp"
@@ -30,6 +31,7 @@
 #include "actors/node/node_messages.hpp"
 #include "actors/node/node_registry.hpp"
 #include "actors/node/node_tree.hpp"
+#include "actors/node/world_outcome.hpp"
 #include "dist/trace_collectives.hpp"
 #include "runtime/metrics/event_log.hpp"
 #include "runtime/metrics/metrics_endpoint.hpp"
@@ -171,6 +173,9 @@ int run_node(const config::JobConfig& job_config, const node_options& options) {
   check_fault_targets(config.faults, config.cluster.gpus_per_node);
   check_data_plane_available(config);  // comm.backend = "nccl" needs a build with NCCL
   resolve_job_secret(config);
+  // Off loopback without TLS: refused, or warned about under cluster.plaintext = true.
+  if (const std::string warning = check_transport_security(config.cluster); !warning.empty())
+    std::fprintf(stderr, "dseek-node: %s\n", warning.c_str());
   // Crash requests reach the node's actors from anyone who connects: obeyed only when the
   // job injects crash_actor faults.
   crash_requests_allowed() = std::any_of(config.faults.begin(), config.faults.end(), [](const auto& f) {
@@ -196,8 +201,10 @@ int run_node(const config::JobConfig& job_config, const node_options& options) {
   // restarts and the launcher went on with fewer nodes and exit 0.
   if (metrics_endpoint) metrics_endpoint->close(metrics_endpoint->open());
   auto checkpoints = std::make_shared<CheckpointOutcomes>();
-  events->add_listener([checkpoints](std::string_view event, std::string_view fields) {
+  auto world = std::make_shared<WorldOutcome>(cluster.nodes, config.elastic.min_nodes);
+  events->add_listener([checkpoints, world](std::string_view event, std::string_view fields) {
     checkpoints->observe(event, fields);
+    world->observe(event, fields);
   });
   metrics::attach_step_measures(*events, config);  // the "measures" event, then every step's
   metrics::attach_node_trace(*events, options.run_dir, cluster.node_id);
@@ -309,6 +316,14 @@ int run_node(const config::JobConfig& job_config, const node_options& options) {
   if (const std::string lost = checkpoints->final_failure(); failure.empty() && !lost.empty()) {
     events->emit("node_failed", util::JsonLine().add("reason", lost));
     std::fprintf(stderr, "dseek-node: %s\n", lost.c_str());
+    return exit_code::permanent;
+  }
+  // A job that finished on fewer nodes than configured without consent (elastic.min_nodes)
+  // lost capacity: not a success, and no restart brings the finished job's nodes back.
+  if (const std::string shrunk = world->shrink_without_consent();
+      failure.empty() && !signalled && !shrunk.empty()) {
+    events->emit("node_failed", util::JsonLine().add("reason", shrunk));
+    std::fprintf(stderr, "dseek-node: %s\n", shrunk.c_str());
     return exit_code::permanent;
   }
   if (failure.empty()) return exit_code::ok;

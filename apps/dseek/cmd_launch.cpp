@@ -71,13 +71,6 @@ struct LaunchArgs {
 const std::vector<std::string> kOptions = {"--nodes", "--run-dir", "--timeout", "--stop-grace",
                                            "--resume", "--set", "--help"};
 
-// The key of "section.key=value", without surrounding blanks.
-std::string key_of(const std::string& assignment) {
-  std::string key = assignment.substr(0, assignment.find('='));
-  const auto first = key.find_first_not_of(" \t");
-  const auto last = key.find_last_not_of(" \t");
-  return first == std::string::npos ? "" : key.substr(first, last - first + 1);
-}
 
 double parse_seconds(const std::string& option, const std::string& text) {
   char* end = nullptr;
@@ -122,7 +115,7 @@ LaunchArgs parse_args(const Args& args) {
   if (parsed.config.empty()) throw cli::UsageError("CONFIG is required");
   // The launcher gives every node these; a --set would silently contradict it.
   for (const auto& assignment : parsed.sets) {
-    const std::string key = key_of(assignment);
+    const std::string key = cli::assignment_key(assignment);
     if (key == "cluster.nodes" || key == "cluster.node_id" || key == "cluster.coordinator")
       throw cli::UsageError("--set " + key + " is decided by dseek launch (use --nodes)");
     if (key == "checkpoint.resume" && parsed.resume)
@@ -200,7 +193,7 @@ void arrange_secret(const config::JobConfig& job, launch::LaunchPlan& plan) {
   bool secret_was_set = false;
   std::vector<std::string> sets;
   for (const auto& assignment : plan.node_sets) {
-    if (key_of(assignment) == "cluster.secret") {
+    if (cli::assignment_key(assignment) == "cluster.secret") {
       secret_was_set = true;
     } else {
       sets.push_back(assignment);

@@ -363,7 +363,8 @@ class UcxCommunicator final : public Communicator {
 
 UcxCommunicatorBuilder::UcxCommunicatorBuilder(int world_rank, int world_size, CommOptions options)
     : rank_(world_rank), size_(world_size), options_(options),
-      transport_(std::make_unique<UcxTransport>(world_rank, world_size, options.peer_failure_detection)) {
+      transport_(std::make_unique<UcxTransport>(world_rank, world_size, options.peer_failure_detection,
+                                                options.net_device)) {
   // Measurement knobs: the ring's chunk size and pipeline depth (DSEEK_COMM_CHUNK_BYTES,
   // DSEEK_COMM_PIPELINE_DEPTH), the shared-memory chunk, and the all-reduce algorithm
   // (DSEEK_COMM_ALLREDUCE) override the options.

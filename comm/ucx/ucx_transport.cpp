@@ -81,7 +81,8 @@ struct UcxTransport::State {
   bool closed = false;
 };
 
-UcxTransport::UcxTransport(int world_rank, int world_size, bool peer_failure_detection)
+UcxTransport::UcxTransport(int world_rank, int world_size, bool peer_failure_detection,
+                           const std::string& net_device)
     : state_(std::make_unique<State>()), rank_(world_rank), size_(world_size),
       peer_failure_detection_(peer_failure_detection) {
   if (world_size < 1 || world_rank < 0 || world_rank >= world_size)
@@ -91,7 +92,21 @@ UcxTransport::UcxTransport(int world_rank, int world_size, bool peer_failure_det
   params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_ESTIMATED_NUM_EPS;
   params.features = UCP_FEATURE_TAG | UCP_FEATURE_WAKEUP;
   params.estimated_num_eps = static_cast<size_t>(world_size);
-  DSEEK_UCX_CHECK(ucp_init(&params, nullptr, &state_->context));
+  // The network transports on the advertised interface only (an UCX_NET_DEVICES in the
+  // environment wins: ucp_config_read has read it).
+  ucp_config_t* ucx_config = nullptr;
+  DSEEK_UCX_CHECK(ucp_config_read(nullptr, nullptr, &ucx_config));
+  const char* chosen = std::getenv("UCX_NET_DEVICES");
+  if (!net_device.empty() && (chosen == nullptr || *chosen == '\0')) {
+    const ucs_status_t modified = ucp_config_modify(ucx_config, "NET_DEVICES", net_device.c_str());
+    if (modified != UCS_OK) {
+      ucp_config_release(ucx_config);
+      DSEEK_UCX_CHECK(modified);
+    }
+  }
+  const ucs_status_t initialised = ucp_init(&params, ucx_config, &state_->context);
+  ucp_config_release(ucx_config);
+  DSEEK_UCX_CHECK(initialised);
 
   ucp_worker_params_t wparams{};
   wparams.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;

@@ -19,7 +19,10 @@ class UcxTransport final : public Transport {
   // error mode); UCX 1.13 then refuses the shared-memory transports (no peer failure
   // handler), so local ranks talk over TCP loopback, ~10x slower. Without it a dead peer
   // is noticed by the operation deadline.
-  UcxTransport(int world_rank, int world_size, bool peer_failure_detection = false);
+  // `net_device`: the one network interface UCX's network transports use ("" = every one;
+  // UCX_NET_DEVICES in the environment wins).
+  UcxTransport(int world_rank, int world_size, bool peer_failure_detection = false,
+               const std::string& net_device = "");
   ~UcxTransport() override;
   UcxTransport(const UcxTransport&) = delete;
   UcxTransport& operator=(const UcxTransport&) = delete;

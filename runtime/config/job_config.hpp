@@ -74,11 +74,16 @@ struct ClusterConfig {
   std::string tls_ca = "";       // PEM of the cluster CA; "" = no TLS
   std::string tls_cert = "";     // this node's certificate (signed by tls_ca)
   std::string tls_key = "";      // its private key
+  // Without TLS a node off loopback refuses to start; true = run in plain text anyway
+  // (the explicit opt-out, warned about at start).
+  bool plaintext = false;
 };
 
 struct ElasticConfig {
   double rejoin_seconds = 10;  // wait this long for a lost node to come back
-  int64_t min_nodes = 1;       // below this many nodes the job fails
+  // Consent to finish on fewer nodes than cluster.nodes: 0 (none) = a job that ends with
+  // fewer members is an error (exit 3); N = training goes on, and ends well, with >= N.
+  int64_t min_nodes = 0;
   // ZeRO >= 1: each node keeps a replica of its ring neighbour's optimizer shard.
   bool shard_replica = true;
 };
@@ -118,7 +123,9 @@ struct MetricsConfig {
   Progress progress = Progress::automatic;  // auto (bar on a terminal), bar, plain, off
   int64_t prometheus_port = 0;     // 0 = no /metrics endpoint; node K serves on port + K
   bool prometheus_port_per_node = true;  // false: every node on prometheus_port (one per pod)
-  std::string prometheus_host = "0.0.0.0";  // address the /metrics endpoint listens on
+  // The address the /metrics endpoint listens on: loopback unless set (0.0.0.0 = every
+  // interface, for a scraper on another host).
+  std::string prometheus_host = "127.0.0.1";
   int64_t prometheus_linger_seconds = 0;    // /metrics served this long after training ends
   // The measures' basis (metrics/step_measures.hpp): peak FLOP/s and memory of one worker
   // group's device (0 = measured on CPU, unknown on CUDA), a one-node baseline of tokens/s

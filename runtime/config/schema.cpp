@@ -273,13 +273,21 @@ const std::vector<Key<JobConfig>>& job_keys() {
       job<&J::cluster, &Cl::tls_cert>("cluster.tls_cert", any(),
                                       "this node's PEM certificate, signed by tls_ca"),
       job<&J::cluster, &Cl::tls_key>("cluster.tls_key", any(), "PEM private key of tls_cert"),
+      job<&J::cluster, &Cl::plaintext>(
+          "cluster.plaintext", any(),
+          "false = a node whose coordinator or advertised address is not loopback refuses "
+          "to start without TLS (cluster.tls_*); true = the control plane runs in plain text "
+          "anyway (a warning at start)"),
 
       job<&J::elastic, &El::rejoin_seconds>(
           "elastic.rejoin_seconds", at_least(0),
           "after a node loss, wait this long for the node to come back before continuing "
           "without it"),
-      job<&J::elastic, &El::min_nodes>("elastic.min_nodes", at_least(1),
-                                       "the job fails when fewer nodes remain"),
+      job<&J::elastic, &El::min_nodes>(
+          "elastic.min_nodes", at_least(0),
+          "consent to shrink: the job may go on and finish with this many nodes or more "
+          "(fewer: it fails); 0 = no consent, a job that finishes with fewer than "
+          "cluster.nodes ends with exit 3"),
       job<&J::elastic, &El::shard_replica>(
           "elastic.shard_replica", any(),
           "under parallel.zero >= 1, every node keeps a copy of its ring neighbour's "
@@ -378,7 +386,8 @@ const std::vector<Key<JobConfig>>& job_keys() {
           "scrape annotation names one port)"),
       job<&J::metrics, &Me::prometheus_host>(
           "metrics.prometheus_host", any(),
-          "address the /metrics endpoint listens on; 0.0.0.0 = every interface"),
+          "address the /metrics endpoint listens on: loopback by default; 0.0.0.0 = every "
+          "interface (a scraper on another host, a pod's PodMonitor)"),
       job<&J::metrics, &Me::prometheus_linger_seconds>(
           "metrics.prometheus_linger_seconds", between(0, 3600),
           "seconds a node keeps serving /metrics after its training ended, so that a last "

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "runtime/metrics/prometheus_text.hpp"
+#include "runtime/util/tcp_listener.hpp"
 
 namespace dseek::metrics {
 
@@ -70,47 +71,6 @@ std::vector<std::string_view> split_spaces(std::string_view line) {
   throw std::runtime_error("cannot listen on " + where + ": " + reason);
 }
 
-int open_listener(const std::string& host, uint16_t port, uint16_t& bound_port) {
-  const std::string where = host + ":" + std::to_string(port);
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
-  addrinfo* found = nullptr;
-  const std::string service = std::to_string(port);
-  if (const int rc = ::getaddrinfo(host.empty() ? nullptr : host.c_str(), service.c_str(),
-                                   &hints, &found);
-      rc != 0)
-    fail_listen(where, ::gai_strerror(rc));
-  std::string reason = "no address";
-  int fd = -1;
-  for (addrinfo* a = found; a != nullptr && fd < 0; a = a->ai_next) {
-    fd = ::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
-    if (fd < 0) {
-      reason = std::strerror(errno);
-      continue;
-    }
-    // Rebinding while connections of a previous server sit in TIME_WAIT (a restarted
-    // exporter); Linux still refuses a port another socket listens on.
-    const int one = 1;
-    ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    if (::bind(fd, a->ai_addr, a->ai_addrlen) != 0 || ::listen(fd, 16) != 0) {
-      reason = std::strerror(errno);
-      ::close(fd);
-      fd = -1;
-    }
-  }
-  ::freeaddrinfo(found);
-  if (fd < 0) fail_listen(where, reason);
-  sockaddr_storage address{};
-  socklen_t length = sizeof address;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
-  bound_port = address.ss_family == AF_INET6
-                   ? ntohs(reinterpret_cast<sockaddr_in6*>(&address)->sin6_port)
-                   : ntohs(reinterpret_cast<sockaddr_in*>(&address)->sin_port);
-  return fd;
-}
-
 }  // namespace
 
 std::string answer_http_request(std::string_view head, const MetricsHttpServer::Render& render) {
@@ -140,7 +100,7 @@ std::string answer_http_request(std::string_view head, const MetricsHttpServer::
 
 MetricsHttpServer::MetricsHttpServer(const std::string& host, uint16_t port, Render render)
     : render_(std::move(render)) {
-  listen_fd_ = open_listener(host, port, port_);
+  listen_fd_ = util::open_tcp_listener(host, port, 16, port_);
   int pipe_fds[2];
   if (::pipe2(pipe_fds, O_CLOEXEC | O_NONBLOCK) != 0) {
     const std::string reason = std::strerror(errno);

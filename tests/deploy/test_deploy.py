@@ -127,6 +127,17 @@ class Manifests(unittest.TestCase):
         self.assertEqual({v["persistentVolumeClaim"]["claimName"] for v in volumes.values()
                           if "persistentVolumeClaim" in v}, claims)
 
+    def test_the_nodes_talk_tls_with_the_certificates_of_a_secret(self):
+        cluster = tomllib.loads(job_toml())["cluster"]
+        self.assertNotIn("plaintext", cluster)
+        pod = one("Job")["spec"]["template"]["spec"]
+        volumes = {v["name"]: v for v in pod["volumes"]}
+        mounts = {m["name"]: m for m in container()["volumeMounts"]}
+        self.assertEqual(volumes["tls"]["secret"]["secretName"], "dseek-cluster-tls")
+        tls_dir = pathlib.PurePosixPath(mounts["tls"]["mountPath"])
+        for key, name in (("tls_ca", "ca.crt"), ("tls_cert", "tls.crt"), ("tls_key", "tls.key")):
+            self.assertEqual(pathlib.PurePosixPath(cluster[key]), tls_dir / name)
+
     def test_gpus_match_the_config(self):
         limits = container()["resources"]["limits"]
         config = tomllib.loads(job_toml())
@@ -198,13 +209,21 @@ class Manifests(unittest.TestCase):
                                        str(pathlib.Path(scratch) / "data")],
                                       capture_output=True, text=True, timeout=60)
             self.assertEqual(prepared.returncode, 0, prepared.stderr)
-            # It cannot join (no pod 0 here): one attempt, then it stops.
-            result = subprocess.run([str(BINARY / "bin" / "dseek-node"), "--config", str(path),
-                                     "--set", "cluster.join_retries=0",
-                                     "--set", 'data.dir="%s"' % (pathlib.Path(scratch) / "data"),
-                                     "--set", 'train.device="cpu"'],
+            # It cannot join (no pod 0 here): one attempt, then it stops. This host has no
+            # pod's TLS Secret: without TLS a node on the pod network refuses to start
+            # (exit 3), and starts, warned, with the opt-out.
+            node = [str(BINARY / "bin" / "dseek-node"), "--config", str(path),
+                    "--set", "cluster.join_retries=0",
+                    "--set", 'data.dir="%s"' % (pathlib.Path(scratch) / "data"),
+                    "--set", 'train.device="cpu"',
+                    "--set", 'cluster.tls_ca=""', "--set", 'cluster.tls_cert=""', "--set", 'cluster.tls_key=""']
+            refused = subprocess.run(node, env=env, cwd=scratch, capture_output=True, text=True, timeout=60)
+            self.assertEqual(refused.returncode, 3, refused.stderr)
+            self.assertIn('the job spans hosts (cluster.coordinator = "dseek-train-0.dseek:7420" is not loopback) and has no TLS', refused.stderr)
+            result = subprocess.run(node + ["--set", "cluster.plaintext=true"],
                                     env=env, cwd=scratch, capture_output=True, text=True, timeout=60)
         out = result.stderr
+        self.assertIn("warning: cluster.plaintext = true", out)
         self.assertIn("started by Kubernetes (job dseek-train)", out)
         self.assertIn("cluster.node_id = 1  <- JOB_COMPLETION_INDEX=1", out)
         self.assertIn("cluster.nodes = 4  <- DSEEK_NODES=4", out)

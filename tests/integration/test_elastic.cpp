@@ -245,7 +245,7 @@ TEST_CASE("a node killed for good leaves the job to the survivors", "[elastic][f
   const auto job =
       launch("elastic-shrink", 3,
              std::vector<std::string>{"--set", "cluster.max_restarts=0", "--set",
-                                      "elastic.rejoin_seconds=1"} +
+                                      "elastic.rejoin_seconds=1", "--set", "elastic.min_nodes=2"} +
                  faults(R"({kind = "kill", node = 1, step = 10})"));
   require_finished(*job, {0, 2}, 3);
   const auto& output = job->launcher.output;
@@ -265,6 +265,34 @@ TEST_CASE("a node killed for good leaves the job to the survivors", "[elastic][f
   CHECK(worst <= kSumOrderTolerance);
 }
 
+TEST_CASE("a node killed for good without consent to shrink ends the job with exit 3",
+          "[elastic][faults]") {
+  // The same loss as above on 2 nodes, elastic.min_nodes left at 0 (no consent): the
+  // survivor still trains to the end (nothing of the run is thrown away), then says that
+  // the job finished on fewer nodes than configured, and the job's exit is 3, not 0.
+  const auto job =
+      launch("elastic-no-consent", 2,
+             std::vector<std::string>{"--set", "cluster.max_restarts=0", "--set",
+                                      "elastic.rejoin_seconds=1"} +
+                 faults(R"({kind = "kill", node = 1, step = 10})"), 20);
+  const auto& output = job->launcher.output;
+  INFO(output);
+  CHECK_FALSE(job->launcher.timed_out);
+  CHECK(job->launcher.exit_code == 3);
+  CHECK(contains(output, "[launch] node 1 failed 1 time; the job goes on with 1 node "
+                         "(elastic.min_nodes = 0, no consent to shrink"));
+  CHECK(contains(output, "[node 0] dseek-node: the job finished on 1 of 2 configured nodes "
+                         "without consent to shrink: set elastic.min_nodes"));
+  CHECK(contains(output, "[launch] job done: 2 nodes, 0 restarts, exit 3"));
+  const auto done = node_events(job->path(), 0, "train_done");
+  REQUIRE(done.size() == 1);
+  CHECK(number_field(done[0], "step") == 20);
+  const auto failed = node_events(job->path(), 0, "node_failed");
+  REQUIRE(failed.size() == 1);
+  CHECK(contains(string_field(failed[0], "reason"), "finished on 1 of 2 configured nodes"));
+  require_no_node_left(job->path(), 2);
+}
+
 TEST_CASE("survivors that the batch does not split over train on fewer ranks, one stands by",
           "[elastic][faults]") {
   // 4 nodes and a batch of 8; node 1 lost for good leaves 3, over which 8 sequences do
@@ -275,7 +303,8 @@ TEST_CASE("survivors that the batch does not split over train on fewer ranks, on
   const auto job =
       launch("elastic-standby", 4,
              batch8 + std::vector<std::string>{"--set", "cluster.max_restarts=0", "--set",
-                                               "elastic.rejoin_seconds=1"} +
+                                               "elastic.rejoin_seconds=1", "--set",
+                                               "elastic.min_nodes=3"} +
                  faults(R"({kind = "kill", node = 1, step = 10})"));
   const auto sha = require_finished(*job, {0, 2}, 4);
   CHECK(node_events(job->path(), 3, "train_done").empty());
@@ -295,7 +324,8 @@ TEST_CASE("a node that hangs for good is declared lost and the survivors finish"
   const Job& reference = fault_free(3);
   const auto job = launch("elastic-hang", 3,
                           std::vector<std::string>{"--stop-grace", "2", "--set",
-                                                   "elastic.rejoin_seconds=1"} +
+                                                   "elastic.rejoin_seconds=1", "--set",
+                                                   "elastic.min_nodes=2"} +
                               faults(R"({kind = "hang", node = 1, step = 10})"));
   require_finished(*job, {0, 2}, 3);
   const auto& output = job->launcher.output;
@@ -437,7 +467,8 @@ TEST_CASE("under ZeRO 1 the survivors of a node lost for good reshard its state 
   const auto job = launch("elastic-zero1-shrink", 3,
                           kZero1 +
                               std::vector<std::string>{"--set", "cluster.max_restarts=0", "--set",
-                                                       "elastic.rejoin_seconds=1"} +
+                                                       "elastic.rejoin_seconds=1", "--set",
+                                                       "elastic.min_nodes=2"} +
                               faults(R"({kind = "kill", node = 1, step = 10})"));
   require_finished(*job, {0, 2}, 3);
   CHECK(contains(job->launcher.output, "[launch] node 1 failed 1 time; the job goes on with 2 nodes"));

@@ -136,7 +136,8 @@ void check_node_of_two_ranks_lost(int zero) {
   const auto job = launch("multirank-shrink", 2, 2,
                           sharding +
                               std::vector<std::string>{"--set", "cluster.max_restarts=0",
-                                                       "--set", "elastic.rejoin_seconds=1"} +
+                                                       "--set", "elastic.rejoin_seconds=1",
+                                                       "--set", "elastic.min_nodes=1"} +
                               faults(R"({kind = "kill", node = 1, step = 10})"));
   require_finished(*job, {0}, 2, 2);
   INFO(job->launcher.output);

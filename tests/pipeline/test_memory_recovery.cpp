@@ -93,7 +93,9 @@ TEST_CASE("pipeline: the survivors holding every stage train from memory, the ot
   const auto result = run_process(
       tiny_launch(run.path(), kNodes, kSteps,
                   job + std::vector<std::string>{"--set", "cluster.max_restarts=0", "--set",
-                                                 "elastic.rejoin_seconds=1", "--stop-grace", "2"} +
+                                                 "elastic.rejoin_seconds=1", "--set",
+                                                 "elastic.min_nodes=" + std::to_string(kNodes - 1),
+                                                 "--stop-grace", "2"} +
                       faults(R"({kind = "kill", node = 1, step = 10})")),
       180s, launch_env());
   INFO(result.output);

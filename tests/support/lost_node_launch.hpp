@@ -1,7 +1,8 @@
 // The node-loss check shared by the pipeline and tensor-parallel paths
 // (tests/pipeline/test_pipeline_launch.cpp, tests/tensor/test_tensor_launch.cpp):
 // `dseek launch --nodes N` of a job whose last node is killed (or hangs) at step 10 for
-// good (cluster.max_restarts = 0; elastic.rejoin_seconds = 1) against the same job
+// good (cluster.max_restarts = 0; elastic.rejoin_seconds = 1; elastic.min_nodes = N - 1,
+// the consent to finish on fewer nodes) against the same job
 // without the fault. The survivors re-plan the layout (actors/control/epoch_loop.hpp), the
 // ranks of the new layout resume from the newest checkpoint (the one of step 8, written
 // by the old layout, checkpoint.every_steps = 4) or, without checkpoints, from step 0,
@@ -78,7 +79,9 @@ inline void check_lost_node_recovers(const LostNodeJob& lost) {
       tiny_launch(run.path(), lost.nodes, kSteps,
                   job + std::vector<std::string>{"--stop-grace", "2", "--set",
                                                  "cluster.max_restarts=0", "--set",
-                                                 "elastic.rejoin_seconds=1"} +
+                                                 "elastic.rejoin_seconds=1", "--set",
+                                                 "elastic.min_nodes=" +
+                                                     std::to_string(lost.nodes - 1)} +
                       faults("{kind = \"" + lost.fault + "\", node = " +
                              std::to_string(killed) + ", step = 10" +
                              (lost.during_reduction ? ", during = \"reduction\"" : "") + "}")),

@@ -230,8 +230,10 @@ void Launcher::on_exit(NodeSlot& slot, ExitStatus status) {
                                    [](const auto& s) { return !s.given_up; });
   if (slot.id != plan_.coordinator_node && alive >= plan_.min_nodes) {
     say(node + " failed " + plural(slot.restarts + 1, "time") + "; the job goes on with " +
-        plural(static_cast<int>(alive), "node") + " (elastic.min_nodes = " +
-        std::to_string(plan_.min_nodes) + ")");
+        plural(static_cast<int>(alive), "node") +
+        (plan_.min_nodes == 0 ? std::string(" (elastic.min_nodes = 0, no consent to shrink: "
+                                            "the job will end with exit 3)")
+                              : " (elastic.min_nodes = " + std::to_string(plan_.min_nodes) + ")"));
     return;
   }
   say(node + " failed " + plural(slot.restarts + 1, "time") + "; stopping the job" +

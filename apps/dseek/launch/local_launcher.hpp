@@ -30,7 +30,7 @@ struct LaunchPlan {
   int max_restarts = 3;                  // restarts per node id before it is given up
   // A node given up (past max_restarts) ends the job only when it is the coordinator
   // node or fewer than min_nodes would be left (the job's elastic.min_nodes).
-  int min_nodes = 1;
+  int min_nodes = 0;  // 0: no consent to shrink (the nodes then end with exit 3)
   int coordinator_node = 0;
   std::chrono::milliseconds timeout{0};  // the whole job; 0 = none
   // After SIGTERM, before SIGKILL; and how long nodes still running (hung, or cut off)
