@@ -156,7 +156,7 @@ TEST_CASE("epoch board: a membership change aborts the NCCL communicator with th
 }
 
 TEST_CASE("comm.backend = nccl: runs in every layout on cuda, with compression over the "
-          "host plane; refused on the CPU naming its keys", "[config][backend_memory]") {
+          "host plane, and is refused on the CPU naming its keys", "[config][backend_memory]") {
   auto error_of = [](const config::JobConfig& job) {
     try {
       config::check_supported(job);
