@@ -359,6 +359,16 @@ struct agent_state {
   void on_down(const caf::down_msg& dm) {
     if (coord && dm.source == coord.address()) {
       coord = nullptr;
+      if (!joined) {
+        // Gone during the join (a coordinator restarting after a kill): a step of the
+        // join that failed, retried after join_retry_delay like a refused connection;
+        // quitting would restart this actor as fast as it fails, and its supervisor
+        // gives up after a few.
+        ++generation;  // the old attempt's replies no longer count
+        step_failed("the coordinator at " + cfg.coordinator + " went down during the join: " +
+                    render(dm.reason));
+        return;
+      }
       fail(cluster_errc::coordinator_lost, "coordinator_lost",
            "coordinator at " + cfg.coordinator + " is down: " + render(dm.reason));
     }
