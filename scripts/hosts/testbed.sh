@@ -96,6 +96,11 @@ case "$cmd" in
     load "${1:-}"
     need_host "$hosts" "${2:-}"
     ip link set "$(veth_of "$1" "$2")" "$([[ $cmd == cut ]] && echo down || echo up)"
+    # After a heal no host keeps a neighbour entry that failed while the link was down
+    # (the kernel would answer "unreachable" for it a while longer).
+    if [[ $cmd == heal ]]; then
+      for ((k = 0; k < hosts; k++)); do ip -n "$(ns_of "$1" "$k")" neigh flush all 2>/dev/null || true; done
+    fi
     ;;
   rate)
     load "${1:-}"
