@@ -32,10 +32,10 @@ optim::AdamW adamw_of(const OptimizerSpec& spec) {
 
 LocalOptimizer::LocalOptimizer(const OptimizerSpec& spec) : adamw_(adamw_of(spec)) {}
 
-std::unique_ptr<OptimizerShards> make_optimizer_in_place(const OptimizerShardsFactory& factory,
+std::unique_ptr<OptimizerShards> make_optimizer_of(const OptimizerShardsFactory& factory,
                                                          const OptimizerSpec& spec) {
   std::unique_ptr<OptimizerShards> optimizer;
-  if (factory && spec.backend.memory_is_host()) optimizer = factory(spec);
+  if (factory) optimizer = factory(spec);
   if (!optimizer) optimizer = std::make_unique<LocalOptimizer>(spec);
   return optimizer;
 }

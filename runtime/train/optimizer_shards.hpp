@@ -7,10 +7,9 @@
 // thread and backend, the default for runtime-only users and tests/dp; and in dseek-node
 // the node's gradient_shard actors (actors/worker_group/gradient_shard.hpp), which hold the
 // moments of contiguous pieces of the owned ranges and update them in parallel. The
-// Trainer picks one through an OptimizerShardsFactory (RunOptions::optimizer_shards),
-// and so do the pipeline stage trainer (one per chunk) and the tensor-parallel trainer
-// (make_optimizer_in_place); the runtime sees only this interface, so it knows nothing
-// of actors.
+// trainer picks one per model chunk through an OptimizerShardsFactory
+// (RunOptions::optimizer_shards, make_optimizer_of); the runtime sees only this
+// interface, so it knows nothing of actors.
 //
 // Every implementation gives the same bits: an AdamW update is element-wise, so the
 // pieces an update is cut into do not change its result (optim/adamw.hpp).
@@ -102,10 +101,9 @@ using OptimizerShardsFactory =
     std::function<std::unique_ptr<OptimizerShards>(const OptimizerSpec& spec)>;
 
 // The optimizer `factory` makes for `spec`, or a LocalOptimizer when it is empty or
-// returns null. For trainers that do not stage their buffers to the host (the pipeline
-// and tensor-parallel ones): on a backend whose memory is not host memory the factory
-// is not asked -- the update stays on the device, where the parameters are.
-std::unique_ptr<OptimizerShards> make_optimizer_in_place(const OptimizerShardsFactory& factory,
+// returns null. One that updates on the host gets host copies of the buffers from the
+// trainer (host_update.hpp).
+std::unique_ptr<OptimizerShards> make_optimizer_of(const OptimizerShardsFactory& factory,
                                                          const OptimizerSpec& spec);
 
 // One optim::AdamW over the owned ranges, on the caller's thread and backend.

@@ -18,7 +18,7 @@
 #include "runtime/model/activation_memory.hpp"
 #include "runtime/train/batch_source.hpp"
 #include "runtime/train/run_training.hpp"
-#include "runtime/train/trainer.hpp"
+#include "runtime/train/step_report.hpp"
 #include "runtime/util/json_line.hpp"
 
 namespace dseek::train {

@@ -16,7 +16,7 @@
 #include "runtime/metrics/progress.hpp"
 #include "runtime/train/state/checkpointing.hpp"
 #include "runtime/train/run_training.hpp"
-#include "runtime/train/trainer.hpp"
+#include "runtime/train/step_report.hpp"
 
 namespace dseek::train {
 

@@ -232,18 +232,18 @@ TEST_CASE("fp8 with compression: an overflow skips the step before any codec, th
 
 TEST_CASE("fp8 with compression: another replica's overflow skips the step on this one, "
           "whose own gradients were finite", "[train][precision][compression]") {
-  // The other replica's flag (the second of the two doubles each replica contributes to
-  // the step's first small collective) says it overflowed, at step 4 only; a twin
+  // The other replica's flag (what each replica contributes to the step's first small
+  // collective) says it overflowed, at step 4 only; a twin
   // replica without it shows that this one's own step 4 would have gone through.
   auto settings = fp8_settings("topk+int8");
   settings.push_back("train.loss_scale_window=1000");
   CompressedReplica replica(settings), twin(settings);
   bool inject = false;
   replica.comm.after_all_gather = [&inject](void* out, size_t count, comm::DataType type) {
-    const size_t slot = 2 * sizeof(double);  // {loss, overflow flag} of each replica
+    const size_t slot = sizeof(double);  // the overflow flag of each replica
     if (!inject || type != comm::DataType::u8 || count != 2 * slot) return;
     const double overflowed = 1.0;
-    std::memcpy(static_cast<std::byte*>(out) + slot + sizeof(double), &overflowed, sizeof overflowed);
+    std::memcpy(static_cast<std::byte*>(out) + slot, &overflowed, sizeof overflowed);
     inject = false;
   };
   for (int64_t step = 0; step < 4; ++step) {

@@ -55,7 +55,9 @@ class PipelineChunk {
 
   virtual void select_activation_slot(int64_t slot) = 0;
   virtual double forward(const int32_t* tokens, const int32_t* targets, int64_t B, int64_t T) = 0;
-  virtual void backward(float dloss) = 0;
+  // `on_ready` (may be empty) is told each owned range once its gradient is final: as
+  // backward finishes it for a GptModel, after the whole backward for a tensor shard.
+  virtual void backward(float dloss, const model::GradientsReady& on_ready) = 0;
   virtual float* stage_input() = 0;
   virtual float* stage_output() = 0;
   virtual float* stage_input_grad() = 0;
@@ -65,6 +67,8 @@ class PipelineChunk {
   // Closes the optimizer step of the model's precision policy (FP8 delayed scaling:
   // model/precision_policy.hpp); after every step, skipped or not.
   virtual void end_precision_step() = 0;
+  // The GptModel of a whole-model chunk (parallel.tensor = 1); null for a tensor shard.
+  virtual model::GptModel* whole_model() { return nullptr; }
   // The precision policy's fp8 delayed-scaling state (empty unless fp8), over the whole
   // model's layers: only this chunk's range is its own (state/stage_precision_state.cpp).
   virtual numerics::DelayedScalingState fp8_state() = 0;
@@ -85,7 +89,7 @@ class PipelineChunk {
   // AdamW over owned_ranges() with the whole model's weight-decay settings; with `only`
   // (ZeRO inside the data group: this replica's pieces, inside owned_ranges()), over
   // those ranges alone. `factory`'s optimizer (in dseek-node the worker group's
-  // gradient_shard actors), or a LocalOptimizer (make_optimizer_in_place).
+  // gradient_shard actors), or a LocalOptimizer (make_optimizer_of).
   virtual std::unique_ptr<OptimizerShards> make_optimizer(
       backend::Backend& backend, const optim::AdamWSettings& settings,
       const OptimizerShardsFactory& factory,

@@ -106,7 +106,7 @@ class TensorParallelChunk final : public ModelChunk<model::TensorParallelGpt> {
     // The shard's buffer is no ParamLayout: the decay travels with each range.
     OptimizerSpec spec{backend, layout.whole(), settings, {}, backend.host_memory(), owned};
     for (const optim::DecayRange& range : owned) spec.owned.push_back(range.range);
-    return make_optimizer_in_place(factory, spec);
+    return make_optimizer_of(factory, spec);
   }
 
  private:

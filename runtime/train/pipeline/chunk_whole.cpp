@@ -22,6 +22,7 @@ class WholeModelChunk final : public ModelChunk<model::GptModel> {
                                                 spec.shape.layers, spec.fp8));
   }
 
+  model::GptModel* whole_model() override { return &model_; }
   std::vector<model::ParamRange> owned_ranges() const override {
     return model_.gradient_ranges_in_backward_order();
   }
@@ -50,7 +51,7 @@ class WholeModelChunk final : public ModelChunk<model::GptModel> {
       backend::Backend& backend, const optim::AdamWSettings& settings,
       const OptimizerShardsFactory& factory,
       const std::vector<model::ParamRange>* only) const override {
-    return make_optimizer_in_place(
+    return make_optimizer_of(
         factory, OptimizerSpec{backend, model_.layout(), settings,
                                only != nullptr ? *only : owned_ranges(), backend.host_memory()});
   }

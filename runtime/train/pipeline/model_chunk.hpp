@@ -30,9 +30,15 @@ class ModelChunk : public PipelineChunk {
     const metrics::ScopedSpan span("forward", "forward");
     return model_.forward(tokens, targets, B, T);
   }
-  void backward(float dloss) override {
+  void backward(float dloss, const model::GradientsReady& on_ready) override {
     const metrics::ScopedSpan span("backward", "backward");
-    model_.backward(dloss);
+    if constexpr (requires { model_.backward(dloss, on_ready); }) {
+      model_.backward(dloss, on_ready);
+    } else {
+      model_.backward(dloss);
+      if (on_ready)
+        for (const model::ParamRange& range : this->owned_ranges()) on_ready(range);
+    }
   }
   void end_precision_step() override { model_.precision().end_step(); }
   numerics::DelayedScalingState fp8_state() override { return model_.precision().fp8_state(); }

@@ -5,7 +5,7 @@
 #include <string>
 
 #include "runtime/config/load.hpp"
-#include "runtime/train/trainer.hpp"
+#include "runtime/train/model_of_config.hpp"
 
 namespace dseek::train {
 

@@ -49,8 +49,8 @@ struct PipelineStageSpec {
   OptimizerShardsFactory optimizer_shards = {};
   // The trainer's hooks (PipelineStageTrainer::set_after_reduction, set_on_disagreement);
   // they run where the trainer runs.
-  Trainer::GradientHook after_reduction = {};
-  Trainer::DisagreementHook on_disagreement = {};
+  GradientHook after_reduction = {};
+  DisagreementHook on_disagreement = {};
 };
 
 // What a built stage is, fixed for its life (read once, not asked per step).

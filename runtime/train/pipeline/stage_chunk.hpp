@@ -10,6 +10,7 @@
 #include "runtime/optim/adamw.hpp"
 #include "runtime/train/gradient_reducer.hpp"
 #include "runtime/train/host_staging.hpp"
+#include "runtime/train/host_update.hpp"
 #include "runtime/train/pipeline/chunk.hpp"
 #include "runtime/train/pipeline/stage_trainer.hpp"
 
@@ -34,9 +35,11 @@ struct PipelineStageTrainer::Chunk {
   // The gradients' host copy for the host data plane (the tied wte's sum, the reducer's
   // buckets); on the CPU backend the gradients themselves.
   std::unique_ptr<HostStaging> grads_host;
-  // ZeRO and replica checks: the parameters' host copy (the updated pieces are
-  // all-gathered in it; checksums are taken on it).
+  // The parameters' host copy: a host optimizer updates it, ZeRO's updated pieces are
+  // all-gathered in it, checksums are taken on it.
   std::unique_ptr<HostStaging> params_host;
+  std::unique_ptr<HostUpdate> update;  // `optimizer` over the staging, maybe overlapped
+  int64_t last_backward = -1;          // the micro-batch of its last backward in a step
   std::vector<int64_t> free_slots;
   std::map<int64_t, int64_t> slot_of_micro_batch;
 };

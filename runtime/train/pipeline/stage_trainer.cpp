@@ -118,13 +118,33 @@ PipelineStageTrainer::PipelineStageTrainer(const config::JobConfig& config, Batc
                                                            : chunk->grads_host->host(),
                              chunk->model->buffer_floats(), chunk->owned);
     }
+    // A whole model's AdamW runs over its buffer in layout order (one run), as the
+    // offload's chunks go; under ZeRO over this replica's pieces.
+    model::GptModel* whole = chunk->model->whole_model();
     chunk->updated = zero_ ? chunk->reducer->shard() : chunk->owned;
-    chunk->optimizer = chunk->model->make_optimizer(*backend_, settings, optimizer_shards,
-                                                    zero_ ? &chunk->updated : nullptr);
+    if (!zero_ && whole != nullptr) chunk->updated = chunk->owned_runs;
+    chunk->optimizer = chunk->model->make_optimizer(
+        *backend_, settings, optimizer_shards,
+        zero_ || whole != nullptr ? &chunk->updated : nullptr);
     for (const model::ParamRange& r : chunk->updated) chunk->optimizer_floats += r.count;
-    if (zero_ || checks_replicas_)
-      chunk->params_host = std::make_unique<HostStaging>(*backend_, chunk->model->params(),
-                                                         chunk->model->buffer_floats());
+    chunk->params_host = std::make_unique<HostStaging>(*backend_, chunk->model->params(),
+                                                       chunk->model->buffer_floats());
+    // The update overlaps the next forward (host_update.hpp) for a whole model on one
+    // stage, updated whole (ZeRO's all-gather needs the whole update first) by an
+    // optimizer on other threads that reports chunks.
+    std::vector<model::ParamRange> overlap_chunks;
+    if (t.offload_overlap && P == 1 && chunks == 1 && whole != nullptr && !zero_ &&
+        chunk->optimizer->updates_on_host() && chunk->optimizer->updates_in_chunks()) {
+      overlap_chunks = whole->gradient_ranges_in_backward_order();
+      std::reverse(overlap_chunks.begin(), overlap_chunks.end());  // wte+wpe, blocks, lnf
+    }
+    chunk->update = std::make_unique<HostUpdate>(*chunk->optimizer, *chunk->params_host,
+                                                 *chunk->grads_host, std::move(overlap_chunks));
+    if (chunk->update->overlapped())
+      whole->set_before_params_read(
+          [update = chunk->update.get()](model::ParamRange range) { update->await(range); });
+    for (const PipelineOp& op : schedule_.ops(stage_))
+      if (op.chunk == c && op.type == OpType::backward) chunk->last_backward = op.micro_batch;
     for (int64_t s = slots - 1; s >= 0; --s) chunk->free_slots.push_back(s);
     // The stage runs one op at a time: its chunks recompute in one scratch set.
     if (!chunks_.empty() && chunk->model->range().end > chunk->model->range().begin &&
@@ -134,6 +154,7 @@ PipelineStageTrainer::PipelineStageTrainer(const config::JobConfig& config, Batc
   }
   reduces_unscaled_ = loss_scaler_ != nullptr && chunks_.front()->reducer != nullptr &&
                       chunks_.front()->reducer->carries_state_between_steps();
+  overlaps_reduction_ = P == 1 && replicas() > 1 && !reduces_unscaled_;
   lr_schedule_ = optim::LrSchedule{t.lr, t.min_lr, t.warmup_steps, t.steps};
   // A buffer per message of a step, in both directions, in the backend's host memory
   // (pinned for CUDA: the copies to and from the device run at the link's rate).
@@ -147,7 +168,42 @@ PipelineStageTrainer::PipelineStageTrainer(const config::JobConfig& config, Batc
   }
 }
 
-PipelineStageTrainer::~PipelineStageTrainer() = default;
+// An update left running writes into the chunks' buffers until it ends (HostUpdate's
+// destructor waits); the reducers may still be reading them if a step was cut short.
+PipelineStageTrainer::~PipelineStageTrainer() {
+  for (auto& chunk : chunks_) {
+    chunk->update.reset();
+    if (chunk->reducer) chunk->reducer->detach();
+  }
+}
+
+bool PipelineStageTrainer::overlaps_update() const { return chunks_.front()->update->overlapped(); }
+
+void PipelineStageTrainer::finish_update() {
+  for (auto& chunk : chunks_) chunk->update->finish();
+}
+
+model::GptModel& PipelineStageTrainer::whole_model() {
+  model::GptModel* model = chunks_.size() == 1 && plan_.shape.stages == 1
+                               ? chunks_.front()->model->whole_model() : nullptr;
+  if (model == nullptr)
+    throw std::logic_error("PipelineStageTrainer: the whole model lives on one stage only "
+                           "without a pipeline and a tensor group");
+  return *model;
+}
+
+void PipelineStageTrainer::copy_whole_state(float* params, float* adam_m, float* adam_v,
+                                            bool gather_moments) {
+  Chunk& chunk = *chunks_.front();
+  const model::GptModel& model = whole_model();
+  finish_update();
+  backend_->copy_to_host(params, chunk.model->params(), model.num_params() * sizeof(float));
+  if (gather_moments) {
+    moments_to_host(chunk, adam_m, adam_v);
+  } else {
+    chunk.optimizer->moments_to_host(adam_m, adam_v);
+  }
+}
 
 size_t PipelineStageTrainer::owned_params() const {
   size_t count = 0;
@@ -213,12 +269,22 @@ void PipelineStageTrainer::run_forward(int64_t step, const PipelineOp& op) {
   if (const auto input = schedule_.input_of(stage_, op)) receive_into(*input, op.chunk, model.stage_input());
   const int64_t B = plan_.micro_batch_size;
   const int64_t T = config_.model.context;
-  if (model.has_embedding() || model.has_head())
+  if (model.has_embedding() || model.has_head()) {
+    const double data_start = now_us();
     batches_.fill(static_cast<uint64_t>(step), config_.train.batch_size,
                   slice_first_ + op.micro_batch * B, B, T, inputs_.data(), targets_.data());
+    data_wait_ms_ += (now_us() - data_start) / 1000.0;
+  }
   const double start = now_us();
   const double loss = model.forward(inputs_.data(), targets_.data(), B, T);
   const double end = now_us();
+  if (zero_grads_after_forward_) {
+    // The forward has read every chunk of the overlapped update: it is done but for its
+    // answers, and the gradients it read may go.
+    finish_update();
+    for (auto& c : chunks_) c->model->zero_grads();
+    zero_grads_after_forward_ = false;
+  }
   busy_ms_ += (end - start) / 1000.0;
   record(SpanKind::forward, op.micro_batch, op.chunk, start, end);
   if (model.has_head()) loss_ += loss / static_cast<double>(global_micro_batches_);
@@ -237,8 +303,16 @@ void PipelineStageTrainer::run_backward(const PipelineOp& op) {
   const float dloss = 1.0f / static_cast<float>(tokens) /
                       static_cast<float>(global_micro_batches_) *
                       (loss_scaler_ ? loss_scaler_->scale() : 1.0f);
+  // Without a pipeline the step's last backward hands each finished range to the
+  // reducer at once (staged to the host first where the plane reads host memory).
+  model::GradientsReady on_ready;
+  if (overlaps_reduction_ && op.micro_batch == chunk.last_backward)
+    on_ready = [&chunk](model::ParamRange range) {
+      if (!chunk.reduces_backend_memory) chunk.grads_host->to_host(range);
+      chunk.reducer->gradients_ready(range);
+    };
   const double start = now_us();
-  model.backward(dloss);
+  model.backward(dloss, on_ready);
   const double end = now_us();
   busy_ms_ += (end - start) / 1000.0;
   record(SpanKind::backward, op.micro_batch, op.chunk, start, end);
@@ -252,10 +326,11 @@ PipelineStepReport PipelineStageTrainer::train_step(int64_t step) {
   PipelineStepReport report;
   report.step.step = step;
   report.step.lr = lr_schedule_.at(step);
-  loss_ = busy_ms_ = recv_wait_ms_ = 0.0;
+  loss_ = busy_ms_ = recv_wait_ms_ = data_wait_ms_ = 0.0;
   if (timed_tensor_) timed_tensor_->take_spent_ms();
+  zero_grads_after_forward_ = chunks_.front()->update->pending();
   for (auto& chunk : chunks_) {
-    chunk->model->zero_grads();
+    if (!zero_grads_after_forward_) chunk->model->zero_grads();
     if (chunk->reducer) chunk->reducer->begin_step(step);
   }
   // Every receive of the step, in each peer's sending order (pipeline/schedule.hpp).
@@ -279,13 +354,11 @@ PipelineStepReport PipelineStageTrainer::train_step(int64_t step) {
   std::array<double, 1> loss{loss_};
   links_.sum_over_stages(loss);
   const double pipeline_end = now_us();
-  if (replicas_ != nullptr) replicas_->sum(loss);  // the other replicas' halves of the batch
   add_idle_spans(first_span, pipeline_start, pipeline_end);
   report.busy_ms = busy_ms_;
   report.recv_wait_ms = recv_wait_ms_;
   report.pipeline_ms = (pipeline_end - pipeline_start) / 1000.0;
   report.bubble = report.pipeline_ms > 0 ? 1.0 - report.busy_ms / report.pipeline_ms : 0.0;
-  report.step.loss = loss[0];
 
   const auto update_start = Clock::now();
   const int64_t P = plan_.shape.stages;
@@ -301,9 +374,14 @@ PipelineStepReport PipelineStageTrainer::train_step(int64_t step) {
   double replica_ms = 0.0;
   float loss_scale = 1.0f;
   bool apply = true;
-  // A reducer that keeps state between steps (compression's error feedback) is given
-  // finite, unscaled gradients only (gradient_reducer.hpp): under loss scaling the step
-  // is decided first, on an overflow anywhere in the world, and unscaled where it lives.
+  // A reducer that keeps state between steps (compression's error feedback, the local
+  // second moment) is given finite, unscaled gradients only (gradient_reducer.hpp): a
+  // codec does not forget what it did not send, so an Inf must never enter it, a skipped
+  // step must leave every residual as it was, and the residuals must stay in the units of
+  // the unscaled gradient whatever the scale does. Under loss scaling the step is
+  // therefore decided first, on an overflow anywhere in the world, and unscaled where it
+  // lives (a power of two: no mantissa bit changes) before any bucket is encoded; the
+  // reduction then does not overlap backward.
   const bool decided_before_reduction = reduces_unscaled_;
   if (decided_before_reduction) {
     loss_scale = loss_scaler_->scale();
@@ -327,6 +405,9 @@ PipelineStepReport PipelineStageTrainer::train_step(int64_t step) {
     }
     replica_ms = std::chrono::duration<double, std::milli>(Clock::now() - reduce_start).count();
   }
+  // The other replicas' parts of the batch, once no bucket is in flight on the plane.
+  if (replicas_ != nullptr) replicas_->sum(loss);
+  report.step.loss = loss[0];
   const bool check = checks_replicas_ && replica_check_due(config_.train.replica_check_every, step);
   double norm = std::numeric_limits<double>::quiet_NaN();  // a skipped step has none
   if (apply) {
@@ -369,11 +450,15 @@ PipelineStepReport PipelineStageTrainer::train_step(int64_t step) {
     for (auto& chunk : chunks_) {
       // fp8: the updated gradients unscaled where they live (exact: a power of two), so
       // any OptimizerShards (the gradient_shard actors too) updates from true gradients.
-      if (loss_scale != 1.0f && !decided_before_reduction)
+      const bool unscaled_here = loss_scale != 1.0f && !decided_before_reduction;
+      if (unscaled_here)
         for (const model::ParamRange& r : chunk->updated)
           backend_->scale(chunk->model->grads() + r.offset, r.count, 1.0f / loss_scale);
-      chunk->optimizer->update(chunk->model->params(), chunk->model->grads(), report.step.lr,
-                               norm);
+      // The reduced gradients' host staging is current unless they were unscaled on
+      // the backend since.
+      const bool grads_on_host = chunk->reducer && !chunk->reduces_backend_memory && !unscaled_here;
+      chunk->update->update(chunk->model->params(), chunk->model->grads(), chunk->updated,
+                            grads_on_host, report.step.lr, norm);
     }
     if (zero_) {  // every replica's updated pieces to every replica
       const auto gather_start = Clock::now();
@@ -419,6 +504,9 @@ PipelineStepReport PipelineStageTrainer::train_step(int64_t step) {
   report.step.tokens_per_s = static_cast<double>(config_.train.batch_size * config_.model.context) /
                              (report.step.step_ms / 1000.0);
   report.step.peak_memory_bytes = backend_->memory_usage().peak_bytes;
+  report.step.data_wait_ms = data_wait_ms_;
+  report.step.offload_overlap = overlaps_update();
+  for (auto& chunk : chunks_) report.step.offload_wait_ms += chunk->update->take_wait_ms();
   return report;
 }
 
@@ -426,7 +514,9 @@ void PipelineStageTrainer::reduce_over_replicas() {
   // Every range ready at once: the pipeline has drained (and the tied wte is summed), so
   // nothing of backward is left to overlap. Chunk by chunk, in the same order on every
   // replica: the chunks' reducers share the data group's plane.
+  // (Without a pipeline backward has handed them over already: overlaps_reduction_.)
   for (auto& chunk : chunks_) {
+    if (overlaps_reduction_) break;
     for (const model::ParamRange& range : chunk->owned) {
       if (!chunk->reduces_backend_memory) chunk->grads_host->to_host(range);
       chunk->reducer->gradients_ready(range);
@@ -453,6 +543,7 @@ void PipelineStageTrainer::run_after_reduction(int64_t step) {
 
 void PipelineStageTrainer::check_replicas(int64_t step, const char* checked) {
   const bool gradients = std::string_view(checked) == "gradients";
+  if (!gradients) finish_update();  // the parameters compared are the updated ones
   uint64_t hash = 0;
   for (auto& chunk : chunks_) {
     HostStaging& staging = gradients ? *chunk->grads_host : *chunk->params_host;
@@ -498,6 +589,7 @@ double PipelineStageTrainer::evaluate(BatchSource& batches, int64_t eval_batches
   // Forward only, micro-batch by micro-batch through the virtual stages in order: every
   // stage handles (micro-batch, chunk) in the same lexicographic order, so blocking
   // receives in consumption order match the senders' order.
+  finish_update();
   const int64_t B = plan_.micro_batch_size;
   const int64_t T = config_.model.context;
   double total = 0.0;
@@ -535,6 +627,7 @@ double PipelineStageTrainer::evaluate(BatchSource& batches, int64_t eval_batches
 }
 
 std::vector<float> PipelineStageTrainer::gather_params() {
+  finish_update();
   std::vector<float> all(whole_layout_.total(), 0.0f);
   for (auto& chunk : chunks_) {
     std::vector<float> host(chunk->model->buffer_floats());
@@ -575,8 +668,9 @@ size_t count_of(const std::vector<model::ParamRange>& ranges) {
 
 const model::ParamLayout& PipelineStageTrainer::whole_layout() const { return whole_layout_; }
 
+// Counts an update still running (overlap) as taken: its step is decided.
 int64_t PipelineStageTrainer::optimizer_steps() const {
-  return chunks_.front()->optimizer->steps_taken();
+  return chunks_.front()->optimizer->steps_taken() + (chunks_.front()->update->pending() ? 1 : 0);
 }
 
 bool PipelineStageTrainer::first_stage_decides(bool value) {
@@ -606,6 +700,7 @@ void PipelineStageTrainer::gather_state_to_first(float* params, float* adam_m, f
     if (zero_) lend_moment_pieces();
     return;
   }
+  finish_update();
   if (tensor_ != nullptr) return gather_sharded_state_to_first(params, adam_m, adam_v);
   const model::ParamLayout& layout = whole_layout();
   const size_t total = layout.total();
@@ -662,7 +757,9 @@ void PipelineStageTrainer::gather_state_to_first(float* params, float* adam_m, f
 void PipelineStageTrainer::restore_state(const float* params, const float* adam_m,
                                          const float* adam_v, int64_t optimizer_steps) {
   if (tensor_ != nullptr) return restore_sharded_state(params, adam_m, adam_v, optimizer_steps);
+  finish_update();
   for (auto& chunk : chunks_) {
+    chunk->update->forget_host_params();
     for (const auto& r : chunk->owned)
       backend_->copy_from_host(chunk->model->params() + r.offset, params + r.offset,
                                r.count * sizeof(float));

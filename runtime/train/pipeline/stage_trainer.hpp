@@ -4,9 +4,8 @@
 // It is the one trainer of every pipeline and tensor-parallel layout: without a pipeline
 // (parallel.pipeline = 1, SingleStageLinks) the rank is the only stage, its one chunk
 // holds the whole model (embedding, blocks and head) and 1F1B runs each micro-batch's
-// forward and backward in turn, as a tensor-parallel group trains. The data-parallel
-// layout still has its own Trainer (trainer.hpp) until it moves here too; both reduce
-// their data group through the same GradientReducer.
+// forward and backward in turn, as a tensor-parallel group trains. The data-parallel and
+// single-node jobs train here too, through the single-stage view of trainer.hpp.
 //
 // A step: every receive of the step is posted first (in the order each peer sends), then
 // the ops run in schedule order, each micro-batch's activations in a slot of its chunk
@@ -35,10 +34,11 @@
 // split tensors over the group and counts the replicated ones once; the stop votes are
 // summed over the group too.
 //
-// The data group's reduction is the GradientReducer of the data-parallel Trainer
-// (gradient_reducer.hpp, ReplicaGroup::make_gradient_reducer), one per chunk over the
-// ranges it owns, every range reported ready once the pipeline has drained and the tied
-// wte is summed (nothing of backward is left to overlap): its buckets, ZeRO (parallel.zero
+// The data group's reduction is a GradientReducer (gradient_reducer.hpp,
+// ReplicaGroup::make_gradient_reducer), one per chunk over the ranges it owns. Without a
+// pipeline each range goes to it as the step's last backward finishes it, so the
+// reduction overlaps the rest of backward; in a pipeline every range is reported once
+// the pipeline has drained and the tied wte is summed: its buckets, ZeRO (parallel.zero
 // = 1 or 2: each replica gets the sum of its pieces, its AdamW holds and updates those
 // pieces, the norm adds the replicas' squares of them, the parameters are all-gathered
 // after the update; checkpoints gather the moment pieces from every replica) and
@@ -62,7 +62,9 @@
 // The update divides the scale out on the backend (AdamW::step_with_norm), and every
 // chunk closes its FP8 delayed-scaling step after each step, skipped or not.
 //
-// Who updates: each chunk's optimizer comes from `optimizer_shards` (in dseek-node
+// Who updates: each chunk's optimizer (through host_update.hpp: staged on the host when
+// it runs there, and overlapped with the next forward under train.offload_overlap for a
+// whole model on one stage) comes from `optimizer_shards` (in dseek-node
 // RunOptions::optimizer_shards, the worker group's gradient_shard actors), a
 // LocalOptimizer without one. One per chunk, not one over the stage: the chunks of an
 // interleaved schedule have flat buffers of their own, and the actors hold a piece per
@@ -98,7 +100,9 @@
 #include "runtime/train/pipeline/plan.hpp"
 #include "runtime/train/layout/replica_group.hpp"
 #include "runtime/train/pipeline/timed_tensor_group.hpp"
-#include "runtime/train/trainer.hpp"
+#include "runtime/train/model_of_config.hpp"
+#include "runtime/train/optimizer_shards.hpp"
+#include "runtime/train/step_report.hpp"
 
 namespace dseek::train {
 
@@ -133,9 +137,9 @@ class PipelineStageTrainer {
   // Run on the step's reduced gradients before the update, with this rank's first owned
   // run of its first chunk (under ZeRO its first piece): fault injection
   // (corrupt_gradient); and told when a replica check names disagreeing replicas (on
-  // every replica, before the one in the minority throws). Trainer's hooks, the same.
-  void set_after_reduction(Trainer::GradientHook hook) { after_reduction_ = std::move(hook); }
-  void set_on_disagreement(Trainer::DisagreementHook hook) { on_disagreement_ = std::move(hook); }
+  // every replica, before the one in the minority throws).
+  void set_after_reduction(GradientHook hook) { after_reduction_ = std::move(hook); }
+  void set_on_disagreement(DisagreementHook hook) { on_disagreement_ = std::move(hook); }
   // Mean loss over `eval_batches` batches of `batches` (forward only), on every stage
   // (each replica evaluates its slice; collective over the stages and the replicas).
   double evaluate(BatchSource& batches, int64_t eval_batches);
@@ -201,6 +205,20 @@ class PipelineStageTrainer {
   // kMaxTraceSpans, later ones are dropped), for write_chrome_trace.
   std::vector<metrics::TraceSpan> gather_trace_spans();
   static constexpr size_t kMaxTraceSpans = 100000;
+
+  // One stage holding the whole model (no pipeline, no tensor group: the data-parallel
+  // and single-node layouts, trainer.hpp); std::logic_error otherwise. Its GptModel; the
+  // whole state in layout order, the moments all-gathered from the replicas under ZeRO
+  // when `gather_moments` (collective), else this replica's pieces only.
+  model::GptModel& whole_model();
+  void copy_whole_state(float* params, float* adam_m, float* adam_v, bool gather_moments);
+  backend::Backend& backend() { return *backend_; }
+  optim::LossScaler* loss_scaler() { return loss_scaler_.get(); }
+  int64_t micro_batch_size() const { return plan_.micro_batch_size; }
+  // Whether a step's update is left running into the next forward (host_update.hpp).
+  bool overlaps_update() const;
+  // Waits for an update still running: before anything reads the parameters.
+  void finish_update();
 
  private:
   struct Chunk;
@@ -273,8 +291,15 @@ class PipelineStageTrainer {
   double loss_ = 0.0;
   double busy_ms_ = 0.0, recv_wait_ms_ = 0.0;
   std::vector<Span> spans_;
-  Trainer::GradientHook after_reduction_;
-  Trainer::DisagreementHook on_disagreement_;
+  GradientHook after_reduction_;
+  DisagreementHook on_disagreement_;
+  // Without a pipeline: each chunk's ranges reach its reducer as its last backward of
+  // the step finishes them (not under reduces_unscaled_, which decides first).
+  bool overlaps_reduction_ = false;
+  double data_wait_ms_ = 0.0;
+  // An update overlapped into this step: the gradients it reads are zeroed only after
+  // the step's first forward has waited for it.
+  bool zero_grads_after_forward_ = false;
   bool checks_replicas_ = false;  // replicas and train.replica_check_every > 0
   bool reduces_unscaled_ = false;  // loss scaling into reducers with state (compression)
   std::vector<float> moments_scratch_;  // copy_owned_state's (m, v of the largest chunk)

@@ -24,6 +24,7 @@ size_t PipelineStageTrainer::owned_state_floats() const {
 void PipelineStageTrainer::copy_owned_state(float* packed) {
   if (zero_)
     throw std::logic_error("copy_owned_state: under ZeRO a rank holds pieces of its moments only");
+  finish_update();
   for (auto& chunk : chunks_) {
     const size_t floats = chunk->model->buffer_floats();
     const auto segments = chunk->model->owned_segments();
@@ -52,7 +53,9 @@ void PipelineStageTrainer::copy_owned_state(float* packed) {
 void PipelineStageTrainer::restore_owned_state(const float* packed, int64_t optimizer_steps) {
   if (zero_)
     throw std::logic_error("restore_owned_state: under ZeRO a rank holds pieces of its moments only");
+  finish_update();
   for (auto& chunk : chunks_) {
+    chunk->update->forget_host_params();
     const size_t floats = chunk->model->buffer_floats();
     std::vector<float> host_params(floats), host_m(floats, 0.0f), host_v(floats, 0.0f);
     backend_->copy_to_host(host_params.data(), chunk->model->params(), floats * sizeof(float));

@@ -9,7 +9,7 @@
 // history set per replica, gathered with one small collective, and a replica resumes its
 // own; a world of another size (other slices) resumes their cautious merge
 // (numerics::merged_state).
-// The error-feedback residuals of gradient compression (trainer_unscaled_reduction.cpp)
+// The error-feedback residuals of gradient compression (pipeline/stage_trainer.cpp)
 // are not part of it: they stay out of checkpoints.
 #include <span>
 #include <vector>
@@ -24,8 +24,8 @@ bool Trainer::precision_state_is_collective() const {
 }
 
 checkpoint::PrecisionState Trainer::precision_state() {
-  checkpoint::PrecisionState state = loss_scale_state(config_.train.precision, loss_scaler_.get());
-  state.fp8 = model_->precision().fp8_state();
+  checkpoint::PrecisionState state = loss_scale_state(config_.train.precision, stage_->loss_scaler());
+  state.fp8 = model().precision().fp8_state();
   if (!precision_state_is_collective()) return state;
   // Every replica's state in its own slot of a zeroed buffer, summed over the replicas:
   // x + 0 is exact, so the sum is a gather (floats survive the round trip through double).
@@ -53,11 +53,11 @@ checkpoint::PrecisionState Trainer::precision_state() {
 }
 
 bool Trainer::restore_precision_state(const checkpoint::PrecisionState& state) {
-  restore_loss_scale(loss_scaler_.get(), state);
+  restore_loss_scale(stage_->loss_scaler(), state);
   const int64_t world = reducer_ != nullptr ? reducer_->world_size() : 1;
   const int64_t rank = reducer_ != nullptr ? reducer_->rank() : 0;
   const bool own = state.fp8.replicas == world;
-  model_->precision().restore_fp8_state(own ? numerics::replica_state(state.fp8, rank)
+  model().precision().restore_fp8_state(own ? numerics::replica_state(state.fp8, rank)
                                             : numerics::merged_state(state.fp8));
   return own;
 }

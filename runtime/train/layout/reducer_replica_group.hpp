@@ -1,0 +1,31 @@
+// The data group of a data-parallel job as the one trainer sees it (layout/replica_group.hpp):
+// a ReplicaGroup over the one GradientReducer the job was given (dist/run_data_parallel's
+// CommGradientReducer, or a test's), for the single-stage view of the trainer
+// (trainer.hpp). Its sums go through the reducer's collectives; its one model chunk
+// borrows the reducer itself.
+#pragma once
+
+#include <memory>
+#include <span>
+
+#include "runtime/train/layout/replica_group.hpp"
+
+namespace dseek::train {
+
+class ReducerReplicaGroup final : public ReplicaGroup {
+ public:
+  explicit ReducerReplicaGroup(GradientReducer& reducer) : reducer_(reducer) {}
+  int replica() const override { return reducer_.rank(); }
+  int replicas() const override { return reducer_.world_size(); }
+  void sum(std::span<double> values) override { reducer_.sum_over_ranks(values); }
+  // Through doubles: exact for what it sums (state assembled from parts, x + 0).
+  void sum(float* data, size_t count) override;
+  // The reducer, lent to the one chunk (std::logic_error on a second call).
+  std::unique_ptr<GradientReducer> make_gradient_reducer() override;
+
+ private:
+  GradientReducer& reducer_;
+  bool lent_ = false;
+};
+
+}  // namespace dseek::train
