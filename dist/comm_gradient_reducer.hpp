@@ -36,7 +36,7 @@
 // each bucket's error-feedback residual, the local second moment), so a loss-scaled
 // trainer hands it unscaled, finite gradients only, after the whole backward, and
 // skip_step()s a step that overflowed on any replica (runtime/train/gradient_reducer.hpp,
-// trainer_unscaled_reduction.cpp). A skipped step leaves the residuals and the estimate
+// pipeline/stage_trainer.cpp). A skipped step leaves the residuals and the estimate
 // as they were; a second-moment refresh due at a skipped step is done at the next step
 // that is not skipped (every replica skips the same steps, so all refresh together).
 //

@@ -15,7 +15,7 @@
 // squares, so all take the same skip decision and keep the same scale. With gradient
 // compression the decision comes first, from a flag summed over the replicas (any
 // replica's non-finite local gradient skips the step everywhere), and the gradients are
-// unscaled before the codecs see them (train/trainer_unscaled_reduction.cpp).
+// unscaled before the codecs see them (train/pipeline/stage_trainer.cpp).
 #pragma once
 
 #include <cstddef>

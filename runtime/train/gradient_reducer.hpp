@@ -21,7 +21,7 @@
 // loss-scaled trainer (fp8) reports no range during backward, decides the step on a
 // global overflow flag (sum_over_ranks), and then either calls skip_step() (nothing of
 // the step enters the reducer) or unscales the gradients and reports every range
-// (train/trainer_unscaled_reduction.cpp).
+// (train/pipeline/stage_trainer.cpp).
 //
 // A Trainer without a reducer (nullptr) is the single-node trainer, unchanged.
 //

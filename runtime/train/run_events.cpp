@@ -2,11 +2,13 @@
 #include "runtime/train/run_events.hpp"
 
 #include "runtime/train/prefetch_queue.hpp"
+#include "runtime/train/prefetching_batches.hpp"
 
 #include <algorithm>
 #include <cstdio>
 
 #include "runtime/data/dataset_index.hpp"
+#include "runtime/data/vocab_check.hpp"
 #include "runtime/data/token_dataset.hpp"
 #include "runtime/metrics/node_trace.hpp"
 #include "runtime/metrics/step_measures.hpp"
@@ -50,6 +52,20 @@ std::unique_ptr<DatasetBatches> open_validation(const config::JobConfig& config,
   }
 }
 
+TrainingBatches open_training_batches(const config::JobConfig& config, const RunOptions& options,
+                                      bool reads_batches) {
+  TrainingBatches batches;
+  batches.dataset = std::make_shared<DatasetBatches>(config.data.dir, data::Split::train,
+                                                     static_cast<uint64_t>(config.train.seed),
+                                                     config.model.context);
+  data::check_model_vocab(batches.dataset->dataset(), config.model.vocab);
+  if (config.data.prefetch <= 0 || !reads_batches) return batches;
+  if (options.batch_prefetcher) batches.prefetched = options.batch_prefetcher(batches.dataset);
+  if (!batches.prefetched)
+    batches.prefetched = std::make_unique<PrefetchingBatches>(*batches.dataset, config.data.prefetch);
+  return batches;
+}
+
 util::JsonLine step_event_fields(int64_t step_number, const StepReport& r) {
   util::JsonLine fields;
   fields.add("step", step_number).add("loss", r.loss).add("lr", r.lr)
@@ -57,9 +73,7 @@ util::JsonLine step_event_fields(int64_t step_number, const StepReport& r) {
       .add("step_ms", r.step_ms).add("compute_ms", r.compute_ms)
       .add("comm_ms", r.comm_ms).add("data_wait_ms", r.data_wait_ms)
       .add("peak_memory_bytes", r.peak_memory_bytes);
-  // The data prefetcher's queue when this thread's trainer asked for the step's batch.
-  if (const int64_t depth = prefetch_queue_depth(); depth >= 0)
-    fields.add("prefetch_queue_depth", depth);
+  if (r.prefetch_queue_depth >= 0) fields.add("prefetch_queue_depth", r.prefetch_queue_depth);
   if (r.offload_overlap) fields.add("offload_wait_ms", r.offload_wait_ms);
   if (!r.precision.empty()) fields.add("precision", r.precision);
   if (r.loss_scale > 0) fields.add("loss_scale", r.loss_scale).add("skipped", r.skipped);

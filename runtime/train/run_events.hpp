@@ -36,6 +36,20 @@ metrics::Progress open_run_progress(const config::JobConfig& config, const RunOp
 std::unique_ptr<DatasetBatches> open_validation(const config::JobConfig& config,
                                                 metrics::Progress& progress);
 
+// The training split of data.dir, its vocabulary checked against model.vocab (naming
+// both), and with data.prefetch > 0 made ready that many steps ahead by the caller's
+// prefetcher (RunOptions::batch_prefetcher: the node's data_prefetcher actor) or else a
+// thread of the run's own. `reads_batches` false (a pipeline stage between the first
+// and the last): no prefetcher, the stage reads no batch.
+struct TrainingBatches {
+  // Shared: a prefetcher outside this run may still hold it when the run ends.
+  std::shared_ptr<DatasetBatches> dataset;
+  std::unique_ptr<BatchSource> prefetched;
+  BatchSource& source() { return prefetched ? *prefetched : *dataset; }
+};
+TrainingBatches open_training_batches(const config::JobConfig& config, const RunOptions& options,
+                                      bool reads_batches = true);
+
 // The fields every "step" event starts with; a path appends its own after them.
 // Events number steps from 1: `step_number` is the count of completed steps.
 util::JsonLine step_event_fields(int64_t step_number, const StepReport& report);

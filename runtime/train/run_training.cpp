@@ -6,13 +6,10 @@
 #include <array>
 #include <memory>
 
-#include "runtime/data/token_dataset.hpp"
-#include "runtime/data/vocab_check.hpp"
 #include "runtime/metrics/event_log.hpp"
 #include "runtime/metrics/progress.hpp"
 #include "runtime/train/state/checkpointing.hpp"
 #include "runtime/train/state/trainer_checkpoint_state.hpp"
-#include "runtime/train/prefetching_batches.hpp"
 #include "runtime/train/gradient_reducer.hpp"
 #include "runtime/train/run_events.hpp"
 #include "runtime/train/run_steps.hpp"
@@ -27,21 +24,10 @@ RunSummary run_training(const config::JobConfig& config, const RunOptions& optio
   std::unique_ptr<metrics::EventLog> own_events;
   metrics::EventLog& events = open_run_events(config, options, own_events);
   metrics::Progress progress = open_run_progress(config, options);
-  // Shared: a prefetcher outside this run (the node's data_prefetcher actor) may still
-  // hold it when the run ends.
-  const auto train_batches = std::make_shared<DatasetBatches>(
-      config.data.dir, data::Split::train, static_cast<uint64_t>(t.seed), config.model.context);
-  data::check_model_vocab(train_batches->dataset(), config.model.vocab);  // names both vocabularies
+  TrainingBatches train_batches = open_training_batches(config, options);
   auto val_batches = open_validation(config, progress);
-  // data.prefetch steps of batches are made ready while the steps compute: by the
-  // caller's prefetcher, else on a thread of this run's own.
-  std::unique_ptr<BatchSource> prefetched;
-  if (config.data.prefetch > 0 && options.batch_prefetcher)
-    prefetched = options.batch_prefetcher(train_batches);
-  if (config.data.prefetch > 0 && !prefetched)
-    prefetched = std::make_unique<PrefetchingBatches>(*train_batches, config.data.prefetch);
-  BatchSource& batches = prefetched ? *prefetched : static_cast<BatchSource&>(*train_batches);
-  Trainer trainer(config, batches, options.reducer, options.optimizer_shards, options.backend);
+  Trainer trainer(config, train_batches.source(), options.reducer, options.optimizer_shards,
+                  options.backend);
   trainer.set_after_reduction(options.after_reduction);
   // Every replica reports a disagreement; the one in the minority then throws
   // ReplicaMismatch out of the step and leaves the job.
@@ -66,7 +52,7 @@ RunSummary run_training(const config::JobConfig& config, const RunOptions& optio
       .add("vocab", config.model.vocab).add("batch_size", t.batch_size)
       .add("micro_batch_size", trainer.micro_batch()).add("steps", t.steps)
       .add("threads", t.threads).add("data", config.data.dir)
-      .add("train_tokens", train_batches->dataset().num_tokens())
+      .add("train_tokens", train_batches.dataset->dataset().num_tokens())
       .add("host_memory", trainer.backend().host_memory()->kind())
       .add("offload_overlap", trainer.overlaps_update());
   if (options.reducer != nullptr) {
@@ -78,7 +64,7 @@ RunSummary run_training(const config::JobConfig& config, const RunOptions& optio
   events.emit("run_started", started);
   report_model_memory(events, progress, "", config.model, trainer.model().activation_memory());
   progress.line("dseek: " + std::to_string(trainer.model().num_params()) + " parameters, " +
-                std::to_string(train_batches->dataset().num_tokens()) + " training tokens, " +
+                std::to_string(train_batches.dataset->dataset().num_tokens()) + " training tokens, " +
                 std::to_string(t.steps) + " steps of " + std::to_string(t.batch_size) + " x " +
                 std::to_string(config.model.context) + " tokens; events in " +
                 events.path().string());

@@ -39,6 +39,9 @@ struct StepReport {
   // time this step's forward waited for chunks of the previous step's update.
   bool offload_overlap = false;
   double offload_wait_ms = 0.0;
+  // data.prefetch: the steps of batches the prefetcher had ready when the step asked for
+  // its first batch (prefetch_queue.hpp); -1 where no prefetching source was asked.
+  int64_t prefetch_queue_depth = -1;
 };
 
 // Run on the step's final (with replicas: reduced) gradients before the update (fault

@@ -1,5 +1,5 @@
 // fp8's dynamic loss scaling with gradient compression, in one process
-// (runtime/train/trainer_unscaled_reduction.cpp; the reducer's side,
+// (runtime/train/pipeline/stage_trainer.cpp; the reducer's side,
 // dist/comm_gradient_reducer.hpp): the compressing reducer's skip_step()
 // leaves every error-feedback residual and the second-moment schedule as a reducer that
 // never saw the step, and refuses once a bucket is on the wire; a Trainer whose fp8

@@ -7,7 +7,6 @@
 #include <memory>
 
 #include "runtime/data/token_dataset.hpp"
-#include "runtime/data/vocab_check.hpp"
 #include "runtime/metrics/chrome_trace.hpp"
 #include "runtime/metrics/event_log.hpp"
 #include "runtime/metrics/progress.hpp"
@@ -69,9 +68,9 @@ PipelineRunSummary run_pipeline_stage(const config::JobConfig& config, const Run
   std::unique_ptr<metrics::EventLog> own_events;
   metrics::EventLog& events = open_run_events(config, options, own_events);
   metrics::Progress progress = open_run_progress(config, options);
-  DatasetBatches train_batches(config.data.dir, data::Split::train, static_cast<uint64_t>(t.seed),
-                               config.model.context);
-  data::check_model_vocab(train_batches.dataset(), config.model.vocab);  // names both vocabularies
+  // The first and the last stage read the training batches (tokens, targets).
+  const bool reads_batches = links.stage() == 0 || links.stage() == links.stages() - 1;
+  TrainingBatches train_batches = open_training_batches(config, options, reads_batches);
   auto val_batches = open_validation(config, progress);
 
   // The profile of a balanced split runs on stage 0 on the backend (device, threads) it
@@ -92,7 +91,7 @@ PipelineRunSummary run_pipeline_stage(const config::JobConfig& config, const Run
   }
 
   // Local, or the node's pipeline_stage actor (options.pipeline_stage): one loop drives either.
-  PipelineStageSpec spec{config, train_batches, links, plan, replicas, tensor,
+  PipelineStageSpec spec{config, train_batches.source(), links, plan, replicas, tensor,
                          options.backend, options.optimizer_shards};
   // Only a job that corrupts a gradient hands the hook the reduced gradients (on a device
   // it costs a copy each step); its `slow` sleep runs as each step starts (fixed_world_steps).

@@ -12,6 +12,7 @@
 
 #include "runtime/optim/adamw_settings.hpp"
 #include "runtime/train/gather_host_shards.hpp"
+#include "runtime/train/prefetch_queue.hpp"
 #include "runtime/optim/loss_scaler_of.hpp"
 #include "runtime/train/pipeline/stage_chunk.hpp"
 #include "runtime/train/replica_check.hpp"
@@ -327,6 +328,7 @@ PipelineStepReport PipelineStageTrainer::train_step(int64_t step) {
   report.step.step = step;
   report.step.lr = lr_schedule_.at(step);
   loss_ = busy_ms_ = recv_wait_ms_ = data_wait_ms_ = 0.0;
+  note_prefetch_queue_depth(-1);  // what a prefetching source says at this step's first batch
   if (timed_tensor_) timed_tensor_->take_spent_ms();
   zero_grads_after_forward_ = chunks_.front()->update->pending();
   for (auto& chunk : chunks_) {
@@ -405,9 +407,9 @@ PipelineStepReport PipelineStageTrainer::train_step(int64_t step) {
     }
     replica_ms = std::chrono::duration<double, std::milli>(Clock::now() - reduce_start).count();
   }
-  // The other replicas' parts of the batch, once no bucket is in flight on the plane.
-  if (replicas_ != nullptr) replicas_->sum(loss);
-  report.step.loss = loss[0];
+  // The other replicas' parts of the batch (with the norm's squares when the step is
+  // applied), once no bucket is in flight on the plane.
+  bool loss_summed = false;
   const bool check = checks_replicas_ && replica_check_due(config_.train.replica_check_every, step);
   double norm = std::numeric_limits<double>::quiet_NaN();  // a skipped step has none
   if (apply) {
@@ -416,20 +418,29 @@ PipelineStepReport PipelineStageTrainer::train_step(int64_t step) {
     // are used; sharded replicas hold different pieces, so only the parameters are.
     if (check && !zero_) check_replicas(step, "gradients");
     // [0]: squares counted as they are; [1]: of tensors split over the tensor group.
-    // Under ZeRO each replica holds the summed gradient on its pieces only: it squares
-    // those, and the replicas' sums are added, so every element counts once.
+    // With replicas each squares its reducer's shard only (under ZeRO it holds the
+    // summed gradient there alone; under ZeRO 0 everywhere) and the replicas' sums are
+    // added, with the loss: every element counts once, added in the same order whatever
+    // the ZeRO stage.
     std::array<double, 2> squares{0.0, 0.0};
     for (auto& chunk : chunks_) {
       const ChunkNormRanges& norm_ranges = chunk->norm_ranges;
-      for (const auto& range : zero_ ? model::ranges_within(norm_ranges.local, chunk->updated)
-                                     : norm_ranges.local)
+      const GradientReducer* reducer = chunk->reducer.get();
+      for (const auto& range : reducer ? model::ranges_within(norm_ranges.local, reducer->shard())
+                                       : norm_ranges.local)
         squares[0] += backend_->sum_squares(chunk->model->grads() + range.offset, range.count);
-      for (const auto& range : zero_ ? model::ranges_within(norm_ranges.group_split, chunk->updated)
-                                     : norm_ranges.group_split)
+      for (const auto& range : reducer ? model::ranges_within(norm_ranges.group_split, reducer->shard())
+                                       : norm_ranges.group_split)
         squares[1] += backend_->sum_squares(chunk->model->grads() + range.offset, range.count);
     }
     links_.sum_over_stages(squares);
-    if (zero_) replicas_->sum(squares);
+    if (replicas_ != nullptr) {
+      std::array<double, 3> sums{squares[0], squares[1], loss[0]};
+      replicas_->sum(sums);
+      squares = {sums[0], sums[1]};
+      loss[0] = sums[2];
+      loss_summed = true;
+    }
     if (tensor_ != nullptr) {
       // The group's all-reduce is f32: ~1e-7 relative on the norm; every rank gets the
       // same bits.
@@ -446,6 +457,8 @@ PipelineStepReport PipelineStageTrainer::train_step(int64_t step) {
       if (apply) norm /= loss_scale;  // exact: the scale is a power of two
     }
   }
+  if (replicas_ != nullptr && !loss_summed) replicas_->sum(loss);
+  report.step.loss = loss[0];
   if (apply) {
     for (auto& chunk : chunks_) {
       // fp8: the updated gradients unscaled where they live (exact: a power of two), so
@@ -505,6 +518,7 @@ PipelineStepReport PipelineStageTrainer::train_step(int64_t step) {
                              (report.step.step_ms / 1000.0);
   report.step.peak_memory_bytes = backend_->memory_usage().peak_bytes;
   report.step.data_wait_ms = data_wait_ms_;
+  report.step.prefetch_queue_depth = prefetch_queue_depth();
   report.step.offload_overlap = overlaps_update();
   for (auto& chunk : chunks_) report.step.offload_wait_ms += chunk->update->take_wait_ms();
   return report;
