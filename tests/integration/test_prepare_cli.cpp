@@ -100,9 +100,6 @@ TEST_CASE("dseek data prepare refuses bad pipeline options and what is not built
   auto resume = with({"--resume"});
   CHECK(resume.exit_code == 2);
   CHECK_THAT(resume.output, Catch::Contains("--resume is not implemented"));
-  auto nodes = with({"--nodes", "2"});
-  CHECK(nodes.exit_code == 2);
-  CHECK_THAT(nodes.output, Catch::Contains("across the nodes of a cluster is not implemented"));
   auto crash = with({"--inject-crash", "nowhere:1"});
   CHECK(crash.exit_code == 2);
   CHECK_THAT(crash.output, Catch::Contains("bad value 'nowhere:1' for --inject-crash"));
