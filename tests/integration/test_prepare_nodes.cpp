@@ -4,7 +4,8 @@
 // duplicates lie in files of different nodes (so they are caught only if dedup sees
 // every node's documents). A node killed with kill -9 makes node 0 fail naming it after
 // its --node-wait; the rerun reuses the finished parts and writes the same data set. A
-// node run with other settings is named too; --nodes without --node-id is refused.
+// node run with other settings or one that failed is named too; --nodes without
+// --node-id is refused.
 #include <catch2/catch.hpp>
 
 #include <signal.h>
@@ -17,6 +18,7 @@
 
 #include "actors/spawned_process.hpp"
 #include "support/data_test_files.hpp"
+#include "support/node_runs.hpp"
 #include "support/process.hpp"
 #include "support/test_paths.hpp"
 
@@ -108,7 +110,7 @@ ProcessResult run_nodes(const std::vector<std::string>& args, int nodes,
 }  // namespace
 
 TEST_CASE("dseek data prepare on 1, 2 and 3 nodes writes the one-node data set byte for byte",
-          "[data][pipeline][cli][nodes]") {
+          "[data][pipeline][cli][prepare-nodes]") {
   ScratchDir dir("prepare-nodes");
   make_corpus(dir / "in");
   auto one = run_process(prepare_args(dir / "in", dir / "one", 2), 60s);
@@ -141,7 +143,7 @@ TEST_CASE("dseek data prepare on 1, 2 and 3 nodes writes the one-node data set b
 }
 
 TEST_CASE("a node killed during dseek data prepare is named, and the rerun writes the same data",
-          "[data][pipeline][cli][nodes]") {
+          "[data][pipeline][cli][prepare-nodes]") {
   ScratchDir dir("prepare-nodes-kill");
   make_corpus(dir / "in");
   auto one = run_process(prepare_args(dir / "in", dir / "one", 1), 60s);
@@ -183,7 +185,7 @@ TEST_CASE("a node killed during dseek data prepare is named, and the rerun write
 }
 
 TEST_CASE("dseek data prepare --nodes needs --node-id, and refuses what one node decides",
-          "[data][pipeline][cli][nodes]") {
+          "[data][pipeline][cli][prepare-nodes]") {
   ScratchDir dir("prepare-nodes-refused");
   make_corpus(dir / "in");
   auto with = [&](std::vector<std::string> extra) {
@@ -200,4 +202,16 @@ TEST_CASE("dseek data prepare --nodes needs --node-id, and refuses what one node
   CHECK(max_bytes.exit_code != 0);
   CHECK_THAT(max_bytes.output, Catch::Contains("--max-bytes cuts the corpus"));
   CHECK_FALSE(std::filesystem::exists(dir / "out/index.capnp"));
+
+  // A node that failed (--strict: a malformed line in its file) is named with its error.
+  write_file(dir / "strict/a.jsonl", "{\"text\": \"" + document(1, 50) + "\"}\n");
+  write_file(dir / "strict/b.jsonl", "{\"text\": \"" + document(2, 50) + "\"}\n{broken\n");
+  auto strict = prepare_args(dir / "strict", dir / "strict-out", 1);
+  strict.push_back("--strict");
+  auto second = run_process(node_args(strict, 2, 1), 30s);
+  CHECK(second.exit_code != 0);
+  auto first = run_process(node_args(strict, 2, 0), 30s);
+  INFO(first.output);
+  CHECK(first.exit_code != 0);
+  CHECK_THAT(first.output, Catch::Contains("node 1 of 2 failed: ") && Catch::Contains("b.jsonl"));
 }
