@@ -68,6 +68,10 @@ void write_parts(const context_ptr& context, const data::SourceListing& own,
       << " files are this node's, " << own.files.size() - todo.files.size()
       << " of them finished before\n";
   for (int attempt = 0; attempt < 3 && !todo.files.empty(); ++attempt) {
+    if (attempt > 0) {
+      log << "data prepare: " << todo.files.size() << " files again (a writer crashed in "
+          << "them: their parts were not written)\n";
+    }
     context->listing.files = todo.files;
     context->cache_keys = todo_keys;
     context->cache_entry.reset();

@@ -2,10 +2,10 @@
 // output folder: for 1, 2 and 3 nodes on 1 and 2 workers the data set (every shard and
 // the index) is byte for byte the one-node run's, on a corpus whose exact and near
 // duplicates lie in files of different nodes (so they are caught only if dedup sees
-// every node's documents). A node killed with kill -9 makes node 0 fail naming it after
-// its --node-wait; the rerun reuses the finished parts and writes the same data set. A
-// node run with other settings or one that failed is named too; --nodes without
-// --node-id is refused.
+// every node's documents), also when a writer crashes on each node. A node killed with
+// kill -9 makes node 0 fail naming it after its --node-wait; the rerun reuses the
+// finished parts and writes the same data set. A node run with other settings or one
+// that failed is named too; --nodes without --node-id is refused.
 #include <catch2/catch.hpp>
 
 #include <signal.h>
@@ -140,6 +140,17 @@ TEST_CASE("dseek data prepare on 1, 2 and 3 nodes writes the one-node data set b
   }
   auto verify = run_process({bin("dseek"), "data", "verify", (dir / "n3w2").string()}, 30s);
   CHECK(verify.exit_code == 0);
+
+  // A writer that crashes on every node: its file's part is not written, the node runs
+  // that file again; the same data set.
+  auto args = prepare_args(dir / "in", dir / "crashed", 2);
+  args.insert(args.end(), {"--inject-crash", "write:2"});
+  std::filesystem::create_directories(dir / "logs/crashed");
+  auto crashed = run_nodes(args, 2, dir / "logs/crashed");
+  INFO(crashed.output);
+  REQUIRE(crashed.exit_code == 0);
+  CHECK_THAT(crashed.output, Catch::Contains("1 files again (a writer crashed in them"));
+  CHECK(data_set(dir / "crashed") == expected);
 }
 
 TEST_CASE("a node killed during dseek data prepare is named, and the rerun writes the same data",
