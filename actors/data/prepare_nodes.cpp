@@ -104,23 +104,16 @@ data::PrepareSummary prepare_on_nodes(const data::PrepareOptions& given, std::os
   const data::Tokenizer& tokenizer = *context->tokenizer;
   const std::string fingerprint = data::part_fingerprint(options, tokenizer, full);
   data::SourceListing own;
-  std::vector<uint32_t> own_index;
   for (uint32_t f = 0; f < full.files.size(); ++f) {
-    if (data::owner_node(f, options.nodes) != options.node_id) continue;
-    own.files.push_back(full.files[f]);
-    own_index.push_back(f);
+    if (data::owner_node(f, options.nodes) == options.node_id) own.files.push_back(full.files[f]);
   }
-  // Node 0 needs every file's key (for the merge); the others their own.
-  const std::vector<std::string> keys =
-      data::part_keys(options, tokenizer, options.node_id == 0 ? full : own);
-  std::vector<std::string> own_keys;
-  for (size_t i = 0; i < own_index.size(); ++i)
-    own_keys.push_back(keys[options.node_id == 0 ? own_index[i] : i]);
+  const std::vector<std::string> own_keys = data::part_keys(options, tokenizer, own);
 
   options.cache_dir = parts;  // the writer's entries are the parts
   try {
     write_parts(context, own, own_keys, parts, log);
-    data::write_node_marker(parts, options.node_id, "done", fingerprint);
+    data::write_node_marker(parts, options.node_id, "done",
+                            data::done_marker_text(fingerprint, own_keys));
   } catch (const std::exception& failure) {
     try {
       data::write_node_marker(parts, options.node_id, "failed", failure.what());
@@ -139,7 +132,8 @@ data::PrepareSummary prepare_on_nodes(const data::PrepareOptions& given, std::os
         << "; node 0 writes the data set\n";
     return summary;
   }
-  data::wait_for_parts(options, full, keys, fingerprint, parts, log);
+  const std::vector<std::string> keys =
+      data::wait_for_parts(options, full, own_keys, fingerprint, parts, log);
   fs::remove(options.output / ".tokens.tmp", error);
   std::optional<data::DatasetBuilder> builder;
   try {

@@ -55,58 +55,74 @@ void remove_node_markers(const fs::path& parts, uint32_t node) {
   for (const char* kind : {"done", "failed"}) fs::remove(marker_path(parts, node, kind), error);
 }
 
-void wait_for_parts(const PrepareOptions& options, const SourceListing& listing,
-                    const std::vector<std::string>& keys, const std::string& fingerprint,
-                    const fs::path& parts, std::ostream& log) {
+std::string done_marker_text(const std::string& fingerprint,
+                             const std::vector<std::string>& keys) {
+  std::string text = fingerprint + "\n";
+  for (const std::string& key : keys) text += key + "\n";
+  return text;
+}
+
+std::vector<std::string> wait_for_parts(const PrepareOptions& options,
+                                        const SourceListing& listing,
+                                        const std::vector<std::string>& own_keys,
+                                        const std::string& fingerprint, const fs::path& parts,
+                                        std::ostream& log) {
   using clock = std::chrono::steady_clock;
+  const uint32_t nodes = options.nodes;
+  std::vector<std::string> keys(listing.files.size());
+  for (size_t i = 0; i < own_keys.size(); ++i) keys[i * nodes] = own_keys[i];
+  std::vector<uint32_t> pending;
+  for (uint32_t node = 1; node < nodes; ++node) pending.push_back(node);
   const auto start = clock::now();
   auto next_note = start;
-  for (;;) {
-    // The first missing file of each node.
-    std::vector<int64_t> missing(options.nodes, -1);
-    size_t count = 0;
-    for (uint32_t f = 0; f < keys.size(); ++f) {
-      if (cache_has(parts, keys[f])) continue;
-      ++count;
-      int64_t& first = missing[owner_node(f, options.nodes)];
-      if (first < 0) first = f;
-    }
-    if (count == 0) return;
+  while (!pending.empty()) {
     const double waited = std::chrono::duration<double>(clock::now() - start).count();
-    for (uint32_t node = 0; node < options.nodes; ++node) {
-      if (missing[node] < 0) continue;
-      const std::string& file = listing.files[static_cast<size_t>(missing[node])].relative;
+    std::vector<uint32_t> still;
+    for (uint32_t node : pending) {
+      const std::string name = node_name(node, nodes);
       std::string text;
-      if (read_marker(parts, node, "failed", text)) {
-        throw DataError(node_name(node, options.nodes) + " failed: " + text);
-      }
-      if (read_marker(parts, node, "done", text)) {
-        if (text != fingerprint) {
-          throw DataError(node_name(node, options.nodes) +
-                          " prepared with other settings, node count or input files (its "
-                          "fingerprint " + text + ", this node's " + fingerprint +
-                          "): run every node with the same command but --node-id");
+      if (read_marker(parts, node, "failed", text)) throw DataError(name + " failed: " + text);
+      if (!read_marker(parts, node, "done", text)) {
+        if (waited > options.node_wait_s) {
+          char seconds[32];
+          std::snprintf(seconds, sizeof seconds, "%.0f", options.node_wait_s);
+          const std::string first = node < listing.files.size()
+                                        ? " (its first file " + listing.files[node].relative + ")"
+                                        : "";
+          throw DataError(name + " has not finished" + first + " after " + seconds +
+                          " s: did it stop? Start `dseek data prepare` with --nodes " +
+                          std::to_string(nodes) + " --node-id " + std::to_string(node) +
+                          " on the same --input and --output; a rerun reuses every part "
+                          "finished");
         }
-        throw DataError(node_name(node, options.nodes) + " finished without the part of " +
-                        file + " in " + parts.string() + ": was that folder changed?");
+        still.push_back(node);
+        continue;
       }
-      if (waited > options.node_wait_s) {
-        char seconds[32];
-        std::snprintf(seconds, sizeof seconds, "%.0f", options.node_wait_s);
-        throw DataError(node_name(node, options.nodes) + " has not prepared " + file +
-                        " after " + seconds + " s (did it stop? start `dseek data prepare` "
-                        "with --nodes " + std::to_string(options.nodes) + " --node-id " +
-                        std::to_string(node) + " on the same --input and --output; a rerun "
-                        "reuses every part finished)");
+      std::istringstream lines(text);
+      std::string theirs;
+      std::getline(lines, theirs);
+      if (theirs != fingerprint) {
+        throw DataError(name + " prepared with other settings, node count or input files (its "
+                        "fingerprint " + theirs + ", this node's " + fingerprint +
+                        "): run every node with the same command but --node-id");
+      }
+      for (size_t f = node; f < keys.size(); f += nodes) {
+        if (!std::getline(lines, keys[f]) || !cache_has(parts, keys[f])) {
+          throw DataError(name + " finished without the part of " + listing.files[f].relative +
+                          " in " + parts.string() + ": was that folder changed?");
+        }
       }
     }
+    pending = std::move(still);
+    if (pending.empty()) break;
     if (clock::now() >= next_note) {
-      log << "data prepare: waiting for " << count << " parts of the other nodes\n"
+      log << "data prepare: waiting for " << pending.size() << " of the other nodes\n"
           << std::flush;
       next_note = clock::now() + std::chrono::seconds(10);
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
+  return keys;
 }
 
 void merge_parts(const PrepareOptions& options, const std::vector<std::string>& keys,
@@ -130,7 +146,8 @@ void merge_parts(const PrepareOptions& options, const std::vector<std::string>& 
       }
       dedup.apply(piece);
       for (size_t d : no_tokens) {
-        if (piece.documents[d].drop == DropReason::kept) piece.documents[d].drop = DropReason::empty;
+        DropReason& drop = piece.documents[d].drop;
+        if (drop == DropReason::kept) drop = DropReason::empty;
       }
       for (const std::string& problem : piece.problems) log << "data prepare: " << problem << "\n";
       builder.add(piece);

@@ -5,8 +5,9 @@
 // writes each file's pieces, before dedup, as one part OUTPUT/.parts/<key>.piece (the
 // cache's entry format, written as .tmp and renamed when the file is done; the key is
 // the file's bytes and the settings, so a rerun skips every part already there). Then
-// it leaves a marker: node-<id>.done with the run's fingerprint, or node-<id>.failed
-// with its error. Node 0 waits for every part (wait_for_parts), then merge_parts runs
+// it leaves a marker: node-<id>.done with the run's fingerprint and its parts' keys, or
+// node-<id>.failed with its error. Node 0 waits for every marker (wait_for_parts), then
+// merge_parts runs
 // the in-order stages, dedup and write, over all parts in corpus order: duplicates
 // across nodes are caught, and the shards and the index are the bytes a one-node run
 // writes, for any number of nodes and workers.
@@ -33,12 +34,20 @@ void write_node_marker(const std::filesystem::path& parts, uint32_t node, const 
                        const std::string& text);
 void remove_node_markers(const std::filesystem::path& parts, uint32_t node);
 
-// Until every file's part is in `parts`. Throws DataError naming the node when a node
-// failed (its error), finished with another fingerprint (other settings or inputs), or
-// has not delivered after options.node_wait_s.
-void wait_for_parts(const PrepareOptions& options, const SourceListing& listing,
-                    const std::vector<std::string>& keys, const std::string& fingerprint,
-                    const std::filesystem::path& parts, std::ostream& log);
+// The text of a node's done marker: the fingerprint, then the keys of its parts.
+std::string done_marker_text(const std::string& fingerprint,
+                             const std::vector<std::string>& keys);
+
+// Until every other node's done marker is there: the keys of every file's part (node
+// 0's own, `own_keys`, given; so node 0 reads only its own files). Throws DataError
+// naming the node when a node failed (its error), finished with another fingerprint
+// (other settings or inputs) or without a part, or has not finished after
+// options.node_wait_s.
+std::vector<std::string> wait_for_parts(const PrepareOptions& options,
+                                        const SourceListing& listing,
+                                        const std::vector<std::string>& own_keys,
+                                        const std::string& fingerprint,
+                                        const std::filesystem::path& parts, std::ostream& log);
 
 // Dedup and write over every part in corpus order, into `builder`.
 void merge_parts(const PrepareOptions& options, const std::vector<std::string>& keys,

@@ -50,7 +50,8 @@ std::string document(uint64_t seed, int words) {
 void make_corpus(const std::filesystem::path& dir) {
   std::map<int, std::vector<std::string>> files;
   for (int f = 0; f < kFiles; ++f)
-    for (int d = 0; d < 6; ++d) files[f].push_back(document(static_cast<uint64_t>(f * 100 + d), 120));
+    for (int d = 0; d < 6; ++d)
+      files[f].push_back(document(static_cast<uint64_t>(f * 100 + d), 120));
   files[5].insert(files[5].begin() + 2, files[0][3]);
   files[2].push_back(files[1][0]);
   std::string near = files[2][4];
@@ -175,7 +176,8 @@ TEST_CASE("a node killed during dseek data prepare is named, and the rerun write
   auto failed = run_process(waiting, 60s);
   INFO(failed.output);
   CHECK(failed.exit_code != 0);
-  CHECK_THAT(failed.output, Catch::Contains("node 1 of 3 has not prepared f1.jsonl after 3 s"));
+  CHECK_THAT(failed.output,
+             Catch::Contains("node 1 of 3 has not finished (its first file f1.jsonl) after 3 s"));
   CHECK_FALSE(std::filesystem::exists(dir / "out/index.capnp"));  // never a data set
   REQUIRE(std::filesystem::exists(dir / "out/.parts"));
 
