@@ -31,16 +31,7 @@ namespace {
 void make_corpus(const std::filesystem::path& dir) {
   std::string lines;
   for (int d = 0; d < 60; ++d) {
-    std::string text = "document";
-    uint64_t state = static_cast<uint64_t>(d) * 2654435761u + 1;
-    for (int w = 0; w < 40; ++w) {
-      state = state * 6364136223846793005ull + 1442695040888963407ull;
-      const int n = static_cast<int>((state >> 33) % 400);
-      text += ' ';
-      text += static_cast<char>('a' + n % 26);
-      text += static_cast<char>('a' + n / 26 % 26);
-      text += "ord";
-    }
+    const std::string text = random_words("document", static_cast<uint64_t>(d), 40);
     const std::string line = std::string("{\"text\": \"").append(text).append("\"}\n");
     lines += line;
     if (d == 10) lines += line;  // an exact copy

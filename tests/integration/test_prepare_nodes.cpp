@@ -29,20 +29,7 @@ namespace {
 
 constexpr int kFiles = 7;  // node k of N owns the files whose index is k modulo N
 
-// A document of `words` pseudo-random words from a 400-word vocabulary.
-std::string document(uint64_t seed, int words) {
-  std::string text = "doc";
-  uint64_t state = seed * 2654435761u + 1;
-  for (int w = 0; w < words; ++w) {
-    state = state * 6364136223846793005ull + 1442695040888963407ull;
-    const int n = static_cast<int>((state >> 33) % 400);
-    text += ' ';
-    text += static_cast<char>('a' + n % 26);
-    text += static_cast<char>('a' + n / 26 % 26);
-    text += "ord";
-  }
-  return text;
-}
+std::string document(uint64_t seed, int words) { return random_words("doc", seed, words); }
 
 // Files f0..f6 of JSON lines (listed in that order). Exact copies: a document of f0 in
 // f5 (owners 0 and 1 of 2, 0 and 2 of 3) and one of f1 in f2; near copies (one word
