@@ -14,14 +14,13 @@
 #include <caf/system_messages.hpp>
 
 #include "actors/data/pipeline_driver.hpp"
+#include "actors/data/prepare_nodes.hpp"
 #include "actors/data/prepare_messages.hpp"
 #include "actors/message_types.hpp"
 #include "runtime/data/token_dataset.hpp"
 
 namespace dseek::actors {
-namespace {
 
-// Runs the actors; "" when every piece was written, else why not.
 std::string run_pipeline(const context_ptr& context, std::ostream& log) {
   caf::actor_system_config cfg;
   register_supervision_types(cfg);
@@ -47,10 +46,8 @@ std::string run_pipeline(const context_ptr& context, std::ostream& log) {
   return error;
 }
 
-}  // namespace
-
-data::PrepareSummary prepare_dataset(const data::PrepareOptions& given, std::ostream& log) {
-  const auto start = std::chrono::steady_clock::now();
+context_ptr make_prepare_context(const data::PrepareOptions& given,
+                                 std::filesystem::path& input, std::ostream& log) {
   data::check_prepare_options(given);
   auto context = std::make_shared<prepare_context>();
   data::PrepareOptions& options = context->options;
@@ -58,7 +55,7 @@ data::PrepareSummary prepare_dataset(const data::PrepareOptions& given, std::ost
   if (options.workers == 0) options.workers = std::max(1u, std::thread::hardware_concurrency());
   if (options.window == 0) options.window = std::max(8u, 4 * options.workers);
   options.window = std::max(options.window, 2u);
-  std::filesystem::path input = std::filesystem::absolute(options.input).lexically_normal();
+  input = std::filesystem::absolute(options.input).lexically_normal();
   // "dir/" and "dir" are the same input and must give the same index.
   if (!input.has_filename() && input.has_parent_path()) input = input.parent_path();
   context->tokenizer = data::open_tokenizer(options.tokenizer);
@@ -67,12 +64,39 @@ data::PrepareSummary prepare_dataset(const data::PrepareOptions& given, std::ost
       << " (" << context->listing.hidden << " hidden or version-control files and "
       << context->listing.filtered << " left out by --include/--exclude), tokenizer "
       << context->tokenizer->name() << ", " << options.workers << " workers\n";
+  context->input = options.input_options;
+  context->input.reject_nul_in_lines = context->tokenizer->kind() == data::TokenizerKind::bytes;
+  context->hasher.emplace(options.clean.minhash_permutations, options.clean.shingle_words);
+  context->fim_tokens = data::fim_tokens_for(*context->tokenizer);
+  return context;
+}
+
+void finish_summary(data::PrepareSummary& summary, const prepare_context& context,
+                    uint64_t cached, std::chrono::steady_clock::time_point start) {
+  const data::PrepareSummary& pipeline = context.pipeline;
+  summary.hidden_files = context.listing.hidden;
+  summary.filtered_files = context.listing.filtered;
+  summary.workers = pipeline.workers;
+  summary.window = pipeline.window;
+  summary.peak_pieces = pipeline.peak_pieces;
+  summary.peak_bytes = pipeline.peak_bytes;
+  summary.largest_piece_bytes = pipeline.largest_piece_bytes;
+  summary.restarts = pipeline.restarts;
+  summary.cached_files = cached;
+  summary.stage_documents = pipeline.stage_documents;
+  summary.stage_busy_seconds = pipeline.stage_busy_seconds;
+  summary.stage_peak_waiting = pipeline.stage_peak_waiting;
+  summary.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+data::PrepareSummary prepare_dataset(const data::PrepareOptions& given, std::ostream& log) {
+  if (given.nodes > 1) return prepare_on_nodes(given, log);
+  const auto start = std::chrono::steady_clock::now();
+  std::filesystem::path input;
+  context_ptr context = make_prepare_context(given, input, log);
+  const data::PrepareOptions& options = context->options;
   data::create_output(options.output);
   try {
-    context->input = options.input_options;
-    context->input.reject_nul_in_lines = context->tokenizer->kind() == data::TokenizerKind::bytes;
-    context->hasher.emplace(options.clean.minhash_permutations, options.clean.shingle_words);
-    context->fim_tokens = data::fim_tokens_for(*context->tokenizer);
     const bool caching = !options.cache_dir.empty();
     context->dedup.emplace(options.clean, options.max_bytes, caching);
     uint64_t cached = 0;
@@ -90,20 +114,7 @@ data::PrepareSummary prepare_dataset(const data::PrepareOptions& given, std::ost
     if (!error.empty()) throw data::DataError(error);
     data::PrepareSummary summary = context->builder->finish();
     context->builder.reset();  // removes the token file
-    const data::PrepareSummary& pipeline = context->pipeline;
-    summary.hidden_files = context->listing.hidden;
-    summary.filtered_files = context->listing.filtered;
-    summary.workers = pipeline.workers;
-    summary.window = pipeline.window;
-    summary.peak_pieces = pipeline.peak_pieces;
-    summary.peak_bytes = pipeline.peak_bytes;
-    summary.largest_piece_bytes = pipeline.largest_piece_bytes;
-    summary.restarts = pipeline.restarts;
-    summary.cached_files = cached;
-    summary.stage_documents = pipeline.stage_documents;
-    summary.stage_busy_seconds = pipeline.stage_busy_seconds;
-    summary.stage_peak_waiting = pipeline.stage_peak_waiting;
-    summary.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    finish_summary(summary, *context, cached, start);
     data::write_prepare_report(options, summary, log);
     return summary;
   } catch (...) {

@@ -132,13 +132,15 @@ caf::behavior piece_worker(caf::event_based_actor* self, PrepareStage stage, con
 
 caf::behavior dedup_worker(caf::event_based_actor* self, context_ptr context, caf::actor driver) {
   // A predecessor crashed in the middle of a piece: undo what it did of it.
-  if (context->dedup_pending) {
+  if (context->dedup_pending && context->dedup) {
     context->dedup->rollback(*context->dedup_pending);
     context->dedup_pending.reset();
   }
   announce(self, driver, PrepareStage::dedup);
   return {
       [=](prep_work_atom, const piece_ptr& in) {
+        // A node of several (no dedup here): node 0's merge dedups every node's parts.
+        if (!context->dedup) return self->send(driver, prep_done_atom::value, in);
         context->dedup_pending = context->dedup->mark();
         maybe_crash(*context, PrepareStage::dedup);
         piece_ptr out = run_stage(in, [&](data::Piece& piece) { context->dedup->apply(piece); });
@@ -166,7 +168,7 @@ void cache_piece(prepare_context& context, const data::Piece& piece) {
 
 caf::behavior write_worker(caf::event_based_actor* self, context_ptr context, caf::actor driver) {
   if (context->write_pending) {
-    context->builder->rollback(*context->write_pending);
+    if (context->builder) context->builder->rollback(*context->write_pending);
     context->write_pending.reset();
     if (context->cache_entry) {  // its file is not cached in this run
       context->cache_entry.reset();
@@ -176,7 +178,9 @@ caf::behavior write_worker(caf::event_based_actor* self, context_ptr context, ca
   announce(self, driver, PrepareStage::write);
   return {
       [=](prep_work_atom, const piece_ptr& in) {
-        context->write_pending = context->builder->mark();
+        // A node of several writes its parts only (the cache's entries, cache_piece).
+        context->write_pending =
+            context->builder ? context->builder->mark() : data::DatasetBuilder::Mark{};
         maybe_crash(*context, PrepareStage::write);
         if (const uint32_t ms = context->options.faults.writer_delay_ms; ms > 0) {
           std::this_thread::sleep_for(std::chrono::milliseconds(ms));  // the slow writer
@@ -190,7 +194,7 @@ caf::behavior write_worker(caf::event_based_actor* self, context_ptr context, ca
         out->limit_reached = in->limit_reached;
         out->problems = in->problems;
         try {
-          context->builder->add(*in);
+          if (context->builder) context->builder->add(*in);
           cache_piece(*context, *in);
         } catch (const data::DataError& error) {
           out->fatal = error.what();

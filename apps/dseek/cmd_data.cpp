@@ -28,6 +28,7 @@ constexpr const char* kUsage =
     "                          [--val-fraction F] [--jsonl-field NAME] [--strict]\n"
     "                          [--include GLOB]... [--exclude GLOB]...\n"
     "                          [--shard-tokens N] [--max-bytes N] [--workers N] [--cache DIR]\n"
+    "                          [--nodes N --node-id I [--node-wait SECONDS]]\n"
     "                          [clean, augment and pipeline options: docs/data.md]\n"
     "         tokenizers: bytes (default), gpt2 = r50k_base, cl100k_base, a .tiktoken file\n"
     "       dseek data tokenize --tokenizer NAME|FILE [--decode | --stats] < INPUT\n"
@@ -42,10 +43,10 @@ const std::vector<std::string> kPrepareValueOptions = {
     "--piece-bytes", "--near-threshold", "--minhash-permutations", "--shingle-words",
     "--min-chars", "--max-chars", "--max-symbol-ratio", "--max-digit-ratio",
     "--max-repeated-lines", "--fim-rate", "--fim-spm-rate", "--fim-seed", "--inject-crash",
-    "--slow-writer-ms", "--config", "--set"};
+    "--slow-writer-ms", "--config", "--set", "--nodes", "--node-id", "--node-wait"};
 const std::vector<std::string> kPrepareFlags = {
     "--strict", "--keep-bytes", "--raw", "--no-nfc", "--no-dedup", "--no-near-dedup",
-    "--no-filters", "--no-progress", "--resume", "--nodes", "--node-id", "--help"};
+    "--no-filters", "--no-progress", "--resume", "--help"};
 
 std::vector<std::string> prepare_options() {
   std::vector<std::string> all = kPrepareValueOptions;
@@ -126,6 +127,7 @@ int prepare(const Args& args) {
   data::PrepareOptions options = options_from_config(args);
   data::CleanSettings& clean = options.clean;
   bool have_input = !options.input.empty(), have_output = !options.output.empty();
+  bool have_nodes = false, have_node_id = false;
   for (size_t i = 1; i < args.size(); ++i) {
     const std::string& flag = args[i];
     if (flag == "--config" || flag == "--set") {  // options_from_config() took them
@@ -157,10 +159,6 @@ int prepare(const Args& args) {
       }
       continue;
     }
-    if (flag == "--nodes" || flag == "--node-id")
-      throw cli::UsageError(flag + ": preparing across the nodes of a cluster is not implemented "
-                            "yet; prepare on one host (--workers N uses its cores) into a "
-                            "folder the nodes share");
     if (flag == "--resume")
       throw cli::UsageError("--resume is not implemented: rerun with the same --cache DIR, "
                             "which reuses every file the interrupted run finished");
@@ -224,6 +222,14 @@ int prepare(const Args& args) {
       ok = parse_fraction(value, options.fim.spm_rate);
     } else if (flag == "--fim-seed") {
       ok = parse_number(value, options.fim.seed);
+    } else if (flag == "--nodes") {
+      ok = parse_number(value, options.nodes) && options.nodes > 0 && options.nodes <= 4096;
+      have_nodes = true;
+    } else if (flag == "--node-id") {
+      ok = parse_number(value, options.node_id);
+      have_node_id = true;
+    } else if (flag == "--node-wait") {
+      ok = parse_number(value, options.node_wait_s) && options.node_wait_s > 0;
     } else if (flag == "--inject-crash") {
       ok = parse_crash(value, options.faults);
     } else if (flag == "--slow-writer-ms") {
@@ -235,7 +241,15 @@ int prepare(const Args& args) {
   if (!have_input || !have_output)
     throw cli::UsageError("prepare needs --input and --output (or a --config FILE whose "
                           "prepare.input and data.dir say them)");
+  if (have_nodes != have_node_id || options.node_id >= options.nodes)
+    throw cli::UsageError("--nodes N and --node-id I (0..N-1) go together: run the same "
+                          "command on each of the N nodes with its own --node-id");
   data::PrepareSummary summary = actors::prepare_dataset(options, std::cout);
+  if (options.node_id != 0) {
+    std::printf("node %u of %u prepared its files in %.2f s\n", options.node_id, options.nodes,
+                summary.seconds);
+    return 0;
+  }
   std::printf("prepared %llu tokens from %llu bytes in %.2f s\n",
               static_cast<unsigned long long>(summary.train_tokens + summary.val_tokens),
               static_cast<unsigned long long>(summary.input_bytes), summary.seconds);

@@ -84,18 +84,19 @@ struct Input {
   }
 };
 
-}  // namespace
-
-std::vector<std::string> cache_keys(const PrepareOptions& options, const Tokenizer& tokenizer,
-                                    const SourceListing& listing) {
-  const std::string settings = settings_text(options, tokenizer);
-  XXH128_hash_t previous = XXH3_128bits(settings.data(), settings.size());
+// Per file: XXH3-128 of (seed, the relative path, the bytes); the seed is the settings'
+// hash, and with `chain` the previous file's key instead for every file after the first.
+std::vector<std::string> file_keys(const std::string& settings, const SourceListing& listing,
+                                   bool chain) {
+  const XXH128_hash_t seed = XXH3_128bits(settings.data(), settings.size());
+  XXH128_hash_t previous = seed;
   std::vector<std::string> keys;
   std::vector<char> buffer(1 << 20);
   for (const SourceFile& file : listing.files) {
     XXH3_state_t* state = XXH3_createState();
     XXH3_128bits_reset(state);
-    XXH3_128bits_update(state, &previous, sizeof previous);
+    const XXH128_hash_t& before = chain ? previous : seed;
+    XXH3_128bits_update(state, &before, sizeof before);
     XXH3_128bits_update(state, file.relative.data(), file.relative.size() + 1);
     std::ifstream in(file.path, std::ios::binary);
     while (in) {
@@ -108,6 +109,31 @@ std::vector<std::string> cache_keys(const PrepareOptions& options, const Tokeniz
     keys.push_back(hex128(previous));
   }
   return keys;
+}
+
+// A node's part holds the pieces before dedup: not the cache's entries.
+std::string part_settings(const PrepareOptions& options, const Tokenizer& tokenizer) {
+  return "prepare part 1\n" + settings_text(options, tokenizer);
+}
+
+}  // namespace
+
+std::vector<std::string> cache_keys(const PrepareOptions& options, const Tokenizer& tokenizer,
+                                    const SourceListing& listing) {
+  return file_keys(settings_text(options, tokenizer), listing, true);
+}
+
+std::vector<std::string> part_keys(const PrepareOptions& options, const Tokenizer& tokenizer,
+                                   const SourceListing& listing) {
+  return file_keys(part_settings(options, tokenizer), listing, false);
+}
+
+std::string part_fingerprint(const PrepareOptions& options, const Tokenizer& tokenizer,
+                             const SourceListing& listing) {
+  std::string text = part_settings(options, tokenizer) + "nodes " +
+                     std::to_string(options.nodes) + "\n";
+  for (const SourceFile& file : listing.files) text.append(file.relative).push_back('\n');
+  return hex128(XXH3_128bits(text.data(), text.size()));
 }
 
 bool cache_has(const std::filesystem::path& dir, const std::string& key) {

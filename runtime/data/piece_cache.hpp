@@ -29,6 +29,14 @@ class Tokenizer;
 std::vector<std::string> cache_keys(const PrepareOptions& options, const Tokenizer& tokenizer,
                                     const SourceListing& listing);
 
+// The keys of a node's parts (prepare_nodes.hpp): per file, not chained (a part is the
+// file's pieces before dedup, which depends on nothing before it), and the fingerprint
+// every node of a run must share (the settings, the node count, the file list).
+std::vector<std::string> part_keys(const PrepareOptions& options, const Tokenizer& tokenizer,
+                                   const SourceListing& listing);
+std::string part_fingerprint(const PrepareOptions& options, const Tokenizer& tokenizer,
+                             const SourceListing& listing);
+
 // Appends a file's pieces to its entry; commit() makes it visible.
 class CacheEntryWriter {
  public:

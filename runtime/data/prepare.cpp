@@ -41,6 +41,20 @@ void check_prepare_options(const PrepareOptions& options) {
   if (options.piece_bytes == 0) throw DataError("the piece size must be at least one byte");
   check_clean_settings(options.clean);
   check_fim_settings(options.fim);
+  if (options.nodes == 0 || options.node_id >= options.nodes) {
+    throw DataError("node id " + std::to_string(options.node_id) + " is not one of the " +
+                    std::to_string(options.nodes) + " nodes (0.." +
+                    std::to_string(options.nodes == 0 ? 0 : options.nodes - 1) + ")");
+  }
+  if (options.nodes > 1 && options.max_bytes != 0) {
+    throw DataError("--max-bytes cuts the corpus where one node reaches it: prepare on one "
+                    "node to use it");
+  }
+  if (options.nodes > 1 && !options.cache_dir.empty()) {
+    throw DataError("--cache on several nodes: the nodes' finished parts in OUTPUT/.parts are "
+                    "what a rerun reuses; leave --cache out");
+  }
+  if (!(options.node_wait_s > 0)) throw DataError("the node wait must be more than 0 seconds");
 }
 
 // The output must not hold anything: refusing is what protects an existing data set

@@ -61,6 +61,11 @@ struct PrepareOptions {
                                           // redrawn in place (else plain lines)
   std::filesystem::path cache_dir;        // --cache: the content-addressed cache (piece_cache.hpp)
   PrepareFaults faults;
+  // On several nodes (prepare_nodes.hpp): this node's id among `nodes`, and how long
+  // node 0 waits for the others' parts before it fails naming the missing node.
+  uint32_t nodes = 1;
+  uint32_t node_id = 0;
+  double node_wait_s = 600;
 };
 
 struct PrepareSummary {

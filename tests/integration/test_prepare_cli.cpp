@@ -31,16 +31,7 @@ namespace {
 void make_corpus(const std::filesystem::path& dir) {
   std::string lines;
   for (int d = 0; d < 60; ++d) {
-    std::string text = "document";
-    uint64_t state = static_cast<uint64_t>(d) * 2654435761u + 1;
-    for (int w = 0; w < 40; ++w) {
-      state = state * 6364136223846793005ull + 1442695040888963407ull;
-      const int n = static_cast<int>((state >> 33) % 400);
-      text += ' ';
-      text += static_cast<char>('a' + n % 26);
-      text += static_cast<char>('a' + n / 26 % 26);
-      text += "ord";
-    }
+    const std::string text = random_words("document", static_cast<uint64_t>(d), 40);
     const std::string line = std::string("{\"text\": \"").append(text).append("\"}\n");
     lines += line;
     if (d == 10) lines += line;  // an exact copy
@@ -100,9 +91,6 @@ TEST_CASE("dseek data prepare refuses bad pipeline options and what is not built
   auto resume = with({"--resume"});
   CHECK(resume.exit_code == 2);
   CHECK_THAT(resume.output, Catch::Contains("--resume is not implemented"));
-  auto nodes = with({"--nodes", "2"});
-  CHECK(nodes.exit_code == 2);
-  CHECK_THAT(nodes.output, Catch::Contains("across the nodes of a cluster is not implemented"));
   auto crash = with({"--inject-crash", "nowhere:1"});
   CHECK(crash.exit_code == 2);
   CHECK_THAT(crash.output, Catch::Contains("bad value 'nowhere:1' for --inject-crash"));

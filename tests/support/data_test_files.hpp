@@ -1,12 +1,13 @@
 // What the data-preparation tests share: writing an input file (its folders made) and
-// reading one back, a gzip stream of a text (zlib), and the message of the DataError an
-// action throws.
+// reading one back, a gzip stream of a text (zlib), a document of random words, and the
+// message of the DataError an action throws.
 #pragma once
 
 #include <catch2/catch.hpp>
 
 #include <zlib.h>
 
+#include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -45,6 +46,22 @@ inline std::string gzip(const std::string& text) {
   out.resize(stream.total_out);
   deflateEnd(&stream);
   return out;
+}
+
+// `first` and `words` pseudo-random words of a 400-word vocabulary ("abord", ...): a
+// document no other seed gives (its shingles differ), for the dedup tests.
+inline std::string random_words(const std::string& first, uint64_t seed, int words) {
+  std::string text = first;
+  uint64_t state = seed * 2654435761u + 1;
+  for (int w = 0; w < words; ++w) {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    const int n = static_cast<int>((state >> 33) % 400);
+    text += ' ';
+    text += static_cast<char>('a' + n % 26);
+    text += static_cast<char>('a' + n / 26 % 26);
+    text += "ord";
+  }
+  return text;
 }
 
 // The DataError message of `action`, or "" if it did not throw one.

@@ -1,0 +1,217 @@
+// `dseek data prepare --nodes N --node-id I` as N processes on this host sharing the
+// output folder: for 1, 2 and 3 nodes on 1 and 2 workers the data set (every shard and
+// the index) is byte for byte the one-node run's, on a corpus whose exact and near
+// duplicates lie in files of different nodes (so they are caught only if dedup sees
+// every node's documents), also when a writer crashes on each node. A node killed with
+// kill -9 makes node 0 fail naming it after its --node-wait; the rerun reuses the
+// finished parts and writes the same data set. A node run with other settings or one
+// that failed is named too; --nodes without --node-id is refused.
+#include <catch2/catch.hpp>
+
+#include <signal.h>
+
+#include <filesystem>
+#include <map>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "actors/spawned_process.hpp"
+#include "support/data_test_files.hpp"
+#include "support/node_runs.hpp"
+#include "support/process.hpp"
+#include "support/test_paths.hpp"
+
+using namespace dseek::testing;
+using namespace std::chrono_literals;
+
+namespace {
+
+constexpr int kFiles = 7;  // node k of N owns the files whose index is k modulo N
+
+std::string document(uint64_t seed, int words) { return random_words("doc", seed, words); }
+
+// Files f0..f6 of JSON lines (listed in that order). Exact copies: a document of f0 in
+// f5 (owners 0 and 1 of 2, 0 and 2 of 3) and one of f1 in f2; near copies (one word
+// changed in 120): one of f2 in f3 and one of f1 in f4. And a document too short.
+void make_corpus(const std::filesystem::path& dir) {
+  std::map<int, std::vector<std::string>> files;
+  for (int f = 0; f < kFiles; ++f)
+    for (int d = 0; d < 6; ++d)
+      files[f].push_back(document(static_cast<uint64_t>(f * 100 + d), 120));
+  files[5].insert(files[5].begin() + 2, files[0][3]);
+  files[2].push_back(files[1][0]);
+  std::string near = files[2][4];
+  near.replace(near.size() - 5, 5, "zzord");
+  files[3].insert(files[3].begin() + 1, near);
+  near = files[1][5];
+  near.replace(near.size() - 5, 5, "yyord");
+  files[4].push_back(near);
+  files[6].push_back("tiny");
+  for (const auto& [f, docs] : files) {
+    std::string lines;
+    for (const std::string& text : docs) lines += "{\"text\": \"" + text + "\"}\n";
+    write_file(dir / ("f" + std::to_string(f) + ".jsonl"), lines);
+  }
+}
+
+std::vector<std::string> prepare_args(const std::filesystem::path& in,
+                                      const std::filesystem::path& out, int workers) {
+  return {bin("dseek"), "data", "prepare", "--input", in.string(), "--output", out.string(),
+          "--workers", std::to_string(workers), "--piece-bytes", "1500", "--min-chars", "10",
+          "--fim-rate", "0.5", "--val-fraction", "0.1", "--shard-tokens", "20000",
+          "--no-progress"};
+}
+
+std::vector<std::string> node_args(std::vector<std::string> args, int nodes, int node) {
+  args.insert(args.end(), {"--nodes", std::to_string(nodes), "--node-id", std::to_string(node),
+                           "--node-wait", "60"});
+  return args;
+}
+
+// Every file of a data set but report.json (it has timings), by name.
+std::map<std::string, std::string> data_set(const std::filesystem::path& dir) {
+  std::map<std::string, std::string> files;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    const std::string name = entry.path().filename().string();
+    if (name != "report.json") files[name] = read_file(entry.path());
+  }
+  return files;
+}
+
+// Nodes 1..N-1 in the background, node 0 in the foreground: node 0's result.
+ProcessResult run_nodes(const std::vector<std::string>& args, int nodes,
+                        const std::filesystem::path& logs) {
+  std::vector<dseek::test::SpawnedProcess> others;
+  for (int node = 1; node < nodes; ++node) {
+    others.push_back(dseek::test::SpawnedProcess::start(
+        node_args(args, nodes, node), (logs / ("node-" + std::to_string(node) + ".log")).string()));
+  }
+  ProcessResult first = run_process(node_args(args, nodes, 0), 120s);
+  for (int node = 1; node < nodes; ++node) {
+    INFO("node " << node << ": " << read_file(logs / ("node-" + std::to_string(node) + ".log")));
+    CHECK(others[static_cast<size_t>(node - 1)].wait_for(60s) == 0);
+  }
+  return first;
+}
+
+}  // namespace
+
+TEST_CASE("dseek data prepare on 1, 2 and 3 nodes writes the one-node data set byte for byte",
+          "[data][pipeline][cli][prepare-nodes]") {
+  ScratchDir dir("prepare-nodes");
+  make_corpus(dir / "in");
+  auto one = run_process(prepare_args(dir / "in", dir / "one", 2), 60s);
+  INFO(one.output);
+  REQUIRE(one.exit_code == 0);
+  // The duplicates are there to be caught: 2 exact, 2 near, across nodes' files.
+  const std::string report = read_file(dir / "one/report.json");
+  CHECK_THAT(report, Catch::Contains("\"exact_duplicate\":2") &&
+                         Catch::Contains("\"near_duplicate\":2") &&
+                         Catch::Contains("\"too_short\":1"));
+  const auto expected = data_set(dir / "one");
+  REQUIRE(expected.count("index.capnp") == 1);
+  REQUIRE(expected.size() >= 4);  // the index and several shards
+  for (int nodes : {1, 2, 3}) {
+    for (int workers : {1, 2}) {
+      const std::string name = "n" + std::to_string(nodes) + "w" + std::to_string(workers);
+      INFO(name);
+      std::filesystem::create_directories(dir / "logs" / name);
+      auto first = run_nodes(prepare_args(dir / "in", dir / name, workers), nodes,
+                             dir / "logs" / name);
+      INFO(first.output);
+      REQUIRE(first.exit_code == 0);
+      CHECK(data_set(dir / name) == expected);
+      CHECK_FALSE(std::filesystem::exists(dir / name / ".parts"));
+      if (nodes > 1) CHECK_THAT(first.output, Catch::Contains("files are this node's"));
+    }
+  }
+  auto verify = run_process({bin("dseek"), "data", "verify", (dir / "n3w2").string()}, 30s);
+  CHECK(verify.exit_code == 0);
+
+  // A writer that crashes on every node: its file's part is not written, the node runs
+  // that file again; the same data set.
+  auto args = prepare_args(dir / "in", dir / "crashed", 2);
+  args.insert(args.end(), {"--inject-crash", "write:2"});
+  std::filesystem::create_directories(dir / "logs/crashed");
+  auto crashed = run_nodes(args, 2, dir / "logs/crashed");
+  INFO(crashed.output);
+  REQUIRE(crashed.exit_code == 0);
+  CHECK_THAT(crashed.output, Catch::Contains("1 files again (a writer crashed in them"));
+  CHECK(data_set(dir / "crashed") == expected);
+}
+
+TEST_CASE("a node killed during dseek data prepare is named, and the rerun writes the same data",
+          "[data][pipeline][cli][prepare-nodes]") {
+  ScratchDir dir("prepare-nodes-kill");
+  make_corpus(dir / "in");
+  auto one = run_process(prepare_args(dir / "in", dir / "one", 1), 60s);
+  REQUIRE(one.exit_code == 0);
+  const auto args = prepare_args(dir / "in", dir / "out", 1);
+
+  // Node 1 writes slowly and is killed; node 2 finishes; node 0 waits 3 s for node 1.
+  auto slow = node_args(args, 3, 1);
+  slow.insert(slow.end(), {"--slow-writer-ms", "5000"});
+  auto killed = dseek::test::SpawnedProcess::start(slow, (dir / "node-1.log").string());
+  auto third = run_process(node_args(args, 3, 2), 60s);
+  REQUIRE(third.exit_code == 0);
+  std::this_thread::sleep_for(300ms);
+  killed.signal(SIGKILL);
+  CHECK(killed.wait_for(10s) == 128 + SIGKILL);
+  auto waiting = node_args(args, 3, 0);
+  waiting.back() = "3";  // --node-wait 3
+  auto failed = run_process(waiting, 60s);
+  INFO(failed.output);
+  CHECK(failed.exit_code != 0);
+  CHECK_THAT(failed.output,
+             Catch::Contains("node 1 of 3 has not finished (its first file f1.jsonl) after 3 s"));
+  CHECK_FALSE(std::filesystem::exists(dir / "out/index.capnp"));  // never a data set
+  REQUIRE(std::filesystem::exists(dir / "out/.parts"));
+
+  // A node run with other settings is named; then the rerun of nodes 0 and 1.
+  auto other = node_args(args, 3, 1);
+  other.insert(other.end(), {"--min-chars", "11"});
+  REQUIRE(run_process(other, 60s).exit_code == 0);
+  auto mismatch = run_process(node_args(args, 3, 0), 60s);
+  CHECK(mismatch.exit_code != 0);
+  CHECK_THAT(mismatch.output, Catch::Contains("node 1 of 3 prepared with other settings"));
+
+  REQUIRE(run_process(node_args(args, 3, 1), 60s).exit_code == 0);
+  auto again = run_process(node_args(args, 3, 0), 60s);
+  INFO(again.output);
+  REQUIRE(again.exit_code == 0);
+  CHECK_THAT(again.output, Catch::Contains("3 files are this node's, 3 of them finished before"));
+  CHECK(data_set(dir / "out") == data_set(dir / "one"));
+}
+
+TEST_CASE("dseek data prepare --nodes needs --node-id, and refuses what one node decides",
+          "[data][pipeline][cli][prepare-nodes]") {
+  ScratchDir dir("prepare-nodes-refused");
+  make_corpus(dir / "in");
+  auto with = [&](std::vector<std::string> extra) {
+    auto args = prepare_args(dir / "in", dir / "out", 1);
+    args.insert(args.end(), extra.begin(), extra.end());
+    return run_process(args, 30s);
+  };
+  auto alone = with({"--nodes", "2"});
+  CHECK(alone.exit_code == 2);
+  CHECK_THAT(alone.output, Catch::Contains("--nodes N and --node-id I (0..N-1) go together"));
+  auto beyond = with({"--nodes", "2", "--node-id", "2"});
+  CHECK(beyond.exit_code == 2);
+  auto max_bytes = with({"--nodes", "2", "--node-id", "0", "--max-bytes", "100"});
+  CHECK(max_bytes.exit_code != 0);
+  CHECK_THAT(max_bytes.output, Catch::Contains("--max-bytes cuts the corpus"));
+  CHECK_FALSE(std::filesystem::exists(dir / "out/index.capnp"));
+
+  // A node that failed (--strict: a malformed line in its file) is named with its error.
+  write_file(dir / "strict/a.jsonl", "{\"text\": \"" + document(1, 50) + "\"}\n");
+  write_file(dir / "strict/b.jsonl", "{\"text\": \"" + document(2, 50) + "\"}\n{broken\n");
+  auto strict = prepare_args(dir / "strict", dir / "strict-out", 1);
+  strict.push_back("--strict");
+  auto second = run_process(node_args(strict, 2, 1), 30s);
+  CHECK(second.exit_code != 0);
+  auto first = run_process(node_args(strict, 2, 0), 30s);
+  INFO(first.output);
+  CHECK(first.exit_code != 0);
+  CHECK_THAT(first.output, Catch::Contains("node 1 of 2 failed: ") && Catch::Contains("b.jsonl"));
+}
