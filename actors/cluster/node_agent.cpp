@@ -426,6 +426,16 @@ caf::behavior agent_impl(caf::stateful_actor<agent_state>* self, node_agent_conf
         return self->delegate(caf::actor_cast<coordinator_actor>(state.coord),
                               restarted_atom::value, state.cfg.node_id, std::move(why));
       },
+      // The node's data plane could not connect in `epoch`: the coordinator re-plans.
+      [self](replan_atom, std::uint64_t epoch, std::int64_t lost_node,
+             std::string& why) -> caf::result<epoch_started> {
+        auto& state = self->state;
+        if (!state.joined || !state.coord)
+          return make_error(cluster_errc::stale_epoch,
+                            caf::make_message(std::string{"this node is not a member now"}));
+        return self->delegate(caf::actor_cast<coordinator_actor>(state.coord), replan_atom::value,
+                              state.cfg.node_id, epoch, lost_node, std::move(why));
+      },
       [](crash_atom) { crash_now("membership"); },
   };
 }
