@@ -237,6 +237,10 @@ job_finished run_epochs(const worker_setup& setup, caf::actor_system& sys, Epoch
     std::string error;
     bool connected = false;  // false: the failure came while connecting the data plane
     std::optional<std::pair<data_plane_unreachable, ConnectRetry>> unreachable;
+    // Set when this rank asks the coordinator to re-plan the failed epoch (without that
+    // node when >= 0), after `backoff`.
+    std::optional<int64_t> replan_without;
+    std::chrono::milliseconds backoff{0};
     // Set when a node joins (the layout may grow) or the node stops: the ranks finish
     // the step they are in, vote to stop, write the checkpoint of that step and leave
     // the layout together, with nothing in flight.
@@ -360,10 +364,8 @@ job_finished run_epochs(const worker_setup& setup, caf::actor_system& sys, Epoch
                           std::to_string(retry.backoff.count()) + " ms (attempt " +
                           std::to_string(retry.attempt) + " of " +
                           std::to_string(kConnectAttempts) + ")").c_str());
-      if (!retry.drop_peer) std::this_thread::sleep_for(retry.backoff);
-      if (auto current = ask_for_replan(sys, config, epoch->epoch,
-                                        retry.drop_peer ? failure.node : -1, error))
-        board.post(*current);
+      replan_without = retry.drop_peer ? failure.node : -1;
+      if (!retry.drop_peer) backoff = retry.backoff;
     } catch (const comm::CommError& failure) {
       error = failure.what();
       // This epoch's world is broken for every rank: wait for a later one.
@@ -374,10 +376,8 @@ job_finished run_epochs(const worker_setup& setup, caf::actor_system& sys, Epoch
       // new one.
       const auto latest = board.latest();
       if (!connected && latest.epoch == epoch->epoch &&
-          latest.coordinator_id == epoch->coordinator_id) {
-        if (auto current = ask_for_replan(sys, config, epoch->epoch, -1, error))
-          board.post(*current);
-      }
+          latest.coordinator_id == epoch->coordinator_id)
+        replan_without = -1;
     } catch (const rendezvous_failed& failure) {
       error = failure.what();
       // The exchange did not complete (the epoch moved on): try again with whatever
@@ -400,6 +400,11 @@ job_finished run_epochs(const worker_setup& setup, caf::actor_system& sys, Epoch
             .add("action", std::string(retry.drop_peer ? "drop_peer" : "replan"));
       }
       events.emit("training_interrupted", fields);
+      if (replan_without) {
+        std::this_thread::sleep_for(backoff);
+        if (auto current = ask_for_replan(sys, config, epoch->epoch, *replan_without, error))
+          board.post(*current);
+      }
       // Their orderly teardown would wait for the peers that are gone.
       if (planes.host) planes.host->abort("this rank's training failed");
       if (planes.device) planes.device->abort("this rank's training failed");
