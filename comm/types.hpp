@@ -36,11 +36,16 @@ const char* to_string(ErrorKind kind);
 
 class CommError : public std::runtime_error {
  public:
-  CommError(ErrorKind kind, const std::string& what) : std::runtime_error(what), kind_(kind) {}
+  // `peer`: the rank the failure concerns, when one is known (a connection to it that
+  // could not be made); -1 otherwise.
+  CommError(ErrorKind kind, const std::string& what, int peer = -1)
+      : std::runtime_error(what), kind_(kind), peer_(peer) {}
   ErrorKind kind() const { return kind_; }
+  int peer() const { return peer_; }
 
  private:
   ErrorKind kind_;
+  int peer_;
 };
 
 // Which algorithm an all-reduce runs. `automatic` chooses by size, rank count and

@@ -14,7 +14,13 @@
 //   agent -> coord  (restarted_atom, node_id, why)    -> epoch_started: the node's workers
 //                   restarted (their data plane is gone); a new epoch with the same members
 //                   (node_lost "worker restarted: <why>" first, so peers abort theirs)
-//   (the coordinator answers restarted, rendezvous and members only from the process of
+//   agent -> coord  (replan_atom, node_id, epoch, lost_node, why) -> epoch_started: the
+//                   node's data plane could not connect in `epoch`; if that is still the
+//                   current epoch, a new one: with the same members (lost_node -1;
+//                   node_lost "data plane failed on node N: <why>" first), or without
+//                   lost_node (node_lost "unreachable on the data plane from node N: <why>");
+//                   an older epoch changes nothing (another rank asked first)
+//   (the coordinator answers restarted, replan, rendezvous and members only from the process of
 //   the member concerned, bound to it at the join, or from its own process: not_a_member)
 //   member -> coord (rendezvous_atom, epoch, rank, payload) -> rendezvous_result, once every
 //                   rank of that epoch's plan contributed (the data plane's address exchange);
@@ -44,6 +50,7 @@ using members_atom = caf::atom_constant<caf::atom("clmembers")>;
 using leave_atom = caf::atom_constant<caf::atom("clleave")>;
 using rendezvous_atom = caf::atom_constant<caf::atom("clrendez")>;
 using restarted_atom = caf::atom_constant<caf::atom("clrestart")>;
+using replan_atom = caf::atom_constant<caf::atom("clreplan")>;
 
 // -- the join handshake ----------------------------------------------------------
 

@@ -207,6 +207,31 @@ struct coordinator_state {
   // members, announced as the loss of that node's workers, brings all ranks together
   // again.
   caf::result<epoch_started> on_worker_restart(std::int64_t node_id, const std::string& why) {
+    return replan(node_id, 0, -1, "worker restarted: " + why, "restart");
+  }
+
+  // A member's data plane could not connect in `for_epoch`: if it is still the current
+  // epoch, a new one (the same members, or without `lost_node`); else nothing changes:
+  // another rank asked first, or the membership moved on.
+  caf::result<epoch_started> on_replan(std::int64_t node_id, std::uint64_t for_epoch,
+                                       std::int64_t lost_node, const std::string& why) {
+    if (lost_node >= 0)
+      return replan(node_id, for_epoch, lost_node,
+                    "unreachable on the data plane from node " + std::to_string(node_id) +
+                        ": " + why,
+                    "replan");
+    return replan(node_id, for_epoch,
+                  -1, "data plane failed on node " + std::to_string(node_id) + ": " + why,
+                  "replan");
+  }
+
+  // A new epoch asked for by member `node_id` (its own process only): with the same
+  // members, announced as node_lost of `node_id` with `reason` so the peers abort their
+  // collectives, or without `lost_node` (>= 0). `for_epoch` (0: any) must be the current
+  // epoch, else the current epoch is returned unchanged.
+  caf::result<epoch_started> replan(std::int64_t node_id, std::uint64_t for_epoch,
+                                    std::int64_t lost_node, const std::string& reason,
+                                    const char* what) {
     // (Delegated by the node's agent: the sender is the node's worker, not its agent.)
     auto member = members.find(node_id);
     if (member == members.end())
@@ -215,10 +240,16 @@ struct coordinator_state {
                                           " is not a member of epoch " + std::to_string(epoch)));
     // Each of these starts an epoch: only node `node_id` itself may say so.
     if (!from_member(member->second))
-      return refuse_stranger(("restart of node " + std::to_string(node_id)).c_str());
+      return refuse_stranger((std::string(what) + " of node " + std::to_string(node_id)).c_str());
+    if (for_epoch != 0 && for_epoch != epoch) return snapshot();
+    if (lost_node >= 0) {
+      if (lost_node == node_id || members.count(lost_node) == 0) return snapshot();
+      lose(lost_node, reason, 0);
+      return snapshot();
+    }
     node_lost ev;
     ev.lost_node = node_id;
-    ev.reason = "worker restarted: " + why;
+    ev.reason = reason;
     ev.epoch = ++epoch;
     end_rendezvous("epoch " + std::to_string(epoch) + " started: node " +
                    std::to_string(node_id) + " " + ev.reason);
@@ -461,6 +492,10 @@ caf::behavior coordinator_impl(caf::stateful_actor<coordinator_state>* self,
       },
       [self](restarted_atom, std::int64_t node_id, const std::string& why) {
         return self->state.on_worker_restart(node_id, why);
+      },
+      [self](replan_atom, std::int64_t node_id, std::uint64_t for_epoch, std::int64_t lost_node,
+             const std::string& why) {
+        return self->state.on_replan(node_id, for_epoch, lost_node, why);
       },
       // A node measuring its clock offset (cluster_messages.hpp): only the time.
       [](clock_atom) { return metrics::trace_clock_us(); },

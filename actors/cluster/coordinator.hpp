@@ -57,6 +57,11 @@ using coordinator_actor = caf::typed_actor<
     caf::replies_to<leave_atom, std::int64_t, std::string>::with<caf::ok_atom>,
     // A member's workers restarted (node id, why): a new epoch with the same members.
     caf::replies_to<restarted_atom, std::int64_t, std::string>::with<epoch_started>,
+    // A member's data plane could not connect in an epoch (node id, epoch, the node it
+    // could not reach or -1, why): a new epoch if that one is still current, without the
+    // unreachable node when one is named (cluster_messages.hpp).
+    caf::replies_to<replan_atom, std::int64_t, std::uint64_t, std::int64_t,
+                    std::string>::with<epoch_started>,
     // (epoch, rank, payload) -> every rank's payload once all arrived.
     caf::replies_to<rendezvous_atom, std::uint64_t, std::int32_t, std::string>::with<
         rendezvous_result>>;

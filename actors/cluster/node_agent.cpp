@@ -346,6 +346,16 @@ struct agent_state {
     joined = false;
   }
 
+  // A request of this node's workers, passed on to the coordinator (which answers
+  // them): only while this node is a member.
+  template <class Result, class... Ts>
+  caf::result<Result> to_coordinator(Ts&&... xs) {
+    if (!joined || !coord)
+      return make_error(cluster_errc::stale_epoch,
+                        caf::make_message(std::string{"this node is not a member now"}));
+    return self->delegate(caf::actor_cast<coordinator_actor>(coord), std::forward<Ts>(xs)...);
+  }
+
   bool from_coordinator() {
     const auto& sender = self->current_sender();
     if (coord && sender && caf::actor_cast<caf::actor>(sender) == coord) return true;
@@ -408,23 +418,21 @@ caf::behavior agent_impl(caf::stateful_actor<agent_state>* self, node_agent_conf
       [self](node_lost& ev) {
         if (self->state.from_coordinator()) self->state.emit(std::move(ev));
       },
-      [self](rendezvous_atom, std::uint64_t epoch, std::int32_t rank,
-             std::string& payload) -> caf::result<rendezvous_result> {
-        auto& state = self->state;
-        if (!state.joined || !state.coord)
-          return make_error(cluster_errc::stale_epoch,
-                            caf::make_message(std::string{"this node is not a member now"}));
-        return self->delegate(caf::actor_cast<coordinator_actor>(state.coord),
-                              rendezvous_atom::value, epoch, rank, std::move(payload));
+      [self](rendezvous_atom, std::uint64_t epoch, std::int32_t rank, std::string& payload) {
+        return self->state.to_coordinator<rendezvous_result>(rendezvous_atom::value, epoch, rank,
+                                                             std::move(payload));
       },
       // The node's worker group restarted: the coordinator starts a new epoch.
-      [self](restarted_atom, std::string& why) -> caf::result<epoch_started> {
+      [self](restarted_atom, std::string& why) {
         auto& state = self->state;
-        if (!state.joined || !state.coord)
-          return make_error(cluster_errc::stale_epoch,
-                            caf::make_message(std::string{"this node is not a member now"}));
-        return self->delegate(caf::actor_cast<coordinator_actor>(state.coord),
-                              restarted_atom::value, state.cfg.node_id, std::move(why));
+        return state.to_coordinator<epoch_started>(restarted_atom::value, state.cfg.node_id,
+                                                   std::move(why));
+      },
+      // The node's data plane could not connect in `epoch`: the coordinator re-plans.
+      [self](replan_atom, std::uint64_t epoch, std::int64_t lost_node, std::string& why) {
+        auto& state = self->state;
+        return state.to_coordinator<epoch_started>(replan_atom::value, state.cfg.node_id, epoch,
+                                                   lost_node, std::move(why));
       },
       [](crash_atom) { crash_now("membership"); },
   };

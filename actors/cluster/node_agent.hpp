@@ -33,8 +33,9 @@
 // the job first (node_lost "left" on the others, no false failure); after a local
 // (leave_atom, why) the leave says "left: why" (the node leaves because it failed). It forwards
 // (rendezvous_atom, epoch, rank, payload) to the coordinator for the node's
-// workers, and (restarted_atom, why) -> epoch_started when the node's worker group
-// restarted (the coordinator starts a new epoch), and crashes on crash_atom (fault
+// workers, (restarted_atom, why) -> epoch_started when the node's worker group
+// restarted (the coordinator starts a new epoch), (replan_atom, epoch, lost_node, why)
+// -> epoch_started when the node's data plane could not connect, and crashes on crash_atom (fault
 // injection).
 #pragma once
 

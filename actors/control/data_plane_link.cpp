@@ -126,15 +126,23 @@ std::unique_ptr<comm::Communicator> connect_nccl_plane(const std::string& unique
 #endif
 }
 
-// Connects the UCX plane of the first `ranks` ranks; with `nccl`, rank 0's payload also
-// carries a fresh NCCL unique id, returned in `nccl_id` on every rank.
+// The node that holds plan rank `rank` of `epoch` (-1: none).
+int64_t node_of_rank(const epoch_started& epoch, int32_t rank) {
+  for (const auto& assignment : epoch.plan)
+    if (assignment.role == "worker" && assignment.rank == rank) return assignment.node_id;
+  return -1;
+}
+
+// Connects the UCX plane of the first options.ranks ranks; with `nccl`, rank 0's payload
+// also carries a fresh NCCL unique id, returned in `nccl_id` on every rank.
 std::unique_ptr<comm::Communicator> connect_ucx_plane(caf::actor_system& sys,
                                                       const epoch_started& epoch,
                                                       const config::JobConfig& config,
-                                                      int32_t ranks, int local_rank, bool nccl,
-                                                      std::string& nccl_id,
-                                                      const std::vector<int32_t>* order = nullptr) {
-  const int32_t planned_as = planned_rank(epoch, config, local_rank);
+                                                      const ConnectOptions& options, bool nccl,
+                                                      std::string& nccl_id) {
+  const std::vector<int32_t>* order = options.order;
+  int32_t ranks = options.ranks;
+  const int32_t planned_as = planned_rank(epoch, config, options.local_rank);
   const int32_t planned = ranks_in_plan(epoch);
   if (ranks < 0) ranks = planned;
   // This rank's place among the connecting ranks: its plan rank, or where `order` puts it.
@@ -160,6 +168,7 @@ std::unique_ptr<comm::Communicator> connect_ucx_plane(caf::actor_system& sys,
   }
   const auto payloads = exchange(sys, epoch, config, planned_as, comm::pack_strings(parts));
   std::vector<std::string> hosts, addresses;
+  std::vector<int32_t> slots;  // the plan rank of each connecting rank
   const size_t expected = nccl ? 3 : 2;
   for (int32_t peer = 0; peer < ranks; ++peer) {
     const int32_t slot = order != nullptr ? (*order)[static_cast<size_t>(peer)] : peer;
@@ -172,9 +181,35 @@ std::unique_ptr<comm::Communicator> connect_ucx_plane(caf::actor_system& sys,
                               " in the rendezvous of epoch " + std::to_string(epoch.epoch));
     hosts.push_back(theirs[0]);
     addresses.push_back(theirs[1]);
+    slots.push_back(slot);
     if (nccl && peer == 0) nccl_id = theirs[2];
   }
-  return builder.connect(addresses, hosts);
+  // Names the rank that could not be reached by its node and host.
+  const auto unreachable = [&](const comm::CommError& cause, int peer) {
+    const int64_t node = node_of_rank(epoch, slots[static_cast<size_t>(peer)]);
+    const std::string& host = hosts[static_cast<size_t>(peer)];
+    return data_plane_unreachable(
+        cause.kind(),
+        "the data plane of epoch " + std::to_string(epoch.epoch) + " could not connect to node " +
+            std::to_string(node) + " (rank " + std::to_string(peer) + " at " + host +
+            "): " + cause.what(),
+        peer, node, host);
+  };
+  if (options.fail_as_unreachable && ranks > 1) {
+    const int peer = rank == 0 ? 1 : 0;
+    throw unreachable(comm::CommError(comm::ErrorKind::peer_failed,
+                                      "injected fault fail_connect: UCX error 'Destination is "
+                                      "unreachable' in ucp_ep_create to rank " +
+                                          std::to_string(peer),
+                                      peer),
+                      peer);
+  }
+  try {
+    return builder.connect(addresses, hosts, options.while_connecting);
+  } catch (const comm::CommError& failure) {
+    if (failure.peer() < 0 || failure.peer() >= ranks) throw;
+    throw unreachable(failure, failure.peer());
+  }
 }
 
 }  // namespace
@@ -186,16 +221,16 @@ std::vector<std::string> exchange_in_rendezvous(caf::actor_system& sys, const ep
 }
 
 EpochDataPlanes connect_data_planes(caf::actor_system& sys, const epoch_started& epoch,
-                                    const config::JobConfig& config, int32_t ranks,
-                                    int local_rank, const std::vector<int32_t>* order) {
-  const int device = local_rank;  // worker group i drives CUDA device i (node_tree.hpp)
+                                    const config::JobConfig& config,
+                                    const ConnectOptions& options) {
+  const int device = options.local_rank;  // worker group i drives CUDA device i (node_tree.hpp)
   const bool nccl = config.comm.backend == config::CommBackend::nccl;
 #ifdef DSEEK_HAVE_NCCL
   if (nccl) comm::require_cuda_device(device);  // before the peers wait for this rank
 #endif
   std::string nccl_id;
   EpochDataPlanes planes;
-  planes.host = connect_ucx_plane(sys, epoch, config, ranks, local_rank, nccl, nccl_id, order);
+  planes.host = connect_ucx_plane(sys, epoch, config, options, nccl, nccl_id);
   if (nccl)
     planes.device = connect_nccl_plane(nccl_id, epoch, config, planes.host->rank(),
                                        planes.host->size(), device);

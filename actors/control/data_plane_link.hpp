@@ -14,9 +14,11 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <caf/fwd.hpp>
@@ -31,6 +33,19 @@ namespace dseek::actors {
 // coordinator is gone): try again in a later epoch.
 struct rendezvous_failed : std::runtime_error {
   using std::runtime_error::runtime_error;
+};
+
+// The epoch's data plane could not reach one of its ranks (UCX found no way to it:
+// "Destination is unreachable" in ucp_ep_create, e.g. a link just back whose neighbour
+// entries are stale, or the fail_connect fault): peer() is the rank among the
+// connecting ones, `node` the node that holds it and `host` its address. Something a
+// retry in a new epoch can cure (control/epoch_loop.hpp).
+struct data_plane_unreachable : comm::CommError {
+  data_plane_unreachable(comm::ErrorKind kind, const std::string& what, int rank,
+                         int64_t peer_node, std::string peer_host)
+      : comm::CommError(kind, what, rank), node(peer_node), host(std::move(peer_host)) {}
+  int64_t node;
+  std::string host;
 };
 
 // The data-parallel rank of this node's worker group `local_rank` (cluster.gpus_per_node
@@ -58,19 +73,36 @@ struct EpochDataPlanes {
   std::unique_ptr<comm::Communicator> device;
 };
 
-// Connects worker group `local_rank` (each its own UCX worker and endpoints: ranks of
-// one process reach each other as ranks of two processes do) to the first `ranks` ranks
-// of `epoch` (-1: all): the UCX plane, plus with config.comm.backend = "nccl" the NCCL
-// communicator of those ranks on CUDA device `local_rank` (the group's device). The
-// other ranks must call stand_by_in_rendezvous, since the rendezvous waits for every
-// rank of the epoch. `order` (a re-planned layout placed by memory,
-// train/layout/memory_placement.hpp): order[k] is the plan rank that connects as rank k
-// (null: plan rank k). Throws rendezvous_failed when the rendezvous fails (the epoch
-// changed meanwhile, no coordinator) and comm::CommError when connecting fails.
+// How connect_data_planes places this rank and what it lets the caller see.
+struct ConnectOptions {
+  // The first `ranks` ranks of the epoch connect (-1: all).
+  int32_t ranks = -1;
+  // Which of the node's worker groups connects (its CUDA device too).
+  int local_rank = 0;
+  // A re-planned layout placed by memory (train/layout/memory_placement.hpp): order[k]
+  // is the plan rank that connects as rank k (null: plan rank k).
+  const std::vector<int32_t>* order = nullptr;
+  // Gets the UCX communicator while it waits for every rank to be wired up, and nullptr
+  // after (UcxCommunicatorBuilder::connect): the node's EpochBoard aborts it there when
+  // the epoch is over before all ranks arrived.
+  std::function<void(comm::Communicator*)> while_connecting;
+  // The fail_connect fault: after the rendezvous, connecting fails as if the first other
+  // connecting rank were unreachable (data_plane_unreachable), while the peers wait for
+  // this rank in the connect's barrier, as with a real unreachable peer.
+  bool fail_as_unreachable = false;
+};
+
+// Connects worker group options.local_rank (each its own UCX worker and endpoints: ranks
+// of one process reach each other as ranks of two processes do) to the first
+// options.ranks ranks of `epoch`: the UCX plane, plus with config.comm.backend = "nccl"
+// the NCCL communicator of those ranks on CUDA device `local_rank` (the group's device).
+// The other ranks must call stand_by_in_rendezvous, since the rendezvous waits for every
+// rank of the epoch. Throws rendezvous_failed when the rendezvous fails (the epoch
+// changed meanwhile, no coordinator), data_plane_unreachable when a peer cannot be
+// reached (naming it) and comm::CommError when connecting fails otherwise.
 EpochDataPlanes connect_data_planes(caf::actor_system& sys, const epoch_started& epoch,
-                                    const config::JobConfig& config, int32_t ranks = -1,
-                                    int local_rank = 0,
-                                    const std::vector<int32_t>* order = nullptr);
+                                    const config::JobConfig& config,
+                                    const ConnectOptions& options = {});
 
 // At the node's start: comm.backend = "nccl" in a build without NCCL throws
 // config::ConfigError naming the key.

@@ -11,10 +11,12 @@
 #include <vector>
 
 #include "actors/control/board_attachment.hpp"
+#include "actors/control/connect_retry.hpp"
 #include "actors/control/data_plane_link.hpp"
 #include "actors/control/layout_placement.hpp"
 #include "actors/control/retired_communicators.hpp"
 #include "actors/control/world_policy.hpp"
+#include "actors/faults/fault_actions.hpp"
 #include "actors/worker_group/worker_restart.hpp"
 #include "comm/types.hpp"
 #include "dist/run_layout.hpp"
@@ -154,6 +156,7 @@ job_finished run_epochs(const worker_setup& setup, caf::actor_system& sys, Epoch
   const auto node_start = WorldClock::now();
   job_finished result;
   RetiredCommunicators retired;
+  ConnectRetries connect_retries;
   bool standing_by = false;
   while (true) {
     if (stop.load()) {
@@ -232,6 +235,12 @@ job_finished run_epochs(const worker_setup& setup, caf::actor_system& sys, Epoch
 
     EpochDataPlanes planes;
     std::string error;
+    bool connected = false;  // false: the failure came while connecting the data plane
+    std::optional<std::pair<data_plane_unreachable, ConnectRetry>> unreachable;
+    // Set when this rank asks the coordinator to re-plan the failed epoch (without that
+    // node when >= 0), after `backoff`.
+    std::optional<int64_t> replan_without;
+    std::chrono::milliseconds backoff{0};
     // Set when a node joins (the layout may grow) or the node stops: the ranks finish
     // the step they are in, vote to stop, write the checkpoint of that step and leave
     // the layout together, with nothing in flight.
@@ -239,8 +248,19 @@ job_finished run_epochs(const worker_setup& setup, caf::actor_system& sys, Epoch
     // Any other exception (a lost pipeline_stage: the worker group restarts) leaves the
     // loop, the communicators aborted as it leaves the attachment.
     try {
-      planes = connect_data_planes(sys, *epoch, config, layout.ranks(), setup.local_rank,
-                                   order.empty() ? nullptr : &order);
+      ConnectOptions connect;
+      connect.ranks = layout.ranks();
+      connect.local_rank = setup.local_rank;
+      connect.order = order.empty() ? nullptr : &order;
+      // While the ranks wire up, the board may abort the communicator (the epoch was
+      // re-planned: a peer that failed to connect will not come).
+      connect.while_connecting = [&board, number = epoch->epoch](comm::Communicator* building) {
+        board.attach(building, number);
+      };
+      connect.fail_as_unreachable = setup.fault_actions && setup.fault_actions->take_connect_failure();
+      planes = connect_data_planes(sys, *epoch, config, connect);
+      connected = true;
+      connect_retries.connected();
       BoardAttachment attachment(board, planes.host.get(), epoch->epoch, &stop_at_step_boundary,
                                  planes.device.get());
       if (stop.load()) stop_at_step_boundary = true;
@@ -327,11 +347,37 @@ job_finished run_epochs(const worker_setup& setup, caf::actor_system& sys, Epoch
       events.emit("layout_left", util::JsonLine().add("epoch", epoch->epoch)
                                      .add("step", summary.steps_done)
                                      .add("reason", std::string("a node joined")));
+    } catch (const data_plane_unreachable& failure) {
+      // A peer this rank could not reach: the epoch failed; the coordinator re-plans it
+      // (connect_retry.hpp), and the peers waiting in the connect are aborted by that.
+      error = failure.what();
+      policy.after_epoch = epoch->epoch;
+      policy.after_coordinator = epoch->coordinator_id;
+      const ConnectRetry retry = connect_retries.failed(failure.node);
+      unreachable.emplace(failure, retry);
+      std::fprintf(stderr, "dseek-node: %s; %s\n", error.c_str(),
+                   retry.drop_peer
+                       ? ("node " + std::to_string(failure.node) + " was unreachable in " +
+                          std::to_string(retry.attempt) + " epochs in a row: the coordinator "
+                          "takes it for lost").c_str()
+                       : ("the coordinator re-plans the epoch in " +
+                          std::to_string(retry.backoff.count()) + " ms (attempt " +
+                          std::to_string(retry.attempt) + " of " +
+                          std::to_string(kConnectAttempts) + ")").c_str());
+      replan_without = retry.drop_peer ? failure.node : -1;
+      if (!retry.drop_peer) backoff = retry.backoff;
     } catch (const comm::CommError& failure) {
       error = failure.what();
       // This epoch's world is broken for every rank: wait for a later one.
       policy.after_epoch = epoch->epoch;
       policy.after_coordinator = epoch->coordinator_id;
+      // Connecting failed otherwise (the peers did not all arrive within
+      // comm.timeout_ms): unless the epoch already moved on, nobody else will start a
+      // new one.
+      const auto latest = board.latest();
+      if (!connected && latest.epoch == epoch->epoch &&
+          latest.coordinator_id == epoch->coordinator_id)
+        replan_without = -1;
     } catch (const rendezvous_failed& failure) {
       error = failure.what();
       // The exchange did not complete (the epoch moved on): try again with whatever
@@ -345,8 +391,20 @@ job_finished run_epochs(const worker_setup& setup, caf::actor_system& sys, Epoch
       policy.after_epoch = epoch->epoch;
       policy.after_coordinator = epoch->coordinator_id;
     } else {
-      events.emit("training_interrupted",
-                  util::JsonLine().add("epoch", epoch->epoch).add("error", error));
+      util::JsonLine fields;
+      fields.add("epoch", epoch->epoch).add("error", error);
+      if (unreachable) {
+        const auto& [failure, retry] = *unreachable;
+        fields.add("peer_node", failure.node).add("peer_host", failure.host)
+            .add("attempt", static_cast<int64_t>(retry.attempt))
+            .add("action", std::string(retry.drop_peer ? "drop_peer" : "replan"));
+      }
+      events.emit("training_interrupted", fields);
+      if (replan_without) {
+        std::this_thread::sleep_for(backoff);
+        if (auto current = ask_for_replan(sys, config, epoch->epoch, *replan_without, error))
+          board.post(*current);
+      }
       // Their orderly teardown would wait for the peers that are gone.
       if (planes.host) planes.host->abort("this rank's training failed");
       if (planes.device) planes.device->abort("this rank's training failed");

@@ -22,14 +22,19 @@
 //     steps run again see the same data;
 //   - a node that joins while the layout trains: the ranks finish the step they are in,
 //     write its checkpoint and plan again with it; a node lost: the board aborts the
-//     data plane and the ranks plan again without it.
+//     data plane and the ranks plan again without it;
+//   - a data plane that cannot connect (a peer unreachable, or not all ranks arrived):
+//     the epoch failed; the rank asks the coordinator for a new epoch (connect_retry.hpp:
+//     the same members after a backoff, or without a node unreachable 3 times in a row),
+//     which aborts the peers still waiting in that connect (the board holds it).
 //
 // A worker that starts again in the same process (its worker group was restarted after a
 // crash in it) first has the coordinator start a new epoch with the same members: its
 // peers' collectives with the old worker are broken, and all of them meet in that epoch.
 //
 // Events: epoch_layout (every epoch: the layout, this node's rank, train or standby),
-// worker_started, training_interrupted (epoch, error), recovered (from_step, source
+// worker_started, training_interrupted (epoch, error; peer_node, peer_host, attempt and
+// action = replan | drop_peer when a peer could not be reached), recovered (from_step, source
 // memory | peer | disk | start, recovery_ms from the failure this node saw to the start
 // of its first step after it, reason when not from memory), recovery_without_checkpoint,
 // layout_left, standby_ended; and the training's own events (run_started, peer_replica,

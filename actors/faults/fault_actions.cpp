@@ -164,6 +164,8 @@ void FaultActions::fire(const config::FaultSpec& fault, const std::string& trigg
     slow_ms_ += fault.ms;
   } else if (fault.kind == config::FaultKind::corrupt_gradient) {
     corrupt_next_ = true;
+  } else if (fault.kind == config::FaultKind::fail_connect) {
+    fail_connect_next_ = true;
   }
 }
 

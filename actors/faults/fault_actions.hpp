@@ -8,6 +8,8 @@
 //   corrupt_gradient  the step's reduced gradient on this node is altered before the
 //                  update (as a bad memory or a bad kernel would): the replica checks
 //                  catch it
+//   fail_connect   the node's next data-plane connect (its next epoch) fails after the
+//                  rendezvous, as if a peer were unreachable (control/data_plane_link.hpp)
 // Each writes a `fault_injected` event to the node's log first, synchronously, so the
 // line is on disk before a kill or a stop.
 #pragma once
@@ -47,6 +49,8 @@ class FaultActions {
   // pending corruption of `grads` (kept pending while `count` is 0).
   void sleep_if_slow();
   void corrupt_if_due(float* grads, size_t count);
+  // Whether a fired fail_connect is pending: true once, for the next connect.
+  bool take_connect_failure() { return fail_connect_next_.exchange(false); }
   // Shared with the node agent (node_agent_config::drop_heartbeats).
   std::shared_ptr<std::atomic<double>> drop_heartbeats() const { return drop_heartbeats_; }
 
@@ -55,6 +59,7 @@ class FaultActions {
   std::shared_ptr<metrics::EventLog> events_;
   std::atomic<int64_t> slow_ms_{0};
   std::atomic<bool> corrupt_next_{false};
+  std::atomic<bool> fail_connect_next_{false};
   std::shared_ptr<std::atomic<double>> drop_heartbeats_ = std::make_shared<std::atomic<double>>(0.0);
 };
 

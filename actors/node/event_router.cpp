@@ -81,13 +81,15 @@ caf::behavior event_router(caf::stateful_actor<router_state>* self, caf::actor n
         log("membership", util::JsonLine().add("kind", e.kind).add("coordinator", e.coordinator)
                               .add("reason", e.reason));
         if (e.kind == "join_failed") caf::anon_send(node_main, e);
-        // This node no longer hears its coordinator: its epoch is over whatever comes
-        // next (the coordinator declares it lost, or a new incarnation starts afresh), so
-        // the workers leave its collectives now, not at the data plane's timeout, and
-        // are ready when the node rejoins.
-        if (e.kind == "coordinator_lost" && self->state.last_epoch.epoch > 0)
-          to_workers(node_lost{-1, "coordinator lost: " + e.reason, 0, 0,
-                               self->state.last_epoch.epoch + 1});
+        // This node no longer hears its coordinator, or was dropped by it (evicted: the
+        // heartbeat timed out, or a peer could not reach it on the data plane): its
+        // epoch is over whatever comes next (the coordinator declares it lost, or a new
+        // incarnation starts afresh), so the workers leave its collectives now, not at
+        // the data plane's timeout, and are ready when the node rejoins.
+        if ((e.kind == "coordinator_lost" || e.kind == "evicted") && self->state.last_epoch.epoch > 0)
+          to_workers(node_lost{-1, e.kind == "evicted" ? "evicted: " + e.reason
+                                                       : "coordinator lost: " + e.reason,
+                               0, 0, self->state.last_epoch.epoch + 1});
       },
       [=](const clock_offset_measured& e) {
         log("clock_offset", util::JsonLine().add("offset_us", e.offset_us).add("rtt_us", e.rtt_us)

@@ -6,7 +6,9 @@
 
 namespace dseek::comm {
 
-[[noreturn]] void throw_ucx_error(const char* call, ucs_status_t status, const char* file, int line);
+// `peer` >= 0: the call concerned that rank (named in the message and CommError::peer()).
+[[noreturn]] void throw_ucx_error(const char* call, ucs_status_t status, const char* file, int line,
+                                  int peer = -1);
 
 }  // namespace dseek::comm
 

@@ -384,8 +384,9 @@ const std::string& UcxCommunicatorBuilder::address() const {
   return transport_->address();
 }
 
-std::unique_ptr<Communicator> UcxCommunicatorBuilder::connect(const std::vector<std::string>& addresses,
-                                                              const std::vector<std::string>& hosts) {
+std::unique_ptr<Communicator> UcxCommunicatorBuilder::connect(
+    const std::vector<std::string>& addresses, const std::vector<std::string>& hosts,
+    const std::function<void(Communicator*)>& while_connecting) {
   if (!transport_) throw CommError(ErrorKind::invalid_argument, "builder already connected");
   if (static_cast<int>(hosts.size()) != size_)
     throw CommError(ErrorKind::invalid_argument, "expected " + std::to_string(size_) + " host names");
@@ -412,6 +413,14 @@ std::unique_ptr<Communicator> UcxCommunicatorBuilder::connect(const std::vector<
   info.hosts = hosts;
   for (int r = 0; r < size_; ++r) info.members.push_back(r);
   auto comm = std::make_unique<UcxCommunicator>(world, std::move(info), options_, true);
+  // Declared after `comm`: tells the caller it is gone before it is destroyed.
+  struct Announced {
+    const std::function<void(Communicator*)>& to;
+    ~Announced() {
+      if (to) to(nullptr);
+    }
+  } announced{while_connecting};
+  if (while_connecting) while_connecting(comm.get());
   // Wire up and check every rank is there before anyone issues real work.
   comm->barrier().wait();
   const bool one_host = std::all_of(hosts.begin(), hosts.end(), [&](const std::string& h) { return h == hosts[0]; });

@@ -7,6 +7,7 @@
 // (tests give ranks fake host names to exercise the hierarchical all-reduce).
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -29,9 +30,13 @@ class UcxCommunicatorBuilder {
   const std::string& address() const;
   // addresses[r], hosts[r]: every world rank's address and host. Connects, then runs a
   // barrier (bounded by op_timeout) so a missing rank fails here, not in the first op.
-  // The builder is spent afterwards.
-  std::unique_ptr<Communicator> connect(const std::vector<std::string>& addresses,
-                                        const std::vector<std::string>& hosts);
+  // The builder is spent afterwards. `while_connecting` (optional) gets the communicator
+  // before that barrier and nullptr when connect returns or throws (before the
+  // communicator is destroyed): another thread may abort() it meanwhile, so a peer that
+  // never arrives need not cost the whole op_timeout.
+  std::unique_ptr<Communicator> connect(
+      const std::vector<std::string>& addresses, const std::vector<std::string>& hosts,
+      const std::function<void(Communicator*)>& while_connecting = {});
 
  private:
   int rank_, size_;

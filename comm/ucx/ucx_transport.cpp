@@ -152,7 +152,10 @@ void UcxTransport::connect(const std::vector<std::string>& addresses) {
     ep.err_mode = peer_failure_detection_ ? UCP_ERR_HANDLING_MODE_PEER : UCP_ERR_HANDLING_MODE_NONE;
     ep.err_handler.cb = on_endpoint_error;
     ep.err_handler.arg = &state_->slots[static_cast<size_t>(p)];
-    DSEEK_UCX_CHECK(ucp_ep_create(state_->worker, &ep, &state_->eps[static_cast<size_t>(p)]));
+    // A peer that cannot be reached (no route, a stale neighbour entry) is named: the
+    // control loop re-plans the epoch around it (actors/control/epoch_loop.hpp).
+    const ucs_status_t created = ucp_ep_create(state_->worker, &ep, &state_->eps[static_cast<size_t>(p)]);
+    if (created != UCS_OK) throw_ucx_error("ucp_ep_create", created, __FILE__, __LINE__, p);
   }
 }
 

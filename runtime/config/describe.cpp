@@ -48,7 +48,9 @@ constexpr std::string_view kFaultKinds =
     "- `drop_messages`: a `fraction` of the node's messages is lost.\n"
     "- `slow`: every step of the node takes `ms` milliseconds longer.\n"
     "- `corrupt_gradient`: the node's gradient is corrupted at the step.\n"
-    "- `fail_checkpoint_write`: writing the checkpoint fails.\n";
+    "- `fail_checkpoint_write`: writing the checkpoint fails.\n"
+    "- `fail_connect`: the node's next data-plane connect (the next epoch it trains in) "
+    "fails as if a peer were unreachable.\n";
 
 // One table row; cells are escaped here, so callers pass plain text.
 std::string row(std::initializer_list<std::string_view> cells) {

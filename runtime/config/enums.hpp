@@ -22,7 +22,8 @@ enum class Compression { none, topk, int8, topk_int8 };
 enum class Progress { automatic, bar, plain, off };
 // `unset` is no name: a [[faults]] entry must give its kind.
 enum class FaultKind {
-  kill, hang, crash_actor, drop_messages, slow, corrupt_gradient, fail_checkpoint_write, unset
+  kill, hang, crash_actor, drop_messages, slow, corrupt_gradient, fail_checkpoint_write,
+  fail_connect, unset
 };
 enum class FaultDuring { step, reduction };
 
@@ -59,9 +60,9 @@ struct EnumNames<Progress> {
 };
 template <>
 struct EnumNames<FaultKind> {
-  static constexpr std::array<std::string_view, 7> names{
+  static constexpr std::array<std::string_view, 8> names{
       "kill", "hang", "crash_actor", "drop_messages", "slow", "corrupt_gradient",
-      "fail_checkpoint_write"};
+      "fail_checkpoint_write", "fail_connect"};
 };
 template <>
 struct EnumNames<FaultDuring> {

@@ -21,12 +21,16 @@ struct Gate {
 };
 
 // corrupt_gradient is caught by comparing replicas: it needs a multi-node job and a step;
-// fail_checkpoint_write fails the checkpoint of a step.
+// fail_checkpoint_write fails the checkpoint of a step; fail_connect a data plane, which
+// only a job of several ranks has.
 bool has_fault_without_a_target(const JobConfig& config) {
   for (const auto& fault : config.faults) {
     if (fault.kind == FaultKind::corrupt_gradient && (fault.step < 0 || config.cluster.nodes < 2))
       return true;
     if (fault.kind == FaultKind::fail_checkpoint_write && fault.step < 0) return true;
+    if (fault.kind == FaultKind::fail_connect &&
+        config.cluster.nodes * config.cluster.gpus_per_node < 2)
+      return true;
   }
   return false;
 }
@@ -81,7 +85,8 @@ void check_supported(const JobConfig& config) {
        "(parallel.pipeline or parallel.tensor > 1) has that actor"},
       {has_fault_without_a_target(config), "faults",
        "corrupt_gradient fires at a step of a multi-node job (it is caught by comparing "
-       "replicas), and fail_checkpoint_write at a step only"},
+       "replicas), fail_checkpoint_write at a step only, and fail_connect in a job of "
+       "several ranks (it fails a data-plane connect)"},
       {config.parallel.pipeline == 1 && (config.parallel.schedule != Schedule::one_f_one_b ||
                                          config.parallel.virtual_stages != 1 ||
                                          config.parallel.micro_batches != 0 ||

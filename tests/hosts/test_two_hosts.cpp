@@ -203,11 +203,12 @@ TEST_CASE("hosts: a pipeline with one stage per host has the bits of the same pi
 // lost; the cut-off node hears no coordinator, leaves its epoch's collectives at once
 // (not at the data plane's timeout, comm.timeout_ms = 30 s) and rejoins when the link is
 // back; the three finish together from the survivors' memory, with one model.
-// Hidden from the suite (run it with `build/bin/dseek_hosts_tests "[hosts-cut]"`): in 1 of
-// 3 runs the rejoin after the heal failed to connect the data plane ("Destination is
-// unreachable" in ucp_ep_create) and the job did not recover from that failed epoch.
+// Once in CI the rejoin after the heal failed to connect the data plane ("Destination is
+// unreachable" in ucp_ep_create) and nothing re-planned that failed epoch; such an epoch
+// is now re-planned (actors/control/connect_retry.hpp; on loopback: the elastic test "a
+// rejoin epoch whose data plane fails to connect ..."), so that run recovers too.
 TEST_CASE("hosts: a node whose link is cut is declared lost, leaves its collectives at once "
-          "and rejoins when the link is back", "[.][hosts-cut][faults]") {
+          "and rejoins when the link is back", "[hosts][hosts-cut][faults]") {
   const int steps = 200;
   ScratchDir run("hosts-cut"), keys("hosts-cut-keys");
   TestBed bed(3);

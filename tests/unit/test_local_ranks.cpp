@@ -25,29 +25,14 @@
 #include "actors/control/layout_placement.hpp"
 #include "actors/node/node_registry.hpp"
 #include "runtime/config/load.hpp"
+#include "support/coordinator_join.hpp"
 
 namespace actors = dseek::actors;
 namespace config = dseek::config;
 using namespace std::chrono_literals;
+using dseek::testing::join_coordinator;
 
 namespace {
-
-// Joins node `node_id` to `coordinator` with `agent` as its agent; returns the epoch.
-actors::epoch_started join(caf::scoped_actor& agent, const caf::actor& coordinator,
-                           std::int64_t node_id, const std::string& secret) {
-  actors::join_challenge challenge;
-  agent->request(coordinator, 5s, actors::hello_atom::value, node_id, actors::make_nonce())
-      .receive([&](actors::join_challenge& c) { challenge = c; },
-               [](caf::error&) { FAIL("no challenge"); });
-  actors::join_proof proof{node_id, "127.0.0.1", challenge.nonce,
-                           actors::join_mac(secret, challenge.nonce, node_id),
-                           caf::actor_cast<caf::actor>(agent)};
-  actors::epoch_started epoch;
-  agent->request(coordinator, 5s, actors::join_atom::value, proof)
-      .receive([&](actors::epoch_started& e) { epoch = e; },
-               [](caf::error&) { FAIL("join refused"); });
-  return epoch;
-}
 
 config::JobConfig config_with(const std::vector<std::string>& overrides) {
   auto job = config::default_config();
@@ -68,8 +53,8 @@ TEST_CASE("the coordinator plans G ranks a member and waits for all of them to m
   auto coordinator = actors::spawn_coordinator(sys, cc);
   REQUIRE(coordinator);
   caf::scoped_actor agent0{sys}, agent1{sys};
-  join(agent0, *coordinator, 0, cc.settings.secret);
-  const auto epoch = join(agent1, *coordinator, 1, cc.settings.secret);
+  join_coordinator(agent0, *coordinator, 0, cc.settings.secret);
+  const auto epoch = join_coordinator(agent1, *coordinator, 1, cc.settings.secret);
 
   CHECK(epoch.world_size == 2);  // members (nodes)
   CHECK(actors::ranks_in_plan(epoch) == 4);
