@@ -599,7 +599,8 @@ double PipelineStageTrainer::sum_over_world(double value) {
   return votes[0];
 }
 
-double PipelineStageTrainer::evaluate(BatchSource& batches, int64_t eval_batches) {
+double PipelineStageTrainer::evaluate(BatchSource& batches, int64_t eval_batches,
+                                      const std::function<bool()>& stop) {
   // Forward only, micro-batch by micro-batch through the virtual stages in order: every
   // stage handles (micro-batch, chunk) in the same lexicographic order, so blocking
   // receives in consumption order match the senders' order.
@@ -611,6 +612,7 @@ double PipelineStageTrainer::evaluate(BatchSource& batches, int64_t eval_batches
   backend::HostBuffer<float> incoming(backend_->host_memory(), activation_floats_),
       outgoing(backend_->host_memory(), activation_floats_);
   for (int64_t b = 0; b < eval_batches; ++b) {
+    if (stop && stop()) break;
     for (int64_t mb = 0; mb < plan_.shape.micro_batches; ++mb) {
       for (auto& chunk_ptr : chunks_) {
         PipelineChunk& model = *chunk_ptr->model;
@@ -637,7 +639,7 @@ double PipelineStageTrainer::evaluate(BatchSource& batches, int64_t eval_batches
   std::array<double, 2> sums{total, static_cast<double>(count)};
   links_.sum_over_stages(sums);
   if (replicas_ != nullptr) replicas_->sum(sums);
-  return sums[0] / sums[1];
+  return sums[1] > 0 ? sums[0] / sums[1] : 0.0;  // 0 batches: stopped before the first
 }
 
 std::vector<float> PipelineStageTrainer::gather_params() {

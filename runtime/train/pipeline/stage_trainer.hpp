@@ -78,6 +78,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -142,7 +143,11 @@ class PipelineStageTrainer {
   void set_on_disagreement(DisagreementHook hook) { on_disagreement_ = std::move(hook); }
   // Mean loss over `eval_batches` batches of `batches` (forward only), on every stage
   // (each replica evaluates its slice; collective over the stages and the replicas).
-  double evaluate(BatchSource& batches, int64_t eval_batches);
+  // `stop`, when given, is asked before each batch and ends the evaluation early when it
+  // says true (a stop request; the caller drops the partial mean); it must answer the
+  // same on every rank (a collective vote, run_steps.cpp).
+  double evaluate(BatchSource& batches, int64_t eval_batches,
+                  const std::function<bool()>& stop = {});
   // The whole model's parameters (layout order) on every stage: collective.
   std::vector<float> gather_params();
   // Parameters this stage owns (its blocks; the embedding, the head and wte at the ends;
