@@ -94,6 +94,14 @@ std::map<std::string, std::string> data_set(const std::filesystem::path& dir) {
   return files;
 }
 
+// The corpus in DIR/in and its one-node data set in DIR/one.
+void prepare_one_node(const std::filesystem::path& dir, int workers) {
+  make_corpus(dir / "in");
+  auto one = run_process(prepare_args(dir / "in", dir / "one", workers), 60s);
+  INFO(one.output);
+  REQUIRE(one.exit_code == 0);
+}
+
 // Nodes 1..N-1 in the background, node 0 in the foreground: node 0's result.
 ProcessResult run_nodes(const std::vector<std::string>& args, int nodes,
                         const std::filesystem::path& logs) {
@@ -115,10 +123,7 @@ ProcessResult run_nodes(const std::vector<std::string>& args, int nodes,
 TEST_CASE("dseek data prepare on 1, 2 and 3 nodes writes the one-node data set byte for byte",
           "[data][pipeline][cli][prepare-nodes]") {
   ScratchDir dir("prepare-nodes");
-  make_corpus(dir / "in");
-  auto one = run_process(prepare_args(dir / "in", dir / "one", 2), 60s);
-  INFO(one.output);
-  REQUIRE(one.exit_code == 0);
+  prepare_one_node(dir.path(), 2);
   // The duplicates are there to be caught: 2 exact, 2 near, across nodes' files.
   const std::string report = read_file(dir / "one/report.json");
   CHECK_THAT(report, Catch::Contains("\"exact_duplicate\":2") &&
@@ -159,9 +164,7 @@ TEST_CASE("dseek data prepare on 1, 2 and 3 nodes writes the one-node data set b
 TEST_CASE("a node killed during dseek data prepare is named, and the rerun writes the same data",
           "[data][pipeline][cli][prepare-nodes]") {
   ScratchDir dir("prepare-nodes-kill");
-  make_corpus(dir / "in");
-  auto one = run_process(prepare_args(dir / "in", dir / "one", 1), 60s);
-  REQUIRE(one.exit_code == 0);
+  prepare_one_node(dir.path(), 1);
   const auto args = prepare_args(dir / "in", dir / "out", 1);
 
   // Node 1 writes slowly and is killed; node 2 finishes; node 0 waits 3 s for node 1.
@@ -234,10 +237,7 @@ TEST_CASE("dseek data prepare --nodes needs --node-id, and refuses what one node
 TEST_CASE("dseek launch --nodes 3 data prepare writes the one-node data set; a mistake fails once",
           "[data][pipeline][cli][prepare-nodes][launch]") {
   ScratchDir dir("prepare-nodes-launch");
-  make_corpus(dir / "in");
-  auto one = run_process(prepare_args(dir / "in", dir / "one", 1), 60s);
-  INFO(one.output);
-  REQUIRE(one.exit_code == 0);
+  prepare_one_node(dir.path(), 1);
 
   auto args = launch_args(prepare_args(dir / "in", dir / "three", 1), 3);
   args.insert(args.end(), {"--node-wait", "60"});
