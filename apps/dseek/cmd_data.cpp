@@ -123,7 +123,9 @@ data::PrepareOptions options_from_config(const Args& args) {
   return data::prepare_options_from_config(config::load_prepare_job(file, overrides));
 }
 
-int prepare(const Args& args) {
+}  // namespace
+
+data::PrepareOptions prepare_options_from_args(const Args& args) {
   data::PrepareOptions options = options_from_config(args);
   data::CleanSettings& clean = options.clean;
   bool have_input = !options.input.empty(), have_output = !options.output.empty();
@@ -244,6 +246,13 @@ int prepare(const Args& args) {
   if (have_nodes != have_node_id || options.node_id >= options.nodes)
     throw cli::UsageError("--nodes N and --node-id I (0..N-1) go together: run the same "
                           "command on each of the N nodes with its own --node-id");
+  return options;
+}
+
+namespace {
+
+int prepare(const Args& args) {
+  const data::PrepareOptions options = prepare_options_from_args(args);
   data::PrepareSummary summary = actors::prepare_dataset(options, std::cout);
   if (options.node_id != 0) {
     std::printf("node %u of %u prepared its files in %.2f s\n", options.node_id, options.nodes,

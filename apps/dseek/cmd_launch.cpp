@@ -3,12 +3,15 @@
 //
 //   dseek launch --nodes N [--run-dir DIR] [--timeout SECONDS] [--stop-grace SECONDS]
 //                [--resume latest|PATH] CONFIG [--set section.key=value ...]
+//   dseek launch --nodes N [--timeout SECONDS] [--stop-grace SECONDS] data prepare ARGS...
 //
 // This file reads the command line, loads the config and checks what the job needs
 // from this host (cli/preflight.hpp: a bad config, a missing data set or device fails
 // here, once, before any process starts), picks the coordinator's port, sees to the
 // join secret and finds the dseek-node binary; launch/local_launcher.cpp then runs the
-// nodes. At the end it says where the checkpoints are and how to resume.
+// nodes. At the end it says where the checkpoints are and how to resume. With `data
+// prepare` it checks ARGS as that action does (a mistake fails here, once) and runs
+// `dseek data prepare ARGS... --nodes N --node-id K` for K = 0..N-1, each to its end.
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -28,10 +31,12 @@
 
 #include "cli/preflight.hpp"
 #include "cli/resume_hint.hpp"
+#include "dseek/cmd_data.hpp"
 #include "dseek/commands.hpp"
 #include "dseek/launch/local_launcher.hpp"
 #include "runtime/config/load.hpp"
 #include "runtime/config/schema.hpp"
+#include "runtime/data/source_files.hpp"
 #include "runtime/train/check_job.hpp"
 #include "runtime/util/exit_codes.hpp"
 
@@ -42,6 +47,8 @@ namespace {
 constexpr const char* kUsage =
     "usage: dseek launch --nodes N [--run-dir DIR] [--timeout SECONDS] [--stop-grace SECONDS]\n"
     "                    [--resume latest|PATH] CONFIG [--set section.key=value ...]\n"
+    "       dseek launch --nodes N [--timeout SECONDS] [--stop-grace SECONDS]\n"
+    "                    data prepare ARGS...\n"
     "  starts N local dseek-node processes (node ids 0..N-1) on 127.0.0.1, prefixes their\n"
     "  output with [node K] (on a terminal: one progress bar for the job), restarts a node\n"
     "  that dies up to cluster.max_restarts times (then the job goes on without it while\n"
@@ -54,7 +61,12 @@ constexpr const char* kUsage =
     "  --timeout     stop the job after SECONDS (exit 124)\n"
     "  --stop-grace  seconds between SIGTERM and SIGKILL when stopping, and how long nodes\n"
     "                may lag once the job finished on another (default 10)\n"
-    "  The node binary is dseek-node next to dseek, or $DSEEK_NODE_BINARY.\n";
+    "  The node binary is dseek-node next to dseek, or $DSEEK_NODE_BINARY.\n"
+    "  data prepare ARGS...: checks ARGS once, then runs `dseek data prepare ARGS...\n"
+    "                --nodes N --node-id K` for K = 0..N-1 (docs/data.md, \"On several\n"
+    "                nodes\"); every node runs to its end (node 0 waits up to its\n"
+    "                --node-wait for the others), none is restarted, each failure is\n"
+    "                named, and the launch exits 1 when any node failed.\n";
 
 constexpr const char* kSecretVariable = "DSEEK_CLUSTER_SECRET";
 
@@ -66,6 +78,7 @@ struct LaunchArgs {
   double stop_grace_s = 10;
   std::optional<std::string> resume;
   std::vector<std::string> sets;
+  std::vector<std::string> command;  // "data", "prepare", ARGS... (not a training job)
 };
 
 const std::vector<std::string> kOptions = {"--nodes", "--run-dir", "--timeout", "--stop-grace",
@@ -105,6 +118,9 @@ LaunchArgs parse_args(const Args& args) {
       parsed.sets.push_back(value);
     } else if (arg.rfind("-", 0) == 0 && arg != "-") {
       cli::unknown("option", arg.substr(0, arg.find('=')), kOptions);
+    } else if (parsed.config.empty() && arg == "data") {  // the rest is data's
+      parsed.command.assign(args.begin() + static_cast<std::ptrdiff_t>(i), args.end());
+      break;
     } else if (parsed.config.empty()) {
       parsed.config = arg;
     } else {
@@ -112,6 +128,17 @@ LaunchArgs parse_args(const Args& args) {
     }
   }
   if (parsed.nodes == 0) throw cli::UsageError("--nodes N is required");
+  if (!parsed.command.empty()) {
+    if (parsed.command.size() < 2 || parsed.command[1] != "prepare")
+      throw cli::UsageError("dseek launch runs `data prepare` on N nodes, not `" +
+                            (parsed.command.size() < 2 ? std::string("data")
+                                                       : "data " + parsed.command[1]) +
+                            "`");
+    if (parsed.run_dir || parsed.resume || !parsed.sets.empty())
+      throw cli::UsageError("--run-dir, --resume and --set are a training job's: give data "
+                            "prepare's own options after `data prepare`");
+    return parsed;
+  }
   if (parsed.config.empty()) throw cli::UsageError("CONFIG is required");
   // The launcher gives every node these; a --set would silently contradict it.
   for (const auto& assignment : parsed.sets) {
@@ -175,15 +202,20 @@ std::string random_secret() {
   return hex;
 }
 
+// The path of this dseek binary.
+std::filesystem::path this_binary() {
+  std::error_code error;
+  auto self = std::filesystem::read_symlink("/proc/self/exe", error);
+  if (error) throw std::runtime_error("cannot read /proc/self/exe to find the dseek binary");
+  return self;
+}
+
 // DSEEK_NODE_BINARY, else dseek-node next to this dseek binary.
 std::string find_node_binary() {
   if (const char* configured = std::getenv("DSEEK_NODE_BINARY");
       configured != nullptr && *configured != '\0')
     return configured;
-  std::error_code error;
-  auto self = std::filesystem::read_symlink("/proc/self/exe", error);
-  if (error) throw std::runtime_error("cannot read /proc/self/exe to find dseek-node");
-  return (self.parent_path() / "dseek-node").string();
+  return (this_binary().parent_path() / "dseek-node").string();
 }
 
 // Where the nodes' join secret comes from; never their command line (ps shows it). A
@@ -225,8 +257,36 @@ void share_cores(const config::JobConfig& job, launch::LaunchPlan& plan) {
                "node(s) x %ld rank(s) on %ld cores\n", each, plan.nodes, per_node, cores);
 }
 
+// dseek launch --nodes N data prepare ARGS...: ARGS checked here (the options, their
+// settings and the input listing), so that a mistake is said once, not by every node.
+int run_prepare(const LaunchArgs& parsed) {
+  const Args args(parsed.command.begin() + 1, parsed.command.end());  // "prepare", ...
+  for (const auto& arg : args)
+    if (arg == "--nodes" || arg == "--node-id")
+      throw cli::UsageError(arg + " of data prepare is decided by dseek launch (use dseek "
+                            "launch --nodes N data prepare ...)");
+  Args with_place = args;
+  with_place.insert(with_place.end(), {"--nodes", std::to_string(parsed.nodes), "--node-id", "0"});
+  const data::PrepareOptions options = prepare_options_from_args(with_place);
+  data::check_prepare_options(options);
+  const size_t files = data::list_source_files(options.input, options.filter).files.size();
+  if (files < static_cast<size_t>(parsed.nodes))
+    std::fprintf(stderr, "[launch] %zu input file(s) for %d nodes: a file is a node's unit of "
+                 "work, so %zu node(s) have nothing to do\n", files, parsed.nodes,
+                 static_cast<size_t>(parsed.nodes) - files);
+
+  launch::LaunchPlan plan;
+  plan.node_binary = this_binary().string();
+  plan.nodes = parsed.nodes;
+  plan.node_args = parsed.command;
+  plan.timeout = to_milliseconds(parsed.timeout_s);
+  plan.stop_grace = to_milliseconds(parsed.stop_grace_s);
+  return launch::run_local_job(plan);
+}
+
 int run_launch(const Args& args) {
   LaunchArgs parsed = parse_args(args);
+  if (!parsed.command.empty()) return run_prepare(parsed);
   std::vector<std::string> overrides = parsed.sets;
   overrides.push_back("cluster.nodes=" + std::to_string(parsed.nodes));
   // A config, data, device or checkpoint error fails here, once (exit 3: main.cpp).
@@ -277,7 +337,9 @@ const Command& launch_command() {
   static const Command command{
       "launch",
       "  launch --nodes N CONFIG [--set k=v ...] [--resume latest|PATH]\n"
-      "                                 run a job's N nodes on this host\n",
+      "                                 run a job's N nodes on this host\n"
+      "  launch --nodes N data prepare ARGS...\n"
+      "                                 prepare a data set with N nodes on this host\n",
       kUsage, run_launch};
   return command;
 }

@@ -5,7 +5,9 @@
 // every node's documents), also when a writer crashes on each node. A node killed with
 // kill -9 makes node 0 fail naming it after its --node-wait; the rerun reuses the
 // finished parts and writes the same data set. A node run with other settings or one
-// that failed is named too; --nodes without --node-id is refused.
+// that failed is named too; --nodes without --node-id is refused. `dseek launch --nodes 3
+// data prepare ...` writes the same data set; a bad argument fails there once, before
+// any node starts, and a node that fails is named.
 #include <catch2/catch.hpp>
 
 #include <signal.h>
@@ -69,6 +71,19 @@ std::vector<std::string> node_args(std::vector<std::string> args, int nodes, int
   return args;
 }
 
+// `dseek launch --nodes N data prepare ...` of prepare_args() (which start with dseek).
+std::vector<std::string> launch_args(std::vector<std::string> args, int nodes) {
+  args.erase(args.begin());
+  args.insert(args.begin(), {bin("dseek"), "launch", "--nodes", std::to_string(nodes)});
+  return args;
+}
+
+size_t count(const std::string& text, const std::string& word) {
+  size_t found = 0;
+  for (size_t at = text.find(word); at != std::string::npos; at = text.find(word, at + 1)) ++found;
+  return found;
+}
+
 // Every file of a data set but report.json (it has timings), by name.
 std::map<std::string, std::string> data_set(const std::filesystem::path& dir) {
   std::map<std::string, std::string> files;
@@ -77,6 +92,14 @@ std::map<std::string, std::string> data_set(const std::filesystem::path& dir) {
     if (name != "report.json") files[name] = read_file(entry.path());
   }
   return files;
+}
+
+// The corpus in DIR/in and its one-node data set in DIR/one.
+void prepare_one_node(const std::filesystem::path& dir, int workers) {
+  make_corpus(dir / "in");
+  auto one = run_process(prepare_args(dir / "in", dir / "one", workers), 60s);
+  INFO(one.output);
+  REQUIRE(one.exit_code == 0);
 }
 
 // Nodes 1..N-1 in the background, node 0 in the foreground: node 0's result.
@@ -100,10 +123,7 @@ ProcessResult run_nodes(const std::vector<std::string>& args, int nodes,
 TEST_CASE("dseek data prepare on 1, 2 and 3 nodes writes the one-node data set byte for byte",
           "[data][pipeline][cli][prepare-nodes]") {
   ScratchDir dir("prepare-nodes");
-  make_corpus(dir / "in");
-  auto one = run_process(prepare_args(dir / "in", dir / "one", 2), 60s);
-  INFO(one.output);
-  REQUIRE(one.exit_code == 0);
+  prepare_one_node(dir.path(), 2);
   // The duplicates are there to be caught: 2 exact, 2 near, across nodes' files.
   const std::string report = read_file(dir / "one/report.json");
   CHECK_THAT(report, Catch::Contains("\"exact_duplicate\":2") &&
@@ -144,9 +164,7 @@ TEST_CASE("dseek data prepare on 1, 2 and 3 nodes writes the one-node data set b
 TEST_CASE("a node killed during dseek data prepare is named, and the rerun writes the same data",
           "[data][pipeline][cli][prepare-nodes]") {
   ScratchDir dir("prepare-nodes-kill");
-  make_corpus(dir / "in");
-  auto one = run_process(prepare_args(dir / "in", dir / "one", 1), 60s);
-  REQUIRE(one.exit_code == 0);
+  prepare_one_node(dir.path(), 1);
   const auto args = prepare_args(dir / "in", dir / "out", 1);
 
   // Node 1 writes slowly and is killed; node 2 finishes; node 0 waits 3 s for node 1.
@@ -214,4 +232,58 @@ TEST_CASE("dseek data prepare --nodes needs --node-id, and refuses what one node
   INFO(first.output);
   CHECK(first.exit_code != 0);
   CHECK_THAT(first.output, Catch::Contains("node 1 of 2 failed: ") && Catch::Contains("b.jsonl"));
+}
+
+TEST_CASE("dseek launch --nodes 3 data prepare writes the one-node data set; a mistake fails once",
+          "[data][pipeline][cli][prepare-nodes][launch]") {
+  ScratchDir dir("prepare-nodes-launch");
+  prepare_one_node(dir.path(), 1);
+
+  auto args = launch_args(prepare_args(dir / "in", dir / "three", 1), 3);
+  args.insert(args.end(), {"--node-wait", "60"});
+  auto launched = run_process(args, 120s);
+  INFO(launched.output);
+  REQUIRE(launched.exit_code == 0);
+  CHECK(data_set(dir / "three") == data_set(dir / "one"));
+  CHECK_FALSE(std::filesystem::exists(dir / "three/.parts"));
+  // Of the 7 files node 0 owns f0, f3, f6; nodes 1 and 2 two each.
+  for (int node = 0; node < 3; ++node)
+    CHECK_THAT(launched.output, Catch::Contains("[node " + std::to_string(node) +
+                                                "] data prepare: node " + std::to_string(node) +
+                                                " of 3: " + (node == 0 ? "3" : "2") +
+                                                " files are this node's"));
+  CHECK_THAT(launched.output, Catch::Contains("[node 0] prepared ") &&
+                                  Catch::Contains("[launch] node 2 exited with status 0"));
+
+  // A bad value: said once by the launcher (exit 2), no node starts, no output.
+  auto bad = run_process(launch_args(prepare_args(dir / "in", dir / "bad", 0), 3), 30s);
+  INFO(bad.output);
+  CHECK(bad.exit_code == 2);
+  CHECK(count(bad.output, "bad value '0' for --workers") == 1);
+  CHECK(count(bad.output, "[launch] starting") == 0);
+  CHECK_FALSE(std::filesystem::exists(dir / "bad"));
+  // The launcher decides every node's place.
+  auto placed = launch_args(prepare_args(dir / "in", dir / "bad", 1), 2);
+  placed.insert(placed.end(), {"--node-id", "1"});
+  auto refused = run_process(placed, 30s);
+  CHECK(refused.exit_code == 2);
+  CHECK_THAT(refused.output, Catch::Contains("--node-id of data prepare is decided by dseek launch"));
+  auto missing = run_process(launch_args(prepare_args(dir / "none", dir / "bad", 1), 2), 30s);
+  CHECK(missing.exit_code != 0);
+  CHECK(count(missing.output, "none is not a directory") == 1);
+
+  // A node that fails (--strict: a malformed line in node 1's file) is named; node 0
+  // names it with its error; the launch fails.
+  write_file(dir / "strict/a.jsonl", "{\"text\": \"" + document(1, 50) + "\"}\n");
+  write_file(dir / "strict/b.jsonl", "{\"text\": \"" + document(2, 50) + "\"}\n{broken\n");
+  auto strict = launch_args(prepare_args(dir / "strict", dir / "strict-out", 1), 2);
+  strict.insert(strict.end(), {"--strict", "--node-wait", "60"});
+  auto failed = run_process(strict, 120s);
+  INFO(failed.output);
+  CHECK(failed.exit_code == 1);
+  CHECK_THAT(failed.output, Catch::Contains("[launch] node 1 exited with status") &&
+                                Catch::Contains("[node 0] ") &&
+                                Catch::Contains("node 1 of 2 failed: ") &&
+                                Catch::Contains("[launch] node(s) 0, 1 failed"));
+  CHECK_FALSE(std::filesystem::exists(dir / "strict-out/index.capnp"));
 }

@@ -191,6 +191,11 @@ void Launcher::reap_exited_children() {
 
 void Launcher::on_exit(NodeSlot& slot, ExitStatus status) {
   const std::string node = "node " + std::to_string(slot.id);
+  if (!plan_.node_args.empty()) {  // every node to its own end (LaunchPlan::node_args)
+    say(node + " " + status.describe());
+    (status.success() ? slot.finished : slot.given_up) = true;
+    return;
+  }
   // 130 / 143: a node that a signal stopped orderly (this launcher's SIGTERM, or
   // someone's): it is done, never restarted.
   const bool stopped_orderly = !status.signaled && (status.value == exit_code::interrupted ||
@@ -320,6 +325,12 @@ int Launcher::exit_code() const {
   if (stop_reason_ == StopReason::timed_out) return kJobTimedOut;
   if (stop_reason_ == StopReason::node_failed) return kJobFailed;
   if (stop_reason_ == StopReason::permanent) return permanent_status_;
+  if (!plan_.node_args.empty()) {
+    if (stop_reason_ == StopReason::signaled) return 128 + first_signal_;
+    return std::all_of(slots_.begin(), slots_.end(), [](const auto& slot) { return slot.finished; })
+               ? kJobSucceeded
+               : kJobFailed;
+  }
   // The job succeeded when the coordinator node and at least min_nodes nodes finished
   // it; a node given up or stopped after the others finished did not fail it.
   const auto finished = std::count_if(slots_.begin(), slots_.end(),
@@ -336,9 +347,16 @@ int Launcher::exit_code() const {
 int Launcher::run() {
   watch_signals();
   if (plan_.timeout.count() > 0) job_deadline_ = Clock::now() + plan_.timeout;
-  say("starting " + plural(plan_.nodes, "node") + " of " + plan_.node_binary + " (config " +
-      plan_.config_path + ", coordinator " + plan_.coordinator + ", run dir " + plan_.run_dir +
-      ")");
+  if (plan_.node_args.empty()) {
+    say("starting " + plural(plan_.nodes, "node") + " of " + plan_.node_binary + " (config " +
+        plan_.config_path + ", coordinator " + plan_.coordinator + ", run dir " +
+        plan_.run_dir + ")");
+  } else {
+    std::string command = plan_.node_binary;
+    for (const auto& arg : plan_.node_args) command += " " + arg;
+    say("starting " + plural(plan_.nodes, "node") + " of " + command + " --nodes " +
+        std::to_string(plan_.nodes) + " --node-id K");
+  }
   for (auto& slot : slots_) {
     if (!start(slot)) {
       say("node " + std::to_string(slot.id) + " could not start; stopping the job");
@@ -381,6 +399,11 @@ int Launcher::run() {
   }
   const int code = exit_code();
   console_.finish();
+  std::string failed;
+  for (const auto& slot : slots_)
+    if (slot.given_up) failed += (failed.empty() ? "" : ", ") + std::to_string(slot.id);
+  if (!plan_.node_args.empty() && !failed.empty())
+    say("node(s) " + failed + " failed (their lines above say why)");
   say("job done: " + plural(plan_.nodes, "node") + ", " + plural(total_restarts_, "restart") +
       ", exit " + std::to_string(code));
   return code;
@@ -389,6 +412,13 @@ int Launcher::run() {
 }  // namespace
 
 std::vector<std::string> node_command_line(const LaunchPlan& plan, int node_id) {
+  if (!plan.node_args.empty()) {
+    std::vector<std::string> argv = {plan.node_binary};
+    argv.insert(argv.end(), plan.node_args.begin(), plan.node_args.end());
+    argv.insert(argv.end(), {"--nodes", std::to_string(plan.nodes), "--node-id",
+                             std::to_string(node_id)});
+    return argv;
+  }
   std::vector<std::string> argv = {plan.node_binary,
                                    "--config", plan.config_path,
                                    "--node-id", std::to_string(node_id),

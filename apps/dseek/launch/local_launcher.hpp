@@ -39,6 +39,12 @@ struct LaunchPlan {
   // One progress bar for the job on the launcher's terminal (job_console.hpp), drawn
   // from the coordinator node's step lines; false: every node's lines as they come.
   bool progress_bar = false;
+  // Not a training job when set: every node runs node_binary with these arguments and
+  // "--nodes N --node-id K" after them (`dseek launch --nodes N data prepare ...`).
+  // Every node then runs to its own end: none is restarted, a failure stops no other
+  // node (each one's failure is named), none is stopped for lagging behind one that
+  // finished, and the job fails when any node did.
+  std::vector<std::string> node_args;
 };
 
 // Exit codes of run_local_job() (runtime/util/exit_codes.hpp). A node that exits with
@@ -55,8 +61,9 @@ inline constexpr int kJobKilled = exit_code::interrupted;  // a second signal
 // (meant to be the last thing the process does).
 int run_local_job(const LaunchPlan& plan);
 
-// The command line of node `node_id` (argv[0] is the node binary). No secret is ever on
-// it: secrets travel in the environment.
+// The command line of node `node_id` (argv[0] is the node binary): dseek-node's, or
+// plan.node_args and the node's place. No secret is ever on it: secrets travel in the
+// environment.
 std::vector<std::string> node_command_line(const LaunchPlan& plan, int node_id);
 
 }  // namespace dseek::tool::launch
