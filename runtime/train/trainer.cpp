@@ -386,13 +386,15 @@ void Trainer::check_replicas(int64_t step, const char* checked, const float* dat
     if (rank == reducer_->rank()) throw ReplicaMismatch(step, checked, off);
 }
 
-double Trainer::evaluate(BatchSource& batches, int64_t eval_batches) {
+double Trainer::evaluate(BatchSource& batches, int64_t eval_batches,
+                         const std::function<bool()>& stop) {
   finish_update();
   const int64_t batch = config_.train.batch_size;
   const int64_t T = config_.model.context;
   double total = 0.0;
   int64_t count = 0;
   for (int64_t b = 0; b < eval_batches; ++b) {
+    if (stop && stop()) break;
     for (int64_t first = slice_first_; first < slice_first_ + slice_size_; first += micro_batch_) {
       batches.fill(static_cast<uint64_t>(b), batch, first, micro_batch_, T, inputs_.data(),
                    targets_.data());
