@@ -282,6 +282,7 @@ job_finished run_epochs(const worker_setup& setup, caf::actor_system& sys, Epoch
       events.emit("worker_started", add_layout(started, layout));
 
       train::RunOptions options = node_run_options(setup, sys, stop_at_step_boundary);
+      options.stop_request = &stop;  // a join does not cut an evaluation short; a stop does
       // What the ranks keep in memory between epochs, and what they agreed on in this one.
       train::MemoryRecovery from_memory;
       options.memory_recovery = &from_memory;

@@ -184,10 +184,17 @@ caf::behavior worker(caf::stateful_actor<worker_state>* self, worker_setup setup
                                                  lost.reason + ")");
       },
       [self](const node_joined& joined) {
-        // A node that (re)joins while the world trains: take it in at the next step.
+        // A node that (re)joins while the world trains: take it in at the next step. This
+        // node itself rejoining (it woke from a hang, or its membership actor restarted)
+        // means its peers ended the world it trains in and aborted their collectives:
+        // abort its own now, or a collective it is in waits out its timeout (30 s).
+        const bool me = joined.rejoined &&
+                        joined.node_id == self->state.setup.config.cluster.node_id;
         self->state.training->board.abort_before(
-            joined.epoch, "node " + std::to_string(joined.node_id) + " joined",
-            /*peers_alive=*/true);
+            joined.epoch,
+            me ? "this node rejoined: its peers ended the world it trained in"
+               : "node " + std::to_string(joined.node_id) + " joined",
+            /*peers_alive=*/!me);
       },
       [self](done_atom, job_finished& result) {
         auto& s = self->state;

@@ -2,7 +2,7 @@
 // does for PyTorch (development and tests on one host).
 //
 //   dseek launch --nodes N [--run-dir DIR] [--timeout SECONDS] [--stop-grace SECONDS]
-//                [--resume latest|PATH] CONFIG [--set section.key=value ...]
+//                [--resume latest|PATH] [--faults-seed N] CONFIG [--set section.key=value ...]
 //   dseek launch --nodes N [--timeout SECONDS] [--stop-grace SECONDS] data prepare ARGS...
 //
 // This file reads the command line, loads the config and checks what the job needs
@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -33,6 +34,7 @@
 #include "cli/resume_hint.hpp"
 #include "dseek/cmd_data.hpp"
 #include "dseek/commands.hpp"
+#include "actors/faults/random_faults.hpp"
 #include "dseek/launch/local_launcher.hpp"
 #include "runtime/config/load.hpp"
 #include "runtime/config/schema.hpp"
@@ -46,7 +48,8 @@ namespace {
 
 constexpr const char* kUsage =
     "usage: dseek launch --nodes N [--run-dir DIR] [--timeout SECONDS] [--stop-grace SECONDS]\n"
-    "                    [--resume latest|PATH] CONFIG [--set section.key=value ...]\n"
+    "                    [--resume latest|PATH] [--faults-seed N] CONFIG\n"
+    "                    [--set section.key=value ...]\n"
     "       dseek launch --nodes N [--timeout SECONDS] [--stop-grace SECONDS]\n"
     "                    data prepare ARGS...\n"
     "  starts N local dseek-node processes (node ids 0..N-1) on 127.0.0.1, prefixes their\n"
@@ -61,6 +64,10 @@ constexpr const char* kUsage =
     "  --timeout     stop the job after SECONDS (exit 124)\n"
     "  --stop-grace  seconds between SIGTERM and SIGKILL when stopping, and how long nodes\n"
     "                may lag once the job finished on another (default 10)\n"
+    "  --faults-seed a soak: adds a random fault schedule drawn from seed N (a kill, a hang,\n"
+    "                a crash of every actor kind, slow, dropped heartbeats; the same seed\n"
+    "                gives the same schedule) to the config's faults; printed at start and\n"
+    "                when the job fails, to replay it\n"
     "  The node binary is dseek-node next to dseek, or $DSEEK_NODE_BINARY.\n"
     "  data prepare ARGS...: checks ARGS once, then runs `dseek data prepare ARGS...\n"
     "                --nodes N --node-id K` for K = 0..N-1 (docs/data.md, \"On several\n"
@@ -77,12 +84,14 @@ struct LaunchArgs {
   double timeout_s = 0;
   double stop_grace_s = 10;
   std::optional<std::string> resume;
+  std::optional<uint64_t> faults_seed;
   std::vector<std::string> sets;
   std::vector<std::string> command;  // "data", "prepare", ARGS... (not a training job)
 };
 
 const std::vector<std::string> kOptions = {"--nodes", "--run-dir", "--timeout", "--stop-grace",
-                                           "--resume", "--set", "--help"};
+                                           "--resume", "--faults-seed", "--set",
+                                           "--help"};
 
 
 double parse_seconds(const std::string& option, const std::string& text) {
@@ -114,6 +123,14 @@ LaunchArgs parse_args(const Args& args) {
     } else if (cli::take_value(args, i, "--resume", value)) {
       if (value.empty()) throw cli::UsageError("--resume needs latest or a checkpoint directory");
       parsed.resume = value;
+    } else if (cli::take_value(args, i, "--faults-seed", value)) {
+      char* end = nullptr;
+      errno = 0;
+      const unsigned long long seed = std::strtoull(value.c_str(), &end, 10);
+      if (value.empty() || value[0] == '-' || *end != '\0' || errno != 0)
+        throw cli::UsageError("--faults-seed needs a number from 0 to 2^64 - 1, not '" + value +
+                              "'");
+      parsed.faults_seed = seed;
     } else if (cli::take_value(args, i, "--set", value)) {
       parsed.sets.push_back(value);
     } else if (arg.rfind("-", 0) == 0 && arg != "-") {
@@ -134,8 +151,8 @@ LaunchArgs parse_args(const Args& args) {
                             (parsed.command.size() < 2 ? std::string("data")
                                                        : "data " + parsed.command[1]) +
                             "`");
-    if (parsed.run_dir || parsed.resume || !parsed.sets.empty())
-      throw cli::UsageError("--run-dir, --resume and --set are a training job's: give data "
+    if (parsed.run_dir || parsed.resume || parsed.faults_seed || !parsed.sets.empty())
+      throw cli::UsageError("--run-dir, --resume, --faults-seed and --set are a training job's: give data "
                             "prepare's own options after `data prepare`");
     return parsed;
   }
@@ -284,13 +301,46 @@ int run_prepare(const LaunchArgs& parsed) {
   return launch::run_local_job(plan);
 }
 
+// --faults-seed: the config's faults and the seed's schedule as one faults=[...] setting
+// for every node (appended to parsed.sets, where a later --set faults would replace
+// it); returns the line that says the seed and the schedule.
+std::string add_random_faults(LaunchArgs& parsed, const config::JobConfig& job) {
+  actors::RandomFaultsShape shape;
+  shape.nodes = parsed.nodes;
+  shape.steps = job.train.steps;
+  shape.staged = job.parallel.pipeline > 1 || job.parallel.tensor > 1;
+  shape.coordinator_node = job.cluster.coordinator_node;
+  std::vector<config::FaultSpec> faults;
+  try {
+    faults = actors::random_faults(*parsed.faults_seed, shape);
+  } catch (const std::invalid_argument& e) {
+    throw cli::UsageError(std::string("--faults-seed: ") + e.what());
+  }
+  const size_t drawn = faults.size();
+  faults.insert(faults.begin(), job.faults.begin(), job.faults.end());
+  const std::string setting = "faults=" + config::faults_inline_toml(faults);
+  parsed.sets.push_back(setting);
+  return "[launch] --faults-seed " + std::to_string(*parsed.faults_seed) + ": " +
+         std::to_string(drawn) + " random faults (after the config's " +
+         std::to_string(job.faults.size()) + "): --set '" + setting + "'\n";
+}
+
 int run_launch(const Args& args) {
   LaunchArgs parsed = parse_args(args);
   if (!parsed.command.empty()) return run_prepare(parsed);
+  const std::string nodes = "cluster.nodes=" + std::to_string(parsed.nodes);
   std::vector<std::string> overrides = parsed.sets;
-  overrides.push_back("cluster.nodes=" + std::to_string(parsed.nodes));
+  overrides.push_back(nodes);
   // A config, data, device or checkpoint error fails here, once (exit 3: main.cpp).
-  const config::JobConfig job = config::load_config(parsed.config, overrides);
+  config::JobConfig job = config::load_config(parsed.config, overrides);
+  std::string schedule;
+  if (parsed.faults_seed) {
+    schedule = add_random_faults(parsed, job);
+    std::fputs(schedule.c_str(), stderr);
+    overrides = parsed.sets;
+    overrides.push_back(nodes);
+    job = config::load_config(parsed.config, overrides);  // the schedule checked as any faults
+  }
   train::check_job(job);  // what no node could run
   cli::check_host_can_run(job);
 
@@ -323,6 +373,9 @@ int run_launch(const Args& args) {
   // The nodes leave the resume hint to the launcher, which knows the whole command.
   plan.extra_env.push_back("DSEEK_RESUME_HINT=0");
   const int code = launch::run_local_job(plan);
+  if (code != exit_code::ok && !schedule.empty())
+    std::fprintf(stderr, "[launch] the job failed (exit %d) under this schedule; replay it with the "
+                 "same config and --faults-seed\n%s", code, schedule.c_str());
   std::vector<std::string> command = {cli::invoked_as("dseek"), "launch"};
   for (const auto& arg : cli::without_resume(args)) command.push_back(arg);
   const std::string hint = cli::resume_hint(job, plan.run_dir, command);

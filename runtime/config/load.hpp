@@ -65,5 +65,8 @@ std::string describe_markdown();
 
 // The config as TOML text that load_config_text() reads back to an equal config.
 std::string to_toml(const JobConfig& config);
+// Faults as inline tables, the value of `--set faults=[...]` ("[{kind = \"kill\", node =
+// 1, step = 10}]"): only the keys off their defaults; read back to equal faults.
+std::string faults_inline_toml(const std::vector<FaultSpec>& faults);
 
 }  // namespace dseek::config

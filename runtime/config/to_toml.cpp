@@ -1,6 +1,7 @@
 // to_toml(): a JobConfig as TOML text with every key written out, in key-table order.
 // load_config_text() reads it back to an equal config (floats use shortest round-trip
-// digits), so `dseek config --check` output is itself a valid config file.
+// digits), so `dseek config --check` output is itself a valid config file; and
+// faults_inline_toml(), a fault list as the value of `--set faults=[...]`.
 #include <string>
 
 #include "runtime/config/load.hpp"
@@ -38,6 +39,22 @@ std::string to_toml(const JobConfig& config) {
     write_keys(out, fault, schema::fault_keys(), "faults");
   }
   return out;
+}
+
+std::string faults_inline_toml(const std::vector<FaultSpec>& faults) {
+  const FaultSpec defaults;
+  std::string out = "[";
+  for (const auto& fault : faults) {
+    if (out.size() > 1) out += ", ";
+    std::string table;
+    for (const auto& key : schema::fault_keys()) {
+      const std::string value = schema::format_value(key.get(fault));
+      if (key.leaf() != "kind" && value == schema::format_value(key.get(defaults))) continue;
+      table += (table.empty() ? "" : ", ") + std::string(key.leaf()) + " = " + value;
+    }
+    out += "{" + table + "}";
+  }
+  return out + "]";
 }
 
 }  // namespace dseek::config

@@ -9,20 +9,28 @@ namespace dseek::train {
 
 namespace {
 
+// Whether any rank that steps together votes yes (collective).
+bool anyone(const StepFunctions& steps, bool vote) {
+  const double mine = vote ? 1.0 : 0.0;
+  return (steps.sum_votes ? steps.sum_votes(mine) : mine) > 0;
+}
+
+bool signalled(const RunOptions& options) { return options.stop != nullptr && options.stop->load(); }
+
+bool stop_requested(const RunOptions& options) {
+  return options.stop_request != nullptr ? options.stop_request->load() : signalled(options);
+}
+
 // Why the run stops before `step`, or "" to go on. Every rank must stop at the same step
 // (the steps are collective), so a signal or the time limit seen by any rank stops all
 // of them; stop_after_steps is the same everywhere already.
 std::string stop_reason_before(const config::TrainConfig& t, const RunOptions& options,
                                const StepFunctions& steps, int64_t steps_run,
                                RunClock::time_point start) {
-  auto anyone = [&steps](bool vote) {
-    const double mine = vote ? 1.0 : 0.0;
-    return (steps.sum_votes ? steps.sum_votes(mine) : mine) > 0;
-  };
-  if (anyone(options.stop != nullptr && options.stop->load())) return "signal";
+  if (anyone(steps, signalled(options))) return "signal";
   if (t.stop_after_steps > 0 && steps_run >= t.stop_after_steps) return "stop_after_steps";
   if (t.stop_after_minutes > 0 &&
-      anyone(std::chrono::duration<double>(RunClock::now() - start).count() >=
+      anyone(steps, std::chrono::duration<double>(RunClock::now() - start).count() >=
              t.stop_after_minutes * 60))
     return "stop_after_minutes";
   return "";
@@ -41,7 +49,25 @@ RunSummary run_steps(const config::JobConfig& config, const RunOptions& options,
   const auto start = RunClock::now();
   auto run_eval = [&](int64_t step) {
     if (!steps.evaluate) return;
-    summary.val_loss = steps.evaluate();
+    // A stop request ends a long evaluation between batches, on every rank at the same
+    // batch; the run then stops as at a step boundary.
+    int64_t batches = 0;
+    bool interrupted = false;
+    const double loss = steps.evaluate([&] {
+      interrupted = anyone(steps, stop_requested(options));
+      if (!interrupted) ++batches;
+      return interrupted;
+    });
+    if (interrupted) {
+      summary.val_loss = -1.0;  // a mean over part of the batches is no validation loss
+      events.emit("eval_interrupted", util::JsonLine().add("step", step + 1)
+                                          .add("batches_done", batches)
+                                          .add("eval_batches", t.eval_batches));
+      progress.line("evaluation interrupted by a stop request after " + std::to_string(batches) +
+                    " of " + std::to_string(t.eval_batches) + " batches (no val_loss)");
+      return;
+    }
+    summary.val_loss = loss;
     report_eval(events, progress, step, summary.val_loss);
   };
   for (int64_t step = first_step; step < t.steps; ++step) {

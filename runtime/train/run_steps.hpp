@@ -3,8 +3,9 @@
 // collective stop vote before each step, the step hook (RunOptions::before_step), the
 // step, its progress line, evaluation every train.eval_every steps and at the end, the
 // checkpoints after each step and at the end, and the run's timing. Each run supplies
-// its step (which emits its own step event, with its own fields) and its evaluation,
-// and ends the run itself (params_sha256, train_done).
+// its step (which emits its own step event, with its own fields) and its evaluation
+// (which a stop request interrupts between batches: eval_interrupted, no val_loss), and
+// ends the run itself (params_sha256, train_done).
 #pragma once
 
 #include <cstdint>
@@ -23,8 +24,10 @@ namespace dseek::train {
 struct StepFunctions {
   // Trains step `step` (0-based), emits its step event, and returns its report.
   std::function<StepReport(int64_t step)> train_step;
-  // The validation loss; null when the run has no validation data.
-  std::function<double()> evaluate;
+  // The validation loss; null when the run has no validation data. It asks `stop` (a
+  // collective vote: every rank calls it as often) before each batch and ends early
+  // when it says true, its result then thrown away.
+  std::function<double(const std::function<bool()>& stop)> evaluate;
   // A vote summed over every rank that steps together (collective); null: one rank.
   std::function<double(double vote)> sum_votes;
   // After the step and its checkpoint, with the steps done; may be null.

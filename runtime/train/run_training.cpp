@@ -92,7 +92,9 @@ RunSummary run_training(const config::JobConfig& config, const RunOptions& optio
     return r;
   };
   if (val_batches)
-    steps.evaluate = [&] { return trainer.evaluate(*val_batches, t.eval_batches); };
+    steps.evaluate = [&](const std::function<bool()>& stop) {
+      return trainer.evaluate(*val_batches, t.eval_batches, stop);
+    };
   if (options.reducer != nullptr)
     steps.sum_votes = [reducer = options.reducer](double vote) {
       std::array<double, 1> votes{vote};

@@ -56,6 +56,10 @@ struct TrainingState {
 struct RunOptions {
   std::filesystem::path run_dir;            // events go to run_dir/node-<id>/
   const std::atomic<bool>* stop = nullptr;  // set (by a signal) to stop at a step boundary
+  // Set by a stop request (a signal) only, where `stop` also means "re-plan at the next
+  // step" (a node joined): it ends an evaluation between batches, a re-plan does not.
+  // Null: `stop` does.
+  const std::atomic<bool>* stop_request = nullptr;
   std::FILE* console = stderr;              // progress and summary
   // The node's event log when the caller shares it (the node's actors write cluster
   // events to the same file); null: run_training opens its own.

@@ -75,8 +75,9 @@ StepReport Trainer::train_step(int64_t step) { return stage_->train_step(step).s
 
 int Trainer::dp_rank() const { return reducer_ != nullptr ? reducer_->rank() : 0; }
 
-double Trainer::evaluate(BatchSource& batches, int64_t eval_batches) {
-  return stage_->evaluate(batches, eval_batches);
+double Trainer::evaluate(BatchSource& batches, int64_t eval_batches,
+                         const std::function<bool()>& stop) {
+  return stage_->evaluate(batches, eval_batches, stop);
 }
 
 bool Trainer::snapshot_is_collective() const {

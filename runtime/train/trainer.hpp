@@ -74,7 +74,11 @@ class Trainer {
   int dp_rank() const;
   // Mean loss over eval_batches fixed batches of `batches` (no gradient). With a
   // reducer each replica evaluates its slice and the mean is over all (collective).
-  double evaluate(BatchSource& batches, int64_t eval_batches);
+  // `stop`, when given, is asked before each batch and ends the evaluation early when it
+  // says true (a stop request: the run's summary drops the partial mean); with a reducer
+  // it must answer the same on every replica (a collective vote, run_steps.cpp).
+  double evaluate(BatchSource& batches, int64_t eval_batches,
+                  const std::function<bool()>& stop = {});
 
   // Copies parameters and AdamW moments (layout order, model().num_params() floats each)
   // to host memory: the checkpoint snapshot. With a sharded optimizer (ZeRO >= 1) the

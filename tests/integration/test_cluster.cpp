@@ -13,6 +13,7 @@
 #include <sys/types.h>
 
 #include <chrono>
+#include <thread>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -342,6 +343,64 @@ TEST_CASE("SIGTERM to the launcher stops every node orderly", "[cluster]") {
     REQUIRE(stopping.size() == 1);
     CHECK(string_field(stopping[0], "reason") == "signal");
   }
+  require_no_node_left(run.path(), 2);
+}
+
+TEST_CASE("SIGTERM during a long evaluation stops the job between batches", "[cluster][eval]") {
+  // An evaluation after step 3 of a million batches (hours): the stop request must end
+  // it between batches on both replicas (the same batch: the vote is collective), the
+  // run then stops as at a step boundary: its checkpoint, train_stopped, exit 143. It
+  // used to be ignored until the evaluation ended.
+  ScratchDir run("cluster-sigterm-eval");
+  Background launcher(
+      tiny_launch(run.path(), 2, 100000,
+                  kOneThread + std::vector<std::string>{"--set", "train.eval_every=3", "--set",
+                                                        "train.eval_batches=1000000", "--set",
+                                                        "checkpoint.every_steps=1000"}),
+      run / "launch.log", launch_env());
+  for (int node : {0, 1}) {
+    const auto step = wait_for_event(run.path(), node, "step", 60s, [](const std::string& line) {
+      return number_field(line, "step") == 3;
+    });
+    INFO("node " << node << "\n" << launcher.output());
+    REQUIRE_FALSE(step.empty());
+  }
+  std::this_thread::sleep_for(500ms);  // well into the evaluation
+  CHECK(node_events(run.path(), 0, "eval").empty());
+  const auto signalled = std::chrono::steady_clock::now();
+  launcher.process.signal(SIGTERM);
+  const auto code = launcher.process.wait_for(60s);
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - signalled).count();
+  const auto output = launcher.output();
+  INFO(output);
+  REQUIRE(code.has_value());
+  CHECK(*code == 143);
+  WARN("SIGTERM during evaluation: the job exited after " << seconds << " s");
+  CHECK(seconds < 10);
+  CHECK(contains(output, "evaluation interrupted by a stop request after "));
+  double batches_done = -1;
+  for (int node : {0, 1}) {
+    INFO("node " << node);
+    const auto interrupted = node_events(run.path(), node, "eval_interrupted");
+    REQUIRE_FALSE(interrupted.empty());
+    CHECK(number_field(interrupted[0], "step") == 3);
+    CHECK(number_field(interrupted[0], "eval_batches") == 1000000);
+    // Both replicas stopped at the same batch (their sums would not match otherwise).
+    if (node == 0) batches_done = number_field(interrupted[0], "batches_done");
+    CHECK(number_field(interrupted[0], "batches_done") == batches_done);
+    CHECK(node_events(run.path(), node, "eval").empty());  // no partial val_loss
+    const auto stopped = node_events(run.path(), node, "train_stopped");
+    REQUIRE(stopped.size() == 1);
+    CHECK(string_field(stopped[0], "reason") == "signal");
+    CHECK(number_field(stopped[0], "step") == 3);
+    CHECK(!contains(stopped[0], "val_loss"));
+  }
+  CHECK(batches_done < 1000000);
+  // The usual outcome of a stop: a checkpoint of the step it stopped at.
+  const auto committed = node_events(run.path(), 0, "checkpoint_committed");
+  REQUIRE_FALSE(committed.empty());
+  CHECK(number_field(committed.back(), "step") == 3);
   require_no_node_left(run.path(), 2);
 }
 

@@ -178,7 +178,10 @@ PipelineRunSummary run_pipeline_stage(const config::JobConfig& config, const Run
     return r.step;
   };
   if (val_batches)
-    steps.evaluate = [&] { return trainer.evaluate(*val_batches, t.eval_batches); };
+    // Not interrupted by a stop request yet: the stage's evaluation runs in its actor.
+    steps.evaluate = [&](const std::function<bool()>&) {
+      return trainer.evaluate(*val_batches, t.eval_batches);
+    };
   steps.sum_votes = [&trainer](double vote) { return trainer.sum_over_world(vote); };
   std::string stop_reason;
   result.run = run_steps(config, options, events, progress, checkpoints, first_step, steps,
