@@ -234,7 +234,7 @@ TEST_CASE("dseek data prepare --nodes needs --node-id, and refuses what one node
   CHECK_THAT(first.output, Catch::Contains("node 1 of 2 failed: ") && Catch::Contains("b.jsonl"));
 }
 
-TEST_CASE("dseek launch --nodes 3 data prepare writes the one-node data set; a mistake fails once",
+TEST_CASE("dseek launch --nodes 3 data prepare writes the one-node data set, and a mistake fails once",
           "[data][pipeline][cli][prepare-nodes][launch]") {
   ScratchDir dir("prepare-nodes-launch");
   prepare_one_node(dir.path(), 1);
