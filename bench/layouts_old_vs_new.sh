@@ -8,7 +8,7 @@
 #     bench/layouts_old_vs_new.sh [--layouts "dp2 pp2 tp2"] [--rounds 3] [--steps 12]
 #                                 [--config FILE] [--data DIR] [--set KEY=VALUE ...]
 #
-# Layouts: dp2 (2 data-parallel nodes), pp2 (2 pipeline stages, 1F1B, micro-batches of
+# Layouts: one (a single node, no data plane), dp2 (2 data-parallel nodes), pp2 (2 pipeline stages, 1F1B, micro-batches of
 # 4), tp2 (a tensor-parallel group of 2), dtp4 (2 replicas of a 2-rank tensor group),
 # dpp4 (2 replicas of a 2-stage pipeline). Every node trains with train.threads=1 on the
 # config (default bench/configs/gpt-d384.toml, batch 8) and the prepared Python sources.
@@ -51,6 +51,7 @@ trap 'rm -rf "$work"' EXIT
 # `dseek launch` arguments of a layout.
 layout_args() {
   case "$1" in
+    one) echo "--nodes 1" ;;
     dp2) echo "--nodes 2" ;;
     pp2) echo "--nodes 2 --set parallel.pipeline=2 --set train.micro_batch_size=4" ;;
     tp2) echo "--nodes 2 --set parallel.tensor=2" ;;

@@ -1,8 +1,8 @@
 // model::TensorGroup over the data plane: rank r of the communicator is tensor-parallel
 // rank r. The sum all-reduce is the communicator's, whose result is bitwise the same on
 // every rank (the direct all-reduce adds the contributions in rank order; the ring
-// reduces each segment on one rank and copies it to the others), as TensorParallelGpt
-// needs for its replicated parameters.
+// reduces each segment on one rank and copies it to the others), as GptModel over a
+// group needs for its replicated parameters.
 //
 // With a `device` communicator (the tensor group cut from the epoch's NCCL one,
 // comm.backend = "nccl") the model's all-reduces run on the backend's memory through it

@@ -1,4 +1,4 @@
-// How many bytes of activation buffers a model (GptModel, TensorParallelGpt) allocated,
+// How many bytes of activation buffers a model (GptModel, whole or a tensor rank) allocated,
 // by what they are for. All of them are allocated at construction, so this is also what
 // a training step uses beyond parameters, gradients and optimizer state; the runs log
 // it at start (model_memory event) to show what model.recompute saves.

@@ -1,8 +1,8 @@
 // The initial value of one parameter of the whole GPT model, as a pure function of
 // (seed, its index in the whole model's flat buffer): GPT-2's N(0, std) for matrices and
 // embeddings, std / sqrt(2 L) for the residual output projections, zero biases, unit
-// LayerNorm gains. The whole model (GptModel) and a tensor-parallel shard
-// (TensorParallelGpt) both initialise from it, so they start from the same weights.
+// LayerNorm gains. The whole model and a tensor rank's part of it (GptModel over a
+// group) both initialise from it, so they start from the same weights.
 #pragma once
 
 #include <cmath>

@@ -1,5 +1,6 @@
 // Which part of the whole GPT model's parameters rank t of a tensor-parallel group of T
-// holds, and where that part lies in the rank's own flat buffer (Megatron-LM's layout):
+// holds (T = 1: all of it, at ParamLayout's offsets), and where that part lies in the
+// rank's own flat buffer (Megatron-LM's layout):
 //
 //   wte             rows [t V/T, (t+1) V/T)  vocabulary-parallel embedding and head
 //   qkv.weight/bias rows of q, k and v for heads [t H/T, (t+1) H/T)  column-parallel
@@ -53,6 +54,11 @@ class TensorParallelLayout {
   size_t wte() const { return wte_; }
   size_t wpe() const { return wpe_; }
   const BlockParams& block(int64_t layer) const { return blocks_[static_cast<size_t>(layer)]; }
+  // [begin, end) of block `layer`'s part in the shard's buffer (a block is contiguous).
+  size_t block_begin(int64_t layer) const { return block(layer).ln1_w; }
+  size_t block_end(int64_t layer) const {
+    return block(layer).fc_proj_b + static_cast<size_t>(whole_.shape().dim);
+  }
   size_t lnf_w() const { return lnf_w_; }
   size_t lnf_b() const { return lnf_b_; }
 

@@ -20,7 +20,7 @@
 // the same skipped steps and loss scales as each other and as the single node.
 //
 // Pipeline x tensor (P = 2 stages of T = 2 ranks) in fp8: each tensor rank scales its own
-// weight shard (model/tensor_parallel_gpt.hpp), so the bound is the tensor-parallel
+// weight shard (model/gpt_model.hpp), so the bound is the tensor-parallel
 // one, 2e-3 (tests/tensor/test_tensor_precision.cpp derives it; measured 6.2e-4 with
 // the head in bf16, 4.9e-4 when it was fp32); all
 // four ranks must skip the same steps with the same loss scales as the single node.

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <memory>
 #include <random>
+#include <stdexcept>
 #include <vector>
 
 #include "runtime/backend/backend.hpp"
@@ -31,7 +32,10 @@ inline SmallBatch random_batch(int64_t B, int64_t T, int64_t vocab, uint32_t see
 
 // GPT-2 init with `std`, then every 1-D tensor (biases, gains) moved by N(0, 0.1) so
 // that no gradient path is hidden behind a zero bias or a unit gain.
+// The whole model only: layout() is the buffer's layout at tensor size 1.
 inline void init_nontrivial(model::GptModel& model, uint64_t seed, double std) {
+  if (model.tensor_ranks() != 1)
+    throw std::invalid_argument("init_nontrivial: a tensor rank's buffer is not the whole layout");
   model.init_weights(seed, std);
   std::mt19937 rng(static_cast<uint32_t>(seed) + 17);
   std::normal_distribution<float> noise(0.0f, 0.1f);

@@ -1,5 +1,5 @@
 // Mixed precision in the tensor-parallel model (train.precision = "bf16" | "fp8" with
-// parallel.tensor = 2, model/tensor_parallel_gpt.hpp): `dseek launch --nodes 2` against
+// parallel.tensor = 2, model/gpt_model.hpp): `dseek launch --nodes 2` against
 // a single-node launch of the same job in the same precision, on the same global batch.
 //
 // Bounds. In fp32 the split only changes summation order (~1e-7 relative per sum;

@@ -22,13 +22,12 @@
 #include "runtime/backend/backend.hpp"
 #include "runtime/backend/scrambled_backend.hpp"
 #include "runtime/model/gpt_model.hpp"
-#include "runtime/model/tensor_parallel_gpt.hpp"
+#include "runtime/model/initial_value.hpp"
 #include "support/small_gpt.hpp"
 
 using dseek::model::GptModel;
 using dseek::model::GptShape;
 using dseek::model::LayerRange;
-using dseek::model::TensorParallelGpt;
 using dseek::model::TensorParallelLayout;
 
 namespace {
@@ -90,10 +89,10 @@ struct ShardRun {
 // micro-batches of `B` sequences (batch seeds `seed` and `seed` + 1) with their gradients
 // accumulated, as the trainer runs them, and reads back the losses and gradients through
 // the backend.
-ShardRun two_micro_batches(TensorParallelGpt& shard, dseek::backend::Backend& backend,
+ShardRun two_micro_batches(GptModel& shard, dseek::backend::Backend& backend,
                            const std::vector<float>& start, int64_t B, uint32_t seed) {
   std::vector<float> host(shard.num_params());
-  shard.layout().scatter(start.data(), host.data());
+  shard.shard().scatter(start.data(), host.data());
   backend.copy_from_host(shard.params(), host.data(), host.size() * sizeof(float));
   ShardRun result;
   shard.zero_grads();
@@ -137,7 +136,7 @@ TEST_CASE("tensor-parallel shards put together are the whole model", "[model][te
       } fixed;
       fixed.r = r;
       fixed.n = ranks;
-      TensorParallelGpt shard(kShape, fixed, *backend, 1);
+      GptModel shard(kShape, {0, kShape.layers}, *backend, 1, 1, {}, &fixed);
       shard.init_weights(5, 0.02);
       layout.gather(shard.params(), assembled.data());
     }
@@ -191,8 +190,8 @@ TEST_CASE("T tensor-parallel ranks train like the whole model", "[model][tensor]
     ThreadGroup group(ranks);
     group.run([&](int rank, ThreadGroup::Member& member) {
       auto backend = dseek::backend::make_cpu_backend(1);
-      TensorParallelGpt shard(kShape, member, *backend, B);
-      const auto& layout = shard.layout();
+      GptModel shard(kShape, {0, kShape.layers}, *backend, B, 1, {}, &member);
+      const auto& layout = shard.shard();
       layout.scatter(start.data(), shard.params());
       std::vector<float> sm(shard.num_params(), 0.0f), sv(shard.num_params(), 0.0f);
       for (int step = 1; step <= steps; ++step) {
@@ -272,7 +271,7 @@ TEST_CASE("tensor-parallel recompute gives every rank bitwise the gradients with
     ThreadGroup group(ranks);
     group.run([&](int rank, ThreadGroup::Member& member) {
       auto backend = dseek::backend::make_cpu_backend(1);
-      TensorParallelGpt shard(kShape, member, *backend, B, recompute);
+      GptModel shard(kShape, {0, kShape.layers}, *backend, B, 1, recompute, &member);
       results[static_cast<size_t>(rank)] = two_micro_batches(shard, *backend, start, B, 60);
     });
     return results;
@@ -326,11 +325,11 @@ TEST_CASE("tensor-parallel layer ranges chained stage to stage are the whole sha
   group.run([&](int rank, ThreadGroup::Member& member) {
     RankResult& result = results[static_cast<size_t>(rank)];
     auto backend = dseek::backend::make_cpu_backend(1);
-    TensorParallelGpt shard(kShape, member, *backend, B);
-    TensorParallelGpt first(kShape, LayerRange{0, 1}, member, *backend, B, 2);
-    TensorParallelGpt last(kShape, LayerRange{1, 2}, member, *backend, B, 2);
-    for (TensorParallelGpt* model : {&shard, &first, &last}) {
-      model->layout().scatter(start.data(), model->params());
+    GptModel shard(kShape, {0, kShape.layers}, *backend, B, 1, {}, &member);
+    GptModel first(kShape, LayerRange{0, 1}, *backend, B, 2, {}, &member);
+    GptModel last(kShape, LayerRange{1, 2}, *backend, B, 2, {}, &member);
+    for (GptModel* model : {&shard, &first, &last}) {
+      model->shard().scatter(start.data(), model->params());
       model->zero_grads();
     }
     result.ends_right = first.has_embedding() && !first.has_head() && last.has_head() &&
@@ -359,7 +358,7 @@ TEST_CASE("tensor-parallel layer ranges chained stage to stage are the whole sha
       std::copy_n(last.stage_input_grad(), BTC, first.stage_output_grad());
       first.backward(dloss);
     }
-    const auto& layout = shard.layout();
+    const auto& layout = shard.shard();
     const size_t wte_end = layout.wte() + static_cast<size_t>(layout.vocab_local() * kShape.dim);
     const size_t block1 = layout.block(1).ln1_w;
     double& worst_wte = result.worst_wte;
@@ -415,7 +414,7 @@ TEST_CASE("tensor-parallel ranks on the scrambled test device compute the CPU's 
     group.run([&](int rank, ThreadGroup::Member& member) {
       auto backend = scrambled ? dseek::backend::make_scrambled_backend(1)
                                : dseek::backend::make_cpu_backend(1);
-      TensorParallelGpt shard(kShape, member, *backend, B);
+      GptModel shard(kShape, {0, kShape.layers}, *backend, B, 1, {}, &member);
       results[static_cast<size_t>(rank)] = two_micro_batches(shard, *backend, start, B, 80);
     });
     return results;
@@ -458,7 +457,7 @@ TEST_CASE("a tensor-parallel step on a device moves only the all-reduces and the
   ThreadGroup group(ranks);
   group.run([&](int rank, ThreadGroup::Member& member) {
     auto device = dseek::backend::make_scrambled_backend(1);
-    TensorParallelGpt shard(wide, member, *device, B);
+    GptModel shard(wide, {0, wide.layers}, *device, B, 1, {}, &member);
     shard.init_weights(3, 0.2);
     shard.zero_grads();
     const auto batch = dseek::testing::random_batch(B, wide.context, wide.vocab, 90);
@@ -480,4 +479,127 @@ TEST_CASE("a tensor-parallel step on a device moves only the all-reduces and the
   }
   auto cpu = dseek::backend::make_cpu_backend(1);
   CHECK_THROWS_AS(dseek::backend::take_host_traffic(*cpu), std::invalid_argument);
+}
+
+// One model class (issue 19): the layout of a group of one is the whole model's, offset
+// for offset, its initial values are the whole model's tensor by tensor, and the model
+// over such a group computes the model without one bit for bit.
+TEST_CASE("one model: a tensor group of one rank is the whole model, layout and bits",
+          "[model][tensor]") {
+  const dseek::model::ParamLayout whole_layout(kShape);
+  const TensorParallelLayout one(kShape, 0, 1);
+  CHECK(one.total() == whole_layout.total());
+  CHECK(one.wte() == whole_layout.wte());
+  CHECK(one.wpe() == whole_layout.wpe());
+  CHECK(one.lnf_w() == whole_layout.lnf_w());
+  CHECK(one.lnf_b() == whole_layout.lnf_b());
+  CHECK(one.vocab_local() == kShape.vocab);
+  CHECK(one.channels_local() == kShape.dim);
+  CHECK(one.heads_local() == kShape.heads);
+  CHECK(one.hidden_local() == 4 * kShape.dim);
+  for (int64_t l = 0; l < kShape.layers; ++l) {
+    const auto& a = one.block(l);
+    const auto& b = whole_layout.block(l);
+    INFO("block " << l);
+    CHECK(std::vector<size_t>{a.ln1_w, a.ln1_b, a.qkv_w, a.qkv_b, a.attn_proj_w, a.attn_proj_b,
+                              a.ln2_w, a.ln2_b, a.fc_w, a.fc_b, a.fc_proj_w, a.fc_proj_b} ==
+          std::vector<size_t>{b.ln1_w, b.ln1_b, b.qkv_w, b.qkv_b, b.attn_proj_w, b.attn_proj_b,
+                              b.ln2_w, b.ln2_b, b.fc_w, b.fc_b, b.fc_proj_w, b.fc_proj_b});
+    CHECK(one.block_begin(l) == whole_layout.block_begin(l));
+    CHECK(one.block_end(l) == whole_layout.block_end(l));
+  }
+  size_t segment_floats = 0;
+  for (const auto& s : one.segments()) {
+    CHECK(s.shard_offset == s.whole_offset);
+    segment_floats += s.count;
+  }
+  CHECK(segment_floats == one.total());
+
+  auto backend = dseek::backend::make_cpu_backend(1);
+  const int64_t B = 2;
+  GptModel reference(kShape, LayerRange{0, kShape.layers}, *backend, B);
+  // init_weights walks the shard's segments: the values of a tensor-by-tensor walk.
+  reference.init_weights(9, 0.05);
+  std::vector<float> by_tensor(whole_layout.total(), -1.0f);
+  for (const auto& tensor : whole_layout.tensors())
+    for (size_t i = 0; i < tensor.size(); ++i)
+      by_tensor[tensor.offset + i] = dseek::model::initial_value(tensor, tensor.offset + i, 9, 0.05,
+                                                                 kShape.layers);
+  CHECK(std::equal(by_tensor.begin(), by_tensor.end(), reference.params()));
+
+  dseek::testing::init_nontrivial(reference, 9, 0.05);
+  const std::vector<float> start(reference.params(), reference.params() + reference.num_params());
+  const ShardRun without = two_micro_batches(reference, *backend, start, B, 31);
+  ThreadGroup group(1);
+  ShardRun with;
+  int ranks_seen = 0;
+  group.run([&](int, ThreadGroup::Member& member) {  // Catch's checks stay on this thread
+    GptModel over_one(kShape, LayerRange{0, kShape.layers}, *backend, B, 1, {}, &member);
+    ranks_seen = over_one.tensor_ranks();
+    with = two_micro_batches(over_one, *backend, start, B, 31);
+  });
+  CHECK(ranks_seen == 1);
+  CHECK(with.losses == without.losses);
+  CHECK(with.grads == without.grads);
+}
+
+// The ranges a backward reports are final when it reports them, in the order of
+// gradient_ranges_in_backward_order(), which partitions the buffer: the whole model's as
+// each finishes (the ranges reported later still change after it: the data-parallel
+// reduction overlaps the rest of the backward), a tensor rank's only after its last
+// all-reduce (every gradient is final at the first report).
+TEST_CASE("a backward reports each gradient range once it is final, whole or tensor rank",
+          "[model][tensor]") {
+  const int64_t B = 2;
+  for (int ranks : {1, 2}) {
+    struct Seen {
+      std::vector<dseek::model::ParamRange> reported, expected;
+      std::vector<std::vector<float>> at_report;  // the whole gradient buffer at each report
+      std::vector<float> final_grads;
+    };
+    std::vector<Seen> seen(static_cast<size_t>(ranks));
+    ThreadGroup group(ranks);
+    group.run([&](int rank, ThreadGroup::Member& member) {  // records; checks after
+      Seen& mine = seen[static_cast<size_t>(rank)];
+      auto backend = dseek::backend::make_cpu_backend(1);
+      GptModel model(kShape, LayerRange{0, kShape.layers}, *backend, B, 1, {}, &member);
+      model.init_weights(3, 0.05);
+      model.zero_grads();
+      auto batch = dseek::testing::random_batch(B, kShape.context, kShape.vocab, 5);
+      model.forward(batch.tokens.data(), batch.targets.data(), B, kShape.context);
+      model.backward(1.0f / static_cast<float>(B * kShape.context),
+                     [&](dseek::model::ParamRange range) {
+                       mine.reported.push_back(range);
+                       mine.at_report.emplace_back(model.grads(),
+                                                   model.grads() + model.num_params());
+                     });
+      mine.expected = model.gradient_ranges_in_backward_order();
+      mine.final_grads.assign(model.grads(), model.grads() + model.num_params());
+    });
+    for (const Seen& mine : seen) {
+      INFO("T = " << ranks);
+      REQUIRE(mine.reported == mine.expected);
+      REQUIRE(mine.reported.size() >= 3);
+      size_t covered = 0;
+      for (size_t i = 0; i < mine.reported.size(); ++i) {
+        const auto& r = mine.reported[i];
+        covered += r.count;
+        const auto& now = mine.at_report[i];
+        INFO("range " << i);
+        CHECK(std::equal(now.begin() + static_cast<std::ptrdiff_t>(r.offset),
+                         now.begin() + static_cast<std::ptrdiff_t>(r.end()),
+                         mine.final_grads.begin() + static_cast<std::ptrdiff_t>(r.offset)));
+        // Whether the range reported next was still to be computed at this report.
+        if (i + 1 < mine.reported.size()) {
+          const auto& next = mine.reported[i + 1];
+          const bool next_final = std::equal(
+              now.begin() + static_cast<std::ptrdiff_t>(next.offset),
+              now.begin() + static_cast<std::ptrdiff_t>(next.end()),
+              mine.final_grads.begin() + static_cast<std::ptrdiff_t>(next.offset));
+          CHECK(next_final == (ranks > 1));
+        }
+      }
+      CHECK(covered == mine.final_grads.size());
+    }
+  }
 }

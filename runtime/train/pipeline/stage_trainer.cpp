@@ -93,7 +93,7 @@ PipelineStageTrainer::PipelineStageTrainer(const config::JobConfig& config, Batc
     spec.init_std = config.model.init_std;
     spec.precision = t.precision;
     spec.fp8 = {t.fp8_amax_history, t.fp8_margin};
-    chunk->model = make_pipeline_chunk(spec, *backend_, timed_tensor_.get());
+    chunk->model = std::make_unique<PipelineChunk>(spec, *backend_, timed_tensor_.get());
     chunk->owned = chunk->model->owned_ranges();
     chunk->norm_ranges = chunk->model->norm_ranges();
     chunk->whole_segments = chunk->model->whole_model_segments();

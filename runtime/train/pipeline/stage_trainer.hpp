@@ -25,7 +25,7 @@
 // norm, which only runs over the stages, and the update are the same on all of them.
 //
 // With parallel.tensor = T each stage is a tensor-parallel group: every chunk is this
-// tensor rank's TensorParallelGpt shard of its layer range (pipeline/chunk.hpp; the time
+// tensor rank's part (GptModel over the group) of its layer range (pipeline/chunk.hpp; the time
 // its all-reduces block is the step's exposed communication, pipeline/timed_tensor_group.hpp), the T
 // ranks of a stage run the same ops in the same order (their all-reduces stay matched),
 // and `links` join tensor rank t of every stage (a replicated activation goes from rank
