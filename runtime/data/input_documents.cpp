@@ -38,7 +38,7 @@ DocumentReader::DocumentReader(const SourceFile& file, const InputOptions& optio
   format_ = format_of(uncompressed_name(file.relative, compression));
   if (format_ == InputFormat::jsonl) {
     parser_ = std::make_unique<JsonLineParser>();
-    separator_ = "\n";
+    separator_.assign(1, '\n');  // (a string literal here trips GCC 12 -Wrestrict)
   } else {
     separator_ = options.text_separator;
   }
@@ -105,6 +105,9 @@ void DocumentReader::skip_to_range() {
     }
   }
   if (range.index + 1 < range.count) range_end_ = range.end;
+  // The separator that ends the ranges before is past this range's end too: a document
+  // longer than the range took all of it.
+  if (range.begin > 0 && last_separator_at_ >= range_end_) range_done_ = true;
 }
 
 bool DocumentReader::next_text(std::string_view& text, uint64_t& line) {

@@ -42,20 +42,26 @@ std::string node_name(uint32_t node, uint32_t nodes) {
 // Node `node`'s failure, when it is one to tell: node 0 tells any (a node that failed
 // before it started is why it waits), the others only one of this run (newer than their
 // own start: a failed marker of a previous run stays until its node starts again).
+// Whether node `node`'s `kind` marker was written after this node started.
+bool of_this_run(const PrepareOptions& options, const fs::path& parts, uint32_t node,
+                 const char* kind) {
+  std::error_code error;
+  const auto written = fs::last_write_time(marker_path(parts, node, kind), error);
+  const auto started = fs::last_write_time(marker_path(parts, options.node_id, "started"), error);
+  return !error && written >= started;
+}
+
 bool failed_now(const PrepareOptions& options, const fs::path& parts, uint32_t node,
                 std::string& text) {
   if (!read_marker(parts, node, "failed", text)) return false;
-  if (options.node_id == 0) return true;
-  std::error_code error;
-  const auto failed = fs::last_write_time(marker_path(parts, node, "failed"), error);
-  const auto started = fs::last_write_time(marker_path(parts, options.node_id, "started"), error);
-  return !error && failed >= started;
+  return options.node_id == 0 || of_this_run(options, parts, node, "failed");
 }
 
 // Until `take(node, text)` has taken every other node's `kind` marker (it throws when a
-// marker is wrong). `missing(node)` says what a node that did not finish has not done.
+// marker is wrong, returns false for one to wait past: a previous run's). `missing(node)`
+// says what a node that did not finish has not done.
 void wait_for_markers(const PrepareOptions& options, const fs::path& parts, const char* kind,
-                      const std::function<void(uint32_t, const std::string&)>& take,
+                      const std::function<bool(uint32_t, const std::string&)>& take,
                       const std::function<std::string(uint32_t)>& missing, std::ostream& log) {
   using clock = std::chrono::steady_clock;
   const uint32_t nodes = options.nodes;
@@ -71,10 +77,7 @@ void wait_for_markers(const PrepareOptions& options, const fs::path& parts, cons
       const std::string name = node_name(node, nodes);
       std::string text;
       if (failed_now(options, parts, node, text)) throw DataError(name + " failed: " + text);
-      if (read_marker(parts, node, kind, text)) {
-        take(node, text);
-        continue;
-      }
+      if (read_marker(parts, node, kind, text) && take(node, text)) continue;
       if (waited > options.node_wait_s) {
         char seconds[32];
         std::snprintf(seconds, sizeof seconds, "%.0f", options.node_wait_s);
@@ -151,27 +154,37 @@ std::vector<std::string> wait_for_parts(const PrepareOptions& options, const Wor
   const uint32_t nodes = options.nodes;
   std::vector<std::string> keys(units.units.size());
   for (size_t i = 0; i < own_keys.size(); ++i) keys[i * nodes + options.node_id] = own_keys[i];
+  std::vector<bool> stale(nodes, false);
   auto take = [&](uint32_t node, const std::string& text) {
     const std::string name = node_name(node, nodes);
     std::istringstream lines(text);
     std::string theirs;
     std::getline(lines, theirs);
     if (theirs != fingerprint) {
+      // A previous run's, whose node has not started again yet: wait for it.
+      if (!of_this_run(options, parts, node, "done")) {
+        stale[node] = true;
+        return false;
+      }
       throw DataError(name + " prepared with other settings, node count or input files (its "
                       "fingerprint " + theirs + ", this node's " + fingerprint +
                       "): run every node with the same command but --node-id");
     }
+    stale[node] = false;
     for (size_t u = node; u < keys.size(); u += nodes) {
       if (!std::getline(lines, keys[u]) || !cache_has(parts, keys[u])) {
         throw DataError(name + " finished without the part of " + unit_name(units.units[u]) +
                         " in " + parts.string() + ": was that folder changed?");
       }
     }
+    return true;
   };
   auto missing = [&](uint32_t node) {
-    return "finished" + (node < units.units.size()
-                             ? " (its first file " + unit_name(units.units[node]) + ")"
-                             : std::string());
+    return "finished" +
+           (node < units.units.size() ? " (its first file " + unit_name(units.units[node]) + ")"
+                                      : std::string()) +
+           (stale[node] ? " (its marker is of an earlier run with other settings or inputs)"
+                        : "");
   };
   wait_for_markers(options, parts, "done", take, missing, log);
   return keys;
@@ -186,11 +199,14 @@ std::vector<uint64_t> wait_for_dedup(const PrepareOptions& options, const std::s
     std::istringstream lines(text);
     std::string theirs;
     uint64_t count = 0;
-    if (!(lines >> theirs >> count) || theirs != digest) {
+    const bool read = static_cast<bool>(lines >> theirs >> count);
+    if (read && theirs != digest && !of_this_run(options, parts, node, "dedup")) return false;
+    if (!read || theirs != digest) {
       throw DataError(node_name(node, options.nodes) + " decided its hash partition over "
                       "other parts (" + theirs + ", this node's " + digest + "): rerun it");
     }
     held[node] = count;
+    return true;
   };
   auto missing = [](uint32_t node) {
     return "decided its hash partition (exact dedup of the hashes that are " +

@@ -48,8 +48,9 @@ std::string keys_digest(const std::vector<std::string>& keys);
 // Until every other node's done marker is there: the keys of every unit's part (this
 // node's own, `own_keys`, given; so a node reads only its own files). Throws DataError
 // naming the node when a node failed (its error; for nodes other than 0 only a failure
-// of this run), finished with another fingerprint (other settings or inputs) or
-// without a part, or has not finished after options.node_wait_s.
+// of this run), finished in this run with another fingerprint (other settings or
+// inputs; a previous run's marker is waited past) or without a part, or has not
+// finished after options.node_wait_s.
 std::vector<std::string> wait_for_parts(const PrepareOptions& options, const WorkUnits& units,
                                         const std::vector<std::string>& own_keys,
                                         const std::string& fingerprint,

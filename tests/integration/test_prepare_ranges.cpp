@@ -106,7 +106,8 @@ TEST_CASE("one large text or JSON Lines file split by byte ranges over 1, 2 and 
     REQUIRE(expected.count("index.capnp") == 1);
     for (int nodes : {1, 2, 3}) {
       for (int workers : {1, 2}) {
-        const std::string name = "n" + std::to_string(nodes) + "w" + std::to_string(workers);
+        std::string name = "n";
+        name += std::to_string(nodes) + "w" + std::to_string(workers);
         INFO(name);
         auto first = run_nodes(prepare_args(dir / "in", dir / name, workers, format), nodes,
                                dir / "logs" / name);
@@ -114,8 +115,9 @@ TEST_CASE("one large text or JSON Lines file split by byte ranges over 1, 2 and 
         REQUIRE(first.exit_code == 0);
         CHECK(data_set(dir / name) == expected);
         if (nodes == 1) continue;
-        CHECK_THAT(first.output, Catch::Contains("1 files in " + std::to_string(nodes) +
-                                                 " units of work, " + std::to_string(nodes) +
+        const std::string n = std::to_string(nodes);
+        CHECK_THAT(first.output, Catch::Contains(std::string("1 files in ") + n +
+                                                 " units of work, " + n +
                                                  " of them byte ranges of a file"));
         const std::string report = read_file(dir / name / "report.json");
         CHECK_THAT(report, Catch::Contains("\"documents_in\":93") &&

@@ -7,6 +7,7 @@
 // range; split_into_units cuts only what can be read from the middle.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <string>
 #include <utility>
 #include <vector>
@@ -49,6 +50,19 @@ Documents read_by_ranges(const data::SourceFile& whole, uint64_t size, uint32_t 
   return all;
 }
 
+// Where two readings part (for the failure message).
+std::string first_difference(const Documents& got, const Documents& expected) {
+  for (size_t i = 0; i < std::min(got.size(), expected.size()); ++i) {
+    if (got[i] != expected[i]) {
+      return "document " + std::to_string(i) + ": line " + std::to_string(got[i].second) +
+             " (" + std::to_string(got[i].first.size()) + " bytes), expected line " +
+             std::to_string(expected[i].second) + " (" +
+             std::to_string(expected[i].first.size()) + " bytes)";
+    }
+  }
+  return std::to_string(got.size()) + " documents, expected " + std::to_string(expected.size());
+}
+
 }  // namespace
 
 TEST_CASE("the byte ranges of a separated text file give every document once, with its number",
@@ -71,8 +85,11 @@ TEST_CASE("the byte ranges of a separated text file give every document once, wi
   data::InputOptions options;
   options.text_separator = separator;
   REQUIRE(read_all(whole, options) == expected);
-  for (uint32_t count : {2u, 3u, 5u, 7u, 64u})
-    CHECK(read_by_ranges(whole, content.size(), count, options) == expected);
+  for (uint32_t count : {2u, 3u, 5u, 7u, 64u}) {
+    const Documents got = read_by_ranges(whole, content.size(), count, options);
+    INFO(count << " ranges: " << first_difference(got, expected));
+    CHECK(got == expected);
+  }
 
   // Every cut of a small file into two ranges.
   const std::string small = "one\n@@\ntwo\n@@\n\n@@\nthree\n@@\nfour";
@@ -118,8 +135,11 @@ TEST_CASE("the byte ranges of a JSON Lines file give every line once, with the f
   const data::SourceFile whole{"big.jsonl", dir / "big.jsonl", std::nullopt};
   const data::InputOptions options;
   REQUIRE(read_all(whole, options) == expected);
-  for (uint32_t count : {2u, 3u, 4u, 9u, 200u})
-    CHECK(read_by_ranges(whole, content.size(), count, options) == expected);
+  for (uint32_t count : {2u, 3u, 4u, 9u, 200u}) {
+    const Documents got = read_by_ranges(whole, content.size(), count, options);
+    INFO(count << " ranges: " << first_difference(got, expected));
+    CHECK(got == expected);
+  }
 
   // A compressed file cannot be read from the middle.
   write_file(dir / "big.jsonl.gz", dseek::testing::gzip(content));
