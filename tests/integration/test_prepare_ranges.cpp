@@ -6,7 +6,8 @@
 // exactly at the end: the copies are dropped once, for the same reasons as on one node,
 // by exact dedup partitioned by hash over the nodes. Each node holds only its partition
 // of the hashes (report.json's dedup_memory.node_hashes_held add up to the distinct
-// texts). A gzip file is not split.
+// texts). Exact dedup alone and no dedup split the same way; a NUL in one range makes
+// the whole file binary, as on one node; a gzip file is not split.
 #include <catch2/catch.hpp>
 
 #include <filesystem>
@@ -137,6 +138,51 @@ TEST_CASE("one large text or JSON Lines file split by byte ranges over 1, 2 and 
       }
     }
   }
+}
+
+TEST_CASE("byte ranges over 3 nodes give the one-node data set with exact dedup alone, or without dedup",
+          "[data][pipeline][cli][prepare-nodes][ranges]") {
+  ScratchDir dir("prepare-ranges-dedup");
+  make_input(dir / "in", "jsonl");
+  // Exact dedup alone: the near copy is kept and its copy is an exact duplicate (2);
+  // without dedup every document is kept, and the nodes skip the hash partitions.
+  for (const auto& [flag, exact] : {std::pair{"--no-near-dedup", 2}, std::pair{"--no-dedup", 0}}) {
+    INFO(flag);
+    auto args = prepare_args(dir / "in", dir / (std::string("one") + flag), 1, "jsonl");
+    args.push_back(flag);
+    if (std::string(flag) == "--no-dedup") args.push_back("--no-near-dedup");
+    auto one = run_process(args, 60s);
+    INFO(one.output);
+    REQUIRE(one.exit_code == 0);
+    args[6] = (dir / (std::string("three") + flag)).string();  // --output
+    auto first = run_nodes(args, 3, dir / "logs" / flag);
+    INFO(first.output);
+    REQUIRE(first.exit_code == 0);
+    CHECK(data_set(dir / (std::string("three") + flag)) ==
+          data_set(dir / (std::string("one") + flag)));
+    const std::string report = read_file(dir / (std::string("three") + flag) / "report.json");
+    CHECK_THAT(report, Catch::Contains("\"exact_duplicate\":" + std::to_string(exact)) &&
+                           Catch::Contains("\"near_duplicate\":0"));
+  }
+}
+
+TEST_CASE("a NUL in one byte range makes the whole separated text file binary on every node",
+          "[data][pipeline][cli][prepare-nodes][ranges]") {
+  ScratchDir dir("prepare-ranges-binary");
+  make_input(dir / "in", "text");
+  std::string text = read_file(dir / "in/big.txt");
+  text.insert(text.size() - 100, 1, '\0');  // in the last range
+  write_file(dir / "in/big.txt", text);
+  write_file(dir / "in/small.txt", random_words("small", 1, 200));
+  auto one = run_process(prepare_args(dir / "in", dir / "one", 1, "text"), 60s);
+  INFO(one.output);
+  REQUIRE(one.exit_code == 0);
+  auto first = run_nodes(prepare_args(dir / "in", dir / "three", 1, "text"), 3, dir / "logs");
+  INFO(first.output);
+  REQUIRE(first.exit_code == 0);
+  CHECK(data_set(dir / "three") == data_set(dir / "one"));
+  const std::string report = read_file(dir / "three/report.json");
+  CHECK_THAT(report, Catch::Contains("\"binary\":1") && Catch::Contains("\"documents_in\":1,"));
 }
 
 TEST_CASE("a compressed file is not split by byte ranges between the nodes",
