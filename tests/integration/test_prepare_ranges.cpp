@@ -84,6 +84,20 @@ std::vector<uint64_t> hashes_held(const std::string& report) {
   return held;
 }
 
+// DIR/in prepared on one node (DIR/one) and on `nodes` nodes (DIR/nodes), one worker
+// each: the same data set; the nodes' node 0 result.
+ProcessResult same_on_nodes(const std::filesystem::path& dir, const std::string& format,
+                            int nodes) {
+  auto one = run_process(prepare_args(dir / "in", dir / "one", 1, format), 60s);
+  INFO(one.output);
+  REQUIRE(one.exit_code == 0);
+  auto first = run_nodes(prepare_args(dir / "in", dir / "nodes", 1, format), nodes, dir / "logs");
+  INFO(first.output);
+  REQUIRE(first.exit_code == 0);
+  CHECK(data_set(dir / "nodes") == data_set(dir / "one"));
+  return first;
+}
+
 }  // namespace
 
 TEST_CASE("one large text or JSON Lines file split by byte ranges over 1, 2 and 3 nodes gives the one-node data set",
@@ -174,14 +188,8 @@ TEST_CASE("a NUL in one byte range makes the whole separated text file binary on
   text.insert(text.size() - 100, 1, '\0');  // in the last range
   write_file(dir / "in/big.txt", text);
   write_file(dir / "in/small.txt", random_words("small", 1, 200));
-  auto one = run_process(prepare_args(dir / "in", dir / "one", 1, "text"), 60s);
-  INFO(one.output);
-  REQUIRE(one.exit_code == 0);
-  auto first = run_nodes(prepare_args(dir / "in", dir / "three", 1, "text"), 3, dir / "logs");
-  INFO(first.output);
-  REQUIRE(first.exit_code == 0);
-  CHECK(data_set(dir / "three") == data_set(dir / "one"));
-  const std::string report = read_file(dir / "three/report.json");
+  same_on_nodes(dir.path(), "text", 3);
+  const std::string report = read_file(dir / "nodes/report.json");
   CHECK_THAT(report, Catch::Contains("\"binary\":1") && Catch::Contains("\"documents_in\":1,"));
 }
 
@@ -189,13 +197,7 @@ TEST_CASE("a compressed file is not split by byte ranges between the nodes",
           "[data][pipeline][cli][prepare-nodes][ranges]") {
   ScratchDir dir("prepare-ranges-gz");
   make_input(dir / "in", "gz");
-  auto one = run_process(prepare_args(dir / "in", dir / "one", 1, "gz"), 60s);
-  INFO(one.output);
-  REQUIRE(one.exit_code == 0);
-  auto first = run_nodes(prepare_args(dir / "in", dir / "two", 1, "gz"), 2, dir / "logs");
-  INFO(first.output);
-  REQUIRE(first.exit_code == 0);
-  CHECK(data_set(dir / "two") == data_set(dir / "one"));
+  const ProcessResult first = same_on_nodes(dir.path(), "gz", 2);
   CHECK_THAT(first.output, Catch::Contains("node 0 of 2: 1 files are this node's"));
   CHECK_THAT(first.output, !Catch::Contains("byte ranges"));
 }
