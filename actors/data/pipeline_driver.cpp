@@ -296,8 +296,10 @@ struct driver_state {
   }
 
   uint64_t file_size(uint32_t f) const {
+    const data::SourceFile& file = context->listing.files[f];
+    if (file.range) return file.range->end - file.range->begin;  // a node's byte range
     std::error_code error;
-    const auto size = std::filesystem::file_size(context->listing.files[f].path, error);
+    const auto size = std::filesystem::file_size(file.path, error);
     return error ? 0 : size;
   }
 

@@ -9,9 +9,11 @@
 
 #include "actors/data/prepare_pipeline.hpp"
 #include "runtime/data/dataset_builder.hpp"
+#include "runtime/data/hash_partition.hpp"
 #include "runtime/data/piece_cache.hpp"
 #include "runtime/data/prepare_nodes.hpp"
 #include "runtime/data/token_dataset.hpp"
+#include "runtime/data/work_units.hpp"
 
 namespace dseek::actors {
 namespace {
@@ -64,8 +66,12 @@ void write_parts(const context_ptr& context, const data::SourceListing& own,
   std::vector<std::string> todo_keys;
   unfinished(own, own_keys, parts, todo, todo_keys);
   const data::PrepareOptions& o = context->options;
+  size_t ranges = 0;
+  for (const data::SourceFile& unit : own.files) ranges += unit.range.has_value();
   log << "data prepare: node " << o.node_id << " of " << o.nodes << ": " << own.files.size()
-      << " files are this node's, " << own.files.size() - todo.files.size()
+      << (ranges > 0 ? " files and byte ranges of files (" + std::to_string(ranges) +
+                           " ranges) are this node's, "
+                     : std::string(" files are this node's, ")) << own.files.size() - todo.files.size()
       << " of them finished before\n";
   for (int attempt = 0; attempt < 3 && !todo.files.empty(); ++attempt) {
     if (attempt > 0) {
@@ -99,21 +105,45 @@ data::PrepareSummary prepare_on_nodes(const data::PrepareOptions& given, std::os
   fs::create_directories(parts, error);
   if (error) throw data::DataError("cannot create " + parts.string() + ": " + error.message());
   data::remove_node_markers(parts, options.node_id);
+  data::write_node_marker(parts, options.node_id, "started", "");
 
   const data::SourceListing full = context->listing;
   const data::Tokenizer& tokenizer = *context->tokenizer;
-  const std::string fingerprint = data::part_fingerprint(options, tokenizer, full);
+  const data::WorkUnits units = data::split_into_units(full, options);
+  data::SourceListing all_units;
+  all_units.files = units.units;
+  const std::string fingerprint = data::part_fingerprint(options, tokenizer, all_units);
   data::SourceListing own;
-  for (uint32_t f = 0; f < full.files.size(); ++f) {
-    if (data::owner_node(f, options.nodes) == options.node_id) own.files.push_back(full.files[f]);
+  for (uint32_t u = 0; u < units.units.size(); ++u) {
+    if (data::unit_owner(u, options.nodes) == options.node_id) own.files.push_back(units.units[u]);
   }
   const std::vector<std::string> own_keys = data::part_keys(options, tokenizer, own);
+  if (units.ranges > 0) {
+    log << "data prepare: " << full.files.size() << " files in " << units.units.size()
+        << " units of work, " << units.ranges << " of them byte ranges of a file\n";
+  }
 
+  data::PrepareSummary summary;
+  uint64_t held = 0;
+  std::vector<std::string> keys;
   options.cache_dir = parts;  // the writer's entries are the parts
   try {
     write_parts(context, own, own_keys, parts, log);
+    for (const std::string& key : own_keys) data::write_unit_summary(parts, key);
     data::write_node_marker(parts, options.node_id, "done",
                             data::done_marker_text(fingerprint, own_keys));
+    // Every node's parts are there: decide this node's partition of the hashes.
+    // (Without exact dedup only node 0 needs them: the others are done.)
+    if (options.clean.exact_dedup || options.node_id == 0) {
+      keys = data::wait_for_parts(options, units, own_keys, fingerprint, parts, log);
+    }
+    if (options.clean.exact_dedup) {
+      held = data::decide_partition(parts, keys, units.file, options.node_id, options.nodes);
+      data::write_node_marker(parts, options.node_id, "dedup",
+                              data::keys_digest(keys) + " " + std::to_string(held) + "\n");
+      log << "data prepare: node " << options.node_id << " of " << options.nodes
+          << ": exact dedup of its hash partition held " << held << " document hashes\n";
+    }
   } catch (const std::exception& failure) {
     try {
       data::write_node_marker(parts, options.node_id, "failed", failure.what());
@@ -124,7 +154,8 @@ data::PrepareSummary prepare_on_nodes(const data::PrepareOptions& given, std::os
   options.cache_dir.clear();
   context->listing = full;
 
-  data::PrepareSummary summary;
+  summary.exact_hashes_held = held;
+  summary.byte_ranges = units.ranges;
   if (options.node_id != 0) {
     finish_summary(summary, *context, 0, start);
     log << "data prepare: node " << options.node_id << " of " << options.nodes
@@ -132,13 +163,16 @@ data::PrepareSummary prepare_on_nodes(const data::PrepareOptions& given, std::os
         << "; node 0 writes the data set\n";
     return summary;
   }
-  const std::vector<std::string> keys =
-      data::wait_for_parts(options, full, own_keys, fingerprint, parts, log);
+  std::vector<uint64_t> node_held(options.nodes, 0);
+  if (options.clean.exact_dedup) {
+    node_held = data::wait_for_dedup(options, data::keys_digest(keys), held, parts, log);
+  }
   fs::remove(options.output / ".tokens.tmp", error);
   std::optional<data::DatasetBuilder> builder;
+  uint64_t signatures = 0;
   try {
     builder.emplace(options, tokenizer, input);
-    data::merge_parts(options, keys, parts, *builder, log);
+    signatures = data::merge_parts(options, units, keys, parts, *builder, log);
     summary = builder->finish();
     builder.reset();  // removes the token file
   } catch (...) {
@@ -148,6 +182,10 @@ data::PrepareSummary prepare_on_nodes(const data::PrepareOptions& given, std::os
   }
   fs::remove_all(parts, error);
   finish_summary(summary, *context, 0, start);
+  summary.exact_hashes_held = held;
+  summary.node_hashes_held = node_held;
+  summary.near_signatures_held = signatures;
+  summary.byte_ranges = units.ranges;
   data::write_prepare_report(options, summary, log);
   return summary;
 }

@@ -115,6 +115,9 @@ data::PrepareSummary prepare_dataset(const data::PrepareOptions& given, std::ost
     data::PrepareSummary summary = context->builder->finish();
     context->builder.reset();  // removes the token file
     finish_summary(summary, *context, cached, start);
+    summary.exact_hashes_held = context->dedup->index().hashes_held();
+    summary.node_hashes_held = {summary.exact_hashes_held};
+    summary.near_signatures_held = context->dedup->index().signatures_held();
     data::write_prepare_report(options, summary, log);
     return summary;
   } catch (...) {

@@ -28,7 +28,8 @@ constexpr const char* kUsage =
     "                          [--val-fraction F] [--jsonl-field NAME] [--strict]\n"
     "                          [--include GLOB]... [--exclude GLOB]...\n"
     "                          [--shard-tokens N] [--max-bytes N] [--workers N] [--cache DIR]\n"
-    "                          [--nodes N --node-id I [--node-wait SECONDS]]\n"
+    "                          [--text-separator TEXT]\n"
+    "                          [--nodes N --node-id I [--node-wait SECONDS] [--split-bytes N]]\n"
     "                          [clean, augment and pipeline options: docs/data.md]\n"
     "         tokenizers: bytes (default), gpt2 = r50k_base, cl100k_base, a .tiktoken file\n"
     "       dseek data tokenize --tokenizer NAME|FILE [--decode | --stats] < INPUT\n"
@@ -43,7 +44,8 @@ const std::vector<std::string> kPrepareValueOptions = {
     "--piece-bytes", "--near-threshold", "--minhash-permutations", "--shingle-words",
     "--min-chars", "--max-chars", "--max-symbol-ratio", "--max-digit-ratio",
     "--max-repeated-lines", "--fim-rate", "--fim-spm-rate", "--fim-seed", "--inject-crash",
-    "--slow-writer-ms", "--config", "--set", "--nodes", "--node-id", "--node-wait"};
+    "--slow-writer-ms", "--config", "--set", "--nodes", "--node-id", "--node-wait",
+    "--text-separator", "--split-bytes"};
 const std::vector<std::string> kPrepareFlags = {
     "--strict", "--keep-bytes", "--raw", "--no-nfc", "--no-dedup", "--no-near-dedup",
     "--no-filters", "--no-progress", "--resume", "--help"};
@@ -52,6 +54,27 @@ std::vector<std::string> prepare_options() {
   std::vector<std::string> all = kPrepareValueOptions;
   all.insert(all.end(), kPrepareFlags.begin(), kPrepareFlags.end());
   return all;
+}
+
+// "\n", "\t", "\r" and "\\" of a command line value as the bytes they stand for;
+// false on another escape or an empty result.
+bool parse_escaped(const std::string& text, std::string& out) {
+  out.clear();
+  for (size_t i = 0; i < text.size(); ++i) {
+    if (text[i] != '\\') {
+      out += text[i];
+      continue;
+    }
+    if (++i == text.size()) return false;
+    switch (text[i]) {
+      case 'n': out += '\n'; break;
+      case 't': out += '\t'; break;
+      case 'r': out += '\r'; break;
+      case '\\': out += '\\'; break;
+      default: return false;
+    }
+  }
+  return !out.empty();
 }
 
 template <typename Number>
@@ -230,6 +253,11 @@ data::PrepareOptions prepare_options_from_args(const Args& args) {
     } else if (flag == "--node-id") {
       ok = parse_number(value, options.node_id);
       have_node_id = true;
+    } else if (flag == "--text-separator") {
+      ok = parse_escaped(value, options.input_options.text_separator) &&
+           value.find('\0') == std::string::npos;
+    } else if (flag == "--split-bytes") {
+      ok = parse_number(value, options.split_bytes) && options.split_bytes > 0;
     } else if (flag == "--node-wait") {
       ok = parse_number(value, options.node_wait_s) && options.node_wait_s > 0;
     } else if (flag == "--inject-crash") {

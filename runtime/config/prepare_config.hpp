@@ -20,6 +20,7 @@ struct PrepareConfig {
   std::string tokenizer = "bytes";
   double val_fraction = 0.05;
   std::string jsonl_field = "text";
+  std::string text_separator;  // "": a text file is one document
   bool strict = false;
   std::string include = "";        // globs separated by commas; "" = every file
   std::string exclude = "";

@@ -449,6 +449,9 @@ const std::vector<Key<PrepareConfig>>& prepare_keys() {
                               "share of the tokens for validation; 0 = none"),
       prep<&Pr::jsonl_field>("prepare.jsonl_field", any(),
                              "the text field of a JSON Lines record (not empty)"),
+      prep<&Pr::text_separator>("prepare.text_separator", any(),
+                                "the bytes between the documents of a text file (its blank "
+                                "ones skipped); \"\" = a text file is one document"),
       prep<&Pr::strict>("prepare.strict", any(),
                         "a damaged file or malformed record is an error instead of skipped "
                         "and counted"),

@@ -66,14 +66,16 @@ void DatasetBuilder::add(const Piece& piece) {
   if (!piece.last && !piece.limit_reached) return;
   switch (piece.outcome) {
     case FileOutcome::damaged:
-    case FileOutcome::unreadable:  // none of the file's documents
-      ++(piece.outcome == FileOutcome::damaged ? summary_.damaged_files : summary_.unreadable_files);
+    case FileOutcome::unreadable:
+    case FileOutcome::binary:  // none of the file's documents
+      ++(piece.outcome == FileOutcome::damaged      ? summary_.damaged_files
+         : piece.outcome == FileOutcome::unreadable ? summary_.unreadable_files
+                                                    : summary_.binary_files);
       spill_.truncate(file_tokens_);
       documents_.resize(file_documents_);
       file_ = {};
       return;
     case FileOutcome::empty: ++summary_.empty_files; break;
-    case FileOutcome::binary: ++summary_.binary_files; break;
     case FileOutcome::taken: break;
   }
   add_counts(summary_, file_);

@@ -34,6 +34,9 @@ class DedupIndex {
   void rollback(const Mark& mark);
 
   LshBands bands() const { return bands_; }
+  // What it holds: the exact hashes and the near signatures remembered.
+  uint64_t hashes_held() const { return exact_.size(); }
+  uint64_t signatures_held() const { return signatures_.size(); }
 
  private:
   struct Hash128 {

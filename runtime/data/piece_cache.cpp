@@ -23,7 +23,9 @@ std::string settings_text(const PrepareOptions& o, const Tokenizer& tokenizer) {
   const CleanSettings& c = o.clean;
   s << "tokenizer " << tokenizer.name() << " " << tokenizer.files_sha256() << " "
     << tokenizer.vocab_size() << "\njsonl " << o.input_options.jsonl_field << " "
-    << o.input_options.strict << " " << o.input_options.reject_nul << "\ndecode "
+    << o.input_options.strict << " " << o.input_options.reject_nul << "\ntext separator "
+    << o.input_options.text_separator.size() << " " << o.input_options.text_separator
+    << "\ndecode "
     << o.repair_utf8 << o.nfc << " " << o.piece_bytes << " " << o.max_bytes << "\nclean "
     << c.exact_dedup << c.near_dedup << " " << c.near_threshold << " " << c.minhash_permutations
     << " " << c.shingle_words << " " << c.min_chars << " " << c.max_chars << " "
@@ -98,6 +100,11 @@ std::vector<std::string> file_keys(const std::string& settings, const SourceList
     const XXH128_hash_t& before = chain ? previous : seed;
     XXH3_128bits_update(state, &before, sizeof before);
     XXH3_128bits_update(state, file.relative.data(), file.relative.size() + 1);
+    if (file.range) {  // a node's byte range of the file
+      const uint64_t range[4] = {file.range->begin, file.range->end, file.range->index,
+                                 file.range->count};
+      XXH3_128bits_update(state, range, sizeof range);
+    }
     std::ifstream in(file.path, std::ios::binary);
     while (in) {
       in.read(buffer.data(), static_cast<std::streamsize>(buffer.size()));
@@ -113,7 +120,7 @@ std::vector<std::string> file_keys(const std::string& settings, const SourceList
 
 // A node's part holds the pieces before dedup: not the cache's entries.
 std::string part_settings(const PrepareOptions& options, const Tokenizer& tokenizer) {
-  return "prepare part 1\n" + settings_text(options, tokenizer);
+  return "prepare part 2\n" + settings_text(options, tokenizer);
 }
 
 }  // namespace
@@ -132,7 +139,14 @@ std::string part_fingerprint(const PrepareOptions& options, const Tokenizer& tok
                              const SourceListing& listing) {
   std::string text = part_settings(options, tokenizer) + "nodes " +
                      std::to_string(options.nodes) + "\n";
-  for (const SourceFile& file : listing.files) text.append(file.relative).push_back('\n');
+  for (const SourceFile& file : listing.files) {
+    text.append(file.relative);
+    if (file.range) {
+      text += " range " + std::to_string(file.range->begin) + " " +
+              std::to_string(file.range->end);
+    }
+    text.push_back('\n');
+  }
   return hex128(XXH3_128bits(text.data(), text.size()));
 }
 

@@ -31,7 +31,8 @@ std::vector<std::string> cache_keys(const PrepareOptions& options, const Tokeniz
 
 // The keys of a node's parts (prepare_nodes.hpp): per file, not chained (a part is the
 // file's pieces before dedup, which depends on nothing before it), and the fingerprint
-// every node of a run must share (the settings, the node count, the file list).
+// every node of a run must share (the settings, the node count, the file list). The
+// listing is the units of work (work_units.hpp): a byte range's key has its range.
 std::vector<std::string> part_keys(const PrepareOptions& options, const Tokenizer& tokenizer,
                                    const SourceListing& listing);
 std::string part_fingerprint(const PrepareOptions& options, const Tokenizer& tokenizer,

@@ -126,10 +126,7 @@ void DedupStage::apply(Piece& piece) {
     if (!keep_signatures_) document.signature = {};  // no longer needed
   }
   if (limit_reached()) piece.limit_reached = true;
-  if (piece.last && (piece.outcome == FileOutcome::damaged ||
-                     piece.outcome == FileOutcome::unreadable)) {
-    rollback(file_mark_);  // none of the file's documents
-  }
+  if (piece.last && file_dropped(piece.outcome)) rollback(file_mark_);  // none of its documents
 }
 
 void DedupStage::rollback(const Mark& mark) {

@@ -69,6 +69,7 @@ class DedupStage {
   Mark mark() const { return {index_.mark(), taken_}; }
   void rollback(const Mark& mark);
   bool limit_reached() const { return max_bytes_ != 0 && taken_ >= max_bytes_; }
+  const DedupIndex& index() const { return index_; }
 
  private:
   DedupIndex index_;

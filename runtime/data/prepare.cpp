@@ -39,6 +39,10 @@ void check_prepare_options(const PrepareOptions& options) {
   if (options.shard_tokens == 0) throw DataError("shard size must be at least one token");
   if (options.input_options.jsonl_field.empty()) throw DataError("the JSONL field name is empty");
   if (options.piece_bytes == 0) throw DataError("the piece size must be at least one byte");
+  if (options.input_options.text_separator.find('\0') != std::string::npos) {
+    throw DataError("the text separator holds a NUL byte (a NUL makes a text file binary)");
+  }
+  if (options.split_bytes == 0) throw DataError("the split size must be at least one byte");
   check_clean_settings(options.clean);
   check_fim_settings(options.fim);
   if (options.nodes == 0 || options.node_id >= options.nodes) {
@@ -145,6 +149,15 @@ void write_prepare_report(const PrepareOptions& options, const PrepareSummary& s
       << " bytes in flight, " << s.restarts << " actors restarted, " << s.cached_files
       << " files from the cache -> " << options.output.string()
       << "\n";
+  log << "data prepare: dedup held " << s.exact_hashes_held << " document hashes";
+  if (s.node_hashes_held.size() > 1) {
+    log << " on this node (per node, each its partition of the hashes:";
+    for (uint64_t held : s.node_hashes_held) log << " " << held;
+    log << "; the merge none)";
+  }
+  log << " and " << s.near_signatures_held << " MinHash signatures";
+  if (s.byte_ranges > 0) log << "; " << s.byte_ranges << " byte ranges of files";
+  log << "\n";
 
   std::ostringstream json;
   json << "{\"documents_in\":" << s.documents_in << ",\"dropped\":{";
@@ -165,6 +178,12 @@ void write_prepare_report(const PrepareOptions& options, const PrepareSummary& s
        << ",\"window\":" << s.window << ",\"peak_pieces\":" << s.peak_pieces
        << ",\"peak_bytes\":" << s.peak_bytes << ",\"restarts\":" << s.restarts
        << ",\"cached_files\":" << s.cached_files
+       << ",\"dedup_memory\":{\"exact_hashes_held\":" << s.exact_hashes_held
+       << ",\"node_hashes_held\":[";
+  for (size_t i = 0; i < s.node_hashes_held.size(); ++i)
+    json << (i > 0 ? "," : "") << s.node_hashes_held[i];
+  json << "],\"near_signatures_held\":" << s.near_signatures_held << "}"
+       << ",\"byte_ranges\":" << s.byte_ranges
        << ",\"seconds\":" << s.seconds << ",\"stages\":{";
   for (size_t i = 0; i < kPrepareStages; ++i) {
     json << (i > 0 ? "," : "") << '"' << prepare_stage_name(static_cast<PrepareStage>(i))

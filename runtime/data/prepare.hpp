@@ -11,6 +11,7 @@
 #include <optional>
 #include <ostream>
 #include <string>
+#include <vector>
 
 #include "runtime/data/clean_settings.hpp"
 #include "runtime/data/fim.hpp"
@@ -66,6 +67,9 @@ struct PrepareOptions {
   uint32_t nodes = 1;
   uint32_t node_id = 0;
   double node_wait_s = 600;
+  // A large uncompressed JSON Lines or separated text file is split between the nodes
+  // by byte ranges of at least this many bytes (work_units.hpp).
+  uint64_t split_bytes = 64u << 20;
 };
 
 struct PrepareSummary {
@@ -102,6 +106,14 @@ struct PrepareSummary {
   uint64_t largest_piece_bytes = 0;
   uint64_t restarts = 0;          // stage actors restarted after a crash
   uint64_t cached_files = 0;      // files taken from the cache (--cache)
+  // Exact dedup's memory: the document hashes this process held at most (one node: every
+  // kept text's; on several nodes each node holds its partition's, node 0's merge none),
+  // and per node of the run (node 0's report: from every node's marker), and the MinHash
+  // signatures near dedup held (node 0 on several nodes: every kept text's).
+  uint64_t exact_hashes_held = 0;
+  std::vector<uint64_t> node_hashes_held;
+  uint64_t near_signatures_held = 0;
+  uint64_t byte_ranges = 0;       // work units that are byte ranges of a file (nodes)
   // Per stage (PrepareStage): documents through it, and its actors' time at work on
   // them (the sum over its workers, so up to workers x the run's time for a pool).
   std::array<uint64_t, kPrepareStages> stage_documents{};

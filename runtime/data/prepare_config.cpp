@@ -35,6 +35,7 @@ PrepareOptions prepare_options_from_config(const config::PrepareJob& config) {
   options.shard_tokens = static_cast<uint64_t>(p.shard_tokens);
   options.max_bytes = static_cast<uint64_t>(p.max_bytes);
   options.input_options.jsonl_field = p.jsonl_field;
+  options.input_options.text_separator = p.text_separator;
   options.input_options.strict = p.strict;
   options.filter.include = comma_list(p.include);
   options.filter.exclude = comma_list(p.exclude);

@@ -1,13 +1,20 @@
 // The exchange of `dseek data prepare` across nodes (see prepare_nodes.hpp).
 #include "runtime/data/prepare_nodes.hpp"
 
+#include <xxhash.h>
+
 #include <chrono>
+#include <cstdio>
 #include <fstream>
+#include <functional>
+#include <optional>
 #include <sstream>
 #include <thread>
+#include <unordered_set>
 
+#include "runtime/data/dedup_index.hpp"
+#include "runtime/data/hash_partition.hpp"
 #include "runtime/data/piece_cache.hpp"
-#include "runtime/data/piece_stages.hpp"
 
 namespace dseek::data {
 namespace {
@@ -32,6 +39,74 @@ std::string node_name(uint32_t node, uint32_t nodes) {
   return "node " + std::to_string(node) + " of " + std::to_string(nodes);
 }
 
+// Node `node`'s failure, when it is one to tell: node 0 tells any (a node that failed
+// before it started is why it waits), the others only one of this run (newer than their
+// own start: a failed marker of a previous run stays until its node starts again).
+// Whether node `node`'s `kind` marker was written after this node started.
+bool of_this_run(const PrepareOptions& options, const fs::path& parts, uint32_t node,
+                 const char* kind) {
+  std::error_code error;
+  const auto written = fs::last_write_time(marker_path(parts, node, kind), error);
+  const auto started = fs::last_write_time(marker_path(parts, options.node_id, "started"), error);
+  return !error && written >= started;
+}
+
+bool failed_now(const PrepareOptions& options, const fs::path& parts, uint32_t node,
+                std::string& text) {
+  if (!read_marker(parts, node, "failed", text)) return false;
+  return options.node_id == 0 || of_this_run(options, parts, node, "failed");
+}
+
+// Until `take(node, text)` has taken every other node's `kind` marker (it throws when a
+// marker is wrong, returns false for one to wait past: a previous run's). `missing(node)`
+// says what a node that did not finish has not done.
+void wait_for_markers(const PrepareOptions& options, const fs::path& parts, const char* kind,
+                      const std::function<bool(uint32_t, const std::string&)>& take,
+                      const std::function<std::string(uint32_t)>& missing, std::ostream& log) {
+  using clock = std::chrono::steady_clock;
+  const uint32_t nodes = options.nodes;
+  std::vector<uint32_t> pending;
+  for (uint32_t node = 0; node < nodes; ++node)
+    if (node != options.node_id) pending.push_back(node);
+  const auto start = clock::now();
+  auto next_note = start;
+  while (!pending.empty()) {
+    const double waited = std::chrono::duration<double>(clock::now() - start).count();
+    std::vector<uint32_t> still;
+    for (uint32_t node : pending) {
+      const std::string name = node_name(node, nodes);
+      std::string text;
+      if (failed_now(options, parts, node, text)) throw DataError(name + " failed: " + text);
+      if (read_marker(parts, node, kind, text) && take(node, text)) continue;
+      if (waited > options.node_wait_s) {
+        char seconds[32];
+        std::snprintf(seconds, sizeof seconds, "%.0f", options.node_wait_s);
+        throw DataError(name + " has not " + missing(node) + " after " + seconds +
+                        " s: did it stop? Start `dseek data prepare` with --nodes " +
+                        std::to_string(nodes) + " --node-id " + std::to_string(node) +
+                        " on the same --input and --output; a rerun reuses every part "
+                        "finished");
+      }
+      still.push_back(node);
+    }
+    pending = std::move(still);
+    if (pending.empty()) break;
+    if (clock::now() >= next_note) {
+      log << "data prepare: waiting for " << pending.size() << " of the other nodes (" << kind
+          << ")\n"
+          << std::flush;
+      next_note = clock::now() + std::chrono::seconds(10);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+}
+
+std::string unit_name(const SourceFile& unit) {
+  if (!unit.range) return unit.relative;
+  return unit.relative + " bytes " + std::to_string(unit.range->begin) + ".." +
+         std::to_string(unit.range->end);
+}
+
 }  // namespace
 
 fs::path parts_dir(const fs::path& output) { return output / ".parts"; }
@@ -52,7 +127,8 @@ void write_node_marker(const fs::path& parts, uint32_t node, const char* kind,
 
 void remove_node_markers(const fs::path& parts, uint32_t node) {
   std::error_code error;
-  for (const char* kind : {"done", "failed"}) fs::remove(marker_path(parts, node, kind), error);
+  for (const char* kind : {"done", "dedup", "failed", "started"})
+    fs::remove(marker_path(parts, node, kind), error);
 }
 
 std::string done_marker_text(const std::string& fingerprint,
@@ -62,98 +138,146 @@ std::string done_marker_text(const std::string& fingerprint,
   return text;
 }
 
-std::vector<std::string> wait_for_parts(const PrepareOptions& options,
-                                        const SourceListing& listing,
+std::string keys_digest(const std::vector<std::string>& keys) {
+  std::string all;
+  for (const std::string& key : keys) all += key + "\n";
+  char text[17];
+  std::snprintf(text, sizeof text, "%016llx",
+                static_cast<unsigned long long>(XXH3_64bits(all.data(), all.size())));
+  return text;
+}
+
+std::vector<std::string> wait_for_parts(const PrepareOptions& options, const WorkUnits& units,
                                         const std::vector<std::string>& own_keys,
                                         const std::string& fingerprint, const fs::path& parts,
                                         std::ostream& log) {
-  using clock = std::chrono::steady_clock;
   const uint32_t nodes = options.nodes;
-  std::vector<std::string> keys(listing.files.size());
-  for (size_t i = 0; i < own_keys.size(); ++i) keys[i * nodes] = own_keys[i];
-  std::vector<uint32_t> pending;
-  for (uint32_t node = 1; node < nodes; ++node) pending.push_back(node);
-  const auto start = clock::now();
-  auto next_note = start;
-  while (!pending.empty()) {
-    const double waited = std::chrono::duration<double>(clock::now() - start).count();
-    std::vector<uint32_t> still;
-    for (uint32_t node : pending) {
-      const std::string name = node_name(node, nodes);
-      std::string text;
-      if (read_marker(parts, node, "failed", text)) throw DataError(name + " failed: " + text);
-      if (!read_marker(parts, node, "done", text)) {
-        if (waited > options.node_wait_s) {
-          char seconds[32];
-          std::snprintf(seconds, sizeof seconds, "%.0f", options.node_wait_s);
-          const std::string first = node < listing.files.size()
-                                        ? " (its first file " + listing.files[node].relative + ")"
-                                        : "";
-          throw DataError(name + " has not finished" + first + " after " + seconds +
-                          " s: did it stop? Start `dseek data prepare` with --nodes " +
-                          std::to_string(nodes) + " --node-id " + std::to_string(node) +
-                          " on the same --input and --output; a rerun reuses every part "
-                          "finished");
-        }
-        still.push_back(node);
-        continue;
+  std::vector<std::string> keys(units.units.size());
+  for (size_t i = 0; i < own_keys.size(); ++i) keys[i * nodes + options.node_id] = own_keys[i];
+  std::vector<bool> stale(nodes, false);
+  auto take = [&](uint32_t node, const std::string& text) {
+    const std::string name = node_name(node, nodes);
+    std::istringstream lines(text);
+    std::string theirs;
+    std::getline(lines, theirs);
+    if (theirs != fingerprint) {
+      // A previous run's, whose node has not started again yet: wait for it.
+      if (!of_this_run(options, parts, node, "done")) {
+        stale[node] = true;
+        return false;
       }
-      std::istringstream lines(text);
-      std::string theirs;
-      std::getline(lines, theirs);
-      if (theirs != fingerprint) {
-        throw DataError(name + " prepared with other settings, node count or input files (its "
-                        "fingerprint " + theirs + ", this node's " + fingerprint +
-                        "): run every node with the same command but --node-id");
-      }
-      for (size_t f = node; f < keys.size(); f += nodes) {
-        if (!std::getline(lines, keys[f]) || !cache_has(parts, keys[f])) {
-          throw DataError(name + " finished without the part of " + listing.files[f].relative +
-                          " in " + parts.string() + ": was that folder changed?");
-        }
+      throw DataError(name + " prepared with other settings, node count or input files (its "
+                      "fingerprint " + theirs + ", this node's " + fingerprint +
+                      "): run every node with the same command but --node-id");
+    }
+    stale[node] = false;
+    for (size_t u = node; u < keys.size(); u += nodes) {
+      if (!std::getline(lines, keys[u]) || !cache_has(parts, keys[u])) {
+        throw DataError(name + " finished without the part of " + unit_name(units.units[u]) +
+                        " in " + parts.string() + ": was that folder changed?");
       }
     }
-    pending = std::move(still);
-    if (pending.empty()) break;
-    if (clock::now() >= next_note) {
-      log << "data prepare: waiting for " << pending.size() << " of the other nodes\n"
-          << std::flush;
-      next_note = clock::now() + std::chrono::seconds(10);
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
+    return true;
+  };
+  auto missing = [&](uint32_t node) {
+    return "finished" +
+           (node < units.units.size() ? " (its first file " + unit_name(units.units[node]) + ")"
+                                      : std::string()) +
+           (stale[node] ? " (its marker is of an earlier run with other settings or inputs)"
+                        : "");
+  };
+  wait_for_markers(options, parts, "done", take, missing, log);
   return keys;
 }
 
-void merge_parts(const PrepareOptions& options, const std::vector<std::string>& keys,
-                 const fs::path& parts, DatasetBuilder& builder, std::ostream& log) {
-  DedupStage dedup(options.clean, options.max_bytes);
-  for (uint32_t f = 0; f < keys.size(); ++f) {
-    CacheEntryReader reader(parts, keys[f]);
-    for (bool last = false; !last;) {
-      Piece piece = reader.next();
-      piece.file = f;
-      piece.cached = false;  // dedup checks it, as the one-node pipeline does
-      // A document without tokens was kept by clean (it has a hash) and dropped by
-      // tokenize, which the one-node pipeline runs after dedup: dedup sees it as kept.
-      std::vector<size_t> no_tokens;
-      for (size_t d = 0; d < piece.documents.size(); ++d) {
-        PieceDocument& document = piece.documents[d];
-        if (document.drop == DropReason::empty && (document.hash_low | document.hash_high)) {
-          document.drop = DropReason::kept;
-          no_tokens.push_back(d);
-        }
-      }
-      dedup.apply(piece);
-      for (size_t d : no_tokens) {
-        DropReason& drop = piece.documents[d].drop;
-        if (drop == DropReason::kept) drop = DropReason::empty;
-      }
-      for (const std::string& problem : piece.problems) log << "data prepare: " << problem << "\n";
-      builder.add(piece);
-      last = piece.last;
+std::vector<uint64_t> wait_for_dedup(const PrepareOptions& options, const std::string& digest,
+                                     uint64_t own_held, const fs::path& parts,
+                                     std::ostream& log) {
+  std::vector<uint64_t> held(options.nodes, 0);
+  held[options.node_id] = own_held;
+  auto take = [&](uint32_t node, const std::string& text) {
+    std::istringstream lines(text);
+    std::string theirs;
+    uint64_t count = 0;
+    const bool read = static_cast<bool>(lines >> theirs >> count);
+    if (read && theirs != digest && !of_this_run(options, parts, node, "dedup")) return false;
+    if (!read || theirs != digest) {
+      throw DataError(node_name(node, options.nodes) + " decided its hash partition over "
+                      "other parts (" + theirs + ", this node's " + digest + "): rerun it");
     }
+    held[node] = count;
+    return true;
+  };
+  auto missing = [](uint32_t node) {
+    return "decided its hash partition (exact dedup of the hashes that are " +
+           std::to_string(node) + " modulo the nodes)";
+  };
+  wait_for_markers(options, parts, "dedup", take, missing, log);
+  return held;
+}
+
+uint64_t merge_parts(const PrepareOptions& options, const WorkUnits& units,
+                     const std::vector<std::string>& keys, const fs::path& parts,
+                     DatasetBuilder& builder, std::ostream& log) {
+  CleanSettings near_only = options.clean;
+  near_only.exact_dedup = false;  // the nodes decided it: no hash is held here
+  DedupIndex near(near_only);
+  std::optional<DuplicateLists> duplicates;
+  if (options.clean.exact_dedup) duplicates.emplace(parts, options.nodes);
+  // The later copies of a near duplicate are near duplicates too (on one node, the
+  // first copy is not remembered, the next ones meet the same earlier document).
+  std::unordered_set<uint64_t> near_dropped;
+  auto packed = [](const DocPosition& at) {
+    if (at.ordinal >= (uint64_t{1} << 32)) throw DataError("more than 2^32 documents in a part");
+    return at.unit << 32 | at.ordinal;
+  };
+  const std::vector<uint32_t>& unit_file = units.file;
+  for (size_t begin = 0; begin < keys.size();) {
+    size_t end = begin;
+    while (end < keys.size() && unit_file[end] == unit_file[begin]) ++end;
+    std::vector<FileOutcome> outcomes;
+    for (size_t u = begin; u < end; ++u) outcomes.push_back(read_unit_outcome(parts, keys[u]));
+    const FileOutcome outcome = combined_outcome(outcomes);
+    const bool dropped = file_dropped(outcome);  // the writer drops the file's documents
+    uint32_t number = 0;
+    for (size_t u = begin; u < end; ++u) {
+      CacheEntryReader reader(parts, keys[u]);
+      uint64_t ordinal = 0;
+      for (bool last = false; !last;) {
+        Piece piece = reader.next();
+        last = piece.last;
+        // A file's byte ranges are one file to the writer, as on one node.
+        piece.file = unit_file[u];
+        piece.number = number++;
+        piece.cached = false;
+        piece.last = last && u + 1 == end;
+        if (piece.last) piece.outcome = outcome;
+        for (PieceDocument& document : piece.documents) {
+          const DocPosition at{u, ordinal++};
+          // Passed clean (hashed): kept, or without tokens (tokenize, after dedup on
+          // one node, drops those; dedup saw them as kept).
+          if (dropped || (document.hash_low | document.hash_high) == 0) continue;
+          DropReason verdict = DropReason::kept;
+          DocPosition first;
+          if (duplicates && duplicates->duplicate(at, first)) {
+            verdict = near_dropped.contains(packed(first)) ? DropReason::near_duplicate
+                                                           : DropReason::exact_duplicate;
+          } else {
+            verdict = near.check_and_insert(document);
+            if (verdict == DropReason::near_duplicate && duplicates) {
+              near_dropped.insert(packed(at));
+            }
+          }
+          if (verdict != DropReason::kept) document.drop = verdict;
+          document.signature = {};
+        }
+        for (const std::string& problem : piece.problems) log << "data prepare: " << problem << "\n";
+        builder.add(piece);
+      }
+    }
+    begin = end;
   }
+  return near.signatures_held();
 }
 
 }  // namespace dseek::data

@@ -1,16 +1,20 @@
 // `dseek data prepare` on several nodes: the exchange through the output folder, which
-// every node sees (a cluster file system, or one host). Every node lists the same input
-// files and owns those whose index is its id modulo the node count (owner_node). It runs
-// decode, clean, tokenize and augment on its files (actors/data/prepare_nodes.cpp) and
-// writes each file's pieces, before dedup, as one part OUTPUT/.parts/<key>.piece (the
-// cache's entry format, written as .tmp and renamed when the file is done; the key is
-// the file's bytes and the settings, so a rerun skips every part already there). Then
-// it leaves a marker: node-<id>.done with the run's fingerprint and its parts' keys, or
-// node-<id>.failed with its error. Node 0 waits for every marker (wait_for_parts), then
-// merge_parts runs
-// the in-order stages, dedup and write, over all parts in corpus order: duplicates
-// across nodes are caught, and the shards and the index are the bytes a one-node run
-// writes, for any number of nodes and workers.
+// every node sees (a cluster file system, or one host). Every node cuts the same input
+// list into the same units of work (work_units.hpp: a file, or a byte range of a large
+// one) and owns those whose index is its id modulo the node count. It runs decode,
+// clean, tokenize and augment on its units (actors/data/prepare_nodes.cpp) and writes
+// each unit's pieces, before dedup, as one part OUTPUT/.parts/<key>.piece (the cache's
+// entry format, written as .tmp and renamed when the unit is done; the key is the
+// file's bytes, the range and the settings, so a rerun skips every part already there)
+// and its summary <key>.hashes (hash_partition.hpp). Then it leaves a marker:
+// node-<id>.done with the run's fingerprint and its parts' keys, or node-<id>.failed
+// with its error. Every node waits for every done marker (wait_for_parts), then decides
+// exact dedup for its partition of the hashes (dups-<id>.list, marker node-<id>.dedup
+// with the number of hashes it held). Node 0 waits for every dedup marker
+// (wait_for_dedup), then merge_parts runs near dedup and the writer over all parts in
+// corpus order, reading the duplicate lists in step: duplicates across nodes are
+// caught, and the shards and the index are the bytes a one-node run writes, for any
+// number of nodes and workers.
 #pragma once
 
 #include <cstdint>
@@ -22,14 +26,15 @@
 #include "runtime/data/dataset_builder.hpp"
 #include "runtime/data/prepare.hpp"
 #include "runtime/data/source_files.hpp"
+#include "runtime/data/work_units.hpp"
 
 namespace dseek::data {
 
 std::filesystem::path parts_dir(const std::filesystem::path& output);
 
-inline uint32_t owner_node(uint32_t file, uint32_t nodes) { return file % nodes; }
-
-// A node's marker: kind "done" (text: the fingerprint) or "failed" (text: the error).
+// A node's marker: kind "done" (text: the fingerprint and keys), "dedup" (its partition
+// decided), "failed" (text: the error) or "started" (written first: a failed marker
+// older than it is a previous run's).
 void write_node_marker(const std::filesystem::path& parts, uint32_t node, const char* kind,
                        const std::string& text);
 void remove_node_markers(const std::filesystem::path& parts, uint32_t node);
@@ -37,21 +42,31 @@ void remove_node_markers(const std::filesystem::path& parts, uint32_t node);
 // The text of a node's done marker: the fingerprint, then the keys of its parts.
 std::string done_marker_text(const std::string& fingerprint,
                              const std::vector<std::string>& keys);
+// A digest of every unit's key (a dedup marker holds it: its list is of these parts).
+std::string keys_digest(const std::vector<std::string>& keys);
 
-// Until every other node's done marker is there: the keys of every file's part (node
-// 0's own, `own_keys`, given; so node 0 reads only its own files). Throws DataError
-// naming the node when a node failed (its error), finished with another fingerprint
-// (other settings or inputs) or without a part, or has not finished after
-// options.node_wait_s.
-std::vector<std::string> wait_for_parts(const PrepareOptions& options,
-                                        const SourceListing& listing,
+// Until every other node's done marker is there: the keys of every unit's part (this
+// node's own, `own_keys`, given; so a node reads only its own files). Throws DataError
+// naming the node when a node failed (its error; for nodes other than 0 only a failure
+// of this run), finished in this run with another fingerprint (other settings or
+// inputs; a previous run's marker is waited past) or without a part, or has not
+// finished after options.node_wait_s.
+std::vector<std::string> wait_for_parts(const PrepareOptions& options, const WorkUnits& units,
                                         const std::vector<std::string>& own_keys,
                                         const std::string& fingerprint,
                                         const std::filesystem::path& parts, std::ostream& log);
 
-// Dedup and write over every part in corpus order, into `builder`.
-void merge_parts(const PrepareOptions& options, const std::vector<std::string>& keys,
-                 const std::filesystem::path& parts, DatasetBuilder& builder,
-                 std::ostream& log);
+// Node 0: until every other node's dedup marker is there, for these parts (the digest);
+// the hashes each node held (this node's `own_held` first). Throws as wait_for_parts.
+std::vector<uint64_t> wait_for_dedup(const PrepareOptions& options, const std::string& digest,
+                                     uint64_t own_held, const std::filesystem::path& parts,
+                                     std::ostream& log);
+
+// Near dedup and write over every part in corpus order, into `builder`, exact dedup
+// from the nodes' duplicate lists (when on); a file's byte ranges are one file to the
+// writer. The number of MinHash signatures held.
+uint64_t merge_parts(const PrepareOptions& options, const WorkUnits& units,
+                     const std::vector<std::string>& keys, const std::filesystem::path& parts,
+                     DatasetBuilder& builder, std::ostream& log);
 
 }  // namespace dseek::data

@@ -63,7 +63,7 @@ SourceListing list_source_files(const std::filesystem::path& root, const SourceF
       ++listing.filtered;
       continue;
     }
-    listing.files.push_back({std::move(relative), entry.path()});
+    listing.files.push_back({std::move(relative), entry.path(), std::nullopt});
   }
   if (error) throw DataError("cannot list " + root.string() + ": " + error.message());
   std::sort(listing.files.begin(), listing.files.end(),

@@ -6,15 +6,26 @@
 // them; with --include globs only matching files are taken; --exclude globs win.
 #pragma once
 
+#include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
 namespace dseek::data {
 
+// A byte range of a file, as nominal offsets [begin, end): on several nodes a large
+// uncompressed JSON Lines or separated text file is split between the nodes by such
+// ranges (work_units.hpp); the reader aligns them to document boundaries.
+struct ByteRange {
+  uint64_t begin = 0, end = 0;
+  uint32_t index = 0, count = 1;  // range `index` of `count` of the file
+};
+
 struct SourceFile {
   std::string relative;         // with '/' separators: also the key of the split hash
   std::filesystem::path path;   // to open it
+  std::optional<ByteRange> range;  // only these documents of the file (none: all)
 };
 
 struct SourceFilter {

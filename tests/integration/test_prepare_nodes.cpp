@@ -3,7 +3,7 @@
 // the index) is byte for byte the one-node run's, on a corpus whose exact and near
 // duplicates lie in files of different nodes (so they are caught only if dedup sees
 // every node's documents), also when a writer crashes on each node. A node killed with
-// kill -9 makes node 0 fail naming it after its --node-wait; the rerun reuses the
+// kill -9 makes the others fail naming it after their --node-wait; the rerun reuses the
 // finished parts and writes the same data set. A node run with other settings or one
 // that failed is named too; --nodes without --node-id is refused. `dseek launch --nodes 3
 // data prepare ...` writes the same data set; a bad argument fails there once, before
@@ -21,6 +21,7 @@
 #include "actors/spawned_process.hpp"
 #include "support/data_test_files.hpp"
 #include "support/node_runs.hpp"
+#include "support/prepare_node_runs.hpp"
 #include "support/process.hpp"
 #include "support/test_paths.hpp"
 
@@ -65,12 +66,6 @@ std::vector<std::string> prepare_args(const std::filesystem::path& in,
           "--no-progress"};
 }
 
-std::vector<std::string> node_args(std::vector<std::string> args, int nodes, int node) {
-  args.insert(args.end(), {"--nodes", std::to_string(nodes), "--node-id", std::to_string(node),
-                           "--node-wait", "60"});
-  return args;
-}
-
 // `dseek launch --nodes N data prepare ...` of prepare_args() (which start with dseek).
 std::vector<std::string> launch_args(std::vector<std::string> args, int nodes) {
   args.erase(args.begin());
@@ -84,38 +79,12 @@ size_t count(const std::string& text, const std::string& word) {
   return found;
 }
 
-// Every file of a data set but report.json (it has timings), by name.
-std::map<std::string, std::string> data_set(const std::filesystem::path& dir) {
-  std::map<std::string, std::string> files;
-  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
-    const std::string name = entry.path().filename().string();
-    if (name != "report.json") files[name] = read_file(entry.path());
-  }
-  return files;
-}
-
 // The corpus in DIR/in and its one-node data set in DIR/one.
 void prepare_one_node(const std::filesystem::path& dir, int workers) {
   make_corpus(dir / "in");
   auto one = run_process(prepare_args(dir / "in", dir / "one", workers), 60s);
   INFO(one.output);
   REQUIRE(one.exit_code == 0);
-}
-
-// Nodes 1..N-1 in the background, node 0 in the foreground: node 0's result.
-ProcessResult run_nodes(const std::vector<std::string>& args, int nodes,
-                        const std::filesystem::path& logs) {
-  std::vector<dseek::test::SpawnedProcess> others;
-  for (int node = 1; node < nodes; ++node) {
-    others.push_back(dseek::test::SpawnedProcess::start(
-        node_args(args, nodes, node), (logs / ("node-" + std::to_string(node) + ".log")).string()));
-  }
-  ProcessResult first = run_process(node_args(args, nodes, 0), 120s);
-  for (int node = 1; node < nodes; ++node) {
-    INFO("node " << node << ": " << read_file(logs / ("node-" + std::to_string(node) + ".log")));
-    CHECK(others[static_cast<size_t>(node - 1)].wait_for(60s) == 0);
-  }
-  return first;
 }
 
 }  // namespace
@@ -167,38 +136,76 @@ TEST_CASE("a node killed during dseek data prepare is named, and the rerun write
   prepare_one_node(dir.path(), 1);
   const auto args = prepare_args(dir / "in", dir / "out", 1);
 
-  // Node 1 writes slowly and is killed; node 2 finishes; node 0 waits 3 s for node 1.
+  // Node 1 writes slowly and is killed; nodes 0 and 2, which wait for every node's parts
+  // before their hash partitions, wait 3 s for it and fail naming it.
+  auto waiting = [&](std::vector<std::string> node_command) {
+    node_command.back() = "3";  // --node-wait 3
+    return node_command;
+  };
   auto slow = node_args(args, 3, 1);
   slow.insert(slow.end(), {"--slow-writer-ms", "5000"});
   auto killed = dseek::test::SpawnedProcess::start(slow, (dir / "node-1.log").string());
-  auto third = run_process(node_args(args, 3, 2), 60s);
-  REQUIRE(third.exit_code == 0);
-  std::this_thread::sleep_for(300ms);
+  auto third = dseek::test::SpawnedProcess::start(waiting(node_args(args, 3, 2)),
+                                                  (dir / "node-2.log").string());
+  std::this_thread::sleep_for(1s);
   killed.signal(SIGKILL);
   CHECK(killed.wait_for(10s) == 128 + SIGKILL);
-  auto waiting = node_args(args, 3, 0);
-  waiting.back() = "3";  // --node-wait 3
-  auto failed = run_process(waiting, 60s);
+  auto failed = run_process(waiting(node_args(args, 3, 0)), 60s);
   INFO(failed.output);
   CHECK(failed.exit_code != 0);
   CHECK_THAT(failed.output,
              Catch::Contains("node 1 of 3 has not finished (its first file f1.jsonl) after 3 s"));
+  CHECK(third.wait_for(30s) != 0);
+  CHECK_THAT(read_file(dir / "node-2.log"), Catch::Contains("node 1 of 3 has not finished"));
   CHECK_FALSE(std::filesystem::exists(dir / "out/index.capnp"));  // never a data set
   REQUIRE(std::filesystem::exists(dir / "out/.parts"));
 
-  // A node run with other settings is named; then the rerun of nodes 0 and 1.
+  // Node 0 takes any failed marker for this run's: the others start first, and node 0
+  // once they have started (removed their markers of the run before, then written
+  // node-K.started anew).
+  auto start_marker = [&](int node) {
+    return dir / ("out/.parts/node-" + std::to_string(node) + ".started");
+  };
+  auto started_at = [&](int node) {
+    std::error_code error;
+    return std::filesystem::last_write_time(start_marker(node), error);
+  };
+  auto wait_started = [&](int node, std::filesystem::file_time_type before) {
+    for (int tries = 0; tries < 300 && started_at(node) == before; ++tries)
+      std::this_thread::sleep_for(50ms);
+    REQUIRE(started_at(node) != before);
+  };
+  // A node run with other settings is named (by node 0; it and the others fail).
   auto other = node_args(args, 3, 1);
   other.insert(other.end(), {"--min-chars", "11"});
-  REQUIRE(run_process(other, 60s).exit_code == 0);
+  const auto node_2_before = started_at(2);
+  auto odd = dseek::test::SpawnedProcess::start(other, (dir / "node-1-other.log").string());
+  auto second = dseek::test::SpawnedProcess::start(waiting(node_args(args, 3, 2)),
+                                                   (dir / "node-2-other.log").string());
+  wait_started(2, node_2_before);
   auto mismatch = run_process(node_args(args, 3, 0), 60s);
   CHECK(mismatch.exit_code != 0);
-  CHECK_THAT(mismatch.output, Catch::Contains("node 1 of 3 prepared with other settings"));
+  // (Node 1 and the others each see the other's fingerprint: node 0 names node 1 or
+  // tells node 1's failure, whichever it sees first.)
+  CHECK_THAT(mismatch.output, Catch::Contains("node 1 of 3 prepared with other settings") ||
+                                  (Catch::Contains("node 1 of 3 failed: node ") &&
+                                   Catch::Contains("prepared with other settings")));
+  CHECK(odd.wait_for(60s) != 0);
+  CHECK(second.wait_for(60s) != 0);
 
-  REQUIRE(run_process(node_args(args, 3, 1), 60s).exit_code == 0);
+  // The rerun of the three.
+  const std::vector<std::filesystem::file_time_type> before = {started_at(1), started_at(2)};
+  std::vector<dseek::test::SpawnedProcess> others;
+  for (int node : {1, 2}) {
+    others.push_back(dseek::test::SpawnedProcess::start(
+        node_args(args, 3, node), (dir / ("node-" + std::to_string(node) + "-again.log")).string()));
+  }
+  for (int node : {1, 2}) wait_started(node, before[static_cast<size_t>(node - 1)]);
   auto again = run_process(node_args(args, 3, 0), 60s);
   INFO(again.output);
   REQUIRE(again.exit_code == 0);
   CHECK_THAT(again.output, Catch::Contains("3 files are this node's, 3 of them finished before"));
+  for (auto& node : others) CHECK(node.wait_for(60s) == 0);
   CHECK(data_set(dir / "out") == data_set(dir / "one"));
 }
 

@@ -212,7 +212,7 @@ TEST_CASE("a file is read in pieces of at most piece_bytes, the same every time"
   for (int i = 0; i < 100; ++i) lines += "{\"text\": \"document number " + std::to_string(i) + "\"}\n";
   lines += "not json\n";
   dseek::testing::write_file(scratch / "a.jsonl", lines);
-  const data::SourceFile file{"a.jsonl", scratch / "a.jsonl"};
+  const data::SourceFile file{"a.jsonl", scratch / "a.jsonl", std::nullopt};
   const data::InputOptions input;
   data::FileDecoder decoder(file, 4, input, true, true, 100);
   std::vector<uint64_t> lines_seen;

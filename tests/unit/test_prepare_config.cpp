@@ -39,6 +39,7 @@ TEST_CASE("prepare config: an empty section gives PrepareOptions' defaults", "[c
   CHECK(from.shard_tokens == defaults.shard_tokens);
   CHECK(from.max_bytes == defaults.max_bytes);
   CHECK(from.input_options.jsonl_field == defaults.input_options.jsonl_field);
+  CHECK(from.input_options.text_separator == defaults.input_options.text_separator);
   CHECK(from.input_options.strict == defaults.input_options.strict);
   CHECK(from.filter.include.empty());
   CHECK(from.filter.exclude.empty());
@@ -68,7 +69,7 @@ TEST_CASE("prepare config: every key reaches its option, overrides win", "[confi
   const std::string text =
       "[data]\ndir = \"/out\"\n"
       "[prepare]\ninput = \"/corpus/*.jsonl.gz\"\ntokenizer = \"gpt2\"\nval_fraction = 0.01\n"
-      "jsonl_field = \"content\"\nstrict = true\ninclude = \"**/*.py, *.md\"\n"
+      "jsonl_field = \"content\"\ntext_separator = \"\\n<doc>\\n\"\nstrict = true\ninclude = \"**/*.py, *.md\"\n"
       "exclude = \"tests/**\"\nshard_tokens = 1000\nmax_bytes = 5000\nworkers = 3\n"
       "window = 12\npiece_bytes = 4096\ncache = \"/cache\"\nprogress = false\n"
       "repair_utf8 = false\nnfc = false\nexact_dedup = false\nnear_dedup = false\n"
@@ -82,6 +83,7 @@ TEST_CASE("prepare config: every key reaches its option, overrides win", "[confi
   CHECK(o.tokenizer == "gpt2");
   CHECK(o.val_fraction == 0.01);
   CHECK(o.input_options.jsonl_field == "content");
+  CHECK(o.input_options.text_separator == "\n<doc>\n");
   CHECK(o.input_options.strict);
   CHECK(o.filter.include == std::vector<std::string>{"**/*.py", "*.md"});
   CHECK(o.filter.exclude == std::vector<std::string>{"tests/**"});

@@ -1,0 +1,203 @@
+// `dseek data prepare --nodes N` on one large file, split between the nodes by byte
+// ranges aligned to document boundaries: a text file with a --text-separator and a JSON
+// Lines file, each the only input, on 1, 2 and 3 nodes x 1 and 2 workers, give the
+// one-node data set byte for byte. The corpus has an exact copy of a document of the
+// first range in the last range, and a near copy in the middle that is itself copied
+// exactly at the end: the copies are dropped once, for the same reasons as on one node,
+// by exact dedup partitioned by hash over the nodes. Each node holds only its partition
+// of the hashes (report.json's dedup_memory.node_hashes_held add up to the distinct
+// texts). Exact dedup alone and no dedup split the same way; a NUL in one range makes
+// the whole file binary, as on one node; a gzip file is not split.
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <numeric>
+#include <regex>
+#include <string>
+#include <vector>
+
+#include "support/data_test_files.hpp"
+#include "support/node_runs.hpp"
+#include "support/prepare_node_runs.hpp"
+#include "support/process.hpp"
+#include "support/test_paths.hpp"
+
+using namespace dseek::testing;
+using namespace std::chrono_literals;
+
+namespace {
+
+constexpr int kDocuments = 90;
+
+// 90 documents of 120 random words (~0.7 KB each); document 3's exact copy at the end;
+// a near copy of document 40 (one word changed) after document 45, and its exact copy
+// before the end.
+std::vector<std::string> corpus_documents() {
+  std::vector<std::string> docs;
+  for (int d = 0; d < kDocuments; ++d) docs.push_back(random_words("doc", 7000 + d, 120));
+  std::string near = docs[40];
+  near.replace(near.size() - 5, 5, "zzord");
+  docs.insert(docs.begin() + 46, near);
+  docs.push_back(near);
+  docs.push_back(docs[3]);
+  return docs;
+}
+
+const char* const kSeparator = "\n@@\n";
+
+// The one input file, by format: "text" (documents between separators), "jsonl", or
+// "gz" (the JSON Lines gzip compressed).
+void make_input(const std::filesystem::path& dir, const std::string& format) {
+  std::string text;
+  for (const std::string& doc : corpus_documents()) {
+    text += format == "text" ? doc + kSeparator : "{\"text\": \"" + doc + "\"}\n";
+  }
+  if (format == "text") write_file(dir / "big.txt", text);
+  if (format == "jsonl") write_file(dir / "big.jsonl", text);
+  if (format == "gz") write_file(dir / "big.jsonl.gz", gzip(text));
+}
+
+std::vector<std::string> prepare_args(const std::filesystem::path& in,
+                                      const std::filesystem::path& out, int workers,
+                                      const std::string& format) {
+  std::vector<std::string> args = {
+      bin("dseek"), "data", "prepare", "--input", in.string(), "--output", out.string(),
+      "--workers", std::to_string(workers), "--piece-bytes", "3000", "--fim-rate", "0.5",
+      "--val-fraction", "0.1", "--shard-tokens", "20000", "--no-progress",
+      "--split-bytes", "4000"};
+  if (format == "text") args.insert(args.end(), {"--text-separator", "\\n@@\\n"});
+  return args;
+}
+
+// report.json's dedup_memory.node_hashes_held.
+std::vector<uint64_t> hashes_held(const std::string& report) {
+  std::smatch match;
+  REQUIRE(std::regex_search(report, match, std::regex("\"node_hashes_held\":\\[([0-9,]*)\\]")));
+  std::vector<uint64_t> held;
+  const std::string list = match[1];
+  for (size_t at = 0; at < list.size();) {
+    size_t end = list.find(',', at);
+    if (end == std::string::npos) end = list.size();
+    held.push_back(std::stoull(list.substr(at, end - at)));
+    at = end + 1;
+  }
+  return held;
+}
+
+// DIR/in prepared on one node (DIR/one) and on `nodes` nodes (DIR/nodes), one worker
+// each: the same data set; the nodes' node 0 result.
+ProcessResult same_on_nodes(const std::filesystem::path& dir, const std::string& format,
+                            int nodes) {
+  auto one = run_process(prepare_args(dir / "in", dir / "one", 1, format), 60s);
+  INFO(one.output);
+  REQUIRE(one.exit_code == 0);
+  auto first = run_nodes(prepare_args(dir / "in", dir / "nodes", 1, format), nodes, dir / "logs");
+  INFO(first.output);
+  REQUIRE(first.exit_code == 0);
+  CHECK(data_set(dir / "nodes") == data_set(dir / "one"));
+  return first;
+}
+
+}  // namespace
+
+TEST_CASE("one large text or JSON Lines file split by byte ranges over 1, 2 and 3 nodes gives the one-node data set",
+          "[data][pipeline][cli][prepare-nodes][ranges]") {
+  for (const std::string format : {"text", "jsonl"}) {
+    INFO(format);
+    ScratchDir dir("prepare-ranges-" + format);
+    make_input(dir / "in", format);
+    auto one = run_process(prepare_args(dir / "in", dir / "one", 2, format), 60s);
+    INFO(one.output);
+    REQUIRE(one.exit_code == 0);
+    const std::string one_report = read_file(dir / "one/report.json");
+    // Every document read once: 92 in; the two exact copies and the near one with its copy.
+    CHECK_THAT(one_report, Catch::Contains("\"documents_in\":93") &&
+                               Catch::Contains("\"exact_duplicate\":1") &&
+                               Catch::Contains("\"near_duplicate\":2"));
+    const std::vector<uint64_t> one_held = hashes_held(one_report);
+    REQUIRE(one_held.size() == 1);
+    CHECK(one_held[0] == 90);  // every kept text's hash
+    const auto expected = data_set(dir / "one");
+    REQUIRE(expected.count("index.capnp") == 1);
+    for (int nodes : {1, 2, 3}) {
+      for (int workers : {1, 2}) {
+        std::string name = "n";
+        name += std::to_string(nodes) + "w" + std::to_string(workers);
+        INFO(name);
+        auto first = run_nodes(prepare_args(dir / "in", dir / name, workers, format), nodes,
+                               dir / "logs" / name);
+        INFO(first.output);
+        REQUIRE(first.exit_code == 0);
+        CHECK(data_set(dir / name) == expected);
+        if (nodes == 1) continue;
+        const std::string n = std::to_string(nodes);
+        CHECK_THAT(first.output, Catch::Contains(std::string("1 files in ") + n +
+                                                 " units of work, " + n +
+                                                 " of them byte ranges of a file"));
+        const std::string report = read_file(dir / name / "report.json");
+        CHECK_THAT(report, Catch::Contains("\"documents_in\":93") &&
+                               Catch::Contains("\"exact_duplicate\":1") &&
+                               Catch::Contains("\"near_duplicate\":2"));
+        // Each node held its partition of the hashes only: together every distinct text
+        // that passed clean (91: the partitions decide before near dedup, so the near
+        // copy's hash is one of them).
+        const std::vector<uint64_t> held = hashes_held(report);
+        REQUIRE(held.size() == static_cast<size_t>(nodes));
+        CHECK(std::accumulate(held.begin(), held.end(), uint64_t{0}) == 91);
+        for (uint64_t h : held) {
+          CHECK(h > 0);
+          CHECK(h < 91 * 3 / 4);
+        }
+        CHECK_THAT(first.output, Catch::Contains("the merge none"));
+      }
+    }
+  }
+}
+
+TEST_CASE("byte ranges over 3 nodes give the one-node data set with exact dedup alone, or without dedup",
+          "[data][pipeline][cli][prepare-nodes][ranges]") {
+  ScratchDir dir("prepare-ranges-dedup");
+  make_input(dir / "in", "jsonl");
+  // Exact dedup alone: the near copy is kept and its copy is an exact duplicate (2);
+  // without dedup every document is kept, and the nodes skip the hash partitions.
+  for (const auto& [flag, exact] : {std::pair{"--no-near-dedup", 2}, std::pair{"--no-dedup", 0}}) {
+    INFO(flag);
+    auto args = prepare_args(dir / "in", dir / (std::string("one") + flag), 1, "jsonl");
+    args.push_back(flag);
+    if (std::string(flag) == "--no-dedup") args.push_back("--no-near-dedup");
+    auto one = run_process(args, 60s);
+    INFO(one.output);
+    REQUIRE(one.exit_code == 0);
+    args[6] = (dir / (std::string("three") + flag)).string();  // --output
+    auto first = run_nodes(args, 3, dir / "logs" / flag);
+    INFO(first.output);
+    REQUIRE(first.exit_code == 0);
+    CHECK(data_set(dir / (std::string("three") + flag)) ==
+          data_set(dir / (std::string("one") + flag)));
+    const std::string report = read_file(dir / (std::string("three") + flag) / "report.json");
+    CHECK_THAT(report, Catch::Contains("\"exact_duplicate\":" + std::to_string(exact)) &&
+                           Catch::Contains("\"near_duplicate\":0"));
+  }
+}
+
+TEST_CASE("a NUL in one byte range makes the whole separated text file binary on every node",
+          "[data][pipeline][cli][prepare-nodes][ranges]") {
+  ScratchDir dir("prepare-ranges-binary");
+  make_input(dir / "in", "text");
+  std::string text = read_file(dir / "in/big.txt");
+  text.insert(text.size() - 100, 1, '\0');  // in the last range
+  write_file(dir / "in/big.txt", text);
+  write_file(dir / "in/small.txt", random_words("small", 1, 200));
+  same_on_nodes(dir.path(), "text", 3);
+  const std::string report = read_file(dir / "nodes/report.json");
+  CHECK_THAT(report, Catch::Contains("\"binary\":1") && Catch::Contains("\"documents_in\":1,"));
+}
+
+TEST_CASE("a compressed file is not split by byte ranges between the nodes",
+          "[data][pipeline][cli][prepare-nodes][ranges]") {
+  ScratchDir dir("prepare-ranges-gz");
+  make_input(dir / "in", "gz");
+  const ProcessResult first = same_on_nodes(dir.path(), "gz", 2);
+  CHECK_THAT(first.output, Catch::Contains("node 0 of 2: 1 files are this node's"));
+  CHECK_THAT(first.output, !Catch::Contains("byte ranges"));
+}
