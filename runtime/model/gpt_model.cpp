@@ -73,6 +73,7 @@ GptModel::GptModel(const GptShape& shape, LayerRange range, backend::Backend& ba
   for (const auto* buffer : {&dresidual_, &dwidth1_, &dqkv_, &dhidden_, &branch_out_,
                              &max_slots_, &sums_and_targets_})
     activation_memory_.backward += bytes_of(*buffer);
+  backward_ranges_ = ranges_in_backward_order();
 }
 
 GptModel::ForwardState GptModel::make_forward_state(size_t BT, size_t att) {
@@ -304,7 +305,7 @@ double GptModel::forward(const int32_t* tokens, const int32_t* targets, int64_t 
   return has_head() ? head_forward() : 0.0;
 }
 
-std::vector<ParamRange> GptModel::gradient_ranges_in_backward_order() const {
+std::vector<ParamRange> GptModel::ranges_in_backward_order() const {
   const GptShape& s = layout().shape();
   const size_t C = static_cast<size_t>(s.dim);
   std::vector<ParamRange> ranges;
@@ -323,8 +324,7 @@ void GptModel::backward(float dloss, const GradientsReady& on_ready) {
   if (B_ == 0) throw std::logic_error("GptModel::backward called before forward");
   // Ranges in gradient_ranges_in_backward_order(): as each becomes final, or all at the
   // end for a tensor rank (gpt_model.hpp).
-  const std::vector<ParamRange> ranges =
-      on_ready ? gradient_ranges_in_backward_order() : std::vector<ParamRange>{};
+  const std::vector<ParamRange>& ranges = backward_ranges_;
   size_t reported = 0;
   auto ready = [&] {
     if (on_ready && group_ == nullptr) on_ready(ranges[reported++]);

@@ -139,7 +139,9 @@ class GptModel {
   // The ranges backward reports, in its order: [lnf], block end-1, ..., block begin,
   // then [wte, wpe] on the embedding's range, else the head's wte rows on the head's.
   // For the whole model a partition of the flat buffer, each adjacent to the one before.
-  std::vector<ParamRange> gradient_ranges_in_backward_order() const;
+  const std::vector<ParamRange>& gradient_ranges_in_backward_order() const {
+    return backward_ranges_;
+  }
 
   // The precision of the matmuls; fp32 until set. The owner calls
   // precision().end_step() after each optimizer step (FP8 delayed scaling).
@@ -223,6 +225,8 @@ class GptModel {
   backend::DeviceBuffer<float> dresidual_, dwidth1_, dqkv_, dhidden_;
   backend::DeviceBuffer<float> branch_out_;  // attention/MLP branch output before the add
   ActivationMemory activation_memory_;
+  std::vector<ParamRange> backward_ranges_;  // set once: backward allocates nothing
+  std::vector<ParamRange> ranges_in_backward_order() const;
 };
 
 }  // namespace dseek::model
