@@ -26,25 +26,51 @@ std::vector<model::ParamRange> zero_shard_of(const std::vector<model::ParamRange
   return shard_of(plan_gradient_buckets(backward_order, total, bucket_bytes, rank, world_size));
 }
 
+float* pack_ranges(const std::vector<model::ParamRange>& ranges, const float* from, float* packed) {
+  for (const auto& range : ranges) packed = std::copy_n(from + range.offset, range.count, packed);
+  return packed;
+}
+
+const float* unpack_ranges(const std::vector<model::ParamRange>& ranges, const float* packed,
+                           float* to) {
+  for (const auto& range : ranges) {
+    std::copy_n(packed, range.count, to + range.offset);
+    packed += range.count;
+  }
+  return packed;
+}
+
 void pack_moments(const std::vector<model::ParamRange>& ranges, const float* m, const float* v,
                   std::vector<float>& packed) {
-  const size_t count = element_count(ranges);
-  packed.resize(2 * count);
-  float* out = packed.data();
-  for (const auto& range : ranges) {
-    std::copy_n(m + range.offset, range.count, out);
-    std::copy_n(v + range.offset, range.count, out + count);
-    out += range.count;
-  }
+  packed.resize(2 * element_count(ranges));
+  pack_ranges(ranges, v, pack_ranges(ranges, m, packed.data()));
 }
 
 void unpack_moments(const std::vector<model::ParamRange>& ranges, const float* packed, float* m,
                     float* v) {
-  const size_t count = element_count(ranges);
-  for (const auto& range : ranges) {
-    std::copy_n(packed, range.count, m + range.offset);
-    std::copy_n(packed + count, range.count, v + range.offset);
-    packed += range.count;
+  unpack_ranges(ranges, unpack_ranges(ranges, packed, m), v);
+}
+
+void exchange_with_neighbours(comm::Communicator& comm, const std::vector<float>& outgoing,
+                              int to, std::vector<float>& incoming, int from) {
+  // Both posted before either is waited for: with two ranks the peers are the same
+  // node, and each must be sending while the other receives.
+  auto received = comm.recv(incoming.data(), incoming.size(), comm::DataType::f32, from);
+  auto sent = comm.send(outgoing.data(), outgoing.size(), comm::DataType::f32, to);
+  try {
+    received.wait();
+    sent.wait();
+  } catch (...) {
+    // The data plane may still write into `incoming` or read `outgoing` until both
+    // transfers have ended: end them (the epoch is over anyway) before the buffers can go.
+    comm.abort("the peer shard replica's exchange failed");
+    for (auto* work : {&received, &sent}) {
+      try {
+        work->wait();
+      } catch (...) {  // expected: aborted
+      }
+    }
+    throw;
   }
 }
 
@@ -106,25 +132,7 @@ void PeerShardReplica::after_step(int64_t steps_done, train::Trainer& trainer) {
   state_.steps_done = steps_done;
   if (successor_ >= 0) {
     pack_moments(own_ranges_, state_.adam_m.data(), state_.adam_v.data(), outgoing_);
-    // Both posted before either is waited for: with two ranks the peers are the same
-    // node, and each must be sending while the other receives.
-    auto incoming = comm_.recv(incoming_.data(), incoming_.size(), comm::DataType::f32, successor_);
-    auto outgoing = comm_.send(outgoing_.data(), outgoing_.size(), comm::DataType::f32, predecessor_);
-    try {
-      incoming.wait();
-      outgoing.wait();
-    } catch (...) {
-      // The data plane may still write into incoming_ or read outgoing_ until both
-      // transfers have ended: end them (the epoch is over anyway) before the buffers can go.
-      comm_.abort("the peer shard replica's exchange failed");
-      for (auto* work : {&incoming, &outgoing}) {
-        try {
-          work->wait();
-        } catch (...) {  // expected: aborted
-        }
-      }
-      throw;
-    }
+    exchange_with_neighbours(comm_, outgoing_, predecessor_, incoming_, successor_);
     // Only a whole replica is committed: until here the arrays hold the previous one.
     unpack_moments(replica_ranges_, incoming_.data(), state_.adam_m.data(), state_.adam_v.data());
     state_.replica_steps_done = steps_done;

@@ -84,6 +84,18 @@ std::vector<model::ParamRange> zero_shard_of(const std::vector<model::ParamRange
                                              size_t total, size_t bucket_bytes, int rank,
                                              int world_size);
 
+// Sends `outgoing` to rank `to` and receives `incoming` (sized by the caller) from rank
+// `from` of `comm`, both posted at once; a failure aborts `comm` before it rethrows, so
+// neither buffer is in use when it returns. What a ring of neighbours swaps every step.
+void exchange_with_neighbours(comm::Communicator& comm, const std::vector<float>& outgoing,
+                              int to, std::vector<float>& incoming, int from);
+
+// Copies the ranges of `from` one after the other to `packed` and back; each returns
+// the end of what it packed or read.
+float* pack_ranges(const std::vector<model::ParamRange>& ranges, const float* from, float* packed);
+const float* unpack_ranges(const std::vector<model::ParamRange>& ranges, const float* packed,
+                           float* to);
+
 // Copies the ranges of `m` and `v` into `packed` (m's, then v's) and back.
 void pack_moments(const std::vector<model::ParamRange>& ranges, const float* m, const float* v,
                   std::vector<float>& packed);

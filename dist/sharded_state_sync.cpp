@@ -38,7 +38,8 @@ int first_rank(const std::vector<HeldState>& held, const std::function<bool(cons
   return -1;
 }
 
-// The plan for step `step` alone, or one with `unrecoverable` set.
+}  // namespace
+
 RebuildPlan plan_for_step(const std::vector<HeldState>& held, int64_t step) {
   RebuildPlan plan;
   const int whole = first_rank(held, [&](const HeldState& h) {
@@ -51,6 +52,10 @@ RebuildPlan plan_for_step(const std::vector<HeldState>& held, int64_t step) {
     return plan;
   }
   const int params = first_rank(held, [&](const HeldState& h) { return h.steps_done == step; });
+  if (params < 0) {
+    plan.unrecoverable = "no rank holds the parameters of step " + std::to_string(step);
+    return plan;
+  }
   const int64_t world = held[static_cast<size_t>(params)].sharded_world;
   plan.shard_rank.assign(static_cast<size_t>(world), -1);
   plan.from_replica.assign(static_cast<size_t>(world), false);
@@ -80,7 +85,6 @@ RebuildPlan plan_for_step(const std::vector<HeldState>& held, int64_t step) {
   return plan;
 }
 
-// The root's ranges of the flat buffer to every rank (their number, then the ranges).
 std::vector<model::ParamRange> broadcast_ranges(comm::Communicator& comm,
                                                 std::vector<model::ParamRange> ranges, int root) {
   uint64_t count = ranges.size();
@@ -96,8 +100,6 @@ std::vector<model::ParamRange> broadcast_ranges(comm::Communicator& comm,
   for (size_t i = 0; i < count; ++i) ranges[i] = {flat[2 * i], flat[2 * i + 1]};
   return ranges;
 }
-
-}  // namespace
 
 RebuildPlan plan_rebuild(const std::vector<HeldState>& held) {
   std::vector<int64_t> steps;

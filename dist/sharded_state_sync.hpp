@@ -57,6 +57,14 @@ struct RebuildPlan {
 };
 
 RebuildPlan plan_rebuild(const std::vector<HeldState>& held);
+// The plan for step `step` alone (`unrecoverable` set when some shard or the parameters
+// of that step are on no rank).
+RebuildPlan plan_for_step(const std::vector<HeldState>& held, int64_t step);
+
+// The root's ranges of a flat buffer to every rank of `comm` (their number, then the
+// ranges); collective.
+std::vector<model::ParamRange> broadcast_ranges(comm::Communicator& comm,
+                                                std::vector<model::ParamRange> ranges, int root);
 
 // Collective: every rank of `comm` calls it. `state` is this rank's (steps_done -1 for
 // none); on return it is the whole state of the chosen step, moments whole

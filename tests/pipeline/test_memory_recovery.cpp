@@ -6,7 +6,8 @@
 // same layout from the same state computes the same bits, so every node ends with the
 // fault-free run's params_sha256; nothing was read from disk (no checkpoint exists).
 // A layout re-planned after a loss for good takes its ranks by what they hold; under
-// ZeRO the recovery goes to the checkpoint and says why.
+// ZeRO the optimizer pieces come back from the ring neighbour that kept them, and
+// without elastic.shard_replica the recovery goes to the checkpoint and says why.
 #include <catch2/catch.hpp>
 
 #include <chrono>
@@ -126,15 +127,33 @@ TEST_CASE("pipeline: the survivors holding every stage train from memory, the ot
   require_no_node_left(run.path(), kNodes);
 }
 
-// Under ZeRO a replica holds pieces of its moments only: a node's loss goes back to the
-// newest checkpoint, and the recovery says why not memory.
-TEST_CASE("pipeline: under ZeRO the recovery reads the checkpoint and says why not memory",
+// Under ZeRO a replica holds pieces of its moments only; each rank also keeps its ring
+// neighbour's (state/stage_memory.hpp), so the restarted node's pieces come back from
+// the replica that kept them, and the bits are the fault-free run's.
+TEST_CASE("pipeline: under ZeRO 1 a restarted node of D=2 x P=2 gets its stage's state and "
+          "its optimizer pieces from a replica and ends with the fault-free bits",
           "[pp][launch][dp][faults][zero]") {
-  ScratchDir run("pp-memory-zero");
+  check_restarted_node_recovers_from_a_replica(
+      "pp-memory-zero", {"--set", "parallel.pipeline=2", "--set", "parallel.zero=1"});
+}
+
+TEST_CASE("tensor: under ZeRO 2 a restarted node of D=2 x T=2 gets its tensor rank's state and "
+          "optimizer pieces from a replica and ends with the fault-free bits",
+          "[tp][launch][dp][faults][zero]") {
+  check_restarted_node_recovers_from_a_replica(
+      "tp-memory-zero", {"--set", "parallel.tensor=2", "--set", "parallel.zero=2"});
+}
+
+// Without elastic.shard_replica no rank keeps a lost rank's pieces: a node's loss goes
+// back to the newest checkpoint, and the recovery says why not memory.
+TEST_CASE("pipeline: under ZeRO without shard replicas the recovery reads the checkpoint and "
+          "says why not memory", "[pp][launch][dp][faults][zero]") {
+  ScratchDir run("pp-memory-zero-disk");
   const auto result = run_process(
       tiny_launch(run.path(), kNodes, kSteps,
                   kShared + std::vector<std::string>{"--set", "parallel.pipeline=2", "--set",
                                                      "parallel.zero=1", "--set",
+                                                     "elastic.shard_replica=false", "--set",
                                                      "checkpoint.every_steps=4", "--set",
                                                      "checkpoint.async=false"} +
                       faults(R"({kind = "kill", node = 3, step = 10})")),
@@ -147,7 +166,7 @@ TEST_CASE("pipeline: under ZeRO the recovery reads the checkpoint and says why n
     REQUIRE(recovered.size() == 1);
     CHECK(string_field(recovered[0], "source") == "disk");
     CHECK(number_field(recovered[0], "from_step") == 8);
-    CHECK_THAT(string_field(recovered[0], "reason"), Contains("parallel.zero = 1"));
+    CHECK_THAT(string_field(recovered[0], "reason"), Contains("elastic.shard_replica = false"));
   }
   require_no_node_left(run.path(), kNodes);
 }

@@ -63,7 +63,9 @@ TEST_CASE("pipeline ZeRO in dseek-node: the gradient_shard actors update the pie
     INFO("node " << node);
     const auto recovered = node_events(run.path(), node, "recovered");
     REQUIRE(recovered.size() == 1);
-    CHECK(number_field(recovered[0], "from_step") == 4);
+    // From memory (the ranks' pieces and their replicas), not the checkpoint of step 4.
+    CHECK(number_field(recovered[0], "from_step") == 6);
+    CHECK(string_field(recovered[0], "source") == "memory");
     CHECK(number_field(recovered[0], "pipeline") == 2);
     const auto started = node_events(run.path(), node, "run_started");
     REQUIRE(started.size() == 2);

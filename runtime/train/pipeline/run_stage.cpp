@@ -165,7 +165,7 @@ PipelineRunSummary run_pipeline_stage(const config::JobConfig& config, const Run
   StepFunctions steps;
   steps.train_step = [&](int64_t step) {
     const PipelineStepReport r = trainer.train_step(step);
-    if (keeps_memory) memory->keep(step + 1, position, trainer);
+    if (keeps_memory) memory_sync->keep(*memory, step + 1, position, trainer);
     util::JsonLine step_event = step_event_fields(step + 1, r.step);
     step_event.add("stage", info.stage).add("tensor_rank", info.tensor_rank)
         .add("replica", info.replica);

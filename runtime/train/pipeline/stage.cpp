@@ -27,7 +27,8 @@ LocalPipelineStage::LocalPipelineStage(const PipelineStageSpec& spec)
   info_.optimizer_params = trainer_.optimizer_params();
   info_.fp8_state_per_replica = trainer_.fp8_state_per_replica();
   info_.optimizer = trainer_.optimizer_description();
-  info_.owned_state_floats = trainer_.shards_optimizer_state() ? 0 : trainer_.owned_state_floats();
+  info_.owned_state_floats = trainer_.owned_state_floats();
+  info_.owned_state_moments = trainer_.owned_state_moments();
   info_.activation_memory = trainer_.activation_memory();
   info_.plan = trainer_.plan();
 }

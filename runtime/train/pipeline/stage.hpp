@@ -68,8 +68,10 @@ struct PipelineStageInfo {
   // takes part in a checkpoint (PipelineStageTrainer::fp8_state_per_replica).
   bool fp8_state_per_replica = false;
   std::string optimizer;  // who runs its update (OptimizerShards::describe)
-  // The floats of copy_owned_state (0 under ZeRO: a rank holds pieces of its moments).
+  // The floats of copy_owned_state, and the ranges of them holding the moments this
+  // rank has (under ZeRO its pieces; state/stage_memory.hpp).
   size_t owned_state_floats = 0;
+  std::vector<model::ParamRange> owned_state_moments;
   model::ActivationMemory activation_memory;
   PipelinePlan plan;
 };

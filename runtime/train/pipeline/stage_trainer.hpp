@@ -185,8 +185,12 @@ class PipelineStageTrainer {
   int64_t optimizer_steps() const;
   // This rank's own state without communication (state/stage_owned_state.cpp): its
   // owned parameters and AdamW moments, packed (owned_state_floats() floats), and back.
-  // Not under ZeRO (std::logic_error): a replica holds pieces of its moments only.
+  // Under ZeRO the moments are valid on owned_state_moments() only (this replica's
+  // pieces); the restore reads only those.
   size_t owned_state_floats() const;
+  // The ranges of the packed state holding moments this rank's optimizer has (all of
+  // them without ZeRO), sorted.
+  std::vector<model::ParamRange> owned_state_moments() const;
   void copy_owned_state(float* packed);
   void restore_owned_state(const float* packed, int64_t optimizer_steps);
   const model::ParamLayout& whole_layout() const;

@@ -30,17 +30,19 @@ const StageStateCopy* StageMemory::find(int64_t steps_done, const StagePosition&
 
 std::vector<StageHolding> StageMemory::holdings() const {
   std::vector<StageHolding> held;
-  for (const StageStateCopy& copy : copies_)
-    if (copy.steps_done >= 0)
-      held.push_back({copy.position.pipeline, copy.position.tensor, copy.position.stage,
-                      copy.position.tensor_rank, copy.steps_done});
+  for (const StageStateCopy* copy : {&copies_[0], &copies_[1], &sharded_.own})
+    if (copy->steps_done >= 0)
+      held.push_back({copy->position.pipeline, copy->position.tensor, copy->position.stage,
+                      copy->position.tensor_rank, copy->steps_done});
   return held;
 }
 
 std::string why_no_memory_recovery(const config::JobConfig& config) {
-  if (config.parallel.zero > 0)
-    return "parallel.zero = " + std::to_string(config.parallel.zero) +
-           ": a replica holds pieces of its stage's moments only, and the lost node's are gone";
+  if (config.parallel.zero > 0 && !config.elastic.shard_replica)
+    return "elastic.shard_replica = false: under parallel.zero = " +
+           std::to_string(config.parallel.zero) +
+           " a replica holds pieces of its stage's moments only, and no rank keeps a lost "
+           "rank's pieces";
   if (config.train.precision == config::Precision::fp8)
     return "train.precision = \"fp8\": the amax histories are not kept in memory";
   return "";

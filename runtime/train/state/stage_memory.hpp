@@ -9,8 +9,12 @@
 // leave ranks one step apart (one finished step k's update, a peer had not), never more
 // (every step's collectives join every rank to the step before).
 //
-// Not under ZeRO (a replica holds pieces of its moments, and the lost replica's are
-// gone) nor fp8 (its amax histories are not kept): those recover from the newest
+// Under ZeRO (parallel.zero >= 1) a replica holds pieces of its moments only: with
+// elastic.shard_replica each rank keeps one copy whose moments are its own pieces, and
+// its ring neighbour's pieces in the data group (sent after every step, as
+// dist/peer_shard_replica.hpp does in a data-parallel job), and the agreement puts the
+// position's whole state back together from them. Not under fp8 (its amax histories are
+// not kept), nor under ZeRO without elastic.shard_replica: those recover from the newest
 // checkpoint, and the agreement says why.
 #pragma once
 
@@ -44,10 +48,24 @@ struct StageStateCopy {
   std::vector<float> state;  // copy_owned_state's floats
 };
 
+// Under ZeRO: this rank's copy (its pieces of the moments valid, own_ranges) and its
+// ring neighbour's pieces (replica_ranges of the same packing, packed in `replica`), each
+// of its step; shard numbers are replicas of a data group of `sharded_world`.
+struct ShardedStageCopy {
+  StageStateCopy own;
+  int64_t sharded_world = 0, own_shard = -1, replica_shard = -1;
+  int64_t replica_steps_done = -1;
+  std::vector<model::ParamRange> own_ranges, replica_ranges;
+  std::vector<float> replica;
+};
+
 class StageMemory {
  public:
   // After every completed step: this rank's state, in place of the older copy.
   void keep(int64_t steps_done, const StagePosition& at, PipelineStage& stage);
+  // Under ZeRO (the sync's keep fills it).
+  ShardedStageCopy& sharded() { return sharded_; }
+  const ShardedStageCopy& sharded() const { return sharded_; }
   // The copy of `steps_done` taken at `at`; null if none.
   const StageStateCopy* find(int64_t steps_done, const StagePosition& at) const;
   const std::array<StageStateCopy, 2>& copies() const { return copies_; }
@@ -56,6 +74,7 @@ class StageMemory {
 
  private:
   std::array<StageStateCopy, 2> copies_;
+  ShardedStageCopy sharded_;
 };
 
 // The agreement of an epoch's ranks (see the top). Collective over the layout's ranks,
@@ -67,6 +86,10 @@ class StageMemorySync {
   // leaves `stage` as it is) when no step is held by a replica of every position.
   virtual MemoryRecovery recover(StageMemory& memory, const StagePosition& here,
                                  PipelineStage& stage) = 0;
+  // After every completed step: keeps this rank's state in `memory` (under ZeRO
+  // collective over the data group: the pieces go to the ring neighbour).
+  virtual void keep(StageMemory& memory, int64_t steps_done, const StagePosition& at,
+                    PipelineStage& stage) = 0;
 };
 
 // Why `config`'s job cannot recover from memory ("" when it can).

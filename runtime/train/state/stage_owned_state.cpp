@@ -4,9 +4,11 @@
 // AdamW moments, packed chunk by chunk. What a rank keeps in memory between epochs
 // (state/stage_memory.hpp) and hands to a replica of its stage that has none; a rank at
 // the same position of the same layout packs and unpacks the same floats in the same
-// order.
+// order. Under ZeRO the moments are valid on this replica's pieces only
+// (owned_state_moments); the rest of the moment parts is left as it was, and a restore
+// reads back only what the optimizer holds, so a state put together from every
+// replica's pieces (dist/stage_memory_sync.hpp) restores any replica.
 #include <algorithm>
-#include <stdexcept>
 
 #include "runtime/train/pipeline/stage_chunk.hpp"
 
@@ -21,9 +23,34 @@ size_t PipelineStageTrainer::owned_state_floats() const {
 
 // Every step (state/stage_memory.hpp keeps it): the parameters straight from the
 // backend, the moments through host scratch allocated once.
+std::vector<model::ParamRange> PipelineStageTrainer::owned_state_moments() const {
+  std::vector<model::ParamRange> held;
+  size_t base = 0;
+  for (const auto& chunk : chunks_) {
+    const auto segments = chunk->model->owned_segments();
+    size_t owned = 0;
+    for (const model::ShardSegment& s : segments) owned += s.count;
+    // The moment parts (m at base + owned, v after it) of the floats the optimizer holds:
+    // each of its ranges cut by the segments it falls in, at their packed places.
+    for (size_t part = 1; part <= 2; ++part) {
+      size_t packed_at = base + part * owned;
+      for (const model::ShardSegment& s : segments) {
+        for (const model::ParamRange& r : chunk->updated) {
+          const size_t begin = std::max(r.offset, s.shard_offset);
+          const size_t end = std::min(r.offset + r.count, s.shard_offset + s.count);
+          if (begin < end) held.push_back({packed_at + (begin - s.shard_offset), end - begin});
+        }
+        packed_at += s.count;
+      }
+    }
+    base += 3 * owned;
+  }
+  std::sort(held.begin(), held.end(),
+            [](const model::ParamRange& a, const model::ParamRange& b) { return a.offset < b.offset; });
+  return held;
+}
+
 void PipelineStageTrainer::copy_owned_state(float* packed) {
-  if (zero_)
-    throw std::logic_error("copy_owned_state: under ZeRO a rank holds pieces of its moments only");
   finish_update();
   for (auto& chunk : chunks_) {
     const size_t floats = chunk->model->buffer_floats();
@@ -51,8 +78,6 @@ void PipelineStageTrainer::copy_owned_state(float* packed) {
 }
 
 void PipelineStageTrainer::restore_owned_state(const float* packed, int64_t optimizer_steps) {
-  if (zero_)
-    throw std::logic_error("restore_owned_state: under ZeRO a rank holds pieces of its moments only");
   finish_update();
   for (auto& chunk : chunks_) {
     chunk->update->forget_host_params();
