@@ -3,7 +3,6 @@
 
 #include <algorithm>
 #include <array>
-#include <cstring>
 #include <map>
 #include <set>
 #include <stdexcept>
@@ -90,6 +89,8 @@ void CommStageMemorySync::keep(train::StageMemory& memory, int64_t steps_done,
     // A replica kept in another world or position is no replica of this one.
     if (kept.sharded_world != world || kept.replica_shard != successor || kept.own.position != at)
       kept.replica_steps_done = -1;
+    kept.own_ranges = info.owned_state_moments;
+    kept.replica_ranges = successor_ranges_;
     ring_ready_ = true;
   }
   kept.own.state.resize(info.owned_state_floats);
@@ -99,9 +100,7 @@ void CommStageMemorySync::keep(train::StageMemory& memory, int64_t steps_done,
   kept.own.position = at;
   kept.sharded_world = world;
   kept.own_shard = rank;
-  kept.own_ranges = info.owned_state_moments;
   kept.replica_shard = successor;
-  kept.replica_ranges = successor_ranges_;
   size_t own_floats = 0;
   for (const auto& range : kept.own_ranges) own_floats += range.count;
   outgoing_.resize(own_floats);
