@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # What the ZeRO peer replica (elastic.shard_replica: each node keeps its ring
-# neighbour's optimizer shard, dist/peer_shard_replica.hpp) buys and costs, on
+# neighbour's optimizer shard, dist/stage_memory_sync.hpp) buys and costs, on
 # one config run both ways: `dseek launch --nodes N` of config/single.toml with
 # parallel.zero = 1 (or --zero 2), a checkpoint every `every` steps written synchronously,
 # and node 1 killed at step `kill` (restarted by the launcher, it rejoins).

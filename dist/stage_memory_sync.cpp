@@ -3,12 +3,13 @@
 
 #include <algorithm>
 #include <array>
+#include <chrono>
 #include <map>
 #include <set>
 #include <stdexcept>
 
-#include "dist/peer_shard_replica.hpp"
-#include "dist/sharded_state_sync.hpp"
+#include "dist/ring_exchange.hpp"
+#include "dist/rebuild_plan.hpp"
 
 namespace dseek::dist {
 
@@ -16,7 +17,7 @@ namespace {
 
 // One rank's offer: its position's index in the layout, its replica in the data group,
 // the steps of its two whole copies there (-1: none), and what its ZeRO copy holds
-// there (sharded_state_sync.hpp's HeldState; steps_done -1: none). Raw int64 fields.
+// there (rebuild_plan.hpp's HeldState; steps_done -1: none). Raw int64 fields.
 struct Offer {
   int64_t position = 0, replica = 0, first = -1, second = -1;
   HeldState sharded;
@@ -60,26 +61,31 @@ std::map<int64_t, PositionOffers> offers_by_position(const std::vector<Offer>& o
   return positions;
 }
 
-bool overlap(const std::vector<model::ParamRange>& a, const std::vector<model::ParamRange>& b) {
-  for (const auto& x : a)
-    for (const auto& y : b)
-      if (x.offset < y.offset + y.count && y.offset < x.offset + x.count) return true;
-  return false;
-}
-
 }  // namespace
 
+int CommStageMemorySync::ring_stride() const {
+  // Replicas of one position are parallel.pipeline x parallel.tensor world ranks apart,
+  // and a node holds cluster.gpus_per_node consecutive ones.
+  const int64_t apart = config_.parallel.pipeline * config_.parallel.tensor;
+  const int64_t per_node = std::max<int64_t>(1, config_.cluster.gpus_per_node);
+  const int stride = static_cast<int>(std::max<int64_t>(1, per_node / apart));
+  return stride < data_group_->size() ? stride : 1;  // a group left on one node: the next
+}
+
 void CommStageMemorySync::keep(train::StageMemory& memory, int64_t steps_done,
-                               const train::StagePosition& at, train::PipelineStage& stage) {
+                               const train::StagePosition& at, train::PipelineStage& stage,
+                               metrics::EventLog& events) {
   const train::PipelineStageInfo& info = stage.info();
   if (!info.shards_optimizer_state || data_group_ == nullptr) {
     memory.keep(steps_done, at, stage);
     return;
   }
+  const auto start = std::chrono::steady_clock::now();
   train::ShardedStageCopy& kept = memory.sharded();
   const int world = data_group_->size();
   const int rank = data_group_->rank();
-  const int successor = (rank + 1) % world, predecessor = (rank + world - 1) % world;
+  const int stride = ring_stride();
+  const int successor = (rank + stride) % world, predecessor = (rank + world - stride) % world;
   if (!ring_ready_) {
     // The successor's pieces, once an epoch: every replica's ranges to every replica.
     successor_ranges_ = all_ranges(info.owned_state_moments)[static_cast<size_t>(successor)];
@@ -91,6 +97,7 @@ void CommStageMemorySync::keep(train::StageMemory& memory, int64_t steps_done,
       kept.replica_steps_done = -1;
     kept.own_ranges = info.owned_state_moments;
     kept.replica_ranges = successor_ranges_;
+    successor_ = successor;
     ring_ready_ = true;
   }
   kept.own.state.resize(info.owned_state_floats);
@@ -110,6 +117,27 @@ void CommStageMemorySync::keep(train::StageMemory& memory, int64_t steps_done,
   kept.replica.swap(incoming_);
   incoming_.resize(kept.replica.size());
   kept.replica_steps_done = steps_done;
+  ++steps_kept_;
+  last_exchange_ms_ =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  total_exchange_ms_ += last_exchange_ms_;
+  if (steps_kept_ == 1 || steps_done == config_.train.steps) report_ring(kept, steps_done, events);
+}
+
+void CommStageMemorySync::report_ring(const train::ShardedStageCopy& kept, int64_t steps_done,
+                                      metrics::EventLog& events) const {
+  const uint64_t kept_floats =
+      kept.own.state.size() + kept.replica.size() + outgoing_.size() + incoming_.size();
+  events.emit("peer_replica",
+              util::JsonLine().add("epoch", world_.epoch()).add("step", steps_done)
+                  .add("world_size", static_cast<int64_t>(data_group_->size()))
+                  .add("holds_rank", static_cast<int64_t>(successor_))
+                  .add("replica_bytes", static_cast<uint64_t>(kept.replica.size() * sizeof(float)))
+                  .add("own_bytes", static_cast<uint64_t>(outgoing_.size() * sizeof(float)))
+                  .add("state_bytes", kept_floats * sizeof(float))
+                  .add("steps_kept", steps_kept_)
+                  .add("exchange_ms", last_exchange_ms_)
+                  .add("mean_exchange_ms", total_exchange_ms_ / static_cast<double>(steps_kept_)));
 }
 
 std::vector<std::vector<model::ParamRange>> CommStageMemorySync::all_ranges(
@@ -182,8 +210,7 @@ train::MemoryRecovery CommStageMemorySync::recover(train::StageMemory& memory,
       recovery.from_peer = own == nullptr;
     } else {
       recovery.from_peer = rebuild_sharded(memory.sharded(), plan_for_step(at.sharded, step),
-                                           at.sharded, stage.info().owned_state_moments, state,
-                                           optimizer_steps);
+                                           at.sharded, state, optimizer_steps);
     }
     stage.restore_owned_state(state.data(), optimizer_steps);
     return recovery;
@@ -213,7 +240,6 @@ void CommStageMemorySync::restore_whole_copy(const train::StageStateCopy* own, i
 bool CommStageMemorySync::rebuild_sharded(const train::ShardedStageCopy& kept,
                                           const RebuildPlan& plan,
                                           const std::vector<HeldState>& held,
-                                          const std::vector<model::ParamRange>& needed,
                                           std::vector<float>& state, int64_t& optimizer_steps) {
   const int me = data_group_ != nullptr ? data_group_->rank() : 0;
   // The parameters (and the giver's own pieces) from one replica that finished the
@@ -222,7 +248,7 @@ bool CommStageMemorySync::rebuild_sharded(const train::ShardedStageCopy& kept,
   if (data_group_ != nullptr)
     data_group_->broadcast(state.data(), state.size(), comm::DataType::f32, plan.params_rank).wait();
   std::vector<float> packed;
-  bool received = kept.own.steps_done != plan.steps_done;
+  bool from_peer = kept.own.steps_done != plan.steps_done;
   for (size_t shard = 0; shard < plan.shard_rank.size(); ++shard) {
     const int giver = plan.shard_rank[shard];
     const bool replica = plan.from_replica[shard];
@@ -241,10 +267,10 @@ bool CommStageMemorySync::rebuild_sharded(const train::ShardedStageCopy& kept,
     if (data_group_ != nullptr)
       data_group_->broadcast(packed.data(), packed.size(), comm::DataType::f32, giver).wait();
     unpack_ranges(ranges, packed.data(), state.data());
-    received = received || (giver != me && overlap(ranges, needed));
+    from_peer = from_peer || replica;
   }
   optimizer_steps = held[static_cast<size_t>(plan.params_rank)].optimizer_steps;
-  return received;
+  return from_peer;
 }
 
 }  // namespace dseek::dist

@@ -286,10 +286,7 @@ job_finished run_epochs(const worker_setup& setup, caf::actor_system& sys, Epoch
       // What the ranks keep in memory between epochs, and what they agreed on in this one.
       train::MemoryRecovery from_memory;
       options.memory_recovery = &from_memory;
-      if (data_parallel)
-        options.replica = setup.replica.get();
-      else
-        options.stage_memory = setup.stage_memory.get();
+      options.stage_memory = setup.stage_memory.get();
       int64_t first_step = -1;
       options.before_step = [inner = options.before_step, &first_step](int64_t step) {
         if (first_step < 0) first_step = step;

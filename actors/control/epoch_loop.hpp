@@ -12,10 +12,10 @@
 //     the data plane and train (dist/run_layout.hpp), the others stand by: they take part
 //     in the epoch's rendezvous only, and wait for a later epoch (the layout grows again
 //     when a lost node rejoins) or for the job's end;
-//   - state: the layout's ranks first agree on a step held in memory (a data-parallel
-//     replica's copy, a peer's copy of a ZeRO shard, or a pipeline/tensor rank's copy of
-//     its own part: dist/replica_memory.hpp, runtime/train/state/stage_memory.hpp; a
-//     pipeline or tensor layout places its ranks by what they hold); when none is held,
+//   - state: the layout's ranks first agree on a step held in memory (a rank's copy of
+//     its own part, or under ZeRO its pieces and its ring neighbour's:
+//     runtime/train/state/stage_memory.hpp; a pipeline or tensor layout places its ranks
+//     by what they hold); when none is held,
 //     the newest checkpoint (checkpoint.resume = "latest", resharded to the new layout);
 //     without checkpoint.every_steps the job starts again from its first step, with a
 //     recovery_without_checkpoint event. The sample order is a function of (seed, step):

@@ -61,7 +61,6 @@ supervisor_config worker_group_config(const worker_setup& node_worker, int local
   if (local_rank > 0) {
     // Each group's own: its restarts, the state it recovers from, its run's events.
     worker.starts = std::make_shared<std::atomic<int>>(0);
-    worker.replica = std::make_shared<train::TrainingState>();
     worker.stage_memory = std::make_shared<train::StageMemory>();
     // RUN_DIR/local-<r>/node-<id>/events.jsonl: local rank r's run as a run dir of its
     // own, beside the node's events.jsonl (local rank 0's run and the node's actors), which

@@ -245,7 +245,6 @@ int run_node(const config::JobConfig& job_config, const node_options& options) {
   worker.router = router;
   worker.node_main = caf::actor_cast<caf::actor>(main);
   worker.incarnation = options.incarnation;
-  worker.replica = std::make_shared<train::TrainingState>();
   worker.stage_memory = std::make_shared<train::StageMemory>();
   node_tree_setup tree{worker, coordinator_address, node_start, metrics_endpoint};
   auto node = spawn_supervisor(sys, node_supervisor_config(tree));

@@ -105,7 +105,7 @@ pipeline_stage_actor::behavior_type pipeline_stage(stage_pointer self, caf::atom
       },
       [self](const stage_evaluate& m) {
         return guarded<double>(self->state, [&](LocalPipelineStage& s) {
-          return s.evaluate(*m.batches, m.eval_batches);
+          return s.evaluate(*m.batches, m.eval_batches, m.stop_request, m.batches_done);
         });
       },
       [self](const stage_gather_params&) {
@@ -184,8 +184,10 @@ class actor_pipeline_stage final : public train::PipelineStage {
   train::PipelineStepReport train_step(int64_t step) override {
     return ask<train::PipelineStepReport>(stage_train{step}, "train its step");
   }
-  double evaluate(train::BatchSource& batches, int64_t eval_batches) override {
-    return ask<double>(stage_evaluate{&batches, eval_batches}, "evaluate");
+  double evaluate(train::BatchSource& batches, int64_t eval_batches,
+                  const std::atomic<bool>* stop_request, int64_t* batches_done) override {
+    return ask<double>(stage_evaluate{&batches, eval_batches, stop_request, batches_done},
+                       "evaluate");
   }
   std::vector<float> gather_params() override {
     return ask<std::vector<float>>(stage_gather_params{}, "gather the parameters");

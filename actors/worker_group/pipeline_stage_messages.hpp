@@ -43,6 +43,8 @@ struct stage_train {
 struct stage_evaluate {
   train::BatchSource* batches = nullptr;
   std::int64_t eval_batches = 0;
+  const std::atomic<bool>* stop_request = nullptr;  // PipelineStage::evaluate's
+  std::int64_t* batches_done = nullptr;
 };
 struct stage_gather_params {};
 struct stage_gather_trace {};

@@ -38,7 +38,6 @@ namespace dseek::metrics {
 class EventLog;
 }
 namespace dseek::train {
-struct TrainingState;
 class StageMemory;
 struct RunOptions;
 }
@@ -70,11 +69,9 @@ struct worker_setup {
   // then ends too, where it would otherwise wait for a member to leave (shared by the
   // node's groups, cluster.gpus_per_node of them).
   std::shared_ptr<std::atomic<bool>> local_job_done = std::make_shared<std::atomic<bool>>(false);
-  // The state of the last completed step, kept for the node's lifetime (it survives a
-  // restart of the worker actor): what the node recovers from, and gives to peers.
-  std::shared_ptr<train::TrainingState> replica;
-  // A pipeline or tensor-parallel rank's copies of its own state, kept the same way
-  // (runtime/train/state/stage_memory.hpp).
+  // The rank's copies of its own state of the last completed steps, kept for the node's
+  // lifetime (they survive a restart of the worker actor): what the node recovers from,
+  // and gives to peers (runtime/train/state/stage_memory.hpp).
   std::shared_ptr<train::StageMemory> stage_memory;
   // Set by the worker: run at every step boundary (health progress, step faults), and
   // inside every step on the final gradients (slow, corrupt_gradient).

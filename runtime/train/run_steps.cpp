@@ -17,8 +17,9 @@ bool anyone(const StepFunctions& steps, bool vote) {
 
 bool signalled(const RunOptions& options) { return options.stop != nullptr && options.stop->load(); }
 
-bool stop_requested(const RunOptions& options) {
-  return options.stop_request != nullptr ? options.stop_request->load() : signalled(options);
+// What ends an evaluation early: a stop request (RunOptions::stop_request, else stop).
+const std::atomic<bool>* stop_request_of(const RunOptions& options) {
+  return options.stop_request != nullptr ? options.stop_request : options.stop;
 }
 
 // Why the run stops before `step`, or "" to go on. Every rank must stop at the same step
@@ -52,13 +53,8 @@ RunSummary run_steps(const config::JobConfig& config, const RunOptions& options,
     // A stop request ends a long evaluation between batches, on every rank at the same
     // batch; the run then stops as at a step boundary.
     int64_t batches = 0;
-    bool interrupted = false;
-    const double loss = steps.evaluate([&] {
-      interrupted = anyone(steps, stop_requested(options));
-      if (!interrupted) ++batches;
-      return interrupted;
-    });
-    if (interrupted) {
+    const double loss = steps.evaluate(stop_request_of(options), batches);
+    if (batches < t.eval_batches) {
       summary.val_loss = -1.0;  // a mean over part of the batches is no validation loss
       events.emit("eval_interrupted", util::JsonLine().add("step", step + 1)
                                           .add("batches_done", batches)
@@ -82,7 +78,6 @@ RunSummary run_steps(const config::JobConfig& config, const RunOptions& options,
     const bool last = step + 1 == t.steps;
     if (!last && t.eval_every > 0 && (step + 1) % t.eval_every == 0) run_eval(step);
     checkpoints.after_step(step + 1);
-    if (steps.after_step) steps.after_step(step + 1);
   }
   summary.stopped_early = !stop_reason.empty();
   if (summary.steps_done > 0) run_eval(summary.steps_done - 1);

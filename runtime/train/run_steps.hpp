@@ -24,14 +24,12 @@ namespace dseek::train {
 struct StepFunctions {
   // Trains step `step` (0-based), emits its step event, and returns its report.
   std::function<StepReport(int64_t step)> train_step;
-  // The validation loss; null when the run has no validation data. It asks `stop` (a
-  // collective vote: every rank calls it as often) before each batch and ends early
-  // when it says true, its result then thrown away.
-  std::function<double(const std::function<bool()>& stop)> evaluate;
+  // The validation loss; null when the run has no validation data. The ranks vote on
+  // `stop_request` before each batch and end early when one has it set, setting
+  // `batches_done` (fewer than train.eval_batches: interrupted, the result thrown away).
+  std::function<double(const std::atomic<bool>* stop_request, int64_t& batches_done)> evaluate;
   // A vote summed over every rank that steps together (collective); null: one rank.
   std::function<double(double vote)> sum_votes;
-  // After the step and its checkpoint, with the steps done; may be null.
-  std::function<void(int64_t steps_done)> after_step;
 };
 
 // Runs steps [first_step, train.steps) until done or a stop: a signal (options.stop)

@@ -1,10 +1,12 @@
 // Implementation of trainer.hpp: the single-stage plan and the calls handed to the stage
-// trainer; the precision state is in state/trainer_precision_state.cpp.
+// trainer.
 #include "runtime/train/trainer.hpp"
 
+#include <algorithm>
 #include <stdexcept>
 #include <vector>
 
+#include "runtime/train/state/checkpoint_state.hpp"
 #include "runtime/util/sha256.hpp"
 
 namespace dseek::train {
@@ -58,7 +60,7 @@ PipelinePlan single_stage_plan(const config::JobConfig& config, const GradientRe
 Trainer::Trainer(const config::JobConfig& config, BatchSource& train_batches,
                  GradientReducer* reducer, const OptimizerShardsFactory& make_optimizer,
                  const BackendFactory& make_backend)
-    : config_(config), reducer_(reducer),
+    : config_(config),
       replicas_(reducer != nullptr ? std::make_unique<ReducerReplicaGroup>(*reducer) : nullptr) {
   // The job's ZeRO stage is the reducer's (dist/reducer_settings.hpp gives it parallel.zero).
   config_.parallel.zero = reducer != nullptr && reducer->shards_optimizer_state()
@@ -73,28 +75,19 @@ Trainer::~Trainer() = default;
 
 StepReport Trainer::train_step(int64_t step) { return stage_->train_step(step).step; }
 
-int Trainer::dp_rank() const { return reducer_ != nullptr ? reducer_->rank() : 0; }
-
-double Trainer::evaluate(BatchSource& batches, int64_t eval_batches,
-                         const std::function<bool()>& stop) {
-  return stage_->evaluate(batches, eval_batches, stop);
-}
-
-bool Trainer::snapshot_is_collective() const {
-  return reducer_ != nullptr && reducer_->shards_optimizer_state();
-}
-
 void Trainer::snapshot(float* params, float* adam_m, float* adam_v) {
   stage_->copy_whole_state(params, adam_m, adam_v, /*gather_moments=*/true);
-}
-
-void Trainer::snapshot_owned(float* params, float* adam_m, float* adam_v) {
-  stage_->copy_whole_state(params, adam_m, adam_v, /*gather_moments=*/false);
 }
 
 void Trainer::restore(const float* params, const float* adam_m, const float* adam_v,
                       int64_t optimizer_steps) {
   stage_->restore_state(params, adam_m, adam_v, optimizer_steps);
+}
+
+bool Trainer::restore_precision_state(const checkpoint::PrecisionState& state) {
+  LayoutSizes written_by;  // a whole model on each of the replicas that wrote it
+  written_by.data = static_cast<uint32_t>(std::max<int64_t>(state.fp8.replicas, 1));
+  return stage_->restore_precision_state(state, written_by);
 }
 
 std::string Trainer::params_sha256() {

@@ -117,7 +117,7 @@ std::vector<StageRun> train_pipeline(const std::vector<train::PipelineStageFacto
           runs[static_cast<size_t>(s)].step_ms.push_back(std::chrono::duration<double, std::milli>(
               std::chrono::steady_clock::now() - start).count());
         }
-        runs[static_cast<size_t>(s)].val_loss = stage->evaluate(validation, 2);
+        runs[static_cast<size_t>(s)].val_loss = stage->evaluate(validation, 2, nullptr, nullptr);
         runs[static_cast<size_t>(s)].params = stage->gather_params();
       } catch (...) {
         failures[static_cast<size_t>(s)] = std::current_exception();

@@ -1,4 +1,4 @@
-// plan_rebuild (dist/sharded_state_sync.hpp): which rank of a new world gives
+// plan_rebuild (dist/rebuild_plan.hpp): which rank of a new world gives
 // the parameters and each optimizer shard when a ZeRO job recovers from memory, from
 // what every rank says it holds; and why no state can be rebuilt when a shard is on no
 // rank. The transfers themselves run in the multi-node recovery tests
@@ -7,7 +7,7 @@
 
 #include <vector>
 
-#include "dist/sharded_state_sync.hpp"
+#include "dist/rebuild_plan.hpp"
 
 using dseek::dist::HeldState;
 using dseek::dist::plan_rebuild;

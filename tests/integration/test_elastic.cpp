@@ -482,7 +482,7 @@ TEST_CASE("under ZeRO 1 a killed node's shard comes back from its neighbour's me
     check_peer_replica(*job, node, 3);
     // Every node rebuilt the whole state with the lost node's shard from its replica.
     recovery_ms[node] = recovered(*job, node, kFaultStep, "peer", 3);
-    CHECK(node_events(job->path(), node, "resumed").empty());  // no checkpoint was read
+    CHECK(checkpoint_reads(job->path(), node).empty());  // no checkpoint was read
   }
   WARN("recovery_ms (ZeRO 1, kill at step 10, rejoin, from memory): "
        << listing(recovery_ms) << "; training again " << fault_to_recovery_ms(*job, 1, "kill")

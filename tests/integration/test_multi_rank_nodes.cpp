@@ -189,7 +189,7 @@ TEST_CASE("under ZeRO 1 a node of 2 ranks killed for good leaves its shards on t
           "node",
           "[multigpu][elastic][faults][zero]") {
   // Each rank's optimizer shard has a replica on the same local rank of the next node
-  // (peer_shard_replica.hpp), so the killed node's two shards come back from node 0.
+  // (dist/stage_memory_sync.hpp), so the killed node's two shards come back from node 0.
   check_node_of_two_ranks_lost(1);
 }
 

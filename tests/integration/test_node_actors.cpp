@@ -129,7 +129,7 @@ TEST_CASE("a crashed gradient_shard restarts the worker group and the ZeRO 1 job
     // kept it): no replica was needed, nothing was read from disk.
     CHECK(string_field(recovered[0], "source") == "memory");
     CHECK(number_field(recovered[0], "from_step") == 12);
-    CHECK(node_events(faulty.path(), node, "resumed").empty());
+    CHECK(checkpoint_reads(faulty.path(), node).empty());
   }
   // The launcher did not restart any node: the node recovered inside its process.
   CHECK(faulty.launcher.output.find("restarting") == std::string::npos);

@@ -252,7 +252,8 @@ TEST_CASE("pipeline: dseek launch runs 2 replicas of a 2-stage pipeline with ZeR
 
 // The same node loss with ZeRO 1: each survivor holds its own moment pieces and its
 // ring neighbour's (the lost replica's), so it resumes from its memory at step 10,
-// unsharded (D = 1), within the bound of lost_node_launch.hpp.
+// unsharded (D = 1), within the bound of lost_node_launch.hpp; its state was put together
+// with the lost replica's pieces: source "peer".
 TEST_CASE("pipeline: a lost node of a replicated pipeline with ZeRO 1 costs a replica and the "
           "job finishes", "[pp][launch][dp][faults][zero]") {
   LostNodeJob lost;
@@ -261,6 +262,7 @@ TEST_CASE("pipeline: a lost node of a replicated pipeline with ZeRO 1 costs a re
   lost.nodes = 4;
   lost.pipeline = 2;
   lost.from_memory = true;
+  lost.memory_source = "peer";
   lost.also_check = [](const std::filesystem::path& run) {
     // Node 0 started sharded over 2 replicas, then trained the survivors' layout alone.
     const auto started = node_events(run, 0, "run_started");

@@ -50,8 +50,11 @@ struct LostNodeJob {
   bool during_reduction = false;
   // A replica of every stage survives and keeps its position in the new layout (the
   // last node lost): the survivors resume from their memory at step 10 without reading
-  // a checkpoint (runtime/train/state/stage_memory.hpp), source "memory".
+  // a checkpoint (runtime/train/state/stage_memory.hpp), source `memory_source`: "memory",
+  // or "peer" where a survivor's data group put its state together with a replica of the
+  // lost rank's ZeRO pieces.
   bool from_memory = false;
+  std::string memory_source = "memory";
   // More checks of the faulty run's directory (null: none).
   std::function<void(const std::filesystem::path& run)> also_check;
 };
@@ -97,7 +100,7 @@ inline void check_lost_node_recovers(const LostNodeJob& lost) {
     CHECK_THAT(result.output, Contains("[launch] node(s) " + std::to_string(killed) +
                                        " still running 2 s after the job finished"));
   const int from_step = lost.from_memory ? 10 : lost.checkpoints ? 8 : 0;
-  const std::string source = lost.from_memory ? "memory" : lost.checkpoints ? "disk" : "start";
+  const std::string source = lost.from_memory ? lost.memory_source : lost.checkpoints ? "disk" : "start";
   std::string sha;
   for (int node = 0; node < killed; ++node) {
     INFO("node " << node);
@@ -130,7 +133,7 @@ inline void check_lost_node_recovers(const LostNodeJob& lost) {
     if (lost.from_memory) {
       const std::string resumed = event_with(run.path(), node, "resumed", "step", from_step);
       REQUIRE_FALSE(resumed.empty());
-      CHECK(string_field(resumed, "source") == "memory");
+      CHECK(string_field(resumed, "source") == lost.memory_source);
       CHECK(node_events(run.path(), node, "recovery_without_checkpoint").empty());
     } else if (lost.checkpoints) {
       CHECK_FALSE(event_with(run.path(), node, "resumed", "step", from_step).empty());

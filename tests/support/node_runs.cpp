@@ -127,6 +127,13 @@ std::vector<std::string> events_named(const std::vector<std::string>& lines,
   return found;
 }
 
+std::vector<std::string> checkpoint_reads(const std::filesystem::path& run_dir, int node_id) {
+  std::vector<std::string> reads;
+  for (const auto& resumed : node_events(run_dir, node_id, "resumed"))
+    if (resumed.find("\"path\":") != std::string::npos) reads.push_back(resumed);
+  return reads;
+}
+
 std::vector<std::string> node_events(const std::filesystem::path& run_dir,
                                      const std::string& event) {
   return node_events(run_dir, 0, event);

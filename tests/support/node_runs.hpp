@@ -44,6 +44,9 @@ std::vector<std::string> node_events(const std::filesystem::path& run_dir,
                                      const std::string& event);
 std::vector<std::string> node_events(const std::filesystem::path& run_dir, int node_id,
                                      const std::string& event);
+// Node `node_id`'s resumed events that read a checkpoint (a resume from memory has no
+// "path").
+std::vector<std::string> checkpoint_reads(const std::filesystem::path& run_dir, int node_id);
 // Polls node `node_id`'s events until one named `event` satisfies `match` (any, when
 // empty) and returns it; "" after `timeout`.
 std::string wait_for_event(const std::filesystem::path& run_dir, int node_id,

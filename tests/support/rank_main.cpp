@@ -1,7 +1,7 @@
 // dseek_test_rank: one rank of a training job for the multi-process tests (tests/dp/,
 // tests/pipeline/): it joins a UCX communicator through a file or TCP bootstrap and runs
 // the job through dist::run_layout, exactly as the node's control loop does; with
-// --size 1 it runs the single-node train::run_training instead (the reference the ranks
+// --size 1 it runs the same loop alone, without a data plane (the reference the ranks
 // are compared against).
 //
 //   dseek_test_rank --rank R --size N --bootstrap file:<dir>|tcp:<port> --config FILE
@@ -38,8 +38,8 @@
 #include "dist/run_layout.hpp"
 #include "runtime/config/load.hpp"
 #include "runtime/train/device_backend.hpp"
-#include "runtime/train/run_training.hpp"
-#include "runtime/train/trainer.hpp"
+#include "runtime/train/pipeline/run_stage.hpp"
+#include "runtime/train/pipeline/single_stage_links.hpp"
 
 namespace {
 
@@ -127,13 +127,10 @@ int main(int argc, char** argv) {
     std::vector<float> params;
     uint64_t bytes_sent = 0;
     if (args.size == 1) {
-      options.after_step = [&](int64_t steps_done, dseek::train::Trainer& trainer) {
-        if (steps_done != config.train.steps || args.params_out.empty()) return;
-        params.resize(trainer.model().num_params());
-        trainer.backend().copy_to_host(params.data(), trainer.model().params(),
-                                       params.size() * sizeof(float));
-      };
-      sha = dseek::train::run_training(config, options).params_sha256;
+      dseek::train::SingleStageLinks alone;
+      auto summary = dseek::train::run_pipeline_stage(config, options, alone);
+      sha = summary.run.params_sha256;
+      params = std::move(summary.final_params);
     } else {
       dseek::comm::CommOptions comm_options;
       comm_options.op_timeout = std::chrono::milliseconds(args.timeout_ms);

@@ -77,7 +77,8 @@ PipelinePlan plan_pipeline(const config::JobConfig& config, PipelineLinks& links
   plan.shape = schedule_shape_of(config);
   plan.micro_batch_size = pipeline_micro_batch_size(config);
   const int64_t parts = plan.shape.total_virtual_stages();
-  if (config.parallel.partition == config::Partition::uniform) {
+  // One part (a data-parallel or tensor-parallel rank): every layer, nothing to balance.
+  if (parts == 1 || config.parallel.partition == config::Partition::uniform) {
     plan.ranges = uniform_partition(config.model.layers, parts);
     return plan;
   }

@@ -110,28 +110,44 @@ PipelineRunSummary run_pipeline_stage(const config::JobConfig& config, const Run
   PipelineStage& trainer = *stage;
   const PipelineStageInfo& info = trainer.info();
   const ParallelGroups layout(info.replicas, static_cast<int>(plan.shape.stages), info.tensor_ranks);
-  report_parallel_layout(layout,
-                         layout.rank_of({info.replica, static_cast<int>(info.stage), info.tensor_rank}),
-                         events, progress);
+  if (layout.world() > 1)
+    report_parallel_layout(layout,
+                           layout.rank_of({info.replica, static_cast<int>(info.stage), info.tensor_rank}),
+                           events, progress);
   const double theory = theoretical_bubble(plan.shape);
-  // How this rank's lines start: its stage in a pipeline, else its tensor rank.
+  // How this rank's lines start: its stage in a pipeline, else its tensor rank, if any.
   const std::string label = pipelined ? "stage " + std::to_string(info.stage) + " "
-                                      : "tensor rank " + std::to_string(info.tensor_rank) + " ";
+                            : info.tensor_ranks > 1 ? "tensor rank " + std::to_string(info.tensor_rank) + " "
+                                                    : "";
   util::JsonLine started;
   started.add("config", config.source).add("pid", static_cast<int64_t>(::getpid()))
       .add("stage", info.stage).add("stages", plan.shape.stages)
       .add("replica", info.replica).add("replicas", info.replicas)
       .add("tensor_rank", info.tensor_rank).add("tensor", info.tensor_ranks)
       .add("shard_params", static_cast<uint64_t>(info.owned_params))
-      .add("zero", info.shards_optimizer_state ? config.parallel.zero : int64_t{0})
+      .add("zero", info.zero)
       .add("optimizer_params", static_cast<uint64_t>(info.optimizer_params))
       .add("optimizer", info.optimizer)
+      .add("params", static_cast<uint64_t>(trainer.whole_layout().total()))
       .add("dim", config.model.dim).add("layers", config.model.layers)
-      .add("batch_size", t.batch_size).add("steps", t.steps).add("threads", t.threads)
-      .add("data", config.data.dir);
+      .add("heads", config.model.heads).add("context", config.model.context)
+      .add("vocab", config.model.vocab).add("batch_size", t.batch_size)
+      .add("micro_batch_size", plan.micro_batch_size).add("steps", t.steps)
+      .add("threads", t.threads).add("data", config.data.dir)
+      .add("train_tokens", train_batches.dataset->dataset().num_tokens())
+      .add("host_memory", info.host_memory).add("offload_overlap", info.overlaps_update);
+  if (replicas != nullptr)
+    started.add("dp_rank", info.replica).add("dp_size", info.replicas)
+        .add("compression", config::name_of(config.comm.compression));
   events.emit("run_started", started);
+  progress.line("dseek: " + std::to_string(trainer.whole_layout().total()) + " parameters, " +
+                  std::to_string(train_batches.dataset->dataset().num_tokens()) +
+                  " training tokens, " + std::to_string(t.steps) + " steps of " +
+                  std::to_string(t.batch_size) + " x " + std::to_string(config.model.context) +
+                  " tokens; events in " + events.path().string());
   if (info.shards_optimizer_state)
-    progress.line(label + (pipelined ? "tensor rank " + std::to_string(info.tensor_rank) : "") +
+    progress.line((label.empty() ? "replica " + std::to_string(info.replica) + " "
+                                 : label + (pipelined ? "tensor rank " + std::to_string(info.tensor_rank) : "")) +
                   ": optimizer state sharded over the data group (ZeRO " +
                   std::to_string(config.parallel.zero) + ", " + std::to_string(info.replicas) +
                   " replicas): AdamW moments of " + std::to_string(info.optimizer_params) +
@@ -165,22 +181,21 @@ PipelineRunSummary run_pipeline_stage(const config::JobConfig& config, const Run
   StepFunctions steps;
   steps.train_step = [&](int64_t step) {
     const PipelineStepReport r = trainer.train_step(step);
-    if (keeps_memory) memory_sync->keep(*memory, step + 1, position, trainer);
+    if (keeps_memory) memory_sync->keep(*memory, step + 1, position, trainer, events);
     util::JsonLine step_event = step_event_fields(step + 1, r.step);
     step_event.add("stage", info.stage).add("tensor_rank", info.tensor_rank)
         .add("replica", info.replica);
     if (pipelined)
       step_event.add("bubble", r.bubble).add("bubble_theory", theory)
           .add("busy_ms", r.busy_ms).add("pipeline_ms", r.pipeline_ms);
-    if (info.replicas > 1) add_traffic_fields(step_event, r.step);
+    if (replicas != nullptr) add_traffic_fields(step_event, r.step);
     events.emit("step", step_event);
     report_if_skipped(events, progress, r.step);
     return r.step;
   };
   if (val_batches)
-    // Not interrupted by a stop request yet: the stage's evaluation runs in its actor.
-    steps.evaluate = [&](const std::function<bool()>&) {
-      return trainer.evaluate(*val_batches, t.eval_batches);
+    steps.evaluate = [&](const std::atomic<bool>* stop_request, int64_t& batches_done) {
+      return trainer.evaluate(*val_batches, t.eval_batches, stop_request, &batches_done);
     };
   steps.sum_votes = [&trainer](double vote) { return trainer.sum_over_world(vote); };
   std::string stop_reason;
@@ -201,7 +216,7 @@ PipelineRunSummary run_pipeline_stage(const config::JobConfig& config, const Run
                                      .add("spans", static_cast<uint64_t>(spans.size())));
   }
   emit_run_end(events, summary, stop_reason);
-  progress.line(run_end_line(label, summary, false));
+  progress.line(run_end_line(label, summary, true));
   return result;
 }
 

@@ -24,6 +24,7 @@ LocalPipelineStage::LocalPipelineStage(const PipelineStageSpec& spec)
   info_.gathers_state = trainer_.gathers_state();
   info_.owned_params = trainer_.owned_params();
   info_.shards_optimizer_state = trainer_.shards_optimizer_state();
+  info_.zero = info_.shards_optimizer_state ? spec.config.parallel.zero : 0;
   info_.optimizer_params = trainer_.optimizer_params();
   info_.fp8_state_per_replica = trainer_.fp8_state_per_replica();
   info_.optimizer = trainer_.optimizer_description();
@@ -31,6 +32,8 @@ LocalPipelineStage::LocalPipelineStage(const PipelineStageSpec& spec)
   info_.owned_state_moments = trainer_.owned_state_moments();
   info_.activation_memory = trainer_.activation_memory();
   info_.plan = trainer_.plan();
+  info_.host_memory = trainer_.backend().host_memory()->kind();
+  info_.overlaps_update = trainer_.overlaps_update();
 }
 
 }  // namespace dseek::train

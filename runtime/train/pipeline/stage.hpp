@@ -14,6 +14,7 @@
 // the thread it runs on differs.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -63,6 +64,7 @@ struct PipelineStageInfo {
   // ZeRO inside the data group: the optimizer state is sharded over the replicas, and
   // this rank holds the AdamW moments of optimizer_params parameters.
   bool shards_optimizer_state = false;
+  int64_t zero = 0;  // parallel.zero when it shards, else 0
   size_t optimizer_params = 0;
   // fp8 with several replicas: each keeps its own amax histories, so every replica
   // takes part in a checkpoint (PipelineStageTrainer::fp8_state_per_replica).
@@ -74,6 +76,8 @@ struct PipelineStageInfo {
   std::vector<model::ParamRange> owned_state_moments;
   model::ActivationMemory activation_memory;
   PipelinePlan plan;
+  std::string host_memory;       // the backend's host memory (backend::HostMemory::kind)
+  bool overlaps_update = false;  // PipelineStageTrainer::overlaps_update
 };
 
 // One stage of the pipeline. Every call but the accessors is collective over the stages
@@ -88,7 +92,9 @@ class PipelineStage {
   virtual const model::ParamLayout& whole_layout() const = 0;
 
   virtual PipelineStepReport train_step(int64_t step) = 0;
-  virtual double evaluate(BatchSource& batches, int64_t eval_batches) = 0;
+  // PipelineStageTrainer::evaluate: a stop request voted on before each batch.
+  virtual double evaluate(BatchSource& batches, int64_t eval_batches,
+                          const std::atomic<bool>* stop_request, int64_t* batches_done) = 0;
   virtual std::vector<float> gather_params() = 0;
   virtual std::vector<metrics::TraceSpan> gather_trace_spans() = 0;
   virtual double sum_over_world(double value) = 0;
@@ -125,8 +131,9 @@ class LocalPipelineStage final : public PipelineStage {
   const PipelineStageInfo& info() const override { return info_; }
   const model::ParamLayout& whole_layout() const override { return trainer_.whole_layout(); }
   PipelineStepReport train_step(int64_t step) override { return trainer_.train_step(step); }
-  double evaluate(BatchSource& batches, int64_t eval_batches) override {
-    return trainer_.evaluate(batches, eval_batches);
+  double evaluate(BatchSource& batches, int64_t eval_batches, const std::atomic<bool>* stop_request,
+                  int64_t* batches_done) override {
+    return trainer_.evaluate(batches, eval_batches, stop_request, batches_done);
   }
   std::vector<float> gather_params() override { return trainer_.gather_params(); }
   std::vector<metrics::TraceSpan> gather_trace_spans() override {

@@ -600,7 +600,7 @@ double PipelineStageTrainer::sum_over_world(double value) {
 }
 
 double PipelineStageTrainer::evaluate(BatchSource& batches, int64_t eval_batches,
-                                      const std::function<bool()>& stop) {
+                                      const std::atomic<bool>* stop_request, int64_t* batches_done) {
   // Forward only, micro-batch by micro-batch through the virtual stages in order: every
   // stage handles (micro-batch, chunk) in the same lexicographic order, so blocking
   // receives in consumption order match the senders' order.
@@ -611,8 +611,9 @@ double PipelineStageTrainer::evaluate(BatchSource& batches, int64_t eval_batches
   int64_t count = 0;
   backend::HostBuffer<float> incoming(backend_->host_memory(), activation_floats_),
       outgoing(backend_->host_memory(), activation_floats_);
-  for (int64_t b = 0; b < eval_batches; ++b) {
-    if (stop && stop()) break;
+  int64_t b = 0;
+  for (; b < eval_batches; ++b) {
+    if (stop_request != nullptr && sum_over_world(stop_request->load() ? 1.0 : 0.0) > 0) break;
     for (int64_t mb = 0; mb < plan_.shape.micro_batches; ++mb) {
       for (auto& chunk_ptr : chunks_) {
         PipelineChunk& model = *chunk_ptr->model;
@@ -636,6 +637,7 @@ double PipelineStageTrainer::evaluate(BatchSource& batches, int64_t eval_batches
       }
     }
   }
+  if (batches_done != nullptr) *batches_done = b;
   std::array<double, 2> sums{total, static_cast<double>(count)};
   links_.sum_over_stages(sums);
   if (replicas_ != nullptr) replicas_->sum(sums);

@@ -77,6 +77,7 @@
 // spans (forward, backward, send, recv, idle) for RUN_DIR/trace.json.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -143,11 +144,11 @@ class PipelineStageTrainer {
   void set_on_disagreement(DisagreementHook hook) { on_disagreement_ = std::move(hook); }
   // Mean loss over `eval_batches` batches of `batches` (forward only), on every stage
   // (each replica evaluates its slice; collective over the stages and the replicas).
-  // `stop`, when given, is asked before each batch and ends the evaluation early when it
-  // says true (a stop request; the caller drops the partial mean); it must answer the
-  // same on every rank (a collective vote, run_steps.cpp).
+  // With `stop_request`, the ranks vote on it before each batch (sum_over_world) and
+  // end the evaluation early when any rank has it set (a stop request; the caller drops
+  // the partial mean); `batches_done`, when given, is set to the batches evaluated.
   double evaluate(BatchSource& batches, int64_t eval_batches,
-                  const std::function<bool()>& stop = {});
+                  const std::atomic<bool>* stop_request = nullptr, int64_t* batches_done = nullptr);
   // The whole model's parameters (layout order) on every stage: collective.
   std::vector<float> gather_params();
   // Parameters this stage owns (its blocks; the embedding, the head and wte at the ends;

@@ -1,10 +1,8 @@
 // CheckpointState: what a trainer offers to state/checkpointing.hpp, which writes the
 // whole, unsharded model state in the ordinary checkpoint format and resumes from one
-// written by any layout. Two implementations: state/stage_checkpoint_state.hpp (every
-// layout of the stage trainer: the ranks each hold a piece of the model, moved on the
-// data plane to world rank 0) and state/trainer_checkpoint_state.hpp (the data-parallel
-// and single-node Trainer: every replica holds the whole model, under ZeRO its moments
-// gathered from the replicas). This interface only says who takes part and in what order.
+// written by any layout. Implemented by state/stage_checkpoint_state.hpp for every layout
+// (the ranks each hold a piece of the model, moved on the data plane to world rank 0).
+// This interface only says who takes part and in what order.
 #pragma once
 
 #include <cstdint>

@@ -2,9 +2,8 @@
 // every checkpoint.every_steps steps handed to a CheckpointSink (the run's own writer
 // thread, or the node's checkpoint_writer actor when the caller passes one), one at the
 // end (or at an early stop). The trainer's side is a CheckpointState
-// (state/checkpoint_state.hpp): the data-parallel Trainer's (every replica holds the
-// whole model; under ZeRO and fp8 every replica takes part) or the stage trainer's (the
-// ranks of replica 0 gather their pieces to world rank 0). World rank 0 writes ONE whole
+// (state/checkpoint_state.hpp): the stage trainer's (the ranks of replica 0 gather their
+// pieces to world rank 0; under ZeRO and fp8 every replica takes part). World rank 0 writes ONE whole
 // checkpoint in the ordinary format; its manifest records the layout that wrote it
 // (world size, data, pipeline and tensor sizes, ZeRO stage) and in its `precision` field
 // the mixed-precision state (checkpoint/precision_state.hpp): the loss scaler's scale and

@@ -8,6 +8,7 @@ LayoutSizes PipelineCheckpointState::sizes() const {
   sizes.data = static_cast<uint32_t>(trainer_.info().replicas);
   sizes.pipeline = static_cast<uint32_t>(trainer_.info().plan.shape.stages);
   sizes.tensor = static_cast<uint32_t>(trainer_.info().tensor_ranks);
+  sizes.zero = static_cast<uint32_t>(trainer_.info().zero);
   return sizes;
 }
 

@@ -11,8 +11,8 @@
 //
 // Under ZeRO (parallel.zero >= 1) a replica holds pieces of its moments only: with
 // elastic.shard_replica each rank keeps one copy whose moments are its own pieces, and
-// its ring neighbour's pieces in the data group (sent after every step, as
-// dist/peer_shard_replica.hpp does in a data-parallel job), and the agreement puts the
+// its ring neighbour's pieces in the data group (sent after every step), and the
+// agreement puts the
 // position's whole state back together from them. Not under fp8 (its amax histories are
 // not kept), nor under ZeRO without elastic.shard_replica: those recover from the newest
 // checkpoint, and the agreement says why.
@@ -26,6 +26,10 @@
 #include "runtime/train/layout/memory_placement.hpp"
 #include "runtime/train/state/memory_recovery.hpp"
 #include "runtime/train/pipeline/stage.hpp"
+
+namespace dseek::metrics {
+class EventLog;
+}
 
 namespace dseek::train {
 
@@ -89,7 +93,7 @@ class StageMemorySync {
   // After every completed step: keeps this rank's state in `memory` (under ZeRO
   // collective over the data group: the pieces go to the ring neighbour).
   virtual void keep(StageMemory& memory, int64_t steps_done, const StagePosition& at,
-                    PipelineStage& stage) = 0;
+                    PipelineStage& stage, metrics::EventLog& events) = 0;
 };
 
 // Why `config`'s job cannot recover from memory ("" when it can).
