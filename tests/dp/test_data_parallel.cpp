@@ -1,6 +1,6 @@
-// Data-parallel training as the node's worker runs it (dist::run_data_parallel), in
-// separate processes on loopback: 2 and 3 replicas follow the single-node loss curve of
-// the same global batch, every replica ends with the same parameters bit for bit, ZeRO
+// Data-parallel training as the node's worker runs it (dist::run_layout, the world as the
+// data group), in separate processes on loopback: 2 and 3 replicas follow the single-node
+// loss curve of the same global batch, every replica ends with the same parameters bit for bit, ZeRO
 // 0, 1 and 2 agree, a sharded checkpoint resumes bit for bit, top-k + INT8 compression
 // cuts the bytes on the wire by >= 90% while the loss still falls (with ZeRO 1 and 2
 // too), and impossible settings are refused naming their keys.

@@ -346,17 +346,19 @@ TEST_CASE("SIGTERM to the launcher stops every node orderly", "[cluster]") {
   require_no_node_left(run.path(), 2);
 }
 
-TEST_CASE("SIGTERM during a long evaluation stops the job between batches", "[cluster][eval]") {
-  // An evaluation after step 3 of a million batches (hours): the stop request must end
-  // it between batches on both replicas (the same batch: the vote is collective), the
-  // run then stops as at a step boundary: its checkpoint, train_stopped, exit 143. It
-  // used to be ignored until the evaluation ended.
-  ScratchDir run("cluster-sigterm-eval");
+namespace {
+// An evaluation after step 3 of a million batches (hours): the stop request must end it
+// between batches on both nodes (the same batch: the vote is collective), the run then
+// stops as at a step boundary: its checkpoint, train_stopped, exit 143. It used to be
+// ignored until the evaluation ended. `layout`: the job's --set arguments of its layout.
+void check_sigterm_ends_evaluation(const std::string& name, const std::vector<std::string>& layout) {
+  ScratchDir run(name);
   Background launcher(
       tiny_launch(run.path(), 2, 100000,
-                  kOneThread + std::vector<std::string>{"--set", "train.eval_every=3", "--set",
-                                                        "train.eval_batches=1000000", "--set",
-                                                        "checkpoint.every_steps=1000"}),
+                  kOneThread + layout +
+                      std::vector<std::string>{"--set", "train.eval_every=3", "--set",
+                                               "train.eval_batches=1000000", "--set",
+                                               "checkpoint.every_steps=1000"}),
       run / "launch.log", launch_env());
   for (int node : {0, 1}) {
     const auto step = wait_for_event(run.path(), node, "step", 60s, [](const std::string& line) {
@@ -386,7 +388,7 @@ TEST_CASE("SIGTERM during a long evaluation stops the job between batches", "[cl
     REQUIRE_FALSE(interrupted.empty());
     CHECK(number_field(interrupted[0], "step") == 3);
     CHECK(number_field(interrupted[0], "eval_batches") == 1000000);
-    // Both replicas stopped at the same batch (their sums would not match otherwise).
+    // Both nodes stopped at the same batch (their sums would not match otherwise).
     if (node == 0) batches_done = number_field(interrupted[0], "batches_done");
     CHECK(number_field(interrupted[0], "batches_done") == batches_done);
     CHECK(node_events(run.path(), node, "eval").empty());  // no partial val_loss
@@ -402,6 +404,19 @@ TEST_CASE("SIGTERM during a long evaluation stops the job between batches", "[cl
   REQUIRE_FALSE(committed.empty());
   CHECK(number_field(committed.back(), "step") == 3);
   require_no_node_left(run.path(), 2);
+}
+}  // namespace
+
+TEST_CASE("SIGTERM during a long evaluation stops the job between batches", "[cluster][eval]") {
+  check_sigterm_ends_evaluation("cluster-sigterm-eval", {});
+}
+
+// The same in a 2-stage pipeline: each stage's evaluation runs in its pipeline_stage
+// actor, which votes on the stop request with the other stage between batches.
+TEST_CASE("SIGTERM during a long evaluation stops a pipeline job between batches",
+          "[cluster][eval][pp]") {
+  check_sigterm_ends_evaluation("cluster-sigterm-eval-pp", {"--set", "parallel.pipeline=2", "--set",
+                                                            "train.micro_batch_size=2"});
 }
 
 namespace {

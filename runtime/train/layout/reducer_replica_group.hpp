@@ -1,7 +1,6 @@
-// The data group of a data-parallel job as the one trainer sees it (layout/replica_group.hpp):
-// a ReplicaGroup over the one GradientReducer the job was given (dist/run_data_parallel's
-// CommGradientReducer, or a test's), for the single-stage view of the trainer
-// (trainer.hpp). Its sums go through the reducer's collectives; its one model chunk
+// A data group as the one trainer sees it (layout/replica_group.hpp) over one
+// GradientReducer a caller made (a benchmark's or a test's), for the single-stage view of
+// the trainer (trainer.hpp). Its sums go through the reducer's collectives; its one model chunk
 // borrows the reducer itself.
 #pragma once
 

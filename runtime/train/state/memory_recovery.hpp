@@ -1,6 +1,6 @@
 // What a rank resumed from when its world's ranks agreed on a state held in memory, in
-// every layout (data parallel: dist/replica_memory.hpp; pipeline and tensor parallel:
-// state/stage_memory.hpp). The node's control loop reports it in the recovered event.
+// every layout (state/stage_memory.hpp). The node's control loop reports it in the
+// recovered event.
 #pragma once
 
 #include <cstdint>
