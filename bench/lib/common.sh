@@ -22,6 +22,15 @@ print(m.get("dim", 256), m.get("layers", 4), m.get("heads", 4), m.get("context",
 PY
 }
 
+# dseek runs the OpenBLAS kernels the CPU allows where OpenBLAS falls back to Prescott
+# (runtime/backend/openblas_kernel.hpp); with OPENBLAS_CORETYPE unset, the peer (and an
+# old dseek build) get the same kernels through the variable.
+if [[ -z ${OPENBLAS_CORETYPE+x} && -x ${DSEEK_BIN:-build/bin/dseek} ]]; then
+  openblas_chosen=$("${DSEEK_BIN:-build/bin/dseek}" bench gemm --threads 1 --size 16 --reps 1 2>/dev/null |
+                    sed -n 's/.*"fp32: OpenBLAS \([A-Za-z0-9]*\).*/\1/p')
+  if [[ -n $openblas_chosen ]]; then export OPENBLAS_CORETYPE=$openblas_chosen; fi
+fi
+
 # The header lines every result block starts with: the machine and the BLAS kernel
 # (the same environment for dseek and its peer).
 machine_line() { echo "machine: $(lscpu | sed -n 's/^Model name: *//p' | head -1), nproc $(nproc)$*"; }

@@ -1,5 +1,6 @@
 // CpuBackend: construction, memory, and the reductions. The ops are in cpu_*.cpp.
 #include "runtime/backend/cpu_backend.hpp"
+#include "runtime/backend/openblas_kernel.hpp"
 
 #include <cblas.h>
 
@@ -35,7 +36,7 @@ double CpuBackend::now_seconds() {
 }
 
 std::string CpuBackend::matmul_kernels() const {
-  const std::string blas = "OpenBLAS " + std::string(openblas_get_corename());
+  const std::string blas = openblas_kernels();
   if (!native_bf16_)
     return "fp32: " + blas + "; bf16: operands rounded to bf16, " + blas + " sgemm (" +
            gemm_.report() + ": no AVX-512 BF16 or AMX, oneDNN's bf16 would be slower)";
