@@ -9,7 +9,7 @@
 # For each thread count, `runs` rounds of dseek bf16, PyTorch bf16, dseek fp32 and
 # PyTorch fp32, interleaved so machine noise hits all; prints each run's tokens/s, then
 # a table of medians with dseek/pytorch in bf16 and each side's bf16/fp32 speed-up.
-# Environment as bench/train_vs_pytorch.sh (OPENBLAS_CORETYPE untouched; PyTorch gets
+# Environment as bench/train_vs_pytorch.sh (OPENBLAS_CORETYPE: bench/lib/common.sh; PyTorch gets
 # OMP_WAIT_POLICY=PASSIVE and OPENBLAS_NUM_THREADS=<threads>). The header says whether
 # the CPU has AVX-512 BF16 or AMX instructions (without them neither side has a bf16 GEMM
 # kernel faster than fp32, and the comparison measures the cost of the bf16 rounding,

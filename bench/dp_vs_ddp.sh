@@ -19,7 +19,7 @@
 # train.threads=1, trained on --data (default: the config's data.dir, else
 # data/python-stdlib, prepared like scripts/run-main.sh if missing). PyTorch:
 # /usr/bin/python3, 1 thread per rank (OMP/OPENBLAS_NUM_THREADS=1,
-# OMP_WAIT_POLICY=PASSIVE). OPENBLAS_CORETYPE is left as found, for both sides.
+# OMP_WAIT_POLICY=PASSIVE). OPENBLAS_CORETYPE as bench/lib/common.sh sets it, for both sides.
 # Exits non-zero if a run fails or takes longer than --run-timeout seconds; --keep
 # keeps the run directories (dseek's events and logs).
 set -euo pipefail

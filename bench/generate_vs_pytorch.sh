@@ -11,7 +11,7 @@
 # thread count, `runs` rounds of dseek then PyTorch, interleaved, each decoding --tokens
 # tokens after a 16-byte prompt (end-of-text ignored), and a table of the medians with
 # the ratio dseek/pytorch. It also says whether the two greedy texts are the same token
-# for token. Both sides run in the same environment (OPENBLAS_CORETYPE untouched);
+# for token. Both sides run in the same environment (OPENBLAS_CORETYPE: bench/lib/common.sh);
 # PyTorch also gets OMP_WAIT_POLICY=PASSIVE and OPENBLAS_NUM_THREADS=<threads>
 # (bench/train_vs_pytorch.sh says why). Exits non-zero if a run fails.
 set -euo pipefail

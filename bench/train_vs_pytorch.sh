@@ -7,7 +7,7 @@
 # For each thread count, runs `runs` rounds of dseek then PyTorch, interleaved so
 # machine noise hits both, prints each run's tokens/s, then a table of medians
 # and the ratio dseek/pytorch. The model shape comes from the dseek config.
-# Both sides run in the same environment (OPENBLAS_CORETYPE untouched); PyTorch
+# Both sides run in the same environment (OPENBLAS_CORETYPE: bench/lib/common.sh); PyTorch
 # also gets OMP_WAIT_POLICY=PASSIVE, its best setting at >1 thread, and
 # OPENBLAS_NUM_THREADS=<threads>: torch.set_num_threads does not reach Debian's OpenBLAS
 # (BLAS_INFO=generic), which would otherwise run PyTorch's matmuls on every core even in

@@ -8,7 +8,7 @@
 // backend allocates from the trainer backend's host memory (OptimizerSpec::host_memory):
 // pinned when the trainer runs on a CUDA device.
 //
-// The overlapped offload (train.offload_overlap, runtime/train/trainer.hpp): the client
+// The overlapped offload (train.offload_overlap, runtime/train/host_update.hpp): the client
 // can also start an update and return (OptimizerShards::start_update). Each actor then
 // goes through its piece in layout order and reports every chunk (embeddings, block i,
 // final LayerNorm) to a shared train::UpdateProgress as soon as its part of the chunk
@@ -17,7 +17,7 @@
 // once (a functor attached to the actor), so a waiting forward throws
 // gradient_shard_lost without waiting for a timeout.
 //
-// The training thread does not talk CAF: its Trainer gets a train::OptimizerShards from
+// The training thread does not talk CAF: its trainer gets a train::OptimizerShards from
 // gradient_shards_for() through RunOptions::optimizer_shards. That client assigns each
 // actor its piece when the trainer is built (a fresh AdamW: moments then come from a
 // checkpoint or a peer through moments_from_host), and for each step sends every actor

@@ -13,7 +13,9 @@
 #include "gpu/backend_for_device.hpp"
 #include "runtime/config/load.hpp"
 #include "runtime/train/check_job.hpp"
-#include "runtime/train/trainer.hpp"
+#include "runtime/train/pipeline/plan.hpp"
+#include "runtime/train/pipeline/single_stage_links.hpp"
+#include "runtime/train/pipeline/stage_trainer.hpp"
 #include "runtime/util/json_line.hpp"
 
 namespace dseek::tool {
@@ -80,13 +82,15 @@ int bench_train(const Args& args) {
   train::check_job(config);
 
   train::RandomBatches batches(static_cast<uint64_t>(config.train.seed), config.model.vocab);
-  train::Trainer trainer(config, batches, nullptr, {}, gpu::backend_for_device());
+  train::SingleStageLinks alone;
+  train::PipelineStageTrainer trainer(config, batches, alone, train::one_stage_plan(config), nullptr,
+                                      nullptr, gpu::backend_for_device());
   std::vector<double> step_ms;
   double last_loss = 0.0;
   backend::MatmulCounters before;  // the linear layers' GEMMs over the timed steps
   for (int64_t step = 0; step < warmup + steps; ++step) {
     if (step == warmup) before = trainer.backend().matmul_counters();
-    const auto report = trainer.train_step(step);
+    const auto report = trainer.train_step(step).step;
     last_loss = report.loss;
     if (step >= warmup) step_ms.push_back(report.step_ms);
   }
@@ -114,10 +118,10 @@ int bench_train(const Args& args) {
       .add("dim", config.model.dim).add("layers", config.model.layers)
       .add("heads", config.model.heads).add("context", config.model.context)
       .add("vocab", config.model.vocab).add("batch_size", config.train.batch_size)
-      .add("micro_batch_size", trainer.micro_batch())
-      .add("params", static_cast<uint64_t>(trainer.model().num_params()))
+      .add("micro_batch_size", trainer.micro_batch_size())
+      .add("params", static_cast<uint64_t>(trainer.whole_model().num_params()))
       .add("recompute", config.model.recompute)
-      .add("activation_bytes", static_cast<uint64_t>(trainer.model().activation_bytes()))
+      .add("activation_bytes", static_cast<uint64_t>(trainer.whole_model().activation_bytes()))
       .add("last_loss", last_loss);
   std::printf("%s\n", line.str().c_str());
   return 0;

@@ -5,6 +5,8 @@
 
 #include <omp.h>
 
+#include <cstdlib>
+#include <cstring>
 #include <map>
 #include <mutex>
 #include <oneapi/dnnl/dnnl.hpp>
@@ -174,9 +176,13 @@ void OnednnGemm::run(int thread_index, const GemmShape& shape, const void* a, co
 }
 
 bool OnednnGemm::native_bf16() {
+  if (const char* forced = std::getenv("DSEEK_CPU_BF16_GEMM")) {
+    if (std::strcmp(forced, "onednn") == 0) return true;
+    if (std::strcmp(forced, "sgemm") == 0) return false;
+  }
   const auto isa = static_cast<unsigned>(dnnl_get_effective_cpu_isa());
-  const auto bf16 = static_cast<unsigned>(dnnl_cpu_isa_avx512_core_bf16);
-  return (isa & bf16) == bf16;  // the ISA values are nested bit sets; AMX contains this one
+  const auto amx = static_cast<unsigned>(dnnl_cpu_isa_avx512_core_amx);
+  return (isa & amx) == amx;  // the ISA values are nested bit sets
 }
 
 std::string OnednnGemm::report() const {

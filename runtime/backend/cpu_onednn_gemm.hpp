@@ -58,9 +58,12 @@ class OnednnGemm {
   // many shapes use it, e.g. "bf16 brg:avx512_core_bf16 x8, bf16 gemm:jit x4".
   std::string report() const;
 
-  // Whether oneDNN dispatches bf16 to native instructions here (AVX-512 BF16 or AMX; the
-  // ISA it reports, which ONEDNN_MAX_CPU_ISA may lower). Without them its bf16 matmuls are
-  // emulated or reference code, slower than fp32 sgemm, and the backend does not use them.
+  // Whether the backend runs its bf16 matmuls here: where oneDNN dispatches bf16 to AMX
+  // (the ISA it reports, which ONEDNN_MAX_CPU_ISA may lower). With AVX-512 BF16 alone its
+  // bf16 GEMM is slower than OpenBLAS's fp32 sgemm (measured 2026-12-03: 80 against 140
+  // GFLOP/s on one core), and without either it is emulated, so the backend takes the
+  // sgemm on rounded operands there. DSEEK_CPU_BF16_GEMM = "onednn" or "sgemm" picks one
+  // whatever the CPU (the tests run both paths on any machine).
   static bool native_bf16();
 
  private:

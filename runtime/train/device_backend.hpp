@@ -1,6 +1,6 @@
 // Which backend a trainer computes on (train.device). runtime/ does not link the CUDA
 // backend (gpu/ sits beside it, DESIGN.md), so the choice is a factory the caller may
-// pass down (Trainer, RunOptions::backend): the programs pass one that knows "cuda"
+// pass down (the trainer, RunOptions::backend): the programs pass one that knows "cuda"
 // (gpu/backend_for_device.hpp); without one, make_runtime_backend serves
 // the devices runtime/ has and refuses "cuda" naming the key.
 #pragma once

@@ -1,10 +1,10 @@
-// What the Trainer needs from data parallelism, without knowing how bytes move: the
+// What the trainer needs from data parallelism, without knowing how bytes move: the
 // reduction of gradients across replicas (overlapped with backward), the ZeRO shard this
 // replica owns, and a few small collectives (step statistics, putting sharded buffers
 // back together). The implementation over the data plane is
 // dist/comm_gradient_reducer.hpp; runtime/ never sees comm/ (DESIGN.md).
 //
-// One step, as the Trainer drives it (every replica the same calls in the same order):
+// One step, as the trainer drives it (every replica the same calls in the same order):
 //
 //   begin_step(step)
 //   ... micro-batches; during the LAST one's backward, gradients_ready(range) for every
@@ -23,12 +23,12 @@
 // the step enters the reducer) or unscales the gradients and reports every range
 // (train/pipeline/stage_trainer.cpp).
 //
-// A Trainer without a reducer (nullptr) is the single-node trainer, unchanged.
+// A trainer without a reducer (nullptr) is the single-node trainer, unchanged.
 //
 // Where the buffers are: a reducer whose data plane moves host memory (UCX) gets the
 // host staging of the gradients (train/host_staging.hpp) and of the parameters. One
 // whose data plane reads the compute backend's memory itself (NCCL on a GPU) says so
-// with reduces_backend_memory(): the Trainer then binds it to its backend and hands it
+// with reduces_backend_memory(): the trainer then binds it to its backend and hands it
 // the backend's own gradient and parameter buffers -- nothing is staged through the
 // host.
 #pragma once
@@ -77,7 +77,7 @@ class GradientReducer {
   // for a data-parallel replica; a pipeline stage's chunk reduces the ranges it owns).
   virtual void attach(float* grads, size_t total,
                       const std::vector<model::ParamRange>& backward_order) = 0;
-  // The buffer of attach() is going away (the Trainer's destructor): reductions still
+  // The buffer of attach() is going away (the trainer's destructor): reductions still
   // running on it (a step cut short by an exception) are stopped first, which ends the
   // data plane's epoch. attach() may be called again afterwards.
   virtual void detach() noexcept = 0;

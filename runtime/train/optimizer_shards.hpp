@@ -1,4 +1,4 @@
-// Where a replica's optimizer state lives and who runs its update: the Trainer asks an
+// Where a replica's optimizer state lives and who runs its update: the trainer asks an
 // OptimizerShards for one AdamW update of the parameters this replica owns (the whole
 // buffer, or its ZeRO shard), given the global gradient norm it computed, and moves the
 // moments to and from host memory for checkpoints and recovery.
@@ -14,7 +14,7 @@
 // Every implementation gives the same bits: an AdamW update is element-wise, so the
 // pieces an update is cut into do not change its result (optim/adamw.hpp).
 //
-// The overlapped CPU offload (train.offload_overlap, trainer.hpp): an optimizer that
+// The overlapped CPU offload (train.offload_overlap, host_update.hpp): an optimizer that
 // updates_in_chunks() can also start an update and return at once (start_update); it
 // then goes through the given chunks in layout order and reports each as it is done
 // (chunk_updated / wait_for_chunk), so the trainer sends each chunk's parameters back to

@@ -1,4 +1,4 @@
-// The gradient_shard actors as the CPU offload of a Trainer (train.offload_overlap): the
+// The gradient_shard actors as the CPU offload of the trainer (train.offload_overlap): the
 // moments live in the host memory the trainer's backend hands out (pinned for CUDA:
 // OptimizerSpec::host_memory), and the overlapped update -- each actor goes through its
 // piece in layout order and reports chunks, the next forward waits per chunk -- ends
@@ -21,7 +21,7 @@
 #include "actors/node/node_registry.hpp"
 #include "runtime/backend/scrambled_backend.hpp"
 #include "runtime/config/load.hpp"
-#include "runtime/train/trainer.hpp"
+#include "support/one_stage_trainer.hpp"
 #include "support/random_batches.hpp"
 
 using namespace dseek;
@@ -100,7 +100,7 @@ TEST_CASE("the overlapped offload update through gradient_shard actors has the b
     INFO("device " << device);
     auto run = [&](bool overlap, bool with_shards) {
       RandomBatches batches;
-      train::Trainer trainer(tiny_config(device, overlap), batches, nullptr,
+      testing::OneStageTrainer trainer(tiny_config(device, overlap), batches, nullptr,
                              with_shards ? actors::gradient_shards_for(sys, kShards)
                                          : train::OptimizerShardsFactory{});
       for (int64_t step = 0; step < 5; ++step) {
@@ -122,7 +122,7 @@ TEST_CASE("a gradient_shard that dies during an overlapped update fails the next
   caf::actor_system sys{cfg};
   Shards shards(sys);
   RandomBatches batches;
-  train::Trainer trainer(tiny_config("cpu", true), batches, nullptr,
+  testing::OneStageTrainer trainer(tiny_config("cpu", true), batches, nullptr,
                          actors::gradient_shards_for(sys, kShards));
   trainer.train_step(0);
   caf::scoped_actor self{sys};

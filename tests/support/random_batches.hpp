@@ -1,6 +1,6 @@
 // A train::BatchSource of random tokens (ids 0..63) that depend on (step, sequence) only,
 // so every replica, micro-batch split and rerun of a test sees the same global batch:
-// for the tests that drive a Trainer in-process (loss scaling, the offload, compressed
+// for the tests that drive the trainer in-process (loss scaling, the offload, compressed
 // fp8 steps).
 #pragma once
 

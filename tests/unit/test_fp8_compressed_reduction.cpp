@@ -2,7 +2,7 @@
 // (runtime/train/pipeline/stage_trainer.cpp; the reducer's side,
 // dist/comm_gradient_reducer.hpp): the compressing reducer's skip_step()
 // leaves every error-feedback residual and the second-moment schedule as a reducer that
-// never saw the step, and refuses once a bucket is on the wire; a Trainer whose fp8
+// never saw the step, and refuses once a bucket is on the wire; a trainer whose fp8
 // steps overflow (a loss scale of 2^20 that doubles after every good step, so overflows
 // recur after residuals exist) skips them before any codec: residuals, parameters and
 // AdamW state unchanged across a skipped step, never a non-finite residual, residuals
@@ -25,7 +25,7 @@
 #include "dist/comm_gradient_reducer.hpp"
 #include "dist/reducer_settings.hpp"
 #include "runtime/config/load.hpp"
-#include "runtime/train/trainer.hpp"
+#include "support/one_stage_trainer.hpp"
 #include "support/identical_ranks_communicator.hpp"
 #include "support/random_batches.hpp"
 #include "support/random_values.hpp"
@@ -96,7 +96,7 @@ std::vector<std::string> fp8_settings(const std::string& compression) {
           "comm.compression=\"" + compression + "\"", "comm.topk_fraction=0.1"};
 }
 
-// A Trainer over a reducer over 2 identical ranks, with buckets small enough for several.
+// The trainer over a reducer over 2 identical ranks, with buckets small enough for several.
 struct CompressedReplica {
   explicit CompressedReplica(const std::vector<std::string>& settings)
       : config(config::load_config_text("", "x.toml", settings)),
@@ -118,7 +118,7 @@ struct CompressedReplica {
   RandomBatches batches;
   IdenticalRanksCommunicator comm;
   dist::CommGradientReducer reducer;
-  train::Trainer trainer;
+  testing::OneStageTrainer trainer;
 };
 
 }  // namespace

@@ -1,5 +1,5 @@
 // Dynamic loss scaling (runtime/optim/loss_scaler.hpp): the scale halves on a non-finite
-// step and doubles after train.loss_scale_window good ones; and in the Trainer, a step
+// step and doubles after train.loss_scale_window good ones; and in the trainer, a step
 // whose reduced gradients were made non-finite (an injected Inf) is skipped: parameters,
 // AdamW moments and step count untouched, the report says skipped with the scale, and
 // the next step runs at half the scale.
@@ -13,7 +13,7 @@
 
 #include "runtime/config/load.hpp"
 #include "runtime/optim/loss_scaler.hpp"
-#include "runtime/train/trainer.hpp"
+#include "support/one_stage_trainer.hpp"
 #include "support/random_batches.hpp"
 
 using namespace dseek;
@@ -51,7 +51,7 @@ TEST_CASE("loss scaler: the trainer skips a step with an injected overflow",
        "train.batch_size=4", "train.threads=1", "train.steps=6", "train.warmup_steps=0",
        "train.precision=\"fp8\"", "train.loss_scale_init=1024", "train.loss_scale_window=2"});
   RandomBatches batches;
-  train::Trainer trainer(config, batches);
+  testing::OneStageTrainer trainer(config, batches);
   trainer.set_after_reduction([](int64_t step, float* grads, size_t) {
     if (step == 1) grads[3] = std::numeric_limits<float>::infinity();
   });
@@ -95,10 +95,10 @@ TEST_CASE("loss scaler: a trainer on the scrambled test device takes the CPU bac
   settings.push_back("train.device=\"scrambled-cpu-for-tests\"");
   auto device_config = config::load_config_text("", "x.toml", settings);
   RandomBatches batches;
-  train::Trainer cpu(cpu_config, batches), device(device_config, batches);
+  testing::OneStageTrainer cpu(cpu_config, batches), device(device_config, batches);
   const size_t n = cpu.model().num_params();
   // The bits, so that the NaNs of an overflowed step compare too.
-  auto to_host = [n](train::Trainer& trainer, const float* buffer) {
+  auto to_host = [n](testing::OneStageTrainer& trainer, const float* buffer) {
     std::vector<uint32_t> host(n);
     trainer.backend().copy_to_host(host.data(), buffer, n * sizeof(float));
     return host;

@@ -1,7 +1,7 @@
-// The overlapped CPU offload (train.offload_overlap, trainer.hpp) with an optimizer that
+// The overlapped CPU offload (train.offload_overlap, runtime/train/host_update.hpp) with an optimizer that
 // updates in chunks on a thread of its own, as the gradient_shard actors do (their own
 // test is tests/actors/test_offload_shards.cpp): the bookkeeping (which piece reports
-// which chunk, UpdateProgress), and a Trainer on the CPU backend and on the scrambled
+// which chunk, UpdateProgress), and the trainer on the CPU backend and on the scrambled
 // test device whose forward waits for each chunk: the same params_sha256 as the update
 // finished in its own step (a LocalOptimizer), the waits in layout order and measured
 // (offload_wait_ms) -- and an optimizer that reports its chunks before it writes them
@@ -17,7 +17,7 @@
 
 #include "runtime/backend/scrambled_backend.hpp"
 #include "runtime/config/load.hpp"
-#include "runtime/train/trainer.hpp"
+#include "support/one_stage_trainer.hpp"
 #include "support/random_batches.hpp"
 #include "runtime/train/update_progress.hpp"
 
@@ -162,7 +162,7 @@ Outcome train_run(const std::string& device, bool overlap, std::chrono::millisec
       optimizer = made.get();
       return made;
     };
-  train::Trainer trainer(config, batches, nullptr, factory);
+  testing::OneStageTrainer trainer(config, batches, nullptr, factory);
   Outcome outcome;
   for (int64_t step = 0; step < 4; ++step) outcome.steps.push_back(trainer.train_step(step));
   outcome.sha = trainer.params_sha256();

@@ -1,7 +1,7 @@
 // The mixed-precision state a checkpoint keeps (runtime/checkpoint/precision_state.hpp):
 // a delayed-scaling history and a loss scaler put back from their saved state go on
 // exactly as the originals; a replica's own state is cut out of all replicas', and a
-// world of another size gets their cautious merge; an fp8 Trainer restored from a snapshot of step k (weights,
+// world of another size gets their cautious merge; an fp8 trainer restored from a snapshot of step k (weights,
 // moments and this state) takes steps k.. with the same skips, loss scales, losses and
 // parameter bits as the trainer that never stopped, and one restored without the state
 // does not (so the comparison can fail); the manifest round-trips the state, reads an
@@ -31,7 +31,7 @@
 #include "runtime/numerics/delayed_scaling.hpp"
 #include "runtime/optim/loss_scaler.hpp"
 #include "runtime/train/state/precision_resume.hpp"
-#include "runtime/train/trainer.hpp"
+#include "support/one_stage_trainer.hpp"
 #include "schemas/checkpoint_manifest.capnp.h"
 #include "support/random_batches.hpp"
 #include "support/test_paths.hpp"
@@ -139,14 +139,14 @@ struct StepTrace {
   std::vector<uint32_t> params;  // bits after the last step
 };
 
-std::vector<uint32_t> param_bits(train::Trainer& trainer) {
+std::vector<uint32_t> param_bits(testing::OneStageTrainer& trainer) {
   std::vector<uint32_t> bits(trainer.model().num_params());
   trainer.backend().copy_to_host(bits.data(), trainer.model().params(),
                                  bits.size() * sizeof(float));
   return bits;
 }
 
-void run_steps(train::Trainer& trainer, int64_t from, int64_t to, StepTrace& trace) {
+void run_steps(testing::OneStageTrainer& trainer, int64_t from, int64_t to, StepTrace& trace) {
   for (int64_t step = from; step < to; ++step) {
     const auto report = trainer.train_step(step);
     trace.losses.push_back(report.loss);
@@ -171,7 +171,7 @@ TEST_CASE("trainer: fp8 restored from step k with its precision state continues 
        "train.loss_scale_window=2", "train.fp8_amax_history=4"});
   const int64_t steps = 16, k = 7;
   testing::RandomBatches batches;
-  train::Trainer whole(config, batches);
+  testing::OneStageTrainer whole(config, batches);
   StepTrace uninterrupted;
   run_steps(whole, 0, k, uninterrupted);
   // The checkpoint of step k, as Checkpointing takes it.
@@ -190,7 +190,7 @@ TEST_CASE("trainer: fp8 restored from step k with its precision state continues 
   REQUIRE(uninterrupted.skips.substr(k).find('1') != std::string::npos);
 
   auto resumed_from_k = [&](bool with_state) {
-    train::Trainer trainer(config, batches);
+    testing::OneStageTrainer trainer(config, batches);
     trainer.restore(params.data(), adam_m.data(), adam_v.data(), optimizer_steps);
     if (with_state) trainer.restore_precision_state(state);
     StepTrace trace;

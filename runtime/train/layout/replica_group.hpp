@@ -7,7 +7,7 @@
 // a comm::Communicator of the data group.
 //
 // Its gradients go through a GradientReducer of the group (make_gradient_reducer): the
-// one reduction of every layout, the data-parallel Trainer's too -- buckets, ZeRO 1/2
+// one reduction of every layout, a data-parallel job's too -- buckets, ZeRO 1/2
 // (reduce-scatter, each replica's pieces, all-gather of the parameters), compression
 // with error feedback. The sums give every replica the same bits, which is what keeps
 // the replicas' parameters identical step after step without comparing them.
@@ -42,7 +42,7 @@ class ReplicaGroup {
 
 // The sequences [first, first + size) of the global batch that `replica` of
 // `replicas` computes: equal consecutive slices in replica order, so that the global
-// batch is the same for any number of replicas (as the data-parallel Trainer slices it).
+// batch is the same for any number of replicas (a data-parallel job's replicas slice it so too).
 // Throws std::invalid_argument, naming train.batch_size and parallel.data, when the
 // batch does not split evenly.
 struct ReplicaSlice {

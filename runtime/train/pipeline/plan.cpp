@@ -70,6 +70,15 @@ ScheduleShape schedule_shape_of(const config::JobConfig& config) {
   return shape;
 }
 
+PipelinePlan one_stage_plan(const config::JobConfig& config) {
+  if (config.parallel.pipeline != 1) refuse(config, "one_stage_plan: a pipeline has several stages");
+  PipelinePlan plan;
+  plan.shape = schedule_shape_of(config);
+  plan.micro_batch_size = pipeline_micro_batch_size(config);
+  plan.ranges = uniform_partition(config.model.layers, 1);
+  return plan;
+}
+
 PipelinePlan plan_pipeline(const config::JobConfig& config, PipelineLinks& links,
                            backend::Backend& backend, ReplicaGroup* replicas,
                            model::TensorGroup* tensor) {

@@ -43,5 +43,9 @@ int64_t pipeline_micro_batch_size(const config::JobConfig& config);
 PipelinePlan plan_pipeline(const config::JobConfig& config, PipelineLinks& links,
                            backend::Backend& backend, ReplicaGroup* replicas = nullptr,
                            model::TensorGroup* tensor = nullptr);
+// The plan of a rank without a pipeline (parallel.pipeline = 1): every layer in its one
+// chunk, its slice of the batch (parallel.data replicas) in micro-batches, checked as
+// plan_pipeline checks it; no communication.
+PipelinePlan one_stage_plan(const config::JobConfig& config);
 
 }  // namespace dseek::train

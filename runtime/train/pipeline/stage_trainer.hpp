@@ -4,8 +4,8 @@
 // It is the one trainer of every pipeline and tensor-parallel layout: without a pipeline
 // (parallel.pipeline = 1, SingleStageLinks) the rank is the only stage, its one chunk
 // holds the whole model (embedding, blocks and head) and 1F1B runs each micro-batch's
-// forward and backward in turn, as a tensor-parallel group trains. The data-parallel and
-// single-node jobs train here too, through the single-stage view of trainer.hpp.
+// forward and backward in turn, as a tensor-parallel group and the data-parallel and
+// single-node jobs train.
 //
 // A step: every receive of the step is posted first (in the order each peer sends), then
 // the ops run in schedule order, each micro-batch's activations in a slot of its chunk
@@ -217,7 +217,8 @@ class PipelineStageTrainer {
   static constexpr size_t kMaxTraceSpans = 100000;
 
   // One stage holding the whole model (no pipeline, no tensor group: the data-parallel
-  // and single-node layouts, trainer.hpp); std::logic_error otherwise. Its GptModel; the
+  // and single-node layouts; `dseek bench train`, the numerics tests); std::logic_error
+  // otherwise. Its GptModel; the
   // whole state in layout order, the moments all-gathered from the replicas under ZeRO
   // when `gather_moments` (collective), else this replica's pieces only.
   model::GptModel& whole_model();

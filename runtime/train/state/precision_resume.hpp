@@ -4,7 +4,7 @@
 //
 //   written fp8, resumed fp8          restored: the run continues exactly (on another
 //                                     data-parallel size: each replica's amax histories
-//                                     merged, Trainer::restore_precision_state)
+//                                     merged, PipelineStageTrainer::restore_precision_state)
 //   written fp8, resumed fp32/bf16    ignored, with a note: bf16 and fp32 keep no loss
 //                                     scale and no amax history; the weights and moments
 //                                     are fp32 in every precision, so they resume as they are

@@ -1,10 +1,13 @@
 // Implementation of reducer_replica_group.hpp.
-#include "runtime/train/layout/reducer_replica_group.hpp"
+#include "support/reducer_replica_group.hpp"
 
 #include <stdexcept>
 #include <vector>
 
-namespace dseek::train {
+namespace dseek::testing {
+
+using train::GradientReducer;
+using train::ReducerTraffic;
 
 namespace {
 
@@ -54,4 +57,4 @@ std::unique_ptr<GradientReducer> ReducerReplicaGroup::make_gradient_reducer() {
   return std::make_unique<LentReducer>(reducer_);
 }
 
-}  // namespace dseek::train
+}  // namespace dseek::testing
