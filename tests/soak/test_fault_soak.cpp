@@ -6,8 +6,9 @@
 // place, so the job must end with the fault-free run's parameters bit for bit
 // (params_sha256 of every node's train_done), every scheduled fault fired, and no node
 // process left behind. The same with a pipeline x data layout (2 stages x 2 replicas,
-// micro-batches of 2), whose nodes recover from their peers' memory as well: measured
-// bit-identical too, so it is held to the same standard (no tolerance).
+// micro-batches of 2) and a tensor x data one (tensor groups of 2 x 2 replicas), whose
+// nodes recover from their peers' memory as well: measured bit-identical too, so they
+// are held to the same standard (no tolerance).
 //
 // CI runs the fixed seeds below (about a minute in all on 2 cores); by hand,
 // DSEEK_SOAK_SEED=<n> (or "random") runs that seed instead. On a failure the seed and
@@ -34,15 +35,20 @@ namespace {
 constexpr int kNodes = 4;
 constexpr int kSteps = 60;
 // The seeds CI runs (one each, to keep the label near a minute; seeds 1-11 passed on
-// the data-parallel job, 1 and 2 on the pipeline x data one): 14 faults each, all the
+// the data-parallel job, 1 and 2 on the pipeline x data one, 1-5 on the tensor x data
+// one): 14 faults each, all the
 // layout's actor crashes, a kill in the reduction, two hangs (one in the reduction with
 // seed 1), slow steps, dropped heartbeats.
 const std::vector<uint64_t> kCiSeeds = {1};
 const std::vector<uint64_t> kCiPipelineSeeds = {2};
+const std::vector<uint64_t> kCiTensorSeeds = {3};
 const std::vector<std::string> kPipelineByData = {
     "--set", "parallel.pipeline=2", "--set", "parallel.data=2", "--set",
     "train.micro_batch_size=2", "--set", "checkpoint.every_steps=5", "--set",
     "checkpoint.async=false"};
+const std::vector<std::string> kTensorByData = {
+    "--set", "parallel.tensor=2", "--set", "parallel.data=2", "--set",
+    "checkpoint.every_steps=5", "--set", "checkpoint.async=false"};
 
 // One compute thread per node, evaluation at the end only, batch 8 over 4 nodes; a node
 // that did not come back within elastic.rejoin_seconds may leave the job to 3 (so a
@@ -133,6 +139,11 @@ TEST_CASE("a seeded random fault schedule ends with the fault-free run's paramet
 TEST_CASE("a pipeline x data job under a seeded random fault schedule ends bit-identical",
           "[soak][faults][pp]") {
   soak(kPipelineByData, seeds(kCiPipelineSeeds));
+}
+
+TEST_CASE("a tensor x data job under a seeded random fault schedule ends bit-identical",
+          "[soak][faults][tp]") {
+  soak(kTensorByData, seeds(kCiTensorSeeds));
 }
 
 TEST_CASE("dseek launch refuses a bad --faults-seed and a job too small for a schedule",
