@@ -4,7 +4,8 @@
 // a hang, crash_actor of every actor kind, slow and drop_messages at random nodes and
 // steps (actors/faults/random_faults.hpp). Every fault is one the node recovers from in
 // place, so the job must end with the fault-free run's parameters bit for bit
-// (params_sha256 of every node's train_done), every scheduled fault fired, and no node
+// (params_sha256 of every node's train_done), every scheduled fault that came due fired
+// (a node lost for a while may come back after its later faults' steps), and no node
 // process left behind. The same with a pipeline x data layout (2 stages x 2 replicas,
 // micro-batches of 2) and a tensor x data one (tensor groups of 2 x 2 replicas), whose
 // nodes recover from their peers' memory as well: measured bit-identical too, so they
@@ -20,6 +21,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <random>
+#include <regex>
 #include <string>
 #include <vector>
 
@@ -106,6 +108,36 @@ size_t fired_faults(const Run& run) {
   return fired;
 }
 
+// How many of the schedule's faults come due: a fault at (node, step) fires at that
+// step's boundary, so on a node that ran the step (its step event). A node lost for a
+// while (a hang) may find the others past its later faults' steps when it is back: the
+// world went on without it, and those never come due.
+size_t due_faults(const Run& run) {
+  const std::string& output = run.launcher.output;
+  const auto begin = output.find("faults=[");
+  REQUIRE(begin != std::string::npos);
+  const auto end = output.find("]'", begin);
+  const std::string schedule = output.substr(begin, end - begin);
+  std::vector<std::vector<std::string>> steps_of(kNodes);
+  for (int node = 0; node < kNodes; ++node) steps_of[node] = node_events(run.dir.path(), node, "step");
+  size_t due = 0;
+  const std::regex table("\\{([^}]*)\\}"), node_key("node = (\\d+)"), step_key("step = (\\d+)");
+  for (auto it = std::sregex_iterator(schedule.begin(), schedule.end(), table);
+       it != std::sregex_iterator(); ++it) {
+    const std::string fields = (*it)[1];
+    std::smatch node, step;
+    const int at_node = std::regex_search(fields, node, node_key) ? std::stoi(node[1]) : 0;
+    REQUIRE(std::regex_search(fields, step, step_key));
+    const double ran = std::stod(step[1]) + 1;  // the step event counts completed steps
+    for (const auto& line : steps_of[static_cast<size_t>(at_node)])
+      if (number_field(line, "step") == ran) {
+        ++due;
+        break;
+      }
+  }
+  return due;
+}
+
 // The fault-free run of `layout`, then each seed's faulty run, compared bit for bit.
 void soak(const std::vector<std::string>& layout, const std::vector<uint64_t>& seeds) {
   Run reference("soak-reference");
@@ -123,7 +155,12 @@ void soak(const std::vector<std::string>& layout, const std::vector<uint64_t>& s
     CHECK(got == expected);  // bit for bit
     const size_t scheduled = scheduled_faults(faulty.launcher.output);
     CHECK(scheduled >= 11);  // kill, hang, 7 actor crashes, slow, drop_messages
-    CHECK(fired_faults(faulty) == scheduled);
+    const size_t fired = fired_faults(faulty), due = due_faults(faulty);
+    CHECK(fired >= due);
+    CHECK(fired <= scheduled);
+    CHECK(due >= 8);  // the schedule ran: most of it came due
+    if (fired < scheduled)
+      WARN(scheduled - fired << " faults did not come due: their node was out of the world at their steps");
     CHECK(faulty.launcher.output.find("restarting (1/") != std::string::npos);  // the kill
     WARN("faults seed " << seed << ": " << scheduled << " faults, " << seconds << " s");
   }
