@@ -114,8 +114,16 @@ std::optional<CommError> ProgressEngine::broken() const {
 }
 
 void ProgressEngine::fail_all(std::vector<std::unique_ptr<Operation>>& ops, ErrorKind kind, const std::string& why) {
-  for (auto& op : ops) op->work().fail(kind, why);
-  ops.clear();  // destroying an operation cancels its messages in flight
+  std::vector<std::shared_ptr<WorkState>> works;
+  for (auto& op : ops) works.push_back(op->work_ptr());
+  ops.clear();  // first: destroying an operation ends its messages in flight
+  for (auto& work : works) work->fail(kind, why);
+}
+
+void ProgressEngine::fail_one(std::unique_ptr<Operation> op, ErrorKind kind, const std::string& why) {
+  const std::shared_ptr<WorkState> work = op->work_ptr();
+  op.reset();  // its buffers are the caller's again only once its messages have ended
+  work->fail(kind, why);
 }
 
 std::chrono::microseconds ProgressEngine::spin_for(bool /*caller*/) const {
@@ -145,8 +153,9 @@ bool ProgressEngine::poll_locked() {
       op->start();
       active_.push_back(std::move(op));
     } catch (const CommError& e) {
-      op->work().fail(e.kind(), e.what());
-      abort(ErrorKind::aborted, std::string("an earlier operation failed: ") + op->work().name() + ": " + e.what());
+      const std::string name = op->work().name();
+      fail_one(std::move(op), e.kind(), e.what());
+      abort(ErrorKind::aborted, std::string("an earlier operation failed: ") + name + ": " + e.what());
     }
   }
 
@@ -161,11 +170,13 @@ bool ProgressEngine::poll_locked() {
       if (!done && now > op.work().deadline())
         throw CommError(ErrorKind::timeout, "timed out (a peer is dead, hung, or did not issue the same operation)");
     } catch (const CommError& e) {
-      op.work().fail(e.kind(), e.what());
-      // The ranks no longer agree on what is in flight: the epoch is over.
-      abort(ErrorKind::aborted, std::string("an earlier operation failed: ") + op.work().name() + ": " + e.what());
-      activity = true;
+      const std::string name = op.work().name();
+      std::unique_ptr<Operation> failed = std::move(active_[i]);
       active_.erase(active_.begin() + static_cast<std::ptrdiff_t>(i));
+      fail_one(std::move(failed), e.kind(), e.what());
+      // The ranks no longer agree on what is in flight: the epoch is over.
+      abort(ErrorKind::aborted, std::string("an earlier operation failed: ") + name + ": " + e.what());
+      activity = true;
       continue;
     }
     if (done) {

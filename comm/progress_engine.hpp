@@ -83,7 +83,10 @@ class ProgressEngine final : public WorkDriver {
   // Whether anything is running or queued (under worker_mutex_).
   bool busy_locked();
   void update_has_work_locked();
+  // Destroy the operations, then fail their Works: a waiter frees the buffers an
+  // operation moves once its Work fails, so its messages must have ended before.
   void fail_all(std::vector<std::unique_ptr<Operation>>& ops, ErrorKind kind, const std::string& why);
+  void fail_one(std::unique_ptr<Operation> op, ErrorKind kind, const std::string& why);
   // Fails every pending and queued operation and marks the engine stopped; the caller
   // holds worker_mutex_. Idempotent.
   void fail_remaining_and_stop();

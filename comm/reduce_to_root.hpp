@@ -20,9 +20,9 @@ class ReduceToRoot final : public Operation {
   struct Column {
     size_t k = 0;
     bool active = false, posted = false;
-    std::vector<IoPtr> ios;
     StagingPool::Lease inbox;  // root: one chunk per rank
     StagingPool::Lease acc;    // root: fp32 partial sums
+    std::vector<IoPtr> ios;    // (after the leases: released first, while they are leased)
   };
   void post(Column& c, uint32_t piece);
   void reduce(Column& c);

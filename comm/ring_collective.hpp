@@ -30,8 +30,8 @@ class RingCollective final : public Operation {
     int step = 0;
     bool posted = false;
     bool active = false;
-    IoPtr send, recv;
     StagingPool::Lease slot[2];  // partial sums, alternating between steps
+    IoPtr send, recv;            // (after the slots: released first, while they are leased)
   };
   size_t seg_offset(int seg) const;
   size_t chunk_len(int seg, size_t k) const;

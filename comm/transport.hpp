@@ -21,7 +21,8 @@ class Transport;
 
 // One posted send or receive. The transport completes it during progress(); the
 // collective polls done()/failed(). Released through IoPtr: releasing a pending Io
-// cancels it (a receive cancelled this way never writes its buffer afterwards).
+// cancels it, and once the release returns the transport no longer reads or writes its
+// buffer (so an Io must be released before the memory it moves is freed).
 struct Io {
   bool done = false;
   bool failed = false;

@@ -7,6 +7,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
@@ -24,7 +25,8 @@ namespace {
 
 // The transport's Io (a distinct type, so it is always freed as what it is).
 struct UcxIo : Io {
-  int* cancels = nullptr;  // the transport's count of cancelled requests still in flight
+  int peer = -1;           // the rank it goes to or comes from
+  int* cancels = nullptr;  // the transport's count of released requests still in flight
 };
 
 void finish(UcxIo* io, ucs_status_t status, size_t received, bool is_recv) {
@@ -77,9 +79,34 @@ struct UcxTransport::State {
   std::vector<ucp_ep_h> eps;
   std::vector<PeerSlot> slots;
   std::vector<char> failed;
-  int cancels = 0;  // released requests whose (cancelled) completion has not run yet
+  int cancels = 0;  // released requests whose completion has not run yet
+  // Set when a released request could not be completed: UCX may still write its
+  // caller's (by now freed) buffer, so this worker is never progressed again.
+  bool inert = false;
   bool closed = false;
 };
+
+
+bool UcxTransport::drain(const Io& io, std::chrono::steady_clock::time_point deadline) {
+  while (!io.done && std::chrono::steady_clock::now() < deadline) ucp_worker_progress(state_->worker);
+  return io.done;
+}
+
+void UcxTransport::force_close(int peer, std::chrono::steady_clock::time_point deadline) {
+  State& s = *state_;
+  auto& ep = s.eps[static_cast<size_t>(peer)];
+  s.failed[static_cast<size_t>(peer)] = 1;
+  if (ep == nullptr) return;
+  ucp_request_param_t param{};
+  param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+  param.flags = UCP_EP_CLOSE_FLAG_FORCE;
+  ucs_status_ptr_t req = ucp_ep_close_nbx(ep, &param);
+  ep = nullptr;
+  if (req == nullptr || UCS_PTR_IS_ERR(req)) return;
+  while (ucp_request_check_status(req) == UCS_INPROGRESS && std::chrono::steady_clock::now() < deadline)
+    ucp_worker_progress(s.worker);
+  ucp_request_free(req);
+}
 
 UcxTransport::UcxTransport(int world_rank, int world_size, bool peer_failure_detection,
                            const std::string& net_device)
@@ -179,8 +206,9 @@ IoPtr UcxTransport::send(int peer, uint64_t tag, const void* data, size_t bytes)
   auto* io = new UcxIo;
   io->bytes = bytes;
   io->owner = this;
+  io->peer = peer;
   IoPtr result(io);
-  if (peer < 0 || peer >= size_ || peer == rank_ || state_->eps[static_cast<size_t>(peer)] == nullptr ||
+  if (state_->inert || peer < 0 || peer >= size_ || peer == rank_ || state_->eps[static_cast<size_t>(peer)] == nullptr ||
       state_->failed[static_cast<size_t>(peer)]) {
     io->done = io->failed = true;
     io->error = "peer " + std::to_string(peer) + " is unreachable";
@@ -198,8 +226,9 @@ IoPtr UcxTransport::recv(int peer, uint64_t tag, void* data, size_t bytes) {
   auto* io = new UcxIo;
   io->bytes = bytes;
   io->owner = this;
+  io->peer = peer;
   IoPtr result(io);
-  if (state_->worker == nullptr || (peer >= 0 && peer < size_ && state_->failed[static_cast<size_t>(peer)])) {
+  if (state_->inert || state_->worker == nullptr || (peer >= 0 && peer < size_ && state_->failed[static_cast<size_t>(peer)])) {
     io->done = io->failed = true;
     io->error = "peer " + std::to_string(peer) + " is unreachable";
     return result;
@@ -217,26 +246,48 @@ IoPtr UcxTransport::recv(int peer, uint64_t tag, void* data, size_t bytes) {
 
 void UcxTransport::release(Io* io) {
   auto* uio = static_cast<UcxIo*>(io);
-  if (uio->done || uio->impl == nullptr || state_->worker == nullptr) {
+  State& s = *state_;
+  if (uio->done || uio->impl == nullptr || s.worker == nullptr) {
     delete uio;  // (with the worker gone, its request went with it)
     return;
   }
-  // Still in flight: cancel it; its callback runs (with UCS_ERR_CANCELED) and frees it.
+  // Still in flight. Cancelling completes a receive that nothing has matched yet, at once.
+  // UCX cancels neither a matched receive (a rendezvous under way) nor a send: those go on
+  // writing or reading the caller's buffer, which the caller frees once this returns (a
+  // released receive's data arriving later corrupted the heap at epoch changes). So they
+  // are completed here: a live peer finishes them in moments; one that does not answer
+  // has its endpoint closed by force, which fails them.
+  if (!s.inert) {
+    ucp_request_cancel(s.worker, uio->impl);
+    const int peer = uio->peer;
+    const bool reachable = peer >= 0 && peer < size_ && s.eps[static_cast<size_t>(peer)] != nullptr &&
+                           !s.failed[static_cast<size_t>(peer)];
+    if (!uio->done && reachable) {
+      const auto start = std::chrono::steady_clock::now();
+      if (!drain(*uio, start + kReleaseDrainTime)) force_close(peer, start + kReleaseDrainTime + kForceCloseTime);
+    }
+    if (uio->done) {
+      delete uio;
+      return;
+    }
+  }
+  // Not completed even so: this worker must never run again (close() destroys it without
+  // progress); the callback, should the destruction run it, frees the Io.
+  s.inert = true;
   uio->released = true;
-  uio->cancels = &state_->cancels;
-  ++state_->cancels;
-  ucp_request_cancel(state_->worker, uio->impl);
+  uio->cancels = &s.cancels;
+  ++s.cancels;
 }
 
 bool UcxTransport::progress() {
-  if (state_->worker == nullptr) return false;
+  if (state_->worker == nullptr || state_->inert) return false;
   bool any = false;
   for (int i = 0; i < 64 && ucp_worker_progress(state_->worker) != 0; ++i) any = true;
   return any;
 }
 
 bool UcxTransport::arm() {
-  if (state_->worker == nullptr) return true;
+  if (state_->worker == nullptr || state_->inert) return true;
   // UCS_ERR_BUSY means events are already pending: do not sleep.
   return ucp_worker_arm(state_->worker) != UCS_ERR_BUSY;
 }
@@ -262,7 +313,7 @@ void UcxTransport::wake() {
 }
 
 bool UcxTransport::peer_failed(int peer) const {
-  return peer >= 0 && peer < size_ && state_->failed[static_cast<size_t>(peer)] != 0;
+  return peer >= 0 && peer < size_ && (state_->inert || state_->failed[static_cast<size_t>(peer)] != 0);
 }
 
 void UcxTransport::close(std::chrono::milliseconds timeout) {
@@ -270,9 +321,9 @@ void UcxTransport::close(std::chrono::milliseconds timeout) {
   if (s.closed) return;
   s.closed = true;
   const auto deadline = std::chrono::steady_clock::now() + timeout;
-  // Let cancelled requests complete (their callbacks free them) before the worker goes.
-  while (s.worker != nullptr && s.cancels > 0 && std::chrono::steady_clock::now() < deadline)
-    ucp_worker_progress(s.worker);
+  // An inert worker (a released request it could not complete) is not progressed again:
+  // its endpoints are closed by force and it is destroyed at once.
+  if (s.inert) std::fill(s.failed.begin(), s.failed.end(), 1);
   // Flush every live endpoint within half the time left. A peer that is alive but does
   // not answer (hung, or its link cut: over TCP its connection stays open and nothing is
   // acknowledged) never completes the flush; it is treated as dead from here on, so its
@@ -290,7 +341,7 @@ void UcxTransport::close(std::chrono::milliseconds timeout) {
     }
     flushes.emplace_back(p, req);
   }
-  while (!flushes.empty() && std::chrono::steady_clock::now() < flush_deadline) {
+  while (!s.inert && !flushes.empty() && std::chrono::steady_clock::now() < flush_deadline) {
     ucp_worker_progress(s.worker);
     for (size_t i = 0; i < flushes.size();) {
       const ucs_status_t st = ucp_request_check_status(flushes[i].second);
@@ -319,7 +370,7 @@ void UcxTransport::close(std::chrono::milliseconds timeout) {
     if (req != nullptr && !UCS_PTR_IS_ERR(req)) pending.push_back(req);
     s.eps[p] = nullptr;
   }
-  while (!pending.empty() && std::chrono::steady_clock::now() < deadline) {
+  while (!s.inert && !pending.empty() && std::chrono::steady_clock::now() < deadline) {
     ucp_worker_progress(s.worker);
     for (size_t i = 0; i < pending.size();) {
       if (ucp_request_check_status(pending[i]) != UCS_INPROGRESS) {

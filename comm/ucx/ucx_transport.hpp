@@ -4,6 +4,7 @@
 // worker's event fd so many ranks on few cores still progress.
 #pragma once
 
+#include <chrono>
 #include <memory>
 #include <string>
 #include <vector>
@@ -49,6 +50,17 @@ class UcxTransport final : public Transport {
 
  private:
   struct State;
+  // How long a released request in flight may take to finish before its peer's endpoint
+  // is closed by force (release(): in a world being torn down, so short), and how long
+  // that close may take.
+  static constexpr std::chrono::milliseconds kReleaseDrainTime{20};
+  static constexpr std::chrono::milliseconds kForceCloseTime{100};
+  // Progresses until `io` completes or `deadline`; true when it completed.
+  bool drain(const Io& io, std::chrono::steady_clock::time_point deadline);
+  // Closes the endpoint to `peer` by force (its requests complete with an error) and marks
+  // the peer failed for the rest of this world.
+  void force_close(int peer, std::chrono::steady_clock::time_point deadline);
+
   std::unique_ptr<State> state_;
   int rank_;
   int size_;
