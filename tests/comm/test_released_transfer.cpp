@@ -37,6 +37,18 @@ class ScopedEnv {
   std::optional<std::string> old_;
 };
 
+// Rank 0 and rank 1 of a world of two, in this process, over TCP loopback.
+struct TcpPair {
+  ScopedEnv tls{"UCX_TLS", "tcp"};
+  comm::UcxTransport a{0, 2, false, "lo"};
+  comm::UcxTransport b{1, 2, false, "lo"};
+  TcpPair() {
+    const std::vector<std::string> addresses{a.address(), b.address()};
+    a.connect(addresses);
+    b.connect(addresses);
+  }
+};
+
 size_t bytes_equal_to(const std::vector<uint8_t>& buffer, uint8_t value) {
   return static_cast<size_t>(std::count(buffer.begin(), buffer.end(), value));
 }
@@ -45,12 +57,9 @@ size_t bytes_equal_to(const std::vector<uint8_t>& buffer, uint8_t value) {
 
 TEST_CASE("ucx: a receive released in the middle of its rendezvous never writes its buffer again",
           "[comm][ucx][faults]") {
-  ScopedEnv tls("UCX_TLS", "tcp");
-  comm::UcxTransport sender(0, 2, false, "lo");
-  comm::UcxTransport receiver(1, 2, false, "lo");
-  const std::vector<std::string> addresses{sender.address(), receiver.address()};
-  sender.connect(addresses);
-  receiver.connect(addresses);
+  TcpPair pair;
+  comm::UcxTransport& sender = pair.a;
+  comm::UcxTransport& receiver = pair.b;
 
   constexpr size_t kBytes = size_t{64} << 20;  // far above the rendezvous threshold
   constexpr uint64_t kTag = 7;
@@ -90,12 +99,9 @@ TEST_CASE("ucx: a receive released in the middle of its rendezvous never writes 
 
 TEST_CASE("ucx: a receive released before anything matched it is cancelled and the peer stays usable",
           "[comm][ucx]") {
-  ScopedEnv tls("UCX_TLS", "tcp");
-  comm::UcxTransport a(0, 2, false, "lo");
-  comm::UcxTransport b(1, 2, false, "lo");
-  const std::vector<std::string> addresses{a.address(), b.address()};
-  a.connect(addresses);
-  b.connect(addresses);
+  TcpPair pair;
+  comm::UcxTransport& a = pair.a;
+  comm::UcxTransport& b = pair.b;
   std::vector<uint8_t> unused(1024, 0);
   comm::IoPtr never = b.recv(0, 1, unused.data(), unused.size());
   const auto released_at = std::chrono::steady_clock::now();
