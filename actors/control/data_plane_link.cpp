@@ -31,6 +31,12 @@ int32_t rank_in_plan(const epoch_started& epoch, int64_t node_id, int local_rank
   return -1;
 }
 
+int64_t node_of_rank(const epoch_started& epoch, int32_t rank) {
+  for (const auto& assignment : epoch.plan)
+    if (assignment.role == "worker" && assignment.rank == rank) return assignment.node_id;
+  return -1;
+}
+
 int32_t ranks_in_plan(const epoch_started& epoch) {
   int32_t ranks = 0;
   for (const auto& assignment : epoch.plan) ranks += assignment.role == "worker" ? 1 : 0;
@@ -124,13 +130,6 @@ std::unique_ptr<comm::Communicator> connect_nccl_plane(const std::string& unique
   check_data_plane_available(config);
   return nullptr;
 #endif
-}
-
-// The node that holds plan rank `rank` of `epoch` (-1: none).
-int64_t node_of_rank(const epoch_started& epoch, int32_t rank) {
-  for (const auto& assignment : epoch.plan)
-    if (assignment.role == "worker" && assignment.rank == rank) return assignment.node_id;
-  return -1;
 }
 
 // Connects the UCX plane of the first options.ranks ranks; with `nccl`, rank 0's payload

@@ -52,6 +52,9 @@ struct data_plane_unreachable : comm::CommError {
 // of them) in `epoch`'s plan; -1 if the plan has no such worker here.
 int32_t rank_in_plan(const epoch_started& epoch, int64_t node_id, int local_rank = 0);
 
+// The node that holds plan rank `rank` of `epoch` (-1: none).
+int64_t node_of_rank(const epoch_started& epoch, int32_t rank);
+
 // How many data-parallel ranks `epoch`'s plan has (every member's workers).
 int32_t ranks_in_plan(const epoch_started& epoch);
 

@@ -22,6 +22,7 @@
 #include "dist/run_layout.hpp"
 #include "runtime/metrics/event_log.hpp"
 #include "runtime/train/layout/survivor_layout.hpp"
+#include "runtime/train/sdc_audit.hpp"
 #include "runtime/train/state/memory_recovery.hpp"
 #include "runtime/train/state/stage_memory.hpp"
 
@@ -345,6 +346,33 @@ job_finished run_epochs(const worker_setup& setup, caf::actor_system& sys, Epoch
       events.emit("layout_left", util::JsonLine().add("epoch", epoch->epoch)
                                      .add("step", summary.steps_done)
                                      .add("reason", std::string("a node joined")));
+    } catch (const train::SdcDetected& detected) {
+      // The SDC audit found ranks computing wrong gradients; every rank threw before the
+      // update. Their nodes leave for good; the others redo the step without them, as
+      // after a node loss (the coordinator re-plans without the first one's node).
+      const bool this_rank =
+          std::find(detected.ranks.begin(), detected.ranks.end(), rank) != detected.ranks.end();
+      std::vector<int64_t> nodes;
+      std::string node_list;
+      for (int bad : detected.ranks) {
+        const int32_t planned = order.empty() ? bad : order[static_cast<size_t>(bad)];
+        nodes.push_back(node_of_rank(*epoch, planned));
+        node_list += (node_list.empty() ? "" : ",") + std::to_string(nodes.back());
+      }
+      util::JsonLine fields = train::sdc_audit_fields(detected, this_rank);
+      events.emit("sdc_detected", fields.add("nodes", node_list).add("epoch", epoch->epoch));
+      std::fprintf(stderr, "dseek-node: %s (node %s)\n", detected.what(), node_list.c_str());
+      if (this_rank) {
+        if (planes.host) planes.host->abort("this node was evicted by the SDC audit");
+        if (planes.device) planes.device->abort("this node was evicted by the SDC audit");
+        throw train::SdcEvicted(std::string(detected.what()) + ": this node leaves the job");
+      }
+      // The evicted node leaves (its departure re-plans the epoch, a moment after the
+      // slowest rank has its verdict too) and never comes back: no wait for a rejoin.
+      error = detected.what();
+      policy.after_epoch = epoch->epoch;
+      policy.after_coordinator = epoch->coordinator_id;
+      policy.evicted += static_cast<int64_t>(nodes.size());
     } catch (const data_plane_unreachable& failure) {
       // A peer this rank could not reach: the epoch failed; the coordinator re-plans it
       // (connect_retry.hpp), and the peers waiting in the connect are aborted by that.

@@ -12,7 +12,7 @@ double ms_since(WorldClock::time_point t) {
 bool WorldPolicy::accepts(const epoch_started& e) const {
   const bool later = e.coordinator_id != after_coordinator || e.epoch > after_epoch;
   if (!later || e.epoch == 0 || rank_in_plan(e, config.cluster.node_id) < 0) return false;
-  if (e.world_size >= config.cluster.nodes) return true;
+  if (e.world_size >= config.cluster.nodes - evicted) return true;
   if (first) return false;
   const double waited_s = ms_since(failed_at) / 1000.0;
   return waited_s >= config.elastic.rejoin_seconds && e.world_size >= config.elastic.min_nodes;

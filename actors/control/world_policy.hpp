@@ -2,7 +2,7 @@
 // first world must be whole; after a
 // failure, a later epoch of the whole world again (the lost node restarted and rejoined),
 // or, once elastic.rejoin_seconds passed, one of the survivors if they are at least
-// elastic.min_nodes.
+// elastic.min_nodes; a world short only of nodes the SDC audit evicted at once.
 #pragma once
 
 #include <chrono>
@@ -23,6 +23,9 @@ struct WorldPolicy {
   std::uint64_t after_epoch;       // the epoch that failed (later ones only)
   std::uint64_t after_coordinator; // ... of this coordinator (any epoch of a new one is later)
   WorldClock::time_point failed_at;
+  // Nodes the SDC audit evicted (epoch_loop.cpp): they never come back, so a world
+  // without them is whole and taken at once.
+  std::int64_t evicted = 0;
 
   bool accepts(const epoch_started& e) const;
   // Accept `e` or a later epoch (the one a worker restart announced: worker_group/worker_restart.hpp).

@@ -163,7 +163,9 @@ void FaultActions::fire(const config::FaultSpec& fault, const std::string& trigg
   } else if (fault.kind == config::FaultKind::slow) {
     slow_ms_ += fault.ms;
   } else if (fault.kind == config::FaultKind::corrupt_gradient) {
-    corrupt_next_ = true;
+    const bool local = fault.where == config::FaultWhere::local;
+    (local ? (fault.every_step ? corrupt_local_always_ : corrupt_local_next_)
+           : (fault.every_step ? corrupt_always_ : corrupt_next_)) = true;
   } else if (fault.kind == config::FaultKind::fail_connect) {
     fail_connect_next_ = true;
   }
@@ -174,14 +176,23 @@ void FaultActions::sleep_if_slow() {
     std::this_thread::sleep_for(std::chrono::milliseconds(ms));
 }
 
+namespace {
+// One flipped exponent bit: the kind of error ECC-less memory or a faulty unit makes.
+void flip_a_bit(float* grads, size_t count) {
+  uint32_t bits;
+  std::memcpy(&bits, &grads[count / 2], sizeof bits);
+  bits ^= 1u << 27;
+  std::memcpy(&grads[count / 2], &bits, sizeof bits);
+}
+}  // namespace
+
 void FaultActions::corrupt_if_due(float* grads, size_t count) {
-  if (count > 0 && corrupt_next_.exchange(false)) {
-    // One flipped exponent bit: the kind of error ECC-less memory or a faulty unit makes.
-    uint32_t bits;
-    std::memcpy(&bits, &grads[count / 2], sizeof bits);
-    bits ^= 1u << 27;
-    std::memcpy(&grads[count / 2], &bits, sizeof bits);
-  }
+  if (count > 0 && (corrupt_always_.load() || corrupt_next_.exchange(false))) flip_a_bit(grads, count);
+}
+
+void FaultActions::corrupt_local_if_due(float* grads, size_t count) {
+  if (count > 0 && (corrupt_local_always_.load() || corrupt_local_next_.exchange(false)))
+    flip_a_bit(grads, count);
 }
 
 }  // namespace dseek::actors

@@ -42,6 +42,9 @@ struct job_finished {
   // The worker's supervisor shut it down (orderly), which the node's main loop did not
   // ask for when it reports this: the node supervisor is giving up (run_node.cpp).
   bool shut_down_by_supervisor = false;
+  // The SDC audit found this node computing wrong gradients (train::SdcEvicted): it
+  // leaves the job for good (exit_code::evicted).
+  bool evicted = false;
 };
 
 // One line for the node's events.jsonl: the event name and its fields as a JSON

@@ -252,6 +252,7 @@ int run_node(const config::JobConfig& job_config, const node_options& options) {
 
   std::string failure;
   bool permanent = false;  // a failure no restart can cure (failure_kind.hpp)
+  bool evicted = false;    // the SDC audit found this node wrong: it leaves for good
   bool finished = false;
   bool signalled = false;
   // Every worker group (one per local rank) reports its training's end; the node is done
@@ -267,6 +268,7 @@ int run_node(const config::JobConfig& job_config, const node_options& options) {
           finished = ++finished_groups == local_ranks || !result.ok;
           if (!result.ok) failure = result.error;
           permanent = permanent || (!result.ok && result.permanent);
+          evicted = evicted || (!result.ok && result.evicted);
           // The job's stop vote can end this node's training before this loop polls the
           // node's own signal (the launcher signals every node at once).
           if (options.stop != nullptr && options.stop->load()) signalled = true;
@@ -326,6 +328,7 @@ int run_node(const config::JobConfig& job_config, const node_options& options) {
     return exit_code::permanent;
   }
   if (failure.empty()) return exit_code::ok;
+  if (evicted) return exit_code::evicted;
   return permanent ? exit_code::permanent : exit_code::failed;
 }
 

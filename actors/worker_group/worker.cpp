@@ -27,6 +27,7 @@
 #include "gpu/backend_for_device.hpp"
 #include "runtime/metrics/event_log.hpp"
 #include "runtime/train/run_training.hpp"
+#include "runtime/train/sdc_audit.hpp"
 
 namespace dseek::actors {
 
@@ -119,6 +120,10 @@ void start_training(caf::stateful_actor<worker_state>* self) {
       result.ok = false;
       result.error = error.what();
       result.group_broken = true;
+    } catch (const train::SdcEvicted& error) {
+      result.ok = false;
+      result.error = error.what();
+      result.evicted = true;
     } catch (const pipeline_stage_lost& error) {
       // As a lost gradient_shard: the group restarts.
       result.ok = false;
@@ -225,6 +230,10 @@ train::RunOptions node_run_options(const worker_setup& setup, caf::actor_system&
   options.events = setup.events.get();
   options.before_step = setup.before_step;
   options.after_reduction = setup.in_step;
+  if (auto actions = setup.fault_actions)
+    options.before_reduction = [actions](int64_t, float* grads, size_t count) {
+      actions->corrupt_local_if_due(grads, count);
+    };
   // kill and hang with during = "reduction", in every layout's data group.
   auto plan = setup.faults;
   auto actions = setup.fault_actions;

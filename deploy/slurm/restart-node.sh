@@ -50,6 +50,10 @@ while true; do
     echo "restart-node: task $task: dseek-node exited with status $status (a permanent error); not restarting" >&2
     exit "$status"
   fi
+  if [ "$status" -eq 4 ]; then
+    echo "restart-node: task $task: dseek-node was evicted by the SDC audit (status 4); not restarting" >&2
+    exit "$status"
+  fi
   if [ "$restarts" -ge "$max" ]; then
     echo "restart-node: task $task: dseek-node exited with status $status; gave up after $max restart(s)" >&2
     exit "$status"

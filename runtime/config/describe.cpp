@@ -47,7 +47,8 @@ constexpr std::string_view kFaultKinds =
     "- `crash_actor`: the actor named `actor` fails.\n"
     "- `drop_messages`: a `fraction` of the node's messages is lost.\n"
     "- `slow`: every step of the node takes `ms` milliseconds longer.\n"
-    "- `corrupt_gradient`: the node's gradient is corrupted at the step.\n"
+    "- `corrupt_gradient`: the node's gradient is corrupted at the step (`where`: the reduced "
+    "one or the node's own; `every_step`: at every step from then on).\n"
     "- `fail_checkpoint_write`: writing the checkpoint fails.\n"
     "- `fail_connect`: the node's next data-plane connect (the next epoch it trains in) "
     "fails as if a peer were unreachable.\n";

@@ -26,6 +26,9 @@ enum class FaultKind {
   fail_connect, unset
 };
 enum class FaultDuring { step, reduction };
+// corrupt_gradient: the reduced gradient (caught by the replica check) or the node's own
+// before any reduction (caught by the SDC audit, runtime/train/sdc_audit.hpp).
+enum class FaultWhere { reduced, local };
 
 // names[i] is the name of the enumerator with value i.
 template <class E>
@@ -67,6 +70,10 @@ struct EnumNames<FaultKind> {
 template <>
 struct EnumNames<FaultDuring> {
   static constexpr std::array<std::string_view, 2> names{"step", "reduction"};
+};
+template <>
+struct EnumNames<FaultWhere> {
+  static constexpr std::array<std::string_view, 2> names{"reduced", "local"};
 };
 
 template <class E>

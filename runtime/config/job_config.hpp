@@ -49,6 +49,7 @@ struct TrainConfig {
   int64_t stop_after_steps = 0;     // end the run after this step with a checkpoint; 0 = off
   double stop_after_minutes = 0;    // end the run after this long with a checkpoint; 0 = off
   int64_t replica_check_every = 1;  // steps between checksum comparisons of the replicas
+  int64_t sdc_audit_every = 100;    // steps between audits of the replicas' own gradients; 0 = off
 };
 
 struct DataConfig {
@@ -147,6 +148,8 @@ struct FaultSpec {
   int64_t ms = 0;              // slow: extra milliseconds per step
   std::string actor;           // crash_actor: the actor's name
   FaultDuring during = FaultDuring::step;  // kill/hang: at the step boundary, or reduction
+  FaultWhere where = FaultWhere::reduced;  // corrupt_gradient: which gradient
+  bool every_step = false;                 // corrupt_gradient: from `step` on, at every step
 };
 
 struct JobConfig {

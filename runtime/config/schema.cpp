@@ -219,6 +219,13 @@ const std::vector<Key<JobConfig>>& job_keys() {
           "reduced gradients under ZeRO 0, and of the parameters); a replica that disagrees "
           "with the majority (with two, with rank 0) is reported (sdc_detected) and leaves "
           "the job; 0 = off"),
+      job<&J::train, &Tr::sdc_audit_every>(
+          "train.sdc_audit_every", at_least(0),
+          "with three or more data-parallel replicas: steps between audits of their own "
+          "gradients (silent data corruption before the reduction, which the replica check "
+          "cannot see): each replica recomputes another's slice of the step and compares "
+          "checksums; a replica two auditors find wrong is reported (sdc_detected) and "
+          "evicted; each audit costs one extra forward and backward; 0 = off"),
 
       job<&J::data, &Da::dir>("data.dir", any(),
                               "directory of token shards written by `dseek data prepare`"),
@@ -433,6 +440,14 @@ const std::vector<Key<FaultSpec>>& fault_keys() {
       fault<&Fa::during>("faults.during", names(),
                          "kill and hang at a step: at its start, or once its first gradient "
                          "bucket is on the wire (the peers are mid-collective)"),
+      fault<&Fa::where>("faults.where", names(),
+                        "corrupt_gradient: the reduced gradient (\"reduced\": every replica's "
+                        "differs from the others', the replica check finds it) or this "
+                        "node's own before the reduction (\"local\": it poisons every "
+                        "replica's sum alike, as a faulty GPU does; the SDC audit finds it)"),
+      fault<&Fa::every_step>("faults.every_step", any(),
+                             "corrupt_gradient: at `step` and every step after (a node that "
+                             "is always wrong) instead of once"),
   };
   return keys;
 }

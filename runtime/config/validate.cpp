@@ -219,6 +219,10 @@ void validate(const JobConfig& config) {
         ((fault.kind != config::FaultKind::kill && fault.kind != config::FaultKind::hang) || fault.step < 0)) {
       fail(config, name + ".during = \"reduction\" applies to kill and hang at a step");
     }
+    if ((fault.where != config::FaultWhere::reduced || fault.every_step) &&
+        fault.kind != config::FaultKind::corrupt_gradient) {
+      fail(config, name + ".where and .every_step apply to corrupt_gradient");
+    }
     if (fault.kind == config::FaultKind::crash_actor && fault.actor.empty()) {
       fail(config, name + ".actor: crash_actor needs the name of the actor to crash");
     }

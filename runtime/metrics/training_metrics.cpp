@@ -121,7 +121,7 @@ std::vector<MetricSample> TrainingMetrics::snapshot() const {
        "Steps whose update the loss scaler skipped (non-finite gradients).",
        static_cast<double>(c.skipped_steps)},
       {"dseek_sdc_detections_total", MetricType::counter,
-       "Silent data corruptions this node's replica checks detected.",
+       "Silent data corruptions this node's replica checks or SDC audits detected.",
        static_cast<double>(c.sdc_detections)},
   };
   auto gauge = [&samples](std::string_view name, std::string_view help,

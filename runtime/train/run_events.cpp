@@ -77,6 +77,8 @@ util::JsonLine step_event_fields(int64_t step_number, const StepReport& r) {
   if (r.offload_overlap) fields.add("offload_wait_ms", r.offload_wait_ms);
   if (!r.precision.empty()) fields.add("precision", r.precision);
   if (r.loss_scale > 0) fields.add("loss_scale", r.loss_scale).add("skipped", r.skipped);
+  if (r.sdc_audit_ms > 0) fields.add("sdc_audit_ms", r.sdc_audit_ms);
+  if (!r.sdc_cleared_auditors.empty()) fields.add("sdc_cleared_auditors", r.sdc_cleared_auditors);
   return fields;
 }
 

@@ -56,6 +56,9 @@ struct RunOptions {
   // Run inside every step on its final (reduced) gradients before the update (fault
   // injection: corrupt_gradient).
   std::function<void(int64_t step, float* grads, size_t count)> after_reduction;
+  // Run on this rank's own gradients before any reduction (fault injection:
+  // corrupt_gradient with where = "local").
+  std::function<void(int64_t step, float* grads, size_t count)> before_reduction;
   // With a data group: called once a step's first gradient bucket is on the wire (fault
   // injection during the reduction: a kill or hang while the peers are mid-collective).
   // Every layout's reducer calls it (dist/reducer_settings.hpp, after_first_bucket).

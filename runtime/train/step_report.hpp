@@ -42,6 +42,11 @@ struct StepReport {
   // data.prefetch: the steps of batches the prefetcher had ready when the step asked for
   // its first batch (prefetch_queue.hpp); -1 where no prefetching source was asked.
   int64_t prefetch_queue_depth = -1;
+  // The SDC audit (sdc_audit.hpp) at this step: the time its recomputation and verdict
+  // took (0: not audited), and the first auditors whose accusation a second auditor did
+  // not confirm ("" for none: a wrong auditor clears itself).
+  double sdc_audit_ms = 0.0;
+  std::string sdc_cleared_auditors;
 };
 
 // Run on the step's final (with replicas: reduced) gradients before the update (fault

@@ -24,6 +24,7 @@
 #include <utility>
 #include <vector>
 
+#include "support/launched_job.hpp"
 #include "support/node_runs.hpp"
 #include "support/process.hpp"
 #include "support/test_paths.hpp"
@@ -57,51 +58,15 @@ bool contains(const std::string& text, const std::string& part) {
 
 double relative_difference(double a, double b) { return std::abs(a - b) / std::abs(b); }
 
-// A finished `dseek launch` job: its run directory (removed with it) and what the
-// launcher said.
-struct Job {
-  explicit Job(const std::string& tag) : dir(tag) {}
-  const fs::path& path() const { return dir.path(); }
-  ScratchDir dir;
-  ProcessResult launcher;
-};
+using Job = LaunchedJob;
 
 std::unique_ptr<Job> launch(const std::string& tag, int nodes,
                             const std::vector<std::string>& extra, int steps = kSteps) {
-  auto job = std::make_unique<Job>(tag);
-  job->launcher =
-      run_process(tiny_launch(job->path(), nodes, steps, kOneThread + extra), 120s, launch_env());
-  return job;
+  return launch_tiny_job(tag, nodes, steps, kOneThread + extra);
 }
 
-// Node `node`'s train_done event (REQUIREs exactly one).
-std::string train_done(const Job& job, int node) {
-  const auto done = node_events(job.path(), node, "train_done");
-  INFO("node " << node);
-  REQUIRE(done.size() == 1);
-  return done[0];
-}
-
-std::string params_of(const Job& job, int node) {
-  return string_field(train_done(job, node), "params_sha256");
-}
-
-// The launcher exited 0, each of `nodes` finished all the steps with the same
-// parameters, and no node process is left. Returns their params_sha256.
 std::string require_finished(const Job& job, const std::vector<int>& nodes, int total_nodes) {
-  INFO(job.launcher.output);
-  CHECK_FALSE(job.launcher.timed_out);
-  REQUIRE(job.launcher.exit_code == 0);
-  std::string sha;
-  for (int node : nodes) {
-    INFO("node " << node);
-    const auto done = train_done(job, node);
-    CHECK(number_field(done, "step") == kSteps);
-    if (sha.empty()) sha = string_field(done, "params_sha256");
-    CHECK(string_field(done, "params_sha256") == sha);
-  }
-  require_no_node_left(job.path(), total_nodes);
-  return sha;
+  return require_finished(job, nodes, total_nodes, kSteps);
 }
 
 std::vector<int> all_nodes(int nodes) {

@@ -195,6 +195,15 @@ std::string fault_of(const std::filesystem::path& run_dir, int node_id, const st
   return "";
 }
 
+std::string sdc_eviction_seen(const std::filesystem::path& run_dir, int node_id) {
+  const auto sdc = node_events(run_dir, node_id, "sdc_detected");
+  if (sdc.size() == 1) return sdc[0];
+  if (!sdc.empty()) return "";
+  for (const auto& line : node_events(run_dir, node_id, "training_interrupted"))
+    if (string_field(line, "error").find("SDC audit at step") != std::string::npos) return line;
+  return "";
+}
+
 bool node_process_alive(pid_t pid) {
   const std::filesystem::path proc = "/proc/" + std::to_string(pid);
   std::string command;

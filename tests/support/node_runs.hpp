@@ -70,6 +70,11 @@ std::string event_with(const std::filesystem::path& run_dir, int node_id, const 
                        const std::string& key, double value);
 // Node `node_id`'s first fault_injected event of kind `kind`; "" if none.
 std::string fault_of(const std::filesystem::path& run_dir, int node_id, const std::string& kind);
+// How node `node_id` learned that the SDC audit evicted a node: its one sdc_detected
+// event, or, on a rank whose data plane the re-plan aborted in the verdict's last
+// collective (the others already had it), the training_interrupted that names the audit;
+// "" if neither.
+std::string sdc_eviction_seen(const std::filesystem::path& run_dir, int node_id);
 // A running dseek-node with this pid (not a zombie, not a reused pid).
 bool node_process_alive(pid_t pid);
 // The pids of node `node_id`'s processes (one per incarnation: its node_started events).

@@ -102,7 +102,7 @@ TEST_CASE("prometheus text: the metrics of a set of events, exactly", "[metrics]
       "(non-finite gradients).\n"
       "# TYPE dseek_skipped_steps_total counter\n"
       "dseek_skipped_steps_total{node=\"1\",run=\"r\"} 0\n"
-      "# HELP dseek_sdc_detections_total Silent data corruptions this node's replica checks "
+      "# HELP dseek_sdc_detections_total Silent data corruptions this node's replica checks or SDC audits "
       "detected.\n"
       "# TYPE dseek_sdc_detections_total counter\n"
       "dseek_sdc_detections_total{node=\"1\",run=\"r\"} 0\n"

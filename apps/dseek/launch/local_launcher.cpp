@@ -211,7 +211,9 @@ void Launcher::on_exit(NodeSlot& slot, ExitStatus status) {
     say(node + " " + status.describe());
     return;
   }
-  if (!status.signaled && !exit_code::worth_a_restart(status.value)) {
+  // Evicted by the SDC audit: never restarted, and the job goes on without it (below).
+  const bool evicted = !status.signaled && status.value == exit_code::evicted;
+  if (!evicted && !status.signaled && !exit_code::worth_a_restart(status.value)) {
     say(node + " " + status.describe() + (status.value == exit_code::permanent
                                                ? " (a config, data, device or checkpoint error)"
                                                : " (a bad command line)") +
@@ -221,7 +223,10 @@ void Launcher::on_exit(NodeSlot& slot, ExitStatus status) {
     begin_stop(StopReason::permanent);
     return;
   }
-  if (slot.restarts < plan_.max_restarts) {
+  if (evicted) {
+    say(node + " " + status.describe() + " (the SDC audit found it computing wrong gradients): "
+        "not restarted");
+  } else if (slot.restarts < plan_.max_restarts) {
     ++slot.restarts;
     ++total_restarts_;
     say(node + " " + status.describe() + "; restarting (" + std::to_string(slot.restarts) + "/" +

@@ -95,7 +95,10 @@ PipelineRunSummary run_pipeline_stage(const config::JobConfig& config, const Run
                          options.backend, options.optimizer_shards};
   // Only a job that corrupts a gradient hands the hook the reduced gradients (on a device
   // it costs a copy each step); its `slow` sleep runs as each step starts (fixed_world_steps).
-  if (plans_fault(config, config::FaultKind::corrupt_gradient)) spec.after_reduction = options.after_reduction;
+  if (plans_fault(config, config::FaultKind::corrupt_gradient)) {
+    spec.after_reduction = options.after_reduction;
+    spec.before_reduction = options.before_reduction;
+  }
   // Every replica reports a disagreement; the one in the minority then throws
   // ReplicaMismatch out of the step and leaves the job.
   const int64_t stage_index = links.stage();
@@ -135,7 +138,8 @@ PipelineRunSummary run_pipeline_stage(const config::JobConfig& config, const Run
       .add("micro_batch_size", plan.micro_batch_size).add("steps", t.steps)
       .add("threads", t.threads).add("data", config.data.dir)
       .add("train_tokens", train_batches.dataset->dataset().num_tokens())
-      .add("host_memory", info.host_memory).add("offload_overlap", info.overlaps_update);
+      .add("host_memory", info.host_memory).add("offload_overlap", info.overlaps_update)
+      .add("sdc_audit_every", info.sdc_audit ? t.sdc_audit_every : int64_t{0});
   if (replicas != nullptr)
     started.add("dp_rank", info.replica).add("dp_size", info.replicas)
         .add("compression", config::name_of(config.comm.compression));

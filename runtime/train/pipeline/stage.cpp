@@ -15,6 +15,7 @@ LocalPipelineStage::LocalPipelineStage(const PipelineStageSpec& spec)
     : trainer_(spec.config, spec.batches, spec.links, spec.plan, spec.replicas, spec.tensor,
                spec.make_backend, spec.optimizer_shards) {
   trainer_.set_after_reduction(spec.after_reduction);
+  trainer_.set_before_reduction(spec.before_reduction);
   trainer_.set_on_disagreement(spec.on_disagreement);
   info_.stage = trainer_.stage();
   info_.replica = trainer_.replica();
@@ -34,6 +35,7 @@ LocalPipelineStage::LocalPipelineStage(const PipelineStageSpec& spec)
   info_.plan = trainer_.plan();
   info_.host_memory = trainer_.backend().host_memory()->kind();
   info_.overlaps_update = trainer_.overlaps_update();
+  info_.sdc_audit = trainer_.audits();
 }
 
 }  // namespace dseek::train

@@ -48,9 +48,10 @@ struct PipelineStageSpec {
   // Who runs each chunk's optimizer (RunOptions::optimizer_shards: in dseek-node the
   // worker group's gradient_shard actors); empty: LocalOptimizers.
   OptimizerShardsFactory optimizer_shards = {};
-  // The trainer's hooks (PipelineStageTrainer::set_after_reduction, set_on_disagreement);
-  // they run where the trainer runs.
+  // The trainer's hooks (PipelineStageTrainer::set_after_reduction, set_before_reduction,
+  // set_on_disagreement); they run where the trainer runs.
   GradientHook after_reduction = {};
+  GradientHook before_reduction = {};
   DisagreementHook on_disagreement = {};
 };
 
@@ -78,6 +79,7 @@ struct PipelineStageInfo {
   PipelinePlan plan;
   std::string host_memory;       // the backend's host memory (backend::HostMemory::kind)
   bool overlaps_update = false;  // PipelineStageTrainer::overlaps_update
+  bool sdc_audit = false;        // PipelineStageTrainer::audits
 };
 
 // One stage of the pipeline. Every call but the accessors is collective over the stages

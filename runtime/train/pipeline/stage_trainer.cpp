@@ -16,6 +16,7 @@
 #include "runtime/optim/loss_scaler_of.hpp"
 #include "runtime/train/pipeline/stage_chunk.hpp"
 #include "runtime/train/replica_check.hpp"
+#include "runtime/train/sdc_audit.hpp"
 #include "runtime/train/pipeline/timed_tensor_group.hpp"
 
 namespace dseek::train {
@@ -66,12 +67,15 @@ PipelineStageTrainer::PipelineStageTrainer(const config::JobConfig& config, Batc
                                 " do not make a replica's slice of " + std::to_string(slice.size) +
                                 " sequences");
   slice_first_ = slice.first;
+  batch_first_ = slice_first_;
   global_micro_batches_ = plan_.shape.micro_batches * replicas();
   inputs_.resize(static_cast<size_t>(B * shape.context));
   targets_.resize(inputs_.size());
   // With replicas, compression may give AdamW its second moment (optim/adamw_settings.hpp).
   const optim::AdamWSettings settings = optim::adamw_settings(config, replicas() > 1);
   checks_replicas_ = replicas() > 1 && t.replica_check_every > 0;
+  audits_ = replicas() >= kSdcAuditMinReplicas && t.sdc_audit_every > 0 &&
+            t.precision != config::Precision::fp8;
   const int64_t chunks = plan_.shape.chunks();
   for (int64_t c = 0; c < chunks; ++c) {
     // Slots: the most micro-batches of this chunk between forward and backward.
@@ -273,7 +277,7 @@ void PipelineStageTrainer::run_forward(int64_t step, const PipelineOp& op) {
   if (model.has_embedding() || model.has_head()) {
     const double data_start = now_us();
     batches_.fill(static_cast<uint64_t>(step), config_.train.batch_size,
-                  slice_first_ + op.micro_batch * B, B, T, inputs_.data(), targets_.data());
+                  batch_first_ + op.micro_batch * B, B, T, inputs_.data(), targets_.data());
     data_wait_ms_ += (now_us() - data_start) / 1000.0;
   }
   const double start = now_us();
@@ -308,10 +312,7 @@ void PipelineStageTrainer::run_backward(const PipelineOp& op) {
   // reducer at once (staged to the host first where the plane reads host memory).
   model::GradientsReady on_ready;
   if (overlaps_reduction_ && op.micro_batch == chunk.last_backward)
-    on_ready = [&chunk](model::ParamRange range) {
-      if (!chunk.reduces_backend_memory) chunk.grads_host->to_host(range);
-      chunk.reducer->gradients_ready(range);
-    };
+    on_ready = [this, &chunk](model::ParamRange range) { hand_over(chunk, range); };
   const double start = now_us();
   model.backward(dloss, on_ready);
   const double end = now_us();
@@ -330,27 +331,29 @@ PipelineStepReport PipelineStageTrainer::train_step(int64_t step) {
   loss_ = busy_ms_ = recv_wait_ms_ = data_wait_ms_ = 0.0;
   note_prefetch_queue_depth(-1);  // what a prefetching source says at this step's first batch
   if (timed_tensor_) timed_tensor_->take_spent_ms();
+  current_step_ = step;
+  // An SDC audit first recomputes another replica's slice (waiting for an overlapped
+  // update: it reads the parameters), then the step is trained as any other.
+  const bool audit = audits_ && sdc_audit_due(config_.train.sdc_audit_every, step);
+  uint64_t audit_hash = 0;
+  double audit_ms = 0.0;
+  if (audit) {
+    const auto audit_start = Clock::now();
+    const int64_t index = step / config_.train.sdc_audit_every;
+    audit_hash = recompute_hash(step, audit_target(replica(), replicas(), index));
+    audit_ms = std::chrono::duration<double, std::milli>(Clock::now() - audit_start).count();
+  }
+  hashing_ = audit;
+  handed_over_hash_ = 0;
+  before_reduction_pending_ = static_cast<bool>(before_reduction_);
   zero_grads_after_forward_ = chunks_.front()->update->pending();
   for (auto& chunk : chunks_) {
     if (!zero_grads_after_forward_) chunk->model->zero_grads();
     if (chunk->reducer) chunk->reducer->begin_step(step);
   }
-  // Every receive of the step, in each peer's sending order (pipeline/schedule.hpp).
-  for (int64_t peer = 0; peer < plan_.shape.stages; ++peer) {
-    if (peer == stage_) continue;
-    for (const auto& message : schedule_.message_order(peer, stage_)) {
-      auto& buffer = recv_buffers_.at(key_of(message));
-      pending_recvs_[key_of(message)] = links_.post_recv(buffer.data(), buffer.size(), peer);
-    }
-  }
   const size_t first_span = spans_.size();
   const double pipeline_start = now_us();
-  for (const PipelineOp& op : schedule_.ops(stage_)) {
-    if (op.type == OpType::forward) run_forward(step, op);
-    else run_backward(op);
-  }
-  for (PipelineLinks::Handle handle : pending_sends_) links_.wait(handle);
-  pending_sends_.clear();
+  run_schedule(step);
   // The pipeline has drained when every stage got here: the loss (the last stage's)
   // goes to every stage with it.
   std::array<double, 1> loss{loss_};
@@ -363,16 +366,7 @@ PipelineStepReport PipelineStageTrainer::train_step(int64_t step) {
   report.bubble = report.pipeline_ms > 0 ? 1.0 - report.busy_ms / report.pipeline_ms : 0.0;
 
   const auto update_start = Clock::now();
-  const int64_t P = plan_.shape.stages;
-  Chunk& first_chunk = *chunks_.front();
-  Chunk& last_chunk = *chunks_.back();
-  if (P > 1 && (stage_ == 0 || stage_ == P - 1)) {
-    Chunk& end = stage_ == 0 ? first_chunk : last_chunk;
-    const model::ParamRange wte = end.model->tied_wte();
-    end.grads_host->to_host(wte);
-    links_.sum_first_and_last(end.grads_host->host() + wte.offset, wte.count);
-    end.grads_host->to_backend(wte);
-  }
+  sum_tied_wte();
   double replica_ms = 0.0;
   float loss_scale = 1.0f;
   bool apply = true;
@@ -406,6 +400,14 @@ PipelineStepReport PipelineStageTrainer::train_step(int64_t step) {
       for (auto& chunk : chunks_) chunk->reducer->skip_step();
     }
     replica_ms = std::chrono::duration<double, std::milli>(Clock::now() - reduce_start).count();
+  }
+  // Before anything uses the sum: a rank found wrong makes every rank throw here.
+  hashing_ = false;
+  if (audit && apply) {
+    const auto verdict_start = Clock::now();
+    audit_verdict(step, handed_over_hash_, audit_hash, report.step);
+    audit_ms += std::chrono::duration<double, std::milli>(Clock::now() - verdict_start).count();
+    report.step.sdc_audit_ms = audit_ms;
   }
   // The other replicas' parts of the batch (with the norm's squares when the step is
   // applied), once no bucket is in flight on the plane.
@@ -531,10 +533,7 @@ void PipelineStageTrainer::reduce_over_replicas() {
   // (Without a pipeline backward has handed them over already: overlaps_reduction_.)
   for (auto& chunk : chunks_) {
     if (overlaps_reduction_) break;
-    for (const model::ParamRange& range : chunk->owned) {
-      if (!chunk->reduces_backend_memory) chunk->grads_host->to_host(range);
-      chunk->reducer->gradients_ready(range);
-    }
+    for (const model::ParamRange& range : chunk->owned) hand_over(*chunk, range);
   }
   for (auto& chunk : chunks_) {
     chunk->reducer->finish();
@@ -588,15 +587,59 @@ void PipelineStageTrainer::lend_moment_pieces() {
 
 double PipelineStageTrainer::sum_over_world(double value) {
   std::array<double, 1> votes{value};
-  links_.sum_over_stages(votes);
-  if (replicas_ != nullptr) replicas_->sum(votes);
+  sum_over_world(votes);
+  return votes[0];
+}
+
+void PipelineStageTrainer::sum_over_world(std::span<double> values) {
+  links_.sum_over_stages(values);
+  if (replicas_ != nullptr) replicas_->sum(values);
   if (tensor_ != nullptr) {
     // Small counts: exact in f32.
-    float group_votes = static_cast<float>(votes[0]);
-    tensor_->all_reduce_sum(&group_votes, 1);
-    votes[0] = static_cast<double>(group_votes);
+    std::vector<float> group(values.begin(), values.end());
+    tensor_->all_reduce_sum(group.data(), group.size());
+    for (size_t i = 0; i < values.size(); ++i) values[i] = static_cast<double>(group[i]);
   }
-  return votes[0];
+}
+
+void PipelineStageTrainer::run_schedule(int64_t step) {
+  // Every receive of the step, in each peer's sending order (pipeline/schedule.hpp).
+  for (int64_t peer = 0; peer < plan_.shape.stages; ++peer) {
+    if (peer == stage_) continue;
+    for (const auto& message : schedule_.message_order(peer, stage_)) {
+      auto& buffer = recv_buffers_.at(key_of(message));
+      pending_recvs_[key_of(message)] = links_.post_recv(buffer.data(), buffer.size(), peer);
+    }
+  }
+  for (const PipelineOp& op : schedule_.ops(stage_)) {
+    if (op.type == OpType::forward) run_forward(step, op);
+    else run_backward(op);
+  }
+  for (PipelineLinks::Handle handle : pending_sends_) links_.wait(handle);
+  pending_sends_.clear();
+}
+
+void PipelineStageTrainer::sum_tied_wte() {
+  const int64_t P = plan_.shape.stages;
+  if (P == 1 || (stage_ != 0 && stage_ != P - 1)) return;
+  Chunk& end = stage_ == 0 ? *chunks_.front() : *chunks_.back();
+  const model::ParamRange wte = end.model->tied_wte();
+  end.grads_host->to_host(wte);
+  links_.sum_first_and_last(end.grads_host->host() + wte.offset, wte.count);
+  end.grads_host->to_backend(wte);
+}
+
+void PipelineStageTrainer::hand_over(Chunk& chunk, model::ParamRange range) {
+  const bool corrupt = before_reduction_pending_ && !recomputing_;
+  if (!chunk.reduces_backend_memory || corrupt || hashing_) chunk.grads_host->to_host(range);
+  float* host = chunk.grads_host->host() + range.offset;
+  if (corrupt) {
+    before_reduction_pending_ = false;
+    before_reduction_(current_step_, host, range.count);
+    if (chunk.reduces_backend_memory) chunk.grads_host->to_backend(range);
+  }
+  if (hashing_) handed_over_hash_ = hash_ranges(host - range.offset, {range}, handed_over_hash_);
+  if (!recomputing_) chunk.reducer->gradients_ready(range);
 }
 
 double PipelineStageTrainer::evaluate(BatchSource& batches, int64_t eval_batches,

@@ -82,6 +82,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <span>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -135,12 +136,22 @@ class PipelineStageTrainer {
   // train.replica_check_every steps the data group compares checksums of the reduced
   // gradients (ZeRO 0) and of the updated parameters (replica_check.hpp): a replica off
   // the majority (with two: off replica 0) throws ReplicaMismatch after the hook below.
+  // At an SDC audit step a rank two auditors find wrong makes every rank throw
+  // SdcDetected before the update (sdc_audit.hpp).
   PipelineStepReport train_step(int64_t step);
   // Run on the step's reduced gradients before the update, with this rank's first owned
   // run of its first chunk (under ZeRO its first piece): fault injection
   // (corrupt_gradient); and told when a replica check names disagreeing replicas (on
   // every replica, before the one in the minority throws).
   void set_after_reduction(GradientHook hook) { after_reduction_ = std::move(hook); }
+  // Run once a step on this rank's own gradients before any reduction (the first range
+  // it hands to the data group's reduction): fault injection (corrupt_gradient with
+  // where = "local", a faulty device). Nothing calls it in an audit's recomputation.
+  void set_before_reduction(GradientHook hook) { before_reduction_ = std::move(hook); }
+  // Whether this trainer runs the SDC audit (sdc_audit.hpp) every train.sdc_audit_every
+  // steps: three or more replicas, and not under fp8 (its delayed scaling learns from
+  // every forward, so a recomputation would change the next steps' scales).
+  bool audits() const { return audits_; }
   void set_on_disagreement(DisagreementHook hook) { on_disagreement_ = std::move(hook); }
   // Mean loss over `eval_batches` batches of `batches` (forward only), on every stage
   // (each replica evaluates its slice; collective over the stages and the replicas).
@@ -238,6 +249,25 @@ class PipelineStageTrainer {
 
   void run_forward(int64_t step, const PipelineOp& op);
   void run_backward(const PipelineOp& op);
+  // The step's schedule: every receive posted, the ops run, the sends waited for.
+  void run_schedule(int64_t step);
+  // The first and the last stage sum the tied wte's gradient (P > 1).
+  void sum_tied_wte();
+  // A range of `chunk`'s gradients goes to its reducer (staged to the host where the
+  // plane reads host memory): the before-reduction hook runs on the step's first, the
+  // audit hashes each, and in an audit's recomputation it goes no further.
+  void hand_over(Chunk& chunk, model::ParamRange range);
+  // The SDC audit (pipeline/stage_audit.cpp). The hash of what this rank would hand to
+  // the reduction had it trained replica `target`'s slice of `step` (every stage and
+  // tensor rank of this replica recomputes together); the gradients, the loss and the
+  // timings of the step in progress are kept.
+  uint64_t recompute_hash(int64_t step, int target);
+  // After the reduction, before the update: the data group compares, the world agrees
+  // on accusations, second auditors confirm; throws SdcDetected for confirmed ranks.
+  void audit_verdict(int64_t step, uint64_t own_hash, uint64_t audit_hash, StepReport& report);
+  // The element-wise sum of small counts over the stages, the replicas and the tensor
+  // group (collective).
+  void sum_over_world(std::span<double> values);
   // Waits for the message an op of `chunk` needs and copies it to `dst`.
   void receive_into(const PipelineMessage& message, int64_t chunk, float* dst);
   void send_from(const PipelineMessage& message, const float* src);
@@ -303,7 +333,19 @@ class PipelineStageTrainer {
   double busy_ms_ = 0.0, recv_wait_ms_ = 0.0;
   std::vector<Span> spans_;
   GradientHook after_reduction_;
+  GradientHook before_reduction_;
   DisagreementHook on_disagreement_;
+  // The step in progress and where its batch starts (slice_first_, or an audited
+  // replica's slice in a recomputation).
+  int64_t current_step_ = 0;
+  int64_t batch_first_ = 0;
+  bool before_reduction_pending_ = false;  // the hook has not run in this step yet
+  // The SDC audit: whether it runs, whether this is a recomputation (nothing reaches the
+  // reducers), and the hash of what was handed over so far.
+  bool audits_ = false;
+  bool recomputing_ = false;
+  bool hashing_ = false;
+  uint64_t handed_over_hash_ = 0;
   // Without a pipeline: each chunk's ranges reach its reducer as its last backward of
   // the step finishes them (not under reduces_unscaled_, which decides first).
   bool overlaps_reduction_ = false;
