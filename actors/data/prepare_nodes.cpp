@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "actors/data/prepare_pipeline.hpp"
+#include "runtime/data/band_partition.hpp"
 #include "runtime/data/dataset_builder.hpp"
 #include "runtime/data/hash_partition.hpp"
 #include "runtime/data/piece_cache.hpp"
@@ -124,25 +125,43 @@ data::PrepareSummary prepare_on_nodes(const data::PrepareOptions& given, std::os
   }
 
   data::PrepareSummary summary;
-  uint64_t held = 0;
+  uint64_t held = 0, band_entries = 0;
+  std::vector<uint64_t> node_held(options.nodes, 0);
   std::vector<std::string> keys;
+  const data::CleanSettings& clean = options.clean;
   options.cache_dir = parts;  // the writer's entries are the parts
   try {
     write_parts(context, own, own_keys, parts, log);
-    for (const std::string& key : own_keys) data::write_unit_summary(parts, key);
+    for (const std::string& key : own_keys) {
+      data::write_unit_summary(parts, key);
+      if (clean.near_dedup) data::write_unit_signatures(parts, key, clean.minhash_permutations);
+    }
     data::write_node_marker(parts, options.node_id, "done",
                             data::done_marker_text(fingerprint, own_keys));
-    // Every node's parts are there: decide this node's partition of the hashes.
-    // (Without exact dedup only node 0 needs them: the others are done.)
-    if (options.clean.exact_dedup || options.node_id == 0) {
+    // Every node's parts are there: decide this node's partition of the hashes, then
+    // its LSH bands. (Without dedup only node 0 needs them: the others are done.)
+    if (clean.exact_dedup || clean.near_dedup || options.node_id == 0) {
       keys = data::wait_for_parts(options, units, own_keys, fingerprint, parts, log);
     }
-    if (options.clean.exact_dedup) {
+    const std::string digest = data::keys_digest(keys);
+    if (clean.exact_dedup) {
       held = data::decide_partition(parts, keys, units.file, options.node_id, options.nodes);
       data::write_node_marker(parts, options.node_id, "dedup",
-                              data::keys_digest(keys) + " " + std::to_string(held) + "\n");
+                              digest + " " + std::to_string(held) + "\n");
       log << "data prepare: node " << options.node_id << " of " << options.nodes
           << ": exact dedup of its hash partition held " << held << " document hashes\n";
+      // Node 0 needs every list; the bands need them too (exact copies are in no bucket).
+      if (clean.near_dedup || options.node_id == 0) {
+        node_held = data::wait_for_decisions(options, "dedup", digest, held, parts, log);
+      }
+    }
+    if (clean.near_dedup) {
+      band_entries = data::decide_bands(parts, keys, units.file, clean, options.node_id,
+                                        options.nodes);
+      data::write_node_marker(parts, options.node_id, "near",
+                              digest + " " + std::to_string(band_entries) + "\n");
+      log << "data prepare: node " << options.node_id << " of " << options.nodes
+          << ": near dedup of its LSH bands held " << band_entries << " bucket entries\n";
     }
   } catch (const std::exception& failure) {
     try {
@@ -155,6 +174,7 @@ data::PrepareSummary prepare_on_nodes(const data::PrepareOptions& given, std::os
   context->listing = full;
 
   summary.exact_hashes_held = held;
+  summary.node_band_entries_held = {band_entries};
   summary.byte_ranges = units.ranges;
   if (options.node_id != 0) {
     finish_summary(summary, *context, 0, start);
@@ -163,16 +183,17 @@ data::PrepareSummary prepare_on_nodes(const data::PrepareOptions& given, std::os
         << "; node 0 writes the data set\n";
     return summary;
   }
-  std::vector<uint64_t> node_held(options.nodes, 0);
-  if (options.clean.exact_dedup) {
-    node_held = data::wait_for_dedup(options, data::keys_digest(keys), held, parts, log);
+  std::vector<uint64_t> node_entries(options.nodes, 0);
+  if (clean.near_dedup) {
+    node_entries = data::wait_for_decisions(options, "near", data::keys_digest(keys),
+                                            band_entries, parts, log);
   }
   fs::remove(options.output / ".tokens.tmp", error);
   std::optional<data::DatasetBuilder> builder;
-  uint64_t signatures = 0;
+  data::NearMergeFigures near;
   try {
     builder.emplace(options, tokenizer, input);
-    signatures = data::merge_parts(options, units, keys, parts, *builder, log);
+    near = data::merge_parts(options, units, keys, parts, *builder, log);
     summary = builder->finish();
     builder.reset();  // removes the token file
   } catch (...) {
@@ -184,7 +205,11 @@ data::PrepareSummary prepare_on_nodes(const data::PrepareOptions& given, std::os
   finish_summary(summary, *context, 0, start);
   summary.exact_hashes_held = held;
   summary.node_hashes_held = node_held;
-  summary.near_signatures_held = signatures;
+  summary.near_signatures_held = near.signatures_held;
+  summary.node_band_entries_held = node_entries;
+  summary.near_signatures_read = near.signatures_read;
+  summary.near_candidates_peak = near.candidates_peak;
+  summary.near_kept_bits = near.kept_bits;
   summary.byte_ranges = units.ranges;
   data::write_prepare_report(options, summary, log);
   return summary;

@@ -118,6 +118,8 @@ data::PrepareSummary prepare_dataset(const data::PrepareOptions& given, std::ost
     summary.exact_hashes_held = context->dedup->index().hashes_held();
     summary.node_hashes_held = {summary.exact_hashes_held};
     summary.near_signatures_held = context->dedup->index().signatures_held();
+    summary.node_band_entries_held = {summary.near_signatures_held *
+                                      context->dedup->index().bands().bands};
     data::write_prepare_report(options, summary, log);
     return summary;
   } catch (...) {

@@ -38,8 +38,7 @@ DedupIndex::DedupIndex(const CleanSettings& settings)
       buckets_(bands_.bands) {}
 
 uint64_t DedupIndex::band_key(const std::vector<uint32_t>& signature, uint32_t band) const {
-  return XXH3_64bits_withSeed(signature.data() + band * bands_.rows, bands_.rows * sizeof(uint32_t),
-                              band);
+  return lsh_band_key(signature, bands_, band);
 }
 
 DropReason DedupIndex::check_and_insert(const PieceDocument& document) {

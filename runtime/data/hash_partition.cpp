@@ -187,6 +187,7 @@ void DuplicateLists::List::advance() {
 
 bool DuplicateLists::duplicate(const DocPosition& at, DocPosition& first) {
   for (List& list : lists_) {
+    while (list.has && list.at < at) list.advance();  // a place not asked
     if (!list.has || list.at != at) continue;
     first = list.first;
     list.advance();

@@ -47,7 +47,9 @@ uint64_t decide_partition(const std::filesystem::path& parts, const std::vector<
                           const std::vector<uint32_t>& unit_file, uint32_t partition,
                           uint32_t partitions);
 
-// The N lists read in step with the corpus: positions must be asked in corpus order.
+// The N lists read in step with the corpus: positions must be asked in corpus order
+// (one not asked is passed over: the band partition asks only for documents with a
+// signature).
 class DuplicateLists {
  public:
   DuplicateLists(const std::filesystem::path& parts, uint32_t partitions);

@@ -109,4 +109,9 @@ LshBands choose_lsh_bands(uint32_t permutations, double threshold) {
   return best;
 }
 
+uint64_t lsh_band_key(const std::vector<uint32_t>& signature, LshBands bands, uint32_t band) {
+  return XXH3_64bits_withSeed(signature.data() + band * bands.rows, bands.rows * sizeof(uint32_t),
+                              band);
+}
+
 }  // namespace dseek::data

@@ -37,4 +37,9 @@ struct LshBands {
 // probability mass around `threshold` (datasketch's choice, equal weights).
 LshBands choose_lsh_bands(uint32_t permutations, double threshold);
 
+// The bucket of `signature` in band `band`: XXH3 of the band's rows, seeded by the band.
+// Two signatures share the bucket when their keys are equal (one node and several
+// nodes use this one function, so they find the same candidates).
+uint64_t lsh_band_key(const std::vector<uint32_t>& signature, LshBands bands, uint32_t band);
+
 }  // namespace dseek::data

@@ -156,6 +156,11 @@ void write_prepare_report(const PrepareOptions& options, const PrepareSummary& s
     log << "; the merge none)";
   }
   log << " and " << s.near_signatures_held << " MinHash signatures";
+  if (s.node_band_entries_held.size() > 1) {
+    log << " (LSH bucket entries per node, each its bands:";
+    for (uint64_t held : s.node_band_entries_held) log << " " << held;
+    log << "; the merge read back " << s.near_signatures_read << " signatures)";
+  }
   if (s.byte_ranges > 0) log << "; " << s.byte_ranges << " byte ranges of files";
   log << "\n";
 
@@ -182,7 +187,13 @@ void write_prepare_report(const PrepareOptions& options, const PrepareSummary& s
        << ",\"node_hashes_held\":[";
   for (size_t i = 0; i < s.node_hashes_held.size(); ++i)
     json << (i > 0 ? "," : "") << s.node_hashes_held[i];
-  json << "],\"near_signatures_held\":" << s.near_signatures_held << "}"
+  json << "],\"near_signatures_held\":" << s.near_signatures_held
+       << ",\"node_band_entries_held\":[";
+  for (size_t i = 0; i < s.node_band_entries_held.size(); ++i)
+    json << (i > 0 ? "," : "") << s.node_band_entries_held[i];
+  json << "],\"near_signatures_read\":" << s.near_signatures_read
+       << ",\"near_candidates_peak\":" << s.near_candidates_peak
+       << ",\"near_kept_bits\":" << s.near_kept_bits << "}"
        << ",\"byte_ranges\":" << s.byte_ranges
        << ",\"seconds\":" << s.seconds << ",\"stages\":{";
   for (size_t i = 0; i < kPrepareStages; ++i) {

@@ -108,11 +108,19 @@ struct PrepareSummary {
   uint64_t cached_files = 0;      // files taken from the cache (--cache)
   // Exact dedup's memory: the document hashes this process held at most (one node: every
   // kept text's; on several nodes each node holds its partition's, node 0's merge none),
-  // and per node of the run (node 0's report: from every node's marker), and the MinHash
-  // signatures near dedup held (node 0 on several nodes: every kept text's).
+  // and per node of the run (node 0's report: from every node's marker). Near dedup's:
+  // the MinHash signatures held at most (one node: every kept text's; node 0 on several
+  // nodes: the one candidate read back at a time), the LSH bucket entries per node (one
+  // node: kept texts x bands; on several nodes each its bands' entries of every text
+  // with a signature), and on several nodes node 0's signatures read back, its longest
+  // candidate list of one document and its kept bits (one per document).
   uint64_t exact_hashes_held = 0;
   std::vector<uint64_t> node_hashes_held;
   uint64_t near_signatures_held = 0;
+  std::vector<uint64_t> node_band_entries_held;
+  uint64_t near_signatures_read = 0;
+  uint64_t near_candidates_peak = 0;
+  uint64_t near_kept_bits = 0;
   uint64_t byte_ranges = 0;       // work units that are byte ranges of a file (nodes)
   // Per stage (PrepareStage): documents through it, and its actors' time at work on
   // them (the sum over its workers, so up to workers x the run's time for a pool).

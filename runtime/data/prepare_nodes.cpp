@@ -3,6 +3,7 @@
 
 #include <xxhash.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -12,7 +13,8 @@
 #include <thread>
 #include <unordered_set>
 
-#include "runtime/data/dedup_index.hpp"
+#include "runtime/data/band_partition.hpp"
+#include "runtime/data/minhash.hpp"
 #include "runtime/data/hash_partition.hpp"
 #include "runtime/data/piece_cache.hpp"
 
@@ -127,7 +129,7 @@ void write_node_marker(const fs::path& parts, uint32_t node, const char* kind,
 
 void remove_node_markers(const fs::path& parts, uint32_t node) {
   std::error_code error;
-  for (const char* kind : {"done", "dedup", "failed", "started"})
+  for (const char* kind : {"done", "dedup", "near", "failed", "started"})
     fs::remove(marker_path(parts, node, kind), error);
 }
 
@@ -190,47 +192,63 @@ std::vector<std::string> wait_for_parts(const PrepareOptions& options, const Wor
   return keys;
 }
 
-std::vector<uint64_t> wait_for_dedup(const PrepareOptions& options, const std::string& digest,
-                                     uint64_t own_held, const fs::path& parts,
-                                     std::ostream& log) {
-  std::vector<uint64_t> held(options.nodes, 0);
-  held[options.node_id] = own_held;
+std::vector<uint64_t> wait_for_decisions(const PrepareOptions& options, const char* kind,
+                                         const std::string& digest, uint64_t own_count,
+                                         const fs::path& parts, std::ostream& log) {
+  const bool near = std::string(kind) == "near";
+  std::vector<uint64_t> counts(options.nodes, 0);
+  counts[options.node_id] = own_count;
   auto take = [&](uint32_t node, const std::string& text) {
     std::istringstream lines(text);
     std::string theirs;
     uint64_t count = 0;
     const bool read = static_cast<bool>(lines >> theirs >> count);
-    if (read && theirs != digest && !of_this_run(options, parts, node, "dedup")) return false;
+    if (read && theirs != digest && !of_this_run(options, parts, node, kind)) return false;
     if (!read || theirs != digest) {
-      throw DataError(node_name(node, options.nodes) + " decided its hash partition over "
-                      "other parts (" + theirs + ", this node's " + digest + "): rerun it");
+      throw DataError(node_name(node, options.nodes) + " decided its " +
+                      (near ? "LSH bands" : "hash partition") + " over other parts (" + theirs +
+                      ", this node's " + digest + "): rerun it");
     }
-    held[node] = count;
+    counts[node] = count;
     return true;
   };
-  auto missing = [](uint32_t node) {
-    return "decided its hash partition (exact dedup of the hashes that are " +
-           std::to_string(node) + " modulo the nodes)";
+  auto missing = [near](uint32_t node) {
+    const std::string n = std::to_string(node);
+    return near ? "decided its LSH bands (near dedup's candidates in the bands that are " + n +
+                      " modulo the nodes)"
+                : "decided its hash partition (exact dedup of the hashes that are " + n +
+                      " modulo the nodes)";
   };
-  wait_for_markers(options, parts, "dedup", take, missing, log);
-  return held;
+  wait_for_markers(options, parts, kind, take, missing, log);
+  return counts;
 }
 
-uint64_t merge_parts(const PrepareOptions& options, const WorkUnits& units,
-                     const std::vector<std::string>& keys, const fs::path& parts,
-                     DatasetBuilder& builder, std::ostream& log) {
-  CleanSettings near_only = options.clean;
-  near_only.exact_dedup = false;  // the nodes decided it: no hash is held here
-  DedupIndex near(near_only);
+NearMergeFigures merge_parts(const PrepareOptions& options, const WorkUnits& units,
+                             const std::vector<std::string>& keys, const fs::path& parts,
+                             DatasetBuilder& builder, std::ostream& log) {
+  const CleanSettings& clean = options.clean;
   std::optional<DuplicateLists> duplicates;
-  if (options.clean.exact_dedup) duplicates.emplace(parts, options.nodes);
-  // The later copies of a near duplicate are near duplicates too (on one node, the
-  // first copy is not remembered, the next ones meet the same earlier document).
-  std::unordered_set<uint64_t> near_dropped;
-  auto packed = [](const DocPosition& at) {
-    if (at.ordinal >= (uint64_t{1} << 32)) throw DataError("more than 2^32 documents in a part");
-    return at.unit << 32 | at.ordinal;
+  if (clean.exact_dedup) duplicates.emplace(parts, options.nodes);
+  // Near dedup: the nodes' candidate lists in step, the signatures read back.
+  std::optional<NearCandidateLists> near_lists;
+  std::optional<PartSignatures> signatures;
+  if (clean.near_dedup) {
+    near_lists.emplace(parts, options.nodes);
+    signatures.emplace(parts, keys, clean.minhash_permutations);
+  }
+  // One bit per document read so far: kept. A later exact copy of a document near dedup
+  // dropped is a near duplicate too (on one node, the dropped copy is not remembered, the
+  // later ones meet the same earlier document).
+  std::vector<std::vector<bool>> kept(keys.size());
+  auto was_kept = [&](const DocPosition& at) {
+    if (at.unit >= kept.size() || at.ordinal >= kept[at.unit].size()) {
+      throw DataError("a duplicate list names a document not read before it: rerun the nodes");
+    }
+    return static_cast<bool>(kept[at.unit][at.ordinal]);
   };
+  NearMergeFigures figures;
+  std::vector<uint64_t> candidates;
+  std::vector<uint32_t> candidate_signature;
   const std::vector<uint32_t>& unit_file = units.file;
   for (size_t begin = 0; begin < keys.size();) {
     size_t end = begin;
@@ -254,21 +272,36 @@ uint64_t merge_parts(const PrepareOptions& options, const WorkUnits& units,
         if (piece.last) piece.outcome = outcome;
         for (PieceDocument& document : piece.documents) {
           const DocPosition at{u, ordinal++};
+          kept[u].push_back(false);
           // Passed clean (hashed): kept, or without tokens (tokenize, after dedup on
           // one node, drops those; dedup saw them as kept).
           if (dropped || (document.hash_low | document.hash_high) == 0) continue;
           DropReason verdict = DropReason::kept;
           DocPosition first;
           if (duplicates && duplicates->duplicate(at, first)) {
-            verdict = near_dropped.contains(packed(first)) ? DropReason::near_duplicate
-                                                           : DropReason::exact_duplicate;
-          } else {
-            verdict = near.check_and_insert(document);
-            if (verdict == DropReason::near_duplicate && duplicates) {
-              near_dropped.insert(packed(at));
+            verdict = was_kept(first) ? DropReason::exact_duplicate : DropReason::near_duplicate;
+          } else if (near_lists && !document.signature.empty()) {
+            // As one node: near when a kept earlier document sharing a bucket is close.
+            near_lists->candidates(at, candidates);
+            figures.candidates_peak =
+                std::max<uint64_t>(figures.candidates_peak, candidates.size());
+            for (uint64_t candidate : candidates) {
+              const DocPosition earlier = unpacked_position(candidate);
+              if (!(earlier < at) || !was_kept(earlier)) continue;
+              signatures->read(earlier, candidate_signature);
+              figures.signatures_held = 1;  // one read back at a time
+              if (estimated_jaccard(document.signature, candidate_signature) >=
+                  clean.near_threshold) {
+                verdict = DropReason::near_duplicate;
+                break;
+              }
             }
           }
-          if (verdict != DropReason::kept) document.drop = verdict;
+          if (verdict == DropReason::kept) {
+            kept[u].back() = true;
+          } else {
+            document.drop = verdict;
+          }
           document.signature = {};
         }
         for (const std::string& problem : piece.problems) log << "data prepare: " << problem << "\n";
@@ -277,7 +310,9 @@ uint64_t merge_parts(const PrepareOptions& options, const WorkUnits& units,
     }
     begin = end;
   }
-  return near.signatures_held();
+  if (signatures) figures.signatures_read = signatures->reads();
+  for (const std::vector<bool>& bits : kept) figures.kept_bits += bits.size();
+  return figures;
 }
 
 }  // namespace dseek::data

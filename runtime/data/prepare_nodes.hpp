@@ -6,15 +6,18 @@
 // each unit's pieces, before dedup, as one part OUTPUT/.parts/<key>.piece (the cache's
 // entry format, written as .tmp and renamed when the unit is done; the key is the
 // file's bytes, the range and the settings, so a rerun skips every part already there)
-// and its summary <key>.hashes (hash_partition.hpp). Then it leaves a marker:
+// its summary <key>.hashes (hash_partition.hpp) and, with near dedup, its signatures
+// <key>.minhash (band_partition.hpp). Then it leaves a marker:
 // node-<id>.done with the run's fingerprint and its parts' keys, or node-<id>.failed
 // with its error. Every node waits for every done marker (wait_for_parts), then decides
 // exact dedup for its partition of the hashes (dups-<id>.list, marker node-<id>.dedup
-// with the number of hashes it held). Node 0 waits for every dedup marker
-// (wait_for_dedup), then merge_parts runs near dedup and the writer over all parts in
-// corpus order, reading the duplicate lists in step: duplicates across nodes are
-// caught, and the shards and the index are the bytes a one-node run writes, for any
-// number of nodes and workers.
+// with the number of hashes it held). With near dedup every node then waits for every
+// dedup marker, lists the candidates of its LSH bands (band_partition.hpp: near-<id>.list,
+// marker node-<id>.near with its band entries). Node 0 waits for the last markers
+// (wait_for_decisions), then merge_parts decides both dedups and runs the writer over all
+// parts in corpus order, reading the lists in step: duplicates across nodes are caught,
+// and the shards and the index are the bytes a one-node run writes, for any number of
+// nodes and workers.
 #pragma once
 
 #include <cstdint>
@@ -33,7 +36,7 @@ namespace dseek::data {
 std::filesystem::path parts_dir(const std::filesystem::path& output);
 
 // A node's marker: kind "done" (text: the fingerprint and keys), "dedup" (its partition
-// decided), "failed" (text: the error) or "started" (written first: a failed marker
+// decided), "near" (its LSH bands listed), "failed" (text: the error) or "started" (written first: a failed marker
 // older than it is a previous run's).
 void write_node_marker(const std::filesystem::path& parts, uint32_t node, const char* kind,
                        const std::string& text);
@@ -56,17 +59,26 @@ std::vector<std::string> wait_for_parts(const PrepareOptions& options, const Wor
                                         const std::string& fingerprint,
                                         const std::filesystem::path& parts, std::ostream& log);
 
-// Node 0: until every other node's dedup marker is there, for these parts (the digest);
-// the hashes each node held (this node's `own_held` first). Throws as wait_for_parts.
-std::vector<uint64_t> wait_for_dedup(const PrepareOptions& options, const std::string& digest,
-                                     uint64_t own_held, const std::filesystem::path& parts,
-                                     std::ostream& log);
+// Until every other node's `kind` marker is there ("dedup": its hash partition decided;
+// "near": its LSH bands), for these parts (the digest); the count each node's marker
+// holds (hashes, band entries; this node's `own_count` first). Throws as wait_for_parts.
+std::vector<uint64_t> wait_for_decisions(const PrepareOptions& options, const char* kind,
+                                         const std::string& digest, uint64_t own_count,
+                                         const std::filesystem::path& parts, std::ostream& log);
 
-// Near dedup and write over every part in corpus order, into `builder`, exact dedup
-// from the nodes' duplicate lists (when on); a file's byte ranges are one file to the
-// writer. The number of MinHash signatures held.
-uint64_t merge_parts(const PrepareOptions& options, const WorkUnits& units,
-                     const std::vector<std::string>& keys, const std::filesystem::path& parts,
-                     DatasetBuilder& builder, std::ostream& log);
+// What near dedup held in node 0's merge: the most signatures at once (the candidate
+// read back: 1 or 0), those read back in all, the longest candidate list of a document,
+// and the kept bits (one per document).
+struct NearMergeFigures {
+  uint64_t signatures_held = 0, signatures_read = 0, candidates_peak = 0, kept_bits = 0;
+};
+
+// Dedup and write over every part in corpus order, into `builder`: exact dedup from the
+// nodes' duplicate lists, near dedup from their candidate lists (band_partition.hpp),
+// each when on; a file's byte ranges are one file to the writer.
+NearMergeFigures merge_parts(const PrepareOptions& options, const WorkUnits& units,
+                             const std::vector<std::string>& keys,
+                             const std::filesystem::path& parts, DatasetBuilder& builder,
+                             std::ostream& log);
 
 }  // namespace dseek::data

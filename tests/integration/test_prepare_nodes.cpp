@@ -2,7 +2,10 @@
 // output folder: for 1, 2 and 3 nodes on 1 and 2 workers the data set (every shard and
 // the index) is byte for byte the one-node run's, on a corpus whose exact and near
 // duplicates lie in files of different nodes (so they are caught only if dedup sees
-// every node's documents), also when a writer crashes on each node. A node killed with
+// every node's documents; the near copy of f2's document is in f3, on another node for
+// 2 and 3 nodes, so its LSH bands and its candidate's signature come from other nodes),
+// also when a writer crashes on each node. Node 0 holds at most one MinHash signature
+// at a time, each node only its LSH bands' bucket entries. A node killed with
 // kill -9 makes the others fail naming it after their --node-wait; the rerun reuses the
 // finished parts and writes the same data set. A node run with other settings or one
 // that failed is named too; --nodes without --node-id is refused. `dseek launch --nodes 3
@@ -101,6 +104,11 @@ TEST_CASE("dseek data prepare on 1, 2 and 3 nodes writes the one-node data set b
   const auto expected = data_set(dir / "one");
   REQUIRE(expected.count("index.capnp") == 1);
   REQUIRE(expected.size() >= 4);  // the index and several shards
+  const uint64_t one_signatures = report_numbers(report, "near_signatures_held")[0];
+  const uint64_t one_entries = report_numbers(report, "node_band_entries_held")[0];
+  REQUIRE(one_signatures > 0);
+  REQUIRE(one_entries % one_signatures == 0);
+  const uint64_t bands = one_entries / one_signatures;
   for (int nodes : {1, 2, 3}) {
     for (int workers : {1, 2}) {
       const std::string name = "n" + std::to_string(nodes) + "w" + std::to_string(workers);
@@ -112,7 +120,23 @@ TEST_CASE("dseek data prepare on 1, 2 and 3 nodes writes the one-node data set b
       REQUIRE(first.exit_code == 0);
       CHECK(data_set(dir / name) == expected);
       CHECK_FALSE(std::filesystem::exists(dir / name / ".parts"));
-      if (nodes > 1) CHECK_THAT(first.output, Catch::Contains("files are this node's"));
+      if (nodes == 1) continue;
+      CHECK_THAT(first.output, Catch::Contains("files are this node's"));
+      // Near dedup by LSH band: node 0 held one signature at a time (read back), not
+      // every kept text's as one node does (the bound: at most 1, against 40 or more);
+      // the nodes' bucket entries add up to every text with a signature that is not an
+      // exact copy (one node's kept texts and the 2 near copies) in every band.
+      const std::string nodes_report = read_file(dir / name / "report.json");
+      CHECK(report_numbers(nodes_report, "near_signatures_held")[0] <= 1);
+      CHECK(one_signatures >= 40);
+      const auto entries = report_numbers(nodes_report, "node_band_entries_held");
+      REQUIRE(entries.size() == static_cast<size_t>(nodes));
+      uint64_t total = 0;
+      for (uint64_t held : entries) {
+        CHECK(held > 0);
+        total += held;
+      }
+      CHECK(total == (one_signatures + 2) * bands);
     }
   }
   auto verify = run_process({bin("dseek"), "data", "verify", (dir / "n3w2").string()}, 30s);

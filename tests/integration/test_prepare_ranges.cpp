@@ -6,16 +6,23 @@
 // exactly at the end: the copies are dropped once, for the same reasons as on one node,
 // by exact dedup partitioned by hash over the nodes. Each node holds only its partition
 // of the hashes (report.json's dedup_memory.node_hashes_held add up to the distinct
-// texts). Exact dedup alone and no dedup split the same way; a NUL in one range makes
-// the whole file binary, as on one node; a gzip file is not split.
+// texts), and near dedup is partitioned by LSH band: each node holds its bands' bucket
+// entries, node 0 one bit per document and one signature read back at a time (not every
+// kept text's). Exact dedup alone and no dedup split the same way; a NUL in one range makes
+// the whole file binary, as on one node; a gzip file is not split. A node killed (kill
+// -9) in the middle of its byte range and rerun gives the same data set.
 #include <catch2/catch.hpp>
 
+#include <signal.h>
+
 #include <filesystem>
+#include <thread>
 #include <numeric>
 #include <regex>
 #include <string>
 #include <vector>
 
+#include "actors/spawned_process.hpp"
 #include "support/data_test_files.hpp"
 #include "support/node_runs.hpp"
 #include "support/prepare_node_runs.hpp"
@@ -71,17 +78,7 @@ std::vector<std::string> prepare_args(const std::filesystem::path& in,
 
 // report.json's dedup_memory.node_hashes_held.
 std::vector<uint64_t> hashes_held(const std::string& report) {
-  std::smatch match;
-  REQUIRE(std::regex_search(report, match, std::regex("\"node_hashes_held\":\\[([0-9,]*)\\]")));
-  std::vector<uint64_t> held;
-  const std::string list = match[1];
-  for (size_t at = 0; at < list.size();) {
-    size_t end = list.find(',', at);
-    if (end == std::string::npos) end = list.size();
-    held.push_back(std::stoull(list.substr(at, end - at)));
-    at = end + 1;
-  }
-  return held;
+  return report_numbers(report, "node_hashes_held");
 }
 
 // DIR/in prepared on one node (DIR/one) and on `nodes` nodes (DIR/nodes), one worker
@@ -117,6 +114,13 @@ TEST_CASE("one large text or JSON Lines file split by byte ranges over 1, 2 and 
     const std::vector<uint64_t> one_held = hashes_held(one_report);
     REQUIRE(one_held.size() == 1);
     CHECK(one_held[0] == 90);  // every kept text's hash
+    // Near dedup on one node: every kept text's signature, in every band's buckets.
+    CHECK(report_numbers(one_report, "near_signatures_held")[0] == 90);
+    const std::vector<uint64_t> one_entries = report_numbers(one_report, "node_band_entries_held");
+    REQUIRE(one_entries.size() == 1);
+    REQUIRE(one_entries[0] % 90 == 0);
+    const uint64_t bands = one_entries[0] / 90;
+    REQUIRE(bands > 1);
     const auto expected = data_set(dir / "one");
     REQUIRE(expected.count("index.capnp") == 1);
     for (int nodes : {1, 2, 3}) {
@@ -149,6 +153,20 @@ TEST_CASE("one large text or JSON Lines file split by byte ranges over 1, 2 and 
           CHECK(h < 91 * 3 / 4);
         }
         CHECK_THAT(first.output, Catch::Contains("the merge none"));
+        // Near dedup partitioned by LSH band: node 0 holds at most one signature at a
+        // time (the candidate read back), not the 90 of one node (the bound: <= 1, i.e.
+        // 1/90 of one node's); each node holds only its bands' bucket entries, of every
+        // text with a signature that is not an exact copy (91: the near copy too).
+        CHECK(report_numbers(report, "near_signatures_held")[0] <= 1);
+        CHECK(report_numbers(report, "near_signatures_read")[0] >= 1);  // the near copy's
+        const std::vector<uint64_t> entries = report_numbers(report, "node_band_entries_held");
+        REQUIRE(entries.size() == static_cast<size_t>(nodes));
+        CHECK(std::accumulate(entries.begin(), entries.end(), uint64_t{0}) == 91 * bands);
+        for (size_t p = 0; p < entries.size(); ++p) {
+          const uint64_t owned = (bands - p + static_cast<uint64_t>(nodes) - 1) / nodes;
+          CHECK(entries[p] == 91 * owned);  // bands b with b modulo N == p
+        }
+        CHECK(report_numbers(report, "near_kept_bits")[0] == 93);  // one per document
       }
     }
   }
@@ -200,4 +218,59 @@ TEST_CASE("a compressed file is not split by byte ranges between the nodes",
   const ProcessResult first = same_on_nodes(dir.path(), "gz", 2);
   CHECK_THAT(first.output, Catch::Contains("node 0 of 2: 1 files are this node's"));
   CHECK_THAT(first.output, !Catch::Contains("byte ranges"));
+}
+
+TEST_CASE("a node killed in the middle of its byte range and rerun gives the one-node data set",
+          "[data][pipeline][cli][prepare-nodes][ranges]") {
+  ScratchDir dir("prepare-ranges-kill");
+  make_input(dir / "in", "jsonl");
+  auto one = run_process(prepare_args(dir / "in", dir / "one", 1, "jsonl"), 60s);
+  INFO(one.output);
+  REQUIRE(one.exit_code == 0);
+  const auto args = prepare_args(dir / "in", dir / "out", 1, "jsonl");
+  const std::filesystem::path parts = dir / "out/.parts";
+  auto files_ending = [&](const std::string& tail) {
+    std::vector<std::filesystem::path> found;
+    std::error_code error;
+    for (const auto& entry : std::filesystem::directory_iterator(parts, error)) {
+      const std::string name = entry.path().filename().string();
+      if (name.size() > tail.size() && name.ends_with(tail) && !name.starts_with("node-"))
+        found.push_back(entry.path());
+    }
+    return found;
+  };
+  // Node 0 writes its range (the first half of big.jsonl) and waits; node 1 writes its
+  // range slowly (0.4 s a piece, ~11 pieces) and is killed once its part has pieces in it
+  // but is not finished.
+  auto node0 = dseek::test::SpawnedProcess::start(node_args(args, 2, 0),
+                                                  (dir / "node-0.log").string());
+  auto slow = node_args(args, 2, 1);
+  slow.insert(slow.end(), {"--slow-writer-ms", "400"});
+  auto node1 = dseek::test::SpawnedProcess::start(slow, (dir / "node-1.log").string());
+  bool in_the_middle = false;
+  for (int tries = 0; tries < 600 && !in_the_middle; ++tries) {  // 30 s at most
+    std::this_thread::sleep_for(50ms);
+    if (!std::filesystem::exists(parts / "node-0.done")) continue;  // node 0's part first
+    const auto writing = files_ending(".tmp");
+    std::error_code error;
+    in_the_middle = writing.size() == 1 && std::filesystem::file_size(writing[0], error) > 4000 &&
+                    files_ending(".piece").size() == 1;
+  }
+  REQUIRE(in_the_middle);
+  node1.signal(SIGKILL);
+  CHECK(node1.wait_for(10s) == 128 + SIGKILL);
+  CHECK(files_ending(".piece").size() == 1);  // node 1's range unfinished
+  CHECK_FALSE(std::filesystem::exists(parts / "node-1.done"));
+  CHECK_FALSE(node0.wait_for(0ms).has_value());  // node 0 still waits for node 1
+
+  // The rerun of node 1 redoes its range; node 0, still waiting, writes the data set.
+  auto again = run_process(node_args(args, 2, 1), 60s);
+  INFO(again.output);
+  CHECK(again.exit_code == 0);
+  CHECK_THAT(again.output, Catch::Contains("1 files and byte ranges of files (1 ranges) are "
+                                           "this node's, 0 of them finished before"));
+  CHECK(node0.wait_for(60s) == 0);
+  INFO(read_file(dir / "node-0.log"));
+  CHECK(data_set(dir / "out") == data_set(dir / "one"));
+  CHECK_FALSE(std::filesystem::exists(parts));
 }

@@ -1,6 +1,7 @@
 // What the tests of `dseek data prepare --nodes N` share: a node's command line, N
 // nodes run at once on this host (nodes 1..N-1 in the background, node 0 in the
-// foreground, every wait bounded), and a data set's files to compare byte for byte.
+// foreground, every wait bounded), a data set's files to compare byte for byte, and
+// report.json's numbers.
 #pragma once
 
 #include <catch2/catch.hpp>
@@ -8,6 +9,7 @@
 #include <chrono>
 #include <filesystem>
 #include <map>
+#include <regex>
 #include <string>
 #include <vector>
 
@@ -31,6 +33,23 @@ inline std::map<std::string, std::string> data_set(const std::filesystem::path& 
     if (name != "report.json") files[name] = read_file(entry.path());
   }
   return files;
+}
+
+// report.json's `"key":N` or `"key":[N,...]`, as numbers (a list's in order).
+inline std::vector<uint64_t> report_numbers(const std::string& report, const std::string& key) {
+  std::smatch match;
+  const std::regex pattern("\"" + key + "\":(\\[[0-9,]*\\]|[0-9]+)");
+  REQUIRE(std::regex_search(report, match, pattern));
+  std::string list = match[1];
+  if (list.front() == '[') list = list.substr(1, list.size() - 2);
+  std::vector<uint64_t> numbers;
+  for (size_t at = 0; at < list.size();) {
+    size_t end = list.find(',', at);
+    if (end == std::string::npos) end = list.size();
+    numbers.push_back(std::stoull(list.substr(at, end - at)));
+    at = end + 1;
+  }
+  return numbers;
 }
 
 // Nodes 1..N-1 in the background (their logs in `logs`), node 0 in the foreground:
