@@ -276,9 +276,10 @@ TEST_CASE("a slow writer holds the readers back: pieces in flight stay within th
   CHECK(s.peak_pieces == 6);  // ... reached, since the writer is the slow stage
   CHECK(s.peak_bytes <= 6 * s.largest_piece_bytes);  // ... of at most the largest piece
   CHECK(s.peak_bytes * 10 < s.read_bytes * 4);  // far from the corpus (tokens: 4 bytes each)
-  // The stage queues: the pieces pile up before the slow writer, at most the window less
-  // the one being written; nothing waits for decode (it reads only with a free credit),
-  // and no queue is longer than the window.
+  // The stage queues: the pieces pile up before the slow writer, at most the window (all
+  // of it when the writer, between two pieces, has returned one's credit and not yet
+  // taken the next: seen on a loaded machine); nothing waits for decode (it reads only
+  // with a free credit), and no queue is longer than the window.
   const auto waiting = [&s](data::PrepareStage stage) {
     return s.stage_peak_waiting[static_cast<size_t>(stage)];
   };
@@ -287,9 +288,9 @@ TEST_CASE("a slow writer holds the readers back: pieces in flight stay within th
                               << waiting(data::PrepareStage::tokenize) << ", write "
                               << waiting(data::PrepareStage::write));
   CHECK(waiting(data::PrepareStage::write) >= 3);
-  CHECK(waiting(data::PrepareStage::write) <= 5);
+  CHECK(waiting(data::PrepareStage::write) <= 6);
   CHECK(waiting(data::PrepareStage::decode) == 0);
-  for (size_t stage = 0; stage < data::kPrepareStages; ++stage) CHECK(s.stage_peak_waiting[stage] < 6);
+  for (size_t stage = 0; stage < data::kPrepareStages; ++stage) CHECK(s.stage_peak_waiting[stage] <= 6);
   CHECK_THAT(run.log, Catch::Contains("at most " +
                                       std::to_string(waiting(data::PrepareStage::write)) +
                                       " pieces waiting"));
