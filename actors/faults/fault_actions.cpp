@@ -163,9 +163,8 @@ void FaultActions::fire(const config::FaultSpec& fault, const std::string& trigg
   } else if (fault.kind == config::FaultKind::slow) {
     slow_ms_ += fault.ms;
   } else if (fault.kind == config::FaultKind::corrupt_gradient) {
-    const bool local = fault.where == config::FaultWhere::local;
-    (local ? (fault.every_step ? corrupt_local_always_ : corrupt_local_next_)
-           : (fault.every_step ? corrupt_always_ : corrupt_next_)) = true;
+    Corruption& corruption = corrupt_[static_cast<size_t>(fault.where)];
+    (fault.every_step ? corruption.always : corruption.next) = true;
   } else if (fault.kind == config::FaultKind::fail_connect) {
     fail_connect_next_ = true;
   }
@@ -186,13 +185,9 @@ void flip_a_bit(float* grads, size_t count) {
 }
 }  // namespace
 
-void FaultActions::corrupt_if_due(float* grads, size_t count) {
-  if (count > 0 && (corrupt_always_.load() || corrupt_next_.exchange(false))) flip_a_bit(grads, count);
-}
-
-void FaultActions::corrupt_local_if_due(float* grads, size_t count) {
-  if (count > 0 && (corrupt_local_always_.load() || corrupt_local_next_.exchange(false)))
-    flip_a_bit(grads, count);
+void FaultActions::corrupt_if_due(config::FaultWhere where, float* grads, size_t count) {
+  Corruption& corruption = corrupt_[static_cast<size_t>(where)];
+  if (count > 0 && (corruption.always.load() || corruption.next.exchange(false))) flip_a_bit(grads, count);
 }
 
 }  // namespace dseek::actors

@@ -9,7 +9,9 @@
 //                  update (as a bad memory or a bad kernel would): the replica checks
 //                  catch it; with where = "local" the node's own gradient before the
 //                  reduction (a faulty GPU: every replica's sum is poisoned alike, the
-//                  SDC audit finds it); every_step = true: at every step from then on
+//                  SDC audit finds it); where = "audit": only its recomputations for
+//                  the audit (a wrong auditor); every_step = true: at every step from
+//                  then on
 //   fail_connect   the node's next data-plane connect (its next epoch) fails after the
 //                  rendezvous, as if a peer were unreachable (control/data_plane_link.hpp)
 // Each writes a `fault_injected` event to the node's log first, synchronously, so the
@@ -47,12 +49,11 @@ class FaultActions {
   void fire(const config::FaultSpec& fault, const std::string& trigger);
   // The extra milliseconds every step sleeps (slow faults so far).
   int64_t slow_ms() const { return slow_ms_.load(); }
-  // As each step starts: the slow sleep. Inside a step, on the reduced gradients: a
-  // pending corruption of `grads` (kept pending while `count` is 0).
+  // As each step starts: the slow sleep. Inside a step, on the gradients `where` names
+  // (the reduced ones, this rank's own before the reduction, an audit's recomputation):
+  // a pending corruption of `grads` (kept pending while `count` is 0).
   void sleep_if_slow();
-  void corrupt_if_due(float* grads, size_t count);
-  // Before the reduction, on this rank's own gradients: a pending where = "local" one.
-  void corrupt_local_if_due(float* grads, size_t count);
+  void corrupt_if_due(config::FaultWhere where, float* grads, size_t count);
   // Whether a fired fail_connect is pending: true once, for the next connect.
   bool take_connect_failure() { return fail_connect_next_.exchange(false); }
   // Shared with the node agent (node_agent_config::drop_heartbeats).
@@ -62,9 +63,11 @@ class FaultActions {
   caf::actor_system& sys_;
   std::shared_ptr<metrics::EventLog> events_;
   std::atomic<int64_t> slow_ms_{0};
-  // corrupt_gradient, where = "reduced" and "local": once (next) or at every step.
-  std::atomic<bool> corrupt_next_{false}, corrupt_always_{false};
-  std::atomic<bool> corrupt_local_next_{false}, corrupt_local_always_{false};
+  // corrupt_gradient by FaultWhere: once (next) or at every step.
+  struct Corruption {
+    std::atomic<bool> next{false}, always{false};
+  };
+  Corruption corrupt_[3];
   std::atomic<bool> fail_connect_next_{false};
   std::shared_ptr<std::atomic<double>> drop_heartbeats_ = std::make_shared<std::atomic<double>>(0.0);
 };

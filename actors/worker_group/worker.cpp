@@ -102,7 +102,7 @@ void start_training(caf::stateful_actor<worker_state>* self) {
   setup.before_step = step_boundary(sys, setup);
   auto actions = setup.fault_actions;
   setup.in_step = [actions](int64_t, float* grads, size_t count) {
-    actions->corrupt_if_due(grads, count);
+    actions->corrupt_if_due(config::FaultWhere::reduced, grads, count);
   };
   training->thread = std::thread([setup, starts, &sys, training, me] {
     job_finished result;
@@ -230,10 +230,14 @@ train::RunOptions node_run_options(const worker_setup& setup, caf::actor_system&
   options.events = setup.events.get();
   options.before_step = setup.before_step;
   options.after_reduction = setup.in_step;
-  if (auto actions = setup.fault_actions)
+  if (auto actions = setup.fault_actions) {
     options.before_reduction = [actions](int64_t, float* grads, size_t count) {
-      actions->corrupt_local_if_due(grads, count);
+      actions->corrupt_if_due(config::FaultWhere::local, grads, count);
     };
+    options.in_recomputation = [actions](int64_t, float* grads, size_t count) {
+      actions->corrupt_if_due(config::FaultWhere::audit, grads, count);
+    };
+  }
   // kill and hang with during = "reduction", in every layout's data group.
   auto plan = setup.faults;
   auto actions = setup.fault_actions;

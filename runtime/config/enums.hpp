@@ -26,9 +26,10 @@ enum class FaultKind {
   fail_connect, unset
 };
 enum class FaultDuring { step, reduction };
-// corrupt_gradient: the reduced gradient (caught by the replica check) or the node's own
-// before any reduction (caught by the SDC audit, runtime/train/sdc_audit.hpp).
-enum class FaultWhere { reduced, local };
+// corrupt_gradient: the reduced gradient (caught by the replica check), the node's own
+// before any reduction (caught by the SDC audit, runtime/train/sdc_audit.hpp), or only
+// its recomputations for the audit (an auditor that is wrong: cleared by a second one).
+enum class FaultWhere { reduced, local, audit };
 
 // names[i] is the name of the enumerator with value i.
 template <class E>
@@ -73,7 +74,7 @@ struct EnumNames<FaultDuring> {
 };
 template <>
 struct EnumNames<FaultWhere> {
-  static constexpr std::array<std::string_view, 2> names{"reduced", "local"};
+  static constexpr std::array<std::string_view, 3> names{"reduced", "local", "audit"};
 };
 
 template <class E>

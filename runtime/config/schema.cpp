@@ -444,7 +444,9 @@ const std::vector<Key<FaultSpec>>& fault_keys() {
                         "corrupt_gradient: the reduced gradient (\"reduced\": every replica's "
                         "differs from the others', the replica check finds it) or this "
                         "node's own before the reduction (\"local\": it poisons every "
-                        "replica's sum alike, as a faulty GPU does; the SDC audit finds it)"),
+                        "replica's sum alike, as a faulty GPU does; the SDC audit finds it) "
+                        "or only this node's recomputations for the SDC audit (\"audit\": a "
+                        "wrong auditor, which a second auditor clears)"),
       fault<&Fa::every_step>("faults.every_step", any(),
                              "corrupt_gradient: at `step` and every step after (a node that "
                              "is always wrong) instead of once"),

@@ -59,6 +59,9 @@ struct RunOptions {
   // Run on this rank's own gradients before any reduction (fault injection:
   // corrupt_gradient with where = "local").
   std::function<void(int64_t step, float* grads, size_t count)> before_reduction;
+  // Run on the first range of each SDC audit recomputation (fault injection:
+  // corrupt_gradient with where = "audit").
+  std::function<void(int64_t step, float* grads, size_t count)> in_recomputation;
   // With a data group: called once a step's first gradient bucket is on the wire (fault
   // injection during the reduction: a kill or hang while the peers are mid-collective).
   // Every layout's reducer calls it (dist/reducer_settings.hpp, after_first_bucket).

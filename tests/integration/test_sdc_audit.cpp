@@ -5,8 +5,9 @@
 // alike and the replica check (which compares the sums) sees nothing. With the audit the
 // node is named within one audit period, evicted for good (exit 4, never restarted),
 // and the other two redo the step without it, exactly as after losing that node at that
-// step; without the audit the job ends "fine" on a poisoned model. And over 1000
-// audited steps no correct node is accused and the audits change no bit.
+// step; without the audit the job ends "fine" on a poisoned model. An auditor that
+// recomputes wrong (where = "audit") is cleared by a second auditor and changes no bit.
+// And over 1000 audited steps no correct node is accused and the audits change no bit.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -93,6 +94,34 @@ TEST_CASE("sdc audit: without it, a node's wrong local gradients reach every rep
   const std::string poisoned = require_finished(*job, {0, 1, 2}, 3, kSteps);
   CHECK(poisoned != require_finished(*clean, {0, 1, 2}, 3, kSteps));
   for (int node : {0, 1, 2}) CHECK(node_events(job->path(), node, "sdc_detected").empty());
+}
+
+TEST_CASE("sdc audit: an auditor that recomputes wrong is cleared by a second auditor, and "
+          "training goes on unchanged",
+          "[sdc][faults]") {
+  // Node 1's recomputations for the audit are wrong (its own gradients are right): at
+  // each audit it accuses its target, whose second auditor recomputes the slice in the
+  // middle of its own step (its reduced gradients put aside and back) and clears it.
+  const auto job = launch_tiny_job(
+      "sdc-wrong-auditor", 3, kSteps,
+      kSettings + faults(R"({kind = "corrupt_gradient", node = 1, step = 0, where = "audit", every_step = true})"));
+  const auto clean = launch_tiny_job("sdc-wrong-auditor-reference", 3, kSteps, kSettings);
+  const std::string sha = require_finished(*job, {0, 1, 2}, 3, kSteps);
+  CHECK(sha == require_finished(*clean, {0, 1, 2}, 3, kSteps));
+  const auto started = node_events(job->path(), 1, "worker_started");
+  REQUIRE_FALSE(started.empty());
+  const std::string auditor = std::to_string(static_cast<int>(number_field(started[0], "rank")));
+  for (int node : {0, 1, 2}) {
+    INFO("node " << node);
+    CHECK(node_events(job->path(), node, "sdc_detected").empty());
+    int audits = 0;
+    for (const auto& step : node_events(job->path(), node, "step")) {
+      if (!contains(step, "\"sdc_audit_ms\"")) continue;
+      ++audits;
+      CHECK(string_field(step, "sdc_cleared_auditors") == auditor);
+    }
+    CHECK(audits == kSteps / 10);  // steps 1, 11 and 21
+  }
 }
 
 TEST_CASE("sdc audit: over 1000 audited steps no correct node is accused, and the audits "

@@ -98,6 +98,7 @@ PipelineRunSummary run_pipeline_stage(const config::JobConfig& config, const Run
   if (plans_fault(config, config::FaultKind::corrupt_gradient)) {
     spec.after_reduction = options.after_reduction;
     spec.before_reduction = options.before_reduction;
+    spec.in_recomputation = options.in_recomputation;
   }
   // Every replica reports a disagreement; the one in the minority then throws
   // ReplicaMismatch out of the step and leaves the job.

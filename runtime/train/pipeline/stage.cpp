@@ -16,6 +16,7 @@ LocalPipelineStage::LocalPipelineStage(const PipelineStageSpec& spec)
                spec.make_backend, spec.optimizer_shards) {
   trainer_.set_after_reduction(spec.after_reduction);
   trainer_.set_before_reduction(spec.before_reduction);
+  trainer_.set_in_recomputation(spec.in_recomputation);
   trainer_.set_on_disagreement(spec.on_disagreement);
   info_.stage = trainer_.stage();
   info_.replica = trainer_.replica();

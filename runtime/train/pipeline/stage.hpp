@@ -49,9 +49,10 @@ struct PipelineStageSpec {
   // worker group's gradient_shard actors); empty: LocalOptimizers.
   OptimizerShardsFactory optimizer_shards = {};
   // The trainer's hooks (PipelineStageTrainer::set_after_reduction, set_before_reduction,
-  // set_on_disagreement); they run where the trainer runs.
+  // set_in_recomputation, set_on_disagreement); they run where the trainer runs.
   GradientHook after_reduction = {};
   GradientHook before_reduction = {};
+  GradientHook in_recomputation = {};
   DisagreementHook on_disagreement = {};
 };
 

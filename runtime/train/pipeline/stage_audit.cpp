@@ -12,16 +12,18 @@
 
 namespace dseek::train {
 
-uint64_t PipelineStageTrainer::recompute_hash(int64_t step, int target) {
-  // The parameters of the step (an overlapped update done), and what the step in
-  // progress has computed so far put aside: a second auditor recomputes after its own
-  // reduction, whose sums the update still needs.
+uint64_t PipelineStageTrainer::recompute_hash(int64_t step, int target, bool keep_gradients) {
+  // The parameters of the step (an overlapped update done), and, for a second auditor
+  // (it recomputes after its own reduction, whose sums the update still needs), the
+  // gradients put aside; at the step's start they are the last step's, of no more use.
   finish_update();
-  std::vector<std::vector<float>> kept(chunks_.size());
+  std::vector<std::vector<float>> kept(keep_gradients ? chunks_.size() : 0);
   for (size_t c = 0; c < chunks_.size(); ++c) {
     PipelineChunk& model = *chunks_[c]->model;
-    kept[c].resize(model.buffer_floats());
-    backend_->copy_to_host(kept[c].data(), model.grads(), kept[c].size() * sizeof(float));
+    if (keep_gradients) {
+      kept[c].resize(model.buffer_floats());
+      backend_->copy_to_host(kept[c].data(), model.grads(), kept[c].size() * sizeof(float));
+    }
     model.zero_grads();
   }
   const double loss = loss_, busy_ms = busy_ms_, recv_wait_ms = recv_wait_ms_, data_wait_ms = data_wait_ms_;
@@ -32,6 +34,7 @@ uint64_t PipelineStageTrainer::recompute_hash(int64_t step, int target) {
 
   batch_first_ = replica_slice(config_.train.batch_size, replicas(), target).first;
   recomputing_ = hashing_ = true;
+  in_recomputation_pending_ = static_cast<bool>(in_recomputation_);
   handed_over_hash_ = 0;
   run_schedule(step);
   sum_tied_wte();
@@ -50,7 +53,7 @@ uint64_t PipelineStageTrainer::recompute_hash(int64_t step, int target) {
   busy_ms_ = busy_ms;
   recv_wait_ms_ = recv_wait_ms;
   data_wait_ms_ = data_wait_ms;
-  for (size_t c = 0; c < chunks_.size(); ++c) {
+  for (size_t c = 0; c < kept.size(); ++c) {
     PipelineChunk& model = *chunks_[c]->model;
     backend_->copy_from_host(model.grads(), kept[c].data(), kept[c].size() * sizeof(float));
     // The host staging of a plane that reads host memory holds the reduced sums again.
@@ -89,7 +92,7 @@ void PipelineStageTrainer::audit_verdict(int64_t step, uint64_t own_hash, uint64
     for (int s = 0; s < P * T; ++s) accused_anywhere = accused_anywhere || accused[static_cast<size_t>(x * P * T + s)] > 0;
     if (!accused_anywhere) continue;
     const int second = second_auditor(x, D, index);
-    const uint64_t recomputed = replica() == second ? recompute_hash(step, x) : 0;
+    const uint64_t recomputed = replica() == second ? recompute_hash(step, x, true) : 0;
     const auto seconds = gather_over_replicas(*replicas_, std::span<const uint64_t>(&recomputed, 1));
     if (replica() == 0 && accused[static_cast<size_t>(world_rank(x))] > 0 &&
         seconds[static_cast<size_t>(second)][0] != hashes[static_cast<size_t>(x)][0])

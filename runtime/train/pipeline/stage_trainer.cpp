@@ -340,7 +340,7 @@ PipelineStepReport PipelineStageTrainer::train_step(int64_t step) {
   if (audit) {
     const auto audit_start = Clock::now();
     const int64_t index = step / config_.train.sdc_audit_every;
-    audit_hash = recompute_hash(step, audit_target(replica(), replicas(), index));
+    audit_hash = recompute_hash(step, audit_target(replica(), replicas(), index), false);
     audit_ms = std::chrono::duration<double, std::milli>(Clock::now() - audit_start).count();
   }
   hashing_ = audit;
@@ -630,12 +630,13 @@ void PipelineStageTrainer::sum_tied_wte() {
 }
 
 void PipelineStageTrainer::hand_over(Chunk& chunk, model::ParamRange range) {
-  const bool corrupt = before_reduction_pending_ && !recomputing_;
+  bool& pending = recomputing_ ? in_recomputation_pending_ : before_reduction_pending_;
+  const bool corrupt = pending;
   if (!chunk.reduces_backend_memory || corrupt || hashing_) chunk.grads_host->to_host(range);
   float* host = chunk.grads_host->host() + range.offset;
   if (corrupt) {
-    before_reduction_pending_ = false;
-    before_reduction_(current_step_, host, range.count);
+    pending = false;
+    (recomputing_ ? in_recomputation_ : before_reduction_)(current_step_, host, range.count);
     if (chunk.reduces_backend_memory) chunk.grads_host->to_backend(range);
   }
   if (hashing_) handed_over_hash_ = hash_ranges(host - range.offset, {range}, handed_over_hash_);

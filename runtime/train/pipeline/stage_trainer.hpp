@@ -148,6 +148,9 @@ class PipelineStageTrainer {
   // it hands to the data group's reduction): fault injection (corrupt_gradient with
   // where = "local", a faulty device). Nothing calls it in an audit's recomputation.
   void set_before_reduction(GradientHook hook) { before_reduction_ = std::move(hook); }
+  // Run once per SDC audit recomputation on the first range it would hand over: fault
+  // injection (corrupt_gradient with where = "audit", an auditor that recomputes wrong).
+  void set_in_recomputation(GradientHook hook) { in_recomputation_ = std::move(hook); }
   // Whether this trainer runs the SDC audit (sdc_audit.hpp) every train.sdc_audit_every
   // steps: three or more replicas, and not under fp8 (its delayed scaling learns from
   // every forward, so a recomputation would change the next steps' scales).
@@ -259,9 +262,10 @@ class PipelineStageTrainer {
   void hand_over(Chunk& chunk, model::ParamRange range);
   // The SDC audit (pipeline/stage_audit.cpp). The hash of what this rank would hand to
   // the reduction had it trained replica `target`'s slice of `step` (every stage and
-  // tensor rank of this replica recomputes together); the gradients, the loss and the
-  // timings of the step in progress are kept.
-  uint64_t recompute_hash(int64_t step, int target);
+  // tensor rank of this replica recomputes together); the loss and the timings of the
+  // step in progress are kept, its gradients too with `keep_gradients` (a second
+  // auditor's, after the reduction).
+  uint64_t recompute_hash(int64_t step, int target, bool keep_gradients);
   // After the reduction, before the update: the data group compares, the world agrees
   // on accusations, second auditors confirm; throws SdcDetected for confirmed ranks.
   void audit_verdict(int64_t step, uint64_t own_hash, uint64_t audit_hash, StepReport& report);
@@ -334,12 +338,14 @@ class PipelineStageTrainer {
   std::vector<Span> spans_;
   GradientHook after_reduction_;
   GradientHook before_reduction_;
+  GradientHook in_recomputation_;
   DisagreementHook on_disagreement_;
   // The step in progress and where its batch starts (slice_first_, or an audited
   // replica's slice in a recomputation).
   int64_t current_step_ = 0;
   int64_t batch_first_ = 0;
   bool before_reduction_pending_ = false;  // the hook has not run in this step yet
+  bool in_recomputation_pending_ = false;  // ... in this recomputation yet
   // The SDC audit: whether it runs, whether this is a recomputation (nothing reaches the
   // reducers), and the hash of what was handed over so far.
   bool audits_ = false;
