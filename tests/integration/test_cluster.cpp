@@ -131,7 +131,9 @@ TEST_CASE("a killed node is seen at once, restarted by the launcher, and rejoins
   const double latency_ms =
       ms_between(killed, event_with(run.path(), 0, "node_lost", "lost_node", 1));
   WARN("detection latency (kill): " << latency_ms << " ms");
-  CHECK(latency_ms < 1000);
+  // Seen from the connection ("down" above), so before the 1500 ms heartbeat timeout
+  // could have declared it (34-313 ms here on a quiet machine; 1172 ms once in a loaded CI).
+  CHECK(latency_ms < 1500);
 
   // Node 1's second incarnation rejoined, into a world of 3 again.
   const auto started = node_events(run.path(), 1, "node_started");
