@@ -10,6 +10,7 @@
 #include <unordered_map>
 
 #include "runtime/data/minhash.hpp"
+#include "runtime/data/part_records.hpp"
 #include "runtime/data/piece_cache.hpp"
 #include "runtime/data/token_dataset.hpp"
 
@@ -18,40 +19,13 @@ namespace {
 
 namespace fs = std::filesystem;
 
-constexpr char kMinhashMagic[] = "dseek prepare minhash 1\n";
-constexpr char kNearMagic[] = "dseek prepare near candidates 1\n";
-constexpr size_t kMinhashHead = sizeof kMinhashMagic - 1 + sizeof(uint32_t) + sizeof(uint64_t);
+constexpr std::string_view kMinhashMagic = "dseek prepare minhash 1\n";
+constexpr std::string_view kNearMagic = "dseek prepare near candidates 1\n";
+constexpr size_t kMinhashHead = kMinhashMagic.size() + sizeof(uint32_t) + sizeof(uint64_t);
 constexpr size_t kOpenFiles = 32;  // signature files node 0 keeps open at once
 
 fs::path signatures_path(const fs::path& parts, const std::string& key) {
   return parts / (key + ".minhash");
-}
-
-template <class T>
-void put(std::ostream& out, T value) {
-  out.write(reinterpret_cast<const char*>(&value), sizeof value);
-}
-
-template <class T>
-bool get(std::istream& in, T& value) {
-  in.read(reinterpret_cast<char*>(&value), sizeof value);
-  return static_cast<bool>(in);
-}
-
-void check_magic(std::istream& in, const fs::path& path, const char* magic, size_t size) {
-  std::string head(size, '\0');
-  in.read(head.data(), static_cast<std::streamsize>(size));
-  if (!in || head != std::string(magic, size)) {
-    throw DataError("damaged or missing " + path.string() + ": rerun the nodes");
-  }
-}
-
-void commit(std::ofstream& out, const fs::path& tmp, const fs::path& path) {
-  out.close();
-  if (!out) throw DataError("cannot write " + tmp.string());
-  std::error_code error;
-  fs::rename(tmp, path, error);
-  if (error) throw DataError("cannot rename " + tmp.string() + ": " + error.message());
 }
 
 // A unit's .minhash, read record by record.
@@ -61,9 +35,9 @@ struct SignatureFileReader {
   uint64_t left = 0;
   SignatureFileReader(const fs::path& parts, const std::string& key, uint32_t permutations)
       : path(signatures_path(parts, key)), in(path, std::ios::binary) {
-    check_magic(in, path, kMinhashMagic, sizeof kMinhashMagic - 1);
+    parts::check_magic(in, path, kMinhashMagic);
     uint32_t theirs = 0;
-    if (!get(in, theirs) || theirs != permutations || !get(in, left)) {
+    if (!parts::get(in, theirs) || theirs != permutations || !parts::get(in, left)) {
       throw DataError("damaged " + path.string() + ": rerun the nodes");
     }
   }
@@ -71,7 +45,7 @@ struct SignatureFileReader {
   bool next(bool& has, std::vector<uint32_t>& signature) {
     if (left == 0) return false;
     uint8_t flag = 0;
-    if (!get(in, flag) ||
+    if (!parts::get(in, flag) ||
         !in.read(reinterpret_cast<char*>(signature.data()),
                  static_cast<std::streamsize>(signature.size() * sizeof(uint32_t)))) {
       throw DataError("damaged " + path.string() + ": rerun the nodes");
@@ -91,9 +65,9 @@ void write_unit_signatures(const fs::path& parts, const std::string& key,
   if (fs::is_regular_file(path, error)) return;
   const fs::path tmp = path.string() + ".tmp";
   std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-  out.write(kMinhashMagic, sizeof kMinhashMagic - 1);
-  put<uint32_t>(out, permutations);
-  put<uint64_t>(out, 0);  // the count, written at the end
+  out.write(kMinhashMagic.data(), static_cast<std::streamsize>(kMinhashMagic.size()));
+  parts::put<uint32_t>(out, permutations);
+  parts::put<uint64_t>(out, 0);  // the count, written at the end
   const std::vector<uint32_t> none(permutations, 0);
   uint64_t documents = 0;
   CacheEntryReader reader(parts, key);
@@ -107,7 +81,7 @@ void write_unit_signatures(const fs::path& parts, const std::string& key,
                         std::to_string(document.signature.size()) + " permutations, not " +
                         std::to_string(permutations) + ": rerun the nodes");
       }
-      put<uint8_t>(out, has ? 1 : 0);
+      parts::put<uint8_t>(out, has ? 1 : 0);
       const std::vector<uint32_t>& values = has ? document.signature : none;
       out.write(reinterpret_cast<const char*>(values.data()),
                 static_cast<std::streamsize>(values.size() * sizeof(uint32_t)));
@@ -115,9 +89,9 @@ void write_unit_signatures(const fs::path& parts, const std::string& key,
     }
     last = piece.last;
   }
-  out.seekp(static_cast<std::streamoff>(sizeof kMinhashMagic - 1 + sizeof(uint32_t)));
-  put<uint64_t>(out, documents);
-  commit(out, tmp, path);
+  out.seekp(static_cast<std::streamoff>(kMinhashMagic.size() + sizeof(uint32_t)));
+  parts::put<uint64_t>(out, documents);
+  parts::commit(out, tmp, path);
 }
 
 uint64_t packed_position(const DocPosition& at) {
@@ -146,7 +120,7 @@ uint64_t decide_bands(const fs::path& parts, const std::vector<std::string>& key
   const fs::path path = parts / ("near-" + std::to_string(node) + ".list");
   const fs::path tmp = path.string() + ".tmp";
   std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-  out.write(kNearMagic, sizeof kNearMagic - 1);
+  out.write(kNearMagic.data(), static_cast<std::streamsize>(kNearMagic.size()));
   uint64_t entries = 0;
   std::vector<uint32_t> signature(settings.minhash_permutations);
   std::vector<uint64_t> candidates;
@@ -175,14 +149,14 @@ uint64_t decide_bands(const fs::path& parts, const std::vector<std::string>& key
         if (candidates.empty()) continue;
         std::sort(candidates.begin(), candidates.end());
         candidates.erase(std::unique(candidates.begin(), candidates.end()), candidates.end());
-        put<uint64_t>(out, place);
-        put<uint32_t>(out, static_cast<uint32_t>(candidates.size()));
-        for (uint64_t candidate : candidates) put(out, candidate);
+        parts::put<uint64_t>(out, place);
+        parts::put<uint32_t>(out, static_cast<uint32_t>(candidates.size()));
+        for (uint64_t candidate : candidates) parts::put(out, candidate);
       }
     }
     begin = end;
   }
-  commit(out, tmp, path);
+  parts::commit(out, tmp, path);
   return entries;
 }
 
@@ -191,14 +165,14 @@ NearCandidateLists::NearCandidateLists(const fs::path& parts, uint32_t partition
     List list;
     list.path = parts / ("near-" + std::to_string(p) + ".list");
     list.in = std::make_unique<std::ifstream>(list.path, std::ios::binary);
-    check_magic(*list.in, list.path, kNearMagic, sizeof kNearMagic - 1);
+    parts::check_magic(*list.in, list.path, kNearMagic);
     list.advance();
     lists_.push_back(std::move(list));
   }
 }
 
 void NearCandidateLists::List::advance() {
-  has = get(*in, at) && get(*in, count);
+  has = parts::get(*in, at) && parts::get(*in, count);
   if (!has && !in->eof()) throw DataError("damaged " + path.string() + ": rerun the nodes");
 }
 
@@ -234,9 +208,9 @@ void PartSignatures::read(const DocPosition& at, std::vector<uint32_t>& signatur
     if (open_.size() >= kOpenFiles) open_.clear();
     const fs::path path = signatures_path(parts_, keys_[at.unit]);
     std::ifstream in(path, std::ios::binary);
-    check_magic(in, path, kMinhashMagic, sizeof kMinhashMagic - 1);
+    parts::check_magic(in, path, kMinhashMagic);
     uint32_t theirs = 0;
-    if (!get(in, theirs) || theirs != permutations_) {
+    if (!parts::get(in, theirs) || theirs != permutations_) {
       throw DataError("damaged " + path.string() + " (not " + std::to_string(permutations_) +
                       " permutations): rerun the nodes");
     }
@@ -249,7 +223,7 @@ void PartSignatures::read(const DocPosition& at, std::vector<uint32_t>& signatur
   in.seekg(static_cast<std::streamoff>(kMinhashHead + at.ordinal * record));
   uint8_t has = 0;
   signature.resize(permutations_);
-  if (!get(in, has) || has == 0 ||
+  if (!parts::get(in, has) || has == 0 ||
       !in.read(reinterpret_cast<char*>(signature.data()),
                static_cast<std::streamsize>(record - 1))) {
     throw DataError("damaged " + path.string() + " (no signature of document " +

@@ -5,6 +5,7 @@
 
 #include <unordered_map>
 
+#include "runtime/data/part_records.hpp"
 #include "runtime/data/piece_cache.hpp"
 #include "runtime/data/token_dataset.hpp"
 
@@ -13,40 +14,17 @@ namespace {
 
 namespace fs = std::filesystem;
 
-constexpr char kHashesMagic[] = "dseek prepare hashes 1\n";
-constexpr char kDupsMagic[] = "dseek prepare duplicates 1\n";
+constexpr std::string_view kHashesMagic = "dseek prepare hashes 1\n";
+constexpr std::string_view kDupsMagic = "dseek prepare duplicates 1\n";
 
 fs::path summary_path(const fs::path& parts, const std::string& key) {
   return parts / (key + ".hashes");
 }
 
-template <class T>
-void put(std::ostream& out, T value) {
-  out.write(reinterpret_cast<const char*>(&value), sizeof value);
-}
-
-template <class T>
-bool get(std::istream& in, T& value) {
-  in.read(reinterpret_cast<char*>(&value), sizeof value);
-  return static_cast<bool>(in);
-}
-
-std::ifstream open_with_magic(const fs::path& path, const char* magic, size_t size) {
+std::ifstream open_with_magic(const fs::path& path, std::string_view magic) {
   std::ifstream in(path, std::ios::binary);
-  std::string head(size, '\0');
-  in.read(head.data(), static_cast<std::streamsize>(size));
-  if (!in || head != std::string(magic, size)) {
-    throw DataError("damaged or missing " + path.string() + ": rerun the nodes");
-  }
+  parts::check_magic(in, path, magic);
   return in;
-}
-
-void commit(std::ofstream& out, const fs::path& tmp, const fs::path& path) {
-  out.close();
-  if (!out) throw DataError("cannot write " + tmp.string());
-  std::error_code error;
-  fs::rename(tmp, path, error);
-  if (error) throw DataError("cannot rename " + tmp.string() + ": " + error.message());
 }
 
 struct Hash128 {
@@ -65,16 +43,16 @@ struct SummaryReader {
   uint64_t left = 0;
   SummaryReader(const fs::path& parts, const std::string& key)
       : path(summary_path(parts, key)),
-        in(open_with_magic(path, kHashesMagic, sizeof kHashesMagic - 1)) {
+        in(open_with_magic(path, kHashesMagic)) {
     uint8_t code = 0;
-    if (!get(in, code) || code > static_cast<uint8_t>(FileOutcome::unreadable) || !get(in, left)) {
+    if (!parts::get(in, code) || code > static_cast<uint8_t>(FileOutcome::unreadable) || !parts::get(in, left)) {
       throw DataError("damaged " + path.string() + ": rerun the nodes");
     }
     outcome = static_cast<FileOutcome>(code);
   }
   bool next(uint64_t& ordinal, Hash128& hash) {
     if (left == 0) return false;
-    if (!get(in, ordinal) || !get(in, hash.low) || !get(in, hash.high)) {
+    if (!parts::get(in, ordinal) || !parts::get(in, hash.low) || !parts::get(in, hash.high)) {
       throw DataError("damaged " + path.string() + ": rerun the nodes");
     }
     --left;
@@ -106,15 +84,15 @@ void write_unit_summary(const fs::path& parts, const std::string& key) {
   }
   const fs::path tmp = path.string() + ".tmp";
   std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-  out.write(kHashesMagic, sizeof kHashesMagic - 1);
-  put<uint8_t>(out, static_cast<uint8_t>(outcome));
-  put<uint64_t>(out, records.size());
+  out.write(kHashesMagic.data(), static_cast<std::streamsize>(kHashesMagic.size()));
+  parts::put<uint8_t>(out, static_cast<uint8_t>(outcome));
+  parts::put<uint64_t>(out, records.size());
   for (const auto& [at, hash] : records) {
-    put(out, at);
-    put(out, hash.low);
-    put(out, hash.high);
+    parts::put(out, at);
+    parts::put(out, hash.low);
+    parts::put(out, hash.high);
   }
-  commit(out, tmp, path);
+  parts::commit(out, tmp, path);
 }
 
 FileOutcome read_unit_outcome(const fs::path& parts, const std::string& key) {
@@ -138,7 +116,7 @@ uint64_t decide_partition(const fs::path& parts, const std::vector<std::string>&
   const fs::path path = parts / ("dups-" + std::to_string(partition) + ".list");
   const fs::path tmp = path.string() + ".tmp";
   std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-  out.write(kDupsMagic, sizeof kDupsMagic - 1);
+  out.write(kDupsMagic.data(), static_cast<std::streamsize>(kDupsMagic.size()));
   for (size_t begin = 0; begin < keys.size();) {
     size_t end = begin;
     while (end < keys.size() && unit_file[end] == unit_file[begin]) ++end;
@@ -155,16 +133,16 @@ uint64_t decide_partition(const fs::path& parts, const std::vector<std::string>&
           const DocPosition at{u, ordinal};
           auto [it, inserted] = first.try_emplace(hash, at);
           if (inserted) continue;
-          put(out, at.unit);
-          put(out, at.ordinal);
-          put(out, it->second.unit);
-          put(out, it->second.ordinal);
+          parts::put(out, at.unit);
+          parts::put(out, at.ordinal);
+          parts::put(out, it->second.unit);
+          parts::put(out, it->second.ordinal);
         }
       }
     }
     begin = end;
   }
-  commit(out, tmp, path);
+  parts::commit(out, tmp, path);
   return first.size();
 }
 
@@ -173,15 +151,15 @@ DuplicateLists::DuplicateLists(const fs::path& parts, uint32_t partitions) {
     List list;
     list.path = parts / ("dups-" + std::to_string(p) + ".list");
     list.in = std::make_unique<std::ifstream>(
-        open_with_magic(list.path, kDupsMagic, sizeof kDupsMagic - 1));
+        open_with_magic(list.path, kDupsMagic));
     list.advance();
     lists_.push_back(std::move(list));
   }
 }
 
 void DuplicateLists::List::advance() {
-  has = get(*in, at.unit) && get(*in, at.ordinal) && get(*in, first.unit) &&
-        get(*in, first.ordinal);
+  has = parts::get(*in, at.unit) && parts::get(*in, at.ordinal) && parts::get(*in, first.unit) &&
+        parts::get(*in, first.ordinal);
   if (!has && !in->eof()) throw DataError("damaged " + path.string() + ": rerun the nodes");
 }
 
