@@ -355,8 +355,8 @@ job_finished run_epochs(const worker_setup& setup, caf::actor_system& sys, Epoch
       std::vector<int64_t> nodes;
       std::string node_list;
       for (int bad : detected.ranks) {
-        const int32_t planned = order.empty() ? bad : order[static_cast<size_t>(bad)];
-        nodes.push_back(node_of_rank(*epoch, planned));
+        const int32_t bad_planned = order.empty() ? bad : order[static_cast<size_t>(bad)];
+        nodes.push_back(node_of_rank(*epoch, bad_planned));
         node_list += (node_list.empty() ? "" : ",") + std::to_string(nodes.back());
       }
       util::JsonLine fields = train::sdc_audit_fields(detected, this_rank);

@@ -16,7 +16,7 @@ struct TraceSpan {
   int64_t thread = 0;   // "tid"
   std::string name;     // "forward mb 3", ...
   std::string category; // forward, backward, send, recv, idle
-  double start_us = 0;  // since the Unix epoch (comparable across processes on a host)
+  double start_us = 0;  // since the Unix epoch: a trace clock (trace_spans.hpp)
   double duration_us = 0;
   std::string args;     // members of the event's "args" object ("\"bytes\": 12"), or ""
 };

@@ -89,6 +89,7 @@ void NodeTrace::observe(std::string_view event, std::string_view fields, double 
       has_offset_ = true;
       offset_us_ = number_or(fields, "offset_us", 0);
       offset_rtt_us_ = number_or(fields, "rtt_us", 0);
+      set_coordinator_clock_offset(offset_us_);
     } else if (event == "recovered") {
       const double us = 1000 * number_or(fields, "recovery_ms", 0);
       add("recovery", "recovery", TraceLane::events, now_us - us, us);

@@ -11,7 +11,8 @@
 // measured at join, actors/cluster/node_agent.hpp) is kept as a "clock_offset" metadata
 // event, and `dseek trace merge` adds it to every timestamp of the node, so the spans of
 // all nodes line up on the coordinator's clock (merge_traces). The pipeline's own stage
-// trace (forward, backward, send, recv, idle per micro-batch) stays in RUN_DIR/trace.json.
+// trace (forward, backward, send, recv, idle per micro-batch) stays in RUN_DIR/trace.json,
+// written on the coordinator's clock (coordinator_clock_offset_us, which this trace sets).
 // At most kMaxSpans spans are kept (later ones are counted in the "spans_dropped"
 // metadata). The file is rewritten every `flush_every` steps and when training ends, so a
 // killed node leaves the trace up to its last flush.

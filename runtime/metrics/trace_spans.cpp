@@ -11,6 +11,7 @@ namespace dseek::metrics {
 namespace {
 
 std::atomic<double> clock_shift_us{0.0};
+std::atomic<double> coordinator_offset_us{0.0};
 std::atomic<std::shared_ptr<const SpanListener>> span_listener;
 
 }  // namespace
@@ -36,6 +37,12 @@ void set_trace_clock_node(int64_t node_id) {
                              ": not NODE:MICROSECONDS");
   if (node == node_id) clock_shift_us.store(us, std::memory_order_relaxed);
 }
+
+void set_coordinator_clock_offset(double offset_us) {
+  coordinator_offset_us.store(offset_us, std::memory_order_relaxed);
+}
+
+double coordinator_clock_offset_us() { return coordinator_offset_us.load(std::memory_order_relaxed); }
 
 void set_span_listener(std::shared_ptr<const SpanListener> listener) {
   span_listener.store(std::move(listener));

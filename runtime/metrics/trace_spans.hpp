@@ -24,6 +24,13 @@ double trace_clock_us();
 // Throws std::runtime_error naming the variable when its value is not "NODE:US".
 void set_trace_clock_node(int64_t node_id);
 
+// The offset of this process's trace clock to the coordinator's (microseconds to add),
+// as last measured at join: the node's trace (node_trace.hpp) sets it from the
+// clock_offset event; 0 until then, and on a node alone. The pipeline's stage trace
+// (RUN_DIR/trace.json) is written on the coordinator's clock with it.
+void set_coordinator_clock_offset(double offset_us);
+double coordinator_clock_offset_us();
+
 // Lanes ("tid") of a node trace.
 enum class TraceLane : int64_t { steps = 0, step_parts = 1, checkpoints = 2, events = 3,
                                  compute = 4, comm = 5 };

@@ -3,10 +3,12 @@
 // backward and all-reduce spans (the collectives with their bytes) on every node, and
 // the data-parallel step events carry the prefetch queue depth; and the clock offsets measured at join:
 // with node 1's trace clock shifted by 5 s (DSEEK_TEST_TRACE_CLOCK_SHIFT), the offset it
-// measures is -5 s within half its round trip, and `dseek trace merge` lines the two
-// nodes' steps up again.
+// measures is -5 s within half its round trip, `dseek trace merge` lines the two
+// nodes' steps up again, and a pipeline's stage trace (RUN_DIR/trace.json) is written on
+// the coordinator's clock.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -171,4 +173,52 @@ TEST_CASE("traces: clock offsets measured at join line up a node whose clock is 
     // The merge moved node 1 by exactly its measured offset.
     CHECK(std::abs((span_end(m1[0]) - span_end(b[0])) - offset1) < 1);
   }
+}
+
+TEST_CASE("traces: the pipeline's stage trace is on the coordinator's clock when a stage's "
+          "node is 5 s off",
+          "[traces][launch]") {
+  ScratchDir run("traces-pipeline-clock");
+  const auto launched = run_process(
+      tiny_launch(run.path(), 2, 4, {"--set", "parallel.pipeline=2", "--set", "train.micro_batch_size=4"}),
+      300s, {launch_env()[0], "DSEEK_TEST_TRACE_CLOCK_SHIFT=1:5000000"});
+  INFO(launched.output);
+  REQUIRE(launched.exit_code == 0);
+  // RUN_DIR/trace.json (pid = stage): stage 1 (node 1) runs a micro-batch's forward once
+  // stage 0's forward of it has sent its activation, so on one clock it starts after
+  // that forward ends (less half a round trip of the offset's error, within 1 ms here)
+  // and not seconds later; on node 1's own clock it would start 5 s late.
+  const auto lines = trace_lines(run / "trace.json");
+  const auto first_start = [&](int pid, const std::string& name) {
+    double best = 1e300;
+    for (const auto& span : spans_named(lines, name, pid)) best = std::min(best, *member(span, "ts"));
+    return best;
+  };
+  const auto first_end = [&](int pid, const std::string& name) {
+    double best = 1e300;
+    for (const auto& span : spans_named(lines, name, pid)) best = std::min(best, span_end(span));
+    return best;
+  };
+  for (const char* name : {"forward mb 0", "forward mb 1"}) {
+    INFO(name);
+    const double stage0_end = first_end(0, name), stage1_start = first_start(1, name);
+    REQUIRE(stage0_end < 1e300);
+    REQUIRE(stage1_start < 1e300);
+    INFO("stage 0 ends " << stage0_end << ", stage 1 starts " << stage1_start);
+    CHECK(stage1_start >= stage0_end - 1000);
+    CHECK(stage1_start - stage0_end < 1e6);
+  }
+  // `dseek trace merge` keeps it there: node 1's own trace, moved by its offset, has its
+  // first forward with stage 1's in the stage trace (pid 1001), not 5 s apart.
+  const auto merged = run_process({bin("dseek"), "trace", "merge", run.path().string()}, 60s);
+  INFO(merged.output);
+  REQUIRE(merged.exit_code == 0);
+  const auto timeline = trace_lines(run / "trace-merged.json");
+  double node1 = 1e300, stage1 = 1e300;
+  for (const auto& span : spans_named(timeline, "forward", 1)) node1 = std::min(node1, *member(span, "ts"));
+  for (const auto& span : spans_named(timeline, "forward mb 0", 1001)) stage1 = std::min(stage1, *member(span, "ts"));
+  REQUIRE(node1 < 1e300);
+  REQUIRE(stage1 < 1e300);
+  INFO("node 1's first forward " << node1 << ", stage 1's " << stage1);
+  CHECK(std::abs(node1 - stage1) < 1e6);
 }

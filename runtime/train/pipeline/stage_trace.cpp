@@ -1,9 +1,11 @@
 // The trace side of PipelineStageTrainer (pipeline/stage_trainer.hpp): recording a
 // stage's spans during a step, filling the gaps with idle spans, and gathering every
-// stage's spans as rows of doubles for the Chrome trace (metrics/chrome_trace.hpp).
+// stage's spans as rows of doubles for the Chrome trace (metrics/chrome_trace.hpp), each
+// moved onto the coordinator's clock by its node's measured offset.
 #include <algorithm>
 #include <utility>
 
+#include "runtime/metrics/trace_spans.hpp"
 #include "runtime/train/pipeline/stage_trainer.hpp"
 
 namespace dseek::train {
@@ -43,14 +45,16 @@ std::vector<metrics::TraceSpan> PipelineStageTrainer::gather_trace_spans() {
     total += static_cast<size_t>(counts[static_cast<size_t>(s)]);
   }
   // Each stage fills its own rows; the others' are zeros, so the sum is a gather.
+  // Each on the coordinator's clock: the stages' nodes may be hosts whose clocks differ.
+  const double to_coordinator_us = metrics::coordinator_clock_offset_us();
   std::vector<double> rows(total * kSpanDoubles, 0.0);
   for (size_t i = 0; i < spans_.size(); ++i) {
     double* row = rows.data() + (offset + i) * kSpanDoubles;
     row[0] = static_cast<double>(spans_[i].kind);
     row[1] = static_cast<double>(spans_[i].micro_batch);
     row[2] = static_cast<double>(spans_[i].chunk);
-    row[3] = spans_[i].start_us;
-    row[4] = spans_[i].end_us;
+    row[3] = spans_[i].start_us + to_coordinator_us;
+    row[4] = spans_[i].end_us + to_coordinator_us;
   }
   links_.sum_over_stages(rows);
   std::vector<metrics::TraceSpan> spans;

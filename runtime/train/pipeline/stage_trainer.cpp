@@ -10,6 +10,7 @@
 #include <stdexcept>
 #include <string_view>
 
+#include "runtime/metrics/trace_spans.hpp"
 #include "runtime/optim/adamw_settings.hpp"
 #include "runtime/train/gather_host_shards.hpp"
 #include "runtime/train/prefetch_queue.hpp"
@@ -24,13 +25,10 @@ namespace dseek::train {
 namespace {
 using Clock = std::chrono::steady_clock;
 
-// Wall-clock microseconds: comparable between the stages' processes on one host, which
-// is what lets their spans share one trace.
-double now_us() {
-  return std::chrono::duration<double, std::micro>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
+// The node's trace clock (Unix microseconds, metrics/trace_spans.hpp): comparable between
+// the stages' processes on one host, and on the coordinator's clock once the node's
+// measured offset is added (gather_trace_spans).
+double now_us() { return metrics::trace_clock_us(); }
 
 }  // namespace
 
