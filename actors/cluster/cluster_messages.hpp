@@ -20,6 +20,10 @@
 //                   node_lost "data plane failed on node N: <why>" first), or without
 //                   lost_node (node_lost "unreachable on the data plane from node N: <why>");
 //                   an older epoch changes nothing (another rank asked first)
+//   agent -> coord  (retire_atom, node_id, why)       -> epoch_started: the SDC audit evicted
+//                   node_id, which hosts the coordinator (from its process only): it stays a
+//                   member with no worker in the plan (role "retired") until the job ends;
+//                   a new epoch without its workers (node_lost "evicted by the SDC audit: <why>")
 //   (the coordinator answers restarted, replan, rendezvous and members only from the process of
 //   the member concerned, bound to it at the join, or from its own process: not_a_member)
 //   member -> coord (rendezvous_atom, epoch, rank, payload) -> rendezvous_result, once every
@@ -51,6 +55,7 @@ using leave_atom = caf::atom_constant<caf::atom("clleave")>;
 using rendezvous_atom = caf::atom_constant<caf::atom("clrendez")>;
 using restarted_atom = caf::atom_constant<caf::atom("clrestart")>;
 using replan_atom = caf::atom_constant<caf::atom("clreplan")>;
+using retire_atom = caf::atom_constant<caf::atom("clretire")>;
 
 // -- the join handshake ----------------------------------------------------------
 

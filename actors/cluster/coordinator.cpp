@@ -45,6 +45,9 @@ struct member_entry {
   std::string host;
   std::uint64_t joined_epoch = 0;
   clock::time_point last_heartbeat;
+  // The SDC audit evicted it while it hosts this coordinator (retire_atom): it stays a
+  // member, with no worker in the plan, until the job ends.
+  bool retired = false;
 };
 
 struct pending_challenge {
@@ -87,11 +90,20 @@ struct coordinator_state {
     epoch_started ev;
     ev.epoch = epoch;
     ev.coordinator_id = coordinator_id;
-    ev.world_size = static_cast<std::int32_t>(members.size());
+    // The members that train (a retired one is a member, not part of the world).
+    ev.world_size = static_cast<std::int32_t>(std::count_if(
+        members.begin(), members.end(), [](const auto& entry) { return !entry.second.retired; }));
     std::int32_t rank = 0;
     for (auto& [id, m] : members) {
+      if (m.retired) continue;
       for (std::int32_t local = 0; local < cfg.ranks_per_node; ++local)
         ev.plan.push_back(worker_assignment{id, "worker", rank * cfg.ranks_per_node + local});
+      ev.members.push_back(member_info{id, rank++, m.host, m.joined_epoch});
+    }
+    // Retired members last, without workers.
+    for (auto& [id, m] : members) {
+      if (!m.retired) continue;
+      ev.plan.push_back(worker_assignment{id, "retired", -1});
       ev.members.push_back(member_info{id, rank++, m.host, m.joined_epoch});
     }
     return ev;
@@ -137,13 +149,15 @@ struct coordinator_state {
     if (rank < 0 || cfg.ranks_per_node <= 0) return nullptr;
     auto index = rank / cfg.ranks_per_node;
     for (auto& [id, m] : members)
-      if (index-- == 0) return &m;
+      if (!m.retired && index-- == 0) return &m;
     return nullptr;
   }
 
-  // The data-parallel ranks of the current epoch: every member's workers.
+  // The data-parallel ranks of the current epoch: every member's workers but a retired one's.
   std::int32_t planned_ranks() const {
-    return static_cast<std::int32_t>(members.size()) * cfg.ranks_per_node;
+    const auto training = std::count_if(members.begin(), members.end(),
+                                        [](const auto& entry) { return !entry.second.retired; });
+    return static_cast<std::int32_t>(training) * cfg.ranks_per_node;
   }
 
   // Every epoch change ends the rendezvous of the old epoch: its waiters get
@@ -255,6 +269,34 @@ struct coordinator_state {
                    std::to_string(node_id) + " " + ev.reason);
     log("node %lld: %s; epoch %llu", static_cast<long long>(node_id), ev.reason.c_str(),
         static_cast<unsigned long long>(epoch));
+    broadcast(ev);
+    auto now = snapshot();
+    broadcast(now);
+    return now;
+  }
+
+  // The SDC audit evicted member `node_id`, which hosts this coordinator (its own process
+  // only): with no coordinator failover, it cannot leave without ending the job, so it
+  // stays a member that no longer trains, and a new epoch without its workers begins
+  // (node_lost "evicted by the SDC audit: <why>" first). Again for a retired member:
+  // the current epoch.
+  caf::result<epoch_started> retire(std::int64_t node_id, const std::string& why) {
+    auto member = members.find(node_id);
+    if (member == members.end())
+      return make_error(cluster_errc::not_a_member,
+                        caf::make_message("node " + std::to_string(node_id) + " is not a member"));
+    if (!from_member(member->second) || sender_node() != self->node())
+      return refuse_stranger(("retirement of node " + std::to_string(node_id)).c_str());
+    if (member->second.retired) return snapshot();
+    member->second.retired = true;
+    node_lost ev;
+    ev.lost_node = node_id;
+    ev.reason = "evicted by the SDC audit: " + why;
+    ev.epoch = ++epoch;
+    end_rendezvous("epoch " + std::to_string(epoch) + " started: node " +
+                   std::to_string(node_id) + " " + ev.reason);
+    log("node %lld (this coordinator's) no longer trains, %s; epoch %llu",
+        static_cast<long long>(node_id), ev.reason.c_str(), static_cast<unsigned long long>(epoch));
     broadcast(ev);
     auto now = snapshot();
     broadcast(now);
@@ -492,6 +534,9 @@ caf::behavior coordinator_impl(caf::stateful_actor<coordinator_state>* self,
       },
       [self](restarted_atom, std::int64_t node_id, const std::string& why) {
         return self->state.on_worker_restart(node_id, why);
+      },
+      [self](retire_atom, std::int64_t node_id, const std::string& why) {
+        return self->state.retire(node_id, why);
       },
       [self](replan_atom, std::int64_t node_id, std::uint64_t for_epoch, std::int64_t lost_node,
              const std::string& why) {

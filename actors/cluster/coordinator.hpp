@@ -62,6 +62,9 @@ using coordinator_actor = caf::typed_actor<
     // unreachable node when one is named (cluster_messages.hpp).
     caf::replies_to<replan_atom, std::int64_t, std::uint64_t, std::int64_t,
                     std::string>::with<epoch_started>,
+    // The SDC audit evicted the member that hosts this coordinator (node id, why; from
+    // its own process only): it stays without workers in the plan, a new epoch.
+    caf::replies_to<retire_atom, std::int64_t, std::string>::with<epoch_started>,
     // (epoch, rank, payload) -> every rank's payload once all arrived.
     caf::replies_to<rendezvous_atom, std::uint64_t, std::int32_t, std::string>::with<
         rendezvous_result>>;

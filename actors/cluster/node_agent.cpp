@@ -434,6 +434,12 @@ caf::behavior agent_impl(caf::stateful_actor<agent_state>* self, node_agent_conf
         return state.to_coordinator<epoch_started>(replan_atom::value, state.cfg.node_id, epoch,
                                                    lost_node, std::move(why));
       },
+      // The SDC audit evicted this node, which hosts the coordinator: it stops training.
+      [self](retire_atom, std::string& why) {
+        auto& state = self->state;
+        return state.to_coordinator<epoch_started>(retire_atom::value, state.cfg.node_id,
+                                                   std::move(why));
+      },
       [](crash_atom) { crash_now("membership"); },
   };
 }

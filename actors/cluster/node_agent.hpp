@@ -35,8 +35,9 @@
 // (rendezvous_atom, epoch, rank, payload) to the coordinator for the node's
 // workers, (restarted_atom, why) -> epoch_started when the node's worker group
 // restarted (the coordinator starts a new epoch), (replan_atom, epoch, lost_node, why)
-// -> epoch_started when the node's data plane could not connect, and crashes on crash_atom (fault
-// injection).
+// -> epoch_started when the node's data plane could not connect, (retire_atom, why) ->
+// epoch_started when the SDC audit evicted this node while it hosts the coordinator, and
+// crashes on crash_atom (fault injection).
 #pragma once
 
 #include <atomic>

@@ -15,6 +15,7 @@
 #include "actors/control/data_plane_link.hpp"
 #include "actors/control/layout_placement.hpp"
 #include "actors/control/retired_communicators.hpp"
+#include "actors/control/sdc_retirement.hpp"
 #include "actors/control/world_policy.hpp"
 #include "actors/faults/fault_actions.hpp"
 #include "actors/worker_group/worker_restart.hpp"
@@ -159,6 +160,9 @@ job_finished run_epochs(const worker_setup& setup, caf::actor_system& sys, Epoch
   RetiredCommunicators retired;
   ConnectRetries connect_retries;
   bool standing_by = false;
+  // The SDC audit evicted this node, which hosts the coordinator: it stands by until the
+  // job ends (sdc_retirement.hpp).
+  bool out_of_training = false;
   while (true) {
     if (stop.load()) {
       result.stopped_early = true;
@@ -171,6 +175,7 @@ job_finished run_epochs(const worker_setup& setup, caf::actor_system& sys, Epoch
     auto epoch = wait_for_world(board, policy, stop, *setup.local_job_done, limit, ended_by);
     if (!ended_by.empty()) {
       events.emit("standby_ended", util::JsonLine().add("reason", ended_by));
+      result.evicted = out_of_training;
       return result;
     }
     if (!epoch) {
@@ -362,17 +367,31 @@ job_finished run_epochs(const worker_setup& setup, caf::actor_system& sys, Epoch
       util::JsonLine fields = train::sdc_audit_fields(detected, this_rank);
       events.emit("sdc_detected", fields.add("nodes", node_list).add("epoch", epoch->epoch));
       std::fprintf(stderr, "dseek-node: %s (node %s)\n", detected.what(), node_list.c_str());
-      if (this_rank) {
+      const bool this_node =
+          std::find(nodes.begin(), nodes.end(), config.cluster.node_id) != nodes.end();
+      if (this_node && retires_instead_of_leaving(config, config.cluster.node_id)) {
+        // It coordinates the job: it stops training and stays (every worker group of it).
+        error = std::string(detected.what()) + ": this node hosts the coordinator; it no "
+                "longer trains and coordinates until the job ends";
+        std::fprintf(stderr, "dseek-node: %s\n", error.c_str());
+        if (!retire_from_training(sys, config, detected.what()))
+          throw train::SdcEvicted(std::string(detected.what()) + ": this node leaves the job");
+        out_of_training = standing_by = true;
+        policy.after_epoch = epoch->epoch;
+        policy.after_coordinator = epoch->coordinator_id;
+      } else if (this_rank) {
         if (planes.host) planes.host->abort("this node was evicted by the SDC audit");
         if (planes.device) planes.device->abort("this node was evicted by the SDC audit");
         throw train::SdcEvicted(std::string(detected.what()) + ": this node leaves the job");
+      } else {
+        // The evicted node leaves (its departure re-plans the epoch, a moment after the
+        // slowest rank has its verdict too; the coordinator's node re-plans without its
+        // workers instead) and never comes back: no wait for a rejoin.
+        error = detected.what();
+        policy.after_epoch = epoch->epoch;
+        policy.after_coordinator = epoch->coordinator_id;
+        policy.evicted += static_cast<int64_t>(nodes.size());
       }
-      // The evicted node leaves (its departure re-plans the epoch, a moment after the
-      // slowest rank has its verdict too) and never comes back: no wait for a rejoin.
-      error = detected.what();
-      policy.after_epoch = epoch->epoch;
-      policy.after_coordinator = epoch->coordinator_id;
-      policy.evicted += static_cast<int64_t>(nodes.size());
     } catch (const data_plane_unreachable& failure) {
       // A peer this rank could not reach: the epoch failed; the coordinator re-plans it
       // (connect_retry.hpp), and the peers waiting in the connect are aborted by that.

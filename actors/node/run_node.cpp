@@ -268,7 +268,8 @@ int run_node(const config::JobConfig& job_config, const node_options& options) {
           finished = ++finished_groups == local_ranks || !result.ok;
           if (!result.ok) failure = result.error;
           permanent = permanent || (!result.ok && result.permanent);
-          evicted = evicted || (!result.ok && result.evicted);
+          // (An evicted node that hosts the coordinator finishes the job without training.)
+          evicted = evicted || result.evicted;
           // The job's stop vote can end this node's training before this loop polls the
           // node's own signal (the launcher signals every node at once).
           if (options.stop != nullptr && options.stop->load()) signalled = true;
@@ -295,7 +296,11 @@ int run_node(const config::JobConfig& job_config, const node_options& options) {
     linger_for_scrapes(*metrics_endpoint, config.metrics.prometheus_linger_seconds, options.stop);
   events->emit(failure.empty() ? "node_stopping" : "node_failed",
                util::JsonLine()
-                   .add("reason", failure.empty() ? (signalled ? "signal" : "job finished") : failure));
+                   .add("reason", !failure.empty() ? failure
+                                  : signalled       ? "signal"
+                                  : evicted ? "job finished; this node was evicted by the SDC audit "
+                                              "and only coordinated after it"
+                                            : "job finished"));
   if (!failure.empty()) std::fprintf(stderr, "dseek-node: %s\n", failure.c_str());
   // A node that fails leaves as a lost node: its peers abort their collectives with it.
   if (!failure.empty()) names::send_to(sys, names::membership, leave_atom::value, failure);
@@ -327,8 +332,8 @@ int run_node(const config::JobConfig& job_config, const node_options& options) {
     std::fprintf(stderr, "dseek-node: %s\n", shrunk.c_str());
     return exit_code::permanent;
   }
-  if (failure.empty()) return exit_code::ok;
   if (evicted) return exit_code::evicted;
+  if (failure.empty()) return exit_code::ok;
   return permanent ? exit_code::permanent : exit_code::failed;
 }
 

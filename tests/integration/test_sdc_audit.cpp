@@ -5,7 +5,8 @@
 // alike and the replica check (which compares the sums) sees nothing. With the audit the
 // node is named within one audit period, evicted for good (exit 4, never restarted),
 // and the other two redo the step without it, exactly as after losing that node at that
-// step; without the audit the job ends "fine" on a poisoned model. An auditor that
+// step (the node that hosts the coordinator stops training instead and coordinates to
+// the end); without the audit the job ends "fine" on a poisoned model. An auditor that
 // recomputes wrong (where = "audit") is cleared by a second auditor and changes no bit.
 // And over 1000 audited steps no correct node is accused and the audits change no bit.
 #include <catch2/catch.hpp>
@@ -83,6 +84,50 @@ TEST_CASE("sdc audit: a node whose own gradients are wrong at every step is name
   // The poisoned step 20 never reached the model: bit for bit the run that lost the node
   // before it.
   CHECK(sha == params_of(*reference, 0));
+}
+
+TEST_CASE("sdc audit: a wrong node that hosts the coordinator stops training, coordinates "
+          "the others to the job's end, then exits as evicted",
+          "[sdc][faults]") {
+  // Node 0 hosts the coordinator: without a coordinator failover its leaving would end
+  // the job, so it is taken out of the plan instead, and stays. It goes bad at the
+  // audit's step, so no poisoned update came before.
+  const std::string bad_gpu_on_node0 = R"({kind = "corrupt_gradient", node = 0, step = )" +
+                                       std::to_string(kAuditStep) +
+                                       R"(, where = "local", every_step = true})";
+  const auto job = launch_tiny_job("sdc-evict-coordinator", 3, kSteps, kSettings + faults(bad_gpu_on_node0));
+  // Nodes 1 and 2 then hold ranks 0 and 1, as nodes 0 and 1 do after losing node 2 at
+  // that step: the same slices of every batch, from the same state in memory, so the
+  // same model.
+  const auto reference = launch_tiny_job(
+      "sdc-evict-coordinator-reference", 3, kSteps,
+      kSettings + std::vector<std::string>{"--set", "cluster.max_restarts=0"} +
+          faults(R"({kind = "kill", node = 2, step = )" + std::to_string(kAuditStep) + "}"));
+  const std::string sha = require_finished(*job, {1, 2}, 3, kSteps);
+  require_finished(*reference, {0, 1}, 3, kSteps);
+  CHECK(sha == params_of(*reference, 0));
+  INFO(job->launcher.output);
+  CHECK(contains(job->launcher.output, "[launch] node 0 exited with status 4 (the SDC audit found it "
+                                       "computing wrong gradients): not restarted"));
+  const auto detected = node_events(job->path(), 0, "sdc_detected");
+  REQUIRE(detected.size() == 1);
+  CHECK(number_field(detected[0], "step") == kAuditStep + 1);
+  CHECK(string_field(detected[0], "nodes") == "0");
+  CHECK(contains(detected[0], "\"this_rank\":true"));
+  CHECK(node_events(job->path(), 0, "train_done").empty());
+  CHECK(node_events(job->path(), 0, "node_failed").empty());
+  CHECK(node_events(job->path(), 0, "standby_ended").size() == 1);
+  const auto stopping = node_events(job->path(), 0, "node_stopping");
+  REQUIRE(stopping.size() == 1);
+  CHECK(contains(string_field(stopping[0], "reason"), "evicted by the SDC audit"));
+  for (int node : {1, 2}) {
+    INFO("node " << node);
+    const auto recovered = node_events(job->path(), node, "recovered");
+    REQUIRE(recovered.size() == 1);
+    CHECK(number_field(recovered[0], "from_step") == kAuditStep);
+    CHECK(string_field(recovered[0], "source") == "memory");
+    CHECK(number_field(recovered[0], "world_size") == 2);
+  }
 }
 
 TEST_CASE("sdc audit: without it, a node's wrong local gradients reach every replica alike "

@@ -235,6 +235,13 @@ void Launcher::on_exit(NodeSlot& slot, ExitStatus status) {
   } else {
     say(node + " " + status.describe());
   }
+  // An evicted node that runs the coordinator stays until the job is done (it stops
+  // training and coordinates the others): it exits after them, its part done.
+  if (evicted && slot.id == plan_.coordinator_node &&
+      std::any_of(slots_.begin(), slots_.end(), [](const auto& s) { return s.finished; })) {
+    slot.finished = true;
+    return;
+  }
   slot.given_up = true;
   const auto alive = std::count_if(slots_.begin(), slots_.end(),
                                    [](const auto& s) { return !s.given_up; });
