@@ -12,7 +12,12 @@
 // (tests/support/range_corpus.hpp: one byte range per node), with a near copy of one more
 // document of the first range at the end: exact and near copies of documents of node 0's
 // range lie in the last node's range, so they are dropped only if dedup, partitioned by
-// hash and by LSH band over the hosts, sees every host's documents.
+// hash and by LSH band over the hosts, sees every host's documents. On 3 hosts the third
+// reads its own copy of the input at another path and names the output folder by
+// another path (a symbolic link): a part's key is the file's relative name, range and
+// bytes, not its place. A node killed in its host: node 0 names it (and the host it
+// started on) when its --node-wait is over, nothing but the parts is left, and the same
+// commands again on both hosts write the one-node data set.
 #include <catch2/catch.hpp>
 
 #include <signal.h>
