@@ -106,7 +106,10 @@ data::PrepareSummary prepare_on_nodes(const data::PrepareOptions& given, std::os
   fs::create_directories(parts, error);
   if (error) throw data::DataError("cannot create " + parts.string() + ": " + error.message());
   data::remove_node_markers(parts, options.node_id);
-  data::write_node_marker(parts, options.node_id, "started", "");
+  data::write_node_marker(parts, options.node_id, "started", data::started_marker_text());
+  log << "data prepare: node " << options.node_id << " of " << options.nodes << " runs "
+      << data::node_started_where(parts, options.node_id) << " (parts and markers in "
+      << parts.string() << ")\n";
 
   const data::SourceListing full = context->listing;
   const data::Tokenizer& tokenizer = *context->tokenizer;

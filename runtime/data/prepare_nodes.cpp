@@ -1,6 +1,7 @@
 // The exchange of `dseek data prepare` across nodes (see prepare_nodes.hpp).
 #include "runtime/data/prepare_nodes.hpp"
 
+#include <unistd.h>
 #include <xxhash.h>
 
 #include <algorithm>
@@ -83,8 +84,12 @@ void wait_for_markers(const PrepareOptions& options, const fs::path& parts, cons
       if (waited > options.node_wait_s) {
         char seconds[32];
         std::snprintf(seconds, sizeof seconds, "%.0f", options.node_wait_s);
-        throw DataError(name + " has not " + missing(node) + " after " + seconds +
-                        " s: did it stop? Start `dseek data prepare` with --nodes " +
+        const std::string where = node_started_where(parts, node);
+        throw DataError(name + " has not " + missing(node) + " after " + seconds + " s (" +
+                        (where.empty() ? "it has not started: no " +
+                                             marker_path(parts, node, "started").string()
+                                       : "it last started " + where) +
+                        "): did it stop? Start `dseek data prepare` with --nodes " +
                         std::to_string(nodes) + " --node-id " + std::to_string(node) +
                         " on the same --input and --output; a rerun reuses every part "
                         "finished");
@@ -125,6 +130,22 @@ void write_node_marker(const fs::path& parts, uint32_t node, const char* kind,
   std::error_code error;
   fs::rename(tmp, path, error);
   if (error) throw DataError("cannot rename " + tmp.string() + ": " + error.message());
+}
+
+std::string started_marker_text() {
+  char host[256] = {};
+  if (::gethostname(host, sizeof host - 1) != 0 || host[0] == '\0') std::snprintf(host, sizeof host, "?");
+  return "host " + std::string(host) + " pid " + std::to_string(::getpid()) + "\n";
+}
+
+std::string node_started_where(const fs::path& parts, uint32_t node) {
+  std::string text;
+  if (!read_marker(parts, node, "started", text)) return "";
+  std::istringstream words(text);
+  std::string host_word, host, pid_word, pid;
+  if (!(words >> host_word >> host >> pid_word >> pid) || host_word != "host" || pid_word != "pid")
+    return "on a host its started marker does not name";
+  return "on host " + host + " as pid " + pid;
 }
 
 void remove_node_markers(const fs::path& parts, uint32_t node) {

@@ -40,6 +40,12 @@ std::filesystem::path parts_dir(const std::filesystem::path& output);
 // older than it is a previous run's).
 void write_node_marker(const std::filesystem::path& parts, uint32_t node, const char* kind,
                        const std::string& text);
+// The started marker's text: where this process runs, "host NAME pid PID\n" (the pid is
+// the one its host's PID namespace gives it). With several hosts sharing the folder, a
+// node that has not finished is named with the host it last started on.
+std::string started_marker_text();
+// "on host NAME as pid PID" from node `node`'s started marker, or "" without one.
+std::string node_started_where(const std::filesystem::path& parts, uint32_t node);
 void remove_node_markers(const std::filesystem::path& parts, uint32_t node);
 
 // The text of a node's done marker: the fingerprint, then the keys of its parts.

@@ -28,6 +28,7 @@
 
 #include "support/node_runs.hpp"
 #include "support/process.hpp"
+#include "support/test_bed.hpp"
 #include "support/test_paths.hpp"
 #include "support/test_pki.hpp"
 
@@ -36,54 +37,6 @@ using namespace std::chrono_literals;
 namespace fs = std::filesystem;
 
 namespace {
-
-std::string testbed() { return (source_dir() / "scripts/hosts/testbed.sh").string(); }
-
-// A test bed of `hosts` hosts for the life of the object; removed when it goes.
-class TestBed {
- public:
-  explicit TestBed(int hosts) : id_("t" + std::to_string(::getpid() % 100000)) {
-    if (::geteuid() != 0) {  // ctest reports exit 77 as skipped (SKIP_RETURN_CODE)
-      std::printf("SKIPPED: the test bed makes network namespaces, which needs root (euid %u)\n",
-                  static_cast<unsigned>(::geteuid()));
-      std::fflush(stdout);
-      std::exit(77);
-    }
-    const auto check = run_process({testbed(), "check"}, 30s);
-    INFO(check.output);
-    REQUIRE(check.exit_code == 0);
-    run_process({testbed(), "down", id_}, 60s);  // a leftover of an earlier crash
-    const auto up = run_process({testbed(), "up", id_, std::to_string(hosts)}, 60s);
-    INFO(up.output);
-    REQUIRE(up.exit_code == 0);
-    std::istringstream lines(up.output);
-    for (std::string name, address; lines >> name >> address;) addresses_.push_back(address);
-    REQUIRE(static_cast<int>(addresses_.size()) == hosts);
-  }
-  ~TestBed() { run_process({testbed(), "down", id_}, 60s); }
-  TestBed(const TestBed&) = delete;
-  TestBed& operator=(const TestBed&) = delete;
-
-  const std::string& id() const { return id_; }
-  const std::string& address(int host) const { return addresses_.at(static_cast<size_t>(host)); }
-  // `argv` run as host `host`.
-  std::vector<std::string> as_host(int host, const std::vector<std::string>& argv) const {
-    std::vector<std::string> full = {testbed(), "exec", id_, std::to_string(host)};
-    full.insert(full.end(), argv.begin(), argv.end());
-    return full;
-  }
-  // Bytes host `host` sent onto the bridge (its link's root-side end received them).
-  uint64_t bytes_sent(int host) const {
-    std::ifstream in("/sys/class/net/dsk" + id_ + "v" + std::to_string(host) + "/statistics/rx_bytes");
-    uint64_t bytes = 0;
-    in >> bytes;
-    return bytes;
-  }
-
- private:
-  std::string id_;
-  std::vector<std::string> addresses_;
-};
 
 // The job both runs train: the tiny job, 12 steps, one thread per rank, 2 ranks a node.
 const std::vector<std::string> kJob = {"--set", "train.threads=1", "--set", "train.eval_every=0",

@@ -27,6 +27,7 @@
 #include "support/node_runs.hpp"
 #include "support/prepare_node_runs.hpp"
 #include "support/process.hpp"
+#include "support/range_corpus.hpp"
 #include "support/test_paths.hpp"
 
 using namespace dseek::testing;
@@ -34,47 +35,7 @@ using namespace std::chrono_literals;
 
 namespace {
 
-constexpr int kDocuments = 90;
-
-// 90 documents of 120 random words (~0.7 KB each); document 3's exact copy at the end;
-// a near copy of document 40 (one word changed) after document 45, and its exact copy
-// before the end.
-std::vector<std::string> corpus_documents() {
-  std::vector<std::string> docs;
-  for (int d = 0; d < kDocuments; ++d) docs.push_back(random_words("doc", 7000 + d, 120));
-  std::string near = docs[40];
-  near.replace(near.size() - 5, 5, "zzord");
-  docs.insert(docs.begin() + 46, near);
-  docs.push_back(near);
-  docs.push_back(docs[3]);
-  return docs;
-}
-
-const char* const kSeparator = "\n@@\n";
-
-// The one input file, by format: "text" (documents between separators), "jsonl", or
-// "gz" (the JSON Lines gzip compressed).
-void make_input(const std::filesystem::path& dir, const std::string& format) {
-  std::string text;
-  for (const std::string& doc : corpus_documents()) {
-    text += format == "text" ? doc + kSeparator : "{\"text\": \"" + doc + "\"}\n";
-  }
-  if (format == "text") write_file(dir / "big.txt", text);
-  if (format == "jsonl") write_file(dir / "big.jsonl", text);
-  if (format == "gz") write_file(dir / "big.jsonl.gz", gzip(text));
-}
-
-std::vector<std::string> prepare_args(const std::filesystem::path& in,
-                                      const std::filesystem::path& out, int workers,
-                                      const std::string& format) {
-  std::vector<std::string> args = {
-      bin("dseek"), "data", "prepare", "--input", in.string(), "--output", out.string(),
-      "--workers", std::to_string(workers), "--piece-bytes", "3000", "--fim-rate", "0.5",
-      "--val-fraction", "0.1", "--shard-tokens", "20000", "--no-progress",
-      "--split-bytes", "4000"};
-  if (format == "text") args.insert(args.end(), {"--text-separator", "\\n@@\\n"});
-  return args;
-}
+using namespace range_corpus;  // its corpus, its input file and its prepare command
 
 // report.json's dedup_memory.node_hashes_held.
 std::vector<uint64_t> hashes_held(const std::string& report) {
