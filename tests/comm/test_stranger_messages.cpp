@@ -196,12 +196,12 @@ void against_a_stranger() {
 
 }  // namespace
 
-TEST_CASE("ucx: a stranger's messages never reach a keyed world's buffers; they are dropped and counted",
+TEST_CASE("ucx: a stranger's messages never reach a keyed world's buffers, and are dropped and counted",
           "[comm][ucx][stranger]") {
   against_a_stranger();
 }
 
-TEST_CASE("ucx over tcp: a stranger's messages never reach a keyed world's buffers; they are dropped",
+TEST_CASE("ucx over tcp: a stranger's messages never reach a keyed world's buffers, and are dropped",
           "[comm][ucx-tcp][stranger]") {
   ScopedEnv tls("UCX_TLS", "tcp");
   against_a_stranger();
