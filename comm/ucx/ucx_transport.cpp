@@ -313,7 +313,8 @@ void UcxTransport::sweep(std::chrono::steady_clock::time_point now) {
   // The rule: a message of a group this rank has not created (yet) may be a peer's early
   // send on a sub-group it created first; such a message is never dropped before `hold`
   // (the communicator gives max(op_timeout, 1 s): a peer's operation on a group this
-  // rank does not join within its op_timeout has failed on the peer). One that became
+  // rank does not join within its op_timeout has failed on the peer; and every rank cuts
+  // its groups right after the world connects: dist/run_layout.cpp). One that became
   // ours meanwhile stays held until its receive takes it (recv()).
   for (size_t i = 0; i < s.held.size() && now - s.held[i].since >= s.hold;) {
     if (s.ours(s.held[i].wire_tag ^ s.key)) {
@@ -387,7 +388,10 @@ bool UcxTransport::progress() {
   if (state_->worker == nullptr || state_->inert) return false;
   bool any = false;
   for (int i = 0; i < 64 && ucp_worker_progress(state_->worker) != 0; ++i) any = true;
-  if (state_->ours) {
+  // The sweep, at most every kSweepInterval, and only when there is something to look at
+  // (a probe of an empty unexpected queue is a list check).
+  ucp_tag_recv_info_t info{};
+  if (state_->ours && (!state_->held.empty() || ucp_tag_probe_nb(state_->worker, 0, 0, 0, &info) != nullptr)) {
     const auto now = std::chrono::steady_clock::now();
     if (now >= state_->next_sweep) {
       state_->next_sweep = now + kSweepInterval;
