@@ -8,6 +8,7 @@
 // would use: the sums stay exact; (b) floods rank 0 with random tags, small (eager) and
 // 1 MiB (rendezvous): every message is dropped and counted, memory stays flat, and the
 // world's collectives keep working. Over whatever UCX picks, and over TCP ([ucx-tcp]).
+// Before the key, (a) gave rank 0 the stranger's bytes: 1024 of 1024 sums wrong.
 #include <catch2/catch.hpp>
 
 #include <unistd.h>
