@@ -32,6 +32,9 @@ struct CommCounters {
   uint64_t bytes_sent = 0;
   uint64_t bytes_received = 0;
   uint64_t operations = 0;  // operations issued
+  // Data-plane messages of no group of this world (a stranger's, or another epoch's),
+  // dropped (UCX: ucx_transport.hpp). Shared by a world's sub-groups.
+  uint64_t dropped_messages = 0;
 };
 
 class Communicator {

@@ -1,6 +1,7 @@
 // How a 64-bit UCX tag names one message: which group (context), which sender (tag
 // matching has no source filter), collective or point-to-point, which operation
-// (sequence number) and which piece of it. Receives match all 64 bits exactly.
+// (sequence number) and which piece of it. Receives match all 64 bits exactly. On the
+// wire the UCX transport masks every tag with its world's data-plane key (ucx_transport.hpp).
 //   bits 63..40 context (24)     39..26 sender world rank (14)   25 point-to-point flag
 //   bits 24..12 sequence (13)    11..0  piece within the operation (12)
 // Sequence numbers and pieces wrap. That is safe because UCX matches equal tags from one
@@ -22,6 +23,10 @@ inline uint64_t make_tag(uint32_t context, int sender, bool point_to_point, uint
          (uint64_t{point_to_point ? 1u : 0u} << 25) | (uint64_t{seq & 0x1fffu} << 12) |
          uint64_t{piece & (kMaxPieces - 1)};
 }
+
+// The fields make_tag packed, read back.
+inline uint32_t tag_context(uint64_t tag) { return static_cast<uint32_t>(tag >> 40) & kContextMask; }
+inline int tag_sender(uint64_t tag) { return static_cast<int>((tag >> 26) & 0x3fffu); }
 
 // The context of a group derived from its parent's: a hash of (parent, purpose, index),
 // the same on every member without any message.

@@ -27,7 +27,8 @@
 //   (the coordinator answers restarted, replan, rendezvous and members only from the process of
 //   the member concerned, bound to it at the join, or from its own process: not_a_member)
 //   member -> coord (rendezvous_atom, epoch, rank, payload) -> rendezvous_result, once every
-//                   rank of that epoch's plan contributed (the data plane's address exchange);
+//                   rank of that epoch's plan contributed (the data plane's address exchange,
+//                   with a fresh data-plane key);
 //                   error stale_epoch if the epoch is not (or no longer) the current one
 //   coord -> agents epoch_started, node_joined, node_lost (asynchronous)
 #pragma once
@@ -145,15 +146,19 @@ inline bool is_newer_epoch(const epoch_started& candidate, const epoch_started& 
   return candidate.coordinator_id != known.coordinator_id || candidate.epoch > known.epoch;
 }
 
-// The reply to a rendezvous: every rank's payload, by rank.
+// The reply to a rendezvous: every rank's payload, by rank, and the data-plane key of
+// the ranks that met in it (fresh from the coordinator's CSPRNG for every rendezvous;
+// it masks the UCX tags, comm/ucx/ucx_transport.hpp). It travels only to members over
+// the authenticated control plane (TLS across hosts); never printed or logged.
 struct rendezvous_result {
   std::uint64_t epoch = 0;
   std::vector<std::string> payloads;
+  std::uint64_t data_key = 0;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, rendezvous_result& x) {
-  return f(caf::meta::type_name("rendezvous_result"), x.epoch, x.payloads);
+  return f(caf::meta::type_name("rendezvous_result"), x.epoch, x.payloads, x.data_key);
 }
 
 // A node was admitted; `epoch` is the epoch that includes it.

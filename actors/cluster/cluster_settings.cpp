@@ -39,6 +39,13 @@ std::string make_nonce() {
   return to_hex(buf, sizeof buf);
 }
 
+std::uint64_t make_data_key() {
+  std::uint64_t key = 0;
+  if (RAND_bytes(reinterpret_cast<unsigned char*>(&key), sizeof key) != 1)
+    throw std::runtime_error("RAND_bytes failed");
+  return key;
+}
+
 std::string join_mac(const std::string& secret, const std::string& nonce,
                      std::int64_t node_id) {
   std::string msg = nonce + std::to_string(node_id);

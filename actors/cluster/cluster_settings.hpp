@@ -55,6 +55,8 @@ void log_line(const char* who, const char* fmt, Ts... xs) {
 }
 
 std::string make_nonce();
+// A fresh 64-bit data-plane key from OpenSSL's CSPRNG (rendezvous_result::data_key).
+std::uint64_t make_data_key();
 
 // hex(HMAC-SHA256(secret, nonce || decimal node_id)). The nonce is used as
 // the text it travels as (hex).

@@ -198,6 +198,7 @@ struct coordinator_state {
     if (round.payloads.size() == static_cast<size_t>(planned_ranks())) {
       rendezvous_result result;
       result.epoch = epoch;
+      result.data_key = make_data_key();  // for these ranks' data plane only
       for (auto& [r, p] : round.payloads)
         result.payloads.push_back(std::move(p));
       for (auto& [r, waiter] : round.waiting)

@@ -63,10 +63,11 @@ std::string rank_layout(const epoch_started& epoch) {
 
 namespace {
 
-// Every rank's payload of `epoch`'s rendezvous, by rank.
+// Every rank's payload of `epoch`'s rendezvous, by rank; `data_key` (optional) gets the
+// key of its data plane.
 std::vector<std::string> exchange(caf::actor_system& sys, const epoch_started& epoch,
                                   const config::JobConfig& config, int32_t rank,
-                                  const std::string& mine) {
+                                  const std::string& mine, uint64_t* data_key = nullptr) {
   std::vector<std::string> payloads;
   std::string failure;
   caf::scoped_actor self{sys};
@@ -76,7 +77,11 @@ std::vector<std::string> exchange(caf::actor_system& sys, const epoch_started& e
   const auto limit = std::chrono::milliseconds(
       static_cast<int64_t>(config.cluster.start_timeout_s * 1000));
   self->request(agent, limit, rendezvous_atom::value, epoch.epoch, rank, mine)
-      .receive([&](rendezvous_result& result) { payloads = std::move(result.payloads); },
+      .receive(
+          [&](rendezvous_result& result) {
+            payloads = std::move(result.payloads);
+            if (data_key != nullptr) *data_key = result.data_key;
+          },
                [&](caf::error& error) { failure = sys.render(error); });
   if (!failure.empty())
     throw rendezvous_failed("data-plane rendezvous of epoch " + std::to_string(epoch.epoch) +
@@ -165,7 +170,12 @@ std::unique_ptr<comm::Communicator> connect_ucx_plane(caf::actor_system& sys,
     parts.push_back(rank == 0 ? comm::make_nccl_unique_id() : std::string());
 #endif
   }
-  const auto payloads = exchange(sys, epoch, config, planned_as, comm::pack_strings(parts));
+  // The coordinator's key for this rendezvous masks the data plane's tags: a process
+  // that is not a member of the epoch cannot write into its receives.
+  uint64_t data_key = 0;
+  const auto payloads =
+      exchange(sys, epoch, config, planned_as, comm::pack_strings(parts), &data_key);
+  builder.set_data_key(data_key);
   std::vector<std::string> hosts, addresses;
   std::vector<int32_t> slots;  // the plan rank of each connecting rank
   const size_t expected = nccl ? 3 : 2;

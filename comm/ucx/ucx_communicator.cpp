@@ -11,12 +11,14 @@
 #include <cstdio>
 #include <atomic>
 #include <cstdlib>
+#include <cstring>
 #include <map>
 #include <mutex>
 #include <set>
 #include <thread>
 
 #include <sched.h>
+#include <sys/random.h>
 
 #include "comm/barrier.hpp"
 #include "comm/bootstrap/bootstrap.hpp"
@@ -65,6 +67,13 @@ struct UcxWorld {
   void release(uint32_t context) {
     std::lock_guard lock(mutex);
     if (auto it = contexts.find(context); it != contexts.end()) contexts.erase(it);
+  }
+  // Whether `tag` may be one of this world's: a claimed context and a sender in the world
+  // (the transport's stranger filter; under the worker lock).
+  bool ours(uint64_t tag) {
+    if (tag_sender(tag) >= transport->world_size()) return false;
+    std::lock_guard lock(mutex);
+    return contexts.count(tag_context(tag)) != 0;
   }
 };
 
@@ -213,6 +222,7 @@ class UcxCommunicator final : public Communicator {
     c.bytes_sent = bytes_->bytes_sent();
     c.bytes_received = bytes_->bytes_received();
     c.operations = counters_.operations.load();
+    c.dropped_messages = world_->transport->dropped_messages();
     return c;
   }
 
@@ -390,8 +400,12 @@ std::unique_ptr<Communicator> UcxCommunicatorBuilder::connect(
   if (!transport_) throw CommError(ErrorKind::invalid_argument, "builder already connected");
   if (static_cast<int>(hosts.size()) != size_)
     throw CommError(ErrorKind::invalid_argument, "expected " + std::to_string(size_) + " host names");
-  transport_->connect(addresses);
+  transport_->connect(addresses, data_key_);
   auto world = std::make_shared<UcxWorld>();
+  // Strangers' messages are dropped once they stayed of no group for max(op_timeout,
+  // 1 s) (the rule: UcxTransport::sweep). The world outlives its transport's progress.
+  transport_->set_stranger_filter([w = world.get()](uint64_t tag) { return w->ours(tag); },
+                                  std::max<std::chrono::milliseconds>(options_.op_timeout, std::chrono::seconds(1)));
   world->transport = std::move(transport_);
   world->engine = std::make_shared<ProgressEngine>(*world->transport);
   {
@@ -442,13 +456,26 @@ std::unique_ptr<Communicator> UcxCommunicatorBuilder::connect(
 
 std::unique_ptr<Communicator> connect_ucx(Bootstrap& bootstrap, const std::string& host, const CommOptions& options) {
   UcxCommunicatorBuilder builder(bootstrap.rank(), bootstrap.size(), options);
-  const auto all = bootstrap.all_gather(pack_strings({host, builder.address()}), options.op_timeout);
+  // Every rank offers a random data-plane key; rank 0's is the world's (as safe as the
+  // bootstrap's own channel: a stranger who knows only a worker address has not got it).
+  uint64_t offered = 0;
+  if (::getrandom(&offered, sizeof offered, 0) != static_cast<ssize_t>(sizeof offered))
+    throw CommError(ErrorKind::transport, "getrandom failed for the data-plane key");
+  const auto all = bootstrap.all_gather(
+      pack_strings({host, builder.address(), std::string(reinterpret_cast<const char*>(&offered), sizeof offered)}),
+      options.op_timeout);
   std::vector<std::string> addresses, hosts;
   for (const auto& record : all) {
     auto parts = unpack_strings(record);
-    if (parts.size() != 2) throw CommError(ErrorKind::invalid_argument, "malformed bootstrap record");
+    if (parts.size() != 3 || parts[2].size() != sizeof(uint64_t))
+      throw CommError(ErrorKind::invalid_argument, "malformed bootstrap record");
     hosts.push_back(std::move(parts[0]));
     addresses.push_back(std::move(parts[1]));
+    if (hosts.size() == 1) {
+      uint64_t key = 0;
+      std::memcpy(&key, parts[2].data(), sizeof key);
+      builder.set_data_key(key);
+    }
   }
   return builder.connect(addresses, hosts);
 }

@@ -7,6 +7,7 @@
 // (tests give ranks fake host names to exercise the hierarchical all-reduce).
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
@@ -28,6 +29,11 @@ class UcxCommunicatorBuilder {
 
   // The bytes every peer needs to reach this rank.
   const std::string& address() const;
+  // The world's data-plane key (the same on every rank; given with the addresses, e.g.
+  // by the coordinator with the epoch's rendezvous): every tag on the wire is masked with
+  // it, so a process without it cannot write into this world's receives. Before connect;
+  // 0 (the default) leaves tags unmasked. Never printed or logged.
+  void set_data_key(uint64_t key) { data_key_ = key; }
   // addresses[r], hosts[r]: every world rank's address and host. Connects, then runs a
   // barrier (bounded by op_timeout) so a missing rank fails here, not in the first op.
   // The builder is spent afterwards. `while_connecting` (optional) gets the communicator
@@ -41,6 +47,7 @@ class UcxCommunicatorBuilder {
  private:
   int rank_, size_;
   CommOptions options_;
+  uint64_t data_key_ = 0;
   std::unique_ptr<UcxTransport> transport_;
 };
 

@@ -10,8 +10,10 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <thread>
 
 #include <ucp/api/ucp.h>
@@ -22,6 +24,18 @@
 namespace dseek::comm {
 
 namespace {
+
+// Strangers' messages (see the header and sweep()): how often the unexpected queue is
+// looked at, how many messages one sweep takes off it at most, how many it holds at most
+// (beyond that the oldest is dropped at once: a flood does not grow memory), how much of
+// a dropped message is received (the rest is truncated: an eager message is cut, a
+// rendezvous one is acknowledged to its sender without any data moving), and how often a
+// drop is logged.
+constexpr auto kSweepInterval = std::chrono::milliseconds(10);
+constexpr int kTakePerSweep = 1024;
+constexpr size_t kMaxHeld = 4096;
+constexpr size_t kScratchBytes = 64 * 1024;
+constexpr auto kDropLogInterval = std::chrono::seconds(10);
 
 // The transport's Io (a distinct type, so it is always freed as what it is).
 struct UcxIo : Io {
@@ -84,6 +98,24 @@ struct UcxTransport::State {
   // caller's (by now freed) buffer, so this worker is never progressed again.
   bool inert = false;
   bool closed = false;
+
+  // Every tag on the wire is the caller's tag XOR `key` (never printed or logged).
+  uint64_t key = 0;
+  // Strangers' messages (sweep()): which tags are this world's, how long a message of
+  // another tag is held before it is dropped, the messages held (oldest first).
+  std::function<bool(uint64_t)> ours;
+  std::chrono::steady_clock::duration hold{};
+  struct Held {
+    ucp_tag_message_h message;
+    uint64_t wire_tag;  // as sent (what a log may show: it reveals nothing of the key)
+    size_t length;
+    std::chrono::steady_clock::time_point since;
+  };
+  std::deque<Held> held;
+  std::chrono::steady_clock::time_point next_sweep{};
+  std::vector<char> scratch;  // dropped messages land here (outlives the worker)
+  std::chrono::steady_clock::time_point last_drop_log{};
+  uint64_t drops_unlogged = 0;
 };
 
 
@@ -164,7 +196,14 @@ UcxTransport::~UcxTransport() {
   }
 }
 
-void UcxTransport::connect(const std::vector<std::string>& addresses) {
+void UcxTransport::set_stranger_filter(std::function<bool(uint64_t)> ours, std::chrono::milliseconds hold) {
+  state_->ours = std::move(ours);
+  state_->hold = hold;
+  state_->scratch.resize(kScratchBytes);
+}
+
+void UcxTransport::connect(const std::vector<std::string>& addresses, uint64_t tag_key) {
+  state_->key = tag_key;
   if (static_cast<int>(addresses.size()) != size_)
     throw CommError(ErrorKind::invalid_argument, "expected " + std::to_string(size_) +
                                                      " peer addresses, got " + std::to_string(addresses.size()));
@@ -218,7 +257,7 @@ IoPtr UcxTransport::send(int peer, uint64_t tag, const void* data, size_t bytes)
   param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
   param.cb.send = on_send_done;
   param.user_data = io;
-  track(io, ucp_tag_send_nbx(state_->eps[static_cast<size_t>(peer)], data, bytes, tag, &param));
+  track(io, ucp_tag_send_nbx(state_->eps[static_cast<size_t>(peer)], data, bytes, tag ^ state_->key, &param));
   return result;
 }
 
@@ -239,9 +278,75 @@ IoPtr UcxTransport::recv(int peer, uint64_t tag, void* data, size_t bytes) {
   param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
   param.cb.recv = on_recv_done;
   param.user_data = io;
+  const uint64_t wire_tag = tag ^ state_->key;
+  // A message the sweep took off the unexpected queue before this world claimed its
+  // group (a peer was quicker to create it) is received from where it is held: it is
+  // older than any of its tag still in UCX's queue (one sender, sent in order).
+  for (auto it = state_->held.begin(); it != state_->held.end(); ++it) {
+    if (it->wire_tag != wire_tag) continue;
+    const ucp_tag_message_h message = it->message;
+    state_->held.erase(it);
+    track(io, ucp_tag_msg_recv_nbx(state_->worker, data, bytes, message, &param));
+    return result;
+  }
   // NULL (done at once) is not expected with NO_IMM_CMPL; the length would be unknown.
-  track(io, ucp_tag_recv_nbx(state_->worker, data, bytes, tag, ~uint64_t{0}, &param));
+  track(io, ucp_tag_recv_nbx(state_->worker, data, bytes, wire_tag, ~uint64_t{0}, &param));
   return result;
+}
+
+void UcxTransport::sweep(std::chrono::steady_clock::time_point now) {
+  State& s = *state_;
+  // Take what heads the unexpected queue off it while it is of no group of this world.
+  // A message that is ours (an early piece waiting for its receive) stops the look:
+  // probing shows only the first match, so what is behind it waits for a later sweep.
+  for (int i = 0; i < kTakePerSweep; ++i) {
+    ucp_tag_recv_info_t info{};
+    if (ucp_tag_probe_nb(s.worker, 0, 0, 0, &info) == nullptr) break;  // empty: cheap
+    if (s.ours(info.sender_tag ^ s.key)) break;
+    // The oldest message of that exact tag is the head itself: remove it.
+    const ucp_tag_message_h message = ucp_tag_probe_nb(s.worker, info.sender_tag, ~uint64_t{0}, 1, &info);
+    if (message == nullptr) break;
+    s.held.push_back({message, info.sender_tag, info.length, now});
+    if (s.held.size() > kMaxHeld) drop(0, now, "more strangers' messages held than the limit");
+  }
+  // Drop what has been held for the hold time and is still of no group of this world.
+  // The rule: a message of a group this rank has not created (yet) may be a peer's early
+  // send on a sub-group it created first; such a message is never dropped before `hold`
+  // (the communicator gives max(op_timeout, 1 s): a peer's operation on a group this
+  // rank does not join within its op_timeout has failed on the peer; and every rank cuts
+  // its groups right after the world connects: dist/run_layout.cpp). One that became
+  // ours meanwhile stays held until its receive takes it (recv()).
+  for (size_t i = 0; i < s.held.size() && now - s.held[i].since >= s.hold;) {
+    if (s.ours(s.held[i].wire_tag ^ s.key)) {
+      ++i;
+      continue;
+    }
+    drop(i, now, "of no group of this world for the hold time");
+  }
+}
+
+void UcxTransport::drop(size_t held_index, std::chrono::steady_clock::time_point now, const char* why) {
+  State& s = *state_;
+  const State::Held h = s.held[held_index];
+  s.held.erase(s.held.begin() + static_cast<std::ptrdiff_t>(held_index));
+  // No callback: the request is released at once and UCX completes it by itself (into
+  // the scratch buffer, truncated; it outlives the worker).
+  ucp_request_param_t param{};
+  ucs_status_ptr_t req = ucp_tag_msg_recv_nbx(s.worker, s.scratch.data(), s.scratch.size(), h.message, &param);
+  if (req != nullptr && !UCS_PTR_IS_ERR(req)) ucp_request_free(req);
+  const uint64_t total = dropped_.fetch_add(1, std::memory_order_relaxed) + 1;
+  ++s.drops_unlogged;
+  if (total == 1 || now - s.last_drop_log >= kDropLogInterval) {
+    // The tag as sent (the stranger's own), never the unmasked one: that would give away
+    // the key to whoever chose what was sent.
+    std::fprintf(stderr,
+                 "dseek: rank %d dropped a data-plane message that is not of this epoch (tag 0x%016llx as "
+                 "sent, %zu bytes: %s); %llu dropped since the last report, %llu in all\n",
+                 rank_, static_cast<unsigned long long>(h.wire_tag), h.length, why,
+                 static_cast<unsigned long long>(s.drops_unlogged), static_cast<unsigned long long>(total));
+    s.last_drop_log = now;
+    s.drops_unlogged = 0;
+  }
 }
 
 void UcxTransport::release(Io* io) {
@@ -283,6 +388,16 @@ bool UcxTransport::progress() {
   if (state_->worker == nullptr || state_->inert) return false;
   bool any = false;
   for (int i = 0; i < 64 && ucp_worker_progress(state_->worker) != 0; ++i) any = true;
+  // The sweep, at most every kSweepInterval, and only when there is something to look at
+  // (a probe of an empty unexpected queue is a list check).
+  ucp_tag_recv_info_t info{};
+  if (state_->ours && (!state_->held.empty() || ucp_tag_probe_nb(state_->worker, 0, 0, 0, &info) != nullptr)) {
+    const auto now = std::chrono::steady_clock::now();
+    if (now >= state_->next_sweep) {
+      state_->next_sweep = now + kSweepInterval;
+      sweep(now);
+    }
+  }
   return any;
 }
 
@@ -386,6 +501,13 @@ void UcxTransport::close(std::chrono::milliseconds timeout) {
   // asserts (ucp_ep.c, UCP_REQUEST_FLAG_RELEASED) on a close request its user still
   // holds, which is how every survivor of a hung peer over TCP aborted.
   for (ucs_status_ptr_t req : pending) ucp_request_free(req);
+  // Held messages are UCX's descriptors: received (dropped, uncounted) before the worker goes.
+  while (!s.inert && !s.held.empty()) {
+    ucp_request_param_t param{};
+    ucs_status_ptr_t req = ucp_tag_msg_recv_nbx(s.worker, s.scratch.data(), s.scratch.size(), s.held.front().message, &param);
+    if (req != nullptr && !UCS_PTR_IS_ERR(req)) ucp_request_free(req);
+    s.held.pop_front();
+  }
   // The worker's destruction completes (cancels) whatever is left (bounded teardown).
   s.worker_fd = -1;
   if (s.worker != nullptr) ucp_worker_destroy(s.worker);

@@ -2,9 +2,20 @@
 // world, tag send/receive, shared memory between local processes and TCP across hosts
 // (UCX picks), failure reports from the endpoints' error handlers, and sleeping on the
 // worker's event fd so many ranks on few cores still progress.
+//
+// Strangers (issue 28): UCX lets any process that knows a worker's address connect and
+// send it tagged messages, which carry no sender identity. With a data-plane key (one
+// per epoch, from the coordinator over the authenticated control plane) every tag on the
+// wire is the caller's tag XOR the key, so a sender without it matches a posted receive
+// with probability (receives posted) / 2^64. What it sends instead waits in UCX's
+// unexpected queue; with a tag filter the transport takes those messages out and, when
+// they stay of no group of this world for the hold time, receives them into a scratch
+// buffer and drops them (counted, logged at a bounded rate).
 #pragma once
 
+#include <atomic>
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -31,8 +42,17 @@ class UcxTransport final : public Transport {
   // This worker's address: the bytes every peer needs to connect (exchanged by the caller).
   const std::string& address() const { return address_; }
   // Creates an endpoint to every other rank (connections are made lazily by UCX on the
-  // first message; the communicator warms them up with a barrier).
-  void connect(const std::vector<std::string>& addresses);
+  // first message; the communicator warms them up with a barrier). `tag_key` masks every
+  // tag this transport sends or receives (0: tags go out as given; every rank of a world
+  // must use the same key). Never printed or logged.
+  void connect(const std::vector<std::string>& addresses, uint64_t tag_key = 0);
+  // `ours(tag)`: may this (unmasked) tag be one of this world's groups (its context
+  // claimed)? Set before the first progress(); without it nothing is ever dropped.
+  // Unexpected messages for which it says no are held, and dropped once they have been
+  // held for `hold` and still are not ours (see sweep()).
+  void set_stranger_filter(std::function<bool(uint64_t tag)> ours, std::chrono::milliseconds hold);
+  // Messages dropped by the filter so far (any thread).
+  uint64_t dropped_messages() const { return dropped_.load(std::memory_order_relaxed); }
 
   int world_rank() const override { return rank_; }
   int world_size() const override { return size_; }
@@ -60,12 +80,18 @@ class UcxTransport final : public Transport {
   // Closes the endpoint to `peer` by force (its requests complete with an error) and marks
   // the peer failed for the rest of this world.
   void force_close(int peer, std::chrono::steady_clock::time_point deadline);
+  // Takes strangers' messages off the head of the unexpected queue and drops those held
+  // long enough (rate-limited by progress()).
+  void sweep(std::chrono::steady_clock::time_point now);
+  // Receives a held message into the scratch buffer and forgets it.
+  void drop(size_t held_index, std::chrono::steady_clock::time_point now, const char* why);
 
   std::unique_ptr<State> state_;
   int rank_;
   int size_;
   bool peer_failure_detection_;
   std::string address_;
+  std::atomic<uint64_t> dropped_{0};
 };
 
 }  // namespace dseek::comm

@@ -9,7 +9,9 @@
 #include <catch2/catch.hpp>
 
 #include <chrono>
+#include <cstdint>
 #include <future>
+#include <mutex>
 #include <set>
 #include <string>
 #include <vector>
@@ -67,13 +69,21 @@ TEST_CASE("the coordinator plans G ranks a member and waits for all of them to m
 
   // Every rank of the plan contributes from its own thread (as the worker groups do);
   // the first three wait for the fourth.
+  // (and get one data-plane key, the same for all of them)
+  std::mutex keys_mutex;
+  std::set<std::uint64_t> keys;
   auto contribute = [&](std::int32_t rank) {
     caf::scoped_actor self{sys};
     std::vector<std::string> payloads;
     self->request(*coordinator, 10s, actors::rendezvous_atom::value, epoch.epoch, rank,
                   "address-" + std::to_string(rank))
-        .receive([&](actors::rendezvous_result& result) { payloads = result.payloads; },
-                 [](caf::error&) {});
+        .receive(
+            [&](actors::rendezvous_result& result) {
+              payloads = result.payloads;
+              std::lock_guard lock(keys_mutex);
+              keys.insert(result.data_key);
+            },
+            [](caf::error&) {});
     return payloads;
   };
   std::vector<std::future<std::vector<std::string>>> waiting;
@@ -85,6 +95,8 @@ TEST_CASE("the coordinator plans G ranks a member and waits for all of them to m
                                              "address-3"};
   CHECK(last == expected);
   for (auto& w : waiting) CHECK(w.get() == expected);
+  CHECK(keys.size() == 1);
+  CHECK(*keys.begin() != 0);
 
   // A rank past the plan is refused.
   caf::scoped_actor self{sys};
