@@ -55,11 +55,11 @@ context_ptr make_prepare_context(const data::PrepareOptions& given,
   if (options.workers == 0) options.workers = std::max(1u, std::thread::hardware_concurrency());
   if (options.window == 0) options.window = std::max(8u, 4 * options.workers);
   options.window = std::max(options.window, 2u);
-  input = std::filesystem::absolute(options.input).lexically_normal();
   // "dir/" and "dir" are the same input and must give the same index.
-  if (!input.has_filename() && input.has_parent_path()) input = input.parent_path();
+  const std::vector<std::filesystem::path> inputs = data::prepare_inputs(options);
+  input = data::inputs_label(inputs);
   context->tokenizer = data::open_tokenizer(options.tokenizer);
-  context->listing = data::list_source_files(input, options.filter);
+  context->listing = data::list_source_files(inputs, options.filter);
   log << "data prepare: " << context->listing.files.size() << " files under " << input.string()
       << " (" << context->listing.hidden << " hidden or version-control files and "
       << context->listing.filtered << " left out by --include/--exclude), tokenizer "

@@ -210,6 +210,8 @@ class actor_batches final : public train::BatchSource {
     source_->fill(step, batch_size, first, count, context, inputs, targets);
   }
 
+  int64_t vocab() const override { return source_->vocab(); }
+
  private:
   caf::actor_system& sys_;
   caf::scoped_actor self_;

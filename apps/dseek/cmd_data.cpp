@@ -23,7 +23,7 @@ namespace dseek::tool {
 namespace {
 
 constexpr const char* kUsage =
-    "usage: dseek data prepare --input DIR --output DIR [--tokenizer NAME|FILE]\n"
+    "usage: dseek data prepare --input DIR|FILE|'GLOB'... --output DIR [--tokenizer NAME|FILE]\n"
     "                          [--config FILE [--set prepare.KEY=VALUE]...]\n"
     "                          [--val-fraction F] [--jsonl-field NAME] [--strict]\n"
     "                          [--include GLOB]... [--exclude GLOB]...\n"
@@ -152,7 +152,7 @@ data::PrepareOptions prepare_options_from_args(const Args& args) {
   data::PrepareOptions options = options_from_config(args);
   data::CleanSettings& clean = options.clean;
   bool have_input = !options.input.empty(), have_output = !options.output.empty();
-  bool have_nodes = false, have_node_id = false;
+  bool have_nodes = false, have_node_id = false, have_cli_input = false;
   for (size_t i = 1; i < args.size(); ++i) {
     const std::string& flag = args[i];
     if (flag == "--config" || flag == "--set") {  // options_from_config() took them
@@ -194,8 +194,10 @@ data::PrepareOptions prepare_options_from_args(const Args& args) {
     const std::string& value = args[++i];
     bool ok = true;
     if (flag == "--input") {
-      options.input = value;
-      have_input = true;
+      // The first replaces the config's prepare.input; each later one adds an input.
+      if (have_cli_input) options.more_inputs.push_back(value);
+      else options.input = value;
+      have_input = have_cli_input = true;
     } else if (flag == "--output") {
       options.output = value;
       have_output = true;
@@ -324,7 +326,7 @@ int run_data(const Args& args) {
 const Command& data_command() {
   static const Command command{
       "data",
-      "  data prepare --input DIR --output DIR [--tokenizer NAME|FILE] [...]\n"
+      "  data prepare --input DIR|FILE|GLOB --output DIR [--tokenizer NAME|FILE] [...]\n"
       "                                 turn text files into token shards\n"
       "  data tokenize --tokenizer NAME|FILE [--decode | --stats] < INPUT\n"
       "  data verify DIR                re-check every shard's checksum\n"

@@ -286,7 +286,8 @@ int run_prepare(const LaunchArgs& parsed) {
   with_place.insert(with_place.end(), {"--nodes", std::to_string(parsed.nodes), "--node-id", "0"});
   const data::PrepareOptions options = prepare_options_from_args(with_place);
   data::check_prepare_options(options);
-  const size_t files = data::list_source_files(options.input, options.filter).files.size();
+  const size_t files =
+      data::list_source_files(data::prepare_inputs(options), options.filter).files.size();
   if (files < static_cast<size_t>(parsed.nodes))
     std::fprintf(stderr, "[launch] %zu input file(s) for %d nodes: a file is a node's unit of "
                  "work, so %zu node(s) have nothing to do\n", files, parsed.nodes,

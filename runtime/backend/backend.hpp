@@ -54,11 +54,16 @@ struct MatmulPrecision {
 // its slice of the vocabulary-parallel embedding and head (model/tensor_parallel_layout.hpp).
 // An embedding or logits buffer given with a slice holds those rows only, row 0 being
 // vocabulary id `begin`; whole() is every id, for the whole model's ops.
+// `padded`: the slice's last rows that are padding of model.vocab beyond the data's
+// vocabulary (llm.c's Vp > V): they take no part in the softmax (probability 0, so a
+// zero logit gradient) and are never targets.
 struct VocabSlice {
   int begin = 0;
   int rows = 0;
-  static constexpr VocabSlice whole(int vocab) { return {0, vocab}; }
+  int padded = 0;
+  static constexpr VocabSlice whole(int vocab) { return {0, vocab, 0}; }
   constexpr bool holds(int32_t id) const { return id >= begin && id - begin < rows; }
+  constexpr int real_rows() const { return rows - padded; }
 };
 
 // Time and floating-point work of the linear layers' GEMMs so far (matmul_forward,
@@ -190,15 +195,17 @@ class Backend {
   virtual void vocab_parallel_encoder_backward(float* dwte_slice, float* dwpe,
                                                const float* dout, const int32_t* tokens,
                                                VocabSlice slice, int B, int T, int C) = 0;
-  // Step 1 of the cross-entropy on this rank's logits (N, V_local): max_slots (N, ranks)
-  // is overwritten with the row maxima in column `rank` and zeros elsewhere, so that a sum
-  // all-reduce over the group gives every rank every rank's maximum, exactly.
-  virtual void vocab_parallel_logit_max(float* max_slots, const float* logits, int N,
-                                        int V_local, int rank, int ranks) = 0;
+  // Step 1 of the cross-entropy on this rank's logits (N, slice.rows): max_slots (N, ranks)
+  // is overwritten with the row maxima (of the slice's real rows; the lowest float when it
+  // has none) in column `rank` and zeros elsewhere, so that a sum all-reduce over the
+  // group gives every rank every rank's maximum, exactly.
+  virtual void vocab_parallel_logit_max(float* max_slots, const float* logits,
+                                        VocabSlice slice, int N, int rank, int ranks) = 0;
   // Step 2, after that all-reduce: with m the maximum of row n's slots, the logits become
   // exp(logit - m) in place; sums_and_targets (2N) is overwritten with [the row sums of
   // those | logit[target] - m where this rank holds the target, 0 elsewhere], for the
-  // second sum all-reduce. V_local = slice.rows.
+  // second sum all-reduce. V_local = slice.rows. The padded rows (slice.padded) become 0
+  // and are left out of the sum.
   virtual void vocab_parallel_exp_sums(float* logits_to_exps, float* sums_and_targets,
                                        const float* max_slots, const int32_t* targets,
                                        VocabSlice slice, int N, int ranks) = 0;

@@ -71,7 +71,7 @@ class CpuBackend final : public Backend {
   void vocab_parallel_encoder_backward(float* dwte_slice, float* dwpe, const float* dout,
                                        const int32_t* tokens, VocabSlice slice, int B, int T,
                                        int C) override;
-  void vocab_parallel_logit_max(float* max_slots, const float* logits, int N, int V_local,
+  void vocab_parallel_logit_max(float* max_slots, const float* logits, VocabSlice slice, int N,
                                 int rank, int ranks) override;
   void vocab_parallel_exp_sums(float* logits_to_exps, float* sums_and_targets,
                                const float* max_slots, const int32_t* targets, VocabSlice slice,

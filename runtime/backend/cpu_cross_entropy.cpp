@@ -5,6 +5,7 @@
 // tensor-parallel rank's (N, V / T) slice of the logits.
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "runtime/backend/cpu_backend.hpp"
 #include "runtime/util/fast_math.hpp"
@@ -43,14 +44,19 @@ void CpuBackend::softmax_cross_entropy_backward(float* probs_to_dlogits, const i
 
 // The vocabulary-parallel pieces (backend.hpp) are the loops above cut where the group's
 // all-reduces go, with the same arithmetic: at T = 1 they compute the fused op's values.
-void CpuBackend::vocab_parallel_logit_max(float* max_slots, const float* logits, int N,
-                                          int V_local, int rank, int ranks) {
+// Padded rows (slice.padded, at the slice's end) are left out of the maximum and the sum
+// and become probability 0, so their logit gradient in backward is 0: at padded = 0 the
+// loops are those of the fused op.
+void CpuBackend::vocab_parallel_logit_max(float* max_slots, const float* logits,
+                                          VocabSlice slice, int N, int rank, int ranks) {
+  const int V_local = slice.rows;
+  const int real = slice.real_rows();
   pool_.parallel_for(static_cast<size_t>(N), [&](size_t r0, size_t r1, int) {
     for (size_t r = r0; r < r1; ++r) {
       const float* row = logits + r * V_local;
-      float max_value = row[0];
+      float max_value = real > 0 ? row[0] : std::numeric_limits<float>::lowest();
 #pragma omp simd reduction(max : max_value)
-      for (int j = 0; j < V_local; ++j) max_value = std::max(max_value, row[j]);
+      for (int j = 0; j < real; ++j) max_value = std::max(max_value, row[j]);
       float* slots = max_slots + r * ranks;
       std::fill_n(slots, ranks, 0.0f);
       slots[rank] = max_value;
@@ -62,6 +68,7 @@ void CpuBackend::vocab_parallel_exp_sums(float* logits_to_exps, float* sums_and_
                                          const float* max_slots, const int32_t* targets,
                                          VocabSlice slice, int N, int ranks) {
   const int V = slice.rows;
+  const int real = slice.real_rows();
   pool_.parallel_for(static_cast<size_t>(N), [&](size_t r0, size_t r1, int) {
     for (size_t r = r0; r < r1; ++r) {
       const float* slots = max_slots + r * ranks;
@@ -71,11 +78,12 @@ void CpuBackend::vocab_parallel_exp_sums(float* logits_to_exps, float* sums_and_
           slice.holds(targets[r]) ? row[targets[r] - slice.begin] - max_value : 0.0f;
       float total = 0.0f;
 #pragma omp simd reduction(+ : total)
-      for (int j = 0; j < V; ++j) {
+      for (int j = 0; j < real; ++j) {
         const float e = util::exp_approx(row[j] - max_value);
         row[j] = e;
         total += e;
       }
+      std::fill(row + real, row + V, 0.0f);
       sums_and_targets[r] = total;
     }
   }, 8);

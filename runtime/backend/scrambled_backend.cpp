@@ -216,10 +216,10 @@ class ScrambledBackend final : public Backend {
     cpu_->vocab_parallel_encoder_backward(s.out(dwte_slice), s.out(dwpe), s.in(dout),
                                           s.in(tokens), slice, B, T, C);
   }
-  void vocab_parallel_logit_max(float* max_slots, const float* logits, int N, int V_local,
+  void vocab_parallel_logit_max(float* max_slots, const float* logits, VocabSlice slice, int N,
                                 int rank, int ranks) override {
     Staging s(*this);
-    cpu_->vocab_parallel_logit_max(s.out(max_slots), s.in(logits), N, V_local, rank, ranks);
+    cpu_->vocab_parallel_logit_max(s.out(max_slots), s.in(logits), slice, N, rank, ranks);
   }
   void vocab_parallel_exp_sums(float* logits_to_exps, float* sums_and_targets,
                                const float* max_slots, const int32_t* targets, VocabSlice slice,

@@ -31,6 +31,23 @@ std::optional<PrepareStage> parse_prepare_stage(std::string_view name) {
   return std::nullopt;
 }
 
+std::vector<std::filesystem::path> prepare_inputs(const PrepareOptions& options) {
+  std::vector<std::filesystem::path> inputs;
+  inputs.push_back(options.input);
+  inputs.insert(inputs.end(), options.more_inputs.begin(), options.more_inputs.end());
+  for (auto& input : inputs) {
+    input = std::filesystem::absolute(input).lexically_normal();
+    if (!input.has_filename() && input.has_parent_path()) input = input.parent_path();
+  }
+  return inputs;
+}
+
+std::string inputs_label(const std::vector<std::filesystem::path>& inputs) {
+  std::string label;
+  for (const auto& input : inputs) label += (label.empty() ? "" : ", ") + input.string();
+  return label;
+}
+
 void check_prepare_options(const PrepareOptions& options) {
   if (!(options.val_fraction >= 0.0 && options.val_fraction < 1.0)) {
     throw DataError("validation fraction must be in [0, 1), not " +

@@ -36,7 +36,10 @@ struct PrepareFaults {
 };
 
 struct PrepareOptions {
-  std::filesystem::path input;            // directory walked recursively
+  // The inputs: `input` and then `more_inputs` (--input given again), each a directory
+  // walked recursively, a single file, or a glob (source_files.hpp says their names).
+  std::filesystem::path input;
+  std::vector<std::filesystem::path> more_inputs;
   std::filesystem::path output;           // created; must be empty or absent
   std::string tokenizer = "bytes";        // a name or a .tiktoken file (tokenizer.hpp)
   double val_fraction = 0.05;             // share of the tokens for validation; 0 = none
@@ -135,6 +138,11 @@ struct PrepareSummary {
   uint32_t vocab_size = 0;        // the data set's (the tokenizer's, + FIM sentinels)
   std::string tokenizer;          // its canonical name
 };
+
+// The inputs, absolute and normalised ("dir/" and "dir" are the same input).
+std::vector<std::filesystem::path> prepare_inputs(const PrepareOptions& options);
+// How the index and the log name them: the one input, or the inputs joined by ", ".
+std::string inputs_label(const std::vector<std::filesystem::path>& inputs);
 
 // Throws DataError on settings out of range.
 void check_prepare_options(const PrepareOptions& options);

@@ -1,6 +1,6 @@
-// The input files of `dseek data prepare`: the regular files under a directory, in a
-// deterministic order (byte order of the relative paths), whatever the file system's
-// own order. Symbolic links are not followed, so link loops cannot trap the walk.
+// The input files of `dseek data prepare`: the regular files under a directory (or a
+// single file, or a glob's matches: list_source_files below), in a deterministic order
+// (byte order of the relative paths), whatever the file system's own order. Symbolic links are not followed, so link loops cannot trap the walk.
 // Hidden files and folders (a name starting with '.', which covers .git, .hg, .svn,
 // .bzr) and the folders CVS and _darcs are left out unless an --include glob names
 // them; with --include globs only matching files are taken; --exclude globs win.
@@ -39,7 +39,26 @@ struct SourceListing {
   uint64_t filtered = 0;  // left out by --include/--exclude
 };
 
-// Throws DataError naming `root` when it is not a readable directory.
-SourceListing list_source_files(const std::filesystem::path& root, const SourceFilter& filter);
+// The files of `dseek data prepare`'s inputs, each a directory, a single file, or a glob
+// (a path with * ? or [ that does not exist as written, expanded by glob(3)), in one
+// listing sorted by relative name, so that every node lists the same units in the same
+// order. The relative names (the split hash's key, the corpus order, the parts' keys):
+//   - a directory's files: their path under it (today's);
+//   - a single file: its file name (`--input dir/a.jsonl` is `--input dir` holding a.jsonl);
+//   - a glob's matches: their path under the glob's leading folders without a wildcard
+//     (`data/*/part-*.gz` names data/en/part-1.gz "en/part-1.gz"); a matched directory's
+//     files are named under them the same way.
+// The hidden-file rule applies to the files found by walking a directory; a file named
+// or matched by a glob is taken as given (glob(3)'s * does not match a leading '.'). The
+// --include/--exclude globs apply to every relative name. A file given twice (the same
+// file through two inputs) is listed once; two files with the same relative name are an
+// error naming both. Throws DataError naming the input when it does not exist, is not a
+// directory or a regular file, or is a glob that matches nothing.
+SourceListing list_source_files(const std::vector<std::filesystem::path>& inputs,
+                                const SourceFilter& filter);
+SourceListing list_source_files(const std::filesystem::path& input, const SourceFilter& filter);
+
+// Whether `input` is read as a glob: it holds a wildcard and no file has that name.
+bool is_input_glob(const std::filesystem::path& input);
 
 }  // namespace dseek::data

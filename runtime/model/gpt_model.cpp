@@ -51,6 +51,7 @@ GptModel::GptModel(const GptShape& shape, LayerRange range, backend::Backend& ba
   for (int64_t i = 0; i < activation_slots; ++i) slots_.push_back(make_forward_state(BT, att));
   slot_ = &slots_.front();
   if (recompute_.any() && range.end > range.begin) recomputed_ = make_block_activations(BT, att);
+  real_vocab_ = shape.vocab;
   if (has_head() && group_ != nullptr) {
     max_slots_ = DeviceBuffer<float>(backend, BT * static_cast<size_t>(group_->size()));
     sums_and_targets_ = DeviceBuffer<float>(backend, 2 * BT);
@@ -74,6 +75,22 @@ GptModel::GptModel(const GptShape& shape, LayerRange range, backend::Backend& ba
                              &max_slots_, &sums_and_targets_})
     activation_memory_.backward += bytes_of(*buffer);
   backward_ranges_ = ranges_in_backward_order();
+}
+
+void GptModel::set_real_vocab(int64_t real_vocab) {
+  const int64_t vocab = layout().shape().vocab;
+  if (real_vocab < 1 || real_vocab > vocab)
+    throw std::invalid_argument("GptModel: the real vocabulary " + std::to_string(real_vocab) +
+                                " is not in [1, model.vocab = " + std::to_string(vocab) + "]");
+  real_vocab_ = real_vocab;
+  // Without a group a padded vocabulary runs the vocabulary-parallel pieces at one rank
+  // (gpt_model_ends.cpp), which need their buffers.
+  if (has_head() && group_ == nullptr && real_vocab < vocab && sums_and_targets_.size() == 0) {
+    const size_t BT = static_cast<size_t>(max_batch_ * layout().shape().context);
+    max_slots_ = DeviceBuffer<float>(backend_, BT);
+    sums_and_targets_ = DeviceBuffer<float>(backend_, 2 * BT);
+    activation_memory_.backward += bytes_of(max_slots_) + bytes_of(sums_and_targets_);
+  }
 }
 
 GptModel::ForwardState GptModel::make_forward_state(size_t BT, size_t att) {

@@ -143,6 +143,13 @@ class GptModel {
     return backward_ranges_;
   }
 
+  // The data's vocabulary when model.vocab pads it (llm.c's V within Vp: GPT-2's 50257 in
+  // 50304): the ids [real_vocab, vocab) take no part in the loss's softmax (their logits
+  // get a zero gradient) and must never be targets. vocab until set, which keeps the
+  // fused cross-entropy and its bits; std::invalid_argument outside [1, vocab].
+  void set_real_vocab(int64_t real_vocab);
+  int64_t real_vocab() const { return real_vocab_; }
+
   // The precision of the matmuls; fp32 until set. The owner calls
   // precision().end_step() after each optimizer step (FP8 delayed scaling).
   void set_precision(PrecisionPolicy policy) { precision_ = std::move(policy); }
@@ -209,6 +216,7 @@ class GptModel {
   RecomputePolicy recompute_;
   PrecisionPolicy precision_;
   int64_t B_ = 0, T_ = 0;  // the selected slot's forward
+  int64_t real_vocab_ = 0;  // set_real_vocab; the constructor sets vocab
 
   backend::DeviceBuffer<float> params_, grads_;
   ParamsNeeded before_params_read_;

@@ -3,14 +3,18 @@
 // Without a group they are the whole-vocabulary ops; a tensor rank holds a slice of the
 // vocabulary and runs the vocabulary-parallel ops of Megatron-LM, whose reductions go
 // over the group.
+#include <algorithm>
 #include <string>
 
 #include "runtime/model/gpt_model.hpp"
 
 namespace dseek::model {
 
+// The slice's rows at or past real_vocab_ are padding (set_real_vocab).
 backend::VocabSlice GptModel::vocab_slice() const {
-  return {static_cast<int>(shard_.vocab_begin()), static_cast<int>(shard_.vocab_local())};
+  const int64_t begin = shard_.vocab_begin(), rows = shard_.vocab_local();
+  const int64_t real = std::clamp<int64_t>(real_vocab_ - begin, 0, rows);
+  return {static_cast<int>(begin), static_cast<int>(rows), static_cast<int>(rows - real)};
 }
 
 // A tensor rank writes the rows of the tokens in its vocabulary slice (zeros elsewhere)
@@ -91,17 +95,18 @@ void GptModel::head_backward(float dloss) {
 // (zero on the ranks that do not hold the target) in a second one. The logits become
 // this rank's slice of the probabilities, as softmax_cross_entropy_forward leaves them.
 // What crosses to the host for the all-reduces is N x ranks and 2N floats.
+// A padded vocabulary without a group (real_vocab_ < vocab) runs the same pieces at one
+// rank, with nothing to all-reduce: the fused op would take the padding into its softmax.
 double GptModel::cross_entropy_forward() {
   const int N = static_cast<int>(B_ * T_);
   float* logits = slot_->logits.data();
-  if (group_ == nullptr) {
+  if (group_ == nullptr && real_vocab_ == layout().shape().vocab) {
     backend_.softmax_cross_entropy_forward(logits, slot_->losses.data(), slot_->targets.data(), N,
                                            static_cast<int>(layout().shape().vocab));
   } else {
-    const int ranks = group_->size();
+    const int ranks = group_ != nullptr ? group_->size() : 1;
     const backend::VocabSlice slice = vocab_slice();
-    backend_.vocab_parallel_logit_max(max_slots_.data(), logits, N, slice.rows, shard_.rank(),
-                                      ranks);
+    backend_.vocab_parallel_logit_max(max_slots_.data(), logits, slice, N, shard_.rank(), ranks);
     all_reduce_on_backend(max_slots_.data(), static_cast<size_t>(N) * static_cast<size_t>(ranks));
     backend_.vocab_parallel_exp_sums(logits, sums_and_targets_.data(), max_slots_.data(),
                                      slot_->targets.data(), slice, N, ranks);
@@ -113,9 +118,11 @@ double GptModel::cross_entropy_forward() {
   return backend_.sum(slot_->losses.data(), static_cast<size_t>(N)) / static_cast<double>(N);
 }
 
+// The padded rows' probabilities are 0 (vocab_parallel_exp_sums), so their gradient is 0
+// in either op.
 void GptModel::cross_entropy_backward(float dloss) {
   const int N = static_cast<int>(B_ * T_);
-  if (group_ == nullptr) {
+  if (group_ == nullptr && real_vocab_ == layout().shape().vocab) {
     backend_.softmax_cross_entropy_backward(slot_->logits.data(), slot_->targets.data(), N,
                                             static_cast<int>(layout().shape().vocab), dloss);
     return;

@@ -18,6 +18,10 @@ class BatchSource {
   // sequences of `context` tokens): count x context inputs and targets.
   virtual void fill(uint64_t step, int64_t batch_size, int64_t first, int64_t count,
                     int64_t context, int32_t* inputs, int32_t* targets) = 0;
+  // Every id of the batches is below it: a prepared data set's vocabulary (its index's),
+  // which the model's loss takes as its real vocabulary when model.vocab pads it
+  // (GptModel::set_real_vocab); 0 when the source does not know (then model.vocab).
+  virtual int64_t vocab() const { return 0; }
 };
 
 // Samples of a prepared data set split, in the SampleOrder of (seed, step, index).
@@ -28,6 +32,7 @@ class DatasetBatches final : public BatchSource {
   void fill(uint64_t step, int64_t batch_size, int64_t first, int64_t count, int64_t context,
             int32_t* inputs, int32_t* targets) override;
   const data::TokenDataset& dataset() const { return dataset_; }
+  int64_t vocab() const override { return dataset_.vocab_size(); }
   uint64_t num_samples() const { return order_.num_samples(); }
 
  private:

@@ -39,6 +39,7 @@ class PrefetchingBatches final : public BatchSource {
 
   void fill(uint64_t step, int64_t batch_size, int64_t first, int64_t count, int64_t context,
             int32_t* inputs, int32_t* targets) override;
+  int64_t vocab() const override { return source_.vocab(); }
 
   struct Stats {
     uint64_t hits = 0;    // calls served from a prefetched batch

@@ -277,8 +277,8 @@ TEST_CASE("vocabulary-parallel cross-entropy pieces match the CPU", "[gpu][ops][
   Mirrored<int32_t> targets(pair, random_ids(N, ranks * local, 111));
 
   Mirrored<float> slots(pair, nan_filled(static_cast<size_t>(N) * ranks));
-  pair.cpu->vocab_parallel_logit_max(slots.cpu.data(), logits.cpu.data(), N, local, rank, ranks);
-  pair.gpu->vocab_parallel_logit_max(slots.gpu.data(), logits.gpu.data(), N, local, rank, ranks);
+  pair.cpu->vocab_parallel_logit_max(slots.cpu.data(), logits.cpu.data(), slice, N, rank, ranks);
+  pair.gpu->vocab_parallel_logit_max(slots.gpu.data(), logits.gpu.data(), slice, N, rank, ranks);
   // A maximum and zeros: exact on both.
   CHECK(count_nan(slots.gpu_values()) == 0);
   CHECK(slots.gpu_values() == slots.cpu_values());

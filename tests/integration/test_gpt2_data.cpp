@@ -9,6 +9,8 @@
 // set is a padded id (every one below the tokenizer's 50257, all below model.vocab).
 #include <catch2/catch.hpp>
 
+#include <iomanip>
+
 #include <zlib.h>
 
 #include <algorithm>
@@ -96,11 +98,28 @@ TEST_CASE("a gzip JSON Lines corpus prepared with gpt2 trains with model.vocab =
   const auto lines = read_lines(dir / "run/node-0/events.jsonl");
   const auto steps = events_named(lines, "step");
   REQUIRE(steps.size() == 20);
-  // Uniform over 50304 ids is ln(50304) = 10.83; tolerance 0.5 for the random init.
-  CHECK(number_field(steps.front(), "loss") == Approx(std::log(50304.0)).margin(0.5));
+  // The padded ids 50257 .. 50303 take no part in the softmax: near-uniform logits give
+  // ln(50257) = 10.825 (not ln(50304)); tolerance 0.5 for the random init.
+  CHECK(number_field(steps.front(), "loss") == Approx(std::log(50257.0)).margin(0.5));
   // 29 distinct words: 20 steps of lr 6e-3 take the loss well down (from 10.8 to 6.9 here).
   CHECK(number_field(steps.back(), "loss") < number_field(steps.front(), "loss") - 2.5);
   REQUIRE(events_named(lines, "train_done").size() == 1);
+
+  // With model.init_std = 1e-6 every logit is ~1e-8: the step-0 loss is the log of the
+  // number of ids in the softmax, ln(50257) = 10.82480 within 2e-4, where a softmax over
+  // the padded 50304 would give ln(50304) = 10.82584 (9.3e-4 above).
+  std::vector<std::string> tiny = node_job(dir / "data", dir / "run-tiny", 50304);
+  tiny.insert(tiny.end(), {"--set", "model.init_std=1e-6", "--set", "train.steps=2", "--set",
+                           "train.warmup_steps=1", "--set", "train.eval_every=2"});
+  auto uniform = run_process(tiny, 120s);
+  INFO(uniform.output);
+  REQUIRE(uniform.exit_code == 0);
+  const auto tiny_steps = events_named(read_lines(dir / "run-tiny/node-0/events.jsonl"), "step");
+  REQUIRE(tiny_steps.size() == 2);
+  const double step0 = number_field(tiny_steps.front(), "loss");
+  WARN("padded GPT-2 vocabulary, init_std 1e-6: step-0 loss " << std::setprecision(8) << step0
+       << ", ln(50257) = " << std::log(50257.0) << ", ln(50304) = " << std::log(50304.0));
+  CHECK(step0 == Approx(std::log(50257.0)).margin(2e-4));
 
   auto refused = run_process(node_job(dir / "data", dir / "run-small", 256), 60s);
   INFO(refused.output);
@@ -181,8 +200,9 @@ TEST_CASE("a corpus prepared from the job's config trains a GPT-2-vocabulary mod
   for (int node = 0; node < 2; ++node) {
     const auto steps = node_events(dir / "run", node, "step");
     REQUIRE(steps.size() == 20);
-    // Uniform over 50304 ids is ln(50304) = 10.83; tolerance 0.5 for the random init.
-    CHECK(number_field(steps.front(), "loss") == Approx(std::log(50304.0)).margin(0.5));
+    // Uniform over the 50257 real ids (the padding is out of the softmax) is ln(50257) =
+    // 10.82; tolerance 0.5 for the random init.
+    CHECK(number_field(steps.front(), "loss") == Approx(std::log(50257.0)).margin(0.5));
     CHECK(number_field(steps.back(), "loss") < number_field(steps.front(), "loss") - 2.0);
     params[node] = final_params_sha256(dir / "run", node, 20);
   }

@@ -301,7 +301,7 @@ TEST_CASE("dseek launch --nodes 3 data prepare writes the one-node data set, and
   CHECK_THAT(refused.output, Catch::Contains("--node-id of data prepare is decided by dseek launch"));
   auto missing = run_process(launch_args(prepare_args(dir / "none", dir / "bad", 1), 2), 30s);
   CHECK(missing.exit_code != 0);
-  CHECK(count(missing.output, "none is not a directory") == 1);
+  CHECK(count(missing.output, "none does not exist") == 1);
 
   // A node that fails (--strict: a malformed line in node 1's file) is named; node 0
   // names it with its error; the launch fails.

@@ -142,7 +142,8 @@ void check_tensor_parity(const std::string& name, const JobRun& run, const JobRu
   constexpr double kParamTolerance = 2e-5;    // absolute
   constexpr double kKeyBiasTolerance = 8e-3;  // 4 x lr (config/single.toml: lr = 2e-3)
   // The model of small_settings (vocabulary: the prepared text's bytes).
-  const model::GptShape kShape{.dim = 64, .layers = 4, .heads = 4, .context = 32, .vocab = 256};
+  const model::GptShape kShape{.dim = 64, .layers = 4, .heads = 4, .context = 32,
+                               .vocab = shape.vocab};
   using Catch::Matchers::Contains;
   const int ranks = shape.data * shape.pipeline * shape.tensor;
   INFO(name << "\n" << run.report);

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -44,6 +45,7 @@ JobRun run_job(int ranks, const std::filesystem::path& run_dir,
 // A run's layout, as its parallel_layout event names it.
 struct LayoutShape {
   int data = 1, pipeline = 1, tensor = 1;
+  int64_t vocab = 256;  // model.vocab of both runs (the data's is 256)
 };
 
 // A tensor-parallel run (`run`, laid out as `shape`, on the small job of small_settings)

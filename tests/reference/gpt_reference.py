@@ -18,6 +18,10 @@ head) runs as dseek's train.precision = "bf16" does (runtime/model/precision_pol
 its input, weight and, in backward, output gradient rounded to bf16 (nearest even, from
 their float32 values), the products and sums in float64, the bias gradient from the
 unrounded output gradient; everything else stays float64.
+
+With a fourth argument, an integer V_real < V: the model's vocabulary pads the data's
+(llm.c's V within Vp), and the loss is F.cross_entropy over the first V_real logits only
+(dseek's GptModel::set_real_vocab): the padded logits take no part in the softmax.
 """
 import math
 import struct
@@ -74,7 +78,7 @@ def linear(x, weight, bias, precision):
     return out + bias if bias is not None else out
 
 
-def gpt_loss(w, tokens, targets, C, L, NH, T, precision="fp32"):
+def gpt_loss(w, tokens, targets, C, L, NH, T, precision="fp32", real_vocab=None):
     B = tokens.shape[0]
     hs = C // NH
     x = w["wte"][tokens] + w["wpe"][:T]
@@ -97,12 +101,15 @@ def gpt_loss(w, tokens, targets, C, L, NH, T, precision="fp32"):
         x = x + linear(h, w[p + "mlp.proj.weight"], w[p + "mlp.proj.bias"], precision)
     x = F.layer_norm(x, (C,), w["lnf.weight"], w["lnf.bias"], eps=1e-5)
     logits = linear(x, w["wte"], None, precision)  # tied head
+    if real_vocab is not None:
+        logits = logits[..., :real_vocab]
     return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
 
 
 def main():
     case_path, result_path = sys.argv[1], sys.argv[2]
     precision = sys.argv[3] if len(sys.argv) > 3 else "fp32"
+    real_vocab = int(sys.argv[4]) if len(sys.argv) > 4 else None
     if precision not in ("fp32", "bf16"):
         sys.exit(f"gpt_reference.py: unknown precision {precision!r} (fp32 | bf16)")
     data = open(case_path, "rb").read()
@@ -130,7 +137,7 @@ def main():
         start += n
     names = [name for name, _ in shapes]
 
-    loss = gpt_loss(w, tokens, targets, C, L, NH, T, precision)
+    loss = gpt_loss(w, tokens, targets, C, L, NH, T, precision, real_vocab)
     loss.backward()
     first_loss = loss.item()
     grads = torch.cat([w[n].grad.reshape(-1) for n in names])
@@ -145,7 +152,7 @@ def main():
     for step in range(steps):
         if step > 0:
             opt.zero_grad()
-            loss = gpt_loss(w, tokens, targets, C, L, NH, T, precision)
+            loss = gpt_loss(w, tokens, targets, C, L, NH, T, precision, real_vocab)
             loss.backward()
         losses.append(loss.item())
         if grad_clip > 0:

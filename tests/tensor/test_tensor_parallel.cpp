@@ -51,6 +51,17 @@ TEST_CASE("T=4 tensor-parallel processes train like the single process", "[tp]")
   check_tensor_parity("T=4", run_ranks(4, "t4"), single_process_run(), {.tensor = 4});
 }
 
+// model.vocab = 320 pads the prepared bytes' vocabulary of 256 (as 50304 pads GPT-2's
+// 50257): rank 1 of T=2 holds ids [160, 320), 64 of them padding, which take no part in
+// its share of the softmax (GptModel::set_real_vocab, from the data set's index). Against
+// the single process with the same padding, within check_tensor_parity's bounds.
+TEST_CASE("T=2 tensor-parallel processes with a padded vocabulary train like the single "
+          "process", "[tp][padded_vocab]") {
+  const JobRun single = run_ranks(1, "padded-single", {"model.vocab=320"});
+  const JobRun t2 = run_ranks(2, "padded-t2", {"model.vocab=320"});
+  check_tensor_parity("T=2 padded", t2, single, {.tensor = 2, .vocab = 320});
+}
+
 // Recompute (model.recompute) inside the ranks: every rank redoes its blocks' forward,
 // the attention branch's all-reduce over UCX included. The data plane's all-reduce sums
 // in a fixed order, so the recomputed activations, and with them every step, are

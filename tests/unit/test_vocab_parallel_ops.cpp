@@ -110,8 +110,8 @@ ParallelForward parallel_forward(Backend& backend, const std::vector<float>& log
   };
   for (int r = 0; r < ranks; ++r)
     backend.vocab_parallel_logit_max(slots[static_cast<size_t>(r)].data(),
-                                     shard[static_cast<size_t>(r)].data(), kN,
-                                     slices[static_cast<size_t>(r)].rows, r, ranks);
+                                     shard[static_cast<size_t>(r)].data(),
+                                     slices[static_cast<size_t>(r)], kN, r, ranks);
   all_reduce(slots);
   for (int r = 0; r < ranks; ++r)
     backend.vocab_parallel_exp_sums(shard[static_cast<size_t>(r)].data(),
@@ -338,5 +338,75 @@ TEST_CASE("vocabulary-parallel ops on the scrambled device give the CPU's bits",
   for (size_t i = 0; i < expected.size(); ++i) {
     INFO("output " << i << " (out, dwte, dwpe, dlogits)");
     CHECK(same_bits(got[i], expected[i]));
+  }
+}
+
+// model.vocab padding the data's vocabulary (llm.c's V within Vp): the last ids of the
+// vocabulary are padding, which the slices mark (VocabSlice::padded). Their logits take
+// no part in the softmax: the probabilities and the losses are those of a float64
+// log-softmax over the first kReal logits (within 1e-5, as above), the padded
+// probabilities and logit gradients are exactly 0, every rank holds the same losses.
+// The layouts: one rank (the whole model with a padded vocabulary), three ranks with
+// the padding in the last, and three where the last holds padding only.
+TEST_CASE("vocabulary-parallel cross-entropy: padded ids take no part in the softmax",
+          "[backend][tensor][vocab_parallel][padded_vocab]") {
+  auto cpu = dseek::backend::make_cpu_backend(2);
+  const auto logits = dseek::testing::random_values(static_cast<size_t>(kN) * kVocab, 17, 4.0f);
+  for (const int real : {38, 30}) {
+    const auto targets = ids(kN, real, 18);
+    std::vector<std::vector<VocabSlice>> layouts = {{{0, kVocab, kVocab - real}}};
+    std::vector<VocabSlice> three;
+    for (VocabSlice slice : kThreeRanks) {
+      slice.padded = slice.rows - std::clamp(real - slice.begin, 0, slice.rows);
+      three.push_back(slice);
+    }
+    layouts.push_back(three);
+    for (const auto& slices : layouts) {
+      INFO("real vocabulary " << real << " of " << kVocab << ", " << slices.size() << " rank(s)");
+      const ParallelForward parallel = parallel_forward(*cpu, logits, targets, slices);
+      double worst_loss = 0.0, worst_prob = 0.0;
+      size_t padded_nonzero = 0;
+      for (int n = 0; n < kN; ++n) {
+        const float* row = logits.data() + static_cast<size_t>(n) * kVocab;
+        const double max_value = *std::max_element(row, row + real);
+        double total = 0.0;
+        for (int j = 0; j < real; ++j) total += std::exp(row[j] - max_value);
+        const int32_t target = targets[static_cast<size_t>(n)];
+        const double exact = std::log(total) - (row[target] - max_value);
+        for (size_t r = 0; r < slices.size(); ++r)
+          CHECK(parallel.losses[r][static_cast<size_t>(n)] == parallel.losses[0][static_cast<size_t>(n)]);
+        worst_loss = std::max(worst_loss, std::abs(parallel.losses[0][static_cast<size_t>(n)] - exact) /
+                                              std::max(exact, 1.0));
+        for (size_t r = 0; r < slices.size(); ++r) {
+          const VocabSlice s = slices[r];
+          for (int j = 0; j < s.rows; ++j) {
+            const float p = parallel.probs[r][static_cast<size_t>(n) * s.rows + static_cast<size_t>(j)];
+            const int id = s.begin + j;
+            if (id >= real) {
+              padded_nonzero += p != 0.0f;
+              continue;
+            }
+            const double expected = std::exp(row[id] - max_value) / total;
+            worst_prob = std::max(worst_prob, std::abs(p - expected) / expected);
+          }
+        }
+      }
+      CHECK(padded_nonzero == 0);
+      CHECK(worst_loss <= 1e-5);
+      CHECK(worst_prob <= 1e-5);
+      // Backward: (p - onehot) * dloss, so 0 at every padded id.
+      const auto device_targets = upload(*cpu, targets);
+      for (size_t r = 0; r < slices.size(); ++r) {
+        auto probs = upload(*cpu, parallel.probs[r]);
+        cpu->vocab_parallel_cross_entropy_backward(probs.data(), device_targets.data(), slices[r],
+                                                   kN, 0.25f);
+        const auto grads = download(*cpu, probs);
+        size_t nonzero = 0;
+        for (int n = 0; n < kN; ++n)
+          for (int j = slices[r].real_rows(); j < slices[r].rows; ++j)
+            nonzero += grads[static_cast<size_t>(n) * slices[r].rows + static_cast<size_t>(j)] != 0.0f;
+        CHECK(nonzero == 0);
+      }
+    }
   }
 }

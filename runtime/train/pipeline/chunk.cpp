@@ -20,6 +20,7 @@ PipelineChunk::PipelineChunk(const ChunkSpec& spec, backend::Backend& backend,
                              model::TensorGroup* tensor_group)
     : model_(spec.shape, spec.range, backend, spec.micro_batch_size, spec.activation_slots,
              spec.recompute, tensor_group) {
+  if (spec.real_vocab > 0) model_.set_real_vocab(spec.real_vocab);
   model_.init_weights(spec.seed, spec.init_std);
   model_.set_precision(model::PrecisionPolicy(backend, model::matmul_format_of(spec.precision),
                                               spec.shape.layers, spec.fp8));

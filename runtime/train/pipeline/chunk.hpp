@@ -49,6 +49,8 @@ struct ChunkSpec {
   double init_std = 0.0;
   config::Precision precision = config::Precision::fp32;  // train.precision
   numerics::DelayedScalingSettings fp8;  // train.fp8_amax_history, train.fp8_margin
+  // The data's vocabulary where model.vocab pads it (GptModel::set_real_vocab); 0: vocab.
+  int64_t real_vocab = 0;
 };
 
 class PipelineChunk {

@@ -95,6 +95,9 @@ PipelineStageTrainer::PipelineStageTrainer(const config::JobConfig& config, Batc
     spec.init_std = config.model.init_std;
     spec.precision = t.precision;
     spec.fp8 = {t.fp8_amax_history, t.fp8_margin};
+    // The data set's vocabulary, where model.vocab pads it: padded ids stay out of the loss.
+    if (const int64_t data_vocab = batches.vocab(); data_vocab > 0 && data_vocab < shape.vocab)
+      spec.real_vocab = data_vocab;
     chunk->model = std::make_unique<PipelineChunk>(spec, *backend_, timed_tensor_.get());
     chunk->owned = chunk->model->owned_ranges();
     chunk->norm_ranges = chunk->model->norm_ranges();
