@@ -15,27 +15,12 @@
 #include <vector>
 
 #include "comm/ucx/ucx_transport.hpp"
+#include "support/scoped_env.hpp"
 
 namespace comm = dseek::comm;
+using dseek::testing::ScopedEnv;
 
 namespace {
-
-// Sets an environment variable for the scope (UCX reads its settings at ucp_init).
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old;
-    ::setenv(name, value, 1);
-  }
-  ~ScopedEnv() {
-    if (old_) ::setenv(name_.c_str(), old_->c_str(), 1);
-    else ::unsetenv(name_.c_str());
-  }
-
- private:
-  std::string name_;
-  std::optional<std::string> old_;
-};
 
 // Rank 0 and rank 1 of a world of two, in this process, over TCP loopback.
 struct TcpPair {

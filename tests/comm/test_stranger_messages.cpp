@@ -31,28 +31,13 @@
 #include "comm/tags.hpp"
 #include "comm/ucx/ucx_communicator.hpp"
 #include "comm/ucx/ucx_transport.hpp"
+#include "support/scoped_env.hpp"
 
 namespace comm = dseek::comm;
+using dseek::testing::ScopedEnv;
 using namespace std::chrono_literals;
 
 namespace {
-
-// Sets an environment variable for the scope (UCX reads its settings at ucp_init).
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old;
-    if (value != nullptr) ::setenv(name, value, 1);
-  }
-  ~ScopedEnv() {
-    if (old_) ::setenv(name_.c_str(), old_->c_str(), 1);
-    else ::unsetenv(name_.c_str());
-  }
-
- private:
-  std::string name_;
-  std::optional<std::string> old_;
-};
 
 size_t resident_bytes() {
   long pages = 0, resident = 0;

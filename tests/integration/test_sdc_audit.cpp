@@ -39,6 +39,18 @@ bool contains(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;
 }
 
+// Each of `nodes` recovered once, from its own memory, at the audit's step, on 2 nodes.
+void check_recovered_from_memory(const LaunchedJob& job, const std::vector<int>& nodes) {
+  for (int node : nodes) {
+    INFO("node " << node);
+    const auto recovered = node_events(job.path(), node, "recovered");
+    REQUIRE(recovered.size() == 1);
+    CHECK(number_field(recovered[0], "from_step") == kAuditStep);
+    CHECK(string_field(recovered[0], "source") == "memory");
+    CHECK(number_field(recovered[0], "world_size") == 2);
+  }
+}
+
 }  // namespace
 
 TEST_CASE("sdc audit: a node whose own gradients are wrong at every step is named within one "
@@ -73,14 +85,7 @@ TEST_CASE("sdc audit: a node whose own gradients are wrong at every step is name
   const auto failed = node_events(job->path(), 2, "node_failed");
   REQUIRE(failed.size() == 1);
   CHECK(contains(string_field(failed[0], "reason"), "SDC audit at step 21"));
-  for (int node : {0, 1}) {
-    INFO("node " << node);
-    const auto recovered = node_events(job->path(), node, "recovered");
-    REQUIRE(recovered.size() == 1);
-    CHECK(number_field(recovered[0], "from_step") == kAuditStep);
-    CHECK(string_field(recovered[0], "source") == "memory");
-    CHECK(number_field(recovered[0], "world_size") == 2);
-  }
+  check_recovered_from_memory(*job, {0, 1});
   // The poisoned step 20 never reached the model: bit for bit the run that lost the node
   // before it.
   CHECK(sha == params_of(*reference, 0));
@@ -120,14 +125,7 @@ TEST_CASE("sdc audit: a wrong node that hosts the coordinator stops training, co
   const auto stopping = node_events(job->path(), 0, "node_stopping");
   REQUIRE(stopping.size() == 1);
   CHECK(contains(string_field(stopping[0], "reason"), "evicted by the SDC audit"));
-  for (int node : {1, 2}) {
-    INFO("node " << node);
-    const auto recovered = node_events(job->path(), node, "recovered");
-    REQUIRE(recovered.size() == 1);
-    CHECK(number_field(recovered[0], "from_step") == kAuditStep);
-    CHECK(string_field(recovered[0], "source") == "memory");
-    CHECK(number_field(recovered[0], "world_size") == 2);
-  }
+  check_recovered_from_memory(*job, {1, 2});
 }
 
 TEST_CASE("sdc audit: without it, a node's wrong local gradients reach every replica alike "

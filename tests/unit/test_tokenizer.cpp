@@ -21,6 +21,7 @@
 #include "runtime/data/tokenizer.hpp"
 #include "runtime/data/utf8_repair.hpp"
 #include "support/data_test_files.hpp"
+#include "support/scoped_env.hpp"
 #include "support/test_paths.hpp"
 
 namespace fs = std::filesystem;
@@ -28,6 +29,7 @@ using dseek::data::DataError;
 using dseek::data::PreTokenizer;
 using dseek::testing::ScratchDir;
 namespace data = dseek::data;
+using dseek::testing::ScopedEnv;
 
 using dseek::testing::data_error_of;
 
@@ -45,28 +47,6 @@ std::vector<uint32_t> encode(const data::Tokenizer& tokenizer, const std::string
   return ids;
 }
 
-
-// Sets an environment variable for the scope of a test, then restores it.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const std::string& value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old;
-    had_ = std::getenv(name) != nullptr;
-    ::setenv(name, value.c_str(), 1);
-  }
-  ~ScopedEnv() {
-    if (had_) {
-      ::setenv(name_, old_.c_str(), 1);
-    } else {
-      ::unsetenv(name_);
-    }
-  }
-
- private:
-  const char* name_;
-  std::string old_;
-  bool had_ = false;
-};
 
 }  // namespace
 
