@@ -8,6 +8,9 @@
 // /metrics on loopback: a node with metrics.prometheus_port and no prometheus_host
 // answers on 127.0.0.1 and not on the host's external address (before: 0.0.0.0).
 //
+// A node of a multi-node job without a secret refuses to start (exit 3, saying where one
+// comes from); a one-node job makes its own.
+//
 // The cluster secret never leaves the processes that use it: a 2-node `dseek launch` job
 // (with checkpoints, so that the end says how to resume) given the secret on its command
 // line (--set cluster.secret=...) or in its environment (DSEEK_CLUSTER_SECRET), then
@@ -158,4 +161,26 @@ TEST_CASE("the /metrics endpoint listens on loopback unless metrics.prometheus_h
   INFO("external address " << external->ipv4);
   CHECK(http_get(external->ipv4, port, "/metrics", 2s).status == 0);  // nothing listens there
   node.kill();
+}
+
+TEST_CASE("a node of a multi-node job without a cluster secret refuses to start", "[node][security]") {
+  // Without a secret the node would make one of its own and no peer could join it: the
+  // start is refused (exit 3: no restart cures it), naming both places a secret can come
+  // from. A job of one node makes its own.
+  ScratchDir run("no-secret");
+  const std::vector<std::string> member = {"--node-id", "1", "--set", "cluster.nodes=2",
+                                           "--set", "cluster.coordinator=\"127.0.0.1:" +
+                                                        std::to_string(free_port()) + "\"",
+                                           "--set", "cluster.join_retries=0"};
+  const std::vector<std::string> no_secret = {"DSEEK_CLUSTER_SECRET=", "DSEEK_CLUSTER_ENV=none"};
+  const auto refused = run_process(tiny_job(run.path(), 3, member), 60s, no_secret);
+  INFO(refused.output);
+  CHECK(refused.exit_code == 3);
+  CHECK(refused.output.find("a multi-node job needs a cluster secret") != std::string::npos);
+  CHECK(refused.output.find("DSEEK_CLUSTER_SECRET") != std::string::npos);
+  CHECK(node_events(run.path(), 1, "node_started").empty());
+  ScratchDir alone("no-secret-alone");
+  const auto single = run_process(tiny_job(alone.path(), 3), 120s, no_secret);
+  INFO(single.output);
+  CHECK(single.exit_code == 0);
 }
