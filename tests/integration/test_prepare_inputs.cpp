@@ -207,7 +207,7 @@ TEST_CASE("data prepare on 2 nodes on a glob writes the one-node data set byte f
   CHECK(data_set(dir / "two") == data_set(dir / "one"));
 }
 
-TEST_CASE("data prepare names, counts and skips an unreadable file; --strict fails on it",
+TEST_CASE("data prepare names, counts and skips an unreadable file, and --strict fails on it",
           "[data][cli][prepare-inputs]") {
   ScratchDir dir("prepare-unreadable");
   std::vector<std::string> kept;
