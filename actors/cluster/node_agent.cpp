@@ -6,6 +6,8 @@
 
 #include <chrono>
 #include <cstdio>
+#include <functional>
+#include <map>
 #include <optional>
 #include <set>
 #include <utility>
@@ -61,6 +63,12 @@ struct agent_state {
   // node that drops all of them looks hung to the coordinator but does not itself
   // declare the coordinator lost (the fault is one-sided, as its name says).
   std::optional<clock::time_point> unanswered_since;
+  // The workers' requests passed on to the coordinator and not answered yet (to_coordinator),
+  // by number: failed at once when the coordinator is lost or this actor stops, since
+  // an answer can no longer come (a request in a connection that died is never answered,
+  // and its requester would wait out its whole timeout: a rendezvous, 120 s).
+  std::map<std::uint64_t, std::function<void(caf::error)>> pending_requests;
+  std::uint64_t next_request = 0;
 
   static inline const char* name = "dseek.node_agent";
 
@@ -79,7 +87,16 @@ struct agent_state {
 
   std::string render(const caf::error& e) { return self->system().render(e); }
 
+  // Fails every request of the workers still waiting for the coordinator's answer.
+  void fail_pending(const std::string& why) {
+    auto pending = std::move(pending_requests);
+    pending_requests.clear();
+    for (auto& [id, fail_request] : pending)
+      fail_request(make_error(cluster_errc::stale_epoch, caf::make_message(why)));
+  }
+
   void fail(cluster_errc code, const std::string& kind, const std::string& why) {
+    fail_pending("the coordinator was lost before it answered: " + why);
     log("%s (coordinator %s): %s", kind.c_str(), cfg.coordinator.c_str(), why.c_str());
     emit(agent_event{kind, cfg.node_id, cfg.coordinator, why});
     self->quit(make_error(code, caf::make_message(cfg.coordinator, why)));
@@ -348,12 +365,25 @@ struct agent_state {
 
   // A request of this node's workers, passed on to the coordinator (which answers
   // them): only while this node is a member.
+  // The answer comes back through this actor (not delegated), so that it can fail the
+  // request when the coordinator is lost (pending_requests).
   template <class Result, class... Ts>
   caf::result<Result> to_coordinator(Ts&&... xs) {
     if (!joined || !coord)
       return make_error(cluster_errc::stale_epoch,
                         caf::make_message(std::string{"this node is not a member now"}));
-    return self->delegate(caf::actor_cast<coordinator_actor>(coord), std::forward<Ts>(xs)...);
+    auto promise = self->make_response_promise<Result>();
+    const std::uint64_t id = next_request++;
+    pending_requests.emplace(id, [promise](caf::error error) mutable { promise.deliver(std::move(error)); });
+    self->request(caf::actor_cast<coordinator_actor>(coord), caf::infinite, std::forward<Ts>(xs)...)
+        .then(
+            [this, id, promise](Result& answer) mutable {
+              if (pending_requests.erase(id) != 0) promise.deliver(std::move(answer));
+            },
+            [this, id, promise](caf::error& error) mutable {
+              if (pending_requests.erase(id) != 0) promise.deliver(std::move(error));
+            });
+    return promise;
   }
 
   bool from_coordinator() {
@@ -393,6 +423,7 @@ caf::behavior agent_impl(caf::stateful_actor<agent_state>* self, node_agent_conf
   st.target = std::move(target);
   self->set_down_handler([self](caf::down_msg& dm) { self->state.on_down(dm); });
   self->set_exit_handler([self](caf::exit_msg& em) {
+    self->state.fail_pending("this node's membership actor stopped");
     if (em.reason == caf::exit_reason::user_shutdown || em.reason == caf::exit_reason::normal)
       self->state.leave();
     self->quit(em.reason);

@@ -13,7 +13,9 @@
 //
 // Options: --host H (127.0.0.1), --secret S (else DSEEK_CLUSTER_SECRET),
 // --run-for-seconds N (30), --heartbeat-interval-ms, --heartbeat-timeout-ms,
-// --join-retries. Every line has "t_ms" (wall clock, ms since the Unix
+// --join-retries, --rendezvous-at-world N (a member asks its agent for the rendezvous of
+// the first epoch of N members, as its worker would, and writes "rendezvous" {outcome,
+// took_ms}). Every line has "t_ms" (wall clock, ms since the Unix
 // epoch: the test compares it with when it killed or stopped a process),
 // "event" and "self" (the node id, -1 for the coordinator). Events:
 //   listening      {port}                        (coordinator, once published)
@@ -53,6 +55,7 @@ struct options {
   int heartbeat_interval_ms = 250;
   int heartbeat_timeout_ms = 1500;
   int join_retries = 20;
+  int rendezvous_at_world = 0;  // a member asks its agent for a rendezvous then (0: never)
   std::string events;
 };
 
@@ -80,6 +83,9 @@ std::string json_escape(const std::string& s) {
 struct event_log {
   std::FILE* f = nullptr;
   std::int64_t self = -1;
+  caf::actor agent;             // a member's node agent (--rendezvous-at-world)
+  int rendezvous_at_world = 0;
+  bool asked = false;
 
   void write(const std::string& event, const std::string& fields) {
     auto t = std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -105,7 +111,7 @@ std::string num(const char* k, T v) {
   return std::string{"\""} + k + "\":" + std::to_string(v);
 }
 
-caf::behavior listener(caf::event_based_actor*, std::shared_ptr<event_log> log) {
+caf::behavior listener(caf::event_based_actor* self, std::shared_ptr<event_log> log) {
   return {
       [log](const node_joined& e) {
         log->write("node_joined", num("node_id", e.node_id) + "," + num("epoch", e.epoch) + ","
@@ -117,7 +123,7 @@ caf::behavior listener(caf::event_based_actor*, std::shared_ptr<event_log> log) 
                                     + num("since_heartbeat_ms", e.since_heartbeat_ms) + ","
                                     + num("epoch", e.epoch));
       },
-      [log](const epoch_started& e) {
+      [log, self](const epoch_started& e) {
         std::string ids;
         for (auto& m : e.members)
         {
@@ -128,6 +134,30 @@ caf::behavior listener(caf::event_based_actor*, std::shared_ptr<event_log> log) 
         log->write("epoch_started", num("epoch", e.epoch) + ","
                                         + num("world_size", e.world_size) + ","
                                         + str("members", ids));
+        // --rendezvous-at-world: this member's rank asks for the epoch's rendezvous, as a
+        // worker does, through its agent; the others do not, so it waits for an answer.
+        if (log->agent && !log->asked && log->rendezvous_at_world > 0 &&
+            e.world_size >= log->rendezvous_at_world) {
+          log->asked = true;
+          std::int32_t rank = 0;
+          for (auto& m : e.members)
+            if (m.node_id == log->self) rank = m.rank;
+          const auto asked_at = std::chrono::steady_clock::now();
+          const auto took_ms = [asked_at] {
+            return std::chrono::duration_cast<std::chrono::milliseconds>(
+                       std::chrono::steady_clock::now() - asked_at).count();
+          };
+          self->request(log->agent, std::chrono::seconds(60), rendezvous_atom::value, e.epoch, rank,
+                        std::string("address"))
+              .then(
+                  [log, took_ms](rendezvous_result&) {
+                    log->write("rendezvous", str("outcome", "answered") + "," + num("took_ms", took_ms()));
+                  },
+                  [log, took_ms, self](caf::error& error) {
+                    log->write("rendezvous", str("outcome", "failed: " + self->system().render(error)) +
+                                                 "," + num("took_ms", took_ms()));
+                  });
+        }
       },
       [log](const join_refused& e) {
         log->write("join_refused", num("node_id", e.node_id) + "," + str("reason", e.reason));
@@ -159,6 +189,7 @@ bool parse(int argc, char** argv, options& o) {
     else if (a == "--heartbeat-interval-ms") o.heartbeat_interval_ms = std::stoi(value());
     else if (a == "--heartbeat-timeout-ms") o.heartbeat_timeout_ms = std::stoi(value());
     else if (a == "--join-retries") o.join_retries = std::stoi(value());
+    else if (a == "--rendezvous-at-world") o.rendezvous_at_world = std::stoi(value());
     else if (a == "--events") o.events = value();
     else {
       std::fprintf(stderr, "unknown option %s\n", a.c_str());
@@ -307,6 +338,8 @@ int main(int argc, char** argv) {
         code = 1;
       } else {
         main_actor = *agent;
+        log->agent = *agent;
+        log->rendezvous_at_world = o.rendezvous_at_world;
       }
     }
     if (main_actor && code == 0) {

@@ -173,7 +173,9 @@ struct cluster_fixture {
   // through the environment.
   // `slot`: the key in `members` (default `id`; another one runs a second process with
   // the same node id).
-  fs::path start_member(std::int64_t id, const std::string& secret = "", std::int64_t slot = -1) {
+  // `extra`: more arguments of dseek_cluster_test_node.
+  fs::path start_member(std::int64_t id, const std::string& secret = "", std::int64_t slot = -1,
+                        const std::vector<std::string>& extra = {}) {
     auto tag = "node" + std::to_string(id) + "." + std::to_string(generation++);
     auto events = dir / (tag + ".jsonl");
     std::vector<std::string> argv{DSEEK_CLUSTER_TEST_NODE, "--role", "member", "--port",
@@ -184,6 +186,8 @@ struct cluster_fixture {
       argv.push_back(secret);
     }
     for (auto& a : common_args())
+      argv.push_back(a);
+    for (auto& a : extra)
       argv.push_back(a);
     members[slot < 0 ? id : slot] = SpawnedProcess::start(argv, (dir / (tag + ".log")).string(),
                                         {"DSEEK_CLUSTER_SECRET=test-secret-42"});
@@ -596,4 +600,39 @@ TEST_CASE("cluster: members notice a hung or dead coordinator and exit with a cl
     CHECK(*code == 4);
   }
   fx.coordinator.kill();
+}
+
+TEST_CASE("cluster: a worker's request in flight to a coordinator that dies fails at once",
+          "[actors][cluster]") {
+  // Member 1 asks (through its agent, as its worker does) for the rendezvous of the epoch
+  // of two; member 2 never does, so the request waits at the coordinator. The
+  // coordinator is killed: the agent, which passes the answer on, fails the request when
+  // it loses the coordinator. Before, the agent delegated it, the answer could no longer
+  // come through the dead connection, and the worker waited out the request's timeout
+  // (60 s here; a node's rendezvous waits cluster.start_timeout_s, 120 s, which once left
+  // a job not started after a node's link dropped at its join: hosts label).
+  cluster_fixture fx;
+  fx.start_coordinator();
+  auto ev1 = fx.start_member(1, "", -1, {"--rendezvous-at-world", "2"});
+  auto ev2 = fx.start_member(2);
+  {
+    INFO(fx.logs());
+    REQUIRE(wait_event(ev1, [](const event& e) { return is_epoch(e, 2, 0); }, 15s));
+  }
+  std::this_thread::sleep_for(500ms);  // the request reaches the coordinator
+  {
+    INFO(fx.logs());
+    CHECK_FALSE(wait_event(ev1, [](const event& e) { return e.kind() == "rendezvous"; }, 100ms));
+  }
+  const auto killed = wall_ms();
+  fx.coordinator.kill();
+  auto answer = wait_event(ev1, [](const event& e) { return e.kind() == "rendezvous"; }, 20s);
+  INFO(fx.logs());
+  REQUIRE(answer);
+  CHECK(answer->str("outcome").find("failed") == 0);
+  CHECK(answer->str("outcome").find("the coordinator was lost before it answered") != std::string::npos);
+  const auto latency = answer->num("t_ms") - killed;
+  std::printf("[cluster test] a rendezvous in flight failed %lld ms after the coordinator was killed\n",
+              static_cast<long long>(latency));
+  CHECK(latency < 5000);
 }
