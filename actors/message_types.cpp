@@ -3,6 +3,7 @@
 #include <caf/actor_system_config.hpp>
 
 #include "actors/cluster/cluster_messages.hpp"
+#include "actors/node/embedded_node.hpp"
 #include "actors/supervision/supervisor.hpp"
 
 namespace dseek::actors {
@@ -20,6 +21,7 @@ void register_supervision_types(caf::actor_system_config& cfg) {
 void register_message_types(caf::actor_system_config& cfg) {
   register_supervision_types(cfg);
   register_cluster_types(cfg);
+  register_node_messages(cfg);
 }
 
 } // namespace dseek::actors

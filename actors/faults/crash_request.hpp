@@ -4,7 +4,7 @@
 //
 // Only then: a node's registered actors can be reached by anyone who connects to one of
 // its ports (CAF's remote lookup), so dseek-node allows crash requests only when a
-// crash_actor fault is configured (run_node.cpp); elsewhere a request is ignored and said.
+// crash_actor fault is configured (embedded_node.cpp); elsewhere a request is ignored and said.
 #pragma once
 
 #include <atomic>

@@ -39,8 +39,8 @@ struct job_finished {
   std::int64_t steps_done = 0;
   std::string params_sha256;
   bool group_broken = false;    // a gradient_shard was lost: the worker group restarts
-  // The worker's supervisor shut it down (orderly), which the node's main loop did not
-  // ask for when it reports this: the node supervisor is giving up (run_node.cpp).
+  // The worker's supervisor shut it down (orderly), which the node actor did not
+  // ask for when it reports this: the node supervisor is giving up (embedded_node.cpp).
   bool shut_down_by_supervisor = false;
   // The SDC audit found this node computing wrong gradients (train::SdcEvicted): it
   // leaves the job for good (exit_code::evicted).

@@ -161,8 +161,7 @@ int run(const dseek::cli::Args& argv) {
     }
     dseek::cli::check_host_can_run(config);  // data, devices, the checkpoint to resume
     bool stopped_early = false;
-    options.stopped_early = &stopped_early;
-    const int code = dseek::actors::run_node(config, options);
+    const int code = dseek::actors::run_node(config, options, &stopped_early);
     if (code == dseek::exit_code::ok && config.cluster.node_id == config.cluster.coordinator_node)
       print_resume_hint(config, options.run_dir.string(), argv);
     // Stopped orderly by a signal: say which (130 / 143), not "done".

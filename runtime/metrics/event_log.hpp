@@ -32,7 +32,7 @@ class EventLog {
 
   // Every event written from now on also goes to `listener`, one at a time and in the
   // file's order (the node's Prometheus metrics fold them: training_metrics.hpp; the
-  // node's console lines on recovery: actors/node/run_node.cpp).
+  // node's console lines on recovery: actors/node/embedded_node.cpp).
   using Listener = std::function<void(std::string_view event, std::string_view fields_json)>;
   void add_listener(Listener listener);
 

@@ -1,5 +1,5 @@
 // Crash requests (crash_atom) are obeyed only where crash faults are allowed: dseek-node
-// allows them only when the job configures a crash_actor fault (actors/node/run_node.cpp),
+// allows them only when the job configures a crash_actor fault (actors/node/embedded_node.cpp),
 // since anyone connected to one of a node's ports can reach its registered actors
 // (issue 28, finding 2). Elsewhere the request is said and ignored.
 #include <catch2/catch.hpp>
