@@ -111,6 +111,8 @@ std::string num(const char* k, T v) {
   return std::string{"\""} + k + "\":" + std::to_string(v);
 }
 
+using ask_atom = caf::atom_constant<caf::atom("tstask")>;
+
 caf::behavior listener(caf::event_based_actor* self, std::shared_ptr<event_log> log) {
   return {
       [log](const node_joined& e) {
@@ -136,28 +138,33 @@ caf::behavior listener(caf::event_based_actor* self, std::shared_ptr<event_log> 
                                         + str("members", ids));
         // --rendezvous-at-world: this member's rank asks for the epoch's rendezvous, as a
         // worker does, through its agent; the others do not, so it waits for an answer.
+        // (Asked a moment later: the agent may tell this listener of the epoch before it
+        // counts itself a member.)
         if (log->agent && !log->asked && log->rendezvous_at_world > 0 &&
             e.world_size >= log->rendezvous_at_world) {
           log->asked = true;
           std::int32_t rank = 0;
           for (auto& m : e.members)
             if (m.node_id == log->self) rank = m.rank;
-          const auto asked_at = std::chrono::steady_clock::now();
-          const auto took_ms = [asked_at] {
-            return std::chrono::duration_cast<std::chrono::milliseconds>(
-                       std::chrono::steady_clock::now() - asked_at).count();
-          };
-          self->request(log->agent, std::chrono::seconds(60), rendezvous_atom::value, e.epoch, rank,
-                        std::string("address"))
-              .then(
-                  [log, took_ms](rendezvous_result&) {
-                    log->write("rendezvous", str("outcome", "answered") + "," + num("took_ms", took_ms()));
-                  },
-                  [log, took_ms, self](caf::error& error) {
-                    log->write("rendezvous", str("outcome", "failed: " + self->system().render(error)) +
-                                                 "," + num("took_ms", took_ms()));
-                  });
+          self->delayed_send(self, std::chrono::milliseconds(200), ask_atom::value, e.epoch, rank);
         }
+      },
+      [log, self](ask_atom, std::uint64_t epoch, std::int32_t rank) {
+        const auto asked_at = std::chrono::steady_clock::now();
+        const auto took_ms = [asked_at] {
+          return std::chrono::duration_cast<std::chrono::milliseconds>(
+                     std::chrono::steady_clock::now() - asked_at).count();
+        };
+        self->request(log->agent, std::chrono::seconds(60), rendezvous_atom::value, epoch, rank,
+                      std::string("address"))
+            .then(
+                [log, took_ms](rendezvous_result&) {
+                  log->write("rendezvous", str("outcome", "answered") + "," + num("took_ms", took_ms()));
+                },
+                [log, took_ms, self](caf::error& error) {
+                  log->write("rendezvous", str("outcome", "failed: " + self->system().render(error)) +
+                                               "," + num("took_ms", took_ms()));
+                });
       },
       [log](const join_refused& e) {
         log->write("join_refused", num("node_id", e.node_id) + "," + str("reason", e.reason));

@@ -619,7 +619,7 @@ TEST_CASE("cluster: a worker's request in flight to a coordinator that dies fail
     INFO(fx.logs());
     REQUIRE(wait_event(ev1, [](const event& e) { return is_epoch(e, 2, 0); }, 15s));
   }
-  std::this_thread::sleep_for(500ms);  // the request reaches the coordinator
+  std::this_thread::sleep_for(700ms);  // the request (asked 200 ms after the epoch) waits there
   {
     INFO(fx.logs());
     CHECK_FALSE(wait_event(ev1, [](const event& e) { return e.kind() == "rendezvous"; }, 100ms));
