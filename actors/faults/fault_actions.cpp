@@ -37,6 +37,9 @@ constexpr CrashableActor kCrashable[] = {
     {"gradient_shard", caf::atom("dsshard0")},
     // A pipeline or tensor-parallel job's stage (refused elsewhere by check_supported).
     {"pipeline_stage", names::pipeline_stage},
+    // The node actor itself (embedded_node.hpp): its whole tree goes with it, and the
+    // node's process (dseek-node: exit 1) or host application restarts it.
+    {"node", names::node},
 };
 
 // A crash_actor target: the actor's name and, for a worker group's actor, the group's

@@ -17,6 +17,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <deque>
 #include <exception>
 #include <memory>
 #include <mutex>
@@ -54,7 +55,9 @@
 #include "runtime/metrics/node_trace.hpp"
 #include "runtime/metrics/step_measures.hpp"
 #include "runtime/metrics/trace_spans.hpp"
+#include "runtime/train/state/checkpoint_cadence.hpp"
 #include "runtime/train/state/stage_memory.hpp"
+#include "runtime/train/step_control.hpp"
 #include "runtime/util/exit_codes.hpp"
 #include "runtime/util/json_fields.hpp"
 
@@ -109,11 +112,18 @@ class event_fanout {
     std::lock_guard lock(mutex_);
     subscribers_.push_back(std::move(subscriber));
   }
+  // The node actor, told of the events that answer its pause and checkpoint requests.
+  void set_owner(caf::actor owner) {
+    std::lock_guard lock(mutex_);
+    owner_ = std::move(owner);
+  }
   void observe(std::string_view event, std::string_view fields) {
     std::lock_guard lock(mutex_);
     fold(event, fields);
     for (const auto& subscriber : subscribers_)
       caf::anon_send(subscriber, node_event{std::string(event), std::string(fields)});
+    if (owner_ && (event == "train_paused" || event == "checkpoint_now"))
+      caf::anon_send(owner_, node_event{std::string(event), std::string(fields)});
   }
   node_status status() const {
     std::lock_guard lock(mutex_);
@@ -134,6 +144,7 @@ class event_fanout {
     status_.phase = "finished";
     for (const auto& subscriber : subscribers_) caf::anon_send(subscriber, result);
     subscribers_.clear();
+    owner_ = caf::actor{};
   }
 
  private:
@@ -145,6 +156,10 @@ class event_fanout {
     if (event == "epoch_started") {
       set(status_.epoch, "epoch");
       set(status_.world_size, "world_size");
+    } else if (event == "train_paused" && status_.phase == "running") {
+      status_.phase = "paused";
+    } else if (event == "train_resumed" && status_.phase == "paused") {
+      status_.phase = "running";
     } else if (event == "step" || event == "train_done" || event == "train_stopped") {
       set(status_.step, "step");
       set(status_.loss, "loss");
@@ -156,6 +171,7 @@ class event_fanout {
 
   mutable std::mutex mutex_;
   std::vector<caf::actor> subscribers_;
+  caf::actor owner_;
   node_status status_;
   std::string params_sha256_;
 };
@@ -199,6 +215,18 @@ struct node_state {
   int finished_groups = 0;
   std::int64_t steps = 0;
   std::string params_sha256;
+  // Pause and checkpoint-now: the flags the training reads, this node's pause, the
+  // requests waiting for their event. Checkpoint requests in batches: those that came
+  // while the flag was still set share one checkpoint, answered when every worker group
+  // of the node reported it (one checkpoint_now event each).
+  std::shared_ptr<train::StepControl> control = std::make_shared<train::StepControl>();
+  bool holds_pause = false;
+  std::vector<caf::response_promise> pause_waiters;
+  std::deque<std::vector<caf::response_promise>> checkpoint_waiters;
+  // Every actor of the node's tree, killed when the node actor ends (however it ends:
+  // after an orderly stop they are gone already).
+  std::shared_ptr<std::vector<caf::actor>> tree = std::make_shared<std::vector<caf::actor>>();
+  int checkpoint_reports = 0;  // checkpoint_now events of the oldest batch so far
   static inline const char* name = "dseek.node";
 };
 
@@ -211,9 +239,19 @@ bool stop_flag_set(const node_state& s) {
 void stop_tree(node_self* self);
 void finish(node_self* self);
 
+// The training ended before the pause and checkpoint requests still waiting.
+void fail_waiters(node_state& s) {
+  for (auto& waiter : s.pause_waiters) waiter.deliver(make_error(node_errc::ended));
+  s.pause_waiters.clear();
+  for (auto& batch : s.checkpoint_waiters)
+    for (auto& waiter : batch) waiter.deliver(make_error(node_errc::ended));
+  s.checkpoint_waiters.clear();
+}
+
 // The job ended, failed or was stopped: linger for scrapes if asked, then stop the tree.
 void end_running(node_self* self) {
   auto& s = self->state;
+  fail_waiters(s);
   s.awaiting_supervisor_down = false;
   s.setup.fanout->set_phase("stopping");
   const auto& endpoint = s.setup.metrics_endpoint;
@@ -355,8 +393,10 @@ void start_tree(node_self* self, const std::string& coordinator_address) {
   worker.node_main = caf::actor_cast<caf::actor>(self);
   worker.incarnation = s.setup.options.incarnation;
   worker.stage_memory = std::make_shared<train::StageMemory>();
+  worker.control = s.control;
   node_tree_setup tree{worker, coordinator_address, s.setup.node_start, s.setup.metrics_endpoint};
   s.node = spawn_supervisor(sys, node_supervisor_config(tree));
+  s.tree->push_back(caf::actor_cast<caf::actor>(s.node));
   self->monitor(s.node);
   s.now = phase::running;
   s.setup.fanout->set_phase("running");
@@ -438,7 +478,16 @@ caf::behavior node_main(node_self* self, node_setup setup) {
   const auto& config = s.setup.config;
   const auto& cluster = config.cluster;
   const bool runs_coordinator = cluster.node_id == cluster.coordinator_node;
+  names::register_as(self, names::node);
   self->set_down_handler([self](caf::down_msg& down) { on_down(self, down); });
+  // A node actor killed from outside (exit_reason::kill: no handler runs) takes its tree
+  // with it, as a crash does: a live tree would train on and keep the system up.
+  self->attach_functor([tree = s.tree](const caf::error&) {
+    for (const auto& actor : *tree) caf::anon_send_exit(actor, caf::exit_reason::kill);
+  });
+  // An exit message (a host supervisor's orderly stop, user_shutdown): stop as for
+  // node_stop_atom, and end normally with the result.
+  self->set_exit_handler([self](caf::exit_msg&) { request_stop(self); });
   // A handler that throws (a full disk under the event log, say) ends the node: its tree
   // goes with it (a live tree would keep the actor system from shutting down) and the
   // subscribers still get a result.
@@ -473,6 +522,7 @@ caf::behavior node_main(node_self* self, node_setup setup) {
                                            .add("tls", !cluster.tls_ca.empty()));
   const int local_ranks = static_cast<int>(cluster.gpus_per_node);
   s.router = spawn_event_router(sys, caf::actor_cast<caf::actor>(self), local_ranks);
+  s.tree->push_back(s.router);
   if (runs_coordinator) {
     // A single-node job listens on any free port of loopback: nothing joins it from
     // outside, and two such jobs on one machine must not collide.
@@ -484,6 +534,8 @@ caf::behavior node_main(node_self* self, node_setup setup) {
     s.refusals = spawn_refusal_logger(sys);
     s.job = spawn_supervisor(sys, job_supervisor_config(config, s.router, s.refusals, port, host,
                                                         s.published));
+    s.tree->push_back(s.refusals);
+    s.tree->push_back(caf::actor_cast<caf::actor>(s.job));
     self->monitor(s.job);
     s.coordinator_host = host;
     s.coordinator_where = host + ":" + std::to_string(port);
@@ -491,6 +543,7 @@ caf::behavior node_main(node_self* self, node_setup setup) {
   } else {
     start_tree(self, cluster.coordinator);
   }
+  s.setup.fanout->set_owner(caf::actor_cast<caf::actor>(self));
   self->send(self, node_tick_atom::value);
   return {
       [self](node_status_atom) { return self->state.setup.fanout->status(); },
@@ -503,6 +556,58 @@ caf::behavior node_main(node_self* self, node_setup setup) {
         if (!request_stop(self)) return make_error(node_errc::already_stopping);
         return caf::ok_atom::value;
       },
+      [self](node_pause_atom) -> caf::result<std::int64_t> {
+        auto& st = self->state;
+        if (st.now != phase::starting && st.now != phase::running)
+          return make_error(node_errc::not_running);
+        st.holds_pause = true;
+        st.control->pause = true;
+        if (const node_status status = st.setup.fanout->status(); status.phase == "paused")
+          return status.step;
+        st.pause_waiters.push_back(self->make_response_promise());
+        return st.pause_waiters.back();
+      },
+      [self](node_resume_atom) -> caf::result<caf::ok_atom> {
+        auto& st = self->state;
+        if (!st.holds_pause) return make_error(node_errc::not_paused);
+        st.holds_pause = false;
+        st.control->pause = false;
+        return caf::ok_atom::value;
+      },
+      [self](node_checkpoint_atom) -> caf::result<std::int64_t> {
+        auto& st = self->state;
+        if (st.now != phase::starting && st.now != phase::running)
+          return make_error(node_errc::not_running);
+        if (!train::checkpoints_enabled(st.setup.config))
+          return make_error(node_errc::no_checkpoints);
+        // A flag not yet taken by the training: this request shares its checkpoint.
+        const bool flag_pending = st.control->checkpoint.exchange(true);
+        if (!flag_pending || st.checkpoint_waiters.empty()) st.checkpoint_waiters.emplace_back();
+        st.checkpoint_waiters.back().push_back(self->make_response_promise());
+        return st.checkpoint_waiters.back().back();
+      },
+      // The training's train_paused and checkpoint_now events (event_fanout::set_owner).
+      [self](node_event& event) {
+        auto& st = self->state;
+        if (event.event == "train_paused") {
+          const auto step = util::json_number_field(event.fields_json, "step").value_or(0);
+          for (auto& waiter : st.pause_waiters) waiter.deliver(static_cast<std::int64_t>(step));
+          st.pause_waiters.clear();
+        } else if (event.event == "checkpoint_now" && !st.checkpoint_waiters.empty()) {
+          const int groups = static_cast<int>(st.setup.config.cluster.gpus_per_node);
+          if (++st.checkpoint_reports < groups) return;
+          st.checkpoint_reports = 0;
+          const auto step = util::json_number_field(event.fields_json, "step").value_or(0);
+          const bool committed = event.fields_json.find("\"committed\":true") != std::string::npos;
+          for (auto& waiter : st.checkpoint_waiters.front()) {
+            if (committed) waiter.deliver(static_cast<std::int64_t>(step));
+            else waiter.deliver(make_error(node_errc::checkpoint_failed));
+          }
+          st.checkpoint_waiters.pop_front();
+        }
+      },
+      // crash_actor "node": the exception handler above takes the tree down with it.
+      [](crash_atom) { crash_now("node"); },
       [self](node_tick_atom) { on_tick(self); },
       [self](members_poll_atom) { poll_members(self); },
       // Every worker group (one per local rank) reports its training's end; the node is
@@ -633,6 +738,11 @@ std::string to_string(node_errc x) {
     case node_errc::invalid_subscriber: return "invalid_subscriber";
     case node_errc::already_stopping: return "already_stopping";
     case node_errc::job_failed: return "job_failed";
+    case node_errc::not_running: return "not_running";
+    case node_errc::ended: return "ended";
+    case node_errc::not_paused: return "not_paused";
+    case node_errc::no_checkpoints: return "no_checkpoints";
+    case node_errc::checkpoint_failed: return "checkpoint_failed";
   }
   return "unknown node error";
 }

@@ -16,6 +16,8 @@
 //   auto node = dseek::actors::spawn_node(sys, job, options);   // training starts
 //   // ... request(node, 5s, node_status_atom::value) -> node_status
 //   // ... request(node, 5s, node_stop_atom::value)   -> ok (stops at a step boundary)
+//   // ... node_pause_atom -> step (the job held there), node_checkpoint_atom -> step
+//   //     (committed), node_resume_atom -> ok
 //   // my_printer gets node_event for every line of events.jsonl, then one node_result.
 //
 // The node actor starts the node's tree at once (node_tree.hpp; the coordinator too on
@@ -31,7 +33,6 @@
 //   trace (runtime/metrics/trace_spans.hpp) and the data plane's work observer
 //   (dist/trace_collectives.hpp). A second node in the same process, even after the first
 //   ended, shares them.
-// - No pause/resume, no checkpoint-now, no restart of a crashed node by a host supervisor.
 #pragma once
 
 #include <atomic>
@@ -56,12 +57,16 @@ namespace dseek::actors {
 using node_status_atom = caf::atom_constant<caf::atom("dnstatus")>;
 using node_subscribe_atom = caf::atom_constant<caf::atom("dnsubscrib")>;
 using node_stop_atom = caf::atom_constant<caf::atom("dnstop")>;
+using node_pause_atom = caf::atom_constant<caf::atom("dnpause")>;
+using node_resume_atom = caf::atom_constant<caf::atom("dnresume")>;
+using node_checkpoint_atom = caf::atom_constant<caf::atom("dncheckpt")>;
 
 // What the node is doing now, folded from its events.
 struct node_status {
   // "starting" (until the coordinator is published and the tree started), "running"
-  // (joining, training), "stopping" (a stop request or the job's end: the tree is
-  // shutting down), "finished" (the result is out; the actor is about to exit).
+  // (joining, training), "paused" (the job is held at a step boundary: train_paused),
+  // "stopping" (a stop request or the job's end: the tree is shutting down), "finished"
+  // (the result is out; the actor is about to exit).
   std::string phase = "starting";
   std::int64_t epoch = 0;       // the last epoch_started (0: none yet)
   std::int64_t world_size = 0;  // of that epoch
@@ -107,7 +112,25 @@ using node_actor = caf::typed_actor<
     // train_stopped event; a final checkpoint when the job writes checkpoints); after the
     // job's end it only cuts short metrics.prometheus_linger_seconds. Replies at once; the
     // result follows. Error: node_errc::already_stopping (a stop or the end is under way).
-    caf::replies_to<node_stop_atom>::with<caf::ok_atom>>;
+    caf::replies_to<node_stop_atom>::with<caf::ok_atom>,
+    // Pauses the whole job at the next step boundary (every rank of every node stops
+    // there: train_paused) and answers the count of completed steps once this node's
+    // training is paused; at once when it is paused already. The job stays paused while
+    // any node that asked holds it; a stop request still stops it. Errors:
+    // node_errc::not_running (stopping or finished), node_errc::ended (the training
+    // ended first).
+    caf::replies_to<node_pause_atom>::with<std::int64_t>,
+    // Lets go of this node's pause: the job resumes at once when no other node holds
+    // one (train_resumed). Replies at once. Error: node_errc::not_paused (this node did
+    // not ask for a pause).
+    caf::replies_to<node_resume_atom>::with<caf::ok_atom>,
+    // A checkpoint of the whole job at the next step boundary (also while paused; not
+    // before the first step): answers its step once it is committed (checkpoint_now
+    // event). Errors: node_errc::no_checkpoints (the job writes none: set
+    // checkpoint.every_steps), node_errc::checkpoint_failed (the write failed:
+    // checkpoint_failed on the writer's node), node_errc::not_running,
+    // node_errc::ended.
+    caf::replies_to<node_checkpoint_atom>::with<std::int64_t>>;
 
 struct node_options {
   std::filesystem::path run_dir;  // RUN_DIR: the node writes RUN_DIR/node-<id>/
@@ -150,6 +173,16 @@ enum class node_errc : std::uint8_t {
   // The node actor's exit reason when the job did not end with exit code 0. Context:
   // (int32_t exit_code, std::string reason).
   job_failed,
+  // pause or checkpoint while the node stops or has finished.
+  not_running,
+  // a pause or checkpoint request that the training's end came before.
+  ended,
+  // resume without a pause of this node's.
+  not_paused,
+  // checkpoint in a job that writes no checkpoints.
+  no_checkpoints,
+  // the checkpoint asked for was not committed (the writer's checkpoint_failed event).
+  checkpoint_failed,
 };
 
 std::string to_string(node_errc x);

@@ -30,6 +30,7 @@ struct health_state {
   std::chrono::milliseconds slowest_step{0};
   bool seen_step = false;
   bool stalled = false;
+  bool paused = false;  // the training is paused: no step is due
   static inline const char* name = "dseek.health_monitor";
 };
 
@@ -62,10 +63,16 @@ caf::behavior health_monitor(caf::stateful_actor<health_state>* self, health_set
         st.last_step = p.step;
         st.last_progress = now;
       },
+      [self](const training_paused& p) {
+        // A pause is no stall; the next step is due from the end of the pause.
+        auto& st = self->state;
+        st.paused = p.paused;
+        st.last_progress = clock::now();
+      },
       [self](check_atom) {
         auto& st = self->state;
         self->delayed_send(self, st.settings.check_interval, check_atom::value);
-        if (!st.seen_step || st.stalled) return;
+        if (!st.seen_step || st.stalled || st.paused) return;
         const auto limit = std::max(st.settings.min_stall,
                                     std::chrono::milliseconds(static_cast<int64_t>(
                                         st.settings.stall_factor *

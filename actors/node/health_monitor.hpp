@@ -2,7 +2,7 @@
 // and it raises a `worker_stalled` event when no step completed for much longer than
 // steps usually take (a collective or a kernel that hangs inside this process, which the
 // coordinator's heartbeats cannot see: the node still answers them). It clears with
-// `worker_resumed`.
+// `worker_resumed`. A paused training (training_paused) is not stalled.
 //
 // The replicas' gradient and parameter checksums (train.replica_check_every) report here
 // too: the training thread sends every disagreement it sees (sdc_reporter()), the monitor

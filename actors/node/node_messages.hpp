@@ -1,4 +1,5 @@
-// Messages between the actors of one node (dseek-node's tree): the worker's progress and
+// Messages between the actors of one node (dseek-node's tree): the worker's progress (and
+// pauses) and
 // replica-check disagreements to the health monitor, the end of the job to the node's
 // main loop, and the lines the metrics exporter writes to the node's event log. Local to
 // the process: never sent to another node, so not announced.
@@ -20,6 +21,13 @@ using step_atom = caf::atom_constant<caf::atom("dsstep")>;
 struct step_progress {
   std::int64_t step = 0;  // completed steps
   double loss = 0;
+};
+
+// The worker's training paused at a step boundary (paused), or goes on or stops after
+// a pause (to the health monitor: a paused worker is not stalled).
+struct training_paused {
+  std::int64_t step = 0;  // completed steps
+  bool paused = false;
 };
 
 // A replica check of the worker's training found disagreeing replicas (to the health
@@ -57,6 +65,7 @@ struct node_event {
 }  // namespace dseek::actors
 
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(dseek::actors::step_progress)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(dseek::actors::training_paused)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(dseek::actors::sdc_report)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(dseek::actors::job_finished)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(dseek::actors::node_event)

@@ -117,8 +117,8 @@ pipeline_stage_actor::behavior_type pipeline_stage(stage_pointer self, caf::atom
             self->state, [](LocalPipelineStage& s) { return s.gather_trace_spans(); });
       },
       [self](const stage_sum& m) {
-        return guarded<double>(self->state,
-                               [&](LocalPipelineStage& s) { return s.sum_over_world(m.value); });
+        return guarded<std::vector<double>>(
+            self->state, [&](LocalPipelineStage& s) { return s.sum_over_world(m.values); });
       },
       [self](const stage_decide& m) {
         return guarded<bool>(self->state,
@@ -195,8 +195,9 @@ class actor_pipeline_stage final : public train::PipelineStage {
   std::vector<metrics::TraceSpan> gather_trace_spans() override {
     return ask<std::vector<metrics::TraceSpan>>(stage_gather_trace{}, "gather its trace");
   }
-  double sum_over_world(double value) override {
-    return ask<double>(stage_sum{value}, "sum over the world");
+  using PipelineStage::sum_over_world;
+  std::vector<double> sum_over_world(std::vector<double> values) override {
+    return ask<std::vector<double>>(stage_sum{std::move(values)}, "sum over the world");
   }
   bool first_stage_decides(bool value) override {
     return ask<bool>(stage_decide{value}, "take stage 0's decision");

@@ -49,7 +49,7 @@ struct stage_evaluate {
 struct stage_gather_params {};
 struct stage_gather_trace {};
 struct stage_sum {
-  double value = 0;
+  std::vector<double> values;
 };
 struct stage_decide {
   bool value = false;
@@ -94,7 +94,7 @@ using pipeline_stage_actor = caf::typed_actor<
     caf::replies_to<stage_evaluate>::with<stage_reply<double>>,
     caf::replies_to<stage_gather_params>::with<stage_reply<std::vector<float>>>,
     caf::replies_to<stage_gather_trace>::with<stage_reply<std::vector<metrics::TraceSpan>>>,
-    caf::replies_to<stage_sum>::with<stage_reply<double>>,
+    caf::replies_to<stage_sum>::with<stage_reply<std::vector<double>>>,
     caf::replies_to<stage_decide>::with<stage_reply<bool>>,
     caf::replies_to<stage_gather_state>::with<stage_reply<stage_done>>,
     caf::replies_to<stage_restore>::with<stage_reply<stage_done>>,
@@ -127,6 +127,7 @@ CAF_ALLOW_UNSAFE_MESSAGE_TYPE(dseek::actors::stage_reply<dseek::actors::stage_bu
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(dseek::actors::stage_reply<dseek::train::PipelineStepReport>)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(dseek::actors::stage_reply<double>)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(dseek::actors::stage_reply<std::vector<float>>)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(dseek::actors::stage_reply<std::vector<double>>)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(dseek::actors::stage_reply<std::vector<dseek::metrics::TraceSpan>>)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(dseek::actors::stage_reply<bool>)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(dseek::actors::stage_reply<dseek::actors::stage_done>)

@@ -28,6 +28,7 @@
 #include "runtime/metrics/event_log.hpp"
 #include "runtime/train/run_training.hpp"
 #include "runtime/train/sdc_audit.hpp"
+#include "runtime/train/step_control.hpp"
 
 namespace dseek::actors {
 
@@ -230,6 +231,10 @@ train::RunOptions node_run_options(const worker_setup& setup, caf::actor_system&
   options.events = setup.events.get();
   options.before_step = setup.before_step;
   options.after_reduction = setup.in_step;
+  options.control = setup.control.get();
+  options.pause_changed = [&sys](bool paused, int64_t step) {
+    names::send_to(sys, names::health_monitor, training_paused{step, paused});
+  };
   if (auto actions = setup.fault_actions) {
     options.before_reduction = [actions](int64_t, float* grads, size_t count) {
       actions->corrupt_if_due(config::FaultWhere::local, grads, count);

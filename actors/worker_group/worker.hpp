@@ -39,6 +39,7 @@ class EventLog;
 }
 namespace dseek::train {
 class StageMemory;
+struct StepControl;
 struct RunOptions;
 }
 
@@ -73,6 +74,9 @@ struct worker_setup {
   // lifetime (they survive a restart of the worker actor): what the node recovers from,
   // and gives to peers (runtime/train/state/stage_memory.hpp).
   std::shared_ptr<train::StageMemory> stage_memory;
+  // The node's pause and checkpoint-now requests (the node actor's; shared by the node's
+  // groups; null: none).
+  std::shared_ptr<train::StepControl> control;
   // Set by the worker: run at every step boundary (health progress, step faults), and
   // inside every step on the final gradients (slow, corrupt_gradient).
   std::function<void(int64_t step)> before_step;

@@ -433,7 +433,8 @@ const std::vector<Key<FaultSpec>>& fault_keys() {
                            "drop_messages: fraction of messages dropped"),
       fault<&Fa::ms>("faults.ms", at_least(0), "slow: extra milliseconds per step"),
       fault<&Fa::actor>("faults.actor", any(),
-                        "crash_actor: name of the actor to crash; \"worker@1\", "
+                        "crash_actor: name of the actor to crash (\"node\": the node "
+                        "actor and its whole tree); \"worker@1\", "
                         "\"gradient_shard@1\", \"data_prefetcher@1\", "
                         "\"pipeline_stage@1\": that actor of local rank 1's worker group "
                         "(cluster.gpus_per_node > 1)"),

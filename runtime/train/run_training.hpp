@@ -31,6 +31,7 @@ namespace dseek::train {
 class PipelineStage;      // pipeline/stage.hpp
 struct PipelineStageSpec;
 class StageMemory;        // state/stage_memory.hpp
+struct StepControl;       // step_control.hpp
 struct MemoryRecovery;    // state/memory_recovery.hpp
 
 struct RunOptions {
@@ -47,6 +48,12 @@ struct RunOptions {
   // Called at every step boundary with the 0-based step about to run (fault injection:
   // kill, hang and slow at a step; a slowed node sleeps there).
   std::function<void(int64_t step)> before_step;
+  // Pause and checkpoint-now requests (step_control.hpp; null: none), and who is told
+  // when the run pauses (true) and resumes or stops while paused (false), with the
+  // count of completed steps (dseek-node: the health monitor, which does not count a
+  // paused step as a stall).
+  StepControl* control = nullptr;
+  std::function<void(bool paused, int64_t step)> pause_changed;
   // What a rank keeps of its last completed steps between epochs, for recovery from
   // memory (state/stage_memory.hpp; dseek-node: the worker group's, for the node's
   // lifetime; null: none kept; not owned).

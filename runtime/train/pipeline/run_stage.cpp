@@ -202,7 +202,10 @@ PipelineRunSummary run_pipeline_stage(const config::JobConfig& config, const Run
     steps.evaluate = [&](const std::atomic<bool>* stop_request, int64_t& batches_done) {
       return trainer.evaluate(*val_batches, t.eval_batches, stop_request, &batches_done);
     };
-  steps.sum_votes = [&trainer](double vote) { return trainer.sum_over_world(vote); };
+  steps.sum_votes = [&trainer](std::span<double> votes) {
+    const std::vector<double> sums = trainer.sum_over_world(std::vector<double>(votes.begin(), votes.end()));
+    std::copy(sums.begin(), sums.end(), votes.begin());
+  };
   std::string stop_reason;
   result.run = run_steps(config, options, events, progress, checkpoints, first_step, steps,
                          stop_reason);

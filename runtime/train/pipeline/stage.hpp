@@ -19,6 +19,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <span>
 #include <vector>
 
 #include "runtime/config/job_config.hpp"
@@ -100,7 +101,9 @@ class PipelineStage {
                           const std::atomic<bool>* stop_request, int64_t* batches_done) = 0;
   virtual std::vector<float> gather_params() = 0;
   virtual std::vector<metrics::TraceSpan> gather_trace_spans() = 0;
-  virtual double sum_over_world(double value) = 0;
+  // Element-wise sums of a few doubles (votes, counts) over the world (collective).
+  virtual std::vector<double> sum_over_world(std::vector<double> values) = 0;
+  double sum_over_world(double value) { return sum_over_world(std::vector<double>{value})[0]; }
   virtual bool first_stage_decides(bool value) = 0;
   // Checkpoints: stage 0 passes whole-layout buffers, the others null.
   virtual void gather_state_to_first(float* params, float* adam_m, float* adam_v) = 0;
@@ -142,7 +145,11 @@ class LocalPipelineStage final : public PipelineStage {
   std::vector<metrics::TraceSpan> gather_trace_spans() override {
     return trainer_.gather_trace_spans();
   }
-  double sum_over_world(double value) override { return trainer_.sum_over_world(value); }
+  using PipelineStage::sum_over_world;
+  std::vector<double> sum_over_world(std::vector<double> values) override {
+    trainer_.sum_over_world(std::span<double>(values));
+    return values;
+  }
   bool first_stage_decides(bool value) override { return trainer_.first_stage_decides(value); }
   void gather_state_to_first(float* params, float* adam_m, float* adam_v) override {
     trainer_.gather_state_to_first(params, adam_m, adam_v);

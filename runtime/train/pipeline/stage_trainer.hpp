@@ -187,6 +187,9 @@ class PipelineStageTrainer {
   // The sum of one flag or count (stop votes) over the stages, the replicas and the
   // tensor group: collective.
   double sum_over_world(double value);
+  // The element-wise sum of small counts over the stages, the replicas and the tensor
+  // group (collective).
+  void sum_over_world(std::span<double> values);
   // Checkpoints (state/stage_checkpoint_state.hpp). With tensor parallelism, see
   // gather_sharded_state_to_first below; without, the whole model state (layout order)
   // gathered on stage 0 with point-to-point sends, each stage sending the ranges its
@@ -269,9 +272,6 @@ class PipelineStageTrainer {
   // After the reduction, before the update: the data group compares, the world agrees
   // on accusations, second auditors confirm; throws SdcDetected for confirmed ranks.
   void audit_verdict(int64_t step, uint64_t own_hash, uint64_t audit_hash, StepReport& report);
-  // The element-wise sum of small counts over the stages, the replicas and the tensor
-  // group (collective).
-  void sum_over_world(std::span<double> values);
   // Waits for the message an op of `chunk` needs and copies it to `dst`.
   void receive_into(const PipelineMessage& message, int64_t chunk, float* dst);
   void send_from(const PipelineMessage& message, const float* src);

@@ -77,7 +77,7 @@ void CheckpointCadence::after_step(int64_t done) {
   report_finished();  // a synchronous write has finished already
 }
 
-void CheckpointCadence::final(int64_t done) {
+bool CheckpointCadence::write_now(int64_t done) {
   if (writer_) writer_->wait();
   report_finished();
   if (participation_.writer_decides(writer_ && done > 0 && last_committed_ != done)) {
@@ -85,6 +85,7 @@ void CheckpointCadence::final(int64_t done) {
     if (writer_) writer_->wait();
     report_finished();
   }
+  return writer_ && last_committed_ == done;
 }
 
 void CheckpointCadence::report_finished() {

@@ -58,7 +58,10 @@ class CheckpointCadence {
   // After `done` steps: a checkpoint when one is due (skipped while a write is in flight).
   void after_step(int64_t done);
   // The checkpoint of the run's end (unless `done` is committed already), waited for.
-  void final(int64_t done);
+  void final(int64_t done) { write_now(done); }
+  // A checkpoint of `done` steps now (after the write in flight; none when `done` is 0
+  // or committed already), waited for. True on the writer when `done` is committed.
+  bool write_now(int64_t done);
 
  private:
   void submit(int64_t done);

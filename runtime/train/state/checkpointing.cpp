@@ -137,4 +137,9 @@ void Checkpointing::final(int64_t done) {
   if (cadence_) cadence_->final(done);
 }
 
+bool Checkpointing::now(int64_t done) {
+  const bool committed = cadence_ && cadence_->write_now(done);  // the writer's outcome
+  return state_.sum_over_world(committed ? 1.0 : 0.0) > 0;
+}
+
 }  // namespace dseek::train

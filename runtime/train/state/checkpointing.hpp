@@ -56,6 +56,10 @@ class Checkpointing {
   // The checkpoint of the run's end or early stop (unless `done` is committed already),
   // waited for.
   void final(int64_t done);
+  // A checkpoint of `done` steps now (checkpoint-now), on every rank; waited for. True
+  // on every rank when it is committed (false: the job writes no checkpoints, or the
+  // write failed: a checkpoint_failed event on the writer).
+  bool now(int64_t done);
   // Checkpoints are written at all (checkpoints_enabled()).
   bool enabled() const { return enabled_; }
 
