@@ -503,11 +503,18 @@ caf::behavior node_main(node_self* self, node_setup setup) {
     for (const auto& tree : {caf::actor_cast<caf::actor>(st.node), caf::actor_cast<caf::actor>(st.job),
                              st.router, st.refusals})
       if (tree) caf::anon_send_exit(tree, caf::exit_reason::kill);
-    std::fprintf(stderr, "dseek-node: the node actor failed: %s\n", what.c_str());
     node_result result;
     result.exit_code = exit_code::failed;
     result.reason = "the node actor failed: " + what;
     result.stopped_early = st.signalled;
+    const node_status status = st.setup.fanout->status();
+    result.steps = status.step;
+    result.final_loss = status.loss;
+    std::fprintf(stderr, "dseek-node: %s\n", result.reason.c_str());
+    try {  // the event log may be what threw
+      st.setup.events->emit("node_failed", util::JsonLine().add("reason", result.reason));
+    } catch (const std::exception&) {
+    }
     st.now = phase::finished;
     metrics::set_span_listener(nullptr);
     st.setup.fanout->finish(result);

@@ -2,7 +2,8 @@
 // without the middleman is refused; a job whose data is missing fails in the worker, and
 // the node answers its status, refuses an invalid subscriber with a node_errc error, tells
 // its subscriber the events and the result (exit code 3: a data error no restart cures),
-// and exits with node_errc::job_failed. (A job that trains: the integration test of the
+// refuses a resume without a pause and a checkpoint of a job without checkpoints, fails
+// a pending pause at the job's end, and exits with node_errc::job_failed. (A job that trains: the integration test of the
 // embedding example, tests/integration/test_embedded_node.cpp.)
 #include <catch2/catch.hpp>
 
@@ -97,6 +98,29 @@ TEST_CASE("an embedded node whose job fails answers, tells the result and exits 
                  [](caf::error& e) {
                    CHECK(e.category() == node_category);
                    CHECK(e.code() == static_cast<std::uint8_t>(node_errc::invalid_subscriber));
+                 });
+
+    // Steering a job that cannot train: resume without a pause is refused, a checkpoint
+    // of a job that writes none is refused (or the node is already stopping), and a
+    // pause waits until the job's end says it never came.
+    auto code_of = [](const caf::error& e) {
+      CHECK(e.category() == node_category);
+      return static_cast<node_errc>(e.code());
+    };
+    self->request(node, 5s, node_resume_atom::value)
+        .receive([](caf::ok_atom) { FAIL("a resume without a pause was taken"); },
+                 [&](caf::error& e) { CHECK(code_of(e) == node_errc::not_paused); });
+    self->request(node, 5s, node_checkpoint_atom::value)
+        .receive([](std::int64_t) { FAIL("a checkpoint of a job without checkpoints"); },
+                 [&](caf::error& e) {
+                   const auto code = code_of(e);
+                   CHECK((code == node_errc::no_checkpoints || code == node_errc::not_running));
+                 });
+    self->request(node, 60s, node_pause_atom::value)
+        .receive([](std::int64_t) { FAIL("a job that never trained paused"); },
+                 [&](caf::error& e) {
+                   const auto code = code_of(e);
+                   CHECK((code == node_errc::ended || code == node_errc::not_running));
                  });
 
     bool down = false;
