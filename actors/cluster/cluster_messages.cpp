@@ -16,6 +16,7 @@ std::string to_string(cluster_errc x) {
     case cluster_errc::busy: return "busy";
     case cluster_errc::stale_epoch: return "stale_epoch";
     case cluster_errc::node_id_taken: return "node_id_taken";
+    case cluster_errc::no_quorum: return "no_quorum";
   }
   return "cluster_errc(?)";
 }

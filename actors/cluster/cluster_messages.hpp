@@ -249,6 +249,11 @@ enum class cluster_errc : std::uint8_t {
   // the same secret): refused, not a replacement, until the holder is gone (down or
   // heartbeat timeout). Retried by the joining agent. Context: (std::string why).
   node_id_taken,
+  // A coordinator of a job with backup coordinators forms epochs only with a majority of
+  // cluster.nodes: a join answered so while too few nodes ask (retried, at another
+  // candidate when the agent walks the succession), and the coordinator's exit reason
+  // when its members fell below the majority. Context: (std::string why).
+  no_quorum,
 };
 
 std::string to_string(cluster_errc x);

@@ -56,6 +56,13 @@ struct pending_challenge {
   caf::node_id source;  // the process that asked
 };
 
+// A join held until the quorum is there (coordinator_config::quorum).
+struct held_join {
+  member_entry entry;
+  caf::typed_response_promise<epoch_started> promise;
+  clock::time_point until;
+};
+
 // The contributions to the current epoch's rendezvous so far, and who waits for the result.
 struct rendezvous_round {
   std::uint64_t epoch = 0;
@@ -70,6 +77,8 @@ struct coordinator_state {
   coordinator_config cfg;
   std::string secret;
   std::map<std::int64_t, member_entry> members; // by node id = rank order
+  std::map<std::int64_t, held_join> held;        // joins waiting for the quorum
+  std::int32_t left_in_order = 0;  // members that finished or were stopped ("left")
   std::set<std::int64_t> ever_joined;
   std::unordered_map<std::string, pending_challenge> challenges;
   std::uint64_t epoch = 0;
@@ -331,7 +340,22 @@ struct coordinator_state {
   void lose(std::int64_t node_id, std::string reason, std::int64_t detection_ms) {
     auto now = clock::now();
     auto ev = remove(node_id, std::move(reason), detection_ms, now);
+    if (ev.reason == "left") ++left_in_order;
     ev.epoch = ++epoch;
+    if (!has_quorum()) {
+      // Below the majority (a partition, or too many nodes lost): no epoch here. The
+      // members abort their collectives (node_lost) and, when this actor is gone, walk
+      // the succession to the majority's coordinator.
+      end_rendezvous("the majority is lost");
+      const std::string why = "node " + std::to_string(node_id) + " " + ev.reason + ": " +
+                              std::to_string(members.size() + left_in_order) +
+                              " of the job's nodes are members, a majority is " +
+                              std::to_string(cfg.quorum) + ": this coordinator stops";
+      log("lost the majority: %s", why.c_str());
+      broadcast(ev);
+      self->quit(make_error(cluster_errc::no_quorum, caf::make_message(why)));
+      return;
+    }
     end_rendezvous("epoch " + std::to_string(epoch) + " started: node "
                    + std::to_string(node_id) + " " + ev.reason);
     // An orderly leave (the node finished or was stopped) is no loss.
@@ -394,6 +418,70 @@ struct coordinator_state {
     return ch;
   }
 
+  // Whether the members (with the ones that finished in order) make the quorum.
+  bool has_quorum() const {
+    return cfg.quorum <= 0 ||
+           static_cast<std::int32_t>(members.size()) + left_in_order >= cfg.quorum;
+  }
+
+  std::string quorum_status() const {
+    return std::to_string(members.size() + held.size()) + " of the job's nodes ask to be "
+           "members, a majority is " + std::to_string(cfg.quorum);
+  }
+
+  // Holds the join of `m` until the quorum is there; admits every held join at once
+  // (one epoch) when this one completes it.
+  caf::result<epoch_started> hold(member_entry m) {
+    if (auto old = held.find(m.node_id); old != held.end()) {  // an earlier attempt
+      old->second.promise.deliver(make_error(cluster_errc::no_quorum,
+                                             caf::make_message(std::string{"superseded"})));
+      self->demonitor(old->second.entry.agent);
+      held.erase(old);
+    }
+    self->monitor(m.agent);
+    auto promise = self->make_response_promise<epoch_started>();
+    const auto id = m.node_id;
+    held.emplace(id, held_join{std::move(m), promise, clock::now() + cfg.quorum_hold});
+    if (static_cast<std::int32_t>(members.size() + held.size()) + left_in_order < cfg.quorum) {
+      log("node %lld waits for a majority: %s", static_cast<long long>(id),
+          quorum_status().c_str());
+      return promise;
+    }
+    ++epoch;
+    end_rendezvous("epoch " + std::to_string(epoch) + " started: a majority joined");
+    auto waiting = std::move(held);
+    held.clear();
+    for (auto& [node, h] : waiting) {
+      const bool rejoined = !ever_joined.insert(node).second;
+      h.entry.joined_epoch = epoch;
+      h.entry.last_heartbeat = clock::now();
+      log("node %lld (%s) %s: epoch %llu (a majority)", static_cast<long long>(node),
+          h.entry.host.c_str(), rejoined ? "rejoined" : "joined",
+          static_cast<unsigned long long>(epoch));
+      members.emplace(node, h.entry);
+      broadcast(node_joined{node, h.entry.host, epoch, rejoined});
+    }
+    const auto ev = snapshot();
+    broadcast(ev);
+    for (auto& [node, h] : waiting) h.promise.deliver(ev);
+    return promise;
+  }
+
+  // Held joins past their time: answered no_quorum (the agents retry).
+  void expire_held(clock::time_point now) {
+    for (auto i = held.begin(); i != held.end();) {
+      if (i->second.until > now) {
+        ++i;
+        continue;
+      }
+      i->second.promise.deliver(make_error(
+          cluster_errc::no_quorum,
+          caf::make_message("no majority yet: " + quorum_status())));
+      self->demonitor(i->second.entry.agent);
+      i = held.erase(i);
+    }
+  }
+
   caf::result<epoch_started> on_join(join_proof& p) {
     auto now = clock::now();
     auto i = challenges.find(p.nonce);
@@ -434,16 +522,17 @@ struct coordinator_state {
                         + std::to_string(ms_between(existing->second.last_heartbeat, now))
                         + " ms ago): a second node with that id is refused until the "
                           "holder is gone");
-    ++epoch;
-    end_rendezvous("epoch " + std::to_string(epoch) + " started: node "
-                   + std::to_string(p.node_id) + " joined");
-    bool rejoined = !ever_joined.insert(p.node_id).second;
     member_entry m;
     m.node_id = p.node_id;
     m.agent = p.agent;
     m.host = p.host;
-    m.joined_epoch = epoch;
     m.last_heartbeat = now;
+    if (!has_quorum()) return hold(std::move(m));
+    ++epoch;
+    end_rendezvous("epoch " + std::to_string(epoch) + " started: node "
+                   + std::to_string(p.node_id) + " joined");
+    bool rejoined = !ever_joined.insert(p.node_id).second;
+    m.joined_epoch = epoch;
     self->monitor(m.agent);
     members.emplace(p.node_id, std::move(m));
     log("node %lld (%s) %s: epoch %llu, world %zu", static_cast<long long>(p.node_id),
@@ -468,6 +557,11 @@ struct coordinator_state {
   }
 
   void on_down(const caf::down_msg& dm) {
+    for (auto i = held.begin(); i != held.end(); ++i)
+      if (i->second.entry.agent.address() == dm.source) {
+        held.erase(i);
+        return;
+      }
     for (auto& [id, m] : members) {
       if (m.agent.address() == dm.source) {
         auto node = id;
@@ -482,6 +576,7 @@ struct coordinator_state {
     auto late = now - last_check;
     last_check = now;
     self->delayed_send(self, check_interval, check_atom::value);
+    expire_held(now);
     // This actor (or its whole process) was stalled: heartbeats may still be
     // queued behind this timer. Give everyone a fresh start instead of
     // declaring the world dead.
@@ -498,8 +593,18 @@ struct coordinator_state {
       if (age > cfg.settings.heartbeat_timeout.count())
         silent.emplace_back(id, age);
     }
-    for (auto& [id, age] : silent)
+    // All silent ones at once: a partition that leaves this coordinator in the minority
+    // forms no epoch with part of the lost side first.
+    if (!silent.empty() && cfg.quorum > 0 &&
+        static_cast<std::int32_t>(members.size() - silent.size()) + left_in_order < cfg.quorum) {
+      for (std::size_t i = 0; i + 1 < silent.size(); ++i)
+        remove(silent[i].first, "heartbeat timeout", silent[i].second, now);
+      silent.erase(silent.begin(), silent.end() - 1);
+    }
+    for (auto& [id, age] : silent) {
       lose(id, "heartbeat timeout (" + std::to_string(age) + " ms without a heartbeat)", age);
+      if (!has_quorum()) return;  // this coordinator has stopped
+    }
   }
 };
 

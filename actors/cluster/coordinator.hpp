@@ -26,8 +26,12 @@
 // stuck host) is declared lost when no heartbeat came for
 // settings.heartbeat_timeout. Heartbeats of a node that is no longer a member
 // are answered with not_a_member (the agent then rejoins).
+//
+// With a quorum (coordinator failover, coordinator_succession.hpp) it forms epochs only
+// with a majority of the job's nodes: see coordinator_config::quorum.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <string>
 
@@ -79,6 +83,15 @@ struct coordinator_config {
   // member k of the table the data-parallel ranks k*G .. k*G+G-1, and a rendezvous
   // completes once each of those ranks of every member contributed.
   std::int32_t ranks_per_node = 1;
+  // Coordinator failover (cluster.backup_coordinators set): the majority of the job's
+  // nodes this coordinator needs to form an epoch (0: none, any world goes). A join
+  // while fewer members and held joins than this exist is held for up to quorum_hold
+  // and admitted with the others once they make the majority (one epoch for all), else
+  // answered cluster_errc::no_quorum. When failures (not orderly leaves) drop the
+  // members below it, the coordinator says so and exits with no_quorum: its members
+  // walk the succession to the coordinator of the majority.
+  std::int32_t quorum = 0;
+  std::chrono::milliseconds quorum_hold{1000};
 };
 
 // Errors: cluster_errc::no_secret when neither the setting nor

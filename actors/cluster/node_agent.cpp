@@ -45,7 +45,8 @@ struct agent_state {
   std::string secret;
   host_port target;
   caf::actor coord;
-  std::uint32_t attempt = 0;     // failed attempts of the current join
+  std::uint32_t attempt = 0;     // failed attempts of the current join (at this candidate)
+  std::uint32_t silent_candidates = 0;  // candidates in a row that did not answer at all
   clock::time_point join_started;  // when the current join began
   bool join_failures_shown = false;  // the console heard of this join's failures
   std::uint64_t generation = 0;  // bumped by every (re)join; stale callbacks check it
@@ -97,6 +98,8 @@ struct agent_state {
 
   void fail(cluster_errc code, const std::string& kind, const std::string& why) {
     fail_pending("the coordinator was lost before it answered: " + why);
+    // The next incarnation of this agent walks on from the lost coordinator.
+    if (cfg.succession && code == cluster_errc::coordinator_lost) cfg.succession->lost();
     log("%s (coordinator %s): %s", kind.c_str(), cfg.coordinator.c_str(), why.c_str());
     emit(agent_event{kind, cfg.node_id, cfg.coordinator, why});
     self->quit(make_error(code, caf::make_message(cfg.coordinator, why)));
@@ -113,10 +116,21 @@ struct agent_state {
     connect();
   }
 
-  // A step of the join failed: retry or give up.
+  // A step of the join failed: retry, move on to the next candidate, or give up.
   void step_failed(const std::string& why) {
     ++attempt;
-    if (attempt > cfg.settings.join_retries) {
+    const std::uint32_t here = cfg.succession ? cfg.succession->attempts_here() : 0;
+    if (here > 0 && attempt >= here) {
+      if (++silent_candidates > cfg.settings.join_retries) {
+        fail(cluster_errc::connect_failed, "join_failed",
+             "no coordinator of the job answered at " + std::to_string(silent_candidates) +
+                 " candidates in a row (cluster.coordinator, cluster.backup_coordinators); "
+                 "the last, " + cfg.coordinator + ": " + why);
+        return;
+      }
+      return move_on(why);
+    }
+    if (here == 0 && attempt > cfg.settings.join_retries) {
       fail(cluster_errc::connect_failed, "join_failed",
            "cannot join the coordinator at " + cfg.coordinator + " after "
                + std::to_string(attempt) + " attempts: " + why);
@@ -133,11 +147,46 @@ struct agent_state {
     self->delayed_send(self, cfg.settings.join_retry_delay, retry_atom::value, generation);
   }
 
+  // To the succession's next candidate (`why`: what the current one did).
+  void move_on(const std::string& why) {
+    const std::string from = cfg.coordinator;
+    cfg.succession->advance();
+    retarget();
+    if (cfg.succession->failed_over() || clock::now() - join_started >= kQuietJoin)
+      log("coordinator at %s: %s; trying %s", from.c_str(), why.c_str(), cfg.coordinator.c_str());
+  }
+
+  // Joins the succession's current candidate from the start, after join_retry_delay.
+  void retarget() {
+    if (coord) self->demonitor(coord);
+    coord = nullptr;
+    joined = false;
+    attempt = 0;
+    ++generation;
+    const auto next = cfg.succession->current();
+    cfg.coordinator = next.address;
+    target = parse_host_port(next.address).value_or(host_port{});
+    self->delayed_send(self, cfg.settings.join_retry_delay, retry_atom::value, generation);
+  }
+
   void connect() {
     auto gen = generation;
     if (coord) {
       hello(gen);
       return;
+    }
+    // After a failover this node may be the candidate: its coordinator starts here.
+    if (cfg.succession) {
+      if (const auto why = cfg.succession->host_if_mine(self->system()); !why.empty()) {
+        log("cannot run the job's coordinator at %s: %s", cfg.coordinator.c_str(), why.c_str());
+        return move_on("not started here: " + why);
+      }
+      if (auto here = cfg.succession->local_current(self->system())) {
+        coord = std::move(here);
+        self->monitor(coord);
+        hello(gen);
+        return;
+      }
     }
     auto mm = cfg.tls ? self->system().openssl_manager().actor_handle()
                       : self->system().middleman().actor_handle();
@@ -220,6 +269,15 @@ struct agent_state {
               if (gen != generation)
                 return;
               joined = true;
+              silent_candidates = 0;
+              if (cfg.succession) {
+                if (const auto lost = cfg.succession->take_lost(); !lost.empty()) {
+                  const auto why = "the coordinator at " + lost + " was lost; the job's "
+                                   "coordinator is now the one at " + cfg.coordinator;
+                  log("%s", why.c_str());
+                  emit(agent_event{"coordinator_failover", cfg.node_id, cfg.coordinator, why});
+                }
+              }
               last_ack = clock::now();
               last_beat = last_ack;
               unanswered_since.reset();
@@ -232,6 +290,13 @@ struct agent_state {
             [this, gen](caf::error& err) {
               if (gen != generation)
                 return;
+              // A coordinator waiting for a majority: the others may be at another
+              // candidate (or cut off from this node).
+              if (cfg.succession && err.category() == cluster_category &&
+                  err.code() == static_cast<std::uint8_t>(cluster_errc::no_quorum)) {
+                silent_candidates = 0;
+                return move_on(render(err));
+              }
               if (err.category() == cluster_category
                   && err.code() == static_cast<std::uint8_t>(cluster_errc::auth_failed)) {
                 auto why = render(err);
@@ -409,7 +474,10 @@ struct agent_state {
                     render(dm.reason));
         return;
       }
-      fail(cluster_errc::coordinator_lost, "coordinator_lost",
+      // A coordinator that lost its majority says so in its exit reason.
+      const bool no_quorum = dm.reason.category() == cluster_category &&
+                             dm.reason.code() == static_cast<std::uint8_t>(cluster_errc::no_quorum);
+      fail(cluster_errc::coordinator_lost, no_quorum ? "no_quorum" : "coordinator_lost",
            "coordinator at " + cfg.coordinator + " is down: " + render(dm.reason));
     }
   }
@@ -421,6 +489,10 @@ caf::behavior agent_impl(caf::stateful_actor<agent_state>* self, node_agent_conf
   st.cfg = std::move(cfg);
   st.secret = std::move(secret);
   st.target = std::move(target);
+  if (st.cfg.succession) {
+    st.cfg.coordinator = st.cfg.succession->current().address;
+    st.target = parse_host_port(st.cfg.coordinator).value_or(host_port{});
+  }
   self->set_down_handler([self](caf::down_msg& dm) { self->state.on_down(dm); });
   self->set_exit_handler([self](caf::exit_msg& em) {
     self->state.fail_pending("this node's membership actor stopped");

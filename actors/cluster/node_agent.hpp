@@ -23,7 +23,7 @@
 // the coordinator dies (down message) or leaves a sent heartbeat unanswered for
 // settings.heartbeat_timeout, the agent sends agent_event{"coordinator_lost"}
 // and exits with cluster_errc::coordinator_lost (a supervisor restarts it and
-// it joins again). After each join, with measure_clock, it sends the listener
+// it joins again; with a succession, the next candidate). After each join, with measure_clock, it sends the listener
 // clock_offset_measured (the offset of this node's trace clock to the coordinator's).
 // If the coordinator answers not_a_member (this node was
 // declared lost, e.g. after a pause), it sends agent_event{"evicted"} and
@@ -51,6 +51,7 @@
 
 #include "actors/cluster/cluster_messages.hpp"
 #include "actors/cluster/cluster_settings.hpp"
+#include "actors/cluster/coordinator_succession.hpp"
 
 namespace dseek::actors {
 
@@ -76,6 +77,12 @@ struct node_agent_config {
   // clock_atom rounds) and tell the listener clock_offset_measured: the node traces'
   // offsets (runtime/metrics/node_trace.hpp). dseek-node turns it on.
   bool measure_clock = false;
+  // Coordinator failover (cluster.backup_coordinators): the candidates this agent walks
+  // (coordinator_succession.hpp); `coordinator` is then the current candidate's. After a
+  // failover it tells the listener agent_event{"coordinator_failover"} once joined, and
+  // agent_event{"no_quorum"} when its coordinator stopped for want of a majority. Null:
+  // only `coordinator`, rejoined after a loss (a restarted coordinator).
+  std::shared_ptr<CoordinatorSuccession> succession;
 };
 
 // Errors: no_secret; connect_failed for a malformed coordinator address.

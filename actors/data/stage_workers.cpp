@@ -9,6 +9,7 @@
 #include <caf/event_based_actor.hpp>
 #include <caf/send.hpp>
 #include <caf/stateful_actor.hpp>
+#include <caf/typed_event_based_actor.hpp>
 
 #include "actors/data/prepare_messages.hpp"
 #include "actors/faults/crash_request.hpp"
@@ -50,7 +51,7 @@ void maybe_crash(prepare_context& context, PrepareStage stage) {
 
 // Tells the driver the worker is there; an exception ends the worker with its message
 // as the exit reason (CAF's default handler keeps only "runtime_error").
-void announce(caf::event_based_actor* self, const caf::actor& driver, PrepareStage stage) {
+void announce(caf::scheduled_actor* self, const caf::actor& driver, PrepareStage stage) {
   self->set_exception_handler([](caf::scheduled_actor*, std::exception_ptr& exception) {
     try {
       std::rethrow_exception(exception);
@@ -60,7 +61,8 @@ void announce(caf::event_based_actor* self, const caf::actor& driver, PrepareSta
       return caf::make_error(caf::sec::runtime_error, std::string("unknown exception"));
     }
   });
-  self->send(driver, prep_ready_atom::value, static_cast<uint8_t>(stage));
+  // (The driver is dynamically typed; it tells its workers apart by the sender.)
+  caf::unsafe_send_as(self, driver, prep_ready_atom::value, static_cast<uint8_t>(stage));
 }
 
 struct decode_state {
@@ -70,8 +72,9 @@ struct decode_state {
   static inline const char* name = "dseek.prepare.decode";
 };
 
-caf::behavior decode_worker(caf::stateful_actor<decode_state>* self, context_ptr context,
-                            caf::actor driver) {
+decode_worker_actor::behavior_type decode_worker(
+    decode_worker_actor::stateful_pointer<decode_state> self, context_ptr context,
+    caf::actor driver) {
   announce(self, driver, PrepareStage::decode);
   return {
       [=](prep_decode_atom, uint32_t file, uint32_t number) {
@@ -112,25 +115,27 @@ caf::behavior decode_worker(caf::stateful_actor<decode_state>* self, context_ptr
           st.decoder.reset();
           st.cached.reset();
         }
-        self->send(driver, prep_done_atom::value, piece_ptr(std::move(piece)));
+        caf::unsafe_send_as(self, driver, prep_done_atom::value, piece_ptr(std::move(piece)));
       },
   };
 }
 
 // A stateless stage: copy the piece, run `work` on the copy, send it back.
 template <class Work>
-caf::behavior piece_worker(caf::event_based_actor* self, PrepareStage stage, context_ptr context,
-                           caf::actor driver, Work work) {
+piece_worker_actor::behavior_type piece_worker(piece_worker_actor::pointer self,
+                                               PrepareStage stage, context_ptr context,
+                                               caf::actor driver, Work work) {
   announce(self, driver, stage);
   return {
       [=](prep_work_atom, const piece_ptr& in) {
         maybe_crash(*context, stage);
-        self->send(driver, prep_done_atom::value, run_stage(in, work));
+        caf::unsafe_send_as(self, driver, prep_done_atom::value, run_stage(in, work));
       },
   };
 }
 
-caf::behavior dedup_worker(caf::event_based_actor* self, context_ptr context, caf::actor driver) {
+piece_worker_actor::behavior_type dedup_worker(piece_worker_actor::pointer self,
+                                               context_ptr context, caf::actor driver) {
   // A predecessor crashed in the middle of a piece: undo what it did of it.
   if (context->dedup_pending && context->dedup) {
     context->dedup->rollback(*context->dedup_pending);
@@ -140,12 +145,12 @@ caf::behavior dedup_worker(caf::event_based_actor* self, context_ptr context, ca
   return {
       [=](prep_work_atom, const piece_ptr& in) {
         // A node of several (no dedup here): node 0's merge dedups every node's parts.
-        if (!context->dedup) return self->send(driver, prep_done_atom::value, in);
+        if (!context->dedup) return caf::unsafe_send_as(self, driver, prep_done_atom::value, in);
         context->dedup_pending = context->dedup->mark();
         maybe_crash(*context, PrepareStage::dedup);
         piece_ptr out = run_stage(in, [&](data::Piece& piece) { context->dedup->apply(piece); });
         context->dedup_pending.reset();
-        self->send(driver, prep_done_atom::value, out);
+        caf::unsafe_send_as(self, driver, prep_done_atom::value, out);
       },
   };
 }
@@ -166,7 +171,8 @@ void cache_piece(prepare_context& context, const data::Piece& piece) {
   }
 }
 
-caf::behavior write_worker(caf::event_based_actor* self, context_ptr context, caf::actor driver) {
+piece_worker_actor::behavior_type write_worker(piece_worker_actor::pointer self,
+                                               context_ptr context, caf::actor driver) {
   if (context->write_pending) {
     if (context->builder) context->builder->rollback(*context->write_pending);
     context->write_pending.reset();
@@ -202,7 +208,7 @@ caf::behavior write_worker(caf::event_based_actor* self, context_ptr context, ca
         context->write_pending.reset();
         out->work_seconds =
             std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-        self->send(driver, prep_done_atom::value, piece_ptr(std::move(out)));
+        caf::unsafe_send_as(self, driver, prep_done_atom::value, piece_ptr(std::move(out)));
       },
   };
 }
@@ -213,26 +219,26 @@ caf::actor spawn_stage_worker(caf::actor_system& sys, PrepareStage stage,
                               const context_ptr& context, const caf::actor& driver) {
   switch (stage) {
     case PrepareStage::decode:
-      return sys.spawn(decode_worker, context, driver);
+      return caf::actor_cast<caf::actor>(sys.spawn(decode_worker, context, driver));
     case PrepareStage::clean:
-      return sys.spawn(piece_worker<std::function<void(data::Piece&)>>, stage, context, driver,
+      return caf::actor_cast<caf::actor>(sys.spawn(piece_worker<std::function<void(data::Piece&)>>, stage, context, driver,
                        std::function<void(data::Piece&)>([context](data::Piece& piece) {
                          data::clean_piece(piece, context->options.clean, *context->hasher);
-                       }));
+                       })));
     case PrepareStage::dedup:
-      return sys.spawn(dedup_worker, context, driver);
+      return caf::actor_cast<caf::actor>(sys.spawn(dedup_worker, context, driver));
     case PrepareStage::tokenize:
-      return sys.spawn(piece_worker<std::function<void(data::Piece&)>>, stage, context, driver,
+      return caf::actor_cast<caf::actor>(sys.spawn(piece_worker<std::function<void(data::Piece&)>>, stage, context, driver,
                        std::function<void(data::Piece&)>([context](data::Piece& piece) {
                          data::tokenize_piece(piece, *context->tokenizer);
-                       }));
+                       })));
     case PrepareStage::augment:
-      return sys.spawn(piece_worker<std::function<void(data::Piece&)>>, stage, context, driver,
+      return caf::actor_cast<caf::actor>(sys.spawn(piece_worker<std::function<void(data::Piece&)>>, stage, context, driver,
                        std::function<void(data::Piece&)>([context](data::Piece& piece) {
                          data::augment_piece(piece, context->options.fim, context->fim_tokens);
-                       }));
+                       })));
     case PrepareStage::write:
-      return sys.spawn<caf::detached>(write_worker, context, driver);
+      return caf::actor_cast<caf::actor>(sys.spawn<caf::detached>(write_worker, context, driver));
   }
   return {};
 }

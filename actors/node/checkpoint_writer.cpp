@@ -15,6 +15,8 @@
 #include <caf/allowed_unsafe_message_type.hpp>
 #include <caf/event_based_actor.hpp>
 #include <caf/send.hpp>
+#include <caf/stateful_actor.hpp>
+#include <caf/typed_event_based_actor.hpp>
 
 #include "actors/faults/crash_request.hpp"
 
@@ -157,10 +159,24 @@ class actor_sink final : public checkpoint::CheckpointSink {
   std::shared_ptr<snapshot_slot> slot_;
 };
 
-caf::behavior checkpoint_writer(caf::event_based_actor* self) {
+// The interface and the sinks' requests.
+using checkpoint_writer_impl =
+    checkpoint_writer_actor::extend<caf::reacts_to<persist_request>>;
+
+struct writer_state {
+  std::uint64_t run = 0;  // snapshots run
+  static inline const char* name = "dseek.checkpoint_writer";
+};
+
+checkpoint_writer_impl::behavior_type checkpoint_writer(
+    checkpoint_writer_impl::stateful_pointer<writer_state> self) {
   directory().set(self->system(), self->address());
   return {
-      [](const persist_request& request) { request.job->run(); },
+      [self](const persist_request& request) {
+        request.job->run();
+        ++self->state.run;
+      },
+      [self](caf::get_atom) { return self->state.run; },
       [](crash_atom) { crash_now("checkpoint_writer"); },
   };
 }
@@ -168,7 +184,11 @@ caf::behavior checkpoint_writer(caf::event_based_actor* self) {
 }  // namespace
 
 caf::actor spawn_checkpoint_writer(caf::actor_system& sys) {
-  return sys.spawn<caf::detached>(checkpoint_writer);
+  return caf::actor_cast<caf::actor>(sys.spawn<caf::detached>(checkpoint_writer));
+}
+
+checkpoint_writer_actor checkpoint_writer_of(caf::actor_system& sys) {
+  return caf::actor_cast<checkpoint_writer_actor>(directory().get(sys));
 }
 
 checkpoint::CheckpointSinkFactory checkpoint_sink_for(caf::actor_system& sys) {

@@ -18,11 +18,19 @@
 // reverse start order, so the worker (started later) writes its final checkpoint before
 // this actor is asked to stop.
 //
-//   persist request (local only, see checkpoint_writer.cpp); crash_atom (crash_actor).
+// Its interface is checkpoint_writer_actor below; the persist requests themselves are
+// private to the sinks of checkpoint_sink_for() (they carry process-local pointers).
 #pragma once
 
+#include <cstdint>
+
 #include <caf/actor.hpp>
+#include <caf/atom.hpp>
 #include <caf/fwd.hpp>
+#include <caf/replies_to.hpp>
+#include <caf/typed_actor.hpp>
+
+#include "actors/faults/crash_request.hpp"
 
 #include "runtime/checkpoint/sink.hpp"
 
@@ -32,6 +40,18 @@ namespace dseek::actors {
 // replaces its predecessor). Not in CAF's registry, whose strong reference would keep a
 // detached actor's thread waiting at shutdown: see checkpoint_writer.cpp.
 caf::actor spawn_checkpoint_writer(caf::actor_system& sys);
+
+// What the checkpoint writer accepts and answers, besides the sinks' persist requests
+// (all local).
+using checkpoint_writer_actor = caf::typed_actor<
+    // The snapshots it has run since it started (written or failed: the sink that
+    // submitted one reads its outcome).
+    caf::replies_to<caf::get_atom>::with<std::uint64_t>,
+    // The crash_actor fault: it throws (its supervisor restarts it).
+    caf::reacts_to<crash_atom>>;
+
+// The checkpoint writer of `sys` now (null while none runs).
+checkpoint_writer_actor checkpoint_writer_of(caf::actor_system& sys);
 
 // Sinks that hand their snapshots to the checkpoint_writer of `sys`, looked up at submit
 // time. When `sys` has none (a worker outside the node's tree), the factory makes no

@@ -14,6 +14,7 @@
 #include <caf/event_based_actor.hpp>
 #include <caf/scoped_actor.hpp>
 #include <caf/stateful_actor.hpp>
+#include <caf/typed_event_based_actor.hpp>
 
 #include "actors/faults/crash_request.hpp"
 #include "actors/node/node_registry.hpp"
@@ -120,7 +121,12 @@ struct prefetcher_state {
   }
 };
 
-caf::behavior data_prefetcher(caf::stateful_actor<prefetcher_state>* self, std::int64_t depth) {
+// The interface, the batch requests and the actor's own build messages.
+using data_prefetcher_impl = data_prefetcher_actor::extend<
+    caf::replies_to<batch_request>::with<batch_reply>, caf::reacts_to<build_atom>>;
+
+data_prefetcher_impl::behavior_type data_prefetcher(
+    data_prefetcher_impl::stateful_pointer<prefetcher_state> self, std::int64_t depth) {
   self->state.depth = std::max<std::int64_t>(depth, 1);
   auto schedule_build = [self] {
     auto& st = self->state;
@@ -224,10 +230,15 @@ class actor_batches final : public train::BatchSource {
 }  // namespace
 
 caf::actor spawn_data_prefetcher(caf::actor_system& sys, std::int64_t depth, int local_rank) {
-  auto prefetcher = sys.spawn(data_prefetcher, depth);
+  auto prefetcher = caf::actor_cast<caf::actor>(sys.spawn(data_prefetcher, depth));
   // At once, not when the actor first runs: a training that starts next finds it.
   names::register_handle(sys, names::data_prefetcher_of(local_rank), prefetcher);
   return prefetcher;
+}
+
+data_prefetcher_actor data_prefetcher_of(caf::actor_system& sys, int local_rank) {
+  return caf::actor_cast<data_prefetcher_actor>(
+      names::lookup(sys, names::data_prefetcher_of(local_rank)));
 }
 
 std::function<std::unique_ptr<train::BatchSource>(std::shared_ptr<train::BatchSource> source)>

@@ -22,7 +22,8 @@
 // runs on CAF's scheduler and builds one slice per message, so requests and other actors
 // are never held up for long.
 //
-//   batch request -> batch (local only); (get_atom) -> prefetch_stats; crash_atom.
+// Its interface is data_prefetcher_actor below; the batch requests themselves are
+// private to prefetcher_for()'s source (they carry process-local pointers).
 #pragma once
 
 #include <chrono>
@@ -32,7 +33,12 @@
 
 #include <caf/actor.hpp>
 #include <caf/allowed_unsafe_message_type.hpp>
+#include <caf/atom.hpp>
 #include <caf/fwd.hpp>
+#include <caf/replies_to.hpp>
+#include <caf/typed_actor.hpp>
+
+#include "actors/faults/crash_request.hpp"
 
 #include "runtime/train/batch_source.hpp"
 
@@ -45,6 +51,24 @@ struct prefetch_stats {
   std::uint64_t built_ahead = 0;
   std::int64_t ready_through = -1;  // the furthest step with a slice ready (-1: none)
 };
+
+}  // namespace dseek::actors
+
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(dseek::actors::prefetch_stats)
+
+namespace dseek::actors {
+
+// What the data prefetcher accepts and answers, besides the batch requests of
+// prefetcher_for()'s source (all local).
+using data_prefetcher_actor = caf::typed_actor<
+    // What it did since it started: hits, misses, slices built ahead, the furthest
+    // step ready.
+    caf::replies_to<caf::get_atom>::with<prefetch_stats>,
+    // The crash_actor fault: it throws (its supervisor restarts it).
+    caf::reacts_to<crash_atom>>;
+
+// The data prefetcher of worker group `local_rank` of `sys` now (null while none runs).
+data_prefetcher_actor data_prefetcher_of(caf::actor_system& sys, int local_rank = 0);
 
 // Spawns the actor keeping `depth` steps ahead (data.prefetch) for the worker of group
 // `local_rank` (a node runs one per worker group, cluster.gpus_per_node); it registers
@@ -63,5 +87,3 @@ prefetcher_for(caf::actor_system& sys, std::chrono::milliseconds wait = std::chr
                int local_rank = 0);
 
 }  // namespace dseek::actors
-
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(dseek::actors::prefetch_stats)

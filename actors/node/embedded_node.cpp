@@ -204,6 +204,9 @@ struct node_state {
   std::string coordinator_where;  // host:port (the port asked for, then the one bound)
   clock::time_point deadline;     // of the publication, the linger, the members leaving
   caf::actor coordinator;         // asked for the members still in the job
+  // Where the job's coordinator may move (cluster.backup_coordinators; null: nowhere),
+  // and the backup coordinator this node runs after a failover.
+  std::shared_ptr<CoordinatorSuccession> succession;
   bool announced_waiting = false;
   // The node supervisor shut the worker down on its own: waiting for its down message.
   bool awaiting_supervisor_down = false;
@@ -270,6 +273,10 @@ void end_running(node_self* self) {
 
 void stop_job(node_self* self) {
   auto& s = self->state;
+  if (!s.job) {  // a backup coordinator's node: its coordinator goes with it
+    if (s.succession) s.succession->stop_hosting();
+    return finish(self);
+  }
   self->request(s.job, 10s, shutdown_atom::value)
       .then([self](caf::ok_atom) { finish(self); }, [self](caf::error&) { finish(self); });
 }
@@ -297,7 +304,13 @@ void poll_members(node_self* self) {
 // The tree has stopped: the coordinator node waits for the members, then stops its job.
 void after_tree(node_self* self) {
   auto& s = self->state;
-  if (!s.job) return finish(self);
+  if (!s.job) {
+    // A node that runs the job's coordinator after a failover waits for the members too.
+    s.coordinator = s.succession ? s.succession->hosted() : caf::actor{};
+    if (!s.coordinator) return finish(self);
+    s.deadline = clock::now() + (s.failure.empty() ? 120000ms : 3000ms);
+    return poll_members(self);
+  }
   s.deadline = clock::now() + (s.failure.empty() ? 120000ms : 3000ms);
   self->request(s.job, 5s, which_children_atom::value)
       .then(
@@ -367,6 +380,7 @@ void finish(node_self* self) {
   auto& s = self->state;
   if (s.now == phase::finished) return;
   s.now = phase::finished;
+  if (s.succession) s.succession->stop_hosting();
   caf::anon_send_exit(s.router, caf::exit_reason::user_shutdown);
   if (s.refusals) caf::anon_send_exit(s.refusals, caf::exit_reason::user_shutdown);
   const node_result result = result_of(s);
@@ -394,7 +408,8 @@ void start_tree(node_self* self, const std::string& coordinator_address) {
   worker.incarnation = s.setup.options.incarnation;
   worker.stage_memory = std::make_shared<train::StageMemory>();
   worker.control = s.control;
-  node_tree_setup tree{worker, coordinator_address, s.setup.node_start, s.setup.metrics_endpoint};
+  node_tree_setup tree{worker, coordinator_address, s.succession, s.setup.node_start,
+                       s.setup.metrics_endpoint};
   s.node = spawn_supervisor(sys, node_supervisor_config(tree));
   s.tree->push_back(caf::actor_cast<caf::actor>(s.node));
   self->monitor(s.node);
@@ -478,11 +493,13 @@ caf::behavior node_main(node_self* self, node_setup setup) {
   const auto& config = s.setup.config;
   const auto& cluster = config.cluster;
   const bool runs_coordinator = cluster.node_id == cluster.coordinator_node;
+  s.succession = coordinator_succession_of(config);
   names::register_as(self, names::node);
   self->set_down_handler([self](caf::down_msg& down) { on_down(self, down); });
   // A node actor killed from outside (exit_reason::kill: no handler runs) takes its tree
   // with it, as a crash does: a live tree would train on and keep the system up.
-  self->attach_functor([tree = s.tree](const caf::error&) {
+  self->attach_functor([tree = s.tree, succession = s.succession](const caf::error&) {
+    if (succession) succession->stop_hosting();
     for (const auto& actor : *tree) caf::anon_send_exit(actor, caf::exit_reason::kill);
   });
   // An exit message (a host supervisor's orderly stop, user_shutdown): stop as for

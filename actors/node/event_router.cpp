@@ -86,7 +86,8 @@ caf::behavior event_router(caf::stateful_actor<router_state>* self, caf::actor n
         // epoch is over whatever comes next (the coordinator declares it lost, or a new
         // incarnation starts afresh), so the workers leave its collectives now, not at
         // the data plane's timeout, and are ready when the node rejoins.
-        if ((e.kind == "coordinator_lost" || e.kind == "evicted") && self->state.last_epoch.epoch > 0)
+        if ((e.kind == "coordinator_lost" || e.kind == "no_quorum" || e.kind == "evicted") &&
+            self->state.last_epoch.epoch > 0)
           to_workers(node_lost{-1, e.kind == "evicted" ? "evicted: " + e.reason
                                                        : "coordinator lost: " + e.reason,
                                0, 0, self->state.last_epoch.epoch + 1});

@@ -8,6 +8,7 @@
 #include <caf/event_based_actor.hpp>
 #include <caf/scoped_actor.hpp>
 #include <caf/stateful_actor.hpp>
+#include <caf/typed_event_based_actor.hpp>
 
 #include "actors/cluster/cluster_messages.hpp"
 #include "actors/faults/crash_request.hpp"
@@ -22,6 +23,8 @@ namespace {
 
 using clock = std::chrono::steady_clock;
 using check_atom = caf::atom_constant<caf::atom("dshcheck")>;
+// The interface and the monitor's own timer.
+using health_monitor_impl = health_monitor_actor::extend<caf::reacts_to<check_atom>>;
 
 struct health_state {
   health_settings settings;
@@ -38,7 +41,8 @@ std::int64_t ms(clock::duration d) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(d).count();
 }
 
-caf::behavior health_monitor(caf::stateful_actor<health_state>* self, health_settings settings) {
+health_monitor_impl::behavior_type health_monitor(
+    health_monitor_impl::stateful_pointer<health_state> self, health_settings settings) {
   names::register_as(self, names::health_monitor);
   self->state.settings = settings;
   self->delayed_send(self, settings.check_interval, check_atom::value);
@@ -107,14 +111,18 @@ caf::behavior health_monitor(caf::stateful_actor<health_state>* self, health_set
 }  // namespace
 
 caf::actor spawn_health_monitor(caf::actor_system& sys, health_settings settings) {
-  return sys.spawn(health_monitor, settings);
+  return caf::actor_cast<caf::actor>(sys.spawn(health_monitor, settings));
+}
+
+health_monitor_actor health_monitor_of(caf::actor_system& sys) {
+  return caf::actor_cast<health_monitor_actor>(names::lookup(sys, names::health_monitor));
 }
 
 std::function<void(const train::ReplicaDisagreement&)> sdc_reporter(
     caf::actor_system& sys, std::shared_ptr<metrics::EventLog> events) {
   return [&sys, events](const train::ReplicaDisagreement& disagreement) {
     bool taken = false;
-    if (auto monitor = names::lookup(sys, names::health_monitor)) {
+    if (auto monitor = health_monitor_of(sys)) {
       caf::scoped_actor self{sys};
       self->request(monitor, std::chrono::seconds(2), sdc_report{disagreement})
           .receive([&](caf::ok_atom) { taken = true; }, [](caf::error&) {});

@@ -13,17 +13,22 @@
 // ReplicaMismatch (the node then fails, leaves and is restarted by its launcher, and
 // rejoins with a healthy peer's state).
 //
-//   (get_atom) -> int64_t: the last completed step it heard of (tests, tools).
-//   sdc_report -> ok_atom, once the event is on its way to the metrics exporter.
+// Its interface is health_monitor_actor below.
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <functional>
 #include <memory>
 
 #include <caf/actor.hpp>
+#include <caf/atom.hpp>
 #include <caf/fwd.hpp>
+#include <caf/replies_to.hpp>
+#include <caf/typed_actor.hpp>
 
+#include "actors/faults/crash_request.hpp"
+#include "actors/node/node_messages.hpp"
 #include "runtime/train/replica_check.hpp"
 
 namespace dseek::metrics {
@@ -39,7 +44,29 @@ struct health_settings {
   std::chrono::milliseconds check_interval{500};
 };
 
+// What the health monitor accepts and answers (all local: the messages are not
+// announced for other processes).
+using health_monitor_actor = caf::typed_actor<
+    // The worker completed a step: the stall clock starts again (worker_resumed when
+    // it had raised worker_stalled).
+    caf::reacts_to<step_progress>,
+    // The training paused at a step boundary, or goes on: no stall while paused.
+    caf::reacts_to<training_paused>,
+    // Replicas disagree: the sdc_detected event is on its way to the metrics exporter
+    // when ok comes back (and, when this replica disagrees, the node's leave).
+    caf::replies_to<sdc_report>::with<caf::ok_atom>,
+    // The last completed step it heard of (tests, tools).
+    caf::replies_to<caf::get_atom>::with<std::int64_t>,
+    // The crash_actor fault: it throws (its supervisor restarts it).
+    caf::reacts_to<crash_atom>>;
+
+// Spawns the monitor; it registers itself as the health monitor of `sys` (a restarted
+// one replaces its predecessor). Untyped for the supervisor's child spec; the same
+// actor as health_monitor_of(sys).
 caf::actor spawn_health_monitor(caf::actor_system& sys, health_settings settings = {});
+
+// The health monitor of `sys` now (null while none runs).
+health_monitor_actor health_monitor_of(caf::actor_system& sys);
 
 // For RunOptions::report_disagreement: sends each disagreement to the node's health
 // monitor and waits (bounded) until it took it. With no monitor running (being

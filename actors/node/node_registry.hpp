@@ -23,6 +23,7 @@ constexpr caf::atom_value fault_injector = caf::atom("dsfaults");
 constexpr caf::atom_value data_prefetcher = caf::atom("dsprefetch");
 constexpr caf::atom_value pipeline_stage = caf::atom("dsstage");
 constexpr caf::atom_value node = caf::atom("dsnode");  // the node actor (embedded_node.hpp)
+constexpr caf::atom_value coordinator = caf::atom("dscoord");  // the job's, on its node
 
 // A node runs one worker group per local rank (cluster.gpus_per_node): group 0's actors
 // keep the names of a node with one group, the others' carry their local rank.

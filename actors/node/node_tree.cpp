@@ -1,10 +1,14 @@
 // Implementation of node_tree.hpp.
 #include "actors/node/node_tree.hpp"
 
+#include <algorithm>
+#include <chrono>
 #include <stdexcept>
 
 #include <caf/actor_system.hpp>
+#include <caf/exit_reason.hpp>
 #include <caf/io/middleman.hpp>
+#include <caf/send.hpp>
 
 #include "actors/cluster/coordinator.hpp"
 #include "actors/cluster/node_agent.hpp"
@@ -17,6 +21,7 @@
 #include "actors/node/metrics_exporter.hpp"
 #include "actors/node/node_registry.hpp"
 #include "actors/worker_group/pipeline_stage.hpp"
+#include "runtime/config/backup_coordinators.hpp"
 #include "runtime/metrics/event_log.hpp"
 #include "runtime/train/run_training.hpp"
 #include "runtime/train/state/stage_memory.hpp"
@@ -88,6 +93,56 @@ ClusterSettings cluster_settings_of(const config::ClusterConfig& cluster) {
   return s;
 }
 
+namespace {
+
+// The majority a coordinator needs when the job has backup coordinators (else 0: none).
+std::int32_t quorum_of(const config::ClusterConfig& cluster) {
+  if (config::parse_backup_coordinators(cluster.backup_coordinators).empty()) return 0;
+  return static_cast<std::int32_t>(cluster.nodes / 2 + 1);
+}
+
+coordinator_config coordinator_config_of(const config::JobConfig& config) {
+  coordinator_config cc;
+  cc.settings = cluster_settings_of(config.cluster);
+  cc.ranks_per_node = static_cast<std::int32_t>(config.cluster.gpus_per_node);
+  cc.quorum = quorum_of(config.cluster);
+  // A held join is answered (no_quorum) before the agent's request times out.
+  cc.quorum_hold = std::chrono::milliseconds(std::max<int64_t>(1, config.cluster.connect_timeout_ms / 2));
+  return cc;
+}
+
+}  // namespace
+
+std::shared_ptr<CoordinatorSuccession> coordinator_succession_of(const config::JobConfig& config) {
+  const auto& cluster = config.cluster;
+  const auto backups = config::parse_backup_coordinators(cluster.backup_coordinators);
+  if (backups.empty()) return nullptr;
+  std::vector<coordinator_candidate> candidates{{cluster.coordinator_node, cluster.coordinator, false}};
+  for (const auto& backup : backups) candidates.push_back({backup.node_id, backup.address, true});
+  const coordinator_config cc = coordinator_config_of(config);
+  const bool tls = !cluster.tls_ca.empty();
+  auto host = [cc, tls](caf::actor_system& sys,
+                        const coordinator_candidate& here) -> caf::expected<caf::actor> {
+    const auto at = parse_host_port(here.address);  // checked by the config's validation
+    if (!at) return caf::make_error(caf::sec::invalid_argument, "not host:port: " + here.address);
+    auto coordinator = spawn_coordinator(sys, cc);
+    if (!coordinator) return coordinator.error();
+    auto bound = publish_coordinator(sys, *coordinator, at->port, at->host, tls);
+    if (!bound) {
+      caf::anon_send_exit(*coordinator, caf::exit_reason::kill);
+      return bound.error();
+    }
+    log_line("dseek coordinator", "started here as the job's coordinator at %s (a failover; "
+             "epochs need %d of the job's nodes)", here.address.c_str(), cc.quorum);
+    return *coordinator;
+  };
+  CoordinatorSuccession::LocalPrimary local_primary;
+  if (cluster.node_id == cluster.coordinator_node)
+    local_primary = [](caf::actor_system& sys) { return names::lookup(sys, names::coordinator); };
+  return std::make_shared<CoordinatorSuccession>(cluster.node_id, std::move(candidates),
+                                                 std::move(host), std::move(local_primary));
+}
+
 supervisor_config node_supervisor_config(const node_tree_setup& setup) {
   const auto& config = setup.worker.config;
   supervisor_config node;
@@ -134,6 +189,7 @@ supervisor_config node_supervisor_config(const node_tree_setup& setup) {
   agent.drop_heartbeats = setup.worker.fault_actions->drop_heartbeats();
   agent.tls = !config.cluster.tls_ca.empty();
   agent.measure_clock = true;  // the clock_offset event of the node's trace
+  agent.succession = setup.succession;
   node.children.push_back({"membership",
                            [agent](caf::actor_system& sys) {
                              auto spawned = spawn_node_agent(sys, agent);
@@ -170,10 +226,8 @@ supervisor_config job_supervisor_config(const config::JobConfig& config, caf::ac
   job.max_restarts = 3;
   job.restart_period = std::chrono::seconds(30);
   job.listener = router;
-  coordinator_config cc;
-  cc.settings = cluster_settings_of(config.cluster);
+  coordinator_config cc = coordinator_config_of(config);
   cc.listener = refusal_logger;
-  cc.ranks_per_node = static_cast<std::int32_t>(config.cluster.gpus_per_node);
   const bool tls = !config.cluster.tls_ca.empty();
   job.children.push_back(
       {"coordinator",
@@ -189,6 +243,8 @@ supervisor_config job_supervisor_config(const config::JobConfig& config, caf::ac
                                     std::to_string(wanted) + ": " + sys.render(bound.error()));
          }
          published_port->store(*bound);
+         // This node's agent joins it directly (coordinator_succession.hpp).
+         names::register_handle(sys, names::coordinator, *coordinator);
          return *coordinator;
        },
        restart_policy::permanent, milliseconds(2000)});

@@ -31,6 +31,7 @@
 #include <caf/fwd.hpp>
 
 #include "actors/cluster/cluster_settings.hpp"
+#include "actors/cluster/coordinator_succession.hpp"
 #include "actors/worker_group/worker.hpp"
 #include "actors/supervision/supervisor.hpp"
 
@@ -46,9 +47,16 @@ ClusterSettings cluster_settings_of(const config::ClusterConfig& cluster);
 struct node_tree_setup {
   worker_setup worker;        // config, run dir, events, faults, router, main
   std::string coordinator;    // host:port the agent joins
+  // The coordinator's succession (cluster.backup_coordinators; null: none).
+  std::shared_ptr<CoordinatorSuccession> succession;
   std::chrono::steady_clock::time_point node_start;
   std::shared_ptr<metrics::MetricsEndpoint> metrics_endpoint;  // null: no /metrics
 };
+
+// The succession of the job's coordinator for this node (cluster.backup_coordinators:
+// the primary, then the backups; a backup of this node's starts a coordinator with the
+// job's quorum here, published on its address). Null when the job has no backups.
+std::shared_ptr<CoordinatorSuccession> coordinator_succession_of(const config::JobConfig& config);
 
 // The node supervisor's spec, ready for spawn_supervisor().
 supervisor_config node_supervisor_config(const node_tree_setup& setup);

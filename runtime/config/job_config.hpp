@@ -63,6 +63,9 @@ struct ClusterConfig {
   int64_t gpus_per_node = 1;  // worker groups (ranks) one node runs, one per local device
   std::string coordinator = "127.0.0.1:7420";  // host:port of the coordinator node
   int64_t coordinator_node = 0;  // the node id that runs the coordinator
+  // "NODE@HOST:PORT ..." in order of succession: where the coordinator moves when its
+  // node is lost for good (backup_coordinators.hpp); "" = no failover.
+  std::string backup_coordinators = "";
   std::string advertise_host = "127.0.0.1";  // this node's address for its peers
   std::string secret = "";  // join secret; "" = env DSEEK_CLUSTER_SECRET (never written out)
   int64_t heartbeat_interval_ms = 250;

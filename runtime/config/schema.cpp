@@ -252,6 +252,15 @@ const std::vector<Key<JobConfig>>& job_keys() {
                                          "host:port of the coordinator node"),
       job<&J::cluster, &Cl::coordinator_node>("cluster.coordinator_node", at_least(0),
                                               "the node id that runs the coordinator"),
+      job<&J::cluster, &Cl::backup_coordinators>(
+          "cluster.backup_coordinators", any(),
+          "coordinator failover: \"NODE@HOST:PORT ...\" (spaces or commas between "
+          "entries), in order of succession; when the coordinator's node is lost, the "
+          "survivors move the coordinator to the next live entry (node NODE runs it at "
+          "HOST:PORT). With any entry, a coordinator forms epochs only with a majority of "
+          "cluster.nodes (a minority stops training until it reaches the majority again: "
+          "no split brain). \"\" = no failover: the job waits for the coordinator's node "
+          "to come back"),
       job<&J::cluster, &Cl::advertise_host>("cluster.advertise_host", any(),
                                             "this node's address as its peers reach it"),
       job<&J::cluster, &Cl::secret>(

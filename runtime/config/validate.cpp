@@ -5,6 +5,7 @@
 #include <cmath>
 #include <string>
 
+#include "runtime/config/backup_coordinators.hpp"
 #include "runtime/config/load.hpp"
 #include "runtime/config/memory_bound.hpp"
 #include "runtime/config/schema.hpp"
@@ -176,6 +177,17 @@ void validate(const JobConfig& config) {
   if (cluster.coordinator_node >= cluster.nodes) {
     fail(config, "cluster.coordinator_node (" + std::to_string(cluster.coordinator_node) +
                      ") must be < cluster.nodes (" + std::to_string(cluster.nodes) + ")");
+  }
+  try {
+    for (const auto& backup : parse_backup_coordinators(cluster.backup_coordinators)) {
+      if (backup.node_id >= cluster.nodes || backup.node_id == cluster.coordinator_node)
+        fail(config, "cluster.backup_coordinators: node " + std::to_string(backup.node_id) +
+                         " must be another node than cluster.coordinator_node (" +
+                         std::to_string(cluster.coordinator_node) + ") and < cluster.nodes (" +
+                         std::to_string(cluster.nodes) + ")");
+    }
+  } catch (const std::invalid_argument& e) {
+    fail(config, std::string("cluster.backup_coordinators: ") + e.what());
   }
   if (cluster.heartbeat_timeout_ms <= cluster.heartbeat_interval_ms) {
     fail(config, "cluster.heartbeat_timeout_ms (" + std::to_string(cluster.heartbeat_timeout_ms) +

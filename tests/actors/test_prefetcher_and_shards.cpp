@@ -54,7 +54,7 @@ Batch take(train::BatchSource& source, uint64_t step, int64_t first, int64_t cou
 actors::prefetch_stats stats_of(caf::actor_system& sys) {
   caf::scoped_actor self{sys};
   actors::prefetch_stats stats;
-  self->request(actors::names::lookup(sys, actors::names::data_prefetcher), 5s, caf::get_atom::value)
+  self->request(actors::data_prefetcher_of(sys), 5s, caf::get_atom::value)
       .receive([&](actors::prefetch_stats& s) { stats = s; },
                [&](caf::error& error) { FAIL("no prefetch stats: " << sys.render(error)); });
   return stats;

@@ -13,13 +13,13 @@
 // the loss by far more), the same final parameters on every rank of a run.
 #include <catch2/catch.hpp>
 
+#include <signal.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
 #include <functional>
 #include <sstream>
 #include <string>
@@ -51,10 +51,12 @@ std::vector<double> losses_of(const fs::path& run, int node) {
 
 // The tiny job of `steps` steps with `job` settings, one node per host of `bed` (node 0
 // coordinates), TLS between them with certificates of one CA; `during` runs while the
-// nodes train. REQUIREs that every node exits 0.
+// nodes train. REQUIREs that every node exits with its `exit_codes` entry (none: 0; -1:
+// not 0, a node the test killed).
 void run_on_hosts(const TestBed& bed, int hosts, const fs::path& run, const fs::path& keys,
                   const std::vector<std::string>& job, int steps = kSteps,
-                  const std::function<void()>& during = {}) {
+                  const std::function<void()>& during = {},
+                  const std::vector<int>& exit_codes = {}) {
   TestPki pki(keys);
   pki.make_ca("cluster-ca");
   for (int node = 0; node < hosts; ++node) pki.make_node("cluster-ca", "node" + std::to_string(node), 10 + node);
@@ -78,7 +80,9 @@ void run_on_hosts(const TestBed& bed, int hosts, const fs::path& run, const fs::
   for (auto& thread : nodes) thread.join();
   for (int node = 0; node < hosts; ++node) {
     INFO("node " << node << ":\n" << results[static_cast<size_t>(node)].output);
-    REQUIRE(results[static_cast<size_t>(node)].exit_code == 0);
+    const int expected = exit_codes.empty() ? 0 : exit_codes[static_cast<size_t>(node)];
+    if (expected >= 0) REQUIRE(results[static_cast<size_t>(node)].exit_code == expected);
+    else REQUIRE(results[static_cast<size_t>(node)].exit_code != 0);
     const auto started = node_events(run, node, "node_started");
     REQUIRE_FALSE(started.empty());
     CHECK(started.back().find("\"tls\":true") != std::string::npos);
@@ -179,7 +183,11 @@ TEST_CASE("hosts: a node whose link is cut is declared lost, leaves its collecti
   const auto lost = node_events(run.path(), 0, "node_lost");
   REQUIRE_FALSE(lost.empty());
   CHECK(number_field(lost.front(), "lost_node") == 2);
-  CHECK(string_field(lost.front(), "reason").find("heartbeat timeout") != std::string::npos);
+  // Declared lost by its silence: the heartbeat timeout, or the down message of its
+  // connection when the transport gave up first (once in CI).
+  const std::string reason = string_field(lost.front(), "reason");
+  INFO("reason: " << reason);
+  CHECK((reason.find("heartbeat timeout") != std::string::npos || reason.rfind("down:", 0) == 0));
   // The cut-off node: it lost its coordinator, its training was interrupted before it
   // rejoined (with the old behaviour only its collective's timeout, 30 s later, ended it).
   const auto membership = node_events(run.path(), 2, "membership");
@@ -191,6 +199,120 @@ TEST_CASE("hosts: a node whose link is cut is declared lost, leaves its collecti
   REQUIRE(rejoined.size() >= 2);  // its first join, and the one after the cut
   CHECK(number_field(interrupted.front(), "ts") < number_field(rejoined.back(), "ts"));
   CHECK_FALSE(node_events(run.path(), 2, "recovered").empty());
+  const std::string model = final_params_sha256(run.path(), 0, steps);
+  for (int node = 1; node < 3; ++node) CHECK(final_params_sha256(run.path(), node, steps) == model);
+}
+
+// Coordinator failover across hosts (cluster.backup_coordinators: nodes 1 and 2, each on
+// its own host's address). A majority quorum (2 of 3) holds for every coordinator.
+namespace {
+
+std::vector<std::string> with_backups(const TestBed& bed, std::vector<std::string> job) {
+  job.insert(job.end(), {"--set", "cluster.backup_coordinators=\"1@" + bed.address(1) +
+                                      ":29501 2@" + bed.address(2) + ":29502\"",
+                         "--set", "train.threads=1", "--set", "train.eval_every=0"});
+  return job;
+}
+
+double ts_of(const std::string& line) { return number_field(line, "ts"); }
+
+// Now, on the clock of the events' "ts" (seconds since the epoch).
+double wall_seconds() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+}  // namespace
+
+TEST_CASE("hosts: the coordinator's node killed for good, the survivors move the "
+          "coordinator to the first backup and finish the run",
+          "[hosts][hosts-failover][faults]") {
+  const int steps = 40;
+  ScratchDir run("hosts-failover"), keys("hosts-failover-keys");
+  TestBed bed(3);
+  // Killed from outside its host (a node's process is its PID namespace's init, which
+  // its own SIGKILL does not end: the kill fault cannot stand for a dead host here).
+  double killed_at = 0;
+  run_on_hosts(bed, 3, run.path(), keys.path(),
+               with_backups(bed, {"--set", "elastic.min_nodes=2", "--set", "elastic.rejoin_seconds=1"}),
+               steps, [&] {
+                 const auto step = wait_for_event(run.path(), 0, "step", 120s, [](const std::string& line) {
+                   return number_field(line, "step") >= 12;
+                 });
+                 REQUIRE_FALSE(step.empty());
+                 const auto node0 = bed.processes(0, "dseek-node");
+                 REQUIRE(node0.size() == 1);
+                 killed_at = wall_seconds();
+                 REQUIRE(::kill(node0[0], SIGKILL) == 0);
+               }, {-1, 0, 0});
+  for (int node : {1, 2}) {
+    INFO("node " << node);
+    bool failover = false;
+    for (const auto& line : node_events(run.path(), node, "membership"))
+      if (string_field(line, "kind") == "coordinator_failover") {
+        failover = true;
+        CHECK(string_field(line, "coordinator") == bed.address(1) + ":29501");
+      }
+    CHECK(failover);
+    const auto recovered = node_events(run.path(), node, "recovered");
+    REQUIRE(recovered.size() == 1);
+    CHECK(string_field(recovered[0], "source") == "memory");
+    CHECK(number_field(recovered[0], "from_step") >= 12);
+    WARN("node " << node << " trains again " << (ts_of(recovered[0]) - killed_at) * 1000
+                 << " ms after the coordinator's node was killed");
+  }
+  const std::string model = final_params_sha256(run.path(), 1, steps);
+  CHECK(final_params_sha256(run.path(), 2, steps) == model);
+}
+
+TEST_CASE("hosts: the coordinator's host cut off, the majority goes on at a backup "
+          "coordinator, the minority stops training until its link is back and rejoins",
+          "[hosts][hosts-partition][faults]") {
+  const int steps = 800;
+  ScratchDir run("hosts-partition"), keys("hosts-partition-keys");
+  TestBed bed(3);
+  double cut_at = 0, healed_at = 0;
+  run_on_hosts(
+      bed, 3, run.path(), keys.path(),
+      with_backups(bed, {"--set", "cluster.connect_timeout_ms=500", "--set", "elastic.min_nodes=2",
+                         "--set", "elastic.rejoin_seconds=1"}),
+      steps, [&] {
+        const auto step = wait_for_event(run.path(), 0, "step", 120s, [](const std::string& line) {
+          return number_field(line, "step") >= 20;
+        });
+        REQUIRE_FALSE(step.empty());
+        cut_at = wall_seconds();
+        REQUIRE(run_process({testbed(), "cut", bed.id(), "0"}, 30s).exit_code == 0);
+        std::this_thread::sleep_for(6s);
+        healed_at = wall_seconds();
+        REQUIRE(run_process({testbed(), "heal", bed.id(), "0"}, 30s).exit_code == 0);
+      });
+  // The minority: node 0's coordinator lost the majority and stopped; node 0 said why.
+  bool no_quorum = false;
+  for (const auto& line : node_events(run.path(), 0, "membership"))
+    if (string_field(line, "kind") == "no_quorum") no_quorum = true;
+  CHECK(no_quorum);
+  // The majority moved to node 1's backup coordinator.
+  for (int node : {1, 2}) {
+    bool failover = false;
+    for (const auto& line : node_events(run.path(), node, "membership"))
+      if (string_field(line, "kind") == "coordinator_failover") failover = true;
+    CHECK(failover);
+  }
+  // No split brain: node 0 completed no step from the cut until it rejoined (its
+  // recovery), while the majority trained on.
+  const auto recovered0 = node_events(run.path(), 0, "recovered");
+  REQUIRE_FALSE(recovered0.empty());
+  const double rejoined_at = ts_of(recovered0.back());
+  CHECK(rejoined_at > healed_at);
+  int minority_steps = 0, majority_steps = 0;
+  for (const auto& line : node_events(run.path(), 0, "step"))
+    if (ts_of(line) > cut_at + 0.5 && ts_of(line) < rejoined_at) ++minority_steps;
+  for (const auto& line : node_events(run.path(), 1, "step"))
+    if (ts_of(line) > cut_at && ts_of(line) < healed_at) ++majority_steps;
+  CHECK(minority_steps == 0);
+  CHECK(majority_steps > 0);
+  WARN("partition: the majority trained " << majority_steps << " steps while node 0 was cut off; "
+       "node 0 trains again " << (rejoined_at - healed_at) << " s after its link is back");
   const std::string model = final_params_sha256(run.path(), 0, steps);
   for (int node = 1; node < 3; ++node) CHECK(final_params_sha256(run.path(), node, steps) == model);
 }

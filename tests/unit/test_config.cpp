@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "runtime/config/absolute_paths.hpp"
+#include "runtime/config/backup_coordinators.hpp"
 #include "runtime/config/load.hpp"
 #include "runtime/config/memory_bound.hpp"
 #include "support/test_paths.hpp"
@@ -309,6 +310,30 @@ TEST_CASE("config: the other relations between keys are checked", "[config]") {
   job.model.layers = 0;
   CHECK_THAT(error_of([&] { config::validate(job); }),
              Equals("defaults: model.layers: must be >= 1, got 0"));
+}
+
+TEST_CASE("config: cluster.backup_coordinators is a list of NODE@HOST:PORT in order",
+          "[config][failover]") {
+  const auto backups = config::parse_backup_coordinators(" 1@10.0.0.2:7420, 2@[::1]:7421 ");
+  REQUIRE(backups.size() == 2);
+  CHECK(backups[0].node_id == 1);
+  CHECK(backups[0].address == "10.0.0.2:7420");
+  CHECK(backups[1].node_id == 2);
+  CHECK(backups[1].address == "[::1]:7421");
+  CHECK(config::parse_backup_coordinators("").empty());
+  const std::string nodes3 = "[train]\nbatch_size = 24\n[cluster]\nnodes = 3\nbackup_coordinators = ";
+  CHECK_THAT(load_error(nodes3 + "\"1-10.0.0.2:7420\"\n"),
+             Contains("cluster.backup_coordinators: entry \"1-10.0.0.2:7420\" is not "
+                      "NODE@HOST:PORT: no '@'"));
+  CHECK_THAT(load_error(nodes3 + "\"x@h:1\"\n"), Contains("the node id is not a number"));
+  CHECK_THAT(load_error(nodes3 + "\"1@h:0\"\n"), Contains("the port is not 1 .. 65535"));
+  CHECK_THAT(load_error(nodes3 + "\"1@h\"\n"), Contains("no host:port after the '@'"));
+  CHECK_THAT(load_error(nodes3 + "\"1@h:1 1@g:2\"\n"), Contains("node 1 is listed twice"));
+  CHECK_THAT(load_error(nodes3 + "\"0@h:1\"\n"),
+             Contains("cluster.backup_coordinators: node 0 must be another node than "
+                      "cluster.coordinator_node (0) and < cluster.nodes (3)"));
+  CHECK_THAT(load_error(nodes3 + "\"3@h:1\"\n"), Contains("node 3 must be another node"));
+  CHECK_NOTHROW(config::load_config_text(nodes3 + "\"1@h:1 2@g:2\"\n", "x.toml", {}));
 }
 
 TEST_CASE("config: check_supported rejects features this build lacks", "[config]") {

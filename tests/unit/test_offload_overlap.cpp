@@ -181,7 +181,9 @@ TEST_CASE("offload overlap: the forward waits for each chunk and the parameters 
   for (const std::string device : {"cpu", backend::kScrambledDevice}) {
     INFO("device " << device);
     const Outcome local = train_run(device, false, -1ms);
-    const Outcome overlapped = train_run(device, true, 3ms);
+    // (10 ms per run: the forward starts long before the update ends, also on a loaded
+    // machine; with 3 ms a descheduled trainer once found an update already done.)
+    const Outcome overlapped = train_run(device, true, 10ms);
     const Outcome sequential = train_run(device, false, 0ms);
     CHECK(overlapped.updates_started == 4);
     CHECK(sequential.updates_started == 0);  // offload_overlap = false: update() only
@@ -189,7 +191,7 @@ TEST_CASE("offload overlap: the forward waits for each chunk and the parameters 
     CHECK(sequential.sha == local.sha);
     for (const auto& step : overlapped.steps) CHECK(step.offload_overlap);
     for (const auto& step : local.steps) CHECK_FALSE(step.offload_overlap);
-    // Steps 1..3 start while the last update runs 3 ms per run: their forward waited,
+    // Steps 1..3 start while the last update runs 10 ms per run: their forward waited,
     // and for the chunks in layout order (wte+wpe, block 0, 1, 2, lnf = 0..4; the head's
     // wte is chunk 0 again, never waited twice). Step 0 had nothing to wait for.
     CHECK(overlapped.steps[0].offload_wait_ms == 0.0);

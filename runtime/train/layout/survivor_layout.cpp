@@ -78,6 +78,7 @@ std::string layout_refusal(const config::JobConfig& config, const SurvivorLayout
   probe.cluster.gpus_per_node = 1;
   probe.cluster.node_id = 0;
   probe.cluster.coordinator_node = 0;
+  probe.cluster.backup_coordinators.clear();  // node ids of the whole job
   probe.elastic.min_nodes = 1;
   probe.faults.clear();
   try {
