@@ -89,6 +89,13 @@ void run_on_hosts(const TestBed& bed, int hosts, const fs::path& run, const fs::
   }
 }
 
+// Whether node 0 of `run` completed step `step` within 120 s (the faults start there).
+bool reached_step(const fs::path& run, int step) {
+  return !wait_for_event(run, 0, "step", 120s, [step](const std::string& line) {
+            return number_field(line, "step") >= step;
+          }).empty();
+}
+
 }  // namespace
 
 TEST_CASE("hosts: data parallel on 2 hosts x 2 ranks over TCP and TLS trains as on one host",
@@ -172,10 +179,7 @@ TEST_CASE("hosts: a node whose link is cut is declared lost, leaves its collecti
   run_on_hosts(bed, 3, run.path(), keys.path(), {"--set", "train.threads=1", "--set",
                                                  "train.eval_every=0"},
                steps, [&] {
-                 const auto step = wait_for_event(run.path(), 0, "step", 120s, [](const std::string& line) {
-                   return number_field(line, "step") >= 20;
-                 });
-                 REQUIRE_FALSE(step.empty());
+                 REQUIRE(reached_step(run.path(), 20));
                  REQUIRE(run_process({testbed(), "cut", bed.id(), "2"}, 30s).exit_code == 0);
                  std::this_thread::sleep_for(6s);
                  REQUIRE(run_process({testbed(), "heal", bed.id(), "2"}, 30s).exit_code == 0);
@@ -235,10 +239,7 @@ TEST_CASE("hosts: the coordinator's node killed for good, the survivors move the
   run_on_hosts(bed, 3, run.path(), keys.path(),
                with_backups(bed, {"--set", "elastic.min_nodes=2", "--set", "elastic.rejoin_seconds=1"}),
                steps, [&] {
-                 const auto step = wait_for_event(run.path(), 0, "step", 120s, [](const std::string& line) {
-                   return number_field(line, "step") >= 12;
-                 });
-                 REQUIRE_FALSE(step.empty());
+                 REQUIRE(reached_step(run.path(), 12));
                  const auto node0 = bed.processes(0, "dseek-node");
                  REQUIRE(node0.size() == 1);
                  killed_at = wall_seconds();
@@ -276,10 +277,7 @@ TEST_CASE("hosts: the coordinator's host cut off, the majority goes on at a back
       with_backups(bed, {"--set", "cluster.connect_timeout_ms=500", "--set", "elastic.min_nodes=2",
                          "--set", "elastic.rejoin_seconds=1"}),
       steps, [&] {
-        const auto step = wait_for_event(run.path(), 0, "step", 120s, [](const std::string& line) {
-          return number_field(line, "step") >= 20;
-        });
-        REQUIRE_FALSE(step.empty());
+        REQUIRE(reached_step(run.path(), 20));
         cut_at = wall_seconds();
         REQUIRE(run_process({testbed(), "cut", bed.id(), "0"}, 30s).exit_code == 0);
         std::this_thread::sleep_for(6s);
