@@ -5,10 +5,19 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <stdexcept>
 #include <string>
 
 namespace dseek::comm {
+
+class WorkState;  // work.hpp
+// Who is told of an operation as it finishes (done or failed): run on the thread that
+// finished it (the progress thread, or the caller for an operation done at once) with
+// the operation's state and its time from issue to end. It must be quick and must not
+// throw. Each communicator has its own (CommOptions::observer).
+using WorkObserver = std::function<void(const WorkState& work, std::chrono::nanoseconds took)>;
 
 // Element types a buffer can hold. bf16 is stored as uint16 and reduced in fp32.
 // u8 is raw bytes: valid for broadcast, all_gather, send/recv, not for reductions.
@@ -113,6 +122,9 @@ struct CommOptions {
   std::string net_device;
   // The world epoch this communicator belongs to (reported in errors, never reused).
   uint64_t epoch = 0;
+  // Told of every operation of this communicator as it finishes (work.hpp's
+  // WorkObserver; a node's trace: dist/trace_collectives.hpp); null: nobody.
+  std::shared_ptr<const WorkObserver> observer;
 };
 
 }  // namespace dseek::comm

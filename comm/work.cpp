@@ -3,21 +3,7 @@
 
 #include <atomic>
 
-#include "comm/work_observer.hpp"
-
 namespace dseek::comm {
-
-namespace {
-std::atomic<std::shared_ptr<const WorkObserver>> work_observer;
-}  // namespace
-
-void set_work_observer(std::shared_ptr<const WorkObserver> observer) {
-  work_observer.store(std::move(observer));
-}
-
-void observe_work_end(const WorkState& work) {
-  if (const auto observer = work_observer.load()) (*observer)(work, work.duration());
-}
 
 void WorkState::complete() {
   {
@@ -28,7 +14,7 @@ void WorkState::complete() {
     done_.store(true, std::memory_order_release);
     cv_.notify_all();
   }
-  observe_work_end(*this);
+  observe_end();
 }
 
 void WorkState::fail(ErrorKind kind, const std::string& why) {
@@ -41,7 +27,7 @@ void WorkState::fail(ErrorKind kind, const std::string& why) {
     done_.store(true, std::memory_order_release);
     cv_.notify_all();
   }
-  observe_work_end(*this);
+  observe_end();
 }
 
 bool WorkState::wait_until(std::chrono::steady_clock::time_point until) const {

@@ -34,8 +34,11 @@ class WorkDriver {
 // Shared between the handle (user thread) and the operation (progress thread).
 class WorkState {
  public:
-  explicit WorkState(std::string name, std::chrono::steady_clock::time_point deadline)
-      : name_(std::move(name)), deadline_(deadline), issued_(std::chrono::steady_clock::now()) {}
+  // `observer` (may be null) is told when the operation finishes.
+  explicit WorkState(std::string name, std::chrono::steady_clock::time_point deadline,
+                     std::shared_ptr<const WorkObserver> observer = nullptr)
+      : name_(std::move(name)), deadline_(deadline), issued_(std::chrono::steady_clock::now()),
+        observer_(std::move(observer)) {}
 
   const std::string& name() const { return name_; }
   std::chrono::steady_clock::time_point deadline() const { return deadline_; }
@@ -49,6 +52,10 @@ class WorkState {
   void set_driver(std::shared_ptr<WorkDriver> driver) { driver_ = std::move(driver); }
   void poke() const {
     if (driver_ && !finished()) driver_->poke();
+  }
+  // Tells the observer, once the state is final (complete() and fail()).
+  void observe_end() const {
+    if (observer_) (*observer_)(*this, duration());
   }
   // Waits until finished or `until`; true when finished.
   bool wait_until(std::chrono::steady_clock::time_point until) const;
@@ -67,6 +74,7 @@ class WorkState {
   std::chrono::steady_clock::time_point deadline_;
   std::chrono::steady_clock::time_point issued_;
   std::chrono::steady_clock::time_point finished_at_{};
+  std::shared_ptr<const WorkObserver> observer_;
   mutable std::mutex mutex_;
   mutable std::condition_variable cv_;
   bool finished_ = false;

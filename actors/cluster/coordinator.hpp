@@ -33,6 +33,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include <caf/actor.hpp>
@@ -43,6 +44,7 @@
 
 #include "actors/cluster/cluster_messages.hpp"
 #include "actors/cluster/cluster_settings.hpp"
+#include "runtime/metrics/trace_spans.hpp"
 
 namespace dseek::actors {
 
@@ -92,6 +94,9 @@ struct coordinator_config {
   // walk the succession to the coordinator of the majority.
   std::int32_t quorum = 0;
   std::chrono::milliseconds quorum_hold{1000};
+  // The trace clock of the coordinator's node, which members measure their clock offset
+  // against (null: the system clock).
+  std::shared_ptr<const metrics::TraceRecorder> trace;
 };
 
 // Errors: cluster_errc::no_secret when neither the setting nor

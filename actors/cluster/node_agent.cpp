@@ -317,6 +317,8 @@ struct agent_state {
             });
   }
 
+  double trace_now_us() const { return cfg.trace ? cfg.trace->now_us() : metrics::system_clock_us(); }
+
   // Round `round` of the clock measurement: t0 and t3 on this node's trace clock around
   // a request the coordinator answers with its own; the round with the smallest round
   // trip is kept (its offset is off by at most half of it).
@@ -328,11 +330,11 @@ struct agent_state {
       best.coordinator = cfg.coordinator;
       return emit(std::move(best));
     }
-    const double t0 = metrics::trace_clock_us();
+    const double t0 = trace_now_us();
     self->request(coord, cfg.settings.heartbeat_timeout, clock_atom::value)
         .then(
             [this, gen, round, best, t0](double coordinator_us) mutable {
-              const double t3 = metrics::trace_clock_us();
+              const double t3 = trace_now_us();
               const double rtt = t3 - t0;
               if (best.rounds == 0 || rtt < best.rtt_us) {
                 best.rtt_us = rtt;
@@ -543,7 +545,7 @@ caf::behavior agent_impl(caf::stateful_actor<agent_state>* self, node_agent_conf
         return state.to_coordinator<epoch_started>(retire_atom::value, state.cfg.node_id,
                                                    std::move(why));
       },
-      [](crash_atom) { crash_now("membership"); },
+      [self](crash_atom) { crash_now("membership", self->state.cfg.crash); },
   };
 }
 

@@ -50,6 +50,8 @@
 #include <caf/fwd.hpp>
 
 #include "actors/cluster/cluster_messages.hpp"
+#include "actors/faults/crash_request.hpp"
+#include "runtime/metrics/trace_spans.hpp"
 #include "actors/cluster/cluster_settings.hpp"
 #include "actors/cluster/coordinator_succession.hpp"
 
@@ -63,6 +65,11 @@ struct node_agent_config {
   // Optional: epoch_started, node_joined, node_lost, join_refused, agent_event.
   caf::actor listener;
   bool log = true; // "[dseek node N] ..." lines on stderr
+  // Whether the agent obeys crash requests (the node's: crash_requests_of its job).
+  crash_requests crash = crash_requests::obeyed;
+  // The node's trace clock, which the clock offset to the coordinator is measured on
+  // (null: the system clock).
+  std::shared_ptr<const metrics::TraceRecorder> trace;
   // Connect through libcaf_openssl (the actor system must have loaded
   // caf::openssl::manager with the cluster CA, this node's certificate and key). A peer
   // that refuses the certificate closes the connection during the handshake; that

@@ -3,7 +3,6 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <mutex>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -99,39 +98,40 @@ int32_t planned_rank(const epoch_started& epoch, const config::JobConfig& config
   return rank;
 }
 
-comm::CommOptions comm_options(const epoch_started& epoch, const config::JobConfig& config) {
+// The address whose interface the data plane uses: loopback for a job of one node,
+// whatever it advertises.
+std::string data_plane_host(const config::JobConfig& config) {
+  return config.cluster.nodes == 1 ? std::string("127.0.0.1") : config.cluster.advertise_host;
+}
+
+comm::CommOptions comm_options(const epoch_started& epoch, const config::JobConfig& config,
+                               std::shared_ptr<const comm::WorkObserver> observer) {
   comm::CommOptions options;
   options.op_timeout = std::chrono::milliseconds(config.comm.timeout_ms);
   options.epoch = epoch.epoch;
+  options.observer = std::move(observer);
   // UCX's network transports on the interface of the advertised address only (loopback
-  // for a job of one node, whatever it advertises).
-  if (auto device = comm::net_device_of(config.cluster.nodes == 1 ? std::string("127.0.0.1")
-                                                                  : config.cluster.advertise_host)) {
-    options.net_device = *device;
-  } else {
-    static std::once_flag said;
-    std::call_once(said, [&] {
-      std::fprintf(stderr, "dseek-node: warning: no local interface holds cluster.advertise_host "
-                   "\"%s\": the data plane may use every interface\n",
-                   config.cluster.advertise_host.c_str());
-    });
-  }
+  // for a job of one node, whatever it advertises; a node warns at its start when no
+  // interface holds it: check_advertised_interface).
+  if (auto device = comm::net_device_of(data_plane_host(config))) options.net_device = *device;
   return options;
 }
 
 std::unique_ptr<comm::Communicator> connect_nccl_plane(const std::string& unique_id,
                                                        const epoch_started& epoch,
                                                        const config::JobConfig& config,
-                                                       int32_t rank, int32_t ranks, int device) {
+                                                       int32_t rank, int32_t ranks, int device,
+                                                       std::shared_ptr<const comm::WorkObserver> observer) {
 #ifdef DSEEK_HAVE_NCCL
   // The world is the connecting ranks (cluster.gpus_per_node of them a node).
-  return comm::connect_nccl(unique_id, rank, ranks, device, comm_options(epoch, config));
+  return comm::connect_nccl(unique_id, rank, ranks, device, comm_options(epoch, config, std::move(observer)));
 #else
   (void)unique_id;
   (void)epoch;
   (void)rank;
   (void)ranks;
   (void)device;
+  (void)observer;
   check_data_plane_available(config);
   return nullptr;
 #endif
@@ -162,7 +162,7 @@ std::unique_ptr<comm::Communicator> connect_ucx_plane(caf::actor_system& sys,
     throw std::logic_error("rank " + std::to_string(planned_as) + " of epoch " +
                            std::to_string(epoch.epoch) + " is not among its " +
                            std::to_string(ranks) + " connecting ranks");
-  comm::UcxCommunicatorBuilder builder(rank, ranks, comm_options(epoch, config));
+  comm::UcxCommunicatorBuilder builder(rank, ranks, comm_options(epoch, config, options.observer));
   std::vector<std::string> parts{config.cluster.advertise_host, builder.address()};
   if (nccl) {
     check_data_plane_available(config);
@@ -242,8 +242,15 @@ EpochDataPlanes connect_data_planes(caf::actor_system& sys, const epoch_started&
   planes.host = connect_ucx_plane(sys, epoch, config, options, nccl, nccl_id);
   if (nccl)
     planes.device = connect_nccl_plane(nccl_id, epoch, config, planes.host->rank(),
-                                       planes.host->size(), device);
+                                       planes.host->size(), device, options.observer);
   return planes;
+}
+
+void check_advertised_interface(const config::JobConfig& config) {
+  if (!comm::net_device_of(data_plane_host(config)))
+    std::fprintf(stderr, "dseek-node: warning: no local interface holds cluster.advertise_host "
+                 "\"%s\": the data plane may use every interface\n",
+                 config.cluster.advertise_host.c_str());
 }
 
 void check_data_plane_available(const config::JobConfig& config) {

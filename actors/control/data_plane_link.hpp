@@ -93,6 +93,8 @@ struct ConnectOptions {
   // connecting rank were unreachable (data_plane_unreachable), while the peers wait for
   // this rank in the connect's barrier, as with a real unreachable peer.
   bool fail_as_unreachable = false;
+  // Told of every operation of the planes (CommOptions::observer: the node's trace).
+  std::shared_ptr<const comm::WorkObserver> observer;
 };
 
 // Connects worker group options.local_rank (each its own UCX worker and endpoints: ranks
@@ -110,6 +112,9 @@ EpochDataPlanes connect_data_planes(caf::actor_system& sys, const epoch_started&
 // At the node's start: comm.backend = "nccl" in a build without NCCL throws
 // config::ConfigError naming the key.
 void check_data_plane_available(const config::JobConfig& config);
+// At the node's start: warns on stderr when no local interface holds
+// cluster.advertise_host (the data plane may then use every interface).
+void check_advertised_interface(const config::JobConfig& config);
 
 // A rank past the `ranks` that train in `epoch` (it stands by): takes part in the
 // rendezvous with no address, and connects nothing. Throws rendezvous_failed.

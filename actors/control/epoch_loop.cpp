@@ -21,6 +21,7 @@
 #include "actors/worker_group/worker_restart.hpp"
 #include "comm/types.hpp"
 #include "dist/run_layout.hpp"
+#include "dist/trace_collectives.hpp"
 #include "runtime/metrics/event_log.hpp"
 #include "runtime/train/layout/survivor_layout.hpp"
 #include "runtime/train/sdc_audit.hpp"
@@ -264,6 +265,7 @@ job_finished run_epochs(const worker_setup& setup, caf::actor_system& sys, Epoch
         board.attach(building, number);
       };
       connect.fail_as_unreachable = setup.fault_actions && setup.fault_actions->take_connect_failure();
+      connect.observer = dist::collective_spans(setup.trace);  // its operations in the node's trace
       planes = connect_data_planes(sys, *epoch, config, connect);
       connected = true;
       connect_retries.connected();

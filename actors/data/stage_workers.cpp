@@ -45,7 +45,7 @@ void maybe_crash(prepare_context& context, PrepareStage stage) {
   if (!faults.crash_stage || *faults.crash_stage != stage) return;
   const uint64_t n = ++context.taken[static_cast<size_t>(stage)];
   if (n == faults.crash_at && !context.crashed.exchange(true)) {
-    crash_now(std::string("data prepare ") + data::prepare_stage_name(stage));
+    throw_injected_crash(std::string("data prepare ") + data::prepare_stage_name(stage));
   }
 }
 

@@ -19,7 +19,8 @@ using fire_atom = caf::atom_constant<caf::atom("dsfire")>;
 
 caf::behavior fault_injector(caf::event_based_actor* self, std::shared_ptr<FaultPlan> plan,
                              std::shared_ptr<FaultActions> actions,
-                             std::chrono::steady_clock::time_point node_start) {
+                             std::chrono::steady_clock::time_point node_start,
+                             crash_requests crash) {
   names::register_as(self, names::fault_injector);
   const auto now = std::chrono::steady_clock::now();
   for (const auto& [index, fault] : plan->pending_timed()) {
@@ -38,7 +39,7 @@ caf::behavior fault_injector(caf::event_based_actor* self, std::shared_ptr<Fault
           actions->fire(fault, trigger);
         }
       },
-      [](crash_atom) { crash_now("fault_injector"); },
+      [crash](crash_atom) { crash_now("fault_injector", crash); },
   };
 }
 
@@ -46,8 +47,9 @@ caf::behavior fault_injector(caf::event_based_actor* self, std::shared_ptr<Fault
 
 caf::actor spawn_fault_injector(caf::actor_system& sys, std::shared_ptr<FaultPlan> plan,
                                 std::shared_ptr<FaultActions> actions,
-                                std::chrono::steady_clock::time_point node_start) {
-  return sys.spawn(fault_injector, std::move(plan), std::move(actions), node_start);
+                                std::chrono::steady_clock::time_point node_start,
+                                crash_requests crash) {
+  return sys.spawn(fault_injector, std::move(plan), std::move(actions), node_start, crash);
 }
 
 }  // namespace dseek::actors

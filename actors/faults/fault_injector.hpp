@@ -10,6 +10,8 @@
 #include <caf/actor.hpp>
 #include <caf/fwd.hpp>
 
+#include "actors/faults/crash_request.hpp"
+
 namespace dseek::actors {
 
 class FaultActions;
@@ -17,6 +19,7 @@ class FaultPlan;
 
 caf::actor spawn_fault_injector(caf::actor_system& sys, std::shared_ptr<FaultPlan> plan,
                                 std::shared_ptr<FaultActions> actions,
-                                std::chrono::steady_clock::time_point node_start);
+                                std::chrono::steady_clock::time_point node_start,
+                                crash_requests crash = crash_requests::obeyed);
 
 }  // namespace dseek::actors

@@ -169,7 +169,7 @@ struct writer_state {
 };
 
 checkpoint_writer_impl::behavior_type checkpoint_writer(
-    checkpoint_writer_impl::stateful_pointer<writer_state> self) {
+    checkpoint_writer_impl::stateful_pointer<writer_state> self, crash_requests crash) {
   directory().set(self->system(), self->address());
   return {
       [self](const persist_request& request) {
@@ -177,14 +177,14 @@ checkpoint_writer_impl::behavior_type checkpoint_writer(
         ++self->state.run;
       },
       [self](caf::get_atom) { return self->state.run; },
-      [](crash_atom) { crash_now("checkpoint_writer"); },
+      [crash](crash_atom) { crash_now("checkpoint_writer", crash); },
   };
 }
 
 }  // namespace
 
-caf::actor spawn_checkpoint_writer(caf::actor_system& sys) {
-  return caf::actor_cast<caf::actor>(sys.spawn<caf::detached>(checkpoint_writer));
+caf::actor spawn_checkpoint_writer(caf::actor_system& sys, crash_requests crash) {
+  return caf::actor_cast<caf::actor>(sys.spawn<caf::detached>(checkpoint_writer, crash));
 }
 
 checkpoint_writer_actor checkpoint_writer_of(caf::actor_system& sys) {

@@ -39,7 +39,9 @@ namespace dseek::actors {
 // Spawns the actor; it makes itself the checkpoint_writer of `sys` (a restarted one
 // replaces its predecessor). Not in CAF's registry, whose strong reference would keep a
 // detached actor's thread waiting at shutdown: see checkpoint_writer.cpp.
-caf::actor spawn_checkpoint_writer(caf::actor_system& sys);
+// `crash`: whether it obeys crash requests (the node's: crash_requests_of its job).
+caf::actor spawn_checkpoint_writer(caf::actor_system& sys,
+                                   crash_requests crash = crash_requests::obeyed);
 
 // What the checkpoint writer accepts and answers, besides the sinks' persist requests
 // (all local).

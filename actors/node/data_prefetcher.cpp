@@ -126,7 +126,8 @@ using data_prefetcher_impl = data_prefetcher_actor::extend<
     caf::replies_to<batch_request>::with<batch_reply>, caf::reacts_to<build_atom>>;
 
 data_prefetcher_impl::behavior_type data_prefetcher(
-    data_prefetcher_impl::stateful_pointer<prefetcher_state> self, std::int64_t depth) {
+    data_prefetcher_impl::stateful_pointer<prefetcher_state> self, std::int64_t depth,
+    crash_requests crash) {
   self->state.depth = std::max<std::int64_t>(depth, 1);
   auto schedule_build = [self] {
     auto& st = self->state;
@@ -176,7 +177,7 @@ data_prefetcher_impl::behavior_type data_prefetcher(
             self->state.ready.empty() ? -1 : static_cast<std::int64_t>(self->state.ready.rbegin()->first.first);
         return stats;
       },
-      [](crash_atom) { crash_now("data_prefetcher"); },
+      [crash](crash_atom) { crash_now("data_prefetcher", crash); },
   };
 }
 
@@ -229,8 +230,9 @@ class actor_batches final : public train::BatchSource {
 
 }  // namespace
 
-caf::actor spawn_data_prefetcher(caf::actor_system& sys, std::int64_t depth, int local_rank) {
-  auto prefetcher = caf::actor_cast<caf::actor>(sys.spawn(data_prefetcher, depth));
+caf::actor spawn_data_prefetcher(caf::actor_system& sys, std::int64_t depth, int local_rank,
+                                 crash_requests crash) {
+  auto prefetcher = caf::actor_cast<caf::actor>(sys.spawn(data_prefetcher, depth, crash));
   // At once, not when the actor first runs: a training that starts next finds it.
   names::register_handle(sys, names::data_prefetcher_of(local_rank), prefetcher);
   return prefetcher;

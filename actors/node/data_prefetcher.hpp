@@ -74,8 +74,10 @@ data_prefetcher_actor data_prefetcher_of(caf::actor_system& sys, int local_rank 
 // `local_rank` (a node runs one per worker group, cluster.gpus_per_node); it registers
 // itself under names::data_prefetcher_of(local_rank) (a restarted one replaces its
 // predecessor).
+// `crash`: whether it obeys crash requests (the node's: crash_requests_of its job).
 caf::actor spawn_data_prefetcher(caf::actor_system& sys, std::int64_t depth,
-                                 int local_rank = 0);
+                                 int local_rank = 0,
+                                 crash_requests crash = crash_requests::obeyed);
 
 // For RunOptions::batch_prefetcher: a BatchSource served by the node's data_prefetcher,
 // filling from `source` itself when the actor cannot answer within `wait`. Null when no

@@ -48,7 +48,6 @@
 #include "actors/node/node_tree.hpp"
 #include "actors/node/world_outcome.hpp"
 #include "actors/supervision/supervisor.hpp"
-#include "dist/trace_collectives.hpp"
 #include "runtime/config/load.hpp"
 #include "runtime/metrics/event_log.hpp"
 #include "runtime/metrics/metrics_endpoint.hpp"
@@ -181,6 +180,10 @@ struct node_setup {
   config::JobConfig config;
   node_options options;
   std::shared_ptr<metrics::EventLog> events;
+  // The node's trace clock and span listener, and whether its actors obey crash
+  // requests: the node's own, handed to its actors (no process-wide state).
+  std::shared_ptr<metrics::TraceRecorder> trace;
+  crash_requests crash = crash_requests::ignored;
   std::shared_ptr<metrics::MetricsEndpoint> metrics_endpoint;  // null: no /metrics
   std::shared_ptr<CheckpointOutcomes> checkpoints;
   std::shared_ptr<WorldOutcome> world;
@@ -384,9 +387,9 @@ void finish(node_self* self) {
   caf::anon_send_exit(s.router, caf::exit_reason::user_shutdown);
   if (s.refusals) caf::anon_send_exit(s.refusals, caf::exit_reason::user_shutdown);
   const node_result result = result_of(s);
-  // The worker is gone: the node's trace stops taking the process's spans (its file was
-  // written when the training ended).
-  metrics::set_span_listener(nullptr);
+  // The worker is gone: the node's trace takes no more spans (its file was written when
+  // the training ended).
+  s.setup.trace->set_listener(nullptr);
   s.setup.fanout->finish(result);
   if (result.exit_code == exit_code::ok) self->quit();
   else self->quit(make_error(node_errc::job_failed, caf::make_message(result.exit_code, result.reason)));
@@ -401,6 +404,8 @@ void start_tree(node_self* self, const std::string& coordinator_address) {
   worker.config = config;
   worker.run_dir = s.setup.options.run_dir;
   worker.events = s.setup.events;
+  worker.trace = s.setup.trace;
+  worker.crash = s.setup.crash;
   worker.faults = s.setup.faults;
   worker.fault_actions = s.setup.fault_actions;
   worker.router = s.router;
@@ -493,7 +498,7 @@ caf::behavior node_main(node_self* self, node_setup setup) {
   const auto& config = s.setup.config;
   const auto& cluster = config.cluster;
   const bool runs_coordinator = cluster.node_id == cluster.coordinator_node;
-  s.succession = coordinator_succession_of(config);
+  s.succession = coordinator_succession_of(config, s.setup.trace);
   names::register_as(self, names::node);
   self->set_down_handler([self](caf::down_msg& down) { on_down(self, down); });
   // A node actor killed from outside (exit_reason::kill: no handler runs) takes its tree
@@ -533,7 +538,7 @@ caf::behavior node_main(node_self* self, node_setup setup) {
     } catch (const std::exception&) {
     }
     st.now = phase::finished;
-    metrics::set_span_listener(nullptr);
+    st.setup.trace->set_listener(nullptr);
     st.setup.fanout->finish(result);
     return make_error(node_errc::job_failed, caf::make_message(result.exit_code, result.reason));
   });
@@ -557,7 +562,7 @@ caf::behavior node_main(node_self* self, node_setup setup) {
     s.published = std::make_shared<std::atomic<std::uint16_t>>(0);
     s.refusals = spawn_refusal_logger(sys);
     s.job = spawn_supervisor(sys, job_supervisor_config(config, s.router, s.refusals, port, host,
-                                                        s.published));
+                                                        s.published, s.setup.trace));
     s.tree->push_back(s.refusals);
     s.tree->push_back(caf::actor_cast<caf::actor>(s.job));
     self->monitor(s.job);
@@ -631,7 +636,7 @@ caf::behavior node_main(node_self* self, node_setup setup) {
         }
       },
       // crash_actor "node": the exception handler above takes the tree down with it.
-      [](crash_atom) { crash_now("node"); },
+      [self](crash_atom) { crash_now("node", self->state.setup.crash); },
       [self](node_tick_atom) { on_tick(self); },
       [self](members_poll_atom) { poll_members(self); },
       // Every worker group (one per local rank) reports its training's end; the node is
@@ -695,6 +700,7 @@ node_actor spawn_node(caf::actor_system& sys, const config::JobConfig& job_confi
   config::JobConfig config = job_config;
   check_fault_targets(config.faults, config.cluster.gpus_per_node);
   check_data_plane_available(config);  // comm.backend = "nccl" needs a build with NCCL
+  check_advertised_interface(config);
   resolve_job_secret(config);
   // Off loopback without TLS: refused, or warned about under cluster.plaintext = true.
   if (const std::string warning = check_transport_security(config.cluster); !warning.empty())
@@ -707,11 +713,6 @@ node_actor spawn_node(caf::actor_system& sys, const config::JobConfig& job_confi
     throw config::ConfigError("cluster.tls_ca is set but the actor system has no libcaf_openssl: "
                               "call dseek::actors::register_node_types(cfg, job.cluster) on its "
                               "config");
-  // Crash requests reach the node's actors from anyone who connects: obeyed only when the
-  // job injects crash_actor faults (process-wide: one node per process).
-  crash_requests_allowed() = std::any_of(config.faults.begin(), config.faults.end(), [](const auto& f) {
-    return f.kind == config::FaultKind::crash_actor;
-  });
   const auto node_start = clock::now();
   const bool runs_coordinator = cluster.node_id == cluster.coordinator_node;
   if (!parse_host_port(cluster.coordinator))
@@ -747,8 +748,10 @@ node_actor spawn_node(caf::actor_system& sys, const config::JobConfig& job_confi
     world->observe(event, fields);
   });
   metrics::attach_step_measures(events, config);  // the "measures" event, then every step's
-  metrics::attach_node_trace(events, options.run_dir, cluster.node_id);
-  dist::trace_collectives();  // every data-plane operation as a span of that trace
+  setup.trace = metrics::attach_node_trace(events, options.run_dir, cluster.node_id);
+  // Crash requests reach the node's actors from anyone who connects: obeyed only when the
+  // job injects crash_actor faults.
+  setup.crash = crash_requests_of(config);
   setup.faults = std::make_shared<FaultPlan>(config.faults, cluster.node_id, options.incarnation);
   setup.fault_actions = std::make_shared<FaultActions>(sys, setup.events);
   setup.config = std::move(config);

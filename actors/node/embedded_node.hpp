@@ -28,11 +28,11 @@
 // node_errc::job_failed error (its context: the exit code and the reason) otherwise.
 //
 // Limits of this slice (docs/embedding.md "Not yet"):
-// - One node per process. Some of a node's state is process-wide: crash_requests_allowed()
-//   (actors/faults/crash_request.hpp), the span listener and trace clock of the node's
-//   trace (runtime/metrics/trace_spans.hpp) and the data plane's work observer
-//   (dist/trace_collectives.hpp). A second node in the same process, even after the first
-//   ended, shares them.
+// - One node per actor system: a node's actors register under fixed names in the
+//   system's registry (node_registry.hpp). Several nodes of one process, each in its own
+//   actor system, share no state: the crash policy (crash_request.hpp), the trace clock
+//   and span listener (runtime/metrics/trace_spans.hpp) and the data plane's observer
+//   (dist/trace_collectives.hpp) are each node's.
 #pragma once
 
 #include <atomic>

@@ -42,7 +42,8 @@ std::int64_t ms(clock::duration d) {
 }
 
 health_monitor_impl::behavior_type health_monitor(
-    health_monitor_impl::stateful_pointer<health_state> self, health_settings settings) {
+    health_monitor_impl::stateful_pointer<health_state> self, health_settings settings,
+    crash_requests crash) {
   names::register_as(self, names::health_monitor);
   self->state.settings = settings;
   self->delayed_send(self, settings.check_interval, check_atom::value);
@@ -104,14 +105,15 @@ health_monitor_impl::behavior_type health_monitor(
         return caf::ok_atom::value;
       },
       [self](caf::get_atom) { return self->state.last_step; },
-      [](crash_atom) { crash_now("health_monitor"); },
+      [crash](crash_atom) { crash_now("health_monitor", crash); },
   };
 }
 
 }  // namespace
 
-caf::actor spawn_health_monitor(caf::actor_system& sys, health_settings settings) {
-  return caf::actor_cast<caf::actor>(sys.spawn(health_monitor, settings));
+caf::actor spawn_health_monitor(caf::actor_system& sys, health_settings settings,
+                                crash_requests crash) {
+  return caf::actor_cast<caf::actor>(sys.spawn(health_monitor, settings, crash));
 }
 
 health_monitor_actor health_monitor_of(caf::actor_system& sys) {

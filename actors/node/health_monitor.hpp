@@ -63,7 +63,9 @@ using health_monitor_actor = caf::typed_actor<
 // Spawns the monitor; it registers itself as the health monitor of `sys` (a restarted
 // one replaces its predecessor). Untyped for the supervisor's child spec; the same
 // actor as health_monitor_of(sys).
-caf::actor spawn_health_monitor(caf::actor_system& sys, health_settings settings = {});
+// `crash`: whether it obeys crash requests (the node's: crash_requests_of its job).
+caf::actor spawn_health_monitor(caf::actor_system& sys, health_settings settings = {},
+                                crash_requests crash = crash_requests::obeyed);
 
 // The health monitor of `sys` now (null while none runs).
 health_monitor_actor health_monitor_of(caf::actor_system& sys);

@@ -12,6 +12,8 @@
 #include <caf/actor.hpp>
 #include <caf/fwd.hpp>
 
+#include "actors/faults/crash_request.hpp"
+
 namespace dseek::metrics {
 class EventLog;
 class MetricsEndpoint;
@@ -24,6 +26,7 @@ namespace dseek::actors {
 // with it.
 caf::actor spawn_metrics_exporter(caf::actor_system& sys,
                                   std::shared_ptr<metrics::EventLog> events,
-                                  std::shared_ptr<metrics::MetricsEndpoint> endpoint);
+                                  std::shared_ptr<metrics::MetricsEndpoint> endpoint,
+                                  crash_requests crash = crash_requests::obeyed);
 
 }  // namespace dseek::actors

@@ -46,19 +46,20 @@ supervisor_config worker_group_config(const worker_setup& node_worker, int local
   group.listener = node_worker.router;
   // The optimizer state: started before the worker, which finds them at its start, and
   // stopped after it (its final checkpoint reads their moments).
+  const crash_requests crash = node_worker.crash;
   for (int index = 0; index < gradient_shard_count(config); ++index)
     group.children.push_back({"gradient_shard_" + std::to_string(index),
-                              [index, local_rank](caf::actor_system& sys) {
-                                return spawn_gradient_shard(sys, index, local_rank);
+                              [index, local_rank, crash](caf::actor_system& sys) {
+                                return spawn_gradient_shard(sys, index, local_rank, crash);
                               },
                               restart_policy::permanent, milliseconds(2000)});
   // A pipeline or tensor-parallel job's stage (its trainer, on a thread of its own):
   // started before the worker, which drives it, and stopped after it.
   if (config.parallel.pipeline > 1 || config.parallel.tensor > 1)
     group.children.push_back({"pipeline_stage",
-                              [local_rank](caf::actor_system& sys) {
+                              [local_rank, crash](caf::actor_system& sys) {
                                 return caf::actor_cast<caf::actor>(
-                                    spawn_pipeline_stage(sys, local_rank));
+                                    spawn_pipeline_stage(sys, local_rank, crash));
                               },
                               restart_policy::permanent, milliseconds(10000)});
   auto worker = node_worker;
@@ -101,8 +102,10 @@ std::int32_t quorum_of(const config::ClusterConfig& cluster) {
   return static_cast<std::int32_t>(cluster.nodes / 2 + 1);
 }
 
-coordinator_config coordinator_config_of(const config::JobConfig& config) {
+coordinator_config coordinator_config_of(const config::JobConfig& config,
+                                         std::shared_ptr<const metrics::TraceRecorder> trace) {
   coordinator_config cc;
+  cc.trace = std::move(trace);
   cc.settings = cluster_settings_of(config.cluster);
   cc.ranks_per_node = static_cast<std::int32_t>(config.cluster.gpus_per_node);
   cc.quorum = quorum_of(config.cluster);
@@ -113,13 +116,14 @@ coordinator_config coordinator_config_of(const config::JobConfig& config) {
 
 }  // namespace
 
-std::shared_ptr<CoordinatorSuccession> coordinator_succession_of(const config::JobConfig& config) {
+std::shared_ptr<CoordinatorSuccession> coordinator_succession_of(
+    const config::JobConfig& config, std::shared_ptr<const metrics::TraceRecorder> trace) {
   const auto& cluster = config.cluster;
   const auto backups = config::parse_backup_coordinators(cluster.backup_coordinators);
   if (backups.empty()) return nullptr;
   std::vector<coordinator_candidate> candidates{{cluster.coordinator_node, cluster.coordinator, false}};
   for (const auto& backup : backups) candidates.push_back({backup.node_id, backup.address, true});
-  const coordinator_config cc = coordinator_config_of(config);
+  const coordinator_config cc = coordinator_config_of(config, std::move(trace));
   const bool tls = !cluster.tls_ca.empty();
   auto host = [cc, tls](caf::actor_system& sys,
                         const coordinator_candidate& here) -> caf::expected<caf::actor> {
@@ -154,19 +158,24 @@ supervisor_config node_supervisor_config(const node_tree_setup& setup) {
 
   auto events = setup.worker.events;
   auto endpoint = setup.metrics_endpoint;
+  const crash_requests crash = setup.worker.crash;
   node.children.push_back({"metrics_exporter",
-                           [events, endpoint](caf::actor_system& sys) {
-                             return spawn_metrics_exporter(sys, events, endpoint);
+                           [events, endpoint, crash](caf::actor_system& sys) {
+                             return spawn_metrics_exporter(sys, events, endpoint, crash);
                            },
                            restart_policy::permanent, milliseconds(2000)});
   node.children.push_back({"health_monitor",
-                           [](caf::actor_system& sys) { return spawn_health_monitor(sys); },
+                           [crash](caf::actor_system& sys) {
+                             return spawn_health_monitor(sys, {}, crash);
+                           },
                            restart_policy::permanent, milliseconds(2000)});
   // Started before the worker group, so stopped after it: the worker's final
   // checkpoint is written before this actor is asked to stop. Its shutdown timeout
   // covers a write in flight on a slow disk.
   node.children.push_back({"checkpoint_writer",
-                           [](caf::actor_system& sys) { return spawn_checkpoint_writer(sys); },
+                           [crash](caf::actor_system& sys) {
+                             return spawn_checkpoint_writer(sys, crash);
+                           },
                            restart_policy::permanent, milliseconds(60000)});
 
   // One per worker group: each keeps its own worker's slices ahead.
@@ -175,8 +184,8 @@ supervisor_config node_supervisor_config(const node_tree_setup& setup) {
   for (int local_rank = 0; local_rank < local_ranks; ++local_rank)
     node.children.push_back({local_rank == 0 ? std::string("data_prefetcher")
                                              : "data_prefetcher_" + std::to_string(local_rank),
-                             [prefetch_depth, local_rank](caf::actor_system& sys) {
-                               return spawn_data_prefetcher(sys, prefetch_depth, local_rank);
+                             [prefetch_depth, local_rank, crash](caf::actor_system& sys) {
+                               return spawn_data_prefetcher(sys, prefetch_depth, local_rank, crash);
                              },
                              restart_policy::permanent, milliseconds(2000)});
 
@@ -190,6 +199,8 @@ supervisor_config node_supervisor_config(const node_tree_setup& setup) {
   agent.tls = !config.cluster.tls_ca.empty();
   agent.measure_clock = true;  // the clock_offset event of the node's trace
   agent.succession = setup.succession;
+  agent.crash = crash;
+  agent.trace = setup.worker.trace;
   node.children.push_back({"membership",
                            [agent](caf::actor_system& sys) {
                              auto spawned = spawn_node_agent(sys, agent);
@@ -204,8 +215,8 @@ supervisor_config node_supervisor_config(const node_tree_setup& setup) {
   auto actions = setup.worker.fault_actions;
   auto start = setup.node_start;
   node.children.push_back({"fault_injector",
-                           [plan, actions, start](caf::actor_system& sys) {
-                             return spawn_fault_injector(sys, plan, actions, start);
+                           [plan, actions, start, crash](caf::actor_system& sys) {
+                             return spawn_fault_injector(sys, plan, actions, start, crash);
                            },
                            restart_policy::permanent, milliseconds(1000)});
 
@@ -219,14 +230,15 @@ supervisor_config node_supervisor_config(const node_tree_setup& setup) {
 supervisor_config job_supervisor_config(const config::JobConfig& config, caf::actor router,
                                         caf::actor refusal_logger,
                                         std::uint16_t port, const std::string& host,
-                                        std::shared_ptr<std::atomic<std::uint16_t>> published_port) {
+                                        std::shared_ptr<std::atomic<std::uint16_t>> published_port,
+                                        std::shared_ptr<const metrics::TraceRecorder> trace) {
   supervisor_config job;
   job.name = "job_supervisor";
   job.strategy = restart_strategy::one_for_one;
   job.max_restarts = 3;
   job.restart_period = std::chrono::seconds(30);
   job.listener = router;
-  coordinator_config cc = coordinator_config_of(config);
+  coordinator_config cc = coordinator_config_of(config, std::move(trace));
   cc.listener = refusal_logger;
   const bool tls = !config.cluster.tls_ca.empty();
   job.children.push_back(

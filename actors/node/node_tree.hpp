@@ -56,7 +56,9 @@ struct node_tree_setup {
 // The succession of the job's coordinator for this node (cluster.backup_coordinators:
 // the primary, then the backups; a backup of this node's starts a coordinator with the
 // job's quorum here, published on its address). Null when the job has no backups.
-std::shared_ptr<CoordinatorSuccession> coordinator_succession_of(const config::JobConfig& config);
+// A coordinator it starts keeps time on `trace`'s clock (the node's).
+std::shared_ptr<CoordinatorSuccession> coordinator_succession_of(
+    const config::JobConfig& config, std::shared_ptr<const metrics::TraceRecorder> trace);
 
 // The node supervisor's spec, ready for spawn_supervisor().
 supervisor_config node_supervisor_config(const node_tree_setup& setup);
@@ -67,6 +69,7 @@ supervisor_config node_supervisor_config(const node_tree_setup& setup);
 supervisor_config job_supervisor_config(const config::JobConfig& config, caf::actor router,
                                         caf::actor refusal_logger,
                                         std::uint16_t port, const std::string& host,
-                                        std::shared_ptr<std::atomic<std::uint16_t>> published_port);
+                                        std::shared_ptr<std::atomic<std::uint16_t>> published_port,
+                                        std::shared_ptr<const metrics::TraceRecorder> trace);
 
 }  // namespace dseek::actors

@@ -135,7 +135,8 @@ caf::result<optim::StepStats> overlapped_update(shard_state& st, optim::AdamW& a
   }
 }
 
-caf::behavior gradient_shard(caf::stateful_actor<shard_state>* self, int index) {
+caf::behavior gradient_shard(caf::stateful_actor<shard_state>* self, int index,
+                             crash_requests crash) {
   self->state.index = index;
   return {
       [self](shard_assignment& a) {
@@ -177,7 +178,7 @@ caf::behavior gradient_shard(caf::stateful_actor<shard_state>* self, int index) 
         adamw->set_second_moment(v.second_moment);
         return caf::ok_atom::value;
       },
-      [](crash_atom) { crash_now("gradient_shard"); },
+      [crash](crash_atom) { crash_now("gradient_shard", crash); },
   };
 }
 
@@ -335,8 +336,9 @@ int gradient_shard_count(const config::JobConfig& config) {
   return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
 }
 
-caf::actor spawn_gradient_shard(caf::actor_system& sys, int index, int local_rank) {
-  auto shard = sys.spawn(gradient_shard, index);
+caf::actor spawn_gradient_shard(caf::actor_system& sys, int index, int local_rank,
+                                crash_requests crash) {
+  auto shard = sys.spawn(gradient_shard, index, crash);
   // At once, not when the actor first runs: the worker started next looks it up.
   names::register_handle(sys, names::gradient_shard(index, local_rank), shard);
   return shard;

@@ -48,6 +48,7 @@
 #include <caf/actor.hpp>
 #include <caf/fwd.hpp>
 
+#include "actors/faults/crash_request.hpp"
 #include "runtime/config/job_config.hpp"
 #include "runtime/train/optimizer_shards.hpp"
 
@@ -65,7 +66,9 @@ int gradient_shard_count(const config::JobConfig& config);
 // Spawns gradient_shard number `index` of worker group `local_rank` (a node runs one
 // group per local rank, cluster.gpus_per_node); it registers itself under
 // names::gradient_shard(index, local_rank).
-caf::actor spawn_gradient_shard(caf::actor_system& sys, int index, int local_rank = 0);
+// `crash`: whether it obeys crash requests (the node's: crash_requests_of its job).
+caf::actor spawn_gradient_shard(caf::actor_system& sys, int index, int local_rank = 0,
+                                crash_requests crash = crash_requests::obeyed);
 
 // The gradient_shard actors of group `local_rank` now registered (0 .. count-1); empty
 // unless all are.

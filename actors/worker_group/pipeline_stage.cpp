@@ -60,7 +60,8 @@ stage_reply<T> guarded(stage_state& st, Work&& work) {
   return reply;
 }
 
-pipeline_stage_actor::behavior_type pipeline_stage(stage_pointer self, caf::atom_value name) {
+pipeline_stage_actor::behavior_type pipeline_stage(stage_pointer self, caf::atom_value name,
+                                                   crash_requests crash) {
   using train::LocalPipelineStage;
   // The exit reason keeps what the actor threw (CAF's default keeps only
   // "runtime_error"): the supervisor's actor_restarted and the worker see which stage.
@@ -156,7 +157,7 @@ pipeline_stage_actor::behavior_type pipeline_stage(stage_pointer self, caf::atom
           return s.restore_precision_state(*m.state, m.written_by);
         });
       },
-      [self](crash_atom) { crash_now(crash_name(self->state)); },
+      [self, crash](crash_atom) { crash_now(crash_name(self->state), crash); },
   };
 }
 
@@ -254,9 +255,10 @@ class actor_pipeline_stage final : public train::PipelineStage {
 
 }  // namespace
 
-pipeline_stage_actor spawn_pipeline_stage(caf::actor_system& sys, int local_rank) {
+pipeline_stage_actor spawn_pipeline_stage(caf::actor_system& sys, int local_rank,
+                                          crash_requests crash) {
   const caf::atom_value name = names::pipeline_stage_of(local_rank);
-  auto stage = sys.spawn<caf::detached>(pipeline_stage, name);
+  auto stage = sys.spawn<caf::detached>(pipeline_stage, name, crash);
   // At once, not when the actor first runs: the worker started next looks it up.
   names::register_handle(sys, name, stage);
   return stage;

@@ -33,6 +33,7 @@
 #include <caf/actor.hpp>
 #include <caf/fwd.hpp>
 
+#include "actors/faults/crash_request.hpp"
 #include "actors/worker_group/pipeline_stage_messages.hpp"
 #include "runtime/train/pipeline/stage.hpp"
 
@@ -45,7 +46,9 @@ struct pipeline_stage_lost : std::runtime_error {
 
 // Spawns the pipeline_stage of worker group `local_rank` (detached); it registers under
 // names::pipeline_stage_of(local_rank).
-pipeline_stage_actor spawn_pipeline_stage(caf::actor_system& sys, int local_rank = 0);
+// `crash`: whether it obeys crash requests (the node's: crash_requests_of its job).
+pipeline_stage_actor spawn_pipeline_stage(caf::actor_system& sys, int local_rank = 0,
+                                          crash_requests crash = crash_requests::obeyed);
 
 // Stages kept by `stage` (one run at a time).
 train::PipelineStageFactory pipeline_stage_of(caf::actor_system& sys, pipeline_stage_actor stage);

@@ -217,7 +217,7 @@ caf::behavior worker(caf::stateful_actor<worker_state>* self, worker_setup setup
       [self](grace_atom) {
         if (self->state.training) self->state.training->board.close(/*abort=*/true);
       },
-      [](crash_atom) { crash_now("worker"); },
+      [self](crash_atom) { crash_now("worker", self->state.setup.crash); },
   };
 }
 
@@ -229,6 +229,7 @@ train::RunOptions node_run_options(const worker_setup& setup, caf::actor_system&
   options.run_dir = setup.run_dir;
   options.stop = &stop;
   options.events = setup.events.get();
+  options.trace = setup.trace;
   options.before_step = setup.before_step;
   options.after_reduction = setup.in_step;
   options.control = setup.control.get();

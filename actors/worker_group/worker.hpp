@@ -32,10 +32,12 @@
 #include <caf/actor.hpp>
 #include <caf/fwd.hpp>
 
+#include "actors/faults/crash_request.hpp"
 #include "runtime/config/job_config.hpp"
 
 namespace dseek::metrics {
 class EventLog;
+class TraceRecorder;
 }
 namespace dseek::train {
 class StageMemory;
@@ -52,7 +54,11 @@ struct worker_setup {
   config::JobConfig config;
   std::filesystem::path run_dir;
   std::shared_ptr<metrics::EventLog> events;
+  // The node's trace: its clock, and where the trainer's and the data plane's spans go.
+  std::shared_ptr<const metrics::TraceRecorder> trace;
   std::shared_ptr<FaultPlan> faults;
+  // Whether the node's actors obey crash requests (crash_requests_of its job).
+  crash_requests crash = crash_requests::obeyed;
   std::shared_ptr<FaultActions> fault_actions;
   caf::actor router;     // asked for the latest epoch at start
   // Which of the node's worker groups this worker leads (cluster.gpus_per_node of them):

@@ -230,7 +230,7 @@ class NcclCommunicator final : public Communicator {
   Work issue(const char* name, uint64_t sent, uint64_t received, Enqueue&& enqueue) {
     ++operations_;
     auto work = std::make_shared<WorkState>(std::string(name) + " (nccl) epoch " + std::to_string(options_.epoch),
-                                            Clock::now() + options_.op_timeout);
+                                            Clock::now() + options_.op_timeout, options_.observer);
     std::lock_guard lock(mutex_);
     if (broken_) {
       work->fail(ErrorKind::aborted, std::string("communicator unusable: ") + error_->what());

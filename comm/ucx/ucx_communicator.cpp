@@ -329,7 +329,8 @@ class UcxCommunicator final : public Communicator {
 
   std::shared_ptr<WorkState> new_work(const std::string& name) {
     ++counters_.operations;
-    auto work = std::make_shared<WorkState>(name, std::chrono::steady_clock::now() + options_.op_timeout);
+    auto work = std::make_shared<WorkState>(name, std::chrono::steady_clock::now() + options_.op_timeout,
+                                            options_.observer);
     if (world_->engine->caller_drives()) work->set_driver(world_->engine);  // a wait drives progress from the waiting thread
     return work;
   }

@@ -89,7 +89,6 @@ void NodeTrace::observe(std::string_view event, std::string_view fields, double 
       has_offset_ = true;
       offset_us_ = number_or(fields, "offset_us", 0);
       offset_rtt_us_ = number_or(fields, "rtt_us", 0);
-      set_coordinator_clock_offset(offset_us_);
     } else if (event == "recovered") {
       const double us = 1000 * number_or(fields, "recovery_ms", 0);
       add("recovery", "recovery", TraceLane::events, now_us - us, us);
@@ -132,15 +131,19 @@ std::vector<TraceSpan> NodeTrace::spans() const {
   return spans_;
 }
 
-void attach_node_trace(EventLog& events, const std::filesystem::path& run_dir, int64_t node_id) {
-  set_trace_clock_node(node_id);
+std::shared_ptr<TraceRecorder> attach_node_trace(EventLog& events,
+                                                 const std::filesystem::path& run_dir,
+                                                 int64_t node_id) {
+  auto recorder = std::make_shared<TraceRecorder>(node_id);
   auto trace = std::make_shared<NodeTrace>(
       run_dir / ("node-" + std::to_string(node_id)) / "trace.json", node_id);
-  events.add_listener([trace](std::string_view event, std::string_view fields) {
-    trace->observe(event, fields, trace_clock_us());
+  events.add_listener([trace, recorder](std::string_view event, std::string_view fields) {
+    trace->observe(event, fields, recorder->now_us());
+    if (event == "clock_offset") recorder->set_coordinator_offset(number_or(fields, "offset_us", 0));
   });
-  set_span_listener(std::make_shared<const SpanListener>(
+  recorder->set_listener(std::make_shared<const SpanListener>(
       [trace](TraceSpan span) { trace->add_span(std::move(span)); }));
+  return recorder;
 }
 
 namespace {

@@ -12,7 +12,8 @@
 // event, and `dseek trace merge` adds it to every timestamp of the node, so the spans of
 // all nodes line up on the coordinator's clock (merge_traces). The pipeline's own stage
 // trace (forward, backward, send, recv, idle per micro-batch) stays in RUN_DIR/trace.json,
-// written on the coordinator's clock (coordinator_clock_offset_us, which this trace sets).
+// written on the coordinator's clock (TraceRecorder::coordinator_offset_us, which this
+// trace sets).
 // At most kMaxSpans spans are kept (later ones are counted in the "spans_dropped"
 // metadata). The file is rewritten every `flush_every` steps and when training ends, so a
 // killed node leaves the trace up to its last flush.
@@ -20,6 +21,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <string_view>
@@ -62,9 +64,12 @@ class NodeTrace {
   double offset_us_ = 0, offset_rtt_us_ = 0;  // the latest clock_offset event's
 };
 
-// Has `events` feed a NodeTrace writing RUN_DIR/node-<node_id>/trace.json, and makes it
-// this process's span listener (set_span_listener) on node `node_id`'s trace clock.
-void attach_node_trace(EventLog& events, const std::filesystem::path& run_dir, int64_t node_id);
+// Has `events` feed a NodeTrace writing RUN_DIR/node-<node_id>/trace.json, and returns
+// node `node_id`'s TraceRecorder, whose spans go to that trace: what the node hands to
+// whatever measures spans (its trainer, its data plane, its clock-offset measurement).
+std::shared_ptr<TraceRecorder> attach_node_trace(EventLog& events,
+                                                 const std::filesystem::path& run_dir,
+                                                 int64_t node_id);
 
 struct MergedTrace {
   size_t nodes = 0;            // node traces merged

@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -24,6 +25,7 @@
 
 namespace dseek::metrics {
 class EventLog;
+class TraceRecorder;
 }
 
 namespace dseek::train {
@@ -45,6 +47,9 @@ struct RunOptions {
   // The node's event log when the caller shares it (the node's actors write cluster
   // events to the same file); null: run_training opens its own.
   metrics::EventLog* events = nullptr;
+  // The node's trace (metrics/trace_spans.hpp: its clock, and where the forward and
+  // backward spans go); null: the system clock, no spans.
+  std::shared_ptr<const metrics::TraceRecorder> trace;
   // Called at every step boundary with the 0-based step about to run (fault injection:
   // kill, hang and slow at a step; a slowed node sleeps there).
   std::function<void(int64_t step)> before_step;

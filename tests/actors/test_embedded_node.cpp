@@ -38,13 +38,6 @@ class bare_config : public caf::actor_system_config {
   bare_config() { register_message_types(*this); }
 };
 
-// spawn_node sets the process-wide crash_requests_allowed() from the job's faults (one
-// node per process): the other tests of this program expect its default back.
-struct restore_crash_requests {
-  bool before = crash_requests_allowed().load();
-  ~restore_crash_requests() { crash_requests_allowed() = before; }
-};
-
 struct scratch {
   std::filesystem::path path = std::filesystem::temp_directory_path() /
                                ("dseek-embedded-node-" + std::to_string(::getpid()));
@@ -63,7 +56,6 @@ dseek::config::JobConfig job_without_data(const std::filesystem::path& dir) {
 }  // namespace
 
 TEST_CASE("spawn_node refuses an actor system without the middleman", "[embed][actors]") {
-  restore_crash_requests restore;
   scratch dir;
   bare_config cfg;
   caf::actor_system sys{cfg};
@@ -75,7 +67,6 @@ TEST_CASE("spawn_node refuses an actor system without the middleman", "[embed][a
 
 TEST_CASE("an embedded node whose job fails answers, tells the result and exits with a "
           "node error", "[embed][actors]") {
-  restore_crash_requests restore;
   scratch dir;
   int exit_code = -1;
   std::string reason;

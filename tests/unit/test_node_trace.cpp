@@ -5,6 +5,7 @@
 // spans measured inside a step (trace_spans.hpp), and the clock offset the merge adds.
 #include <catch2/catch.hpp>
 
+#include <cmath>
 #include <cstdlib>
 #include <fstream>
 #include <memory>
@@ -98,20 +99,27 @@ TEST_CASE("node trace: merge puts every node and the pipeline on one timeline",
 TEST_CASE("node trace: the spans measured inside a step, and the clock offset the merge adds",
           "[metrics][trace]") {
   testing::ScratchDir dir("trace-offset");
-  // A scope's span goes to the process's listener, on the compute lane, on the trace clock.
-  std::vector<metrics::TraceSpan> seen;
-  metrics::set_span_listener(std::make_shared<const metrics::SpanListener>(
+  // A span goes to its recorder's listener, on its lane, on the recorder's trace clock;
+  // another recorder (another node in the same process) does not see it.
+  std::vector<metrics::TraceSpan> seen, other_seen;
+  metrics::TraceRecorder recorder(0), other(1);
+  recorder.set_listener(std::make_shared<const metrics::SpanListener>(
       [&seen](metrics::TraceSpan span) { seen.push_back(std::move(span)); }));
-  const double before = metrics::trace_clock_us();
-  { const metrics::ScopedSpan span("forward", "forward"); }
-  metrics::record_span("all_reduce", "comm", metrics::TraceLane::comm, before, 7, "\"bytes_sent\": 64");
-  metrics::set_span_listener(nullptr);
-  { const metrics::ScopedSpan span("backward", "backward"); }  // nobody listens: not recorded
+  other.set_listener(std::make_shared<const metrics::SpanListener>(
+      [&other_seen](metrics::TraceSpan span) { other_seen.push_back(std::move(span)); }));
+  const double before = recorder.now_us();
+  recorder.record("forward", "forward", metrics::TraceLane::compute, before, recorder.now_us() - before);
+  recorder.record("all_reduce", "comm", metrics::TraceLane::comm, before, 7, "\"bytes_sent\": 64");
+  CHECK(recorder.spans_wanted());
+  recorder.set_listener(nullptr);
+  CHECK_FALSE(recorder.spans_wanted());
+  recorder.record("backward", "backward", metrics::TraceLane::compute, before, 1);  // nobody listens
+  CHECK(other_seen.empty());
   REQUIRE(seen.size() == 2);
   CHECK(seen[0].name == "forward");
   CHECK(seen[0].thread == static_cast<int64_t>(metrics::TraceLane::compute));
   CHECK(seen[0].start_us >= before);
-  CHECK(seen[0].start_us + seen[0].duration_us <= metrics::trace_clock_us());
+  CHECK(seen[0].start_us + seen[0].duration_us <= recorder.now_us());
   CHECK(seen[1].thread == static_cast<int64_t>(metrics::TraceLane::comm));
 
   // Node 1 measured its clock 5 s ahead of the coordinator's: the merge moves its spans
@@ -142,16 +150,15 @@ TEST_CASE("node trace: the spans measured inside a step, and the clock offset th
 TEST_CASE("node trace: DSEEK_TEST_TRACE_CLOCK_SHIFT moves the named node's clock only",
           "[metrics][trace]") {
   ::setenv("DSEEK_TEST_TRACE_CLOCK_SHIFT", "3:2000000", 1);
-  metrics::set_trace_clock_node(2);  // another node: no shift
-  const double unshifted = metrics::trace_clock_us();
-  metrics::set_trace_clock_node(3);
-  const double shifted = metrics::trace_clock_us();
+  const metrics::TraceRecorder node2(2), node3(3);  // node 2: another node, no shift
+  const double unshifted = node2.now_us();
+  const double shifted = node3.now_us();
   CHECK(shifted - unshifted >= 2e6);
   CHECK(shifted - unshifted < 2e6 + 1e6);  // the two reads are well within a second
-  ::setenv("DSEEK_TEST_TRACE_CLOCK_SHIFT", "3:0", 1);
-  metrics::set_trace_clock_node(3);
+  // Node 2's clock is the system clock still (node 3's shift is its own).
+  CHECK(std::abs(node2.now_us() - metrics::system_clock_us()) < 1e6);
   ::setenv("DSEEK_TEST_TRACE_CLOCK_SHIFT", "three", 1);
-  CHECK_THROWS_WITH(metrics::set_trace_clock_node(3),
+  CHECK_THROWS_WITH(metrics::TraceRecorder(3),
                     Contains("DSEEK_TEST_TRACE_CLOCK_SHIFT=three: not NODE:MICROSECONDS"));
   ::unsetenv("DSEEK_TEST_TRACE_CLOCK_SHIFT");
 }

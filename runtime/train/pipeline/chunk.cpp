@@ -11,7 +11,6 @@
 #include <algorithm>
 #include <iterator>
 
-#include "runtime/metrics/trace_spans.hpp"
 #include "runtime/model/precision_policy.hpp"
 
 namespace dseek::train {
@@ -27,12 +26,10 @@ PipelineChunk::PipelineChunk(const ChunkSpec& spec, backend::Backend& backend,
 }
 
 double PipelineChunk::forward(const int32_t* tokens, const int32_t* targets, int64_t B, int64_t T) {
-  const metrics::ScopedSpan span("forward", "forward");
   return model_.forward(tokens, targets, B, T);
 }
 
 void PipelineChunk::backward(float dloss, const model::GradientsReady& on_ready) {
-  const metrics::ScopedSpan span("backward", "backward");
   model_.backward(dloss, on_ready);
 }
 

@@ -93,6 +93,7 @@ PipelineRunSummary run_pipeline_stage(const config::JobConfig& config, const Run
   // Local, or the node's pipeline_stage actor (options.pipeline_stage): one loop drives either.
   PipelineStageSpec spec{config, train_batches.source(), links, plan, replicas, tensor,
                          options.backend, options.optimizer_shards};
+  spec.trace = options.trace;
   // Only a job that corrupts a gradient hands the hook the reduced gradients (on a device
   // it costs a copy each step); its `slow` sleep runs as each step starts (fixed_world_steps).
   if (plans_fault(config, config::FaultKind::corrupt_gradient)) {

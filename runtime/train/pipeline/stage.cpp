@@ -18,6 +18,7 @@ LocalPipelineStage::LocalPipelineStage(const PipelineStageSpec& spec)
   trainer_.set_before_reduction(spec.before_reduction);
   trainer_.set_in_recomputation(spec.in_recomputation);
   trainer_.set_on_disagreement(spec.on_disagreement);
+  trainer_.set_trace(spec.trace);
   info_.stage = trainer_.stage();
   info_.replica = trainer_.replica();
   info_.replicas = trainer_.replicas();

@@ -55,6 +55,8 @@ struct PipelineStageSpec {
   GradientHook before_reduction = {};
   GradientHook in_recomputation = {};
   DisagreementHook on_disagreement = {};
+  // The node's trace (RunOptions::trace; null: none).
+  std::shared_ptr<const metrics::TraceRecorder> trace = {};
 };
 
 // What a built stage is, fixed for its life (read once, not asked per step).

@@ -46,7 +46,7 @@ std::vector<metrics::TraceSpan> PipelineStageTrainer::gather_trace_spans() {
   }
   // Each stage fills its own rows; the others' are zeros, so the sum is a gather.
   // Each on the coordinator's clock: the stages' nodes may be hosts whose clocks differ.
-  const double to_coordinator_us = metrics::coordinator_clock_offset_us();
+  const double to_coordinator_us = trace_ ? trace_->coordinator_offset_us() : 0.0;
   std::vector<double> rows(total * kSpanDoubles, 0.0);
   for (size_t i = 0; i < spans_.size(); ++i) {
     double* row = rows.data() + (offset + i) * kSpanDoubles;

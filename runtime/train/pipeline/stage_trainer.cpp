@@ -25,11 +25,6 @@ namespace dseek::train {
 namespace {
 using Clock = std::chrono::steady_clock;
 
-// The node's trace clock (Unix microseconds, metrics/trace_spans.hpp): comparable between
-// the stages' processes on one host, and on the coordinator's clock once the node's
-// measured offset is added (gather_trace_spans).
-double now_us() { return metrics::trace_clock_us(); }
-
 }  // namespace
 
 PipelineStageTrainer::MessageKey PipelineStageTrainer::key_of(const PipelineMessage& message) {
@@ -284,6 +279,7 @@ void PipelineStageTrainer::run_forward(int64_t step, const PipelineOp& op) {
   const double start = now_us();
   const double loss = model.forward(inputs_.data(), targets_.data(), B, T);
   const double end = now_us();
+  node_span("forward", start, end);
   if (zero_grads_after_forward_) {
     // The forward has read every chunk of the overlapped update: it is done but for its
     // answers, and the gradients it read may go.
@@ -317,6 +313,7 @@ void PipelineStageTrainer::run_backward(const PipelineOp& op) {
   const double start = now_us();
   model.backward(dloss, on_ready);
   const double end = now_us();
+  node_span("backward", start, end);
   busy_ms_ += (end - start) / 1000.0;
   record(SpanKind::backward, op.micro_batch, op.chunk, start, end);
   chunk.free_slots.push_back(slot->second);

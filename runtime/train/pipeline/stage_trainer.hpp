@@ -91,6 +91,7 @@
 #include "runtime/checkpoint/precision_state.hpp"
 #include "runtime/config/job_config.hpp"
 #include "runtime/metrics/chrome_trace.hpp"
+#include "runtime/metrics/trace_spans.hpp"
 #include "runtime/model/gpt_model.hpp"
 #include "runtime/model/tensor_group.hpp"
 #include "runtime/optim/adamw.hpp"
@@ -156,6 +157,10 @@ class PipelineStageTrainer {
   // every forward, so a recomputation would change the next steps' scales).
   bool audits() const { return audits_; }
   void set_on_disagreement(DisagreementHook hook) { on_disagreement_ = std::move(hook); }
+  // The node's trace (metrics/trace_spans.hpp): its clock times the stage's spans, and
+  // each forward and backward goes to it as a span of the compute lane. Null: the
+  // system clock, and no node trace.
+  void set_trace(std::shared_ptr<const metrics::TraceRecorder> trace) { trace_ = std::move(trace); }
   // Mean loss over `eval_batches` batches of `batches` (forward only), on every stage
   // (each replica evaluates its slice; collective over the stages and the replicas).
   // With `stop_request`, the ranks vote on it before each batch (sum_over_world) and
@@ -285,6 +290,13 @@ class PipelineStageTrainer {
   };
   static constexpr size_t kSpanDoubles = 5;
   void record(SpanKind kind, int64_t micro_batch, int64_t chunk, double start_us, double end_us);
+  // The node's trace clock: comparable between the stages' processes on one host, and on
+  // the coordinator's clock once the node's measured offset is added (gather_trace_spans).
+  double now_us() const { return trace_ ? trace_->now_us() : metrics::system_clock_us(); }
+  // A forward or backward from `start_us` to `end_us` on the node trace's compute lane.
+  void node_span(const char* name, double start_us, double end_us) const {
+    if (trace_) trace_->record(name, name, metrics::TraceLane::compute, start_us, end_us - start_us);
+  }
   // Every chunk's owned gradients through its reducer (ZeRO: this replica's pieces hold
   // the sum), back on the backend, and a refreshed second moment to the optimizer.
   void reduce_over_replicas();
@@ -336,6 +348,7 @@ class PipelineStageTrainer {
   double loss_ = 0.0;
   double busy_ms_ = 0.0, recv_wait_ms_ = 0.0;
   std::vector<Span> spans_;
+  std::shared_ptr<const metrics::TraceRecorder> trace_;
   GradientHook after_reduction_;
   GradientHook before_reduction_;
   GradientHook in_recomputation_;
