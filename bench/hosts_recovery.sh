@@ -14,7 +14,7 @@
 # is the fault. Heartbeats at their defaults (250 ms, timeout 1500 ms), elastic.rejoin_seconds
 # = 0 (no wait for the lost node), elastic.min_nodes = 2.
 #
-# The anchor, side by side on the same machine: torchrun (elastic agent, c10d rendezvous)
+# The anchor, side by side on the same machine: torchrun's agent (elastic_launch, c10d rendezvous)
 # with 3 workers on loopback training the same-sized GPT under DDP (gloo), a checkpoint
 # every step (bench/peers/torchrun_elastic_train.py); one worker SIGKILLed at the same
 # step: torchrun stops every worker and starts them all again; recovery = from the kill to
@@ -148,10 +148,9 @@ torch_round() {  # torch_round DIR
   local dir=$1 port=$((29900 + RANDOM % 90))
   mkdir -p "$dir"
   OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 OMP_WAIT_POLICY=PASSIVE \
-    torchrun --nnodes=1 --nproc-per-node=3 --max-restarts=3 --monitor-interval=0.1 \
-      --rdzv-backend=c10d --rdzv-endpoint="127.0.0.1:$port" \
-      bench/peers/torchrun_elastic_train.py --dir "$dir" --steps "$steps" \
-      --dim 64 --layers 2 --heads 4 --context 64 --batch-size 12 > "$dir.log" 2>&1 &
+    "$py" bench/peers/torchrun_elastic_train.py --launch 3 --port "$port" --max-restarts 3 \
+      --dir "$dir" --steps "$steps" --dim 64 --layers 2 --heads 4 --context 64 --batch-size 12 \
+      > "$dir.log" 2>&1 &
   local agent=$! at
   for ((i = 0; i < 1200; i++)); do
     [[ -f $dir/steps.jsonl ]] && [[ $(wc -l < "$dir/steps.jsonl") -ge $fault_step ]] && break
@@ -188,6 +187,8 @@ for fault in kill hang cut coordinator; do
   done
   # shellcheck disable=SC2086
   printf '%-12s %-28s %-28s %-24s\n' "$fault" "$(median $det) ($det)" "$(median $rec) ($rec)" "$(median $own) ($own)"
+  # shellcheck disable=SC2086
+  [[ $fault == kill ]] && kill_recovery=$(median $rec)
 done
 if [[ $torch == 1 ]]; then
   if ! "$py" -c "import torch" 2> /dev/null; then
@@ -196,8 +197,9 @@ if [[ $torch == 1 ]]; then
     rec=""
     for ((r = 1; r <= rounds; r++)); do rec+="$(torch_round "$work/torch-$r") "; done
     # shellcheck disable=SC2086
-    printf '%-12s %-28s %-28s\n' "torchrun" "(worker exit, agent)" "$(median $rec) ($rec)"
-    # shellcheck disable=SC2086
-    echo "torchrun recovery / dseek kill recovery: see the rows above (dseek trains on; torchrun restarts every worker from its checkpoint)"
+    torch_recovery=$(median $rec)
+    printf '%-12s %-28s %-28s\n' "torchrun" "(a worker killed)" "$torch_recovery ($rec)"
+    echo "a killed worker: torchrun's recovery / dseek's = $("$py" -c "print(round($torch_recovery / $kill_recovery, 1))")x" \
+         "(dseek's survivors go on from memory; torchrun restarts every worker from the checkpoint)"
   fi
 fi

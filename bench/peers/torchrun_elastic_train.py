@@ -11,6 +11,12 @@ line per completed step to DIR/steps.jsonl: {"step", "ts" (Unix seconds), "resta
 (TORCHELASTIC_RESTART_COUNT)}. When a worker dies, torchrun stops every worker and starts
 them all again (a new rendezvous round): the bench measures the time from the kill to
 the first step of the restarted workers.
+
+With --launch N it is the agent instead: torchrun's own launcher (torch.distributed's
+elastic_launch, the function the torchrun command runs) with N workers of this script,
+c10d rendezvous on --port, --max-restarts restarts, a 0.1 s monitor interval. (The
+torchrun command of Debian 12's torch 1.13 fails at its start under Python 3.11: its
+--redirects default parses to None; the launcher API takes the values directly.)
 """
 import argparse
 import json
@@ -29,7 +35,12 @@ def main():
     ap.add_argument("--context", type=int, default=64)
     ap.add_argument("--vocab", type=int, default=256)
     ap.add_argument("--batch-size", type=int, default=12, help="GLOBAL batch")
+    ap.add_argument("--launch", type=int, default=0, help="run the agent with this many workers")
+    ap.add_argument("--port", type=int, default=29400, help="--launch: the rendezvous port")
+    ap.add_argument("--max-restarts", type=int, default=3)
     a = ap.parse_args()
+    if a.launch:
+        return launch(a)
     os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # gpt_model
 
@@ -76,6 +87,20 @@ def main():
         # The checkpoint of this step is on disk before any rank starts the next.
         dist.barrier()
     dist.destroy_process_group()
+
+
+def launch(a):
+    from torch.distributed.elastic.multiprocessing import Std
+    from torch.distributed.launcher.api import LaunchConfig, elastic_launch
+
+    config = LaunchConfig(min_nodes=1, max_nodes=1, nproc_per_node=a.launch, run_id="hosts-recovery",
+                          rdzv_backend="c10d", rdzv_endpoint=f"127.0.0.1:{a.port}",
+                          max_restarts=a.max_restarts, monitor_interval=0.1,
+                          redirects=Std.NONE, tee=Std.NONE)
+    args = [os.path.abspath(__file__), "--dir", a.dir, "--steps", str(a.steps), "--dim", str(a.dim),
+            "--layers", str(a.layers), "--heads", str(a.heads), "--context", str(a.context),
+            "--vocab", str(a.vocab), "--batch-size", str(a.batch_size)]
+    elastic_launch(config, entrypoint=sys.executable)(*args)
 
 
 if __name__ == "__main__":
