@@ -36,11 +36,7 @@ while [[ $# -gt 0 ]]; do
     *) echo "unknown argument $1" >&2; exit 2 ;;
   esac
 done
-[[ $(id -u) == 0 ]] || { echo "needs root (the test bed makes network namespaces)" >&2; exit 77; }
-testbed=scripts/hosts/testbed.sh
-"$testbed" check
-bed="br$(( $$ % 10000 ))"
-work=$(mktemp -d /tmp/dseek-hosts-recovery.XXXXXX)
+start_hosts_bench br hosts-recovery
 cleanup() {
   for k in 0 1 2; do
     for pid in $(ip netns pids "dseek-$bed-h$k" 2>/dev/null); do kill -CONT "$pid" 2>/dev/null || true; kill -KILL "$pid" 2>/dev/null || true; done

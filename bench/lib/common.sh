@@ -74,3 +74,15 @@ prepared_data() {
   fi
   (cd "$data" && pwd)
 }
+
+# The start of a benchmark on the namespace test bed (scripts/hosts/testbed.sh): needs
+# root (exit 77 otherwise, as a skipped test), checks the machine can make one, and sets
+# `testbed` (the script), `bed` (a test bed id: TAG and this shell's pid) and `work` (a
+# fresh scratch folder /tmp/dseek-NAME.XXXXXX). The caller sets its EXIT trap.
+start_hosts_bench() {  # start_hosts_bench TAG NAME
+  [[ $(id -u) == 0 ]] || { echo "needs root (the test bed makes network namespaces)" >&2; exit 77; }
+  testbed=scripts/hosts/testbed.sh
+  "$testbed" check
+  bed="$1$(( $$ % 10000 ))"
+  work=$(mktemp -d "/tmp/dseek-$2.XXXXXX")
+}
