@@ -122,3 +122,48 @@ TEST_CASE("failover: when the coordinator's node dies for good the survivors mov
   require_no_node_left(run.path(), kNodes);
   require_no_node_left(reference.path(), kNodes);
 }
+
+// The old coordinator's node, restarted after the failover (as its host's engine would,
+// incarnation 1: its kill fault does not fire again), finds the job's coordinator on
+// node 1's backup and rejoins it as a member (it starts no coordinator of its own),
+// recovering from a peer's memory. The job ends with all three nodes on one model.
+TEST_CASE("failover: the old coordinator's node, restarted after the failover, rejoins "
+          "the new coordinator as a member", "[cluster][failover][faults][integration]") {
+  constexpr int steps = 600;  // long enough for node 0 to come back before the end
+  ScratchDir run("failover-restarted");
+  const std::vector<int> ports = {free_port(), free_port(), free_port()};
+  const auto job = failover_job(ports, "{kind = \"kill\", node = 0, step = " + std::to_string(kKillAt) + "}");
+  std::vector<std::unique_ptr<SpawnedProcess>> nodes;
+  auto start = [&](int node, const std::vector<std::string>& env, const std::string& log) {
+    return std::make_unique<SpawnedProcess>(SpawnedProcess::start(
+        tiny_job(run.path(), steps, job + std::vector<std::string>{"--set", "cluster.node_id=" + std::to_string(node)}),
+        (run.path() / log).string(), env));
+  };
+  for (int node = 0; node < kNodes; ++node) nodes.push_back(start(node, kSecret, "node" + std::to_string(node) + ".log"));
+  REQUIRE(nodes[0]->wait_for(120s) == 128 + 9);  // killed by its fault at step 10
+  // The survivors train again at node 1's coordinator; then node 0 comes back.
+  REQUIRE_FALSE(wait_for_event(run.path(), 1, "recovered", 60s).empty());
+  auto restarted = start(0, kSecret + std::vector<std::string>{"DSEEK_RESTART_COUNT=1"}, "node0-restarted.log");
+  const auto codes = std::vector<std::optional<int>>{restarted->wait_for(180s), nodes[1]->wait_for(180s),
+                                                     nodes[2]->wait_for(180s)};
+  INFO("node 0 before its kill:\n" << log_of(run.path(), 0));
+  for (int node = 0; node < kNodes; ++node) {
+    INFO("node " << node);
+    REQUIRE(codes[static_cast<size_t>(node)] == 0);
+  }
+  // The restarted node 0 joined node 1's coordinator (and started none of its own), and
+  // recovered from a peer's memory.
+  std::string restarted_log;
+  for (const auto& line : read_lines(run.path() / "node0-restarted.log")) restarted_log += line + "\n";
+  INFO(restarted_log);
+  CHECK(restarted_log.find("[dseek node 0] joined 127.0.0.1:" + std::to_string(ports[1]) + ":") !=
+        std::string::npos);
+  CHECK(restarted_log.find("[dseek coordinator]") == std::string::npos);
+  const auto rejoined = node_events(run.path(), 0, "recovered");
+  REQUIRE_FALSE(rejoined.empty());
+  CHECK(number_field(rejoined.back(), "world_size") == kNodes);
+  const std::string params = final_params_sha256(run.path(), 1, steps);
+  CHECK(final_params_sha256(run.path(), 0, steps) == params);
+  CHECK(final_params_sha256(run.path(), 2, steps) == params);
+  require_no_node_left(run.path(), kNodes);
+}
