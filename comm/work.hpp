@@ -53,10 +53,6 @@ class WorkState {
   void poke() const {
     if (driver_ && !finished()) driver_->poke();
   }
-  // Tells the observer, once the state is final (complete() and fail()).
-  void observe_end() const {
-    if (observer_) (*observer_)(*this, duration());
-  }
   // Waits until finished or `until`; true when finished.
   bool wait_until(std::chrono::steady_clock::time_point until) const;
   // Throws the operation's CommError if it failed; nothing otherwise.
@@ -70,6 +66,11 @@ class WorkState {
   uint64_t bytes_received() const { return received_.load(std::memory_order_relaxed); }
 
  private:
+  // Tells the observer, once the state is final (complete() and fail()).
+  void observe_end() const {
+    if (observer_) (*observer_)(*this, duration());
+  }
+
   std::string name_;
   std::chrono::steady_clock::time_point deadline_;
   std::chrono::steady_clock::time_point issued_;

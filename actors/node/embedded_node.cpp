@@ -180,10 +180,9 @@ struct node_setup {
   config::JobConfig config;
   node_options options;
   std::shared_ptr<metrics::EventLog> events;
-  // The node's trace clock and span listener, and whether its actors obey crash
-  // requests: the node's own, handed to its actors (no process-wide state).
+  // The node's trace clock and span listener: the node's own, handed to its actors (no
+  // process-wide state; so is its crash policy, crash_requests_of its config).
   std::shared_ptr<metrics::TraceRecorder> trace;
-  crash_requests crash = crash_requests::ignored;
   std::shared_ptr<metrics::MetricsEndpoint> metrics_endpoint;  // null: no /metrics
   std::shared_ptr<CheckpointOutcomes> checkpoints;
   std::shared_ptr<WorldOutcome> world;
@@ -405,7 +404,6 @@ void start_tree(node_self* self, const std::string& coordinator_address) {
   worker.run_dir = s.setup.options.run_dir;
   worker.events = s.setup.events;
   worker.trace = s.setup.trace;
-  worker.crash = s.setup.crash;
   worker.faults = s.setup.faults;
   worker.fault_actions = s.setup.fault_actions;
   worker.router = s.router;
@@ -636,7 +634,7 @@ caf::behavior node_main(node_self* self, node_setup setup) {
         }
       },
       // crash_actor "node": the exception handler above takes the tree down with it.
-      [self](crash_atom) { crash_now("node", self->state.setup.crash); },
+      [self](crash_atom) { crash_now("node", crash_requests_of(self->state.setup.config)); },
       [self](node_tick_atom) { on_tick(self); },
       [self](members_poll_atom) { poll_members(self); },
       // Every worker group (one per local rank) reports its training's end; the node is
@@ -749,9 +747,6 @@ node_actor spawn_node(caf::actor_system& sys, const config::JobConfig& job_confi
   });
   metrics::attach_step_measures(events, config);  // the "measures" event, then every step's
   setup.trace = metrics::attach_node_trace(events, options.run_dir, cluster.node_id);
-  // Crash requests reach the node's actors from anyone who connects: obeyed only when the
-  // job injects crash_actor faults.
-  setup.crash = crash_requests_of(config);
   setup.faults = std::make_shared<FaultPlan>(config.faults, cluster.node_id, options.incarnation);
   setup.fault_actions = std::make_shared<FaultActions>(sys, setup.events);
   setup.config = std::move(config);

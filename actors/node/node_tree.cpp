@@ -46,7 +46,7 @@ supervisor_config worker_group_config(const worker_setup& node_worker, int local
   group.listener = node_worker.router;
   // The optimizer state: started before the worker, which finds them at its start, and
   // stopped after it (its final checkpoint reads their moments).
-  const crash_requests crash = node_worker.crash;
+  const crash_requests crash = crash_requests_of(config);
   for (int index = 0; index < gradient_shard_count(config); ++index)
     group.children.push_back({"gradient_shard_" + std::to_string(index),
                               [index, local_rank, crash](caf::actor_system& sys) {
@@ -158,7 +158,7 @@ supervisor_config node_supervisor_config(const node_tree_setup& setup) {
 
   auto events = setup.worker.events;
   auto endpoint = setup.metrics_endpoint;
-  const crash_requests crash = setup.worker.crash;
+  const crash_requests crash = crash_requests_of(config);
   node.children.push_back({"metrics_exporter",
                            [events, endpoint, crash](caf::actor_system& sys) {
                              return spawn_metrics_exporter(sys, events, endpoint, crash);

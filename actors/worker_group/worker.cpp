@@ -217,7 +217,7 @@ caf::behavior worker(caf::stateful_actor<worker_state>* self, worker_setup setup
       [self](grace_atom) {
         if (self->state.training) self->state.training->board.close(/*abort=*/true);
       },
-      [self](crash_atom) { crash_now("worker", self->state.setup.crash); },
+      [self](crash_atom) { crash_now("worker", crash_requests_of(self->state.setup.config)); },
   };
 }
 

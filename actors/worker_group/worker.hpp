@@ -57,8 +57,6 @@ struct worker_setup {
   // The node's trace: its clock, and where the trainer's and the data plane's spans go.
   std::shared_ptr<const metrics::TraceRecorder> trace;
   std::shared_ptr<FaultPlan> faults;
-  // Whether the node's actors obey crash requests (crash_requests_of its job).
-  crash_requests crash = crash_requests::obeyed;
   std::shared_ptr<FaultActions> fault_actions;
   caf::actor router;     // asked for the latest epoch at start
   // Which of the node's worker groups this worker leads (cluster.gpus_per_node of them):
