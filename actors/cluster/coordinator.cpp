@@ -649,10 +649,7 @@ caf::behavior coordinator_impl(caf::stateful_actor<coordinator_state>* self,
         return self->state.on_replan(node_id, for_epoch, lost_node, why);
       },
       // A node measuring its clock offset (cluster_messages.hpp): only the time.
-      [self](clock_atom) {
-        const auto& trace = self->state.cfg.trace;
-        return trace ? trace->now_us() : metrics::system_clock_us();
-      },
+      [self](clock_atom) { return metrics::trace_now_us(self->state.cfg.trace.get()); },
       [self](check_atom) { self->state.on_check(); },
   };
 }

@@ -317,7 +317,7 @@ struct agent_state {
             });
   }
 
-  double trace_now_us() const { return cfg.trace ? cfg.trace->now_us() : metrics::system_clock_us(); }
+  double trace_now_us() const { return metrics::trace_now_us(cfg.trace.get()); }
 
   // Round `round` of the clock measurement: t0 and t3 on this node's trace clock around
   // a request the coordinator answers with its own; the round with the smallest round

@@ -67,4 +67,9 @@ class TraceRecorder {
   std::atomic<std::shared_ptr<const SpanListener>> listener_;
 };
 
+// Now on `trace`'s clock; the system clock without one (null).
+inline double trace_now_us(const TraceRecorder* trace) {
+  return trace != nullptr ? trace->now_us() : system_clock_us();
+}
+
 }  // namespace dseek::metrics

@@ -292,10 +292,11 @@ class PipelineStageTrainer {
   void record(SpanKind kind, int64_t micro_batch, int64_t chunk, double start_us, double end_us);
   // The node's trace clock: comparable between the stages' processes on one host, and on
   // the coordinator's clock once the node's measured offset is added (gather_trace_spans).
-  double now_us() const { return trace_ ? trace_->now_us() : metrics::system_clock_us(); }
-  // A forward or backward from `start_us` to `end_us` on the node trace's compute lane.
+  double now_us() const { return metrics::trace_now_us(trace_.get()); }
+  // A forward or backward from `start_us` to `end_us` on the node trace's compute lane
+  // (nothing is built when nobody listens).
   void node_span(const char* name, double start_us, double end_us) const {
-    if (trace_) trace_->record(name, name, metrics::TraceLane::compute, start_us, end_us - start_us);
+    if (trace_ && trace_->spans_wanted()) trace_->record(name, name, metrics::TraceLane::compute, start_us, end_us - start_us);
   }
   // Every chunk's owned gradients through its reducer (ZeRO: this replica's pieces hold
   // the sum), back on the backend, and a refreshed second moment to the optimizer.
