@@ -14,14 +14,19 @@
 // comm.backend = "ucx" already stages gradients better (per bucket, overlapped with
 // backward, train/host_staging.hpp). Nothing in a job config selects it.
 //
-// Operations complete before they return (the Work is done, or failed with the host
-// communicator's error). bind_backend() must come before the first operation: the
+// Collectives complete before they return (the Work is done, or failed with the host
+// communicator's error). Sends and receives do not: a pipeline stage posts a step's
+// receives at its start (as over NCCL, whose groups queue them on their own streams), so
+// a send copies its data out and a receive posts its host receive at once, and the
+// waiting thread copies a received buffer into the backend when it waits for it (the
+// Work's driver). bind_backend() must come before the first operation: the
 // trainer creates its backend, so the caller binds it from the backend factory
 // (train::RunOptions::backend); sub-groups share the binding, so groups cut before the
 // trainer exists (dist/run_pipeline.cpp) stage through its backend too. Not thread-safe
 // except abort().
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <memory>
 #include <string>
@@ -61,15 +66,30 @@ class BackendStagedCommunicator final : public comm::Communicator {
   // The host communicator's sub-group, staged through the same backend.
   std::unique_ptr<comm::Communicator> subgroup(const std::vector<int>& group_ranks) override;
   comm::CommCounters counters() const override { return host_.counters(); }
+  // The bytes of every operation of this communicator and of the groups cut from it
+  // (the device plane's traffic, as a test reads it): counted once each finished.
+  comm::CommCounters plane_counters() const;
 
  private:
+  struct PlaneTotals {
+    std::atomic<uint64_t> sent{0}, received{0}, operations{0};
+  };
   backend::Backend& bound(const char* operation) const;
   std::byte* host_buffer(std::vector<std::byte>& buffer, size_t bytes);
+  // Waits for a host operation and counts its bytes.
+  void run(const comm::Work& host);
+  // A send or receive left running on the host (`copy_to`: where a receive's bytes go).
+  comm::Work transfer(const char* name, std::shared_ptr<std::vector<std::byte>> buffer,
+                      comm::Work host, void* copy_to);
 
+  // In-flight transfers' host buffers (released once finished); before owned_, so a
+  // sub-group's host communicator ends its operations before their buffers go.
+  std::vector<std::pair<comm::Work, std::shared_ptr<std::vector<std::byte>>>> in_flight_;
   std::unique_ptr<comm::Communicator> owned_;
   comm::Communicator& host_;
   // Shared with the sub-groups cut from this communicator.
   std::shared_ptr<backend::Backend*> backend_ = std::make_shared<backend::Backend*>(nullptr);
+  std::shared_ptr<PlaneTotals> totals_ = std::make_shared<PlaneTotals>();
   std::vector<std::byte> in_, out_;  // host copies, kept between operations
 };
 

@@ -32,7 +32,8 @@ train::PipelineRunSummary run_layout(const config::JobConfig& config,
   // Without a pipeline the rank is the only stage.
   train::SingleStageLinks one_stage;
   std::unique_ptr<CommPipelineLinks> stage_links;
-  if (groups.pipeline) stage_links = std::make_unique<CommPipelineLinks>(*groups.pipeline);
+  if (groups.pipeline)
+    stage_links = std::make_unique<CommPipelineLinks>(*groups.pipeline, on_device.pipeline.get());
   train::PipelineLinks& links = stage_links ? static_cast<train::PipelineLinks&>(*stage_links)
                                             : one_stage;
   std::unique_ptr<CommReplicaGroup> replicas;

@@ -133,6 +133,10 @@ class CudaBackend final : public backend::Backend {
     DSEEK_CUDA_CHECK(cudaMemcpyAsync(host_dst, src, bytes, cudaMemcpyDeviceToHost, stream_));
     synchronize();
   }
+  void copy(void* dst, const void* src, size_t bytes) override {
+    make_current();
+    DSEEK_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream_));
+  }
   std::shared_ptr<backend::HostMemory> host_memory() const override { return host_memory_; }
   void copy_from_host_async(void* dst, const void* host_src, size_t bytes) override {
     make_current();

@@ -89,6 +89,9 @@ class Backend {
   virtual void zero(float* x, size_t n) = 0;
   virtual void copy_from_host(void* dst, const void* host_src, size_t bytes) = 0;
   virtual void copy_to_host(void* host_dst, const void* src, size_t bytes) = 0;
+  // Within this backend's memory (device to device), queued like an op: a pipeline
+  // stage hands its activations to NCCL in buffers of its own this way.
+  virtual void copy(void* dst, const void* src, size_t bytes) = 0;
   virtual MemoryUsage memory_usage() const = 0;
   // True when pointers of this backend are plain host memory (the CPU backend): code
   // that needs the values on the host may then read them in place instead of copying

@@ -94,6 +94,8 @@ void CpuBackend::copy_to_host(void* host_dst, const void* src, size_t bytes) {
   std::memcpy(host_dst, src, bytes);
 }
 
+void CpuBackend::copy(void* dst, const void* src, size_t bytes) { std::memcpy(dst, src, bytes); }
+
 float* CpuBackend::scratch(int thread, size_t floats) {
   auto& buffer = scratch_[static_cast<size_t>(thread)];
   if (buffer.size() < floats) buffer.resize(floats);

@@ -25,6 +25,7 @@ class CpuBackend final : public Backend {
   void zero(float* x, size_t n) override;
   void copy_from_host(void* dst, const void* host_src, size_t bytes) override;
   void copy_to_host(void* host_dst, const void* src, size_t bytes) override;
+  void copy(void* dst, const void* src, size_t bytes) override;
   MemoryUsage memory_usage() const override;
   bool memory_is_host() const override { return true; }
   std::shared_ptr<HostMemory> host_memory() const override { return memory_; }

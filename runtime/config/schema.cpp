@@ -346,8 +346,9 @@ const std::vector<Key<JobConfig>>& job_keys() {
           "data group (parallel.data > 1), reducing after backward for both stages"),
 
       job<&J::comm, &Co::backend>("comm.backend", names(),
-                                  "gradients' data plane: ucx (host memory) or nccl (GPU memory; "
-                                  "data-parallel jobs with train.device = \"cuda\")"),
+                                  "the data plane of GPU memory: ucx (staged through host memory) "
+                                  "or nccl (gradients, tensor all-reduces and the stages' "
+                                  "activations in GPU memory; train.device = \"cuda\")"),
       job<&J::comm, &Co::timeout_ms>("comm.timeout_ms", at_least(100),
                                      "limit of one collective; a dead peer fails it sooner"),
       job<&J::comm, &Co::compression>("comm.compression",

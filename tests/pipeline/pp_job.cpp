@@ -94,6 +94,9 @@ JobRun run_job(int stages, const std::filesystem::path& run_dir,
     job.report += "--- rank " + std::to_string(r) + ": exit " + std::to_string(result.exit_code) +
                   (result.timed_out ? " (timed out)" : "") + "\n" + result.output;
     job.stages.push_back(read_stage(run_dir / ("node-" + std::to_string(r)) / "events.jsonl"));
+    const std::string device_bytes = "device_bytes_sent ";
+    if (const auto at = result.output.rfind(device_bytes); at != std::string::npos)
+      job.stages.back().device_bytes_sent = std::stoull(result.output.substr(at + device_bytes.size()));
   }
   job.final_params = read_params(params);
   return job;

@@ -20,6 +20,8 @@ struct StageRun {
   std::vector<double> val_losses;
   std::string params_sha256;
   std::vector<std::string> lines;
+  // What the rank's device plane sent (dseek_test_rank --staged-backend-memory 1).
+  uint64_t device_bytes_sent = 0;
 };
 
 struct JobRun {

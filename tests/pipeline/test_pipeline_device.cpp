@@ -42,9 +42,10 @@ const std::string kScrambled = "train.device=\"scrambled-cpu-for-tests\"";
 const std::vector<std::string> kInterleaved = {"parallel.schedule=\"interleaved\"",
                                                "parallel.virtual_stages=2"};
 
-// The NCCL path without a GPU: the tensor group's all-reduces and the data group's
-// gradients in the backend's memory, through a staged device plane
-// (dseek_test_rank --staged-backend-memory 1).
+// The NCCL path without a GPU: the stages' activations and gradients (per-direction
+// groups, receives posted ahead), the tied embedding's sum, the tensor group's
+// all-reduces and the data group's gradients in the backend's memory, through a staged
+// device plane (dseek_test_rank --staged-backend-memory 1).
 const std::vector<std::string> kDevicePlane = {"--staged-backend-memory", "1"};
 
 // `ranks` processes (data replicas x stages x tensor ranks), 4 steps of the small job,
@@ -218,8 +219,9 @@ TEST_CASE("device: a P=2 checkpoint written on the scrambled device resumes on t
   CHECK(loss_error <= 1e-5);
 }
 
-TEST_CASE("device: the NCCL path of pipeline and tensor layouts (tensor all-reduces and "
-          "data-group gradients in backend memory, staged) has the CPU backend's bits",
+TEST_CASE("device: the NCCL path of pipeline and tensor layouts (stage hand-overs, tensor "
+          "all-reduces and data-group gradients in backend memory, staged) has the CPU "
+          "backend's bits",
           "[pp][tp][dp][device][scrambled][backend_memory]") {
   struct Layout {
     std::string name;
@@ -228,6 +230,9 @@ TEST_CASE("device: the NCCL path of pipeline and tensor layouts (tensor all-redu
   };
   // Each layout against the same layout on the CPU backend over UCX alone.
   const std::vector<Layout> layouts = {
+      {"P=2", 2, 1, 1, {}},
+      // 6 chunks of one layer: the last stage hands over to the first (the ring's wrap).
+      {"P=3 interleaved", 3, 1, 1, kInterleaved + std::vector<std::string>{"model.layers=6"}},
       {"P=2 x T=2", 4, 2, 1, {}},
       {"DP=2 x P=2 zero 0", 4, 1, 2, {}},
       {"DP=2 x P=2 zero 1", 4, 1, 2, {"parallel.zero=1"}},
@@ -242,5 +247,17 @@ TEST_CASE("device: the NCCL path of pipeline and tensor layouts (tensor all-redu
     const JobRun device = run_ok(layout.ranks, layout.tensor, device_dir.path(),
                                  layout.settings + std::vector{kScrambled}, layout.data, kDevicePlane);
     check_same_bits(layout.name + " (device plane)", device, cpu);
+    // The activations and their gradients crossed on the device plane (not staged by the
+    // trainer through the host): at least every training step's micro-batches (the
+    // replica's 12 / data rows in micro-batches of 2), one activation of micro_batch_size
+    // x context x dim floats each, from every stage.
+    const int stages = layout.ranks / (layout.tensor * layout.data);
+    if (stages == 1) continue;
+    const uint64_t activation_bytes = 2 * 32 * 64 * sizeof(float);
+    const uint64_t handed_over = 4 * (6 / layout.data) * activation_bytes;
+    for (size_t r = 0; r < device.stages.size(); ++r) {
+      INFO(layout.name << " rank " << r << " device plane bytes " << device.stages[r].device_bytes_sent);
+      CHECK(device.stages[r].device_bytes_sent >= handed_over);
+    }
   }
 }

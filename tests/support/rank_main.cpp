@@ -21,8 +21,9 @@
 // pipeline or tensor layout, or --size 1).
 //
 // Events go to DIR/node-R/events.jsonl; a pipeline's stage 0 writes DIR/trace.json. The
-// last line on stdout is "rank R: done params_sha256 <hex> bytes_sent <n>". Exit status
-// 0 on success, 1 on any error (the reason on stderr).
+// last line on stdout is "rank R: done params_sha256 <hex> bytes_sent <n> device_bytes_sent
+// <n>" (the second: the device plane's, with --staged-backend-memory). Exit status 0 on
+// success, 1 on any error (the reason on stderr).
 #include <chrono>
 #include <cstdio>
 #include <exception>
@@ -126,6 +127,7 @@ int main(int argc, char** argv) {
     std::string sha;
     std::vector<float> params;
     uint64_t bytes_sent = 0;
+    uint64_t device_bytes_sent = 0;  // --staged-backend-memory: the device plane's
     if (args.size == 1) {
       dseek::train::SingleStageLinks alone;
       auto summary = dseek::train::run_pipeline_stage(config, options, alone);
@@ -151,6 +153,7 @@ int main(int argc, char** argv) {
           return backend;
         };
         summary = dseek::dist::run_layout(config, options, *comm, settings, &staged);
+        device_bytes_sent = staged.plane_counters().bytes_sent;
       } else {
         summary = dseek::dist::run_layout(config, options, *comm, settings);
       }
@@ -160,8 +163,9 @@ int main(int argc, char** argv) {
     }
     if (args.rank == 0 && !args.params_out.empty() && !params.empty())
       write_params(args.params_out, params);
-    std::printf("rank %d: done params_sha256 %s bytes_sent %llu\n", args.rank, sha.c_str(),
-                static_cast<unsigned long long>(bytes_sent));
+    std::printf("rank %d: done params_sha256 %s bytes_sent %llu device_bytes_sent %llu\n",
+                args.rank, sha.c_str(), static_cast<unsigned long long>(bytes_sent),
+                static_cast<unsigned long long>(device_bytes_sent));
     return 0;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "rank %d: FAILED: %s\n", rank, e.what());

@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <stdexcept>
 
 namespace dseek::train {
 
@@ -27,9 +28,26 @@ class PipelineLinks {
   // failure.
   virtual void wait(Handle handle) = 0;
 
+  // True when the links also move the compute backend's memory (NCCL on the GPU: the
+  // stage then hands its activations and their gradients over in backend buffers, never
+  // through the host). The same contract as post_send / post_recv, waited with wait();
+  // the transfers of backend memory between two stages are ordered among themselves,
+  // apart from those of host memory.
+  virtual bool moves_backend_memory() const { return false; }
+  virtual Handle post_backend_send(const float* /*data*/, size_t /*count*/, int64_t /*peer*/) {
+    throw std::logic_error("PipelineLinks: these links move host memory only");
+  }
+  virtual Handle post_backend_recv(float* /*data*/, size_t /*count*/, int64_t /*peer*/) {
+    throw std::logic_error("PipelineLinks: these links move host memory only");
+  }
+
   // Sums `data` between the first and the last stage (the tied embedding's gradient);
   // only those two stages call it.
   virtual void sum_first_and_last(float* data, size_t count) = 0;
+  // The same on backend memory (moves_backend_memory() links only).
+  virtual void sum_first_and_last_backend(float* /*data*/, size_t /*count*/) {
+    throw std::logic_error("PipelineLinks: these links move host memory only");
+  }
   // Element-wise sums over every stage (collective).
   virtual void sum_over_stages(std::span<double> values) = 0;
   virtual void sum_over_stages(std::span<float> values) = 0;

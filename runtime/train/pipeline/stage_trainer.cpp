@@ -157,15 +157,13 @@ PipelineStageTrainer::PipelineStageTrainer(const config::JobConfig& config, Batc
                       chunks_.front()->reducer->carries_state_between_steps();
   overlaps_reduction_ = P == 1 && replicas() > 1 && !reduces_unscaled_;
   lr_schedule_ = optim::LrSchedule{t.lr, t.min_lr, t.warmup_steps, t.steps};
-  // A buffer per message of a step, in both directions, in the backend's host memory
-  // (pinned for CUDA: the copies to and from the device run at the link's rate).
-  const auto host_memory = backend_->host_memory();
+  // A buffer per message of a step, in both directions, in the memory the links move.
   for (int64_t peer = 0; peer < P; ++peer) {
     if (peer == stage_) continue;
     for (const auto& message : schedule_.message_order(peer, stage_))
-      recv_buffers_.emplace(key_of(message), backend::HostBuffer<float>(host_memory, activation_floats_));
+      recv_buffers_.try_emplace(key_of(message), *backend_, links_, activation_floats_);
     for (const auto& message : schedule_.message_order(stage_, peer))
-      send_buffers_.emplace(key_of(message), backend::HostBuffer<float>(host_memory, activation_floats_));
+      send_buffers_.try_emplace(key_of(message), *backend_, links_, activation_floats_);
   }
 }
 
@@ -245,15 +243,12 @@ void PipelineStageTrainer::receive_into(const PipelineMessage& message, int64_t 
   recv_wait_ms_ += (end - start) / 1000.0;
   record(message.type == OpType::forward ? SpanKind::recv_activation : SpanKind::recv_gradient,
          message.micro_batch, chunk, start, end);
-  const auto& buffer = recv_buffers_.at(key);
-  backend_->copy_from_host(dst, buffer.data(), buffer.size() * sizeof(float));
+  recv_buffers_.at(key).copy_into(dst);
 }
 
 void PipelineStageTrainer::send_from(const PipelineMessage& message, const float* src) {
   const double start = now_us();
-  auto& buffer = send_buffers_.at(key_of(message));
-  backend_->copy_to_host(buffer.data(), src, buffer.size() * sizeof(float));
-  pending_sends_.push_back(links_.post_send(buffer.data(), buffer.size(), schedule_.destination(message)));
+  pending_sends_.push_back(send_buffers_.at(key_of(message)).send(src, schedule_.destination(message)));
   record(message.type == OpType::forward ? SpanKind::send_activation : SpanKind::send_gradient,
          message.micro_batch, schedule_.chunk_of(message.from_virtual), start, now_us());
 }
@@ -604,10 +599,8 @@ void PipelineStageTrainer::run_schedule(int64_t step) {
   // Every receive of the step, in each peer's sending order (pipeline/schedule.hpp).
   for (int64_t peer = 0; peer < plan_.shape.stages; ++peer) {
     if (peer == stage_) continue;
-    for (const auto& message : schedule_.message_order(peer, stage_)) {
-      auto& buffer = recv_buffers_.at(key_of(message));
-      pending_recvs_[key_of(message)] = links_.post_recv(buffer.data(), buffer.size(), peer);
-    }
+    for (const auto& message : schedule_.message_order(peer, stage_))
+      pending_recvs_[key_of(message)] = recv_buffers_.at(key_of(message)).post_recv(peer);
   }
   for (const PipelineOp& op : schedule_.ops(stage_)) {
     if (op.type == OpType::forward) run_forward(step, op);
@@ -622,6 +615,11 @@ void PipelineStageTrainer::sum_tied_wte() {
   if (P == 1 || (stage_ != 0 && stage_ != P - 1)) return;
   Chunk& end = stage_ == 0 ? *chunks_.front() : *chunks_.back();
   const model::ParamRange wte = end.model->tied_wte();
+  if (links_.moves_backend_memory()) {  // the reductions stage what they read (hand_over)
+    backend_->finish_compute();
+    links_.sum_first_and_last_backend(end.model->grads() + wte.offset, wte.count);
+    return;
+  }
   end.grads_host->to_host(wte);
   links_.sum_first_and_last(end.grads_host->host() + wte.offset, wte.count);
   end.grads_host->to_backend(wte);
@@ -651,8 +649,8 @@ double PipelineStageTrainer::evaluate(BatchSource& batches, int64_t eval_batches
   const int64_t T = config_.model.context;
   double total = 0.0;
   int64_t count = 0;
-  backend::HostBuffer<float> incoming(backend_->host_memory(), activation_floats_),
-      outgoing(backend_->host_memory(), activation_floats_);
+  MessageBuffer incoming(*backend_, links_, activation_floats_),
+      outgoing(*backend_, links_, activation_floats_);
   int64_t b = 0;
   for (; b < eval_batches; ++b) {
     if (stop_request != nullptr && sum_over_world(stop_request->load() ? 1.0 : 0.0) > 0) break;
@@ -662,8 +660,8 @@ double PipelineStageTrainer::evaluate(BatchSource& batches, int64_t eval_batches
         model.select_activation_slot(0);
         const int64_t g = chunk_ptr->virtual_stage;
         if (g > 0) {
-          links_.wait(links_.post_recv(incoming.data(), incoming.size(), schedule_.stage_of(g - 1)));
-          backend_->copy_from_host(model.stage_input(), incoming.data(), incoming.size() * sizeof(float));
+          links_.wait(incoming.post_recv(schedule_.stage_of(g - 1)));
+          incoming.copy_into(model.stage_input());
         }
         if (model.has_embedding() || model.has_head())
           batches.fill(static_cast<uint64_t>(b), config_.train.batch_size, slice_first_ + mb * B,
@@ -673,8 +671,7 @@ double PipelineStageTrainer::evaluate(BatchSource& batches, int64_t eval_batches
           total += loss;
           ++count;
         } else {
-          backend_->copy_to_host(outgoing.data(), model.stage_output(), outgoing.size() * sizeof(float));
-          links_.wait(links_.post_send(outgoing.data(), outgoing.size(), schedule_.stage_of(g + 1)));
+          links_.wait(outgoing.send(model.stage_output(), schedule_.stage_of(g + 1)));
         }
       }
     }

@@ -101,6 +101,7 @@
 #include "runtime/train/device_backend.hpp"
 #include "runtime/train/state/checkpoint_state.hpp"
 #include "runtime/train/pipeline/links.hpp"
+#include "runtime/train/pipeline/message_buffer.hpp"
 #include "runtime/train/pipeline/plan.hpp"
 #include "runtime/train/layout/replica_group.hpp"
 #include "runtime/train/pipeline/timed_tensor_group.hpp"
@@ -342,7 +343,7 @@ class PipelineStageTrainer {
   int64_t global_micro_batches_ = 0;  // m x replicas
   std::vector<int32_t> inputs_, targets_;
   // Per message of a step: its buffer, and the handle of its pending transfer.
-  std::map<MessageKey, backend::HostBuffer<float>> recv_buffers_, send_buffers_;
+  std::map<MessageKey, MessageBuffer> recv_buffers_, send_buffers_;
   std::map<MessageKey, PipelineLinks::Handle> pending_recvs_;
   std::vector<PipelineLinks::Handle> pending_sends_;
   // The step in progress.
