@@ -20,6 +20,7 @@ enum class Partition { uniform, balanced };
 enum class CommBackend { ucx, nccl };
 enum class Compression { none, topk, int8, topk_int8 };
 enum class Progress { automatic, bar, plain, off };
+enum class Balance { equal, throughput };
 // `unset` is no name: a [[faults]] entry must give its kind.
 enum class FaultKind {
   kill, hang, crash_actor, drop_messages, slow, corrupt_gradient, fail_checkpoint_write,
@@ -61,6 +62,10 @@ struct EnumNames<Compression> {
 template <>
 struct EnumNames<Progress> {
   static constexpr std::array<std::string_view, 4> names{"auto", "bar", "plain", "off"};
+};
+template <>
+struct EnumNames<Balance> {
+  static constexpr std::array<std::string_view, 2> names{"equal", "throughput"};
 };
 template <>
 struct EnumNames<FaultKind> {

@@ -94,6 +94,10 @@ void check_supported(const JobConfig& config) {
        "parallel.schedule",
        "parallel.schedule, parallel.virtual_stages, parallel.micro_batches and "
        "parallel.partition apply to pipeline-parallel jobs (parallel.pipeline > 1)"},
+      {config.data.balance == Balance::throughput && config.parallel.pipeline > 1, "data.balance",
+       "data.balance = \"throughput\" re-shares whole micro-batches between replicas of "
+       "parallel.pipeline = 1 jobs (data and tensor parallel); a pipeline's schedule is "
+       "planned for one micro-batch count, which is not re-planned per share yet"},
       // NCCL reduces the GPU's memory in place (actors/control/data_plane_link.hpp; a
       // build without NCCL refuses it at the node's start).
       {config.comm.backend == CommBackend::nccl && config.train.device != Device::cuda, "comm.backend",

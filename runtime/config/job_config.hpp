@@ -55,6 +55,10 @@ struct TrainConfig {
 struct DataConfig {
   std::string dir = "data/prepared";  // output of `dseek data prepare`
   int64_t prefetch = 3;               // batches kept ready ahead of the worker
+  // The global batch over the data-parallel replicas: equal slices, or micro-batches in
+  // proportion to each replica's measured speed, re-shared every rebalance_every steps.
+  Balance balance = Balance::equal;
+  int64_t rebalance_every = 10;
 };
 
 struct ClusterConfig {

@@ -235,6 +235,16 @@ const std::vector<Key<JobConfig>>& job_keys() {
                                    "steps of batches kept ready ahead of the worker while "
                                    "steps compute (dseek-node: by the node's data_prefetcher "
                                    "actor); 0 = on demand"),
+      job<&J::data, &Da::balance>("data.balance", names(),
+                                  "the global batch over the data-parallel replicas: equal "
+                                  "slices, or throughput: whole micro-batches "
+                                  "(train.micro_batch_size) in proportion to each replica's "
+                                  "measured speed, so the batch need not divide by the nodes "
+                                  "(parallel.pipeline = 1)"),
+      job<&J::data, &Da::rebalance_every>("data.rebalance_every", between(1, 1000000),
+                                          "data.balance = \"throughput\": steps between "
+                                          "re-sharings of the batch by the speeds measured "
+                                          "since the last"),
 
       job<&J::cluster, &Cl::nodes>("cluster.nodes", at_least(1), "nodes in the job"),
       job<&J::cluster, &Cl::node_id>("cluster.node_id", at_least(0),

@@ -127,13 +127,27 @@ void validate(const JobConfig& config) {
     fail(config, "parallel.tensor (" + std::to_string(parallel.tensor) + ") must equal " +
                      world + ": one tensor-parallel rank" + per_rank);
   }
-  if (data_parallel_nodes && cluster.nodes > 1 && cluster.gpus_per_node == 1 &&
+  // data.balance = "throughput" shares whole micro-batches by speed: any batch of at
+  // least one micro-batch per replica.
+  const bool equal_slices = config.data.balance == Balance::equal;
+  if (!equal_slices) {
+    const int64_t replicas = data_parallel_nodes ? world_ranks : parallel.data;
+    if (train.micro_batch_size == 0)
+      fail(config, "data.balance = \"throughput\" shares the batch out in micro-batches: set "
+                   "train.micro_batch_size");
+    if (train.batch_size / train.micro_batch_size < replicas)
+      fail(config, "data.balance = \"throughput\": train.batch_size / train.micro_batch_size (" +
+                       std::to_string(train.batch_size / train.micro_batch_size) +
+                       " micro-batches) must be at least the " + std::to_string(replicas) +
+                       " replicas: every replica trains at least one");
+  }
+  if (equal_slices && data_parallel_nodes && cluster.nodes > 1 && cluster.gpus_per_node == 1 &&
       train.batch_size % cluster.nodes != 0) {
     fail(config, "train.batch_size (" + std::to_string(train.batch_size) +
                      ") must be divisible by cluster.nodes (" + std::to_string(cluster.nodes) +
                      "): every node trains an equal slice of the global batch");
   }
-  if (data_parallel_nodes && cluster.nodes > 1 && cluster.gpus_per_node == 1 &&
+  if (equal_slices && data_parallel_nodes && cluster.nodes > 1 && cluster.gpus_per_node == 1 &&
       train.micro_batch_size > 0 &&
       (train.batch_size / cluster.nodes) % train.micro_batch_size != 0) {
     fail(config, "train.micro_batch_size (" + std::to_string(train.micro_batch_size) +
@@ -143,13 +157,15 @@ void validate(const JobConfig& config) {
   // Several worker groups a node: every one of the nodes x gpus_per_node ranks trains an
   // equal slice.
   const int64_t ranks = cluster.nodes * cluster.gpus_per_node;
-  if (data_parallel_nodes && cluster.gpus_per_node > 1 && train.batch_size % ranks != 0) {
+  if (equal_slices && data_parallel_nodes && cluster.gpus_per_node > 1 &&
+      train.batch_size % ranks != 0) {
     fail(config, "train.batch_size (" + std::to_string(train.batch_size) +
                      ") must be divisible by cluster.nodes x cluster.gpus_per_node (" +
                      std::to_string(ranks) + "): every rank trains an equal slice of the "
                      "global batch");
   }
-  if (data_parallel_nodes && cluster.gpus_per_node > 1 && train.micro_batch_size > 0 &&
+  if (equal_slices && data_parallel_nodes && cluster.gpus_per_node > 1 &&
+      train.micro_batch_size > 0 &&
       (train.batch_size / ranks) % train.micro_batch_size != 0) {
     fail(config, "train.micro_batch_size (" + std::to_string(train.micro_batch_size) +
                      ") must divide each rank's slice of the batch (train.batch_size / "
@@ -158,12 +174,13 @@ void validate(const JobConfig& config) {
   }
   // Replicas of a pipeline or a tensor-parallel group each run an equal slice of the
   // batch (a pipeline's micro-batches are checked with its schedule).
-  if (!data_parallel_nodes && parallel.data > 1 && train.batch_size % parallel.data != 0) {
+  if (equal_slices && !data_parallel_nodes && parallel.data > 1 &&
+      train.batch_size % parallel.data != 0) {
     fail(config, "train.batch_size (" + std::to_string(train.batch_size) +
                      ") must be divisible by parallel.data (" + std::to_string(parallel.data) +
                      "): every replica trains an equal slice of the global batch");
   }
-  if (parallel.tensor > 1 && parallel.pipeline == 1 && parallel.data > 1 &&
+  if (equal_slices && parallel.tensor > 1 && parallel.pipeline == 1 && parallel.data > 1 &&
       train.micro_batch_size > 0 && (train.batch_size / parallel.data) % train.micro_batch_size != 0) {
     fail(config, "train.micro_batch_size (" + std::to_string(train.micro_batch_size) +
                      ") must divide each replica's slice of the batch (train.batch_size / "

@@ -77,6 +77,7 @@ void TrainingMetrics::observe_step(std::string_view fields) {
   take(gauges_.exposed_comm_seconds, fields, "comm_ms", 1000.0);
   take(gauges_.data_wait_seconds, fields, "data_wait_ms", 1000.0);
   take(gauges_.prefetch_queue_depth, fields, "prefetch_queue_depth");
+  take(gauges_.batch_share, fields, "batch_share");
   take(gauges_.peak_memory_bytes, fields, "peak_memory_bytes");
   take(gauges_.offload_wait_seconds, fields, "offload_wait_ms", 1000.0);
   take(gauges_.loss_scale, fields, "loss_scale");
@@ -147,6 +148,10 @@ std::vector<MetricSample> TrainingMetrics::snapshot() const {
         "Steps of batches the data prefetcher had ready when the newest step asked for its "
         "first (0: the step waited for its batch).",
         g.prefetch_queue_depth);
+  gauge("dseek_batch_share_sequences",
+        "Sequences of the newest step's global batch this node trained (data.balance = "
+        "\"throughput\": its share by measured speed).",
+        g.batch_share);
   gauge("dseek_peak_memory_bytes", "Most memory of the compute backend held at once so far.",
         g.peak_memory_bytes);
   gauge("dseek_validation_loss", "Validation loss of the newest evaluation.", g.val_loss);

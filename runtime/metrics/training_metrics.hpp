@@ -63,6 +63,7 @@ class TrainingMetrics {
     std::optional<double> scaling_efficiency, loss_scale, offload_wait_seconds;
     std::optional<double> peak_flops, device_memory_bytes, baseline_tokens_per_second;
     std::optional<double> prefetch_queue_depth;  // the data prefetcher's, at the step's batch
+    std::optional<double> batch_share;  // data.balance = "throughput": this node's sequences
     // When the newest step was logged (Unix seconds), and whether training ended (1 after
     // train_done or train_stopped): the stalled-training alert needs both.
     std::optional<double> last_step_timestamp, training_finished;

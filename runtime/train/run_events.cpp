@@ -74,6 +74,7 @@ util::JsonLine step_event_fields(int64_t step_number, const StepReport& r) {
       .add("comm_ms", r.comm_ms).add("data_wait_ms", r.data_wait_ms)
       .add("peak_memory_bytes", r.peak_memory_bytes);
   if (r.prefetch_queue_depth >= 0) fields.add("prefetch_queue_depth", r.prefetch_queue_depth);
+  if (r.batch_share >= 0) fields.add("batch_share", r.batch_share);
   if (r.offload_overlap) fields.add("offload_wait_ms", r.offload_wait_ms);
   if (!r.precision.empty()) fields.add("precision", r.precision);
   if (r.loss_scale > 0) fields.add("loss_scale", r.loss_scale).add("skipped", r.skipped);

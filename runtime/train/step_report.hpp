@@ -42,6 +42,9 @@ struct StepReport {
   // data.prefetch: the steps of batches the prefetcher had ready when the step asked for
   // its first batch (prefetch_queue.hpp); -1 where no prefetching source was asked.
   int64_t prefetch_queue_depth = -1;
+  // data.balance = "throughput": the sequences of the global batch this replica trained
+  // (its share by measured speed); -1 under equal shares.
+  int64_t batch_share = -1;
   // The SDC audit (sdc_audit.hpp) at this step: the time its recomputation and verdict
   // took (0: not audited), and the first auditors whose accusation a second auditor did
   // not confirm ("" for none: a wrong auditor clears itself).

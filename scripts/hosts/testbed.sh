@@ -11,6 +11,8 @@
 #   scripts/hosts/testbed.sh cut ID K          takes host K's link down
 #   scripts/hosts/testbed.sh heal ID K         brings it back
 #   scripts/hosts/testbed.sh rate ID K RATE    limits host K's egress (tc tbf, e.g. 100mbit)
+#   scripts/hosts/testbed.sh cpu ID K PERCENT  limits what host K's processes started
+#                                              after it compute to PERCENT of one CPU (a cgroup)
 #   scripts/hosts/testbed.sh down ID           removes the hosts, links and bridge
 #
 # ID: a short tag ([a-z0-9], at most 6 characters) naming one test bed; the subnet is a
@@ -30,6 +32,14 @@ load() {
   [[ -f $state_root/$1 ]] || die "no test bed '$1' (scripts/hosts/testbed.sh up $1 N first)"
   # shellcheck disable=SC1090
   source "$state_root/$1"
+}
+# Host K's cgroup of the cpu controller: cgroup v1 (/sys/fs/cgroup/cpu) or v2.
+cgroup_of() {
+  if [[ -d /sys/fs/cgroup/cpu && -f /sys/fs/cgroup/cpu/cpu.cfs_quota_us ]]; then
+    echo "/sys/fs/cgroup/cpu/dseek-testbed-$1-h$2"
+  else
+    echo "/sys/fs/cgroup/dseek-testbed-$1-h$2"
+  fi
 }
 need_host() {
   [[ $2 =~ ^[0-9]+$ && $2 -lt $1 ]] || die "host $2 is not one of the test bed's $1 hosts"
@@ -84,6 +94,9 @@ case "$cmd" in
     need_host "$hosts" "$k"
     shift 2
     [[ $# -gt 0 ]] || die "exec: no command"
+    # A CPU-limited host (testbed.sh cpu): this process, and so the command, in its cgroup.
+    cgroup=$(cgroup_of "$id" "$k")
+    [[ -d $cgroup ]] && echo $$ > "$cgroup/cgroup.procs"
     # Own hostname, /dev/shm, System V IPC and process ids (UCX reaches a peer through
     # shared memory or cross-memory attach when those namespaces are shared), then the
     # command; unshare stays its parent (--fork) and takes it along when it dies.
@@ -109,6 +122,22 @@ case "$cmd" in
     ip -n "$(ns_of "$1" "$2")" link set eth0 up
     tc -n "$(ns_of "$1" "$2")" qdisc replace dev eth0 root tbf rate "$3" burst 256kb latency 50ms
     ;;
+  cpu)
+    load "${1:-}"
+    need_host "$hosts" "${2:-}"
+    [[ ${3:-} =~ ^[0-9]+$ && $3 -ge 1 && $3 -le 100 ]] || die "PERCENT must be 1..100, got '${3:-}'"
+    cgroup=$(cgroup_of "$1" "$2")
+    mkdir -p "$cgroup" || die "cannot make the cgroup $cgroup"
+    # A short period (10 ms): a limited process runs in slices finer than a step's ops.
+    if [[ -f $cgroup/cpu.cfs_quota_us ]]; then
+      echo 10000 > "$cgroup/cpu.cfs_period_us"
+      echo $(( $3 * 100 )) > "$cgroup/cpu.cfs_quota_us"
+    else
+      grep -qw cpu /sys/fs/cgroup/cgroup.subtree_control 2>/dev/null ||
+        echo +cpu > /sys/fs/cgroup/cgroup.subtree_control || die "no cpu controller in cgroup v2"
+      echo "$(( $3 * 100 )) 10000" > "$cgroup/cpu.max"
+    fi
+    ;;
   down)
     need_id "${1:-}"
     id=$1
@@ -122,10 +151,12 @@ case "$cmd" in
         ip netns del "$ns"
       fi
       ip link del "$(veth_of "$id" "$k")" 2>/dev/null || true
+      cgroup=$(cgroup_of "$id" "$k")
+      [[ -d $cgroup ]] && rmdir "$cgroup" 2>/dev/null || true
     done
     ip link del "$(bridge_of "$id")" 2>/dev/null || true
     rm -f "$state_root/$id"
     ;;
-  -h|--help|"") sed -n '2,17p' "$0" ;;
-  *) die "unknown subcommand '$cmd' (check, up, exec, cut, heal, rate, down)" ;;
+  -h|--help|"") sed -n '2,19p' "$0" ;;
+  *) die "unknown subcommand '$cmd' (check, up, exec, cut, heal, rate, cpu, down)" ;;
 esac

@@ -69,6 +69,15 @@ class TestBed {
     full.insert(full.end(), argv.begin(), argv.end());
     return full;
   }
+  // What `host`'s processes started from now on may compute: `percent` of one CPU
+  // (testbed.sh cpu: a cgroup with a 10 ms period).
+  void limit_cpu(int host, int percent) const {
+    const auto limited =
+        run_process({testbed(), "cpu", id_, std::to_string(host), std::to_string(percent)},
+                    std::chrono::seconds(30));
+    INFO(limited.output);
+    REQUIRE(limited.exit_code == 0);
+  }
   // Bytes host `host` sent onto the bridge (its link's root-side end received them).
   uint64_t bytes_sent(int host) const {
     std::ifstream in("/sys/class/net/dsk" + id_ + "v" + std::to_string(host) + "/statistics/rx_bytes");

@@ -25,7 +25,7 @@ TEST_CASE("docs/metrics.md's table names exactly the metrics /metrics serves", "
                          R"("model_flops_per_s":1e9,"mfu":0.001,"comm_share":0.1,)"
                          R"("data_wait_share":0.1,"bubble":0,"host_peak_memory_bytes":7,)"
                          R"("memory_fraction":0.5,"tokens_per_s_per_node":50,)"
-                         R"("scaling_efficiency":0.5,"prefetch_queue_depth":2})");
+                         R"("scaling_efficiency":0.5,"prefetch_queue_depth":2,"batch_share":6})");
   folded.observe("eval", R"({"step":1,"val_loss":2.5})");
   folded.observe("train_done", R"({"step":1})");
   std::map<std::string, std::string> served;
@@ -42,5 +42,5 @@ TEST_CASE("docs/metrics.md's table names exactly the metrics /metrics serves", "
     if (std::regex_search(line, match, row)) documented[match[1]] = match[2];
   }
   CHECK(documented == served);
-  CHECK(served.size() == 41);
+  CHECK(served.size() == 42);
 }

@@ -1,6 +1,7 @@
 // Implementation of plan.hpp.
 #include "runtime/train/pipeline/plan.hpp"
 
+#include <algorithm>
 #include <stdexcept>
 #include <string>
 
@@ -21,6 +22,9 @@ int64_t pipeline_micro_batch_size(const config::JobConfig& config) {
   // With parallel.data = D replicas, each pipeline runs its slice of the global batch
   // (layout/replica_group.hpp) in m micro-batches.
   const int64_t replicas = config.parallel.data;
+  // data.balance = "throughput": whole micro-batches of train.micro_batch_size, as many
+  // to each replica as its speed earns (layout/batch_shares.hpp); validate.cpp checks them.
+  if (config.data.balance == config::Balance::throughput) return t.micro_batch_size;
   if (t.batch_size % replicas != 0)
     refuse(config, "train.batch_size (" + std::to_string(t.batch_size) +
                        ") must be divisible by parallel.data (" + std::to_string(replicas) +
@@ -53,8 +57,10 @@ int64_t pipeline_micro_batch_size(const config::JobConfig& config) {
 ScheduleShape schedule_shape_of(const config::JobConfig& config) {
   ScheduleShape shape;
   shape.stages = config.parallel.pipeline;
-  shape.micro_batches =
-      config.train.batch_size / config.parallel.data / pipeline_micro_batch_size(config);
+  // Under data.balance = "throughput" a replica's count is its share (the stage trainer
+  // sets it); here the even share, at least one.
+  shape.micro_batches = std::max<int64_t>(
+      1, config.train.batch_size / pipeline_micro_batch_size(config) / config.parallel.data);
   shape.virtual_stages = config.parallel.virtual_stages;
   try {
     shape.kind = config.parallel.schedule;

@@ -32,7 +32,7 @@ uint64_t PipelineStageTrainer::recompute_hash(int64_t step, int target, bool kee
   const bool zero_after_forward = zero_grads_after_forward_;
   zero_grads_after_forward_ = false;
 
-  batch_first_ = replica_slice(config_.train.batch_size, replicas(), target).first;
+  take_share(target);
   recomputing_ = hashing_ = true;
   in_recomputation_pending_ = static_cast<bool>(in_recomputation_);
   handed_over_hash_ = 0;
@@ -45,7 +45,7 @@ uint64_t PipelineStageTrainer::recompute_hash(int64_t step, int target, bool kee
   const uint64_t hash = handed_over_hash_;
 
   recomputing_ = false;
-  batch_first_ = slice_first_;
+  take_share(replica());
   hashing_ = hashing;
   handed_over_hash_ = hash_so_far;
   zero_grads_after_forward_ = zero_after_forward;

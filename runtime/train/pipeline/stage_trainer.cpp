@@ -53,15 +53,22 @@ PipelineStageTrainer::PipelineStageTrainer(const config::JobConfig& config, Batc
   const model::GptShape shape = shape_of(config.model);
   const int64_t B = plan_.micro_batch_size;
   activation_floats_ = static_cast<size_t>(B * shape.context * shape.dim);
-  const ReplicaSlice slice = replica_slice(t.batch_size, replicas(), replica());
-  if (slice.size != B * plan_.shape.micro_batches)
-    throw std::invalid_argument("PipelineStageTrainer: " + std::to_string(plan_.shape.micro_batches) +
-                                " micro-batches of " + std::to_string(B) +
-                                " do not make a replica's slice of " + std::to_string(slice.size) +
-                                " sequences");
-  slice_first_ = slice.first;
-  batch_first_ = slice_first_;
-  global_micro_batches_ = plan_.shape.micro_batches * replicas();
+  by_throughput_ = config.data.balance == config::Balance::throughput;
+  if (by_throughput_ && P > 1)
+    throw std::invalid_argument("PipelineStageTrainer: data.balance = \"throughput\" needs "
+                                "parallel.pipeline = 1");
+  if (!by_throughput_) {
+    const ReplicaSlice slice = replica_slice(t.batch_size, replicas(), replica());
+    if (slice.size != B * plan_.shape.micro_batches)
+      throw std::invalid_argument("PipelineStageTrainer: " + std::to_string(plan_.shape.micro_batches) +
+                                  " micro-batches of " + std::to_string(B) +
+                                  " do not make a replica's slice of " +
+                                  std::to_string(slice.size) + " sequences");
+  }
+  global_micro_batches_ = t.batch_size / B;
+  shares_ = even_shares(global_micro_batches_, replicas());
+  take_share(replica());
+  slice_first_ = batch_first_;
   inputs_.resize(static_cast<size_t>(B * shape.context));
   targets_.resize(inputs_.size());
   // With replicas, compression may give AdamW its second moment (optim/adamw_settings.hpp).
@@ -283,6 +290,7 @@ void PipelineStageTrainer::run_forward(int64_t step, const PipelineOp& op) {
     zero_grads_after_forward_ = false;
   }
   busy_ms_ += (end - start) / 1000.0;
+  if (!recomputing_) forward_ms_ += (end - start) / 1000.0;
   record(SpanKind::forward, op.micro_batch, op.chunk, start, end);
   if (model.has_head()) loss_ += loss / static_cast<double>(global_micro_batches_);
   if (const auto output = schedule_.output_of(stage_, op)) send_from(*output, model.stage_output());
@@ -321,7 +329,8 @@ PipelineStepReport PipelineStageTrainer::train_step(int64_t step) {
   PipelineStepReport report;
   report.step.step = step;
   report.step.lr = lr_schedule_.at(step);
-  loss_ = busy_ms_ = recv_wait_ms_ = data_wait_ms_ = 0.0;
+  if (by_throughput_ && window_steps_ == config_.data.rebalance_every) rebalance();
+  loss_ = busy_ms_ = recv_wait_ms_ = data_wait_ms_ = forward_ms_ = 0.0;
   note_prefetch_queue_depth(-1);  // what a prefetching source says at this step's first batch
   if (timed_tensor_) timed_tensor_->take_spent_ms();
   current_step_ = step;
@@ -515,6 +524,13 @@ PipelineStepReport PipelineStageTrainer::train_step(int64_t step) {
   report.step.data_wait_ms = data_wait_ms_;
   report.step.prefetch_queue_depth = prefetch_queue_depth();
   report.step.offload_overlap = overlaps_update();
+  if (by_throughput_) {
+    report.step.batch_share = shares_.micro_batches[static_cast<size_t>(replica())] *
+                              plan_.micro_batch_size;
+    ++window_steps_;
+    window_micro_batches_ += plan_.shape.micro_batches;
+    window_forward_ms_ += forward_ms_;
+  }
   for (auto& chunk : chunks_) report.step.offload_wait_ms += chunk->update->take_wait_ms();
   return report;
 }
@@ -608,6 +624,35 @@ void PipelineStageTrainer::run_schedule(int64_t step) {
   }
   for (PipelineLinks::Handle handle : pending_sends_) links_.wait(handle);
   pending_sends_.clear();
+}
+
+void PipelineStageTrainer::take_share(int replica_index) {
+  const auto r = static_cast<size_t>(replica_index);
+  batch_first_ = shares_.first(replica_index) * plan_.micro_batch_size;
+  if (plan_.shape.micro_batches == shares_.micro_batches[r]) return;
+  // Without a pipeline (the only layout whose shares differ) one forward and its
+  // backward after another: one activation slot, whatever the count.
+  plan_.shape.micro_batches = shares_.micro_batches[r];
+  schedule_ = PipelineSchedule(plan_.shape);
+  for (size_t c = 0; c < chunks_.size(); ++c)
+    for (const PipelineOp& op : schedule_.ops(stage_))
+      if (op.chunk == static_cast<int64_t>(c) && op.type == OpType::backward)
+        chunks_[c]->last_backward = op.micro_batch;
+}
+
+void PipelineStageTrainer::rebalance() {
+  // Each replica's speed in its slot, summed over the world: every rank gets every
+  // replica's, the same bits (a tensor group's ranks add 1/T each: their mean).
+  std::vector<double> speeds(static_cast<size_t>(replicas()), 0.0);
+  const double seconds = std::max(window_forward_ms_, 1e-3) / 1000.0;
+  speeds[static_cast<size_t>(replica())] =
+      static_cast<double>(window_micro_batches_) / seconds / static_cast<double>(tensor_ranks());
+  sum_over_world(speeds);
+  shares_ = throughput_shares(global_micro_batches_, speeds);
+  take_share(replica());
+  slice_first_ = batch_first_;
+  window_steps_ = window_micro_batches_ = 0;
+  window_forward_ms_ = 0.0;
 }
 
 void PipelineStageTrainer::sum_tied_wte() {

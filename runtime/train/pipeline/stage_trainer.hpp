@@ -103,6 +103,7 @@
 #include "runtime/train/pipeline/links.hpp"
 #include "runtime/train/pipeline/message_buffer.hpp"
 #include "runtime/train/pipeline/plan.hpp"
+#include "runtime/train/layout/batch_shares.hpp"
 #include "runtime/train/layout/replica_group.hpp"
 #include "runtime/train/pipeline/timed_tensor_group.hpp"
 #include "runtime/train/model_of_config.hpp"
@@ -265,6 +266,11 @@ class PipelineStageTrainer {
   void run_schedule(int64_t step);
   // The first and the last stage sum the tied wte's gradient (P > 1).
   void sum_tied_wte();
+  // Runs `replica`'s share of the batch from now on (its own, or an audited one's):
+  // where it starts, and (without a pipeline) the schedule of its micro-batches.
+  void take_share(int replica);
+  // data.balance = "throughput": new shares from the window's measured speeds (collective).
+  void rebalance();
   // A range of `chunk`'s gradients goes to its reducer (staged to the host where the
   // plane reads host memory): the before-reduction hook runs on the step's first, the
   // audit hashes each, and in an audit's recomputation it goes no further.
@@ -340,7 +346,14 @@ class PipelineStageTrainer {
   optim::LrSchedule lr_schedule_;
   size_t activation_floats_;  // one micro-batch's (B, T, C)
   int64_t slice_first_ = 0;   // the replica's first sequence of the global batch
-  int64_t global_micro_batches_ = 0;  // m x replicas
+  int64_t global_micro_batches_ = 0;  // the global batch's, over every replica
+  // The micro-batches of each replica (layout/batch_shares.hpp): even, or under
+  // data.balance = "throughput" re-shared every rebalance_every steps by the forward
+  // speed each replica measured since the last (forward_ms_: this step's forwards).
+  BatchShares shares_;
+  bool by_throughput_ = false;
+  int64_t window_steps_ = 0, window_micro_batches_ = 0;
+  double window_forward_ms_ = 0.0, forward_ms_ = 0.0;
   std::vector<int32_t> inputs_, targets_;
   // Per message of a step: its buffer, and the handle of its pending transfer.
   std::map<MessageKey, MessageBuffer> recv_buffers_, send_buffers_;
