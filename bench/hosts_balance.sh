@@ -39,24 +39,14 @@ mapfile -t addresses < <("$testbed" up "$bed" 2 | awk '{print $2}')
 
 # One job; prints "median_step_ms final_loss shares" (shares: node 0's/node 1's sequences).
 job() {  # job DIR BALANCE
-  local dir=$1 balance=$2 port=$((29600 + RANDOM % 300)) pids=()
-  for k in 0 1; do
-    DSEEK_CLUSTER_SECRET=bench-secret "$testbed" exec "$bed" "$k" build/bin/dseek-node \
-      --config config/single.toml --run-dir "$dir" --node-id "$k" \
-      --coordinator "${addresses[0]}:$port" --set cluster.nodes=2 \
-      --set cluster.advertise_host="\"${addresses[$k]}\"" --set cluster.plaintext=true \
-      --set data.dir="\"$work/text\"" --set checkpoint.every_steps=0 \
-      --set model.dim="$dim" --set model.layers="$layers" --set model.heads=4 \
-      --set model.context="$context" --set train.batch_size="$batch" \
-      --set train.micro_batch_size="$micro" --set train.steps="$steps" \
-      --set train.warmup_steps=2 --set train.eval_every=0 --set train.threads=1 \
-      --set metrics.progress='"off"' --set data.balance="\"$balance\"" \
-      --set data.rebalance_every="$rebalance" > "$dir.node$k.log" 2>&1 &
-    pids+=($!)
-  done
-  local failed=0
-  for pid in "${pids[@]}"; do wait "$pid" || failed=1; done
-  if [[ $failed != 0 ]]; then echo "a node failed; see $dir.node*.log:" >&2; tail -5 "$dir".node*.log >&2; exit 1; fi
+  local dir=$1 balance=$2
+  run_hosts_job "$dir" $((29600 + RANDOM % 300)) \
+    --set model.dim="$dim" --set model.layers="$layers" --set model.heads=4 \
+    --set model.context="$context" --set train.batch_size="$batch" \
+    --set train.micro_batch_size="$micro" --set train.steps="$steps" \
+    --set train.warmup_steps=2 --set train.eval_every=0 --set train.threads=1 \
+    --set metrics.progress='"off"' --set data.balance="\"$balance\"" \
+    --set data.rebalance_every="$rebalance"
   "$py" - "$dir" "$warmup" "$batch" <<'PY'
 import json, statistics, sys
 def steps(node):

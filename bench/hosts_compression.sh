@@ -51,23 +51,11 @@ link_bytes() { cat "/sys/class/net/dsk${bed}v0/statistics/rx_bytes" "/sys/class/
 job() {  # job DIR COMPRESSION
   local dir=$1 compression=$2 port=$((29600 + RANDOM % 300)) before after
   before=$(link_bytes)
-  local pids=()
-  for k in 0 1; do
-    DSEEK_CLUSTER_SECRET=bench-secret "$testbed" exec "$bed" "$k" build/bin/dseek-node \
-      --config config/single.toml --run-dir "$dir" --node-id "$k" \
-      --coordinator "${addresses[0]}:$port" --set cluster.nodes=2 \
-      --set cluster.advertise_host="\"${addresses[$k]}\"" --set cluster.plaintext=true \
-      --set data.dir="\"$work/text\"" --set checkpoint.every_steps=0 \
-      --set model.dim=256 --set model.layers=4 --set model.heads=4 --set model.context="$context" \
-      --set train.batch_size="$batch" --set train.steps="$steps" --set train.warmup_steps=2 \
-      --set train.eval_every=0 --set train.threads=1 --set metrics.progress='"off"' \
-      --set comm.compression="\"$compression\"" --set comm.topk_fraction="$topk_fraction" \
-      > "$dir.node$k.log" 2>&1 &
-    pids+=($!)
-  done
-  local failed=0
-  for pid in "${pids[@]}"; do wait "$pid" || failed=1; done
-  if [[ $failed != 0 ]]; then echo "a node failed; see $dir.node*.log:" >&2; tail -5 "$dir".node*.log >&2; exit 1; fi
+  run_hosts_job "$dir" "$port" \
+    --set model.dim=256 --set model.layers=4 --set model.heads=4 --set model.context="$context" \
+    --set train.batch_size="$batch" --set train.steps="$steps" --set train.warmup_steps=2 \
+    --set train.eval_every=0 --set train.threads=1 --set metrics.progress='"off"' \
+    --set comm.compression="\"$compression\"" --set comm.topk_fraction="$topk_fraction"
   after=$(link_bytes)
   "$py" - "$dir/node-0/events.jsonl" "$warmup" "$((after - before))" "$steps" <<'PY'
 import json, statistics, sys

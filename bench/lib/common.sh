@@ -79,6 +79,25 @@ prepared_data() {
 # root (exit 77 otherwise, as a skipped test), checks the machine can make one, and sets
 # `testbed` (the script), `bed` (a test bed id: TAG and this shell's pid) and `work` (a
 # fresh scratch folder /tmp/dseek-NAME.XXXXXX). The caller sets its EXIT trap.
+# A 2-host dseek-node job on the test bed of start_hosts_bench ($testbed, $bed, the hosts'
+# $addresses, the data in $work/text): node K as host K, the control plane in plaintext
+# (it carries no tensors), SETTINGS (--set ...) after the common ones, each node's output
+# in DIR.nodeK.log; exits with the logs' tails when a node fails.
+run_hosts_job() {  # run_hosts_job DIR PORT SETTINGS...
+  local dir=$1 port=$2 k pid failed=0 pids=()
+  shift 2
+  for k in 0 1; do
+    DSEEK_CLUSTER_SECRET=bench-secret "$testbed" exec "$bed" "$k" build/bin/dseek-node \
+      --config config/single.toml --run-dir "$dir" --node-id "$k" \
+      --coordinator "${addresses[0]}:$port" --set cluster.nodes=2 \
+      --set cluster.advertise_host="\"${addresses[$k]}\"" --set cluster.plaintext=true \
+      --set data.dir="\"$work/text\"" --set checkpoint.every_steps=0 "$@" > "$dir.node$k.log" 2>&1 &
+    pids+=($!)
+  done
+  for pid in "${pids[@]}"; do wait "$pid" || failed=1; done
+  if [[ $failed != 0 ]]; then echo "a node failed; see $dir.node*.log:" >&2; tail -5 "$dir".node*.log >&2; exit 1; fi
+}
+
 start_hosts_bench() {  # start_hosts_bench TAG NAME
   [[ $(id -u) == 0 ]] || { echo "needs root (the test bed makes network namespaces)" >&2; exit 77; }
   testbed=scripts/hosts/testbed.sh

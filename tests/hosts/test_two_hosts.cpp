@@ -49,6 +49,18 @@ std::vector<double> losses_of(const fs::path& run, int node) {
   return losses;
 }
 
+// Every step's loss of nodes 0 .. nodes-1 of `run` within 1e-4 relative of `expected`.
+void check_losses_near(const fs::path& run, int nodes, const std::vector<double>& expected) {
+  for (int node = 0; node < nodes; ++node) {
+    const std::vector<double> losses = losses_of(run, node);
+    REQUIRE(losses.size() == expected.size());
+    for (size_t s = 0; s < losses.size(); ++s) {
+      INFO("node " << node << " step " << s + 1 << ": " << losses[s] << " vs " << expected[s]);
+      CHECK(std::abs(losses[s] - expected[s]) <= 1e-4 * expected[s]);
+    }
+  }
+}
+
 // The tiny job of `steps` steps with `job` settings, one node per host of `bed` (node 0
 // coordinates), TLS between them with certificates of one CA; `during` runs while the
 // nodes train. REQUIREs that every node exits with its `exit_codes` entry (none: 0; -1:
@@ -115,14 +127,7 @@ TEST_CASE("hosts: data parallel on 2 hosts x 2 ranks over TCP and TLS trains as 
   }
   const std::vector<double> expected = losses_of(one_host.path(), 0);
   REQUIRE(expected.size() == static_cast<size_t>(kSteps));
-  for (int node = 0; node < 2; ++node) {
-    const std::vector<double> losses = losses_of(two_hosts.path(), node);
-    REQUIRE(losses.size() == expected.size());
-    for (size_t s = 0; s < losses.size(); ++s) {
-      INFO("node " << node << " step " << s + 1 << ": " << losses[s] << " vs " << expected[s]);
-      CHECK(std::abs(losses[s] - expected[s]) <= 1e-4 * expected[s]);
-    }
-  }
+  check_losses_near(two_hosts.path(), 2, expected);
   CHECK(final_params_sha256(two_hosts.path(), 0, kSteps) ==
         final_params_sha256(two_hosts.path(), 1, kSteps));
   // The gradients crossed the bridge: each host sent at least one model's worth of
@@ -372,14 +377,7 @@ TEST_CASE("hosts: data.balance = throughput gives a CPU-limited host a smaller s
   REQUIRE(expected.size() == static_cast<size_t>(kSteps));
   std::vector<std::vector<std::string>> steps;
   for (int node = 0; node < 2; ++node) steps.push_back(node_events(two_hosts.path(), node, "step"));
-  for (int node = 0; node < 2; ++node) {
-    const std::vector<double> losses = losses_of(two_hosts.path(), node);
-    REQUIRE(losses.size() == expected.size());
-    for (size_t s = 0; s < losses.size(); ++s) {
-      INFO("node " << node << " step " << s + 1 << ": " << losses[s] << " vs " << expected[s]);
-      CHECK(std::abs(losses[s] - expected[s]) <= 1e-4 * expected[s]);
-    }
-  }
+  check_losses_near(two_hosts.path(), 2, expected);
   std::ostringstream shares;
   for (size_t s = 0; s < static_cast<size_t>(kSteps); ++s) {
     const int64_t fast = static_cast<int64_t>(number_field(steps[0][s], "batch_share"));
