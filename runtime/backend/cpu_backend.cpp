@@ -39,7 +39,8 @@ std::string CpuBackend::matmul_kernels() const {
   const std::string blas = openblas_kernels();
   if (!native_bf16_)
     return "fp32: " + blas + "; bf16: operands rounded to bf16, " + blas + " sgemm (" +
-           gemm_.report() + ": no AMX, oneDNN's bf16 would be slower)";
+           gemm_.report() + ": neither AMX nor an AMD CPU's AVX-512 BF16, oneDNN's bf16 "
+           "would be slower)";
   return "fp32: " + blas + "; bf16: " + gemm_.report();
 }
 

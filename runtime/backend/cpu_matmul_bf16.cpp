@@ -5,8 +5,8 @@
 // matmul_kernels()). Each product of two bf16 values is exact in fp32, so this computes
 // what the fp32 sgemm on the rounded values and a bf16 tensor-core GEMM compute, up to
 // the order of the additions -- except that vdpbf16ps treats bf16 subnormals as zero.
-// On a CPU without AMX (OnednnGemm::native_bf16) oneDNN's bf16 is slower than the fp32
-// sgemm, so there the operands are rounded to bf16 values kept in fp32 and the fp32
+// On a CPU with neither AMX nor an AMD core's AVX-512 BF16 (OnednnGemm::native_bf16)
+// oneDNN's bf16 is slower than the fp32 sgemm, so there the operands are rounded to bf16 values kept in fp32 and the fp32
 // sgemm (cpu_matmul.cpp) multiplies them: the same products, at fp32 speed plus the
 // rounding passes; matmul_kernels() says which runs. The blocks are those of cpu_matmul.cpp: forward and dinp split the
 // token rows, dw and dbias the output channels (the reduction over tokens inside one call).

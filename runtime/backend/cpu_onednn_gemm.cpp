@@ -3,6 +3,7 @@
 // std::unordered_map per call).
 #include "runtime/backend/cpu_onednn_gemm.hpp"
 
+#include <cpuid.h>
 #include <omp.h>
 
 #include <cstdlib>
@@ -175,14 +176,31 @@ void OnednnGemm::run(int thread_index, const GemmShape& shape, const void* a, co
         "matmul execute");
 }
 
+namespace {
+bool amd_cpu() {
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  if (__get_cpuid(0, &eax, &ebx, &ecx, &edx) == 0) return false;
+  char vendor[13] = {};
+  std::memcpy(vendor, &ebx, 4);
+  std::memcpy(vendor + 4, &edx, 4);
+  std::memcpy(vendor + 8, &ecx, 4);
+  return std::strcmp(vendor, "AuthenticAMD") == 0;
+}
+
+// The ISA values are nested bit sets.
+bool dispatches_to(dnnl_cpu_isa_t wanted) {
+  const auto isa = static_cast<unsigned>(dnnl_get_effective_cpu_isa());
+  return (isa & static_cast<unsigned>(wanted)) == static_cast<unsigned>(wanted);
+}
+}  // namespace
+
 bool OnednnGemm::native_bf16() {
   if (const char* forced = std::getenv("DSEEK_CPU_BF16_GEMM")) {
     if (std::strcmp(forced, "onednn") == 0) return true;
     if (std::strcmp(forced, "sgemm") == 0) return false;
   }
-  const auto isa = static_cast<unsigned>(dnnl_get_effective_cpu_isa());
-  const auto amx = static_cast<unsigned>(dnnl_cpu_isa_avx512_core_amx);
-  return (isa & amx) == amx;  // the ISA values are nested bit sets
+  if (dispatches_to(dnnl_cpu_isa_avx512_core_amx)) return true;
+  return dispatches_to(dnnl_cpu_isa_avx512_core_bf16) && amd_cpu();
 }
 
 std::string OnednnGemm::report() const {

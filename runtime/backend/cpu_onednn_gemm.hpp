@@ -59,10 +59,13 @@ class OnednnGemm {
   std::string report() const;
 
   // Whether the backend runs its bf16 matmuls here: where oneDNN dispatches bf16 to AMX
-  // (the ISA it reports, which ONEDNN_MAX_CPU_ISA may lower). With AVX-512 BF16 alone its
-  // bf16 GEMM is slower than OpenBLAS's fp32 sgemm (measured 2026-12-03: 80 against 140
-  // GFLOP/s on one core), and without either it is emulated, so the backend takes the
-  // sgemm on rounded operands there. DSEEK_CPU_BF16_GEMM = "onednn" or "sgemm" picks one
+  // (the ISA it reports, which ONEDNN_MAX_CPU_ISA may lower), or to AVX-512 BF16 on an
+  // AMD CPU (Zen 4 issues vdpbf16ps at twice its fp32 FMA rate: 195 against 100 GFLOP/s
+  // on one core, 2026-12-07). On an Intel CPU with AVX-512 BF16 but no AMX its bf16 GEMM
+  // is slower than OpenBLAS's fp32 sgemm (80 against 140 GFLOP/s, 2026-12-03), and
+  // without either it is emulated, so the backend takes the sgemm on rounded operands
+  // there. A rule of the CPU, not a timing, so every node of a job on one kind of
+  // machine computes the same bits. DSEEK_CPU_BF16_GEMM = "onednn" or "sgemm" picks one
   // whatever the CPU (the tests run both paths on any machine).
   static bool native_bf16();
 
