@@ -94,10 +94,13 @@ void check_supported(const JobConfig& config) {
        "parallel.schedule",
        "parallel.schedule, parallel.virtual_stages, parallel.micro_batches and "
        "parallel.partition apply to pipeline-parallel jobs (parallel.pipeline > 1)"},
-      {config.data.balance == Balance::throughput && config.parallel.pipeline > 1, "data.balance",
-       "data.balance = \"throughput\" re-shares whole micro-batches between replicas of "
-       "parallel.pipeline = 1 jobs (data and tensor parallel); a pipeline's schedule is "
-       "planned for one micro-batch count, which is not re-planned per share yet"},
+      // GPipe keeps every micro-batch's activations until its backward.
+      {config.data.balance == Balance::throughput && config.parallel.pipeline > 1 &&
+           config.parallel.schedule == Schedule::gpipe,
+       "data.balance",
+       "data.balance = \"throughput\" needs a schedule whose activations do not grow with "
+       "the share (parallel.schedule = \"1f1b\" or \"interleaved\"): GPipe keeps every "
+       "micro-batch's until its backward, so a replica's memory would follow its share"},
       // NCCL reduces the GPU's memory in place (actors/control/data_plane_link.hpp; a
       // build without NCCL refuses it at the node's start).
       {config.comm.backend == CommBackend::nccl && config.train.device != Device::cuda, "comm.backend",

@@ -239,8 +239,7 @@ const std::vector<Key<JobConfig>>& job_keys() {
                                   "the global batch over the data-parallel replicas: equal "
                                   "slices, or throughput: whole micro-batches "
                                   "(train.micro_batch_size) in proportion to each replica's "
-                                  "measured speed, so the batch need not divide by the nodes "
-                                  "(parallel.pipeline = 1)"),
+                                  "measured speed, so the batch need not divide by the nodes"),
       job<&J::data, &Da::rebalance_every>("data.rebalance_every", between(1, 1000000),
                                           "data.balance = \"throughput\": steps between "
                                           "re-sharings of the batch by the speeds measured "

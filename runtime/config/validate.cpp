@@ -135,11 +135,21 @@ void validate(const JobConfig& config) {
     if (train.micro_batch_size == 0)
       fail(config, "data.balance = \"throughput\" shares the batch out in micro-batches: set "
                    "train.micro_batch_size");
-    if (train.batch_size / train.micro_batch_size < replicas)
+    const int64_t micro_batches = train.batch_size / train.micro_batch_size;
+    // An interleaved pipeline runs a multiple of its stages.
+    const int64_t unit = parallel.schedule == Schedule::interleaved ? parallel.pipeline : 1;
+    if (micro_batches % unit != 0)
+      fail(config, "data.balance = \"throughput\" with parallel.schedule = \"interleaved\": "
+                   "train.batch_size / train.micro_batch_size (" + std::to_string(micro_batches) +
+                       ") must be a multiple of parallel.pipeline (" +
+                       std::to_string(parallel.pipeline) + ")");
+    if (micro_batches / unit < replicas)
       fail(config, "data.balance = \"throughput\": train.batch_size / train.micro_batch_size (" +
-                       std::to_string(train.batch_size / train.micro_batch_size) +
-                       " micro-batches) must be at least the " + std::to_string(replicas) +
-                       " replicas: every replica trains at least one");
+                       std::to_string(micro_batches) + " micro-batches" +
+                       (unit > 1 ? ", in groups of parallel.pipeline" : "") +
+                       ") must be at least the " + std::to_string(replicas) +
+                       " replicas: every replica trains at least one" +
+                       (unit > 1 ? " group" : ""));
   }
   if (equal_slices && data_parallel_nodes && cluster.nodes > 1 && cluster.gpus_per_node == 1 &&
       train.batch_size % cluster.nodes != 0) {

@@ -391,3 +391,54 @@ TEST_CASE("hosts: data.balance = throughput gives a CPU-limited host a smaller s
   CHECK(final_params_sha256(two_hosts.path(), 0, kSteps) ==
         final_params_sha256(two_hosts.path(), 1, kSteps));
 }
+
+// The same with a pipeline in each replica: 2 hosts, one node each running a 2-stage
+// pipeline on its 2 ranks (cluster.gpus_per_node = 2: node 0 is replica 0, node 1 on the
+// CPU-limited host replica 1), 1F1B, a batch of 16 in 8 micro-batches of 2. Host 1 is
+// held back only once the job trains (two ranks starting at a fraction of a CPU miss
+// their heartbeats), to 40% for its two ranks. The replicas' shares (the slower stage
+// sets a replica's speed) add up to the batch, the slow replica's is the smaller from
+// the second re-sharing on, and the losses are those of the same layout with equal
+// shares on this host's loopback up to float32 summation order (1e-4 relative).
+TEST_CASE("hosts: data.balance = throughput shares the batch between pipeline replicas, "
+          "a CPU-limited replica taking the smaller share",
+          "[hosts][balance]") {
+  ScratchDir equal_run("hosts-balance-pp-equal"), two_hosts("hosts-balance-pp"),
+      keys("hosts-balance-pp-keys");
+  const std::vector<std::string> layout = {
+      "--set", "train.threads=1", "--set", "train.eval_every=0", "--set", "train.batch_size=16",
+      "--set", "train.micro_batch_size=2", "--set", "parallel.pipeline=2",
+      "--set", "parallel.data=2", "--set", "cluster.gpus_per_node=2",
+      // Forwards long enough to measure under a 10 ms CPU period (the speed's clock).
+      "--set", "model.dim=128", "--set", "model.layers=4"};
+  const auto reference = run_process(tiny_launch(equal_run.path(), 2, kSteps, layout), 300s, launch_env());
+  INFO(reference.output);
+  REQUIRE(reference.exit_code == 0);
+  TestBed bed(2, 'p');
+  bed.limit_cpu(1, 100);  // the cgroup the node starts in; limited once it trains
+  run_on_hosts(bed, 2, two_hosts.path(), keys.path(),
+               layout + std::vector<std::string>{"--set", "data.balance=\"throughput\"",
+                                                 "--set", "data.rebalance_every=3"},
+               kSteps, [&] {
+                 // No REQUIRE here: the nodes' threads still run (their exits are checked).
+                 if (reached_step(two_hosts.path(), 1)) bed.limit_cpu(1, 40);
+               });
+
+  const std::vector<double> expected = losses_of(equal_run.path(), 0);
+  REQUIRE(expected.size() == static_cast<size_t>(kSteps));
+  check_losses_near(two_hosts.path(), 2, expected);
+  std::vector<std::vector<std::string>> steps;
+  for (int node = 0; node < 2; ++node) steps.push_back(node_events(two_hosts.path(), node, "step"));
+  std::ostringstream shares;
+  for (size_t s = 0; s < static_cast<size_t>(kSteps); ++s) {
+    const int64_t fast = static_cast<int64_t>(number_field(steps[0][s], "batch_share"));
+    const int64_t slow = static_cast<int64_t>(number_field(steps[1][s], "batch_share"));
+    shares << " " << fast << "/" << slow;
+    INFO("step " << s + 1 << " shares fast/slow replica:" << shares.str());
+    CHECK(fast + slow == 16);
+    if (s >= 6) CHECK(slow < fast);
+  }
+  WARN("shares of the 16 sequences, fast replica / CPU-limited replica, per step:" << shares.str());
+  CHECK(final_params_sha256(two_hosts.path(), 0, kSteps) ==
+        final_params_sha256(two_hosts.path(), 1, kSteps));
+}

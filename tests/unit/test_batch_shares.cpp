@@ -80,9 +80,19 @@ TEST_CASE("data.balance = throughput: any batch of one micro-batch per replica, 
   CHECK_THAT(load_error({"cluster.nodes=4", "train.batch_size=6", "train.micro_batch_size=2",
                          "data.balance=\"throughput\""}),
              Contains("(3 micro-batches) must be at least the 4 replicas"));
-  CHECK_THAT(load_error({"cluster.nodes=4", "parallel.pipeline=2", "parallel.data=2",
-                         "train.batch_size=16", "train.micro_batch_size=2",
-                         "data.balance=\"throughput\""}),
-             Contains("data.balance") && Contains("parallel.pipeline = 1"));
+  // Pipelines: 1F1B and interleaved (in groups of P micro-batches); GPipe refused.
+  const std::vector<std::string> pipelines = {"cluster.nodes=4", "parallel.pipeline=2",
+                                              "parallel.data=2", "train.batch_size=14",
+                                              "train.micro_batch_size=2",
+                                              "data.balance=\"throughput\""};
+  CHECK(load_error(pipelines).empty());
+  std::vector<std::string> gpipe = pipelines, interleaved = pipelines;
+  gpipe.push_back("parallel.schedule=\"gpipe\"");
+  CHECK_THAT(load_error(gpipe), Contains("data.balance") && Contains("GPipe"));
+  interleaved.push_back("parallel.schedule=\"interleaved\"");
+  interleaved.push_back("parallel.virtual_stages=2");
+  CHECK_THAT(load_error(interleaved), Contains("(7) must be a multiple of parallel.pipeline (2)"));
+  interleaved.push_back("train.batch_size=16");
+  CHECK(load_error(interleaved).empty());
   CHECK_THAT(load_error({"data.rebalance_every=0"}), Contains("data.rebalance_every"));
 }

@@ -58,9 +58,15 @@ ScheduleShape schedule_shape_of(const config::JobConfig& config) {
   ScheduleShape shape;
   shape.stages = config.parallel.pipeline;
   // Under data.balance = "throughput" a replica's count is its share (the stage trainer
-  // sets it); here the even share, at least one.
-  shape.micro_batches = std::max<int64_t>(
-      1, config.train.batch_size / pipeline_micro_batch_size(config) / config.parallel.data);
+  // sets it); here the even share, at least one unit (interleaved: P micro-batches).
+  shape.micro_batches =
+      config.train.batch_size / pipeline_micro_batch_size(config) / config.parallel.data;
+  if (config.data.balance == config::Balance::throughput) {
+    const int64_t unit = config.parallel.schedule == config::Schedule::interleaved
+                             ? config.parallel.pipeline
+                             : 1;
+    shape.micro_batches = std::max(unit, shape.micro_batches / unit * unit);
+  }
   shape.virtual_stages = config.parallel.virtual_stages;
   try {
     shape.kind = config.parallel.schedule;

@@ -54,9 +54,6 @@ PipelineStageTrainer::PipelineStageTrainer(const config::JobConfig& config, Batc
   const int64_t B = plan_.micro_batch_size;
   activation_floats_ = static_cast<size_t>(B * shape.context * shape.dim);
   by_throughput_ = config.data.balance == config::Balance::throughput;
-  if (by_throughput_ && P > 1)
-    throw std::invalid_argument("PipelineStageTrainer: data.balance = \"throughput\" needs "
-                                "parallel.pipeline = 1");
   if (!by_throughput_) {
     const ReplicaSlice slice = replica_slice(t.batch_size, replicas(), replica());
     if (slice.size != B * plan_.shape.micro_batches)
@@ -66,9 +63,17 @@ PipelineStageTrainer::PipelineStageTrainer(const config::JobConfig& config, Batc
                                   std::to_string(slice.size) + " sequences");
   }
   global_micro_batches_ = t.batch_size / B;
-  shares_ = even_shares(global_micro_batches_, replicas());
+  share_unit_ = plan_.shape.kind == ScheduleKind::interleaved ? P : 1;
+  shares_ = in_units(even_shares(global_micro_batches_ / share_unit_, replicas()));
   take_share(replica());
   slice_first_ = batch_first_;
+  // Under throughput shares a replica's count changes: the activation slots are those of
+  // the largest share (1F1B and interleaved keep a bounded number in flight).
+  const int64_t largest_share = global_micro_batches_ - (replicas() - 1) * share_unit_;
+  const PipelineSchedule widest =
+      by_throughput_ ? PipelineSchedule(ScheduleShape{plan_.shape.kind, P, largest_share,
+                                                      plan_.shape.virtual_stages})
+                     : schedule_;
   inputs_.resize(static_cast<size_t>(B * shape.context));
   targets_.resize(inputs_.size());
   // With replicas, compression may give AdamW its second moment (optim/adamw_settings.hpp).
@@ -80,7 +85,7 @@ PipelineStageTrainer::PipelineStageTrainer(const config::JobConfig& config, Batc
   for (int64_t c = 0; c < chunks; ++c) {
     // Slots: the most micro-batches of this chunk between forward and backward.
     int64_t in_flight = 0, slots = 1;
-    for (const PipelineOp& op : schedule_.ops(stage_)) {
+    for (const PipelineOp& op : widest.ops(stage_)) {
       if (op.chunk != c) continue;
       in_flight += op.type == OpType::forward ? 1 : -1;
       slots = std::max(slots, in_flight);
@@ -164,14 +169,25 @@ PipelineStageTrainer::PipelineStageTrainer(const config::JobConfig& config, Batc
                       chunks_.front()->reducer->carries_state_between_steps();
   overlaps_reduction_ = P == 1 && replicas() > 1 && !reduces_unscaled_;
   lr_schedule_ = optim::LrSchedule{t.lr, t.min_lr, t.warmup_steps, t.steps};
+  make_message_buffers();
+}
+
+void PipelineStageTrainer::make_message_buffers() {
   // A buffer per message of a step, in both directions, in the memory the links move.
-  for (int64_t peer = 0; peer < P; ++peer) {
+  recv_buffers_.clear();
+  send_buffers_.clear();
+  for (int64_t peer = 0; peer < plan_.shape.stages; ++peer) {
     if (peer == stage_) continue;
     for (const auto& message : schedule_.message_order(peer, stage_))
       recv_buffers_.try_emplace(key_of(message), *backend_, links_, activation_floats_);
     for (const auto& message : schedule_.message_order(stage_, peer))
       send_buffers_.try_emplace(key_of(message), *backend_, links_, activation_floats_);
   }
+}
+
+BatchShares PipelineStageTrainer::in_units(BatchShares shares) const {
+  for (int64_t& m : shares.micro_batches) m *= share_unit_;
+  return shares;
 }
 
 // An update left running writes into the chunks' buffers until it ends (HostUpdate's
@@ -630,25 +646,30 @@ void PipelineStageTrainer::take_share(int replica_index) {
   const auto r = static_cast<size_t>(replica_index);
   batch_first_ = shares_.first(replica_index) * plan_.micro_batch_size;
   if (plan_.shape.micro_batches == shares_.micro_batches[r]) return;
-  // Without a pipeline (the only layout whose shares differ) one forward and its
-  // backward after another: one activation slot, whatever the count.
   plan_.shape.micro_batches = shares_.micro_batches[r];
   schedule_ = PipelineSchedule(plan_.shape);
   for (size_t c = 0; c < chunks_.size(); ++c)
     for (const PipelineOp& op : schedule_.ops(stage_))
       if (op.chunk == static_cast<int64_t>(c) && op.type == OpType::backward)
         chunks_[c]->last_backward = op.micro_batch;
+  if (!chunks_.empty()) make_message_buffers();  // a step's messages follow its count
 }
 
 void PipelineStageTrainer::rebalance() {
-  // Each replica's speed in its slot, summed over the world: every rank gets every
-  // replica's, the same bits (a tensor group's ranks add 1/T each: their mean).
-  std::vector<double> speeds(static_cast<size_t>(replicas()), 0.0);
+  // Each stage's speed in its slot, summed over the world: every rank gets every stage's
+  // of every replica, the same bits (a tensor group's ranks add 1/T each: their mean); a
+  // replica is as fast as its slowest stage.
+  const auto P = static_cast<size_t>(plan_.shape.stages);
+  std::vector<double> stage_speeds(static_cast<size_t>(replicas()) * P, 0.0);
   const double seconds = std::max(window_forward_ms_, 1e-3) / 1000.0;
-  speeds[static_cast<size_t>(replica())] =
+  stage_speeds[static_cast<size_t>(replica()) * P + static_cast<size_t>(stage_)] =
       static_cast<double>(window_micro_batches_) / seconds / static_cast<double>(tensor_ranks());
-  sum_over_world(speeds);
-  shares_ = throughput_shares(global_micro_batches_, speeds);
+  sum_over_world(stage_speeds);
+  std::vector<double> speeds(static_cast<size_t>(replicas()));
+  for (size_t r = 0; r < speeds.size(); ++r)
+    speeds[r] = *std::min_element(stage_speeds.begin() + static_cast<std::ptrdiff_t>(r * P),
+                                  stage_speeds.begin() + static_cast<std::ptrdiff_t>((r + 1) * P));
+  shares_ = in_units(throughput_shares(global_micro_batches_ / share_unit_, speeds));
   take_share(replica());
   slice_first_ = batch_first_;
   window_steps_ = window_micro_batches_ = 0;

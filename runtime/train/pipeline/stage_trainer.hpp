@@ -271,6 +271,9 @@ class PipelineStageTrainer {
   void take_share(int replica);
   // data.balance = "throughput": new shares from the window's measured speeds (collective).
   void rebalance();
+  BatchShares in_units(BatchShares shares) const;  // shares of units, in micro-batches
+  // One buffer per message of a step of the current schedule, both directions.
+  void make_message_buffers();
   // A range of `chunk`'s gradients goes to its reducer (staged to the host where the
   // plane reads host memory): the before-reduction hook runs on the step's first, the
   // audit hashes each, and in an audit's recomputation it goes no further.
@@ -351,6 +354,7 @@ class PipelineStageTrainer {
   // data.balance = "throughput" re-shared every rebalance_every steps by the forward
   // speed each replica measured since the last (forward_ms_: this step's forwards).
   BatchShares shares_;
+  int64_t share_unit_ = 1;  // micro-batches a share is made of (interleaved: P)
   bool by_throughput_ = false;
   int64_t window_steps_ = 0, window_micro_batches_ = 0;
   double window_forward_ms_ = 0.0, forward_ms_ = 0.0;
