@@ -35,6 +35,7 @@
 
 #include "actors/cluster/cluster_messages.hpp"
 #include "actors/cluster/cluster_settings.hpp"
+#include "actors/cluster/openssl_error_queue.hpp"
 #include "actors/cluster/tls_files.hpp"
 #include "actors/cluster/transport_security.hpp"
 #include "actors/control/data_plane_link.hpp"
@@ -711,6 +712,9 @@ node_actor spawn_node(caf::actor_system& sys, const config::JobConfig& job_confi
     throw config::ConfigError("cluster.tls_ca is set but the actor system has no libcaf_openssl: "
                               "call dseek::actors::register_node_types(cfg, job.cluster) on its "
                               "config");
+  if (!cluster.tls_ca.empty())
+    if (const std::string problem = openssl_error_queue_guard_problem(); !problem.empty())
+      throw config::ConfigError("cluster.tls_ca is set but " + problem);
   const auto node_start = clock::now();
   const bool runs_coordinator = cluster.node_id == cluster.coordinator_node;
   if (!parse_host_port(cluster.coordinator))

@@ -20,6 +20,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <functional>
 #include <sstream>
 #include <string>
@@ -90,6 +91,10 @@ void run_on_hosts(const TestBed& bed, int hosts, const fs::path& run, const fs::
   }
   if (during) during();
   for (auto& thread : nodes) thread.join();
+  // Kept scratch directories (DSEEK_KEEP_TEST_DIRS) keep each node's console too.
+  if (std::getenv("DSEEK_KEEP_TEST_DIRS") != nullptr)
+    for (int node = 0; node < hosts; ++node)
+      std::ofstream(run / ("node-" + std::to_string(node) + ".out")) << results[static_cast<size_t>(node)].output;
   for (int node = 0; node < hosts; ++node) {
     INFO("node " << node << ":\n" << results[static_cast<size_t>(node)].output);
     const int expected = exit_codes.empty() ? 0 : exit_codes[static_cast<size_t>(node)];
