@@ -8,9 +8,7 @@
 // for libssl's SSL_read and "would block" through the guard.
 #include <catch2/catch.hpp>
 
-#include <arpa/inet.h>
 #include <dlfcn.h>
-#include <netinet/in.h>
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 #include <sys/socket.h>
@@ -25,6 +23,7 @@
 #include <caf/openssl/all.hpp>
 
 #include "actors/cluster/openssl_error_queue.hpp"
+#include "support/node_runs.hpp"
 #include "support/test_paths.hpp"
 #include "support/test_pki.hpp"
 
@@ -47,21 +46,6 @@ class tls_config : public caf::actor_system_config {
 
 caf::behavior echo() {
   return {[](int x) { return x; }};
-}
-
-// Connects to 127.0.0.1:`port`, sends the first bytes of a TLS ClientHello record and
-// closes: the server's handshake reads an unexpected end of file.
-void stranger_closes_mid_handshake(std::uint16_t port) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  REQUIRE(fd >= 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(port);
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
-  const unsigned char partial_hello[] = {0x16, 0x03, 0x01, 0x00, 0xc8, 0x01, 0x00};
-  REQUIRE(::write(fd, partial_hello, sizeof partial_hello) == sizeof partial_hello);
-  ::close(fd);
 }
 
 }  // namespace
@@ -93,7 +77,7 @@ TEST_CASE("tls: a stranger closing mid-handshake does not drop a node's healthy 
   };
   ask(1);
   for (int stranger = 0; stranger < 3; ++stranger) {
-    stranger_closes_mid_handshake(*port);
+    REQUIRE(dseek::testing::half_tls_handshake(*port));
     std::this_thread::sleep_for(200ms);  // the server reads the stranger's end of file
     ask(10 + stranger);
     ask(20 + stranger);

@@ -90,6 +90,21 @@ int free_port() {
   return ntohs(address.sin_port);
 }
 
+bool half_tls_handshake(int port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return false;
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(static_cast<uint16_t>(port));
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  const unsigned char partial_hello[] = {0x16, 0x03, 0x01, 0x00, 0xc8, 0x01, 0x00};
+  const bool sent =
+      ::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0 &&
+      ::write(fd, partial_hello, sizeof partial_hello) == static_cast<ssize_t>(sizeof partial_hello);
+  ::close(fd);
+  return sent;
+}
+
 // Whether a listening socket could take 127.0.0.1:`port` now.
 bool port_free(int port) {
   const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);

@@ -33,6 +33,10 @@ int free_port();
 bool port_free(int port);
 // P such that P and P + 1 were free a moment ago (the /metrics ports of nodes 0 and 1).
 int free_port_pair();
+// A stranger on 127.0.0.1:`port`: connects, sends the first bytes of a TLS ClientHello
+// and closes, so the server's TLS handshake reads an unexpected end of file. Whether it
+// got through (no REQUIRE: callable from a thread; the port may have closed).
+bool half_tls_handshake(int port);
 
 std::vector<std::string> read_lines(const std::filesystem::path& file);
 // The lines of `lines` whose event is `event`.
