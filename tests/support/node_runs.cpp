@@ -54,6 +54,15 @@ std::vector<std::string> tiny_settings(int steps) {
           "--set", "metrics.progress=\"plain\""};
 }
 
+// 127.0.0.1:`port` (0: any port).
+sockaddr_in loopback(int port) {
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(static_cast<uint16_t>(port));
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  return address;
+}
+
 }  // namespace
 
 std::vector<std::string> tiny_job(const std::filesystem::path& run_dir, int steps,
@@ -79,9 +88,7 @@ std::vector<std::string> tiny_launch(const std::filesystem::path& run_dir, int n
 int free_port() {
   const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   REQUIRE(fd >= 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  sockaddr_in address = loopback(0);
   socklen_t length = sizeof address;
   const bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0 &&
                   ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) == 0;
@@ -93,13 +100,10 @@ int free_port() {
 bool half_tls_handshake(int port) {
   const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return false;
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_port = htons(static_cast<uint16_t>(port));
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  const sockaddr_in address = loopback(port);
   const unsigned char partial_hello[] = {0x16, 0x03, 0x01, 0x00, 0xc8, 0x01, 0x00};
   const bool sent =
-      ::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0 &&
+      ::connect(fd, reinterpret_cast<const sockaddr*>(&address), sizeof address) == 0 &&
       ::write(fd, partial_hello, sizeof partial_hello) == static_cast<ssize_t>(sizeof partial_hello);
   ::close(fd);
   return sent;
@@ -108,11 +112,8 @@ bool half_tls_handshake(int port) {
 // Whether a listening socket could take 127.0.0.1:`port` now.
 bool port_free(int port) {
   const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_port = htons(static_cast<uint16_t>(port));
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  const bool free = ::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0;
+  const sockaddr_in address = loopback(port);
+  const bool free = ::bind(fd, reinterpret_cast<const sockaddr*>(&address), sizeof address) == 0;
   ::close(fd);
   return free;
 }
