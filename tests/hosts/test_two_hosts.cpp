@@ -400,11 +400,13 @@ TEST_CASE("hosts: data.balance = throughput gives a CPU-limited host a smaller s
 // The same with a pipeline in each replica: 2 hosts, one node each running a 2-stage
 // pipeline on its 2 ranks (cluster.gpus_per_node = 2: node 0 is replica 0, node 1 on the
 // CPU-limited host replica 1), 1F1B, a batch of 16 in 8 micro-batches of 2. Host 1 is
-// held back only once the job trains (two ranks starting at a fraction of a CPU miss
-// their heartbeats), to 40% for its two ranks. The replicas' shares (the slower stage
-// sets a replica's speed) add up to the batch, the slow replica's is the smaller from
-// the second re-sharing on, and the losses are those of the same layout with equal
-// shares on this host's loopback up to float32 summation order (1e-4 relative).
+// held to 40% of a CPU for its two ranks from the start (a limit set once the job
+// trained raced the run: in one CI run the shares were still equal at step 7), with a
+// heartbeat timeout that the slow host's start cannot miss. The
+// replicas' shares (the slower stage sets a replica's speed) add up to the batch, the
+// slow replica's is the smaller from the first re-sharing on, and the losses are those
+// of the same layout with equal shares on this host's loopback up to float32 summation
+// order (1e-4 relative).
 TEST_CASE("hosts: data.balance = throughput shares the batch between pipeline replicas, "
           "a CPU-limited replica taking the smaller share",
           "[hosts][balance]") {
@@ -420,14 +422,11 @@ TEST_CASE("hosts: data.balance = throughput shares the batch between pipeline re
   INFO(reference.output);
   REQUIRE(reference.exit_code == 0);
   TestBed bed(2, 'p');
-  bed.limit_cpu(1, 100);  // the cgroup the node starts in; limited once it trains
+  bed.limit_cpu(1, 40);
   run_on_hosts(bed, 2, two_hosts.path(), keys.path(),
                layout + std::vector<std::string>{"--set", "data.balance=\"throughput\"",
-                                                 "--set", "data.rebalance_every=3"},
-               kSteps, [&] {
-                 // No REQUIRE here: the nodes' threads still run (their exits are checked).
-                 if (reached_step(two_hosts.path(), 1)) bed.limit_cpu(1, 40);
-               });
+                                                 "--set", "data.rebalance_every=3",
+                                                 "--set", "cluster.heartbeat_timeout_ms=10000"});
 
   const std::vector<double> expected = losses_of(equal_run.path(), 0);
   REQUIRE(expected.size() == static_cast<size_t>(kSteps));
@@ -441,7 +440,7 @@ TEST_CASE("hosts: data.balance = throughput shares the batch between pipeline re
     shares << " " << fast << "/" << slow;
     INFO("step " << s + 1 << " shares fast/slow replica:" << shares.str());
     CHECK(fast + slow == 16);
-    if (s >= 6) CHECK(slow < fast);
+    if (s >= 3) CHECK(slow < fast);
   }
   WARN("shares of the 16 sequences, fast replica / CPU-limited replica, per step:" << shares.str());
   CHECK(final_params_sha256(two_hosts.path(), 0, kSteps) ==
