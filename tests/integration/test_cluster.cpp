@@ -132,9 +132,10 @@ TEST_CASE("a killed node is seen at once, restarted by the launcher, and rejoins
   const double latency_ms =
       ms_between(killed, event_with(run.path(), 0, "node_lost", "lost_node", 1));
   WARN("detection latency (kill): " << latency_ms << " ms");
-  // Seen from the connection ("down" above), so before the 1500 ms heartbeat timeout
-  // could have declared it (34-313 ms here on a quiet machine; 1172 ms once in a loaded CI).
-  CHECK(latency_ms < 1500);
+  // Seen from the connection ("down" above), not by the heartbeat timeout (1500 ms) or a
+  // collective's (30 s): 34-313 ms here on a quiet machine, 1172 ms once in a loaded CI;
+  // the bound only rules out waiting on a collective's timeout (no timed assertions).
+  CHECK(latency_ms < 10000);
 
   // Node 1's second incarnation rejoined, into a world of 3 again.
   const auto started = node_events(run.path(), 1, "node_started");
@@ -202,7 +203,7 @@ TEST_CASE("a hung node is declared lost by heartbeat timeout and rejoins when it
   CHECK(contains(string_field(lost, "reason"), "heartbeat timeout"));
   const double latency_ms = ms_between(hang, lost);
   WARN("detection latency (hang): " << latency_ms << " ms");
-  CHECK(latency_ms < 3000);
+  CHECK(latency_ms < 10000);  // the heartbeat timeout (above), not a collective's 30 s
 
   // Awake again, node 1 hears that it is no longer a member and joins again.
   std::string evicted;
@@ -445,7 +446,7 @@ std::string check_dropped_heartbeats(const ScratchDir& run, const std::vector<st
   const auto drop = fault_of(run.path(), 1, "drop_messages");
   REQUIRE_FALSE(drop.empty());
   WARN("detection latency (drop_messages 1.0): " << ms_between(drop, lost) << " ms");
-  CHECK(ms_between(drop, lost) < 3000);
+  CHECK(ms_between(drop, lost) < 10000);  // the heartbeat timeout, not a collective's 30 s
 
   // Node 1's process runs on; node 0 goes on without it (elastic.rejoin_seconds = 1).
   const auto recovered = wait_for_event(run.path(), 0, "recovered", 30s);

@@ -109,6 +109,11 @@ double max_loss_difference(const Job& job, int node, const Job& reference) {
   return worst;
 }
 
+// Detection and recovery times are printed (WARN) and measured by bench/zero_recovery.sh
+// and bench/hosts_recovery.sh, not asserted as figures: a bound only rules out a node
+// that waited on a collective's timeout (comm.timeout_ms, 30 s) instead of the loss.
+constexpr double kFarBelowCollectiveTimeoutMs = 15000;
+
 // Node `node` recovered once, from `from_step`, out of `source`, into a world of
 // `world_size`; returns its recovery_ms.
 double recovered(const Job& job, int node, int from_step, const std::string& source,
@@ -202,7 +207,7 @@ TEST_CASE("a node killed at a step rejoins and the job ends with the fault-free 
   WARN("recovery_ms (kill at step 10, rejoin): " << listing(recovery_ms) << "; training again "
                                                  << fault_to_recovery_ms(*job, 1, "kill")
                                                  << " ms after the kill");
-  for (const auto& [node, ms] : recovery_ms) CHECK(ms < 5000);
+  for (const auto& [node, ms] : recovery_ms) CHECK(ms < kFarBelowCollectiveTimeoutMs);
 }
 
 // The link-cut case of the test bed (tests/hosts) on loopback: node 1 is killed at step
@@ -360,7 +365,7 @@ TEST_CASE("a node that hangs for good is declared lost and the survivors finish"
   }
   WARN("hang: detected after " << listing(detection_ms) << " (heartbeat timeout 1500 ms); "
                                << "recovery_ms " << listing(recovery_ms));
-  for (const auto& [node, ms] : detection_ms) CHECK(ms < 5000);
+  for (const auto& [node, ms] : detection_ms) CHECK(ms < kFarBelowCollectiveTimeoutMs);
   CHECK(relative_difference(number_field(train_done(*job, 0), "loss"),
                             number_field(train_done(reference, 0), "loss")) <= kSumOrderTolerance);
 }
@@ -388,7 +393,7 @@ TEST_CASE("a corrupted gradient is caught by the replica check and repaired from
   WARN("recovery_ms (corrupt_gradient at step 10): "
        << listing(recovery_ms) << "; training again "
        << fault_to_recovery_ms(*job, 1, "corrupt_gradient") << " ms after the corruption");
-  for (const auto& [node, ms] : recovery_ms) CHECK(ms < 5000);
+  for (const auto& [node, ms] : recovery_ms) CHECK(ms < kFarBelowCollectiveTimeoutMs);
 }
 
 TEST_CASE("a node killed in the middle of the gradient all-reduce costs nothing",
@@ -407,7 +412,7 @@ TEST_CASE("a node killed in the middle of the gradient all-reduce costs nothing"
   WARN("recovery_ms (kill during the reduction of step 11): "
        << listing(recovery_ms) << "; training again " << fault_to_recovery_ms(*job, 1, "kill")
        << " ms after the kill");
-  for (const auto& [node, ms] : recovery_ms) CHECK(ms < 5000);
+  for (const auto& [node, ms] : recovery_ms) CHECK(ms < kFarBelowCollectiveTimeoutMs);
 }
 
 namespace {
@@ -452,7 +457,7 @@ TEST_CASE("under ZeRO 1 a killed node's shard comes back from its neighbour's me
   WARN("recovery_ms (ZeRO 1, kill at step 10, rejoin, from memory): "
        << listing(recovery_ms) << "; training again " << fault_to_recovery_ms(*job, 1, "kill")
        << " ms after the kill");
-  for (const auto& [node, ms] : recovery_ms) CHECK(ms < 5000);
+  for (const auto& [node, ms] : recovery_ms) CHECK(ms < kFarBelowCollectiveTimeoutMs);
   // The whole float32 state was rebuilt and resharded onto the same world: bit for bit.
   CHECK(sha == params_of(reference, 0));
 }
@@ -531,7 +536,7 @@ TEST_CASE("under ZeRO 1 losing a node and its replica's holder resumes from the 
   WARN("recovery_ms (ZeRO 1, two neighbours killed at step 12, checkpoint of step 10): "
        << listing(recovery_ms) << "; training again " << fault_to_recovery_ms(*job, 1, "kill")
        << " ms after the kill");
-  for (const auto& [node, ms] : recovery_ms) CHECK(ms < 5000);
+  for (const auto& [node, ms] : recovery_ms) CHECK(ms < kFarBelowCollectiveTimeoutMs);
   // A checkpoint holds the whole float32 state: steps 11 and 12 are done again exactly.
   CHECK(sha == params_of(reference, 0));
   CHECK(number_field(train_done(*job, 0), "loss") ==

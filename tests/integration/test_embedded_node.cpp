@@ -103,7 +103,8 @@ TEST_CASE("an application that embeds a node trains the tiny job to the paramete
 TEST_CASE("an embedded node joins a job with a standalone dseek-node, pauses it, checkpoints "
           "it while paused and resumes it, and the job reaches the parameters of dseek launch",
           "[embed][integration]") {
-  constexpr int steps = 16;
+  // Steps enough after PAUSE_AFTER for the pause to be agreed on a loaded machine.
+  constexpr int steps = 40;
   constexpr int pause_after = 6;
   // Checkpoints every 5 steps, all kept: the one asked for stays on disk.
   const auto job = kTwoNodeJob + std::vector<std::string>{"--set", "checkpoint.every_steps=5",

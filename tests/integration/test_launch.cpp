@@ -233,6 +233,7 @@ TEST_CASE("dseek launch gives up a node past max_restarts and the job goes on wi
 
 TEST_CASE("dseek launch forwards SIGTERM and the nodes stop orderly, exit 143", "[launch]") {
   FakeJob job("launch-sigterm");
+  (void)prepared_text();  // prepared before the signaller's 10 s start
   // Once both nodes are up, SIGTERM their parent: the launcher.
   std::thread signaller([&] {
     const auto give_up = std::chrono::steady_clock::now() + 10s;
@@ -274,6 +275,7 @@ TEST_CASE("dseek launch kills a hung (SIGSTOPped) node at the end", "[launch]") 
 
 TEST_CASE("dseek launch --timeout stops the job with exit 124", "[launch]") {
   FakeJob job("launch-timeout");
+  (void)prepared_text();  // prepared before the clock starts
   const auto start = std::chrono::steady_clock::now();
   auto result = job.run(2, {{0, "serve"}, {1, "serve"}}, {"--timeout", "1"});
   const auto took = std::chrono::steady_clock::now() - start;

@@ -93,7 +93,9 @@ TEST_CASE("a real Prometheus scrapes both nodes of a launched job and sees a nod
   const std::string target0 = "127.0.0.1:" + std::to_string(metrics_port);
   const std::string target1 = "127.0.0.1:" + std::to_string(metrics_port + 1);
   const auto config = run / "prometheus.yml";
-  std::ofstream(config) << "global:\n  scrape_interval: 1s\n  scrape_timeout: 900ms\n"
+  // A scrape of node 0 that missed its timeout would make its target's alert pending:
+  // the timeout is long enough for a loaded 2-core machine (one compute thread a node).
+  std::ofstream(config) << "global:\n  scrape_interval: 2s\n  scrape_timeout: 1900ms\n"
                            "  evaluation_interval: 1s\n"
                            "rule_files:\n  - " << (source_dir() / "deploy/prometheus/alerts.yml").string() << "\n"
                            "scrape_configs:\n  - job_name: dseek\n    static_configs:\n"
@@ -109,7 +111,7 @@ TEST_CASE("a real Prometheus scrapes both nodes of a launched job and sees a nod
                                {"--set", "metrics.prometheus_port=" + std::to_string(metrics_port),
                                 "--set", "metrics.prometheus_host=\"127.0.0.1\"",
                                 "--set", "cluster.max_restarts=0",
-                                "--set", "elastic.rejoin_seconds=1"});
+                                "--set", "elastic.rejoin_seconds=1", "--set", "train.threads=1"});
   SpawnedProcess launcher = SpawnedProcess::start(job, (run / "launch.log").string(), launch_env());
   INFO(read_lines(run / "prometheus.log").size() << " lines of prometheus.log");
 

@@ -186,8 +186,9 @@ TEST_CASE("traces: the pipeline's stage trace is on the coordinator's clock when
   REQUIRE(launched.exit_code == 0);
   // RUN_DIR/trace.json (pid = stage): stage 1 (node 1) runs a micro-batch's forward once
   // stage 0's forward of it has sent its activation, so on one clock it starts after
-  // that forward ends (less half a round trip of the offset's error, within 1 ms here)
-  // and not seconds later; on node 1's own clock it would start 5 s late.
+  // that forward ends (less half a round trip of the offset's error: within 1 ms here,
+  // 5 ms allowed for a loaded machine) and not seconds later; on node 1's own clock it
+  // would start 5 s late.
   const auto lines = trace_lines(run / "trace.json");
   const auto first_start = [&](int pid, const std::string& name) {
     double best = 1e300;
@@ -205,7 +206,7 @@ TEST_CASE("traces: the pipeline's stage trace is on the coordinator's clock when
     REQUIRE(stage0_end < 1e300);
     REQUIRE(stage1_start < 1e300);
     INFO("stage 0 ends " << stage0_end << ", stage 1 starts " << stage1_start);
-    CHECK(stage1_start >= stage0_end - 1000);
+    CHECK(stage1_start >= stage0_end - 5000);
     CHECK(stage1_start - stage0_end < 1e6);
   }
   // `dseek trace merge` keeps it there: node 1's own trace, moved by its offset, has its
