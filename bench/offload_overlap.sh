@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
-# What the overlapped CPU offload (train.offload_overlap) buys: dseek-node (its
-# gradient_shard actors update AdamW on the CPU) trains the default job's model for a few
-# steps with the overlap on and off, on the CPU backend and on the scrambled test device
-# (memory the host cannot read in place: every update goes through host staging and
-# back, as on a GPU), rounds interleaved so machine noise hits every setting alike.
-# Prints per setting the median step time, the median time the forward waited for
-# updated chunks (offload_wait_ms), and the ratio against the overlap off.
+# Where AdamW runs, and what the overlapped CPU offload (train.offload_overlap) buys:
+# dseek-node trains the default job's model for a few steps with the optimizer offloaded
+# (train.offload = "optimizer": its gradient_shard actors update AdamW on the CPU) with
+# the overlap on and off, and with AdamW on the device (train.offload = "none": the
+# trainer's own, nothing staged through the host), on the CPU backend and on the
+# scrambled test device (memory the host cannot read in place: an offloaded update goes
+# through host staging and back, as on a GPU), rounds interleaved so machine noise hits
+# every setting alike. Prints per setting the median step time, the median time the
+# forward waited for updated chunks (offload_wait_ms), and the ratio against the
+# offloaded optimizer without overlap.
 #
 #   bench/offload_overlap.sh [--device cpu|scrambled-cpu-for-tests|cuda ...] [--runs 3]
 #                            [--steps 20] [--threads 2] [--config FILE] [--data DIR]
@@ -74,41 +77,47 @@ PY
 }
 
 echo "# offload overlap, $(date -u '+%Y-%m-%d %H:%M UTC'); load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
-machine_line ", train.threads $threads (gradient_shard actors: as many)"
+machine_line ", train.threads $threads (gradient_shard actors, when offloaded: as many)"
 read -r dim layers heads context vocab batch _ < <(model_shape "$config")
 echo "model: $config: dim $dim, layers $layers, heads $heads, context $context, vocab $vocab, batch $batch; fp32; $steps steps (first 2 untimed), $runs rounds; one dseek-node, parallel.zero = 0"
 declare -A ms wait
+# train.offload:train.offload_overlap (the overlap is the offloaded optimizer's only).
+settings=(optimizer:true optimizer:false none:false)
 for ((round = 1; round <= runs; ++round)); do
   for device in "${devices[@]}"; do
-    for overlap in true false; do
-      run=$scratch/run-$device-$overlap-$round
+    for setting in "${settings[@]}"; do
+      offload=${setting%:*} overlap=${setting#*:}
+      run=$scratch/run-$device-$offload-$overlap-$round
       "$bin_dir/dseek-node" --config "$config" --run-dir "$run" \
         --set "data.dir=\"$data\"" --set "train.steps=$steps" --set "train.threads=$threads" \
         --set "train.eval_every=0" --set "train.device=\"$device\"" \
-        --set "train.offload_overlap=$overlap" --set 'metrics.progress="plain"' \
+        --set "train.offload=\"$offload\"" --set "train.offload_overlap=$overlap" \
+        --set 'metrics.progress="plain"' \
         >"$run.log" 2>&1 || { tail -n 20 "$run.log" >&2; exit 1; }
       read -r m w < <(summary "$run")
-      ms[$device,$overlap]+=" $m"
-      wait[$device,$overlap]+=" $w"
-      echo "round $round, $device, offload_overlap=$overlap: step_ms $m, offload_wait_ms $w, load $(cut -d' ' -f1 /proc/loadavg)"
+      ms[$device,$setting]+=" $m"
+      wait[$device,$setting]+=" $w"
+      echo "round $round, $device, offload=$offload, offload_overlap=$overlap: step_ms $m, offload_wait_ms $w, load $(cut -d' ' -f1 /proc/loadavg)"
     done
   done
 done
 echo
-echo "| train.device | offload_overlap | step ms (median) | rounds (ms) | forward wait ms (median) | vs overlap off |"
-echo "|---|---|---:|---|---:|---:|"
+echo "| train.device | train.offload | offload_overlap | step ms (median) | rounds (ms) | forward wait ms (median) | vs optimizer, overlap off |"
+echo "|---|---|---|---:|---|---:|---:|"
 for device in "${devices[@]}"; do
-  base=$(median ${ms[$device,false]})
-  for overlap in true false; do
-    m=$(median ${ms[$device,$overlap]})
-    w=$(median ${wait[$device,$overlap]})
-    "$py" - "$device" "$overlap" "$m" "$base" "$w" "${ms[$device,$overlap]}" <<'PY'
+  base=$(median ${ms[$device,optimizer:false]})
+  for setting in "${settings[@]}"; do
+    m=$(median ${ms[$device,$setting]})
+    w=$(median ${wait[$device,$setting]})
+    "$py" - "$device" "$setting" "$m" "$base" "$w" "${ms[$device,$setting]}" <<'PY'
 import sys
-device, overlap, m, base, w, rounds = sys.argv[1:7]
+device, setting, m, base, w, rounds = sys.argv[1:7]
+offload, overlap = setting.split(":")
 m, base, w = float(m), float(base), float(w)
 rounds = " ".join(f"{float(r):.1f}" for r in rounds.split())
 wait = f"{w:.2f}" if overlap == "true" else "-"
-print(f"| {device} | {overlap} | {m:.1f} | {rounds} | {wait} | {m / base:.3f} |")
+overlap = overlap if offload == "optimizer" else "-"
+print(f"| {device} | {offload} | {overlap} | {m:.1f} | {rounds} | {wait} | {m / base:.3f} |")
 PY
   done
 done

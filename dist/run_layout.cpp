@@ -28,7 +28,6 @@ train::PipelineRunSummary run_layout(const config::JobConfig& config,
   if (device != nullptr) on_device = cut_parallel_groups(*device, layout);
   comm::Communicator* device_data = settings.backend_memory ? on_device.data.get() : nullptr;
   train::RunOptions run = options;
-  if (device != nullptr && settings.backend_memory) run.optimizer_shards = nullptr;
   // Without a pipeline the rank is the only stage.
   train::SingleStageLinks one_stage;
   std::unique_ptr<CommPipelineLinks> stage_links;

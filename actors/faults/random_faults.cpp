@@ -35,9 +35,11 @@ class Draws {
 // the schedule's kill already takes a whole node down).
 std::vector<std::string> actors_of(const RandomFaultsShape& shape) {
   std::vector<std::string> names;
-  for (const auto& name : crashable_actors())
-    if (name != (shape.staged ? "gradient_shard" : "pipeline_stage") && name != "node")
-      names.push_back(name);
+  for (const auto& name : crashable_actors()) {
+    if (name == "node" || (name == "pipeline_stage" && !shape.staged)) continue;
+    if (name == "gradient_shard" && (shape.staged || !shape.gradient_shards)) continue;
+    names.push_back(name);
+  }
   return names;
 }
 

@@ -33,6 +33,9 @@ struct RandomFaultsShape {
   // Its node is never hung (that would need coordinator failover); it may be killed
   // (restarted, it brings up a new coordinator).
   int64_t coordinator_node = 0;
+  // Whether its worker groups have gradient_shard actors (an optimizer offloaded to the
+  // CPU: config::optimizer_offloaded); without them crash_actor never names one.
+  bool gradient_shards = true;
 };
 
 // Throws std::invalid_argument when the job is too small for a schedule (fewer than 3

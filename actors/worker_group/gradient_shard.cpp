@@ -331,6 +331,7 @@ class actor_optimizer final : public train::OptimizerShards {
 }  // namespace
 
 int gradient_shard_count(const config::JobConfig& config) {
+  if (!config::optimizer_offloaded(config)) return 0;  // AdamW on the device
   if (config.train.threads > 0) return static_cast<int>(config.train.threads);
   // train.threads = 0: all cores, as the trainer's backend resolves it.
   return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));

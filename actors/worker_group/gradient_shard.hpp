@@ -60,7 +60,8 @@ struct gradient_shard_lost : std::runtime_error {
 };
 
 // How many gradient_shard actors a node's worker group has: one per compute thread
-// (train.threads), so the update runs as wide as the trainer's own did.
+// (train.threads), so the update runs as wide as the trainer's own did; none when AdamW
+// runs on the device (config::optimizer_offloaded false).
 int gradient_shard_count(const config::JobConfig& config);
 
 // Spawns gradient_shard number `index` of worker group `local_rank` (a node runs one

@@ -310,6 +310,7 @@ std::string add_random_faults(LaunchArgs& parsed, const config::JobConfig& job) 
   shape.nodes = parsed.nodes;
   shape.steps = job.train.steps;
   shape.staged = job.parallel.pipeline > 1 || job.parallel.tensor > 1;
+  shape.gradient_shards = config::optimizer_offloaded(job);
   shape.coordinator_node = job.cluster.coordinator_node;
   std::vector<config::FaultSpec> faults;
   try {

@@ -10,9 +10,10 @@
 #      row with the error (e.g. fp8 on a GPU older than sm_90) -- never a made-up number;
 #   3b. the peer: the same GPT-2 in PyTorch (bench/peers/pytorch_gpt_train.py, bf16
 #      autocast, fused attention on cuda), tokens/s and the ratio dseek bf16 / PyTorch;
-#   4. the overlapped CPU offload: bench/offload_overlap.sh --device cuda (dseek-node,
-#      train.offload_overlap true against false: step time and the forward's wait for
-#      updated chunks; skipped in cpu mode);
+#   4. where AdamW runs: bench/offload_overlap.sh --device cuda (dseek-node, AdamW on
+#      the GPU, train.offload = "none", against the CPU offload with
+#      train.offload_overlap true and false: step time and the forward's wait for updated
+#      chunks; skipped in cpu mode);
 #   5. pipeline and tensor parallelism on the device: bench/gpu/parallel_device_check.sh,
 #      a P = 2 job and a T = 2 job, each two dseek-node processes sharing CUDA device 0,
 #      against the same job on the CPU backend (every step's loss within 1e-4 relative,

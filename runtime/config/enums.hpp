@@ -21,6 +21,8 @@ enum class CommBackend { ucx, nccl };
 enum class Compression { none, topk, int8, topk_int8 };
 enum class Progress { automatic, bar, plain, off };
 enum class Balance { equal, throughput };
+// Where AdamW runs (train.offload): automatic picks by the device (job_config.hpp).
+enum class Offload { automatic, none, optimizer };
 // `unset` is no name: a [[faults]] entry must give its kind.
 enum class FaultKind {
   kill, hang, crash_actor, drop_messages, slow, corrupt_gradient, fail_checkpoint_write,
@@ -66,6 +68,10 @@ struct EnumNames<Progress> {
 template <>
 struct EnumNames<Balance> {
   static constexpr std::array<std::string_view, 2> names{"equal", "throughput"};
+};
+template <>
+struct EnumNames<Offload> {
+  static constexpr std::array<std::string_view, 3> names{"auto", "none", "optimizer"};
 };
 template <>
 struct EnumNames<FaultKind> {

@@ -54,6 +54,15 @@ bool has_fault_without_replicas(const JobConfig& config) {
   return false;
 }
 
+// The gradient_shard actors run an offloaded optimizer only (train.offload).
+bool crashes_a_missing_shard(const JobConfig& config) {
+  if (optimizer_offloaded(config)) return false;
+  for (const auto& fault : config.faults)
+    if (fault.kind == FaultKind::crash_actor && actor_of_target(fault.actor) == "gradient_shard")
+      return true;
+  return false;
+}
+
 // Only a pipeline or tensor-parallel job has a pipeline_stage actor to crash.
 bool crashes_a_missing_stage(const JobConfig& config) {
   for (const auto& fault : config.faults)
@@ -83,6 +92,10 @@ void check_supported(const JobConfig& config) {
       {crashes_a_missing_stage(config), "faults",
        "crash_actor of the pipeline_stage: only a pipeline or tensor-parallel job "
        "(parallel.pipeline or parallel.tensor > 1) has that actor"},
+      {crashes_a_missing_shard(config), "faults",
+       "crash_actor of a gradient_shard: they run the optimizer offloaded to the CPU, and "
+       "with train.offload = \"none\" (\"auto\" on a GPU) AdamW runs on the device "
+       "instead; set train.offload = \"optimizer\" to have them"},
       {has_fault_without_a_target(config), "faults",
        "corrupt_gradient fires at a step of a multi-node job (it is caught by comparing "
        "replicas), fail_checkpoint_write at a step only, and fail_connect in a job of "
@@ -106,6 +119,19 @@ void check_supported(const JobConfig& config) {
       {config.comm.backend == CommBackend::nccl && config.train.device != Device::cuda, "comm.backend",
        "the NCCL data plane reduces GPU memory: it needs train.device = \"cuda\"; use "
        "comm.backend = \"ucx\" on the CPU"},
+      // The given second moment's update is written for host memory (optim/adamw.cpp).
+      {config.train.offload == Offload::none && config.train.device != Device::cpu &&
+           second_moment_from_local_gradients(config) && config.comm.backend != CommBackend::nccl,
+       "train.offload",
+       "AdamW with the second moment estimated from local gradients (comm.compression with "
+       "comm.variance_refresh_steps > 0) runs on the host: use train.offload = \"auto\" "
+       "or \"optimizer\", or comm.variance_refresh_steps = 0"},
+      // NCCL's reduced gradients stay on the GPU, and AdamW runs there.
+      {config.comm.backend == CommBackend::nccl && config.train.offload == Offload::optimizer,
+       "train.offload",
+       "with comm.backend = \"nccl\" the gradients are reduced in GPU memory and AdamW "
+       "runs there; an optimizer offloaded to the CPU is built for the UCX data plane: "
+       "use train.offload = \"none\" or \"auto\", or comm.backend = \"ucx\""},
       // Several worker groups a node (cluster.gpus_per_node): in a pipeline or
       // tensor-parallel job each is one rank of the data x pipeline x tensor world
       // (parallel.data counts its replicas); a data-parallel job's degree is the world.

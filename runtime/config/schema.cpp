@@ -193,9 +193,16 @@ const std::vector<Key<JobConfig>>& job_keys() {
           "where each worker computes: cpu, or cuda (CUDA device 0 of the node; a build "
           "without CUDA or a host without a device fails at start); scrambled-cpu-for-tests "
           "is a TEST device, the CPU behind memory the host cannot read directly"),
+      job<&J::train, &Tr::offload>(
+          "train.offload", names(),
+          "where AdamW and its moments live: optimizer = on the host CPU, in dseek-node's "
+          "gradient_shard actors (on a GPU the parameters and gradients cross PCIe every "
+          "step); none = on the training device (the trainer's own AdamW); auto = the "
+          "shards on the cpu device, the device on cuda"),
       job<&J::train, &Tr::offload_overlap>(
           "train.offload_overlap", any(),
-          "with the optimizer offloaded to the CPU (dseek-node's gradient_shard actors) and "
+          "with the optimizer offloaded to the CPU (train.offload, dseek-node's "
+          "gradient_shard actors) and "
           "parallel.zero = 0: the update runs chunk by chunk in layout order (embeddings, "
           "block 0, 1, ..., final LayerNorm), each chunk goes back to the device as soon as "
           "it is updated, and the next step's forward waits only for the chunk it reads "

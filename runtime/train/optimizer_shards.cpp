@@ -30,7 +30,8 @@ optim::AdamW adamw_of(const OptimizerSpec& spec) {
 }
 }  // namespace
 
-LocalOptimizer::LocalOptimizer(const OptimizerSpec& spec) : adamw_(adamw_of(spec)) {}
+LocalOptimizer::LocalOptimizer(const OptimizerSpec& spec)
+    : adamw_(adamw_of(spec)), backend_name_(spec.backend.name()) {}
 
 std::unique_ptr<OptimizerShards> make_optimizer_of(const OptimizerShardsFactory& factory,
                                                          const OptimizerSpec& spec) {

@@ -119,10 +119,12 @@ class LocalOptimizer final : public OptimizerShards {
   }
   int64_t steps_taken() const override { return adamw_.steps_taken(); }
   void set_steps_taken(int64_t steps) override { adamw_.set_steps_taken(steps); }
-  std::string describe() const override { return "local AdamW"; }
+  // "AdamW on cpu", "AdamW on cuda": the trainer's backend, where the moments live.
+  std::string describe() const override { return "AdamW on " + backend_name_; }
 
  private:
   optim::AdamW adamw_;
+  std::string backend_name_;
 };
 
 // Cuts `owned` (disjoint ranges, in order) into at most `pieces` pieces of nearly equal

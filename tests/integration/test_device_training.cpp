@@ -2,9 +2,9 @@
 // dseek-node and `dseek launch` as a user runs them. Without a GPU here, the proof is the
 // scrambled test device (runtime/backend/scrambled_backend.hpp): the CPU's arithmetic
 // behind memory that reads as garbage in place. A run on it ends with the CPU run's
-// params_sha256 only if the trainer, the gradient_shard actors (the optimizer offloaded
-// to the CPU), checkpoints, resume and the data-parallel reduction all go through the
-// backend's copy calls. Also: train.device = "cuda" either trains (a CUDA build on a
+// params_sha256 only if the trainer, its optimizer (by default on the device; with
+// train.offload = "optimizer" the gradient_shard actors on the CPU), checkpoints, resume
+// and the data-parallel reduction all go through the backend's copy calls. Also: train.device = "cuda" either trains (a CUDA build on a
 // host with a device) or fails at once naming train.device; and every step event
 // reports the backend's peak memory. The overlapped CPU offload (train.offload_overlap)
 // gives the bits of the update finished in its own step, on both devices. fp8 gives the
@@ -64,6 +64,18 @@ TEST_CASE("a run on the scrambled test device ends with the CPU run's parameters
   CHECK(final_sha(straight.path()) == expected);
   const auto started = node_events(straight.path(), "run_started");
   REQUIRE(started.size() == 1);
+  // train.offload = "auto": AdamW on the device (its moments in the device's memory),
+  // where the CPU run's is the node's gradient_shard actors; offloaded by choice, the
+  // shards update the device's parameters through host copies, to the same bits.
+  CHECK(string_field(started[0], "optimizer") == "AdamW on scrambled-cpu-for-tests");
+  CHECK(string_field(node_events(cpu.path(), "run_started").at(0), "optimizer") ==
+        "2 gradient_shard actors");
+  ScratchDir offloaded("device-offloaded");
+  run_ok(tiny_job(offloaded.path(), 10, kScrambled + std::vector<std::string>{
+                                            "--set", "train.offload=\"optimizer\""}));
+  CHECK(final_sha(offloaded.path()) == expected);
+  CHECK(string_field(node_events(offloaded.path(), "run_started").at(0), "optimizer") ==
+        "2 gradient_shard actors");
   // Every step reports the backend's peak memory: at least the parameters, gradients and
   // two moments of the model (4 buffers of params floats).
   const double params = number_field(started[0], "params");
@@ -121,7 +133,8 @@ TEST_CASE("the overlapped CPU offload through dseek-node ends with the parameter
   for (const std::string device : {"cpu", "scrambled-cpu-for-tests"}) {
     INFO("device " << device);
     ScratchDir on("offload-on"), off("offload-off");
-    const std::vector<std::string> on_device = {"--set", "train.device=\"" + device + "\""};
+    const std::vector<std::string> on_device = {"--set", "train.device=\"" + device + "\"",
+                                                "--set", "train.offload=\"optimizer\""};
     run_ok(tiny_job(on.path(), 10, on_device + std::vector<std::string>{
                                        "--set", "train.offload_overlap=true"}));
     run_ok(tiny_job(off.path(), 10, on_device + std::vector<std::string>{

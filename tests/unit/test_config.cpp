@@ -375,6 +375,49 @@ TEST_CASE("config: check_supported rejects features this build lacks", "[config]
   CHECK_THAT(error_of([&] { config::check_supported(faulty); }), Contains("[[faults]]"));
 }
 
+TEST_CASE("config: train.offload says where AdamW runs, auto by the device, and the "
+          "combinations that cannot run are refused by name",
+          "[config]") {
+  const auto job = [](std::vector<std::string> settings,
+                       const std::vector<std::string>& more = {}) {
+    settings.insert(settings.end(), more.begin(), more.end());
+    return config::load_config_text("", "x.toml", settings);
+  };
+  const std::string cuda = "train.device=\"cuda\"";
+  // auto: the gradient_shard actors on the CPU; the device's own AdamW on a GPU (also
+  // with NCCL); offloaded where the update needs the host (a given second moment).
+  CHECK(config::optimizer_offloaded(config::default_config()));
+  CHECK_FALSE(config::optimizer_offloaded(job({cuda})));
+  CHECK_FALSE(config::optimizer_offloaded(job({"train.device=\"scrambled-cpu-for-tests\""})));
+  const std::vector<std::string> compressed = {cuda, "cluster.nodes=2", "parallel.data=2",
+                                               "comm.compression=\"topk\""};
+  CHECK(config::optimizer_offloaded(job(compressed)));
+  CHECK_FALSE(config::optimizer_offloaded(job(compressed, {"comm.variance_refresh_steps=0"})));
+  CHECK_FALSE(config::optimizer_offloaded(job({cuda, "comm.backend=\"nccl\""})));
+  // Chosen: as asked.
+  CHECK(config::optimizer_offloaded(job({cuda, "train.offload=\"optimizer\""})));
+  CHECK_FALSE(config::optimizer_offloaded(job({"train.offload=\"none\""})));
+  CHECK_NOTHROW(config::check_supported(job({"train.offload=\"none\""})));
+  CHECK_THAT(error_of([&] { job({"train.offload=\"gpu\""}); }),
+             Contains("train.offload") && Contains("gpu"));
+  // NCCL reduces and updates on the GPU.
+  CHECK_THAT(error_of([&] {
+               config::check_supported(job({cuda, "comm.backend=\"nccl\"", "train.offload=\"optimizer\""}));
+             }),
+             Contains("this job cannot run") && Contains("train.offload = \"optimizer\""));
+  // The given second moment's update runs on the host only.
+  CHECK_THAT(error_of([&] {
+               config::check_supported(job(compressed, {"train.offload=\"none\""}));
+             }),
+             Contains("train.offload = \"none\"") && Contains("comm.variance_refresh_steps"));
+  // No gradient_shard actor to crash where AdamW runs on the device.
+  const std::string crash = "faults=[{kind = \"crash_actor\", actor = \"gradient_shard\", step = 2}]";
+  CHECK_THAT(error_of([&] { config::check_supported(job({cuda, crash})); }),
+             Contains("[[faults]]") && Contains("gradient_shard"));
+  CHECK_NOTHROW(config::check_supported(job({cuda, crash, "train.offload=\"optimizer\""})));
+  CHECK_NOTHROW(config::check_supported(job({crash})));
+}
+
 TEST_CASE("config: mixed precision runs where it is wired in, else is refused by name",
           "[config][precision]") {
   for (const char* precision : {"train.precision=bf16", "train.precision=fp8"}) {

@@ -208,3 +208,44 @@ TEST_CASE("offload overlap: the forward waits for each chunk and the parameters 
     CHECK(premature.sha != local.sha);
   }
 }
+
+// Where AdamW runs decides what crosses between the host and the device each step
+// (train.offload): on the device (a LocalOptimizer on the trainer's backend: "none",
+// "auto" on a GPU) neither the parameters nor the gradients leave it; offloaded to the
+// host (an optimizer that updates_on_host, as the gradient_shard actors: "optimizer")
+// every step sends the gradients down and the updated parameters back up. The scrambled
+// device counts its memory calls (the PCIe traffic a GPU would have); the bits agree.
+TEST_CASE("AdamW on the device moves no parameters or gradients to the host, and offloaded "
+          "each step moves the gradients down and the parameters up",
+          "[offload][unit]") {
+  const auto config = tiny_config(backend::kScrambledDevice, false);
+  struct Traffic {
+    size_t to_host = 0, from_host = 0, params_bytes = 0;
+    std::string sha;
+  };
+  const auto measure = [&](const train::OptimizerShardsFactory& factory) {
+    RandomBatches batches;
+    testing::OneStageTrainer trainer(config, batches, nullptr, factory);
+    trainer.train_step(0);  // the first step stages what the later ones reuse
+    backend::take_host_traffic(trainer.backend());
+    for (int64_t step = 1; step < 4; ++step) trainer.train_step(step);
+    const backend::HostTraffic traffic = backend::take_host_traffic(trainer.backend());
+    return Traffic{traffic.to_host.bytes / 3, traffic.from_host.bytes / 3,
+                   trainer.model().num_params() * sizeof(float), trainer.params_sha256()};
+  };
+  const Traffic on_device = measure({});
+  const Traffic offloaded = measure([](const train::OptimizerSpec& spec) {
+    return std::make_unique<ThreadedChunkOptimizer>(spec, 0ms, false);
+  });
+  INFO("a step moved to / from the host: on the device " << on_device.to_host << " / "
+       << on_device.from_host << " bytes, offloaded " << offloaded.to_host << " / "
+       << offloaded.from_host << " bytes; the parameters are " << on_device.params_bytes << " bytes");
+  CHECK(on_device.sha == offloaded.sha);
+  // On the device: only the batch's tokens go up (512 bytes here, nothing comes down),
+  // under a hundredth of the parameters.
+  CHECK(on_device.to_host < on_device.params_bytes / 100);
+  CHECK(on_device.from_host < on_device.params_bytes / 100);
+  // Offloaded: at least the whole gradient down and the whole parameters up.
+  CHECK(offloaded.to_host >= offloaded.params_bytes);
+  CHECK(offloaded.from_host >= offloaded.params_bytes);
+}
