@@ -21,6 +21,8 @@
 #   6. nccl: bench/gpu/nccl_parity.sh (a one-node dseek-node job with comm.backend =
 #      "nccl" against the same job with "ucx": equal losses within 1e-3 relative; world
 #      size 1, as NCCL refuses two ranks on one GPU; skipped in cpu mode);
+#   7. the user path: the bf16 GPT-2 (vocabulary 256, the byte data) through dseek-node
+#      against gpt2_train, the ratio of their tokens/s (target >= 0.95);
 # then prints a short table last and writes it to OUT_DIR as gpu_check.txt and
 # gpu_check.json, beside one log per row.
 #
@@ -347,6 +349,63 @@ else
     add_row nccl failed - - "timed out (see nccl_parity.log)" ""
   else
     add_row nccl failed - - "bench/gpu/nccl_parity.sh exit $code: $(json_field "$line" reason)$(json_field "$line" max_relative_difference)" ""
+  fi
+fi
+
+# --- 7. the user path: the bf16 GPT-2 through dseek-node against gpt2_train -----------------
+# The same shape, batch and precision trained by dseek-node (its actors, events, metrics
+# and prefetching data pipeline; AdamW on the device, train.offload = "auto") and by the
+# bench binary that bypasses them, side by side; the ratio of their median tokens/s
+# (the steps after the warm-up) is the row's (issue 29's target: at least 0.95). Both run
+# the byte data set's 256 ids as the vocabulary (the prepared data of row 5), so the
+# rest is GPT-2 124M's shape; in cpu mode the tiny model on 2 threads.
+if [[ $device == cpu ]]; then
+  user_shape=(--dim 64 --layers 2 --heads 4 --context 32) user_device=cpu user_batch=${batch:-2}
+  user_steps=${steps:-5} user_warmup=1
+else
+  user_shape=(--dim 768 --layers 12 --heads 12 --context 1024) user_device=cuda
+  user_batch=${batch:-16} user_steps=${steps:-10} user_warmup=3
+fi
+user_log=$out_dir/user_path.log user_run=$out_dir/user-path-run
+if [[ ! -x $bin_dir/dseek-node || ! -x $bin_dir/gpt2_train ]]; then
+  add_row user_path missing - - "dseek-node or gpt2_train is not in $bin_dir" ""
+elif [[ ! -d $out_dir/parallel-data ]]; then
+  add_row user_path failed - - "no prepared data (row 5's dseek data prepare failed)" ""
+elif bounded 150 "$out_dir/user_path_bench.log" "$bin_dir/gpt2_train" --device "$user_device" \
+       --threads 2 "${user_shape[@]}" --vocab 256 --batch "$user_batch" --steps "$user_steps" \
+       --warmup "$user_warmup" --precision bf16; code=$?; ((code != 0)); then
+  add_row user_path failed - - "gpt2_train exit $code (see user_path_bench.log)" ""
+else
+  bench_rate=$(json_field "$(last_json_line "$out_dir/user_path_bench.log")" tokens_per_s)
+  node_sets=()
+  for kv in "model.dim=${user_shape[1]}" "model.layers=${user_shape[3]}" \
+            "model.heads=${user_shape[5]}" "model.context=${user_shape[7]}" "model.vocab=256" \
+            "train.batch_size=$user_batch" "train.steps=$user_steps" "train.threads=2" \
+            'train.precision="bf16"' "train.device=\"$user_device\"" "train.eval_every=0" \
+            "checkpoint.every_steps=0" 'metrics.progress="plain"' \
+            "data.dir=\"$out_dir/parallel-data\""; do
+    node_sets+=(--set "$kv")
+  done
+  rm -rf "$user_run"
+  bounded 150 "$user_log" "$bin_dir/dseek-node" --config "$repo_root/config/single.toml" \
+    --run-dir "$user_run" "${node_sets[@]}"
+  code=$?
+  if ((code != 0)); then
+    add_row user_path failed - - "dseek-node exit $code (see user_path.log)" ""
+  else
+    # The median tokens/s of the steps after the warm-up, from the run's step events.
+    node_rate=$(grep -h '"event":"step"' "$user_run"/*/events.jsonl "$user_run"/events.jsonl 2>/dev/null |
+      sed -n 's/.*"step":\([0-9]*\),.*"tokens_per_s":\([0-9.eE+-]*\).*/\1 \2/p' |
+      awk -v w="$user_warmup" '$1 > w { print $2 }' | sort -g |
+      awk '{ v[NR] = $1 } END { if (NR) print (NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2) }')
+    if [[ -z $node_rate || -z $bench_rate ]]; then
+      add_row user_path failed - - "no tokens/s from dseek-node's step events or gpt2_train (see user_path.log)" ""
+    else
+      ratio=$(awk -v n="$node_rate" -v b="$bench_rate" 'BEGIN { printf "%.3f", n / b }')
+      add_row user_path ok "$(fmt "$node_rate" %.0f)" - \
+        "bf16 on $user_device, batch $user_batch: dseek-node $(fmt "$node_rate" %.0f) tokens/s, gpt2_train $(fmt "$bench_rate" %.0f): dseek-node / gpt2_train = $ratio (target >= 0.95); optimizer $(json_field "$(grep -h '"event":"run_started"' "$user_run"/*/events.jsonl "$user_run"/events.jsonl 2>/dev/null | head -n 1)" optimizer)" \
+        "\"tokens_per_s\":$node_rate,\"bench_tokens_per_s\":$bench_rate,\"node_over_bench\":$ratio"
+    fi
   fi
 fi
 

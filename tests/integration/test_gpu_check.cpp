@@ -3,7 +3,8 @@
 // train through model::PrecisionPolicy there too; bench/gpu/check.sh --device cpu runs its rows,
 // prints the table last and writes the same table and a JSON summary; a missing binary
 // fails its row and the script. Its parallel rows run P = 2 and T = 2 on the scrambled
-// test device there (bench/gpu/parallel_device_check.sh).
+// test device there (bench/gpu/parallel_device_check.sh), and its user-path row the same
+// bf16 model through dseek-node and through gpt2_train.
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -168,6 +169,16 @@ TEST_CASE("check.sh --device cpu runs the check's rows and writes the table and 
     CHECK(string_field(parallel, "device") == "scrambled-cpu-for-tests");
     CHECK(number_field(parallel, "max_relative_loss_difference") == 0.0);
   }
+  // The user path: the same bf16 model through dseek-node and through gpt2_train, both
+  // rates from their own runs and the ratio of the two (no bound asserted: a timing).
+  const std::string user = row(json, "user_path");
+  CHECK(string_field(user, "status") == "ok");
+  const double node_rate = number_field(user, "tokens_per_s");
+  const double bench_rate = number_field(user, "bench_tokens_per_s");
+  CHECK(node_rate > 0);
+  CHECK(bench_rate > 0);
+  CHECK(number_field(user, "node_over_bench") == Approx(node_rate / bench_rate).epsilon(1e-2));
+  CHECK(string_field(user, "detail").find("optimizer 2 gradient_shard actors") != std::string::npos);
 }
 
 TEST_CASE("check.sh fails the rows whose binaries are missing", "[gpu_check]") {
