@@ -281,17 +281,16 @@ class CudaBackend final : public backend::Backend {
   }
   void vocab_parallel_logit_max(float* max_slots, const float* logits, backend::VocabSlice slice,
                                 int N, int rank, int ranks) override {
-    refuse_padded_vocab(slice);
     make_current();
-    kernels::vocab_parallel_logit_max(stream_, max_slots, logits, N, slice.rows, rank, ranks);
+    kernels::vocab_parallel_logit_max(stream_, max_slots, logits, N, slice.rows, slice.real_rows(),
+                                      rank, ranks);
   }
   void vocab_parallel_exp_sums(float* logits_to_exps, float* sums_and_targets,
                                const float* max_slots, const int32_t* targets,
                                backend::VocabSlice slice, int N, int ranks) override {
-    refuse_padded_vocab(slice);
     make_current();
     kernels::vocab_parallel_exp_sums(stream_, logits_to_exps, sums_and_targets, max_slots, targets,
-                                     slice.begin, slice.rows, N, ranks);
+                                     slice.begin, slice.rows, slice.real_rows(), N, ranks);
   }
   void vocab_parallel_softmax_loss(float* exps_to_probs, float* losses,
                                    const float* sums_and_targets, int N, int V_local) override {
@@ -333,19 +332,6 @@ class CudaBackend final : public backend::Backend {
       throw std::runtime_error(label_ + ": " + cudaGetErrorName(status) + ": " +
                                cudaGetErrorString(status) +
                                " (reported at a stream synchronisation)");
-  }
-
-  // The CUDA cross-entropy kernels take every row of a slice into the softmax: a model
-  // whose model.vocab pads the data's vocabulary (the CPU backend leaves the padding out,
-  // backend.hpp VocabSlice) would get a different loss here, so it is refused (no GPU was
-  // at hand to test masked kernels).
-  void refuse_padded_vocab(backend::VocabSlice slice) const {
-    if (slice.padded != 0)
-      throw std::invalid_argument(
-          label_ + ": the CUDA cross-entropy does not leave padded vocabulary ids (" +
-          std::to_string(slice.padded) + " of this slice's " + std::to_string(slice.rows) +
-          ") out of the softmax yet: set model.vocab to the data set's vocabulary or train "
-          "on train.device = \"cpu\"");
   }
 
   void check_heads(int C, int NH) const {

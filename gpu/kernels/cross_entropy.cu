@@ -8,6 +8,7 @@
 // the logits: the row maxima, then the exponentials and their sums (with the target's
 // logit on the rank that holds it), then the probabilities and losses; one block per row
 // for each. Its backward is the kernel above with the slice's first id.
+#include <cfloat>
 #include <cmath>
 
 #include "gpu/cuda_check.hpp"
@@ -78,25 +79,29 @@ __global__ void softmax_cross_entropy_backward_kernel(float* probs_to_dlogits,
   }
 }
 
-// Block per row: max_slots[row, rank] = the row's maximum, the other ranks' slots zero.
+// Block per row: max_slots[row, rank] = the maximum of the row's first V_real logits
+// (the rest pad model.vocab beyond the data's ids), the other ranks' slots zero; a slice
+// of padding only gives the lowest float, as the CPU backend does.
 __global__ void vocab_parallel_logit_max_kernel(float* max_slots, const float* logits,
-                                                int V_local, int rank, int ranks) {
+                                                int V_local, int V_real, int rank, int ranks) {
   __shared__ float shared[kWarpSize + 1];
   const float* row = logits + static_cast<size_t>(blockIdx.x) * V_local;
   float max_value = -INFINITY;
-  for (int j = threadIdx.x; j < V_local; j += blockDim.x) max_value = fmaxf(max_value, row[j]);
+  for (int j = threadIdx.x; j < V_real; j += blockDim.x) max_value = fmaxf(max_value, row[j]);
   max_value = block_reduce(max_value, true, shared);
+  if (V_real == 0) max_value = -FLT_MAX;
   float* slots = max_slots + static_cast<size_t>(blockIdx.x) * ranks;
   for (int k = threadIdx.x; k < ranks; k += blockDim.x) slots[k] = k == rank ? max_value : 0.0f;
 }
 
-// Block per row: m = the maximum of the row's slots; the row becomes exp(logit - m),
-// sums[row] its sum, target_logits[row] = logit[target] - m where the slice holds the
-// target, else 0.
+// Block per row: m = the maximum of the row's slots; the row's first V_real logits
+// become exp(logit - m) and the padding after them 0 (probability 0, so a zero
+// gradient), sums[row] their sum, target_logits[row] = logit[target] - m where the slice
+// holds the target, else 0.
 __global__ void vocab_parallel_exp_sums_kernel(float* logits_to_exps, float* sums,
                                                float* target_logits, const float* max_slots,
                                                const int32_t* targets, int vocab_begin,
-                                               int V_local, int ranks) {
+                                               int V_local, int V_real, int ranks) {
   __shared__ float shared[kWarpSize + 1];
   float* row = logits_to_exps + static_cast<size_t>(blockIdx.x) * V_local;
   const float* slots = max_slots + static_cast<size_t>(blockIdx.x) * ranks;
@@ -110,7 +115,7 @@ __global__ void vocab_parallel_exp_sums_kernel(float* logits_to_exps, float* sum
   __syncthreads();
   float total = 0.0f;
   for (int j = threadIdx.x; j < V_local; j += blockDim.x) {
-    const float e = expf(row[j] - max_value);
+    const float e = j < V_real ? expf(row[j] - max_value) : 0.0f;
     row[j] = e;
     total += e;
   }
@@ -144,20 +149,20 @@ void softmax_cross_entropy_backward(cudaStream_t stream, float* probs_to_dlogits
 }
 
 void vocab_parallel_logit_max(cudaStream_t stream, float* max_slots, const float* logits, int N,
-                              int V_local, int rank, int ranks) {
+                              int V_local, int V_real, int rank, int ranks) {
   if (N == 0) return;  // empty: a grid of 0 blocks would not launch
   vocab_parallel_logit_max_kernel<<<static_cast<unsigned>(N), kThreads, 0, stream>>>(
-      max_slots, logits, V_local, rank, ranks);
+      max_slots, logits, V_local, V_real, rank, ranks);
   DSEEK_CUDA_CHECK_LAUNCH(stream, "vocab_parallel_logit_max_kernel");
 }
 
 void vocab_parallel_exp_sums(cudaStream_t stream, float* logits_to_exps, float* sums_and_targets,
                              const float* max_slots, const int32_t* targets, int vocab_begin,
-                             int V_local, int N, int ranks) {
+                             int V_local, int V_real, int N, int ranks) {
   if (N == 0) return;
   vocab_parallel_exp_sums_kernel<<<static_cast<unsigned>(N), kThreads, 0, stream>>>(
       logits_to_exps, sums_and_targets, sums_and_targets + N, max_slots, targets, vocab_begin,
-      V_local, ranks);
+      V_local, V_real, ranks);
   DSEEK_CUDA_CHECK_LAUNCH(stream, "vocab_parallel_exp_sums_kernel");
 }
 

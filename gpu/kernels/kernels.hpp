@@ -87,12 +87,14 @@ void softmax_cross_entropy_forward(cudaStream_t stream, float* logits_to_probs, 
 void softmax_cross_entropy_backward(cudaStream_t stream, float* probs_to_dlogits,
                                     const int32_t* targets, int N, int V, float dloss);
 // The vocabulary-parallel pieces (Backend::vocab_parallel_*) on a rank's (N, V_local)
-// logits, the slice's ids starting at vocab_begin; sums_and_targets is 2N floats.
+// logits, the slice's ids starting at vocab_begin; sums_and_targets is 2N floats. The
+// first V_real columns are ids of the data's vocabulary; the rest pad model.vocab and
+// stay out of the maximum and the sums (probability 0).
 void vocab_parallel_logit_max(cudaStream_t stream, float* max_slots, const float* logits, int N,
-                              int V_local, int rank, int ranks);
+                              int V_local, int V_real, int rank, int ranks);
 void vocab_parallel_exp_sums(cudaStream_t stream, float* logits_to_exps, float* sums_and_targets,
                              const float* max_slots, const int32_t* targets, int vocab_begin,
-                             int V_local, int N, int ranks);
+                             int V_local, int V_real, int N, int ranks);
 void vocab_parallel_softmax_loss(cudaStream_t stream, float* exps_to_probs, float* losses,
                                  const float* sums_and_targets, int N, int V_local);
 void vocab_parallel_cross_entropy_backward(cudaStream_t stream, float* probs_to_dlogits,

@@ -268,13 +268,20 @@ TEST_CASE("vocabulary-parallel cross-entropy pieces match the CPU", "[gpu][ops][
   // This rank is rank 1 of 3 with V_local rows from id V_local; the targets come from
   // the whole vocabulary of 3 V_local, so about a third are held here.
   const int local = GENERATE(101, 1027);  // under and over one block of 256 threads per row
+  // Its last `padded` rows pad model.vocab beyond the data's ids (all of them: a rank
+  // that holds only padding): out of the maximum and the sums, probability 0.
+  const int padded = GENERATE(0, 37, -1);
   const int ranks = 3, rank = 1;
-  const dseek::backend::VocabSlice slice{local, local};
-  INFO("V_local = " << local);
+  const dseek::backend::VocabSlice slice{local, local, padded < 0 ? local : padded};
+  INFO("V_local = " << local << ", padded " << slice.padded);
   const std::vector<float> host_logits =
       random_floats(static_cast<size_t>(N) * local, 110, -6.0f, 6.0f);
   Mirrored<float> logits(pair, host_logits);
-  Mirrored<int32_t> targets(pair, random_ids(N, ranks * local, 111));
+  // Targets are real ids: none in the padded rows.
+  std::vector<int32_t> host_targets = random_ids(N, ranks * local, 111);
+  for (int32_t& id : host_targets)
+    if (id >= slice.begin + slice.real_rows() && id < slice.begin + slice.rows) id = 0;
+  Mirrored<int32_t> targets(pair, host_targets);
 
   Mirrored<float> slots(pair, nan_filled(static_cast<size_t>(N) * ranks));
   pair.cpu->vocab_parallel_logit_max(slots.cpu.data(), logits.cpu.data(), slice, N, rank, ranks);
