@@ -8,6 +8,8 @@
 #      steps with gpt2_train in fp32, bf16 and fp8 (model::PrecisionPolicy; fp8 with
 #      dynamic loss scaling, its skipped steps in the row): tokens/s and MFU, or a failed
 #      row with the error (e.g. fp8 on a GPU older than sm_90) -- never a made-up number;
+#   3c. fp8 against bf16 with gpt2_train on a wider model (d = 2048, 16 layers; target
+#      fp8 >= 1.3x bf16), side by side in one row;
 #   3b. the peer: the same GPT-2 in PyTorch (bench/peers/pytorch_gpt_train.py, bf16
 #      autocast, fused attention on cuda), tokens/s and the ratio dseek bf16 / PyTorch;
 #   4. where AdamW runs: bench/offload_overlap.sh --device cuda (dseek-node, AdamW on
@@ -244,6 +246,47 @@ for precision in fp32 bf16 fp8; do
     add_row "$name" failed - - "exit $code: $(grep -v '^step ' "$log" | tail -n 1)" ""
   fi
 done
+
+# --- 3c. fp8 against bf16 on a wider model, where the GEMMs dominate ---------------------
+# Issue 29's target: fp8 at least 1.3x bf16's tokens/s at d = 2048, 16 layers (about 0.9B
+# parameters with GPT-2's vocabulary; batch 4 of 1024 tokens fits 80 GB with fp32 master
+# weights, gradients and moments). Both precisions in this one row, side by side; in cpu
+# mode a small wide-ish model so the row runs without a GPU.
+if [[ $device == cpu ]]; then
+  wide_args=(--device cpu --threads 2 --layers 2 --dim 128 --heads 4 --context 32 --vocab 256
+             --batch 2 --steps 4 --warmup 1)
+else
+  wide_args=(--device cuda --layers 16 --dim 2048 --heads 16 --context 1024 --vocab 50257
+             --batch 4 --steps 8 --warmup 3)
+fi
+[[ -n $peak ]] && wide_args+=(--peak-tflops "$peak")
+if [[ ! -x $bin_dir/gpt2_train ]]; then
+  add_row wide_fp8 missing - - "gpt2_train is not in $bin_dir" ""
+else
+  wide_ok=1 wide_text="" wide_json=""
+  for precision in bf16 fp8; do
+    bounded 150 "$out_dir/wide_$precision.log" "$bin_dir/gpt2_train" "${wide_args[@]}" --precision "$precision"
+    code=$?
+    line=$(last_json_line "$out_dir/wide_$precision.log")
+    if ((code != 0)) || [[ $(json_field "$line" status) != ok ]]; then
+      wide_ok=0
+      wide_text+="$precision: exit $code ($(grep -v '^step ' "$out_dir/wide_$precision.log" | tail -n 1)); "
+      continue
+    fi
+    rate=$(json_field "$line" tokens_per_s)
+    printf -v "wide_$precision" '%s' "$rate"
+    wide_text+="$precision $(fmt "$rate" %.0f) tokens/s (step $(fmt "$(json_field "$line" step_ms_median)" %.1f) ms, $(json_field "$line" skipped_steps) skipped); "
+    wide_json+="\"${precision}_tokens_per_s\":$rate,"
+  done
+  if ((wide_ok)); then
+    ratio=$(awk -v f="$wide_fp8" -v b="$wide_bf16" 'BEGIN { printf "%.3f", f / b }')
+    add_row wide_fp8 ok "$(fmt "$wide_fp8" %.0f)" - \
+      "${wide_args[*]:0:10}: ${wide_text}fp8 / bf16 = $ratio (target >= 1.3)" \
+      "${wide_json}\"fp8_over_bf16\":$ratio"
+  else
+    add_row wide_fp8 failed - - "${wide_text%; }" ""
+  fi
+fi
 
 # --- the peer: the same model in PyTorch, bf16 autocast, side by side ----------------------
 # bench/peers/pytorch_gpt_train.py (nanoGPT-style eager ops; on cuda torch's fused

@@ -3,7 +3,8 @@
 // train through model::PrecisionPolicy there too; bench/gpu/check.sh --device cpu runs its rows,
 // prints the table last and writes the same table and a JSON summary; a missing binary
 // fails its row and the script. Its parallel rows run P = 2 and T = 2 on the scrambled
-// test device there (bench/gpu/parallel_device_check.sh), and its user-path row the same
+// test device there (bench/gpu/parallel_device_check.sh), its wide_fp8 row fp8 against
+// bf16 on a wider model, and its user-path row the same
 // bf16 model through dseek-node and through gpt2_train.
 #include <catch2/catch.hpp>
 
@@ -169,6 +170,13 @@ TEST_CASE("check.sh --device cpu runs the check's rows and writes the table and 
     CHECK(string_field(parallel, "device") == "scrambled-cpu-for-tests");
     CHECK(number_field(parallel, "max_relative_loss_difference") == 0.0);
   }
+  // fp8 against bf16 on the wider model, both from one row: their rates and the ratio.
+  const std::string wide = row(json, "wide_fp8");
+  CHECK(string_field(wide, "status") == "ok");
+  CHECK(number_field(wide, "bf16_tokens_per_s") > 0);
+  CHECK(number_field(wide, "fp8_over_bf16") ==
+        Approx(number_field(wide, "fp8_tokens_per_s") / number_field(wide, "bf16_tokens_per_s"))
+            .epsilon(1e-2));
   // The user path: the same bf16 model through dseek-node and through gpt2_train, both
   // rates from their own runs and the ratio of the two (no bound asserted: a timing).
   const std::string user = row(json, "user_path");
