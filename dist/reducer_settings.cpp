@@ -4,6 +4,7 @@
 #include <stdexcept>
 
 #include "runtime/config/load.hpp"
+#include "runtime/optim/adamw_settings.hpp"
 
 namespace dseek::dist {
 
@@ -33,7 +34,7 @@ ReducerSettings reducer_settings(const config::JobConfig& config) {
   settings.compression_warmup_steps = config.comm.compression_warmup_steps;
   // The same condition as the optimizer's (adamw_settings): they must agree.
   settings.variance_refresh_steps =
-      config::second_moment_from_local_gradients(config) ? config.comm.variance_refresh_steps : 0;
+      optim::second_moment_from_local_gradients(config) ? config.comm.variance_refresh_steps : 0;
   settings.beta2 = config.train.beta2;
   // NCCL reduces the GPU's memory in place; the codecs encode in host memory, so a
   // compressed reduction stays on the host plane (UCX) in an NCCL job too.

@@ -74,8 +74,9 @@ class CudaBackend final : public backend::Backend {
     // fp32 parity with the CPU: no TF32 tensor-core math (CUBLAS_DEFAULT_MATH never
     // uses it; set explicitly so a changed library default cannot switch it on).
     DSEEK_CUBLAS_CHECK(cublasSetMathMode(cublas_, CUBLAS_DEFAULT_MATH));
-    reduction_partials_ = static_cast<double*>(
-        pool_.allocate(sizeof(double) * (static_cast<size_t>(kernels::reduction_partials()) + 1)));
+    reduction_partials_ = static_cast<double*>(pool_.allocate(
+        sizeof(double) * static_cast<size_t>(std::max(kernels::reduction_partials() + 1,
+                                                      kernels::given_moment_partials()))));
     mixed_ = std::make_unique<CudaMixedMatmul>(
         device_, stream_, label_,
         [this](size_t bytes) {
@@ -320,6 +321,14 @@ class CudaBackend final : public backend::Backend {
     kernels::adamw_update(stream_, params, grads, m, v, n, lr, beta1, beta2, eps, weight_decay,
                           step, grad_scale);
   }
+  void adamw_given_moment_update(float* params, const float* grads, float* m, const float* v,
+                                 size_t n, float beta1, float eps, float clip_scale, float decay,
+                                 float step_size, float correction, double cap) override {
+    make_current();
+    // The reductions' partials serve as its scratch: both run on stream_, in order.
+    kernels::adamw_given_moment_update(stream_, reduction_partials_, params, grads, m, v, n, beta1,
+                                       eps, clip_scale, decay, step_size, correction, cap);
+  }
 
  private:
   void make_current() { DSEEK_CUDA_CHECK(cudaSetDevice(device_)); }
@@ -375,7 +384,8 @@ class CudaBackend final : public backend::Backend {
   cudaEvent_t compute_reached_ = nullptr;    // stream_ where an async copy was queued
   std::shared_ptr<backend::HostMemory> host_memory_;  // pinned
   cublasHandle_t cublas_ = nullptr;
-  double* reduction_partials_ = nullptr;  // reduction_partials() + 1 (the result) doubles
+  // reduction_partials() + 1 (the result) doubles, or given_moment_partials() if more
+  double* reduction_partials_ = nullptr;
   kernels::Scratch scratch_;
   std::unique_ptr<CudaMixedMatmul> mixed_;  // released before pool_ (declared after it)
 };

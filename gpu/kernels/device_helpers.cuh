@@ -35,6 +35,19 @@ inline void check_rows(int N, const char* op) {
                                 std::to_string(65535 * kRowsPerBlock));
 }
 
+// Tree sum in double of one value per thread of a block of kThreads (a power of two);
+// `shared` holds kThreads doubles; every thread gets the block's total. A fixed order.
+template <int kThreads>
+__device__ double block_tree_sum(double value, double* shared) {
+  shared[threadIdx.x] = value;
+  __syncthreads();
+  for (int stride = kThreads / 2; stride > 0; stride /= 2) {
+    if (static_cast<int>(threadIdx.x) < stride) shared[threadIdx.x] += shared[threadIdx.x + stride];
+    __syncthreads();
+  }
+  return shared[0];
+}
+
 __device__ __forceinline__ float warp_sum(float value) {
   for (int offset = kWarpSize / 2; offset > 0; offset /= 2)
     value += __shfl_xor_sync(kFullMask, value, offset);

@@ -105,6 +105,12 @@ void vocab_parallel_cross_entropy_backward(cudaStream_t stream, float* probs_to_
 void adamw_update(cudaStream_t stream, float* params, const float* grads, float* m, float* v,
                   size_t n, float lr, float beta1, float beta2, float eps, float weight_decay,
                   int64_t step, float grad_scale);
+// Backend::adamw_given_moment_update; `partials` holds given_moment_partials() doubles.
+int given_moment_partials();
+void adamw_given_moment_update(cudaStream_t stream, double* partials, float* params,
+                               const float* grads, float* m, const float* v, size_t n,
+                               float beta1, float eps, float clip_scale, float decay,
+                               float step_size, float correction, double cap);
 
 // --- reductions.cu: sum and sum of squares in double -----------------------------------
 // `partials` holds reduction_partials() doubles and `result` one; the sum lands in

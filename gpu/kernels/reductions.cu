@@ -12,17 +12,6 @@ namespace {
 constexpr int kBlocks = 256;
 constexpr int kThreads = 256;
 
-// Tree reduction of one value per thread; thread 0 gets the block's total.
-__device__ double block_tree_sum(double value, double* shared) {
-  shared[threadIdx.x] = value;
-  __syncthreads();
-  for (int stride = kThreads / 2; stride > 0; stride /= 2) {
-    if (static_cast<int>(threadIdx.x) < stride) shared[threadIdx.x] += shared[threadIdx.x + stride];
-    __syncthreads();
-  }
-  return shared[0];
-}
-
 __global__ void partial_sums_kernel(double* partials, const float* x, size_t n, bool squares) {
   __shared__ double shared[kThreads];
   double total = 0.0;
@@ -31,14 +20,14 @@ __global__ void partial_sums_kernel(double* partials, const float* x, size_t n, 
     const double value = x[i];
     total += squares ? value * value : value;
   }
-  total = block_tree_sum(total, shared);
+  total = block_tree_sum<kThreads>(total, shared);
   if (threadIdx.x == 0) partials[blockIdx.x] = total;
 }
 
 __global__ void final_sum_kernel(double* result, const double* partials) {
   __shared__ double shared[kThreads];
   static_assert(kBlocks == kThreads, "one thread per partial");
-  const double total = block_tree_sum(partials[threadIdx.x], shared);
+  const double total = block_tree_sum<kThreads>(partials[threadIdx.x], shared);
   if (threadIdx.x == 0) *result = total;
 }
 }  // namespace

@@ -237,6 +237,16 @@ class Backend {
   virtual void adamw_update(float* params, const float* grads, float* m, float* v, size_t n,
                             float lr, float beta1, float beta2, float eps,
                             float weight_decay, int64_t step, float grad_scale) = 0;
+  // AdamW's step with a given second moment v (read, not written, already bias-corrected:
+  // optim/adamw.hpp, compressed gradients) on one tensor's n parameters: m = beta1 m +
+  // (1 - beta1) g clip_scale, then p = p decay - s step_size m / (sqrt(v) + eps), where s
+  // scales the tensor's update m correction / (sqrt(v) + eps) down to an RMS of `cap`
+  // when it is above it (Adafactor's update clipping; cap <= 0: s = 1). The RMS is summed
+  // in double: on the CPU in element order, so its bits are the host loop's.
+  virtual void adamw_given_moment_update(float* params, const float* grads, float* m,
+                                         const float* v, size_t n, float beta1, float eps,
+                                         float clip_scale, float decay, float step_size,
+                                         float correction, double cap) = 0;
 };
 
 // The CPU backend: OpenBLAS sgemm (fp32), oneDNN (bf16) and vectorized loops on `threads`

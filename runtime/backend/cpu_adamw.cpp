@@ -29,4 +29,28 @@ void CpuBackend::adamw_update(float* params, const float* grads, float* m, float
   }, 1 << 14);
 }
 
+// One thread, in element order: the RMS's double sum and the update are the bits the
+// optimizer's host loop had before the op existed (replicas and checkpoints agree).
+void CpuBackend::adamw_given_moment_update(float* params, const float* grads, float* m,
+                                           const float* v, size_t n, float beta1, float eps,
+                                           float clip_scale, float decay, float step_size,
+                                           float correction, double cap) {
+  float update_scale = 1.0f;
+  if (cap > 0.0 && n > 0) {
+    double squares = 0.0;
+    for (size_t i = 0; i < n; ++i) {
+      const float mi = (beta1 * m[i] + (1.0f - beta1) * (grads[i] * clip_scale)) * correction;
+      const float update = mi / (std::sqrt(v[i]) + eps);
+      squares += static_cast<double>(update) * update;
+    }
+    const double rms = std::sqrt(squares / static_cast<double>(n));
+    if (rms > cap) update_scale = static_cast<float>(cap / rms);
+  }
+  for (size_t i = 0; i < n; ++i) {
+    const float mi = beta1 * m[i] + (1.0f - beta1) * (grads[i] * clip_scale);
+    m[i] = mi;
+    params[i] = params[i] * decay - update_scale * step_size * mi / (std::sqrt(v[i]) + eps);
+  }
+}
+
 }  // namespace dseek::backend

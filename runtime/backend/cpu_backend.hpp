@@ -85,6 +85,9 @@ class CpuBackend final : public Backend {
   double sum_squares(const float* x, size_t n) override;
   void scale(float* x, size_t n, float factor) override;
   double sum(const float* x, size_t n) override;
+  void adamw_given_moment_update(float* params, const float* grads, float* m, const float* v,
+                                 size_t n, float beta1, float eps, float clip_scale, float decay,
+                                 float step_size, float correction, double cap) override;
   void adamw_update(float* params, const float* grads, float* m, float* v, size_t n, float lr,
                     float beta1, float beta2, float eps, float weight_decay, int64_t step,
                     float grad_scale) override;

@@ -261,6 +261,13 @@ class ScrambledBackend final : public Backend {
     cpu_->adamw_update(s.out(params), s.in(grads), s.out(m), s.out(v), n, lr, beta1, beta2, eps,
                        weight_decay, step, grad_scale);
   }
+  void adamw_given_moment_update(float* params, const float* grads, float* m, const float* v,
+                                 size_t n, float beta1, float eps, float clip_scale, float decay,
+                                 float step_size, float correction, double cap) override {
+    Staging s(*this);
+    cpu_->adamw_given_moment_update(s.out(params), s.in(grads), s.out(m), s.in(v), n, beta1, eps,
+                                    clip_scale, decay, step_size, correction, cap);
+  }
 
  private:
   void count(HostTraffic::Direction& direction, size_t bytes) {

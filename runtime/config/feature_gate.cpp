@@ -119,13 +119,6 @@ void check_supported(const JobConfig& config) {
       {config.comm.backend == CommBackend::nccl && config.train.device != Device::cuda, "comm.backend",
        "the NCCL data plane reduces GPU memory: it needs train.device = \"cuda\"; use "
        "comm.backend = \"ucx\" on the CPU"},
-      // The given second moment's update is written for host memory (optim/adamw.cpp).
-      {config.train.offload == Offload::none && config.train.device != Device::cpu &&
-           second_moment_from_local_gradients(config) && config.comm.backend != CommBackend::nccl,
-       "train.offload",
-       "AdamW with the second moment estimated from local gradients (comm.compression with "
-       "comm.variance_refresh_steps > 0) runs on the host: use train.offload = \"auto\" "
-       "or \"optimizer\", or comm.variance_refresh_steps = 0"},
       // NCCL's reduced gradients stay on the GPU, and AdamW runs there.
       {config.comm.backend == CommBackend::nccl && config.train.offload == Offload::optimizer,
        "train.offload",

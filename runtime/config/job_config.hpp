@@ -174,22 +174,13 @@ struct JobConfig {
   std::string source;  // where it came from ("config/single.toml", "defaults"), for messages
 };
 
-// AdamW's second moment is given (estimated from the replicas' dense local gradients,
-// optim/adamw_settings.hpp) rather than computed from the reduced ones: comm.compression
-// is not "none" and comm.variance_refresh_steps > 0. That update runs on the host only.
-inline bool second_moment_from_local_gradients(const JobConfig& config) {
-  return config.comm.compression != Compression::none && config.comm.variance_refresh_steps > 0;
-}
-
 // Whether AdamW runs on the host CPU in the node's gradient_shard actors (train.offload =
 // "optimizer") rather than on the trainer's device ("none"). "auto": on the CPU device
 // the shards (the host is the device: nothing crosses); on a GPU the device (parameters
-// and gradients stay in its memory), unless its update needs the host (a given second
-// moment) and the gradients are reduced there (UCX; NCCL reduces and updates on the GPU).
+// and gradients stay in its memory).
 inline bool optimizer_offloaded(const JobConfig& config) {
   if (config.train.offload != Offload::automatic) return config.train.offload == Offload::optimizer;
-  if (config.comm.backend == CommBackend::nccl) return false;
-  return config.train.device == Device::cpu || second_moment_from_local_gradients(config);
+  return config.train.device == Device::cpu;
 }
 
 }  // namespace dseek::config

@@ -198,8 +198,7 @@ const std::vector<Key<JobConfig>>& job_keys() {
           "where AdamW and its moments live: optimizer = on the host CPU, in dseek-node's "
           "gradient_shard actors (on a GPU the parameters and gradients cross PCIe every "
           "step); none = on the training device (the trainer's own AdamW); auto = the "
-          "shards on the cpu device and where the update needs the host (comm.compression "
-          "with comm.variance_refresh_steps > 0 over UCX), else the device"),
+          "shards on the cpu device, the device on cuda"),
       job<&J::train, &Tr::offload_overlap>(
           "train.offload_overlap", any(),
           "with the optimizer offloaded to the CPU (train.offload, dseek-node's "

@@ -41,11 +41,6 @@ AdamW::AdamW(backend::Backend& backend, const model::ParamLayout& layout, AdamWS
       owned_count_(total_count(owned_)), m_(backend, owned_count_), v_(backend, owned_count_) {
   check_owned(owned_, layout.total());
   plan_runs(layout);
-  // The given-second-moment step runs on the host (a backend kernel does the standard one).
-  if (settings_.given_second_moment_after >= 0 && backend_.name() != "cpu")
-    throw std::invalid_argument("AdamW: a given second moment (comm.variance_refresh_steps with "
-                                "comm.compression) runs on the cpu backend only, not on " +
-                                backend_.name());
 }
 
 namespace {
@@ -60,10 +55,6 @@ AdamW::AdamW(backend::Backend& backend, AdamWSettings settings, const std::vecto
     : backend_(backend), settings_(settings), owned_(ranges_of(owned)),
       owned_count_(total_count(owned_)), m_(backend, owned_count_), v_(backend, owned_count_) {
   check_owned(owned_, std::numeric_limits<size_t>::max());
-  if (settings_.given_second_moment_after >= 0 && backend_.name() != "cpu")
-    throw std::invalid_argument("AdamW: a given second moment (comm.variance_refresh_steps with "
-                                "comm.compression) runs on the cpu backend only, not on " +
-                                backend_.name());
   size_t moment_offset = 0;
   for (const DecayRange& d : owned) {
     // Each range lies in one tensor (a tensor-parallel shard's slice of it): with a given
@@ -144,7 +135,17 @@ bool AdamW::uses_given_second_moment() const {
 }
 
 // The standard update (cpu_adamw.cpp, same order of operations) with v read, not written,
-// and no bias correction of v: the given estimate is already corrected.
+// and no bias correction of v: the given estimate is already corrected; one backend op
+// per tensor (Backend::adamw_given_moment_update), on whichever backend holds the state.
+//
+// Adafactor's update clipping (Shazeer and Stern 2018, d = given_update_rms): a fixed v
+// does not grow with gradients that grow between refreshes, as AdamW's own v would, so
+// the bias-corrected update m / sqrt(v) of a tensor (a run: runs are not merged in this
+// mode) is scaled down to an RMS of given_update_rms when it exceeds it. An optimizer
+// that owns part of a tensor (a gradient shard's piece) caps that part by its own RMS, so
+// replicas agree only if they cut the same pieces (the same gradient shard count:
+// train.threads, or the same core count with train.threads = 0). Known limitation: hosts
+// with different core counts and train.threads = 0 would diverge (replica checks report it).
 void AdamW::step_with_given_second_moment(float* params, const float* grads, double lr,
                                           float clip_scale, const RunDone& after_run) {
   if (!second_moment_set_)
@@ -153,48 +154,15 @@ void AdamW::step_with_given_second_moment(float* params, const float* grads, dou
   const float beta1 = given_beta1();
   const float eps = static_cast<float>(settings_.eps);
   const float step_size = static_cast<float>(lr) / (1.0f - std::pow(beta1, static_cast<float>(step_)));
+  const float correction = 1.0f / (1.0f - std::pow(beta1, static_cast<float>(step_)));
   for (const Run& run : runs_) {
     const float decay = 1.0f - static_cast<float>(lr) * (run.decay ? static_cast<float>(settings_.weight_decay) : 0.0f);
-    float* p = params + run.offset;
-    const float* g = grads + run.offset;
-    float* m = m_.data() + run.moment_offset;
-    const float* v = v_.data() + run.moment_offset;
-    const float update_scale = given_update_scale(run, grads, clip_scale);
-    for (size_t i = 0; i < run.size; ++i) {
-      const float mi = beta1 * m[i] + (1.0f - beta1) * (g[i] * clip_scale);
-      m[i] = mi;
-      p[i] = p[i] * decay - update_scale * step_size * mi / (std::sqrt(v[i]) + eps);
-    }
+    backend_.adamw_given_moment_update(params + run.offset, grads + run.offset,
+                                       m_.data() + run.moment_offset, v_.data() + run.moment_offset,
+                                       run.size, beta1, eps, clip_scale, decay, step_size,
+                                       correction, settings_.given_update_rms);
     if (after_run) after_run(run.offset + run.size);
   }
-}
-
-// Adafactor's update clipping (Shazeer and Stern 2018, d = given_update_rms): a fixed v
-// does not grow with gradients that grow between refreshes, as AdamW's own v would, so
-// the bias-corrected update m / sqrt(v) of a tensor (a run: runs are not merged in this
-// mode) is scaled down to an RMS of given_update_rms when it exceeds it. A first pass
-// over the run computes the RMS of the update the second pass then applies. An optimizer
-// that owns part of a tensor (a gradient shard's piece) caps that part by its own RMS, so
-// replicas agree only if they cut the same pieces (the same gradient shard count:
-// train.threads, or the same core count with train.threads = 0). Known limitation: hosts
-// with different core counts and train.threads = 0 would diverge (replica checks report it).
-float AdamW::given_update_scale(const Run& run, const float* grads, float clip_scale) const {
-  const double cap = settings_.given_update_rms;
-  if (cap <= 0.0 || run.size == 0) return 1.0f;
-  const float beta1 = given_beta1();
-  const float eps = static_cast<float>(settings_.eps);
-  const float correction = 1.0f / (1.0f - std::pow(beta1, static_cast<float>(step_)));
-  const float* g = grads + run.offset;
-  const float* m = m_.data() + run.moment_offset;
-  const float* v = v_.data() + run.moment_offset;
-  double squares = 0.0;
-  for (size_t i = 0; i < run.size; ++i) {
-    const float mi = (beta1 * m[i] + (1.0f - beta1) * (g[i] * clip_scale)) * correction;
-    const float update = mi / (std::sqrt(v[i]) + eps);
-    squares += static_cast<double>(update) * update;
-  }
-  const double rms = std::sqrt(squares / static_cast<double>(run.size));
-  return rms > cap ? static_cast<float>(cap / rms) : 1.0f;
 }
 
 float AdamW::given_beta1() const {

@@ -44,11 +44,11 @@ struct AdamWSettings {
   double grad_clip = 1.0;  // 0 = no clipping
   // -1: v is the running average of the squared gradients (standard AdamW). N >= 0: the
   // first N steps as standard; from step N+1 on, v is what set_second_moment() last gave
-  // (already bias-corrected) and the gradients do not change it. Host memory only (the
-  // CPU backend): std::invalid_argument otherwise.
+  // (already bias-corrected) and the gradients do not change it; on any backend
+  // (Backend::adamw_given_moment_update).
   int64_t given_second_moment_after = -1;
   // With a given second moment: the RMS of one tensor's update m / sqrt(v) is capped at
-  // this (Adafactor's update clipping, d = 1), see AdamW::given_update_scale. 0 = no cap.
+  // this (Adafactor's update clipping, d = 1; adamw.cpp). 0 = no cap.
   double given_update_rms = 1.0;
   // beta1 of the steps with a given second moment (>= 0; the first
   // given_second_moment_after steps use beta1). -1 = beta1.
@@ -124,7 +124,6 @@ class AdamW {
   void plan_runs(const model::ParamLayout& layout);
   void step_with_given_second_moment(float* params, const float* grads, double lr,
                                      float clip_scale, const RunDone& after_run);
-  float given_update_scale(const Run& run, const float* grads, float clip_scale) const;
   float given_beta1() const;
 
   backend::Backend& backend_;

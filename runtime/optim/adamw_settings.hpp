@@ -13,7 +13,11 @@ namespace dseek::optim {
 
 // data_parallel: the optimizer of a replica whose gradients a GradientReducer reduces
 // (only that one is given a second moment; a single-node trainer ignores [comm]).
-// The second moment is given when config::second_moment_from_local_gradients.
 AdamWSettings adamw_settings(const config::JobConfig& config, bool data_parallel);
+
+// The second moment is given (estimated from dense local gradients) rather than computed
+// from the reduced gradients: comm.compression is not "none" and
+// comm.variance_refresh_steps > 0.
+bool second_moment_from_local_gradients(const config::JobConfig& config);
 
 }  // namespace dseek::optim

@@ -345,6 +345,34 @@ TEST_CASE("adamw matches the CPU", "[gpu][ops]") {
   DSEEK_CHECK_PARITY(v, kFp32Tolerance);
 }
 
+// Compressed gradients' AdamW with a given second moment (v read, not written), with
+// the update's RMS capped (cap 1e-3: below this data's RMS, so the cap scales) and
+// without a cap; the RMS's double sum differs only in order.
+TEST_CASE("adamw with a given second moment matches the CPU, capped and not", "[gpu][ops]") {
+  BackendPair pair;
+  const size_t n = 100003;
+  const double cap = GENERATE(0.0, 1e-3);
+  INFO("cap " << cap);
+  Mirrored<float> params(pair, random_floats(n, 64));
+  Mirrored<float> grads(pair, random_floats(n, 65, -0.1f, 0.1f));
+  Mirrored<float> m(pair, random_floats(n, 66, -0.01f, 0.01f));
+  Mirrored<float> v(pair, random_floats(n, 67, 1e-6f, 1e-3f));
+  for (int step = 1; step <= 3; ++step) {
+    const float correction = 1.0f / (1.0f - std::pow(0.6f, static_cast<float>(step)));
+    for (Backend* backend : {pair.cpu.get(), pair.gpu.get()}) {
+      const bool cpu = backend == pair.cpu.get();
+      backend->adamw_given_moment_update(cpu ? params.cpu.data() : params.gpu.data(),
+                                         cpu ? grads.cpu.data() : grads.gpu.data(),
+                                         cpu ? m.cpu.data() : m.gpu.data(),
+                                         cpu ? v.cpu.data() : v.gpu.data(), n, 0.6f, 1e-8f, 0.5f,
+                                         0.99997f, 3e-4f * correction, correction, cap);
+    }
+  }
+  DSEEK_CHECK_PARITY(params, kFp32Tolerance);
+  DSEEK_CHECK_PARITY(m, kFp32Tolerance);
+  CHECK(v.gpu_values() == v.cpu_values());  // read only: untouched on both
+}
+
 TEST_CASE("sum and sum of squares in double match the CPU", "[gpu][ops]") {
   BackendPair pair;
   const size_t n = GENERATE(size_t{1}, size_t{1000003});
