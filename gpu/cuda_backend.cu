@@ -182,11 +182,11 @@ class CudaBackend final : public backend::Backend {
   size_t attention_state_floats(int B, int T, int C, int NH) const override {
     return kernels::attention_state_floats(B, T, NH);
   }
-  void attention_forward(float* out, float* att, const float* qkv, int B, int T, int C,
-                         int NH) override {
+  void attention_forward(float* out, float* att, const float* qkv, int B, int T, int C, int NH,
+                         backend::MatmulFormat format) override {
     check_heads(C, NH);
     make_current();
-    kernels::attention_forward(stream_, out, att, qkv, B, T, C, NH);
+    kernels::attention_forward(stream_, out, att, qkv, B, T, C, NH, attention_in_bf16(format));
   }
   void gelu_forward(float* out, const float* inp, size_t n) override {
     make_current();
@@ -245,12 +245,13 @@ class CudaBackend final : public backend::Backend {
     kernels::gelu_backward(stream_, dinp, inp, dout, n);
   }
   void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* out,
-                          const float* att, int B, int T, int C, int NH) override {
+                          const float* att, int B, int T, int C, int NH,
+                          backend::MatmulFormat format) override {
     check_heads(C, NH);
     make_current();
     kernels::attention_backward(stream_,
                                 scratch(kernels::attention_backward_scratch_floats(B, T, NH)),
-                                dqkv, dout, qkv, out, att, B, T, C, NH);
+                                dqkv, dout, qkv, out, att, B, T, C, NH, attention_in_bf16(format));
   }
   void layernorm_backward(float* dinp, float* dw, float* db, const float* dout, const float* inp,
                           const float* w, const float* mean, const float* rstd, int N,
@@ -349,6 +350,13 @@ class CudaBackend final : public backend::Backend {
                                   " and NH = " + std::to_string(NH) +
                                   ": the CUDA kernels need C divisible by NH and a head size "
                                   "of at most " + std::to_string(kernels::kMaxHeadSize));
+  }
+
+  // Attention's products on bf16 operands (bf16) or fp32; it has no fp8 form.
+  bool attention_in_bf16(backend::MatmulFormat format) const {
+    if (format == backend::MatmulFormat::fp8)
+      throw std::invalid_argument(label_ + ": attention has no fp8 form: fp32 or bf16");
+    return format == backend::MatmulFormat::bf16;
   }
 
   // Kernel scratch, grown to the largest request and then kept: a steady-state step

@@ -7,7 +7,8 @@
 // The kernels here handle the rest: one warp per query row (forward, dq) or per
 // key row (dk, dv); a score is a warp reduction of q.k over the head's channels, which
 // each lane holds in registers at d = lane + 32*k (so head sizes up to kMaxHeadSize).
-// Every sum runs in a fixed order: no atomics, deterministic.
+// Every sum runs in a fixed order: no atomics, deterministic. Under bf16 every product's
+// operands are rounded to bf16 where they are read (product_operand).
 //
 // Layouts (as the CPU backend): qkv (B, T, 3C) with q | k | v and head h at channels
 // h*hs .. h*hs+hs-1 of each; out (B, T, C); logsumexp[(b*NH + h)*T + t].
@@ -57,35 +58,35 @@ __device__ __forceinline__ size_t out_offset(int b, int t, int h, int T, int C, 
 }
 
 __device__ __forceinline__ void load_head(float (&dst)[kPerLane], const float* src, int lane,
-                                          int hs) {
+                                          int hs, bool bf16) {
 #pragma unroll
   for (int k = 0; k < kPerLane; ++k) {
     const int d = lane + k * kWarpSize;
-    dst[k] = d < hs ? src[d] : 0.0f;
+    dst[k] = d < hs ? product_operand(src[d], bf16) : 0.0f;
   }
 }
 
 // The dot product of a register-held head vector with one in memory, summed over the warp.
 __device__ __forceinline__ float warp_dot(const float (&a)[kPerLane], const float* b, int lane,
-                                          int hs) {
+                                          int hs, bool bf16) {
   float partial = 0.0f;
 #pragma unroll
   for (int k = 0; k < kPerLane; ++k) {
     const int d = lane + k * kWarpSize;
-    if (d < hs) partial += a[k] * b[d];
+    if (d < hs) partial += a[k] * product_operand(b[d], bf16);
   }
   return warp_sum(partial);
 }
 
 __global__ void attention_forward_kernel(float* out, float* logsumexp, const float* qkv, int B,
-                                         int T, int C, int NH) {
+                                         int T, int C, int NH, bool bf16) {
   const HeadRow r = head_row(B, T, NH);
   if (!r.valid) return;  // the whole warp leaves together
   const int lane = threadIdx.x % kWarpSize;
   const int hs = C / NH;
   const float scale = 1.0f / sqrtf(static_cast<float>(hs));
   float q[kPerLane], acc[kPerLane];
-  load_head(q, qkv + qkv_offset(r.b, r.t, r.h, T, C, hs), lane, hs);
+  load_head(q, qkv + qkv_offset(r.b, r.t, r.h, T, C, hs), lane, hs, bf16);
 #pragma unroll
   for (int k = 0; k < kPerLane; ++k) acc[k] = 0.0f;
   // Online softmax: running max m, running sum l of exp(s - m), acc = sum exp(s - m) v.
@@ -93,7 +94,7 @@ __global__ void attention_forward_kernel(float* out, float* logsumexp, const flo
   for (int j = 0; j <= r.t; ++j) {
     const float* key = qkv + qkv_offset(r.b, j, r.h, T, C, hs) + C;
     const float* value = key + C;
-    const float s = warp_dot(q, key, lane, hs) * scale;
+    const float s = warp_dot(q, key, lane, hs, bf16) * scale;
     const float m_new = fmaxf(m, s);
     const float correction = expf(m - m_new);  // 0 on the first key (m = -inf)
     const float p = expf(s - m_new);
@@ -101,7 +102,9 @@ __global__ void attention_forward_kernel(float* out, float* logsumexp, const flo
 #pragma unroll
     for (int k = 0; k < kPerLane; ++k) {
       const int d = lane + k * kWarpSize;
-      if (d < hs) acc[k] = acc[k] * correction + p * value[d];
+      if (d < hs)
+        acc[k] = acc[k] * correction +
+                 product_operand(p, bf16) * product_operand(value[d], bf16);
     }
     m = m_new;
   }
@@ -119,7 +122,7 @@ __global__ void attention_forward_kernel(float* out, float* logsumexp, const flo
 // Per query row t: D_t into `dsum`, then dq_t = sum_j dS_tj k_j (overwrite).
 __global__ void attention_backward_query_kernel(float* dqkv, float* dsum, const float* dout,
                                                 const float* qkv, const float* logsumexp, int B,
-                                                int T, int C, int NH) {
+                                                int T, int C, int NH, bool bf16) {
   const HeadRow r = head_row(B, T, NH);
   if (!r.valid) return;
   const int lane = threadIdx.x % kWarpSize;
@@ -128,14 +131,14 @@ __global__ void attention_backward_query_kernel(float* dqkv, float* dsum, const 
   const size_t row = (static_cast<size_t>(r.b) * NH + r.h) * T + r.t;
   const float lse = logsumexp[row];
   float q[kPerLane], dO[kPerLane], dq[kPerLane];
-  load_head(q, qkv + qkv_offset(r.b, r.t, r.h, T, C, hs), lane, hs);
-  load_head(dO, dout + out_offset(r.b, r.t, r.h, T, C, hs), lane, hs);
+  load_head(q, qkv + qkv_offset(r.b, r.t, r.h, T, C, hs), lane, hs, bf16);
+  load_head(dO, dout + out_offset(r.b, r.t, r.h, T, C, hs), lane, hs, bf16);
   float D = 0.0f;
   for (int j = 0; j <= r.t; ++j) {
     const float* key = qkv + qkv_offset(r.b, j, r.h, T, C, hs) + C;
     const float* value = key + C;
-    const float p = expf(warp_dot(q, key, lane, hs) * scale - lse);
-    D += p * warp_dot(dO, value, lane, hs);
+    const float p = expf(warp_dot(q, key, lane, hs, bf16) * scale - lse);
+    D += p * warp_dot(dO, value, lane, hs, bf16);
   }
   if (lane == 0) dsum[row] = D;
 #pragma unroll
@@ -143,12 +146,12 @@ __global__ void attention_backward_query_kernel(float* dqkv, float* dsum, const 
   for (int j = 0; j <= r.t; ++j) {
     const float* key = qkv + qkv_offset(r.b, j, r.h, T, C, hs) + C;
     const float* value = key + C;
-    const float p = expf(warp_dot(q, key, lane, hs) * scale - lse);
-    const float ds = p * (warp_dot(dO, value, lane, hs) - D) * scale;
+    const float p = expf(warp_dot(q, key, lane, hs, bf16) * scale - lse);
+    const float ds = p * (warp_dot(dO, value, lane, hs, bf16) - D) * scale;
 #pragma unroll
     for (int k = 0; k < kPerLane; ++k) {
       const int d = lane + k * kWarpSize;
-      if (d < hs) dq[k] += ds * key[d];
+      if (d < hs) dq[k] += product_operand(ds, bf16) * product_operand(key[d], bf16);
     }
   }
   float* dq_out = dqkv + qkv_offset(r.b, r.t, r.h, T, C, hs);
@@ -162,7 +165,7 @@ __global__ void attention_backward_query_kernel(float* dqkv, float* dsum, const 
 // Per key row j: dk_j = sum_{t>=j} dS_tj q_t and dv_j = sum_{t>=j} P_tj dO_t (overwrite).
 __global__ void attention_backward_key_kernel(float* dqkv, const float* dsum, const float* dout,
                                               const float* qkv, const float* logsumexp, int B,
-                                              int T, int C, int NH) {
+                                              int T, int C, int NH, bool bf16) {
   const HeadRow r = head_row(B, T, NH);  // r.t is the key index j here
   if (!r.valid) return;
   const int lane = threadIdx.x % kWarpSize;
@@ -171,21 +174,21 @@ __global__ void attention_backward_key_kernel(float* dqkv, const float* dsum, co
   const size_t head_rows = (static_cast<size_t>(r.b) * NH + r.h) * T;
   const int j = r.t;
   float key[kPerLane], value[kPerLane], dk[kPerLane], dv[kPerLane];
-  load_head(key, qkv + qkv_offset(r.b, j, r.h, T, C, hs) + C, lane, hs);
-  load_head(value, qkv + qkv_offset(r.b, j, r.h, T, C, hs) + 2 * C, lane, hs);
+  load_head(key, qkv + qkv_offset(r.b, j, r.h, T, C, hs) + C, lane, hs, bf16);
+  load_head(value, qkv + qkv_offset(r.b, j, r.h, T, C, hs) + 2 * C, lane, hs, bf16);
 #pragma unroll
   for (int k = 0; k < kPerLane; ++k) dk[k] = dv[k] = 0.0f;
   for (int t = j; t < T; ++t) {
     const float* q = qkv + qkv_offset(r.b, t, r.h, T, C, hs);
     const float* dO = dout + out_offset(r.b, t, r.h, T, C, hs);
-    const float p = expf(warp_dot(key, q, lane, hs) * scale - logsumexp[head_rows + t]);
-    const float ds = p * (warp_dot(value, dO, lane, hs) - dsum[head_rows + t]) * scale;
+    const float p = expf(warp_dot(key, q, lane, hs, bf16) * scale - logsumexp[head_rows + t]);
+    const float ds = p * (warp_dot(value, dO, lane, hs, bf16) - dsum[head_rows + t]) * scale;
 #pragma unroll
     for (int k = 0; k < kPerLane; ++k) {
       const int d = lane + k * kWarpSize;
       if (d < hs) {
-        dk[k] += ds * q[d];
-        dv[k] += p * dO[d];
+        dk[k] += product_operand(ds, bf16) * product_operand(q[d], bf16);
+        dv[k] += product_operand(p, bf16) * product_operand(dO[d], bf16);
       }
     }
   }
@@ -212,12 +215,12 @@ size_t attention_state_floats(int B, int T, int NH) {
 }
 
 void attention_forward(cudaStream_t stream, float* out, float* logsumexp, const float* qkv, int B,
-                       int T, int C, int NH) {
+                       int T, int C, int NH, bool bf16) {
   if (B == 0 || T == 0 || NH == 0) return;  // empty: a grid of 0 blocks would not launch
   if (tiled_attention_handles(B, T, C, NH))
-    return tiled_attention_forward(stream, out, logsumexp, qkv, B, T, C, NH);
+    return tiled_attention_forward(stream, out, logsumexp, qkv, B, T, C, NH, bf16);
   attention_forward_kernel<<<blocks_for_rows(B, T, NH), kThreads, 0, stream>>>(out, logsumexp,
-                                                                               qkv, B, T, C, NH);
+                                                                               qkv, B, T, C, NH, bf16);
   DSEEK_CUDA_CHECK_LAUNCH(stream, "attention_forward_kernel");
 }
 
@@ -227,16 +230,16 @@ size_t attention_backward_scratch_floats(int B, int T, int NH) {
 
 void attention_backward(cudaStream_t stream, Scratch scratch, float* dqkv, const float* dout,
                         const float* qkv, const float* out, const float* logsumexp, int B, int T,
-                        int C, int NH) {
+                        int C, int NH, bool bf16) {
   if (B == 0 || T == 0 || NH == 0) return;  // empty: a grid of 0 blocks would not launch
   if (tiled_attention_handles(B, T, C, NH))
     return tiled_attention_backward(stream, scratch.data, dqkv, dout, qkv, out, logsumexp, B, T,
-                                    C, NH);
+                                    C, NH, bf16);
   attention_backward_query_kernel<<<blocks_for_rows(B, T, NH), kThreads, 0, stream>>>(
-      dqkv, scratch.data, dout, qkv, logsumexp, B, T, C, NH);
+      dqkv, scratch.data, dout, qkv, logsumexp, B, T, C, NH, bf16);
   DSEEK_CUDA_CHECK_LAUNCH(stream, "attention_backward_query_kernel");
   attention_backward_key_kernel<<<blocks_for_rows(B, T, NH), kThreads, 0, stream>>>(
-      dqkv, scratch.data, dout, qkv, logsumexp, B, T, C, NH);
+      dqkv, scratch.data, dout, qkv, logsumexp, B, T, C, NH, bf16);
   DSEEK_CUDA_CHECK_LAUNCH(stream, "attention_backward_key_kernel");
 }
 

@@ -1,8 +1,9 @@
 // Causal attention in 64 x 64 tiles through shared memory, for head sizes up to 64 (GPT-2's
 // is 64): the fast path of attention.cu, which keeps its warp-per-row kernels for larger
-// heads. Same numerics contract: fp32 throughout, the probabilities never stored, per row
+// heads. Same numerics contract: fp32 arithmetic (under bf16 the products' operands are
+// rounded to bf16 as they enter shared memory), the probabilities never stored, per row
 // the logsumexp saved; every sum in a fixed order (no atomics), so results are
-// deterministic, and they agree with the CPU backend to fp32 rounding.
+// deterministic, and they agree with the CPU backend to the rounding of their format.
 //
 // Why tiles: the warp-per-row kernels read every key and value once per query row from
 // global memory and reduce each score across a warp; on an H200 they took 87% of a GPT-2
@@ -68,12 +69,15 @@ __device__ __forceinline__ Head block_head(int NH) {
 
 // Rows row0 .. row0+63 of one head's vectors into `tile`; `base` points at row 0, dimension
 // 0 of that head, rows `row_stride` floats apart. Rows past T and dimensions past hs are 0.
+// bf16: stored rounded, as products' operands.
 __device__ void load_tile(float* tile, const float* base, size_t row_stride, int row0, int T,
-                          int hs) {
+                          int hs, bool bf16) {
   for (int i = threadIdx.x; i < kTile * kTile; i += kThreads) {
     const int r = i / kTile, d = i % kTile;
     tile[r * kStride + d] =
-        (row0 + r < T && d < hs) ? base[static_cast<size_t>(row0 + r) * row_stride + d] : 0.0f;
+        (row0 + r < T && d < hs)
+            ? product_operand(base[static_cast<size_t>(row0 + r) * row_stride + d], bf16)
+            : 0.0f;
   }
 }
 
@@ -154,11 +158,13 @@ __device__ __forceinline__ float row_sum(float value) {
   return value;
 }
 
-__device__ __forceinline__ void store_block(float* tile, const Block4& values, int ty, int tx) {
+__device__ __forceinline__ void store_block(float* tile, const Block4& values, int ty, int tx,
+                                            bool bf16) {
 #pragma unroll
   for (int i = 0; i < kPer; ++i)
 #pragma unroll
-    for (int j = 0; j < kPer; ++j) tile[(ty + 16 * i) * kStride + tx + 16 * j] = values[i][j];
+    for (int j = 0; j < kPer; ++j)
+      tile[(ty + 16 * i) * kStride + tx + 16 * j] = product_operand(values[i][j], bf16);
 }
 
 // A thread's 4 x 4 block of a tile (rows `rows`, head dimensions `dims` of the thread's
@@ -180,7 +186,8 @@ __device__ __forceinline__ void store_rows(float* base, size_t row_stride, const
 }
 
 __global__ void __launch_bounds__(kThreads)
-    tiled_forward_kernel(float* out, float* logsumexp, const float* qkv, int T, int C, int NH) {
+    tiled_forward_kernel(float* out, float* logsumexp, const float* qkv, int T, int C, int NH,
+                         bool bf16) {
   extern __shared__ float4 shared_memory[];  // float4: 16-byte aligned
   float* shared = reinterpret_cast<float*>(shared_memory);
   float* Q = shared;
@@ -197,7 +204,7 @@ __global__ void __launch_bounds__(kThreads)
   const int depth = (hs + 3) / 4 * 4;  // the tiles are zero from hs to 64
   const float* head_qkv = qkv + static_cast<size_t>(head.b) * T * 3 * C +
                           static_cast<size_t>(head.h) * hs;
-  load_tile(Q, head_qkv, 3 * static_cast<size_t>(C), q0, T, hs);
+  load_tile(Q, head_qkv, 3 * static_cast<size_t>(C), q0, T, hs, bf16);
 
   float m[kPer], l[kPer];
   Block4 o, s;
@@ -211,8 +218,8 @@ __global__ void __launch_bounds__(kThreads)
   for (int key_tile = 0; key_tile <= query_tile; ++key_tile) {
     const int k0 = key_tile * kTile;
     __syncthreads();  // the previous tile's K, V and P are no longer read
-    load_tile(K, head_qkv + C, 3 * static_cast<size_t>(C), k0, T, hs);
-    load_tile(V, head_qkv + 2 * C, 3 * static_cast<size_t>(C), k0, T, hs);
+    load_tile(K, head_qkv + C, 3 * static_cast<size_t>(C), k0, T, hs, bf16);
+    load_tile(V, head_qkv + 2 * C, 3 * static_cast<size_t>(C), k0, T, hs, bf16);
     __syncthreads();
     product_abt(s, Q, K, ty, tx, depth);
 #pragma unroll
@@ -240,7 +247,7 @@ __global__ void __launch_bounds__(kThreads)
       l[i] = l[i] * correction + row_sum(tile_sum);
       m[i] = m_new;
     }
-    store_block(P, s, ty, tx);
+    store_block(P, s, ty, tx, bf16);
     __syncthreads();
     accumulate_ab(o, P, V, ty, tx);
   }
@@ -301,7 +308,7 @@ __global__ void row_dot_kernel(float* dsum, const float* dout, const float* out,
 // Per query tile: dq_t = sum_j dS_tj k_j (overwritten), with D_t from dsum (row_dot_kernel).
 __global__ void __launch_bounds__(kThreads)
     tiled_backward_query_kernel(float* dqkv, const float* dsum, const float* dout, const float* qkv,
-                                const float* logsumexp, int T, int C, int NH) {
+                                const float* logsumexp, int T, int C, int NH, bool bf16) {
   extern __shared__ float4 shared_memory[];  // float4: 16-byte aligned
   float* shared = reinterpret_cast<float*>(shared_memory);
   float* Q = shared;
@@ -319,9 +326,9 @@ __global__ void __launch_bounds__(kThreads)
   const float* head_qkv = qkv + static_cast<size_t>(head.b) * T * 3 * C +
                           static_cast<size_t>(head.h) * hs;
   const size_t head_rows = (static_cast<size_t>(head.b) * NH + head.h) * T;
-  load_tile(Q, head_qkv, qkv_stride, q0, T, hs);
+  load_tile(Q, head_qkv, qkv_stride, q0, T, hs, bf16);
   load_tile(dO, dout + static_cast<size_t>(head.b) * T * C + static_cast<size_t>(head.h) * hs, C,
-            q0, T, hs);
+            q0, T, hs, bf16);
   float lse[kPer], D[kPer];
 #pragma unroll
   for (int i = 0; i < kPer; ++i) {
@@ -339,15 +346,15 @@ __global__ void __launch_bounds__(kThreads)
   for (int key_tile = 0; key_tile <= query_tile; ++key_tile) {
     const int k0 = key_tile * kTile;
     __syncthreads();
-    load_tile(K, head_qkv + C, qkv_stride, k0, T, hs);
-    load_tile(V, head_qkv + 2 * C, qkv_stride, k0, T, hs);
+    load_tile(K, head_qkv + C, qkv_stride, k0, T, hs, bf16);
+    load_tile(V, head_qkv + 2 * C, qkv_stride, k0, T, hs, bf16);
     __syncthreads();
     probabilities(p, dp, Q, K, dO, V, lse, q0, k0, T, hs, scale, ty, tx);
 #pragma unroll
     for (int i = 0; i < kPer; ++i)
 #pragma unroll
       for (int j = 0; j < kPer; ++j) p[i][j] = p[i][j] * (dp[i][j] - D[i]) * scale;
-    store_block(dS, p, ty, tx);
+    store_block(dS, p, ty, tx, bf16);
     __syncthreads();
     accumulate_ab(dq, dS, K, ty, tx);
   }
@@ -359,7 +366,7 @@ __global__ void __launch_bounds__(kThreads)
 // Per key tile: dk_j = sum_{t>=j} dS_tj q_t and dv_j = sum_{t>=j} P_tj dO_t (overwritten).
 __global__ void __launch_bounds__(kThreads)
     tiled_backward_key_kernel(float* dqkv, const float* dsum, const float* dout, const float* qkv,
-                              const float* logsumexp, int T, int C, int NH) {
+                              const float* logsumexp, int T, int C, int NH, bool bf16) {
   extern __shared__ float4 shared_memory[];  // float4: 16-byte aligned
   float* shared = reinterpret_cast<float*>(shared_memory);
   float* K = shared;
@@ -382,8 +389,8 @@ __global__ void __launch_bounds__(kThreads)
   const float* head_dout = dout + static_cast<size_t>(head.b) * T * C +
                            static_cast<size_t>(head.h) * hs;
   const size_t head_rows = (static_cast<size_t>(head.b) * NH + head.h) * T;
-  load_tile(K, head_qkv + C, qkv_stride, k0, T, hs);
-  load_tile(V, head_qkv + 2 * C, qkv_stride, k0, T, hs);
+  load_tile(K, head_qkv + C, qkv_stride, k0, T, hs, bf16);
+  load_tile(V, head_qkv + 2 * C, qkv_stride, k0, T, hs, bf16);
   Block4 dk, dv, p, dp;
 #pragma unroll
   for (int i = 0; i < kPer; ++i)
@@ -392,8 +399,8 @@ __global__ void __launch_bounds__(kThreads)
   for (int query_tile = key_tile; query_tile < tiles; ++query_tile) {
     const int q0 = query_tile * kTile;
     __syncthreads();  // the previous tile's Q, dO, P and dS are no longer read
-    load_tile(Q, head_qkv, qkv_stride, q0, T, hs);
-    load_tile(dO, head_dout, C, q0, T, hs);
+    load_tile(Q, head_qkv, qkv_stride, q0, T, hs, bf16);
+    load_tile(dO, head_dout, C, q0, T, hs, bf16);
     float lse[kPer], D[kPer];
 #pragma unroll
     for (int i = 0; i < kPer; ++i) {
@@ -403,12 +410,12 @@ __global__ void __launch_bounds__(kThreads)
     }
     __syncthreads();
     probabilities(p, dp, Q, K, dO, V, lse, q0, k0, T, hs, scale, ty, tx);
-    store_block(P, p, ty, tx);
+    store_block(P, p, ty, tx, bf16);
 #pragma unroll
     for (int i = 0; i < kPer; ++i)
 #pragma unroll
       for (int j = 0; j < kPer; ++j) dp[i][j] = p[i][j] * (dp[i][j] - D[i]) * scale;
-    store_block(dS, dp, ty, tx);
+    store_block(dS, dp, ty, tx, bf16);
     __syncthreads();
     accumulate_atb(dv, P, dO, ty, tx);
     accumulate_atb(dk, dS, Q, ty, tx);
@@ -442,16 +449,16 @@ bool tiled_attention_handles(int B, int T, int C, int NH) {
 }
 
 void tiled_attention_forward(cudaStream_t stream, float* out, float* logsumexp, const float* qkv,
-                             int B, int T, int C, int NH) {
+                             int B, int T, int C, int NH, bool bf16) {
   allow_shared(tiled_forward_kernel, shared_bytes(4));
   tiled_forward_kernel<<<tile_grid(B, T, NH), kThreads, shared_bytes(4), stream>>>(
-      out, logsumexp, qkv, T, C, NH);
+      out, logsumexp, qkv, T, C, NH, bf16);
   DSEEK_CUDA_CHECK_LAUNCH(stream, "tiled_forward_kernel");
 }
 
 void tiled_attention_backward(cudaStream_t stream, float* dsum, float* dqkv, const float* dout,
                               const float* qkv, const float* out, const float* logsumexp, int B,
-                              int T, int C, int NH) {
+                              int T, int C, int NH, bool bf16) {
   const long long rows = static_cast<long long>(B) * NH * T;
   const int warps_per_block = kThreads / kWarpSize;
   row_dot_kernel<<<static_cast<unsigned>((rows + warps_per_block - 1) / warps_per_block), kThreads,
@@ -460,10 +467,10 @@ void tiled_attention_backward(cudaStream_t stream, float* dsum, float* dqkv, con
   allow_shared(tiled_backward_query_kernel, shared_bytes(5));
   allow_shared(tiled_backward_key_kernel, shared_bytes(6));
   tiled_backward_query_kernel<<<tile_grid(B, T, NH), kThreads, shared_bytes(5), stream>>>(
-      dqkv, dsum, dout, qkv, logsumexp, T, C, NH);
+      dqkv, dsum, dout, qkv, logsumexp, T, C, NH, bf16);
   DSEEK_CUDA_CHECK_LAUNCH(stream, "tiled_backward_query_kernel");
   tiled_backward_key_kernel<<<tile_grid(B, T, NH), kThreads, shared_bytes(6), stream>>>(
-      dqkv, dsum, dout, qkv, logsumexp, T, C, NH);
+      dqkv, dsum, dout, qkv, logsumexp, T, C, NH, bf16);
   DSEEK_CUDA_CHECK_LAUNCH(stream, "tiled_backward_key_kernel");
 }
 

@@ -2,6 +2,7 @@
 // warp-level sum and max (a fixed butterfly order, so results are deterministic).
 #pragma once
 
+#include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
 #include <cstddef>
@@ -12,6 +13,12 @@ namespace dseek::gpu::kernels {
 
 constexpr int kWarpSize = 32;
 constexpr unsigned kFullMask = 0xffffffffu;
+
+// x as a product's operand: rounded to bf16 (nearest even, numerics/bf16.hpp's rounding)
+// when `bf16`, else unchanged. Attention's products under train.precision = "bf16".
+__device__ __forceinline__ float product_operand(float x, bool bf16) {
+  return bf16 ? __bfloat162float(__float2bfloat16_rn(x)) : x;
+}
 
 // Blocks of `threads` covering `n` items, capped for grid-stride loops.
 inline unsigned blocks_for(size_t n, int threads, size_t max_blocks = 65535u * 8u) {

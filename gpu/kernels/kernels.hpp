@@ -64,14 +64,16 @@ constexpr int kMaxHeadSize = 256;
 // Floats of per-layer attention state (the `att` buffer): one logsumexp per query row and
 // head.
 size_t attention_state_floats(int B, int T, int NH);
+// bf16: every product's operands rounded to bf16 (backend.hpp's attention_forward), the
+// probabilities before they are normalized (as FlashAttention runs them in bf16).
 void attention_forward(cudaStream_t stream, float* out, float* logsumexp, const float* qkv, int B,
-                       int T, int C, int NH);
+                       int T, int C, int NH, bool bf16);
 // Floats of scratch attention_backward needs (one per query row and head).
 size_t attention_backward_scratch_floats(int B, int T, int NH);
 // `out`: what attention_forward wrote (the tiled kernels take D_t = dout_t . out_t from it).
 void attention_backward(cudaStream_t stream, Scratch scratch, float* dqkv, const float* dout,
                         const float* qkv, const float* out, const float* logsumexp, int B, int T,
-                        int C, int NH);
+                        int C, int NH, bool bf16);
 
 // --- elementwise.cu ------------------------------------------------------------------
 void gelu_forward(cudaStream_t stream, float* out, const float* inp, size_t n);

@@ -132,9 +132,13 @@ class Backend {
   // what this backend keeps for attention_backward, in its own layout (the CPU and CUDA:
   // the logsumexp of each score row (B, NH, T), probabilities recomputed in backward, so
   // memory grows with T, not T x T). Only attention_backward reads it.
+  // `format` fp32: every product in fp32; bf16 (train.precision = "bf16"): the operands of
+  // each product rounded to bf16 (Q, K, V, the probabilities P, and in backward dO and the
+  // score gradients dS), fp32 accumulation and softmax, as PyTorch's bf16 autocast runs
+  // attention's matmuls. fp8 is refused (std::invalid_argument).
   virtual size_t attention_state_floats(int B, int T, int C, int NH) const = 0;
   virtual void attention_forward(float* out, float* att, const float* qkv, int B, int T,
-                                 int C, int NH) = 0;
+                                 int C, int NH, MatmulFormat format) = 0;
   // Causal attention of n new tokens of one sequence against its KV cache (generation,
   // runtime/infer/): qkv (n, 3C) holds the new tokens' [q | k | v]; their k and v are
   // first stored in rows [past, past + n) of k_cache and v_cache (each (capacity, C),
@@ -172,7 +176,7 @@ class Backend {
   // its saved state `att`.
   virtual void attention_backward(float* dqkv, const float* dout, const float* qkv,
                                   const float* out, const float* att, int B, int T, int C,
-                                  int NH) = 0;
+                                  int NH, MatmulFormat format) = 0;
   // dinp += ..., dw += ..., db += ...
   virtual void layernorm_backward(float* dinp, float* dw, float* db, const float* dout,
                                   const float* inp, const float* w, const float* mean,

@@ -7,7 +7,8 @@
 // probabilities from the logsumexp (FlashAttention's recomputation) and accumulates dK
 // and dV block by block in query order, inside the task: deterministic for a thread
 // count, no partial sums to merge. Q, K and V are read in place from the (B, T, 3C) qkv
-// buffer through sgemm's leading dimension: no transposes, no copies.
+// buffer through sgemm's leading dimension: no transposes, no copies. With bf16 operands
+// (train.precision = "bf16") the products run in cpu_attention_bf16.cpp.
 //
 // attention_forward_cached (generation): the same blocks and softmax rows, with keys and
 // values read from the sequence's KV cache after the new tokens' rows are stored there;
@@ -17,46 +18,49 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <stdexcept>
 
 #include "runtime/backend/cpu_backend.hpp"
-#include "runtime/util/fast_math.hpp"
+#include "runtime/backend/cpu_attention_rows.hpp"
 
 namespace dseek::backend {
 
-namespace {
-constexpr int kBlock = 64;
-
-// Row t of the scores holds keys 0..t; makes it the softmax and returns its logsumexp.
-float causal_softmax_row(float* row, int t) {
-  float max_value = row[0];
-#pragma omp simd reduction(max : max_value)
-  for (int j = 0; j <= t; ++j) max_value = std::max(max_value, row[j]);
-  float total = 0.0f;
-#pragma omp simd reduction(+ : total)
-  for (int j = 0; j <= t; ++j) {
-    float e = util::exp_approx(row[j] - max_value);
-    row[j] = e;
-    total += e;
-  }
-  const float inverse = 1.0f / total;
-#pragma omp simd
-  for (int j = 0; j <= t; ++j) row[j] *= inverse;
-  return max_value + std::log(total);
-}
-
-// Row t of the scores (keys 0..t) becomes the probabilities exp(s - lse).
-void probabilities_row(float* row, int t, float lse) {
-#pragma omp simd
-  for (int j = 0; j <= t; ++j) row[j] = util::exp_approx(row[j] - lse);
-}
-}  // namespace
+using attention_rows::causal_softmax_row;
+using attention_rows::kBlock;
+using attention_rows::probabilities_row;
+using attention_rows::score_gradients_row;
 
 size_t CpuBackend::attention_state_floats(int B, int T, int C, int NH) const {
   return static_cast<size_t>(B) * NH * T;  // the logsumexp of each score row
 }
 
+namespace {
+void check_attention_format(MatmulFormat format) {
+  if (format == MatmulFormat::fp8)
+    throw std::invalid_argument(
+        "attention has no fp8 form on the CPU backend: fp32 or bf16 (train.precision = "
+        "\"fp8\" runs attention in fp32)");
+}
+}  // namespace
+
 void CpuBackend::attention_forward(float* out, float* att, const float* qkv, int B, int T,
-                                   int C, int NH) {
+                                   int C, int NH, MatmulFormat format) {
+  check_attention_format(format);
+  if (format == MatmulFormat::bf16) return bf16_attention_forward(out, att, qkv, B, T, C, NH);
+  fp32_attention_forward(out, att, qkv, B, T, C, NH);
+}
+
+void CpuBackend::attention_backward(float* dqkv, const float* dout, const float* qkv,
+                                    const float* /*out*/, const float* att, int B, int T,
+                                    int C, int NH, MatmulFormat format) {
+  check_attention_format(format);
+  if (format == MatmulFormat::bf16)
+    return bf16_attention_backward(dqkv, dout, qkv, att, B, T, C, NH);
+  fp32_attention_backward(dqkv, dout, qkv, att, B, T, C, NH);
+}
+
+void CpuBackend::fp32_attention_forward(float* out, float* att, const float* qkv, int B, int T,
+                                        int C, int NH) {
   const int hs = C / NH;
   const int C3 = 3 * C;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
@@ -76,7 +80,7 @@ void CpuBackend::attention_forward(float* out, float* att, const float* qkv, int
                     q + static_cast<size_t>(r0) * C3, C3, k, C3, 0.0f, scores, ld);
         for (int t = r0; t < r1; ++t) {
           float* row = scores + static_cast<size_t>(t - r0) * ld;
-          lse[t] = causal_softmax_row(row, t);
+          lse[t] = causal_softmax_row(row, t, 1.0f);
           std::fill(row + t + 1, row + r1, 0.0f);
         }
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, r1 - r0, hs, r1, 1.0f, scores, ld,
@@ -86,9 +90,8 @@ void CpuBackend::attention_forward(float* out, float* att, const float* qkv, int
   });
 }
 
-void CpuBackend::attention_backward(float* dqkv, const float* dout, const float* qkv,
-                                    const float* /*out*/, const float* att, int B, int T,
-                                    int C, int NH) {
+void CpuBackend::fp32_attention_backward(float* dqkv, const float* dout, const float* qkv,
+                                         const float* att, int B, int T, int C, int NH) {
   const int hs = C / NH;
   const int C3 = 3 * C;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
@@ -125,13 +128,9 @@ void CpuBackend::attention_backward(float* dqkv, const float* dout, const float*
         for (int t = r0; t < r1; ++t) {
           float* prow = probs + static_cast<size_t>(t - r0) * ld;
           float* drow = dscores + static_cast<size_t>(t - r0) * ld;
-          probabilities_row(prow, t, lse[t]);
+          probabilities_row(prow, t, lse[t], 1.0f);
           std::fill(prow + t + 1, prow + r1, 0.0f);
-          float dot = 0.0f;
-#pragma omp simd reduction(+ : dot)
-          for (int j = 0; j <= t; ++j) dot += prow[j] * drow[j];
-#pragma omp simd
-          for (int j = 0; j <= t; ++j) drow[j] = prow[j] * (drow[j] - dot) * scale;
+          score_gradients_row(drow, prow, t, scale);
           std::fill(drow + t + 1, drow + r1, 0.0f);
         }
         // dQ = dS K; dK[0..r1] += dS^T Q; dV[0..r1] += P^T dO.
@@ -173,7 +172,7 @@ void CpuBackend::attention_forward_cached(float* out, const float* qkv, float* k
                     ld);
         for (int t = r0; t < r1; ++t) {
           float* row = scores + static_cast<size_t>(t - r0) * ld;
-          causal_softmax_row(row, past + t);
+          causal_softmax_row(row, past + t, 1.0f);
           std::fill(row + past + t + 1, row + keys, 0.0f);
         }
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, r1 - r0, hs, keys, 1.0f, scores,

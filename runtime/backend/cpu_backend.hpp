@@ -38,7 +38,7 @@ class CpuBackend final : public Backend {
                       int C, int OC) override;
   size_t attention_state_floats(int B, int T, int C, int NH) const override;
   void attention_forward(float* out, float* att, const float* qkv, int B, int T, int C,
-                         int NH) override;
+                         int NH, MatmulFormat format) override;
   void attention_forward_cached(float* out, const float* qkv, float* k_cache, float* v_cache,
                                 int past, int n, int C, int NH) override;
   void gelu_forward(float* out, const float* inp, size_t n) override;
@@ -59,7 +59,8 @@ class CpuBackend final : public Backend {
   // `out` is not read: the CPU recomputes the probabilities from att's logsumexp and
   // takes sum_j P dP from them.
   void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* out,
-                          const float* att, int B, int T, int C, int NH) override;
+                          const float* att, int B, int T, int C, int NH,
+                          MatmulFormat format) override;
   void layernorm_backward(float* dinp, float* dw, float* db, const float* dout,
                           const float* inp, const float* w, const float* mean,
                           const float* rstd, int N, int C) override;
@@ -137,6 +138,21 @@ class CpuBackend final : public Backend {
                            int N, int C, int OC);
   void bf16_matmul_backward(float* dinp, float* dw, float* dbias, const float* dout,
                             const float* inp, const float* w, int N, int C, int OC);
+  // cpu_attention.cpp (fp32) and cpu_attention_bf16.cpp (bf16 operands).
+  void fp32_attention_forward(float* out, float* att, const float* qkv, int B, int T, int C,
+                              int NH);
+  void fp32_attention_backward(float* dqkv, const float* dout, const float* qkv,
+                               const float* att, int B, int T, int C, int NH);
+  void bf16_attention_forward(float* out, float* att, const float* qkv, int B, int T, int C,
+                              int NH);
+  void bf16_attention_backward(float* dqkv, const float* dout, const float* qkv,
+                               const float* att, int B, int T, int C, int NH);
+  // c (M, N) = a @ b (+ c) on bf16 operands of `shape`'s strides, on pool thread `thread`:
+  // oneDNN's bf16 GEMM on bf16 bits where the CPU has native bf16, else the fp32 sgemm on
+  // bf16 values kept in fp32 (the same products). a and b point at uint16_t or float
+  // accordingly (bf16_operand_bytes()).
+  void bf16_product(int thread, const GemmShape& shape, const void* a, const void* b, float* c);
+  size_t bf16_operand_bytes() const { return native_bf16_ ? sizeof(uint16_t) : sizeof(float); }
 
   std::shared_ptr<HostMemory> memory_;  // where allocate() takes its blocks from
   util::ThreadPool pool_;

@@ -153,9 +153,9 @@ class ScrambledBackend final : public Backend {
     return cpu_->attention_state_floats(B, T, C, NH);
   }
   void attention_forward(float* out, float* att, const float* qkv, int B, int T, int C,
-                         int NH) override {
+                         int NH, MatmulFormat format) override {
     Staging s(*this);
-    cpu_->attention_forward(s.out(out), s.out(att), s.in(qkv), B, T, C, NH);
+    cpu_->attention_forward(s.out(out), s.out(att), s.in(qkv), B, T, C, NH, format);
   }
   void gelu_forward(float* out, const float* inp, size_t n) override {
     Staging s(*this);
@@ -187,10 +187,11 @@ class ScrambledBackend final : public Backend {
     cpu_->gelu_backward(s.out(dinp), s.in(inp), s.in(dout), n);
   }
   void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* out,
-                          const float* att, int B, int T, int C, int NH) override {
+                          const float* att, int B, int T, int C, int NH,
+                          MatmulFormat format) override {
     Staging s(*this);
     cpu_->attention_backward(s.out(dqkv), s.in(dout), s.in(qkv), s.in(out), s.in(att), B, T, C,
-                             NH);
+                             NH, format);
   }
   void layernorm_backward(float* dinp, float* dw, float* db, const float* dout,
                           const float* inp, const float* w, const float* mean,

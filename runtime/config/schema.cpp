@@ -172,9 +172,9 @@ const std::vector<Key<JobConfig>>& job_keys() {
           "train.precision", names(),
           "precision of the matmuls (fp32 accumulate, fp32 master weights and optimizer "
           "state, softmax and cross-entropy in fp32): fp32; bf16 (every matmul, the head's "
-          "included; no loss scaling); fp8 (the transformer blocks' matmuls: E4M3 inputs and "
+          "and attention's products included; no loss scaling); fp8 (the transformer blocks' matmuls: E4M3 inputs and "
           "weights, E5M2 gradients, delayed per-tensor scaling, dynamic loss scaling; the "
-          "head in bf16)"),
+          "head in bf16, attention in fp32)"),
       job<&J::train, &Tr::fp8_amax_history>(
           "train.fp8_amax_history", between(1, 1024),
           "fp8: steps of amax history per tensor; the scale of a step is fp8_max / "

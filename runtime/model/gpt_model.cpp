@@ -220,7 +220,7 @@ void GptModel::block_forward(int64_t layer, BlockActivations& a, const float* x,
   be.mixed_matmul_forward(a.qkv.data(), a.ln1.data(), w + p.qkv_w, w + p.qkv_b, N, C, 3 * Cl,
                           precision_.block(layer, PrecisionPolicy::kQkv));
   be.attention_forward(a.atty.data(), a.att.data(), a.qkv.data(), static_cast<int>(B_),
-                       static_cast<int>(T_), Cl, NHl);
+                       static_cast<int>(T_), Cl, NHl, precision_.attention());
   be.mixed_matmul_forward(branch_out_.data(), a.atty.data(), w + p.attn_proj_w,
                           adds_bias ? w + p.attn_proj_b : nullptr, N, Cl, C,
                           precision_.block(layer, PrecisionPolicy::kAttentionProjection));
@@ -272,7 +272,8 @@ void GptModel::block_backward(int64_t layer, BlockActivations& a, const float* x
                            w + p.attn_proj_w, N, Cl, C,
                            precision_.block(layer, PrecisionPolicy::kAttentionProjection));
   be.attention_backward(dqkv_.data(), datty, a.qkv.data(), a.atty.data(), a.att.data(),
-                        static_cast<int>(B_), static_cast<int>(T_), Cl, NHl);
+                        static_cast<int>(B_), static_cast<int>(T_), Cl, NHl,
+                        precision_.attention());
   be.mixed_matmul_backward(dwidth1_.data(), g + p.qkv_w, g + p.qkv_b, dqkv_.data(), a.ln1.data(),
                            w + p.qkv_w, N, C, 3 * Cl,
                            precision_.block(layer, PrecisionPolicy::kQkv));

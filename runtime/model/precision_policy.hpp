@@ -3,7 +3,8 @@
 //
 //   fp32: every matmul in fp32.
 //   bf16: every matmul in bf16 (fp32 accumulate), forward and backward: the four of
-//         every block (qkv, attention projection, MLP up and down) and the head
+//         every block (qkv, attention projection, MLP up and down), attention's own
+//         products (attention()) and the head
 //         (logits = lnf @ wte^T, tied to the embedding), as Megatron-LM runs its output
 //         layer under --bf16 and llm.c its head. The logits come out in fp32 and the
 //         softmax / cross-entropy over the vocabulary runs in fp32: that is where small
@@ -50,6 +51,13 @@ class PrecisionPolicy {
   backend::MatmulPrecision block(int64_t layer, BlockMatmul matmul) const;
   // The head's matmul (forward and backward): fp32 under fp32, bf16 under bf16 and fp8.
   backend::MatmulPrecision head() const;
+  // Attention's products (Backend::attention_forward): bf16 operands under bf16, fp32
+  // under fp32 and fp8 (FP8 is for the block matmuls only; its recipe's reference keeps
+  // attention in fp32).
+  backend::MatmulFormat attention() const {
+    return format_ == backend::MatmulFormat::bf16 ? backend::MatmulFormat::bf16
+                                                  : backend::MatmulFormat::fp32;
+  }
 
   // Closes an optimizer step: FP8 amaxes enter their histories and the scales of the
   // next step are set. Nothing to do in fp32 and bf16.

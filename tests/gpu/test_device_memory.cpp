@@ -83,7 +83,7 @@ TEST_CASE("errors name the device", "[gpu][errors]") {
   const std::string name = dseek::gpu::query_devices().devices.at(0).name;
   DeviceBuffer<float> scratch(*gpu, 16);
   CHECK_THROWS_WITH(gpu->attention_forward(scratch.data(), scratch.data(), scratch.data(), 1, 1,
-                                           512, 1),
+                                           512, 1, dseek::backend::MatmulFormat::fp32),
                     Catch::Contains("CUDA device 0 (" + name + ")"));
 }
 

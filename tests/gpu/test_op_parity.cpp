@@ -13,6 +13,7 @@
 #include "tests/gpu/parity_support.hpp"
 
 using namespace dseek::gpu_testing;
+using dseek::backend::MatmulFormat;
 
 namespace {
 constexpr int B = 3, T = 37, N = B * T, C = 48, V = 101, NH = 4;
@@ -117,8 +118,11 @@ TEST_CASE("matmul backward without dinp leaves it alone and still accumulates dw
 }
 
 namespace {
-// Forward and backward of one attention shape on both backends.
-void check_attention(int batch, int steps, int channels, int heads) {
+// Forward and backward of one attention shape on both backends, its products in `format`
+// within `tolerance` (relative L2).
+void check_attention(int batch, int steps, int channels, int heads,
+                     MatmulFormat format = MatmulFormat::fp32,
+                     double tolerance = kFp32Tolerance) {
   BackendPair pair;
   const int rows = batch * steps;
   INFO("B = " << batch << ", T = " << steps << ", C = " << channels << ", NH = " << heads);
@@ -134,10 +138,10 @@ void check_attention(int batch, int steps, int channels, int heads) {
   CHECK(pair.gpu->attention_state_floats(batch, steps, channels, heads) ==
         static_cast<size_t>(batch) * heads * steps);
   pair.cpu->attention_forward(out.cpu.data(), att_cpu_side.cpu.data(), qkv.cpu.data(), batch,
-                              steps, channels, heads);
+                              steps, channels, heads, format);
   pair.gpu->attention_forward(out.gpu.data(), att_gpu, qkv.gpu.data(), batch, steps, channels,
-                              heads);
-  DSEEK_CHECK_PARITY(out, kFp32Tolerance);
+                              heads, format);
+  DSEEK_CHECK_PARITY(out, tolerance);
   // Every logsumexp was written.
   CHECK(count_nan(att_gpu_side.gpu_values()) == 0);
 
@@ -145,15 +149,15 @@ void check_attention(int batch, int steps, int channels, int heads) {
   Mirrored<float> dqkv(pair, nan_filled(static_cast<size_t>(rows) * 3 * channels));  // overwritten
   pair.cpu->attention_backward(dqkv.cpu.data(), dout.cpu.data(), qkv.cpu.data(),
                                out.cpu.data(), att_cpu_side.cpu.data(), batch, steps, channels,
-                               heads);
+                               heads, format);
   pair.gpu->attention_backward(dqkv.gpu.data(), dout.gpu.data(), qkv.gpu.data(),
-                               out.gpu.data(), att_gpu, batch, steps, channels, heads);
-  DSEEK_CHECK_PARITY(dqkv, kFp32Tolerance);
+                               out.gpu.data(), att_gpu, batch, steps, channels, heads, format);
+  DSEEK_CHECK_PARITY(dqkv, tolerance);
 
   // Deterministic: the same inputs again give bit-identical gradients.
   const std::vector<float> first = dqkv.gpu_values();
   pair.gpu->attention_backward(dqkv.gpu.data(), dout.gpu.data(), qkv.gpu.data(),
-                               out.gpu.data(), att_gpu, batch, steps, channels, heads);
+                               out.gpu.data(), att_gpu, batch, steps, channels, heads, format);
   CHECK(dqkv.gpu_values() == first);
 }
 }  // namespace
@@ -173,12 +177,20 @@ TEST_CASE("tiled attention over several tiles matches the CPU", "[gpu][ops][atte
   check_attention(2, 150, channels, 2);
 }
 
+TEST_CASE("bf16 attention matches the CPU's bf16 attention", "[gpu][ops][attention][bf16]") {
+  // Both round every product's operands to bf16; the GPU its probabilities before they
+  // are normalized, the CPU after, so single operands may round apart by one bf16 step
+  // (2^-8 relative): 1e-2 relative L2. Tiled (head size 64) and warp-per-row (96).
+  const int channels = GENERATE(128, 192);
+  check_attention(2, 150, channels, 2, MatmulFormat::bf16, 1e-2);
+}
+
 TEST_CASE("attention refuses head sizes its kernels do not handle", "[gpu][ops][attention]") {
   BackendPair pair;
   dseek::backend::DeviceBuffer<float> scratch(*pair.gpu, 16);
   // C = 512 with one head: head size 512 > kMaxHeadSize (256).
   CHECK_THROWS_WITH(pair.gpu->attention_forward(scratch.data(), scratch.data(), scratch.data(), 1,
-                                                1, 512, 1),
+                                                1, 512, 1, MatmulFormat::fp32),
                     Catch::Contains("head size of at most 256"));
 }
 

@@ -17,7 +17,9 @@ With a third argument `bf16`, every linear layer (the four of each block and the
 head) runs as dseek's train.precision = "bf16" does (runtime/model/precision_policy.hpp):
 its input, weight and, in backward, output gradient rounded to bf16 (nearest even, from
 their float32 values), the products and sums in float64, the bias gradient from the
-unrounded output gradient; everything else stays float64.
+unrounded output gradient; attention's products likewise (backend.hpp's
+attention_forward: Q, K, V, the normalized probabilities P, and in backward dO and
+dS rounded; the softmax and sum_j P dP unrounded); everything else stays float64.
 
 With a fourth argument, an integer V_real < V: the model's vocabulary pads the data's
 (llm.c's V within Vp), and the loss is F.cross_entropy over the first V_real logits only
@@ -71,6 +73,36 @@ class Bf16Linear(torch.autograd.Function):
         return dx, dw, db
 
 
+class Bf16Attention(torch.autograd.Function):
+    """Causal softmax(q k^T * scale) v with every product on bf16-rounded operands."""
+
+    @staticmethod
+    def forward(ctx, q, k, v, mask, scale):
+        s = (bf16(q) @ bf16(k).transpose(-2, -1)) * scale
+        p = s.masked_fill(~mask, float("-inf")).softmax(dim=-1)
+        ctx.save_for_backward(q, k, v, p)
+        ctx.scale = scale
+        return bf16(p) @ bf16(v)
+
+    @staticmethod
+    def backward(ctx, dy):
+        q, k, v, p = ctx.saved_tensors
+        dp = bf16(dy) @ bf16(v).transpose(-2, -1)
+        ds = p * (dp - (p * dp).sum(-1, keepdim=True)) * ctx.scale
+        dq = bf16(ds) @ bf16(k)
+        dk = bf16(ds).transpose(-2, -1) @ bf16(q)
+        dv = bf16(p).transpose(-2, -1) @ bf16(dy)
+        return dq, dk, dv, None, None
+
+
+def attention(q, k, v, mask, precision):
+    scale = 1.0 / math.sqrt(q.shape[-1])
+    if precision == "bf16":
+        return Bf16Attention.apply(q, k, v, mask, scale)
+    att = (q @ k.transpose(-2, -1)) * scale
+    return att.masked_fill(~mask, float("-inf")).softmax(dim=-1) @ v
+
+
 def linear(x, weight, bias, precision):
     if precision == "bf16":
         return Bf16Linear.apply(x, weight, bias)
@@ -91,9 +123,7 @@ def gpt_loss(w, tokens, targets, C, L, NH, T, precision="fp32", real_vocab=None)
         q = q.view(B, T, NH, hs).transpose(1, 2)
         k = k.view(B, T, NH, hs).transpose(1, 2)
         v = v.view(B, T, NH, hs).transpose(1, 2)
-        att = (q @ k.transpose(-2, -1)) / math.sqrt(hs)
-        att = att.masked_fill(~mask, float("-inf")).softmax(dim=-1)
-        y = (att @ v).transpose(1, 2).reshape(B, T, C)
+        y = attention(q, k, v, mask, precision).transpose(1, 2).reshape(B, T, C)
         x = x + linear(y, w[p + "attn.proj.weight"], w[p + "attn.proj.bias"], precision)
         h = F.layer_norm(x, (C,), w[p + "ln2.weight"], w[p + "ln2.bias"], eps=1e-5)
         h = F.gelu(linear(h, w[p + "mlp.fc.weight"], w[p + "mlp.fc.bias"], precision),
