@@ -23,10 +23,7 @@
 
 namespace dseek::backend {
 
-using attention_rows::causal_softmax_row;
-using attention_rows::kBlock;
-using attention_rows::probabilities_row;
-using attention_rows::score_gradients_row;
+using namespace attention_rows;  // kBlock and the row functions
 
 namespace {
 
@@ -145,10 +142,7 @@ void CpuBackend::bf16_attention_backward(float* dqkv, const float* dout, const f
       float* dq = dqkv + b * T * C3 + h * hs;
       float* dk = dq + C;
       float* dv = dq + 2 * C;
-      for (int t = 0; t < T; ++t) {  // dK and dV accumulate over the query blocks
-        std::fill(dk + static_cast<size_t>(t) * C3, dk + static_cast<size_t>(t) * C3 + hs, 0.0f);
-        std::fill(dv + static_cast<size_t>(t) * C3, dv + static_cast<size_t>(t) * C3 + hs, 0.0f);
-      }
+      zero_key_value_gradients(dk, dv, T, hs, static_cast<size_t>(C3));
       for (int r0 = 0; r0 < T; r0 += kBlock) {
         const int r1 = std::min(T, r0 + kBlock), rows = r1 - r0;
         const size_t block_row = static_cast<size_t>(r0) * hs;

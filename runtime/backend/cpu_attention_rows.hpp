@@ -47,4 +47,13 @@ inline void score_gradients_row(float* drow, const float* prow, int t, float sca
   for (int j = 0; j <= t; ++j) drow[j] = prow[j] * (drow[j] - dot) * scale;
 }
 
+// dK and dV of one head (T rows, `row_stride` floats apart) set to 0 before backward
+// accumulates them over the query blocks.
+inline void zero_key_value_gradients(float* dk, float* dv, int T, int hs, size_t row_stride) {
+  for (int t = 0; t < T; ++t) {
+    std::fill(dk + t * row_stride, dk + t * row_stride + hs, 0.0f);
+    std::fill(dv + t * row_stride, dv + t * row_stride + hs, 0.0f);
+  }
+}
+
 }  // namespace dseek::backend::attention_rows
