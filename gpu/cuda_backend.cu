@@ -15,14 +15,18 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <stdexcept>
 #include <string>
 
 #include "gpu/cuda_backend.hpp"
 #include "gpu/cuda_check.hpp"
 #include "gpu/cuda_mixed_matmul.hpp"
+#include "gpu/cudnn/cudnn_attention.hpp"
 #include "gpu/device_info.hpp"
 #include "gpu/device_pool.hpp"
 #include "gpu/kernels/kernels.hpp"
@@ -58,6 +62,22 @@ std::string validate_device(int device_index) {
   return device_label(device_index, info.name);
 }
 
+// Which kernels run bf16 attention: DSEEK_CUDA_ATTENTION=auto (the default: cuDNN's
+// fused attention where it is available and takes the shape, else the tiled kernels),
+// cudnn (cuDNN or an error saying why not: the check script's way to be sure) or tiled.
+// fp32 attention always runs the tiled kernels (cuDNN's fused kernels take bf16).
+enum class AttentionKernels { automatic, cudnn, tiled };
+
+AttentionKernels attention_kernels_from_environment() {
+  const char* value = std::getenv("DSEEK_CUDA_ATTENTION");
+  if (value == nullptr || std::string(value).empty() || std::string(value) == "auto")
+    return AttentionKernels::automatic;
+  if (std::string(value) == "cudnn") return AttentionKernels::cudnn;
+  if (std::string(value) == "tiled") return AttentionKernels::tiled;
+  throw std::invalid_argument(std::string("DSEEK_CUDA_ATTENTION=") + value +
+                              ": expected auto, cudnn or tiled");
+}
+
 class CudaBackend final : public backend::Backend {
  public:
   CudaBackend(int device, std::string label)
@@ -87,6 +107,22 @@ class CudaBackend final : public backend::Backend {
           std::lock_guard<std::mutex> lock(pool_mutex_);
           pool_.release(pointer);
         });
+    if (attention_kernels_ != AttentionKernels::tiled) {
+      cudnn_attention_ = CudnnAttention::create(
+          stream_,
+          {[this](size_t bytes) {
+             std::lock_guard<std::mutex> lock(pool_mutex_);
+             return pool_.allocate(bytes);
+           },
+           [this](void* pointer) {
+             std::lock_guard<std::mutex> lock(pool_mutex_);
+             pool_.release(pointer);
+           }},
+          &cudnn_unavailable_);
+      if (cudnn_attention_ == nullptr && attention_kernels_ == AttentionKernels::cudnn)
+        throw std::runtime_error(label_ + ": DSEEK_CUDA_ATTENTION=cudnn, but " +
+                                 cudnn_unavailable_);
+    }
   }
 
   ~CudaBackend() override {
@@ -96,6 +132,7 @@ class CudaBackend final : public backend::Backend {
     cudaEventDestroy(copied_);
     cudaEventDestroy(compute_reached_);
     cudaStreamDestroy(copy_stream_);
+    cudnn_attention_.reset();  // its buffers go back to pool_
     mixed_.reset();  // its scratch goes back to pool_, its cuBLASLt handle away
     cublasDestroy(cublas_);
     cudaStreamDestroy(stream_);
@@ -184,8 +221,10 @@ class CudaBackend final : public backend::Backend {
   }
   void attention_forward(float* out, float* att, const float* qkv, int B, int T, int C, int NH,
                          backend::MatmulFormat format) override {
-    check_heads(C, NH);
     make_current();
+    if (fused_attention(format, B, T, C, NH))
+      return cudnn_attention_->forward(out, att, qkv, B, T, C, NH);
+    check_heads(C, NH);
     kernels::attention_forward(stream_, out, att, qkv, B, T, C, NH, attention_in_bf16(format));
   }
   void gelu_forward(float* out, const float* inp, size_t n) override {
@@ -247,8 +286,10 @@ class CudaBackend final : public backend::Backend {
   void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* out,
                           const float* att, int B, int T, int C, int NH,
                           backend::MatmulFormat format) override {
-    check_heads(C, NH);
     make_current();
+    if (fused_attention(format, B, T, C, NH))
+      return cudnn_attention_->backward(dqkv, dout, qkv, out, att, B, T, C, NH);
+    check_heads(C, NH);
     kernels::attention_backward(stream_,
                                 scratch(kernels::attention_backward_scratch_floats(B, T, NH)),
                                 dqkv, dout, qkv, out, att, B, T, C, NH, attention_in_bf16(format));
@@ -359,6 +400,29 @@ class CudaBackend final : public backend::Backend {
     return format == backend::MatmulFormat::bf16;
   }
 
+  // Whether this attention runs through cuDNN (attention_kernels_from_environment). The
+  // answer for a shape is the same in forward and backward (CudnnAttention::prepare keeps
+  // it), so a backward always reads the state its own forward wrote. Under auto, the first
+  // refusal of each shape is said once on stderr; under cudnn it is an error.
+  bool fused_attention(backend::MatmulFormat format, int B, int T, int C, int NH) {
+    if (!attention_in_bf16(format) || attention_kernels_ == AttentionKernels::tiled) return false;
+    std::string why_not = cudnn_unavailable_;
+    const bool fused = cudnn_attention_ != nullptr &&
+                       cudnn_attention_->prepare(B, T, C, NH, &why_not);
+    if (!fused && attention_kernels_ == AttentionKernels::cudnn)
+      throw std::runtime_error(label_ + ": DSEEK_CUDA_ATTENTION=cudnn, but " + why_not);
+    const std::string said = fused ? cudnn_attention_->version() : why_not;
+    if (said_.insert(said).second) {
+      if (fused)
+        std::fprintf(stderr, "dseek: %s: bf16 attention through %s (fused flash attention)\n",
+                     label_.c_str(), said.c_str());
+      else
+        std::fprintf(stderr, "dseek: %s: bf16 attention on the tiled kernels: %s\n",
+                     label_.c_str(), said.c_str());
+    }
+    return fused;
+  }
+
   // Kernel scratch, grown to the largest request and then kept: a steady-state step
   // allocates nothing. Growing while earlier kernels may still read the old block is
   // safe: the pool hands memory out again only in stream order.
@@ -396,6 +460,10 @@ class CudaBackend final : public backend::Backend {
   double* reduction_partials_ = nullptr;
   kernels::Scratch scratch_;
   std::unique_ptr<CudaMixedMatmul> mixed_;  // released before pool_ (declared after it)
+  AttentionKernels attention_kernels_ = attention_kernels_from_environment();
+  std::unique_ptr<CudnnAttention> cudnn_attention_;  // null: tiled kernels only
+  std::string cudnn_unavailable_;                    // why cudnn_attention_ is null
+  std::set<std::string> said_;                       // attention paths told on stderr
 };
 
 }  // namespace

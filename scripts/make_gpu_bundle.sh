@@ -12,6 +12,8 @@
 #   lib/         every shared library they load (ldd) that the GPU machine lacks: CAF,
 #                UCX (and its transport modules, lib/ucx/), OpenSSL, Cap'n Proto, toml++,
 #                OpenBLAS, gfortran, ...
+#   lib/cudnn/   cuDNN's graph API and attention engines (dlopen'd; after the target's own
+#                CUDA tree in the library path), left out if the archive would not fit
 #   lib/stdcxx/  this machine's libstdc++ and libgcc_s, used only when the GPU machine's
 #                are older than the binaries need (env.sh asks ldd)
 #   env.sh       source it: sets LD_LIBRARY_PATH (bundle, then /usr/local/cuda) and
@@ -91,12 +93,25 @@ if [[ -d $ucx_modules ]]; then
   done
 fi
 
+# cuDNN (the fused bf16 attention, gpu/cudnn/): loaded at run time, so ldd does not list
+# it. The GPU machine's own cuDNN is used when it has one (lib/cudnn comes after the CUDA
+# tree in env.sh); these are the graph API, the runtime-compiled engines (the fused
+# attention kernels, compiled with the target's NVRTC) and the heuristics. If the archive
+# would exceed the carry limit with them, the heuristics and then all of them stay out
+# (the binaries then run the tiled attention kernels where the target has no cuDNN).
+cudnn_dir=$(dirname "$(readlink -f /usr/local/cuda/lib64/libcudnn_graph.so.9 2>/dev/null || echo /nonexistent/x)")
+cudnn_libs=(libcudnn_graph.so.9 libcudnn_engines_runtime_compiled.so.9 libcudnn_heuristic.so.9)
+if [[ -e $cudnn_dir/libcudnn_graph.so.9 ]]; then
+  mkdir -p "$out/lib/cudnn"
+  for l in "${cudnn_libs[@]}"; do [[ -e $cudnn_dir/$l ]] && cp -L "$cudnn_dir/$l" "$out/lib/cudnn/"; done
+fi
+
 cat >"$out/env.sh" <<'EOF'
 # Source this file to run the bundle's binaries: the bundle's libraries first, then the
 # CUDA 13 toolkit's. libstdc++ / libgcc_s of the build machine are added only when this
 # machine's are older than the binaries need.
 dseek_bundle_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-export LD_LIBRARY_PATH="$dseek_bundle_dir/lib:/usr/local/cuda/lib64:/usr/local/cuda/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export LD_LIBRARY_PATH="$dseek_bundle_dir/lib:/usr/local/cuda/lib64:/usr/local/cuda/lib:$dseek_bundle_dir/lib/cudnn${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export UCX_MODULE_DIR="$dseek_bundle_dir/lib/ucx"
 if ldd "$dseek_bundle_dir/bin/gpt2_train" 2>&1 | grep -q "version \`\(GLIBCXX\|CXXABI\|GCC\)_"; then
   export LD_LIBRARY_PATH="$dseek_bundle_dir/lib/stdcxx:$LD_LIBRARY_PATH"
@@ -129,9 +144,24 @@ echo "make_gpu_bundle: $out: $(find "$out" -type f | wc -l) files, $((total / 10
 # The same, compressed (OpenBLAS's 36 MB of kernels for every x86 core shrink ~8x): what
 # travels to the device machine is this archive (check.sh unpacks OUT_DIR.tar.xz when the
 # folder is absent); the folder itself is over the carry limit with OpenBLAS in it.
-tar -C "$(dirname "$out")" -cf - "$(basename "$out")" | xz -T0 -6 >"$out.tar.xz"
-archive_bytes=$(stat -c %s "$out.tar.xz")
-echo "make_gpu_bundle: $out.tar.xz: $((archive_bytes / 1024 / 1024)) MiB"
+compress_bundle() {
+  tar -C "$(dirname "$out")" -cf - "$(basename "$out")" | xz -T0 -6 >"$out.tar.xz"
+  archive_bytes=$(stat -c %s "$out.tar.xz")
+  echo "make_gpu_bundle: $out.tar.xz: $((archive_bytes / 1024 / 1024)) MiB"
+}
+compress_bundle
+if ((archive_bytes >= limit_bytes)) && [[ -e $out/lib/cudnn/libcudnn_heuristic.so.9 ]]; then
+  echo "make_gpu_bundle: over the limit with cuDNN's heuristics library: leaving it out"
+  rm "$out/lib/cudnn/libcudnn_heuristic.so.9"
+  echo "left out after the listing above (carry limit): lib/cudnn/libcudnn_heuristic.so.9" >>"$out/MANIFEST.txt"
+  compress_bundle
+fi
+if ((archive_bytes >= limit_bytes)) && [[ -d $out/lib/cudnn ]]; then
+  echo "make_gpu_bundle: over the limit with cuDNN: leaving it out (the target's own cuDNN, or the tiled attention)"
+  rm -r "$out/lib/cudnn"
+  echo "left out after the listing above (carry limit): lib/cudnn/" >>"$out/MANIFEST.txt"
+  compress_bundle
+fi
 if ((archive_bytes >= limit_bytes)); then
   echo "make_gpu_bundle: $out.tar.xz is over 64 MiB: too large to carry to the device machine" >&2
   exit 1

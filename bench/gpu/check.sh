@@ -8,6 +8,9 @@
 #      steps with gpt2_train in fp32, bf16 and fp8 (model::PrecisionPolicy; fp8 with
 #      dynamic loss scaling, its skipped steps in the row): tokens/s and MFU, or a failed
 #      row with the error (e.g. fp8 on a GPU older than sm_90) -- never a made-up number;
+#      bf16 twice: with the default attention (cuDNN's fused kernels where they run; the
+#      row says which ran) and as train_bf16_tiled with DSEEK_CUDA_ATTENTION=tiled, the
+#      ratio of the two in the second row;
 #   3c. fp8 against bf16 with gpt2_train on a wider model (d = 2048, 16 layers; target
 #      fp8 >= 1.3x bf16), side by side in one row;
 #   3b. the peer: the same GPT-2 in PyTorch (bench/peers/pytorch_gpt_train.py, bf16
@@ -220,15 +223,22 @@ else
   model_args=(--device cuda --batch "${batch:-16}" --steps "${steps:-10}" --warmup 3)
 fi
 [[ -n $peak ]] && model_args+=(--peak-tflops "$peak")
-for precision in fp32 bf16 fp8; do
-  name=train_$precision
+# bf16_tiled: bf16 with attention on the tiled kernels (DSEEK_CUDA_ATTENTION=tiled) beside
+# bf16's default (cuDNN's fused attention where it runs): the ratio of the two in its row.
+for variant in fp32 bf16 bf16_tiled fp8; do
+  precision=${variant%_tiled}
+  attention=auto
+  [[ $variant == *_tiled ]] && attention=tiled
+  name=train_$variant
   log=$out_dir/$name.log
   if [[ ! -x $bin_dir/gpt2_train ]]; then
     add_row "$name" missing - - "gpt2_train is not in $bin_dir" ""
     continue
   fi
+  export DSEEK_CUDA_ATTENTION=$attention
   bounded 150 "$log" "$bin_dir/gpt2_train" "${model_args[@]}" --precision "$precision"
   code=$?
+  unset DSEEK_CUDA_ATTENTION
   line=$(last_json_line "$log")
   status=$(json_field "$line" status)
   if ((code == 0)) && [[ $status == ok ]]; then
@@ -237,7 +247,12 @@ for precision in fp32 bf16 fp8; do
     mfu_text=n/a
     [[ $mfu != null && -n $mfu ]] && mfu_text=$(awk -v m="$mfu" 'BEGIN { printf "%.1f%%", 100 * m }')
     detail="$(json_field "$line" device_name); step $(fmt "$(json_field "$line" step_ms_median)" %.1f) ms, loss $(fmt "$(json_field "$line" first_loss)" %.4f) -> $(fmt "$(json_field "$line" last_loss)" %.4f), $(json_field "$line" skipped_steps) skipped, peak memory $(fmt "$(json_field "$line" peak_memory_bytes)" %.0f) bytes"
-    [[ $precision == bf16 ]] && dseek_bf16_rate=$rate
+    # which kernels ran bf16 attention, as the CUDA backend says it once on stderr
+    said=$(grep -m 1 -o 'bf16 attention .*' "$log" || true)
+    [[ -n $said ]] && detail+="; $said"
+    [[ $variant == bf16 ]] && dseek_bf16_rate=$rate
+    [[ $variant == bf16_tiled && -n ${dseek_bf16_rate:-} ]] &&
+      detail+="; bf16 (default attention) / bf16_tiled = $(awk -v a="$dseek_bf16_rate" -v b="$rate" 'BEGIN { printf "%.2f", a / b }')"
     add_row "$name" ok "$(awk -v r="$rate" 'BEGIN { printf "%.0f", r }')" "$mfu_text" "$detail" \
       "\"tokens_per_s\":$rate,\"mfu\":$mfu,\"step_ms\":$(json_field "$line" step_ms_median),\"first_loss\":$(json_field "$line" first_loss),\"last_loss\":$(json_field "$line" last_loss),\"loss_decreased\":$(json_field "$line" loss_decreased),\"skipped_steps\":$(json_field "$line" skipped_steps),\"params\":$(json_field "$line" params),\"batch\":$(json_field "$line" batch),\"context\":$(json_field "$line" context)"
   elif ((code == 124 || code == 137)); then

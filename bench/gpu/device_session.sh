@@ -37,6 +37,9 @@ rm -rf "$work" && mkdir -p "$work/check"
   echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2-) x $(nproc)"
   echo "glibc: $(ldd --version | head -n 1)"
   echo "nvcc: $(/usr/local/cuda/bin/nvcc --version 2>&1 | grep release)"
+  # whether the machine has its own cuDNN (else the bundle's lib/cudnn, if it fit)
+  echo "cudnn: $(ls /usr/local/cuda/lib64/libcudnn*.so.9 2>/dev/null | xargs -r -n1 basename | tr '\n' ' ')"
+  echo "nvrtc: $(ls /usr/local/cuda/lib64/libnvrtc*.so* 2>/dev/null | xargs -r -n1 basename | tr '\n' ' ')"
   nvidia-smi 2>&1
   nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm,power.limit \
     --format=csv 2>&1

@@ -7,8 +7,10 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <string>
 
 #include "tests/gpu/parity_support.hpp"
 
@@ -118,6 +120,24 @@ TEST_CASE("matmul backward without dinp leaves it alone and still accumulates dw
 }
 
 namespace {
+// DSEEK_CUDA_ATTENTION for the backends made while it lives (read at construction).
+class AttentionKernels {
+ public:
+  explicit AttentionKernels(const char* kernels) {
+    if (const char* old = std::getenv("DSEEK_CUDA_ATTENTION")) previous_ = old;
+    setenv("DSEEK_CUDA_ATTENTION", kernels, 1);
+  }
+  ~AttentionKernels() {
+    if (previous_.empty())
+      unsetenv("DSEEK_CUDA_ATTENTION");
+    else
+      setenv("DSEEK_CUDA_ATTENTION", previous_.c_str(), 1);
+  }
+
+ private:
+  std::string previous_;
+};
+
 // Forward and backward of one attention shape on both backends, its products in `format`
 // within `tolerance` (relative L2).
 void check_attention(int batch, int steps, int channels, int heads,
@@ -181,8 +201,31 @@ TEST_CASE("bf16 attention matches the CPU's bf16 attention", "[gpu][ops][attenti
   // Both round every product's operands to bf16; the GPU its probabilities before they
   // are normalized, the CPU after, so single operands may round apart by one bf16 step
   // (2^-8 relative): 1e-2 relative L2. Tiled (head size 64) and warp-per-row (96).
+  AttentionKernels tiled("tiled");
   const int channels = GENERATE(128, 192);
   check_attention(2, 150, channels, 2, MatmulFormat::bf16, 1e-2);
+}
+
+TEST_CASE("cuDNN attention matches the CPU's bf16 attention", "[gpu][ops][attention][bf16][cudnn]") {
+  // cuDNN's fused flash attention (DSEEK_CUDA_ATTENTION=cudnn: an error, not the tiled
+  // kernels, if cuDNN cannot run it). Its operands are rounded to bf16 as the CPU's, and
+  // its output and dqkv come back as bf16 values (one more rounding, 2^-9 relative):
+  // 1e-2 relative L2. Head sizes 64 (GPT-2's) and 128 (cuDNN's largest), T = 150 (not a
+  // multiple of its tiles), and a deterministic backward (the check in check_attention).
+  AttentionKernels cudnn("cudnn");
+  const int channels = GENERATE(128, 256);
+  check_attention(2, 150, channels, 2, MatmulFormat::bf16, 1e-2);
+}
+
+TEST_CASE("cuDNN attention refuses what it cannot run, by name", "[gpu][ops][attention][cudnn]") {
+  AttentionKernels cudnn("cudnn");
+  BackendPair pair;
+  dseek::backend::DeviceBuffer<float> scratch(*pair.gpu, 3 * 4 * 36);
+  // head size 12: not a multiple of 8
+  CHECK_THROWS_WITH(pair.gpu->attention_forward(scratch.data(), scratch.data(), scratch.data(), 1,
+                                                4, 36, 3, MatmulFormat::bf16),
+                    Catch::Contains("DSEEK_CUDA_ATTENTION=cudnn") &&
+                        Catch::Contains("multiple of 8"));
 }
 
 TEST_CASE("attention refuses head sizes its kernels do not handle", "[gpu][ops][attention]") {

@@ -138,6 +138,9 @@ TEST_CASE("check.sh --device cpu runs the check's rows and writes the table and 
   CHECK(std::regex_search(table, std::regex("train_fp32 +ok +[0-9]+ +[0-9.]+%")));
   CHECK(std::regex_search(table, std::regex("train_bf16 +ok +[0-9]+ +[0-9.]+%")));
   CHECK(std::regex_search(table, std::regex("train_fp8 +ok +[0-9]+ +[0-9.]+%")));
+  // bf16 with the tiled attention kernels beside it, and the ratio of the two
+  CHECK(std::regex_search(table, std::regex("train_bf16_tiled +ok +[0-9]+ +[0-9.]+%")));
+  CHECK(std::regex_search(table, std::regex("bf16 \\(default attention\\) / bf16_tiled = [0-9.]+")));
 
   const std::string json = read_file(out / "gpu_check.json");
   CHECK(json.find("\"failed\":false") != std::string::npos);
@@ -149,7 +152,7 @@ TEST_CASE("check.sh --device cpu runs the check's rows and writes the table and 
   CHECK(number_field(fp32, "tokens_per_s") > 0);
   CHECK(number_field(fp32, "mfu") > 0);
   CHECK(std::isfinite(number_field(fp32, "last_loss")));
-  for (const char* name : {"train_bf16", "train_fp8"}) {
+  for (const char* name : {"train_bf16", "train_bf16_tiled", "train_fp8"}) {
     const std::string mixed = row(json, name);
     CHECK(string_field(mixed, "status") == "ok");
     CHECK(std::isfinite(number_field(mixed, "last_loss")));
