@@ -4,7 +4,8 @@
 #      backend); a missing binary fails the row;
 #   2. the card's BF16 (and FP8) GEMM rate with matmul_rate (which first checks the
 #      cuBLASLt products against a plain fp32 kernel), the MFU denominator;
-#   3. GPT-2 124M (12 layers, d=768, 12 heads, context 1024, vocab 50257) trained a few
+#   3. GPT-2 124M (12 layers, d=768, 12 heads, context 1024, vocab 50257 in a head padded
+#      to 50304 as llm.c pads it: gpt2_train --vocab-multiple, default 128) trained a few
 #      steps with gpt2_train in fp32, bf16 and fp8 (model::PrecisionPolicy; fp8 with
 #      dynamic loss scaling, its skipped steps in the row): tokens/s and MFU, or a failed
 #      row with the error (e.g. fp8 on a GPU older than sm_90) -- never a made-up number;

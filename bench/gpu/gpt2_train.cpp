@@ -4,8 +4,14 @@
 // its flow is tested without a GPU (tests/integration/test_gpu_check.cpp).
 //
 //   gpt2_train [--device cpu|cuda] [--device-index I] [--threads N] [--precision fp32|bf16|fp8]
-//              [--layers L] [--dim C] [--heads H] [--context T] [--vocab V] [--batch B]
-//              [--steps S] [--warmup W] [--lr LR] [--seed S] [--peak-tflops P]
+//              [--layers L] [--dim C] [--heads H] [--context T] [--vocab V]
+//              [--vocab-multiple M] [--batch B] [--steps S] [--warmup W] [--lr LR]
+//              [--seed S] [--peak-tflops P]
+//
+// The model's vocabulary is V rounded up to a multiple of M (default 128: GPT-2's 50257
+// in 50304, as llm.c pads it), so the head's GEMMs get rows aligned for the tensor cores'
+// kernels; the padded ids are never tokens and take no part in the loss
+// (GptModel::set_real_vocab). --vocab-multiple 1: no padding.
 //
 // The batch is one batch of random tokens (train::RandomBatches), repeated every step:
 // the speed does not depend on the data, and the loss must then fall as the model
@@ -58,6 +64,7 @@ struct Options {
   int threads = 0;
   config::Precision precision = config::Precision::fp32;
   model::GptShape shape{768, 12, 12, 1024, 50257};
+  int64_t vocab_multiple = 128;
   int64_t batch = 8;
   int64_t steps = 10;
   int64_t warmup = 2;
@@ -69,7 +76,7 @@ struct Options {
 constexpr const char* kUsage =
     "usage: gpt2_train [--device cpu|cuda] [--device-index I] [--threads N] "
     "[--precision fp32|bf16|fp8] [--layers L] [--dim C] [--heads H] [--context T] [--vocab V] "
-    "[--batch B] [--steps S] [--warmup W] [--lr LR] [--seed S] [--peak-tflops P]";
+    "[--vocab-multiple M] [--batch B] [--steps S] [--warmup W] [--lr LR] [--seed S] [--peak-tflops P]";
 
 Options parse(int argc, char** argv) {
   Options o;
@@ -90,6 +97,7 @@ Options parse(int argc, char** argv) {
     else if (arg == "--heads") o.shape.heads = std::stoll(value);
     else if (arg == "--context") o.shape.context = std::stoll(value);
     else if (arg == "--vocab") o.shape.vocab = std::stoll(value);
+    else if (arg == "--vocab-multiple") o.vocab_multiple = std::stoll(value);
     else if (arg == "--batch") o.batch = std::stoll(value);
     else if (arg == "--steps") o.steps = std::stoll(value);
     else if (arg == "--warmup") o.warmup = std::stoll(value);
@@ -111,6 +119,7 @@ Options parse(int argc, char** argv) {
   if (o.device != "cpu" && o.device != "cuda")
     throw std::invalid_argument("--device must be cpu or cuda, not '" + o.device + "'");
   if (o.peak_tflops < 0.0) throw std::invalid_argument("--peak-tflops must be >= 0");
+  if (o.vocab_multiple < 1) throw std::invalid_argument("--vocab-multiple must be >= 1");
   return o;
 }
 
@@ -138,9 +147,12 @@ int run_training(const Options& o) {
   std::unique_ptr<backend::Backend> backend = o.device == "cuda"
                                                   ? gpu::make_cuda_backend(o.device_index)
                                                   : backend::make_cpu_backend(o.threads);
-  const auto& s = o.shape;
+  const int64_t real_vocab = o.shape.vocab;
+  model::GptShape s = o.shape;
+  s.vocab = (real_vocab + o.vocab_multiple - 1) / o.vocab_multiple * o.vocab_multiple;
   model::GptModel gpt(s, {0, s.layers}, *backend, o.batch);
   gpt.init_weights(o.seed, 0.02);
+  if (real_vocab != s.vocab) gpt.set_real_vocab(real_vocab);
   const backend::MatmulFormat format = model::matmul_format_of(o.precision);
   gpt.set_precision(model::PrecisionPolicy(*backend, format, s.layers));
   std::unique_ptr<optim::LossScaler> loss_scaler;
@@ -151,18 +163,19 @@ int run_training(const Options& o) {
 
   const int64_t T = s.context, B = o.batch;
   std::vector<int32_t> tokens(static_cast<size_t>(B * T)), targets(tokens.size());
-  train::RandomBatches batches(o.seed, s.vocab);
+  train::RandomBatches batches(o.seed, real_vocab);
   batches.fill(0, B, 0, B, T, tokens.data(), targets.data());
 
   const auto params = static_cast<double>(gpt.num_params());
   const double flops_per_token =
       6.0 * params + 6.0 * double(s.layers) * double(s.dim) * double(T);
   const std::string device = device_description(o, *backend);
-  std::printf("gpt2_train: %s, %s; L=%lld C=%lld H=%lld T=%lld V=%lld, batch %lld, %.4gM "
-              "parameters, %.4g GFLOP/token\n",
+  std::printf("gpt2_train: %s, %s; L=%lld C=%lld H=%lld T=%lld V=%lld (padded to %lld), batch "
+              "%lld, %.4gM parameters, %.4g GFLOP/token\n",
               device.c_str(), config::name_string(o.precision).c_str(), static_cast<long long>(s.layers),
               static_cast<long long>(s.dim), static_cast<long long>(s.heads),
-              static_cast<long long>(T), static_cast<long long>(s.vocab),
+              static_cast<long long>(T), static_cast<long long>(real_vocab),
+              static_cast<long long>(s.vocab),
               static_cast<long long>(B), params / 1e6, flops_per_token / 1e9);
 
   std::vector<double> losses, timed_ms;
@@ -209,7 +222,7 @@ int run_training(const Options& o) {
   line.add("bench", "gpt2_train").add("status", "ok").add("device", o.device)
       .add("device_name", device).add("backend", backend->name()).add("precision", config::name_of(o.precision))
       .add("layers", s.layers).add("dim", s.dim).add("heads", s.heads).add("context", T)
-      .add("vocab", s.vocab).add("batch", B).add("params", static_cast<uint64_t>(params))
+      .add("vocab", real_vocab).add("padded_vocab", s.vocab).add("batch", B).add("params", static_cast<uint64_t>(params))
       .add("flops_per_token", flops_per_token).add("steps", o.steps).add("warmup", o.warmup)
       .add("step_ms_median", step_ms)
       .add("step_ms_min", *std::min_element(timed_ms.begin(), timed_ms.end()))
