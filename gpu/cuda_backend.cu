@@ -279,6 +279,31 @@ class CudaBackend final : public backend::Backend {
       kernels::add_column_sums(stream_, scratch(kernels::column_sums_scratch_floats(N, OC)),
                                dbias, dout, N, OC);
   }
+  // bf16 activations: the producers write bf16 bits, the matmuls read them without a cast.
+  void layernorm_forward_bf16(uint16_t* out, float* mean, float* rstd, const float* inp,
+                              const float* w, const float* b, int N, int C) override {
+    make_current();
+    kernels::layernorm_forward(stream_, out, mean, rstd, inp, w, b, N, C);
+  }
+  void gelu_forward_bf16(uint16_t* out, const float* inp, size_t n) override {
+    make_current();
+    kernels::gelu_forward(stream_, out, inp, n);
+  }
+  void bf16_input_matmul_forward(float* out, const uint16_t* inp, const float* w,
+                                 const float* bias, int N, int C, int OC) override {
+    make_current();
+    mixed_->bf16_forward(out, reinterpret_cast<const __nv_bfloat16*>(inp), w, bias, N, C, OC);
+  }
+  void bf16_input_matmul_backward(float* dinp, float* dw, float* dbias, const float* dout,
+                                  const uint16_t* inp, const float* w, int N, int C,
+                                  int OC) override {
+    make_current();
+    mixed_->bf16_backward(dinp, dw, dout, reinterpret_cast<const __nv_bfloat16*>(inp), w, N, C,
+                          OC);
+    if (dbias != nullptr)  // from the unrounded dout, as mixed_matmul_backward
+      kernels::add_column_sums(stream_, scratch(kernels::column_sums_scratch_floats(N, OC)),
+                               dbias, dout, N, OC);
+  }
   void gelu_backward(float* dinp, const float* inp, const float* dout, size_t n) override {
     make_current();
     kernels::gelu_backward(stream_, dinp, inp, dout, n);

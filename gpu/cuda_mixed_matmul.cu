@@ -115,10 +115,8 @@ void CudaMixedMatmul::forward(float* out, const float* inp, const float* w, cons
   const size_t inp_n = count(N, C), w_n = count(OC, C);
   if (precision.format == MatmulFormat::bf16) {
     auto* inp_b = static_cast<bf16*>(slot(kInput, inp_n * sizeof(bf16)));
-    auto* w_b = static_cast<bf16*>(slot(kWeight, w_n * sizeof(bf16)));
     convert_to_bf16(inp_b, inp, inp_n, stream_);
-    convert_to_bf16(w_b, w, w_n, stream_);
-    gemm().bf16_forward(out, inp_b, w_b, bias, N, C, OC);
+    bf16_forward(out, inp_b, w, bias, N, C, OC);
     return;
   }
   if (precision.format != MatmulFormat::fp8)
@@ -146,20 +144,36 @@ void CudaMixedMatmul::forward(float* out, const float* inp, const float* w, cons
                   OC, C, bias != nullptr ? 1.0f : 0.0f, scales);
 }
 
+void CudaMixedMatmul::bf16_forward(float* out, const bf16* inp, const float* w,
+                                   const float* bias, int N, int C, int OC) {
+  DSEEK_CUDA_CHECK(cudaSetDevice(device_index_));
+  const size_t w_n = count(OC, C);
+  auto* w_b = static_cast<bf16*>(slot(kWeight, w_n * sizeof(bf16)));
+  convert_to_bf16(w_b, w, w_n, stream_);
+  gemm().bf16_forward(out, inp, w_b, bias, N, C, OC);
+}
+
+void CudaMixedMatmul::bf16_backward(float* dinp, float* dw, const float* dout, const bf16* inp,
+                                    const float* w, int N, int C, int OC) {
+  DSEEK_CUDA_CHECK(cudaSetDevice(device_index_));
+  const size_t w_n = count(OC, C), dout_n = count(N, OC);
+  auto* dout_b = static_cast<bf16*>(slot(kOutputGrad, dout_n * sizeof(bf16)));
+  auto* w_b = static_cast<bf16*>(slot(kWeight, w_n * sizeof(bf16)));
+  convert_to_bf16(dout_b, dout, dout_n, stream_);
+  convert_to_bf16(w_b, w, w_n, stream_);
+  if (dinp != nullptr) gemm().bf16_backward_input(dinp, dout_b, w_b, N, C, OC);
+  gemm().bf16_backward_weight(dw, dout_b, inp, N, C, OC);
+}
+
 void CudaMixedMatmul::backward(float* dinp, float* dw, const float* dout, const float* inp,
                                const float* w, int N, int C, int OC,
                                const MatmulPrecision& precision) {
   DSEEK_CUDA_CHECK(cudaSetDevice(device_index_));
   const size_t inp_n = count(N, C), w_n = count(OC, C), dout_n = count(N, OC);
   if (precision.format == MatmulFormat::bf16) {
-    auto* dout_b = static_cast<bf16*>(slot(kOutputGrad, dout_n * sizeof(bf16)));
     auto* inp_b = static_cast<bf16*>(slot(kInput, inp_n * sizeof(bf16)));
-    auto* w_b = static_cast<bf16*>(slot(kWeight, w_n * sizeof(bf16)));
-    convert_to_bf16(dout_b, dout, dout_n, stream_);
     convert_to_bf16(inp_b, inp, inp_n, stream_);
-    convert_to_bf16(w_b, w, w_n, stream_);
-    if (dinp != nullptr) gemm().bf16_backward_input(dinp, dout_b, w_b, N, C, OC);
-    gemm().bf16_backward_weight(dw, dout_b, inp_b, N, C, OC);
+    bf16_backward(dinp, dw, dout, inp_b, w, N, C, OC);
     return;
   }
   if (precision.format != MatmulFormat::fp8)

@@ -21,6 +21,7 @@
 // taken from the backend's pool, grown to the largest shape seen and then kept.
 #pragma once
 
+#include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
 #include <array>
@@ -53,6 +54,11 @@ class CudaMixedMatmul {
   // dinp = dout @ w (overwrite; may be null), dw += dout^T @ inp, format bf16 or fp8.
   void backward(float* dinp, float* dw, const float* dout, const float* inp, const float* w,
                 int N, int C, int OC, const backend::MatmulPrecision& precision);
+  // The bf16 forms on an input that is bf16 already (bf16 activations): no cast of it.
+  void bf16_forward(float* out, const __nv_bfloat16* inp, const float* w, const float* bias,
+                    int N, int C, int OC);
+  void bf16_backward(float* dinp, float* dw, const float* dout, const __nv_bfloat16* inp,
+                     const float* w, int N, int C, int OC);
 
  private:
   // One grow-only scratch block per operand copy, plus the inverse scales.

@@ -14,6 +14,12 @@ namespace dseek::gpu::kernels {
 constexpr int kWarpSize = 32;
 constexpr unsigned kFullMask = 0xffffffffu;
 
+// An activation stored as fp32, or as bf16 bits (bf16 activations, backend.hpp).
+__device__ __forceinline__ void store_activation(float* p, float v) { *p = v; }
+__device__ __forceinline__ void store_activation(uint16_t* p, float v) {
+  *p = __bfloat16_as_ushort(__float2bfloat16_rn(v));
+}
+
 // x as a product's operand: rounded to bf16 (nearest even, numerics/bf16.hpp's rounding)
 // when `bf16`, else unchanged. Attention's products under train.precision = "bf16".
 __device__ __forceinline__ float product_operand(float x, bool bf16) {

@@ -16,13 +16,14 @@ constexpr float kGeluCube = 0.044715f;
 
 __device__ __forceinline__ float gelu_scale() { return sqrtf(2.0f / static_cast<float>(M_PI)); }
 
-__global__ void gelu_forward_kernel(float* out, const float* inp, size_t n) {
+template <typename Out>  // float, or uint16_t: bf16 bits
+__global__ void gelu_forward_kernel(Out* out, const float* inp, size_t n) {
   const float scale = gelu_scale();
   for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<size_t>(gridDim.x) * blockDim.x) {
     const float x = inp[i];
     const float t = tanhf(scale * (x + kGeluCube * x * x * x));
-    out[i] = 0.5f * x * (1.0f + t);
+    store_activation(out + i, 0.5f * x * (1.0f + t));
   }
 }
 
@@ -52,9 +53,18 @@ __global__ void scale_kernel(float* x, size_t n, float factor) {
 }
 }  // namespace
 
-void gelu_forward(cudaStream_t stream, float* out, const float* inp, size_t n) {
+template <typename Out>
+void launch_gelu_forward(cudaStream_t stream, Out* out, const float* inp, size_t n) {
   gelu_forward_kernel<<<blocks_for(n, kThreads), kThreads, 0, stream>>>(out, inp, n);
   DSEEK_CUDA_CHECK_LAUNCH(stream, "gelu_forward_kernel");
+}
+
+void gelu_forward(cudaStream_t stream, float* out, const float* inp, size_t n) {
+  launch_gelu_forward(stream, out, inp, n);
+}
+
+void gelu_forward(cudaStream_t stream, uint16_t* out, const float* inp, size_t n) {
+  launch_gelu_forward(stream, out, inp, n);
 }
 
 void gelu_backward(cudaStream_t stream, float* dinp, const float* inp, const float* dout,

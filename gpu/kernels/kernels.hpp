@@ -39,6 +39,9 @@ void vocab_parallel_encoder_backward(cudaStream_t stream, float* dwte_slice, flo
 // --- layernorm.cu -------------------------------------------------------------------
 void layernorm_forward(cudaStream_t stream, float* out, float* mean, float* rstd,
                        const float* inp, const float* w, const float* b, int N, int C);
+// The output as bf16 bits (bf16 activations).
+void layernorm_forward(cudaStream_t stream, uint16_t* out, float* mean, float* rstd,
+                       const float* inp, const float* w, const float* b, int N, int C);
 // Floats of scratch layernorm_backward needs for (N, C).
 size_t layernorm_backward_scratch_floats(int N, int C);
 void layernorm_backward(cudaStream_t stream, Scratch scratch, float* dinp, float* dw, float* db,
@@ -77,6 +80,8 @@ void attention_backward(cudaStream_t stream, Scratch scratch, float* dqkv, const
 
 // --- elementwise.cu ------------------------------------------------------------------
 void gelu_forward(cudaStream_t stream, float* out, const float* inp, size_t n);
+// The output as bf16 bits (bf16 activations).
+void gelu_forward(cudaStream_t stream, uint16_t* out, const float* inp, size_t n);
 void gelu_backward(cudaStream_t stream, float* dinp, const float* inp, const float* dout,
                    size_t n);
 void residual_forward(cudaStream_t stream, float* out, const float* a, const float* b, size_t n);

@@ -17,20 +17,21 @@ constexpr float kEps = 1e-5f;
 constexpr int kThreads = 256;
 constexpr int kWarpsPerBlock = kThreads / kWarpSize;
 
-__global__ void layernorm_forward_kernel(float* out, float* mean, float* rstd, const float* inp,
+template <typename Out>  // float, or uint16_t: bf16 bits
+__global__ void layernorm_forward_kernel(Out* out, float* mean, float* rstd, const float* inp,
                                          const float* w, const float* b, int N, int C) {
   const int lane = threadIdx.x % kWarpSize;
   const int row = blockIdx.x * kWarpsPerBlock + threadIdx.x / kWarpSize;
   if (row >= N) return;  // the whole warp leaves together
   const float* x = inp + static_cast<size_t>(row) * C;
-  float* y = out + static_cast<size_t>(row) * C;
+  Out* y = out + static_cast<size_t>(row) * C;
   float total = 0.0f;
   for (int i = lane; i < C; i += kWarpSize) total += x[i];
   const float m = warp_sum(total) / C;
   float variance = 0.0f;
   for (int i = lane; i < C; i += kWarpSize) variance += (x[i] - m) * (x[i] - m);
   const float s = 1.0f / sqrtf(warp_sum(variance) / C + kEps);
-  for (int i = lane; i < C; i += kWarpSize) y[i] = (x[i] - m) * s * w[i] + b[i];
+  for (int i = lane; i < C; i += kWarpSize) store_activation(y + i, (x[i] - m) * s * w[i] + b[i]);
   if (lane == 0) {
     mean[row] = m;
     rstd[row] = s;
@@ -100,12 +101,23 @@ __global__ void layernorm_backward_merge_kernel(float* dw, float* db, const floa
 }
 }  // namespace
 
-void layernorm_forward(cudaStream_t stream, float* out, float* mean, float* rstd,
-                       const float* inp, const float* w, const float* b, int N, int C) {
+template <typename Out>
+void launch_layernorm_forward(cudaStream_t stream, Out* out, float* mean, float* rstd,
+                              const float* inp, const float* w, const float* b, int N, int C) {
   if (N == 0 || C == 0) return;  // empty: a grid of 0 blocks would not launch
   const unsigned blocks = static_cast<unsigned>((N + kWarpsPerBlock - 1) / kWarpsPerBlock);
   layernorm_forward_kernel<<<blocks, kThreads, 0, stream>>>(out, mean, rstd, inp, w, b, N, C);
   DSEEK_CUDA_CHECK_LAUNCH(stream, "layernorm_forward_kernel");
+}
+
+void layernorm_forward(cudaStream_t stream, float* out, float* mean, float* rstd,
+                       const float* inp, const float* w, const float* b, int N, int C) {
+  launch_layernorm_forward(stream, out, mean, rstd, inp, w, b, N, C);
+}
+
+void layernorm_forward(cudaStream_t stream, uint16_t* out, float* mean, float* rstd,
+                       const float* inp, const float* w, const float* b, int N, int C) {
+  launch_layernorm_forward(stream, out, mean, rstd, inp, w, b, N, C);
 }
 
 size_t layernorm_backward_scratch_floats(int N, int C) {

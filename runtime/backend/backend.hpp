@@ -169,6 +169,19 @@ class Backend {
   virtual void mixed_matmul_backward(float* dinp, float* dw, float* dbias, const float* dout,
                                      const float* inp, const float* w, int N, int C, int OC,
                                      const MatmulPrecision& precision);
+  // bf16 activations: under train.precision = "bf16" the outputs of the LayerNorms and
+  // of the GELU feed bf16 matmuls only, so the model keeps them as bf16 (the bits,
+  // rounded to nearest even) and the matmuls read them without a cast of their own. The
+  // numbers are those of the fp32 op followed by the bf16 matmul's rounding of its input.
+  virtual void layernorm_forward_bf16(uint16_t* out, float* mean, float* rstd, const float* inp,
+                                      const float* w, const float* b, int N, int C) = 0;
+  virtual void gelu_forward_bf16(uint16_t* out, const float* inp, size_t n) = 0;
+  // mixed_matmul_forward / backward in MatmulFormat::bf16 on such an input.
+  virtual void bf16_input_matmul_forward(float* out, const uint16_t* inp, const float* w,
+                                         const float* bias, int N, int C, int OC) = 0;
+  virtual void bf16_input_matmul_backward(float* dinp, float* dw, float* dbias,
+                                          const float* dout, const uint16_t* inp,
+                                          const float* w, int N, int C, int OC) = 0;
   // dinp = gelu'(inp) * dout; dinp may alias dout.
   virtual void gelu_backward(float* dinp, const float* inp, const float* dout, size_t n) = 0;
   // dqkv (overwrite) from dout, and from what attention_forward wrote: its output `out`

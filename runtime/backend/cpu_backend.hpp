@@ -56,6 +56,15 @@ class CpuBackend final : public Backend {
                              const float* inp, const float* w, int N, int C, int OC,
                              const MatmulPrecision& precision) override;
   void gelu_backward(float* dinp, const float* inp, const float* dout, size_t n) override;
+  // cpu_activations_bf16.cpp: the fp32 ops' values, rounded to bf16 in cache.
+  void layernorm_forward_bf16(uint16_t* out, float* mean, float* rstd, const float* inp,
+                              const float* w, const float* b, int N, int C) override;
+  void gelu_forward_bf16(uint16_t* out, const float* inp, size_t n) override;
+  void bf16_input_matmul_forward(float* out, const uint16_t* inp, const float* w,
+                                 const float* bias, int N, int C, int OC) override;
+  void bf16_input_matmul_backward(float* dinp, float* dw, float* dbias, const float* dout,
+                                  const uint16_t* inp, const float* w, int N, int C,
+                                  int OC) override;
   // `out` is not read: the CPU recomputes the probabilities from att's logsumexp and
   // takes sum_j P dP from them.
   void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* out,
@@ -133,11 +142,16 @@ class CpuBackend final : public Backend {
   // the fp32 sgemm, which computes the same products.
   const uint16_t* to_bf16_bits(Operand which, const float* x, size_t n);
   const float* to_bf16(Operand which, const float* x, size_t n);
+  // The input operand of a bf16 matmul in the form the product takes
+  // (bf16_operand_bytes()): from fp32 values, or from bf16 bits (bf16 activations).
+  const void* bf16_input_operand(const float* inp, size_t n);
+  const void* bf16_input_operand(const uint16_t* inp, size_t n);
   const void* packed_for_row_blocks(GemmShape& shape, const void* b);
-  void bf16_matmul_forward(float* out, const float* inp, const float* w, const float* bias,
-                           int N, int C, int OC);
+  // inp_operand: bf16_input_operand's result.
+  void bf16_matmul_forward(float* out, const void* inp_operand, const float* w,
+                           const float* bias, int N, int C, int OC);
   void bf16_matmul_backward(float* dinp, float* dw, float* dbias, const float* dout,
-                            const float* inp, const float* w, int N, int C, int OC);
+                            const void* inp_operand, const float* w, int N, int C, int OC);
   // cpu_attention.cpp (fp32) and cpu_attention_bf16.cpp (bf16 operands).
   void fp32_attention_forward(float* out, float* att, const float* qkv, int B, int T, int C,
                               int NH);

@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "runtime/backend/cpu_backend.hpp"
+#include "runtime/numerics/bf16.hpp"
 #include "runtime/util/fast_math.hpp"
 
 namespace dseek::backend {
@@ -77,13 +78,32 @@ void CpuBackend::vocab_parallel_encoder_backward(float* dwte_slice, float* dwpe,
   }, 16);
 }
 
+namespace {
+inline void gelu_span(float* out, const float* inp, size_t n) {
+#pragma omp simd
+  for (size_t i = 0; i < n; ++i) {
+    const float x = inp[i];
+    const float t = util::tanh_approx(kGeluScale * (x + kGeluCube * x * x * x));
+    out[i] = 0.5f * x * (1.0f + t);
+  }
+}
+}  // namespace
+
 void CpuBackend::gelu_forward(float* out, const float* inp, size_t n) {
   pool_.parallel_for(n, [&](size_t begin, size_t end, int) {
-#pragma omp simd
-    for (size_t i = begin; i < end; ++i) {
-      const float x = inp[i];
-      const float t = util::tanh_approx(kGeluScale * (x + kGeluCube * x * x * x));
-      out[i] = 0.5f * x * (1.0f + t);
+    gelu_span(out + begin, inp + begin, end - begin);
+  }, kMinElements);
+}
+
+// In pieces of the thread's scratch, each rounded to bf16 bits while in cache.
+void CpuBackend::gelu_forward_bf16(uint16_t* out, const float* inp, size_t n) {
+  constexpr size_t kPiece = 4096;
+  pool_.parallel_for(n, [&](size_t begin, size_t end, int thread) {
+    float* piece = scratch(thread, kPiece);
+    for (size_t at = begin; at < end; at += kPiece) {
+      const size_t count = std::min(kPiece, end - at);
+      gelu_span(piece, inp + at, count);
+      numerics::to_bf16_bits(piece, out + at, count);
     }
   }, kMinElements);
 }

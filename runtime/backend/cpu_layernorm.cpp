@@ -1,4 +1,5 @@
-// LayerNorm on the CPU (eps 1e-5, as PyTorch's default). Rows are split across threads;
+// LayerNorm on the CPU (eps 1e-5, as PyTorch's default), its output in fp32 or as bf16 bits
+// (bf16 activations). Rows are split across threads;
 // the weight and bias gradients are summed per thread into scratch and then merged in
 // thread order, so the result is deterministic for a given thread count.
 #include <algorithm>
@@ -6,6 +7,7 @@
 #include <cstring>
 
 #include "runtime/backend/cpu_backend.hpp"
+#include "runtime/numerics/bf16.hpp"
 
 namespace dseek::backend {
 
@@ -13,24 +15,42 @@ namespace {
 constexpr float kEps = 1e-5f;
 }
 
+namespace {
+// One row: y = (x - mean) * rstd * w + b; returns mean and rstd.
+inline void layernorm_row(float* y, const float* x, const float* w, const float* b, int C,
+                          float& mean, float& rstd) {
+  float total = 0.0f;
+#pragma omp simd reduction(+ : total)
+  for (int i = 0; i < C; ++i) total += x[i];
+  const float m = total / C;
+  float variance = 0.0f;
+#pragma omp simd reduction(+ : variance)
+  for (int i = 0; i < C; ++i) variance += (x[i] - m) * (x[i] - m);
+  const float s = 1.0f / std::sqrt(variance / C + kEps);
+#pragma omp simd
+  for (int i = 0; i < C; ++i) y[i] = (x[i] - m) * s * w[i] + b[i];
+  mean = m;
+  rstd = s;
+}
+}  // namespace
+
 void CpuBackend::layernorm_forward(float* out, float* mean, float* rstd, const float* inp,
                                    const float* w, const float* b, int N, int C) {
   pool_.parallel_for(static_cast<size_t>(N), [&](size_t r0, size_t r1, int) {
+    for (size_t r = r0; r < r1; ++r)
+      layernorm_row(out + r * C, inp + r * C, w, b, C, mean[r], rstd[r]);
+  }, 8);
+}
+
+// Each row in fp32 in the thread's scratch, then rounded to bf16 bits while in cache.
+void CpuBackend::layernorm_forward_bf16(uint16_t* out, float* mean, float* rstd,
+                                        const float* inp, const float* w, const float* b, int N,
+                                        int C) {
+  pool_.parallel_for(static_cast<size_t>(N), [&](size_t r0, size_t r1, int thread) {
+    float* row = scratch(thread, static_cast<size_t>(C));
     for (size_t r = r0; r < r1; ++r) {
-      const float* x = inp + r * C;
-      float* y = out + r * C;
-      float total = 0.0f;
-#pragma omp simd reduction(+ : total)
-      for (int i = 0; i < C; ++i) total += x[i];
-      const float m = total / C;
-      float variance = 0.0f;
-#pragma omp simd reduction(+ : variance)
-      for (int i = 0; i < C; ++i) variance += (x[i] - m) * (x[i] - m);
-      const float s = 1.0f / std::sqrt(variance / C + kEps);
-#pragma omp simd
-      for (int i = 0; i < C; ++i) y[i] = (x[i] - m) * s * w[i] + b[i];
-      mean[r] = m;
-      rstd[r] = s;
+      layernorm_row(row, inp + r * C, w, b, C, mean[r], rstd[r]);
+      numerics::to_bf16_bits(row, out + r * C, static_cast<size_t>(C));
     }
   }, 8);
 }

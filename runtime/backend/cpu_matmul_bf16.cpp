@@ -54,14 +54,30 @@ const uint16_t* CpuBackend::to_bf16_bits(Operand which, const float* x, size_t n
   return out;
 }
 
-void CpuBackend::bf16_matmul_forward(float* out, const float* inp, const float* w,
+const void* CpuBackend::bf16_input_operand(const float* inp, size_t n) {
+  if (native_bf16_) return to_bf16_bits(kInput, inp, n);
+  return to_bf16(kInput, inp, n);
+}
+
+const void* CpuBackend::bf16_input_operand(const uint16_t* inp, size_t n) {
+  if (native_bf16_) return inp;
+  auto& buffer = operand_scratch_[kInput];  // the bf16 values in fp32: exact
+  if (buffer.size() < n) buffer.resize(n);
+  float* out = buffer.data();
+  pool_.parallel_for(n, [&](size_t begin, size_t end, int) {
+    for (size_t i = begin; i < end; ++i) out[i] = numerics::bf16_to_fp32(inp[i]);
+  }, kMinFloatsPerChunk);
+  return out;
+}
+
+void CpuBackend::bf16_matmul_forward(float* out, const void* inp_operand, const float* w,
                                      const float* bias, int N, int C, int OC) {
   if (!native_bf16_) {
-    scaled_matmul_forward(out, to_bf16(kInput, inp, static_cast<size_t>(N) * C),
+    scaled_matmul_forward(out, static_cast<const float*>(inp_operand),
                           to_bf16(kWeight, w, static_cast<size_t>(OC) * C), bias, N, C, OC, 1.0f);
     return;
   }
-  const uint16_t* inp_b = to_bf16_bits(kInput, inp, static_cast<size_t>(N) * C);
+  const auto* inp_b = static_cast<const uint16_t*>(inp_operand);
   const uint16_t* w_b = to_bf16_bits(kWeight, w, static_cast<size_t>(OC) * C);
   GemmShape shape;  // out rows = inp rows @ w^T: b (C, OC) is w read by columns
   shape.M = N, shape.N = OC, shape.K = C;
@@ -76,15 +92,16 @@ void CpuBackend::bf16_matmul_forward(float* out, const float* inp, const float* 
 }
 
 void CpuBackend::bf16_matmul_backward(float* dinp, float* dw, float* dbias, const float* dout,
-                                      const float* inp, const float* w, int N, int C, int OC) {
+                                      const void* inp_operand, const float* w, int N, int C,
+                                      int OC) {
   if (!native_bf16_) {
     scaled_matmul_backward(dinp, dw, dbias, to_bf16(kOutputGrad, dout, static_cast<size_t>(N) * OC),
-                           dout, to_bf16(kInput, inp, static_cast<size_t>(N) * C),
+                           dout, static_cast<const float*>(inp_operand),
                            to_bf16(kWeight, w, static_cast<size_t>(OC) * C), N, C, OC, 1.0f, 1.0f);
     return;
   }
   const uint16_t* dout_b = to_bf16_bits(kOutputGrad, dout, static_cast<size_t>(N) * OC);
-  const uint16_t* inp_b = to_bf16_bits(kInput, inp, static_cast<size_t>(N) * C);
+  const auto* inp_b = static_cast<const uint16_t*>(inp_operand);
   if (dinp != nullptr) {
     const uint16_t* w_b = to_bf16_bits(kWeight, w, static_cast<size_t>(OC) * C);
     GemmShape shape;  // dinp rows = dout rows @ w

@@ -45,6 +45,23 @@ void CpuBackend::mixed_matmul_forward(float* out, const float* inp, const float*
   count_matmul(start, double(N) * C * OC);
 }
 
+void CpuBackend::bf16_input_matmul_forward(float* out, const uint16_t* inp, const float* w,
+                                           const float* bias, int N, int C, int OC) {
+  const double start = now_seconds();
+  bf16_matmul_forward(out, bf16_input_operand(inp, static_cast<size_t>(N) * C), w, bias, N, C,
+                      OC);
+  count_matmul(start, double(N) * C * OC);
+}
+
+void CpuBackend::bf16_input_matmul_backward(float* dinp, float* dw, float* dbias,
+                                            const float* dout, const uint16_t* inp,
+                                            const float* w, int N, int C, int OC) {
+  const double start = now_seconds();
+  bf16_matmul_backward(dinp, dw, dbias, dout, bf16_input_operand(inp, static_cast<size_t>(N) * C),
+                       w, N, C, OC);
+  count_matmul(start, double(N) * C * OC * (dinp != nullptr ? 2 : 1));
+}
+
 void CpuBackend::mixed_forward(float* out, const float* inp, const float* w, const float* bias,
                                int N, int C, int OC, const MatmulPrecision& precision) {
   const size_t inp_n = static_cast<size_t>(N) * C, w_n = static_cast<size_t>(OC) * C;
@@ -53,7 +70,7 @@ void CpuBackend::mixed_forward(float* out, const float* inp, const float* w, con
       scaled_matmul_forward(out, inp, w, bias, N, C, OC, 1.0f);
       return;
     case MatmulFormat::bf16:
-      bf16_matmul_forward(out, inp, w, bias, N, C, OC);
+      bf16_matmul_forward(out, bf16_input_operand(inp, inp_n), w, bias, N, C, OC);
       return;
     case MatmulFormat::fp8: {
       const float* inp_q = to_fp8(kInput, inp, inp_n, precision.inp);
@@ -83,7 +100,7 @@ void CpuBackend::mixed_backward(float* dinp, float* dw, float* dbias, const floa
       scaled_matmul_backward(dinp, dw, dbias, dout, dout, inp, w, N, C, OC, 1.0f, 1.0f);
       return;
     case MatmulFormat::bf16:
-      bf16_matmul_backward(dinp, dw, dbias, dout, inp, w, N, C, OC);
+      bf16_matmul_backward(dinp, dw, dbias, dout, bf16_input_operand(inp, inp_n), w, N, C, OC);
       return;
     case MatmulFormat::fp8: {
       // The forward operands again, with the same scales as in forward (scales change

@@ -149,6 +149,28 @@ class ScrambledBackend final : public Backend {
     cpu_->mixed_matmul_backward(s.out(dinp), s.out(dw), s.out(dbias), s.in(dout), s.in(inp),
                                 s.in(w), N, C, OC, staged(s, precision));
   }
+  void layernorm_forward_bf16(uint16_t* out, float* mean, float* rstd, const float* inp,
+                              const float* w, const float* b, int N, int C) override {
+    Staging s(*this);
+    cpu_->layernorm_forward_bf16(s.out(out), s.out(mean), s.out(rstd), s.in(inp), s.in(w),
+                                 s.in(b), N, C);
+  }
+  void gelu_forward_bf16(uint16_t* out, const float* inp, size_t n) override {
+    Staging s(*this);
+    cpu_->gelu_forward_bf16(s.out(out), s.in(inp), n);
+  }
+  void bf16_input_matmul_forward(float* out, const uint16_t* inp, const float* w,
+                                 const float* bias, int N, int C, int OC) override {
+    Staging s(*this);
+    cpu_->bf16_input_matmul_forward(s.out(out), s.in(inp), s.in(w), s.in(bias), N, C, OC);
+  }
+  void bf16_input_matmul_backward(float* dinp, float* dw, float* dbias, const float* dout,
+                                  const uint16_t* inp, const float* w, int N, int C,
+                                  int OC) override {
+    Staging s(*this);
+    cpu_->bf16_input_matmul_backward(s.out(dinp), s.out(dw), s.out(dbias), s.in(dout),
+                                     s.in(inp), s.in(w), N, C, OC);
+  }
   size_t attention_state_floats(int B, int T, int C, int NH) const override {
     return cpu_->attention_state_floats(B, T, C, NH);
   }

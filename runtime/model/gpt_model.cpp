@@ -15,6 +15,8 @@ namespace dseek::model {
 
 using backend::DeviceBuffer;
 using backend::HostWindow;
+using backend::MatmulFormat;
+using backend::MatmulPrecision;
 
 namespace {
 template <class T>
@@ -215,10 +217,11 @@ void GptModel::block_forward(int64_t layer, BlockActivations& a, const float* x,
   const size_t NC = static_cast<size_t>(N) * C;
   const bool adds_bias = shard_.rank() == 0;  // a row-parallel bias, once in the sum
   auto& be = backend_;
-  be.layernorm_forward(a.ln1.data(), a.ln1_mean.data(), a.ln1_rstd.data(), x, w + p.ln1_w,
-                       w + p.ln1_b, N, C);
-  be.mixed_matmul_forward(a.qkv.data(), a.ln1.data(), w + p.qkv_w, w + p.qkv_b, N, C, 3 * Cl,
-                          precision_.block(layer, PrecisionPolicy::kQkv));
+  const MatmulPrecision qkv = precision_.block(layer, PrecisionPolicy::kQkv);
+  const MatmulPrecision mlp_up = precision_.block(layer, PrecisionPolicy::kMlpUp);
+  layernorm_for(qkv, a.ln1.data(), a.ln1_mean.data(), a.ln1_rstd.data(), x, w + p.ln1_w,
+                w + p.ln1_b, N, C);
+  linear_forward(a.qkv.data(), a.ln1.data(), w + p.qkv_w, w + p.qkv_b, N, C, 3 * Cl, qkv);
   be.attention_forward(a.atty.data(), a.att.data(), a.qkv.data(), static_cast<int>(B_),
                        static_cast<int>(T_), Cl, NHl, precision_.attention());
   be.mixed_matmul_forward(branch_out_.data(), a.atty.data(), w + p.attn_proj_w,
@@ -226,17 +229,52 @@ void GptModel::block_forward(int64_t layer, BlockActivations& a, const float* x,
                           precision_.block(layer, PrecisionPolicy::kAttentionProjection));
   all_reduce_on_backend(branch_out_.data(), NC);
   be.residual_forward(a.residual2.data(), x, branch_out_.data(), NC);
-  be.layernorm_forward(a.ln2.data(), a.ln2_mean.data(), a.ln2_rstd.data(), a.residual2.data(),
-                       w + p.ln2_w, w + p.ln2_b, N, C);
-  be.mixed_matmul_forward(a.fch.data(), a.ln2.data(), w + p.fc_w, w + p.fc_b, N, C, Hl,
-                          precision_.block(layer, PrecisionPolicy::kMlpUp));
-  be.gelu_forward(a.fch_gelu.data(), a.fch.data(), static_cast<size_t>(N) * Hl);
+  layernorm_for(mlp_up, a.ln2.data(), a.ln2_mean.data(), a.ln2_rstd.data(), a.residual2.data(),
+                w + p.ln2_w, w + p.ln2_b, N, C);
+  linear_forward(a.fch.data(), a.ln2.data(), w + p.fc_w, w + p.fc_b, N, C, Hl, mlp_up);
+  // The GELU's output feeds the MLP's projection only (its backward reads fch).
+  const MatmulPrecision mlp_down = precision_.block(layer, PrecisionPolicy::kMlpDown);
+  gelu_for(mlp_down, a.fch_gelu.data(), a.fch.data(), static_cast<size_t>(N) * Hl);
   if (out == nullptr) return;
-  be.mixed_matmul_forward(branch_out_.data(), a.fch_gelu.data(), w + p.fc_proj_w,
-                          adds_bias ? w + p.fc_proj_b : nullptr, N, Hl, C,
-                          precision_.block(layer, PrecisionPolicy::kMlpDown));
+  linear_forward(branch_out_.data(), a.fch_gelu.data(), w + p.fc_proj_w,
+                 adds_bias ? w + p.fc_proj_b : nullptr, N, Hl, C, mlp_down);
   all_reduce_on_backend(branch_out_.data(), NC);
   be.residual_forward(out, a.residual2.data(), branch_out_.data(), NC);
+}
+
+void GptModel::layernorm_for(const MatmulPrecision& consumer, float* out, float* mean,
+                             float* rstd, const float* inp, const float* w, const float* b, int N,
+                             int C) {
+  if (consumer.format == MatmulFormat::bf16)
+    backend_.layernorm_forward_bf16(reinterpret_cast<uint16_t*>(out), mean, rstd, inp, w, b, N, C);
+  else
+    backend_.layernorm_forward(out, mean, rstd, inp, w, b, N, C);
+}
+
+void GptModel::gelu_for(const MatmulPrecision& consumer, float* out, const float* inp, size_t n) {
+  if (consumer.format == MatmulFormat::bf16)
+    backend_.gelu_forward_bf16(reinterpret_cast<uint16_t*>(out), inp, n);
+  else
+    backend_.gelu_forward(out, inp, n);
+}
+
+void GptModel::linear_forward(float* out, const float* inp, const float* w, const float* bias,
+                              int N, int C, int OC, const MatmulPrecision& precision) {
+  if (precision.format == MatmulFormat::bf16)
+    backend_.bf16_input_matmul_forward(out, reinterpret_cast<const uint16_t*>(inp), w, bias, N,
+                                       C, OC);
+  else
+    backend_.mixed_matmul_forward(out, inp, w, bias, N, C, OC, precision);
+}
+
+void GptModel::linear_backward(float* dinp, float* dw, float* dbias, const float* dout,
+                               const float* inp, const float* w, int N, int C, int OC,
+                               const MatmulPrecision& precision) {
+  if (precision.format == MatmulFormat::bf16)
+    backend_.bf16_input_matmul_backward(dinp, dw, dbias, dout,
+                                        reinterpret_cast<const uint16_t*>(inp), w, N, C, OC);
+  else
+    backend_.mixed_matmul_backward(dinp, dw, dbias, dout, inp, w, N, C, OC, precision);
 }
 
 // On entry dresidual_ holds d(block output); on exit d(block input). The residual
@@ -258,12 +296,11 @@ void GptModel::block_backward(int64_t layer, BlockActivations& a, const float* x
   float* dhidden = dhidden_.data();
   float* datty = dwidth1_.data();  // read by attention_backward only, before d(ln1) is written
   // MLP branch.
-  be.mixed_matmul_backward(dhidden, g + p.fc_proj_w, g + p.fc_proj_b, dres, a.fch_gelu.data(),
-                           w + p.fc_proj_w, N, Hl, C,
-                           precision_.block(layer, PrecisionPolicy::kMlpDown));
+  linear_backward(dhidden, g + p.fc_proj_w, g + p.fc_proj_b, dres, a.fch_gelu.data(),
+                  w + p.fc_proj_w, N, Hl, C, precision_.block(layer, PrecisionPolicy::kMlpDown));
   be.gelu_backward(dhidden, a.fch.data(), dhidden, static_cast<size_t>(N) * Hl);
-  be.mixed_matmul_backward(dwidth1_.data(), g + p.fc_w, g + p.fc_b, dhidden, a.ln2.data(),
-                           w + p.fc_w, N, C, Hl, precision_.block(layer, PrecisionPolicy::kMlpUp));
+  linear_backward(dwidth1_.data(), g + p.fc_w, g + p.fc_b, dhidden, a.ln2.data(), w + p.fc_w, N,
+                  C, Hl, precision_.block(layer, PrecisionPolicy::kMlpUp));
   all_reduce_on_backend(dwidth1_.data(), NC);
   be.layernorm_backward(dres, g + p.ln2_w, g + p.ln2_b, dwidth1_.data(), a.residual2.data(),
                         w + p.ln2_w, a.ln2_mean.data(), a.ln2_rstd.data(), N, C);
@@ -274,9 +311,8 @@ void GptModel::block_backward(int64_t layer, BlockActivations& a, const float* x
   be.attention_backward(dqkv_.data(), datty, a.qkv.data(), a.atty.data(), a.att.data(),
                         static_cast<int>(B_), static_cast<int>(T_), Cl, NHl,
                         precision_.attention());
-  be.mixed_matmul_backward(dwidth1_.data(), g + p.qkv_w, g + p.qkv_b, dqkv_.data(), a.ln1.data(),
-                           w + p.qkv_w, N, C, 3 * Cl,
-                           precision_.block(layer, PrecisionPolicy::kQkv));
+  linear_backward(dwidth1_.data(), g + p.qkv_w, g + p.qkv_b, dqkv_.data(), a.ln1.data(),
+                  w + p.qkv_w, N, C, 3 * Cl, precision_.block(layer, PrecisionPolicy::kQkv));
   all_reduce_on_backend(dwidth1_.data(), NC);
   be.layernorm_backward(dres, g + p.ln1_w, g + p.ln1_b, dwidth1_.data(), x, w + p.ln1_w,
                         a.ln1_mean.data(), a.ln1_rstd.data(), N, C);

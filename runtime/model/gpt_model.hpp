@@ -196,6 +196,17 @@ class GptModel {
   // projection (its output is the block's output, which is kept).
   void block_forward(int64_t layer, BlockActivations& a, const float* x, float* out);
   void block_backward(int64_t layer, BlockActivations& a, const float* x);
+  // bf16 activations (Backend::layernorm_forward_bf16): a LayerNorm's or the GELU's output
+  // that feeds a bf16 matmul is kept as bf16 bits in its float buffer, and that matmul
+  // reads them as they are; in fp32 and fp8 it stays fp32.
+  void layernorm_for(const backend::MatmulPrecision& consumer, float* out, float* mean,
+                     float* rstd, const float* inp, const float* w, const float* b, int N, int C);
+  void gelu_for(const backend::MatmulPrecision& consumer, float* out, const float* inp, size_t n);
+  void linear_forward(float* out, const float* inp, const float* w, const float* bias, int N,
+                      int C, int OC, const backend::MatmulPrecision& precision);
+  void linear_backward(float* dinp, float* dw, float* dbias, const float* dout, const float* inp,
+                       const float* w, int N, int C, int OC,
+                       const backend::MatmulPrecision& precision);
   // The group's sum of `count` floats of the backend's memory; nothing without a group.
   void all_reduce_on_backend(float* data, size_t count);
 

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "gpu/device_info.hpp"
+#include "runtime/numerics/bf16.hpp"
 #include "tests/gpu/parity_support.hpp"
 
 using namespace dseek;
@@ -171,4 +172,57 @@ TEST_CASE("fp8 mixed matmul refuses shapes cuBLASLt's FP8 kernels do not take",
   }
   // Refused before anything ran: the amax is untouched.
   CHECK(fp8.inp.amax.gpu_values().front() == 0.25f);
+}
+
+namespace {
+std::vector<float> bf16_values(const std::vector<uint16_t>& bits) {
+  std::vector<float> values(bits.size());
+  for (size_t i = 0; i < bits.size(); ++i) values[i] = numerics::bf16_to_fp32(bits[i]);
+  return values;
+}
+}  // namespace
+
+TEST_CASE("bf16 activations: LayerNorm and GELU with bf16 outputs, and matmuls on bf16 inputs, "
+          "match the CPU backend", "[gpu][mixed][bf16]") {
+  BackendPair pair;
+  const int N = 37, C = 96, OC = 50;
+  Mirrored<float> inp(pair, random_floats(size_t(N) * C, 61, -2.0f, 2.0f));
+  Mirrored<float> gamma(pair, random_floats(size_t(C), 62)), beta(pair, random_floats(size_t(C), 63));
+  Mirrored<uint16_t> norm(pair, std::vector<uint16_t>(size_t(N) * C, 0xffff));
+  Mirrored<float> mean(pair, nan_filled(size_t(N))), rstd(pair, nan_filled(size_t(N)));
+  pair.cpu->layernorm_forward_bf16(norm.cpu.data(), mean.cpu.data(), rstd.cpu.data(),
+                                   inp.cpu.data(), gamma.cpu.data(), beta.cpu.data(), N, C);
+  pair.gpu->layernorm_forward_bf16(norm.gpu.data(), mean.gpu.data(), rstd.gpu.data(),
+                                   inp.gpu.data(), gamma.gpu.data(), beta.gpu.data(), N, C);
+  // The fp32 values agree to 1e-5; rounded to bf16 a value may land one step (2^-8) apart.
+  CHECK(relative_l2(bf16_values(norm.gpu_values()), bf16_values(norm.cpu_values())) < 1e-2);
+  DSEEK_CHECK_PARITY(mean, kFp32Tolerance);
+  DSEEK_CHECK_PARITY(rstd, kFp32Tolerance);
+
+  const size_t n = size_t(N) * 4 * C + 5;
+  Mirrored<float> x(pair, random_floats(n, 64, -4.0f, 4.0f));
+  Mirrored<uint16_t> gelu(pair, std::vector<uint16_t>(n, 0xffff));
+  pair.cpu->gelu_forward_bf16(gelu.cpu.data(), x.cpu.data(), n);
+  pair.gpu->gelu_forward_bf16(gelu.gpu.data(), x.gpu.data(), n);
+  CHECK(relative_l2(bf16_values(gelu.gpu_values()), bf16_values(gelu.cpu_values())) < 1e-2);
+
+  // The same bf16 input on both sides: the products agree as fp32 accumulations do.
+  Mirrored<uint16_t> input(pair, norm.cpu_values());
+  Mirrored<float> w(pair, random_floats(size_t(OC) * C, 65)), bias(pair, random_floats(size_t(OC), 66));
+  Mirrored<float> out(pair, nan_filled(size_t(N) * OC));
+  pair.cpu->bf16_input_matmul_forward(out.cpu.data(), input.cpu.data(), w.cpu.data(),
+                                      bias.cpu.data(), N, C, OC);
+  pair.gpu->bf16_input_matmul_forward(out.gpu.data(), input.gpu.data(), w.gpu.data(),
+                                      bias.gpu.data(), N, C, OC);
+  DSEEK_CHECK_PARITY(out, kFp32Tolerance);
+  Mirrored<float> dout(pair, random_floats(size_t(N) * OC, 67, -0.5f, 0.5f));
+  Mirrored<float> dinp(pair, nan_filled(size_t(N) * C));
+  Mirrored<float> dw(pair, random_floats(size_t(OC) * C, 68)), dbias(pair, random_floats(size_t(OC), 69));
+  pair.cpu->bf16_input_matmul_backward(dinp.cpu.data(), dw.cpu.data(), dbias.cpu.data(),
+                                       dout.cpu.data(), input.cpu.data(), w.cpu.data(), N, C, OC);
+  pair.gpu->bf16_input_matmul_backward(dinp.gpu.data(), dw.gpu.data(), dbias.gpu.data(),
+                                       dout.gpu.data(), input.gpu.data(), w.gpu.data(), N, C, OC);
+  DSEEK_CHECK_PARITY(dinp, kFp32Tolerance);
+  DSEEK_CHECK_PARITY(dw, kFp32Tolerance);
+  DSEEK_CHECK_PARITY(dbias, kFp32Tolerance);
 }

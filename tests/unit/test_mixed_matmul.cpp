@@ -150,6 +150,58 @@ TEST_CASE("mixed matmul: fp32 is the plain matmul, bit for bit", "[unit][numeric
   CHECK(dwa == dwb);
 }
 
+TEST_CASE("bf16 activations: the producers' bits and the bf16-input matmuls are the fp32 op "
+          "then the bf16 matmul, bit for bit", "[unit][numerics]") {
+  // (The model keeps the LayerNorms' and the GELU's outputs as bf16 bits under bf16, so
+  // a bf16 step must not change by a bit.) Both bf16 kernels: ctest runs this binary with
+  // and without native bf16.
+  auto be = backend::make_cpu_backend(2);
+  const auto inp = testing::random_values(static_cast<size_t>(N) * C, 31, 2.0f);
+  const auto gamma = testing::random_values(static_cast<size_t>(C), 32, 1.0f);
+  const auto beta = testing::random_values(static_cast<size_t>(C), 33, 0.5f);
+  std::vector<float> norm(inp.size()), mean(N), rstd(N), mean_b(N), rstd_b(N);
+  std::vector<uint16_t> norm_bits(inp.size()), want_bits(inp.size());
+  be->layernorm_forward(norm.data(), mean.data(), rstd.data(), inp.data(), gamma.data(),
+                        beta.data(), N, C);
+  be->layernorm_forward_bf16(norm_bits.data(), mean_b.data(), rstd_b.data(), inp.data(),
+                             gamma.data(), beta.data(), N, C);
+  numerics::to_bf16_bits(norm.data(), want_bits.data(), norm.size());
+  CHECK(norm_bits == want_bits);
+  CHECK(mean_b == mean);
+  CHECK(rstd_b == rstd);
+
+  // GELU over more than one of the CPU's pieces (4096) and threads' chunks
+  const size_t n = 70001;
+  const auto x = testing::random_values(n, 34, 4.0f);
+  std::vector<float> gelu(n);
+  std::vector<uint16_t> gelu_bits(n), gelu_want(n);
+  be->gelu_forward(gelu.data(), x.data(), n);
+  be->gelu_forward_bf16(gelu_bits.data(), x.data(), n);
+  numerics::to_bf16_bits(gelu.data(), gelu_want.data(), n);
+  CHECK(gelu_bits == gelu_want);
+
+  // the matmul on those bits against mixed_matmul in bf16 on the fp32 values
+  const auto w = testing::random_values(static_cast<size_t>(OC) * C, 35, 0.05f);
+  const auto bias = testing::random_values(static_cast<size_t>(OC), 36, 0.1f);
+  const auto dout = testing::random_values(static_cast<size_t>(N) * OC, 37, 1e-3f);
+  backend::MatmulPrecision bf16;
+  bf16.format = MatmulFormat::bf16;
+  std::vector<float> a(static_cast<size_t>(N) * OC), b(a.size());
+  be->mixed_matmul_forward(a.data(), norm.data(), w.data(), bias.data(), N, C, OC, bf16);
+  be->bf16_input_matmul_forward(b.data(), norm_bits.data(), w.data(), bias.data(), N, C, OC);
+  CHECK(a == b);
+  std::vector<float> da(inp.size()), db(inp.size());
+  std::vector<float> dwa(w.size(), 0.25f), dwb(w.size(), 0.25f), dba(OC, 1.0f), dbb(OC, 1.0f);
+  be->mixed_matmul_backward(da.data(), dwa.data(), dba.data(), dout.data(), norm.data(), w.data(),
+                            N, C, OC, bf16);
+  be->bf16_input_matmul_backward(db.data(), dwb.data(), dbb.data(), dout.data(),
+                                 norm_bits.data(), w.data(), N, C, OC);
+  CHECK(da == db);
+  CHECK(dwa == dwb);
+  CHECK(dba == dbb);
+  CHECK(dwa != std::vector<float>(w.size(), 0.25f));  // accumulated into
+}
+
 TEST_CASE("mixed matmul: fp8 without scaling state is refused by name", "[unit][numerics]") {
   auto be = backend::make_cpu_backend(1);
   std::vector<float> x(64, 1.0f), out(64);
