@@ -90,9 +90,15 @@ void Graph::add_operation(Descriptor operation) {
 
 void Graph::pointwise_into(int64_t y, cudnnPointwiseMode_t mode, int64_t x, int64_t b,
                            int64_t t, cudnnDataType_t compute) {
+  add_pointwise(y, mode, x, b, t, compute, -1);
+}
+
+void Graph::add_pointwise(int64_t y, cudnnPointwiseMode_t mode, int64_t x, int64_t b, int64_t t,
+                          cudnnDataType_t compute, int64_t axis) {
   Descriptor description(*lib_, CUDNN_BACKEND_POINTWISE_DESCRIPTOR);
   description.set(CUDNN_ATTR_POINTWISE_MODE, CUDNN_TYPE_POINTWISE_MODE, 1, &mode);
   description.set(CUDNN_ATTR_POINTWISE_MATH_PREC, CUDNN_TYPE_DATA_TYPE, 1, &compute);
+  if (axis >= 0) description.set(CUDNN_ATTR_POINTWISE_AXIS, CUDNN_TYPE_INT64, 1, &axis);
   description.finalize();
 
   Descriptor operation(*lib_, CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR);
@@ -107,7 +113,6 @@ void Graph::pointwise_into(int64_t y, cudnnPointwiseMode_t mode, int64_t x, int6
 
 int64_t Graph::pointwise(cudnnPointwiseMode_t mode, int64_t x, int64_t b, int64_t t,
                          cudnnDataType_t type, cudnnDataType_t compute) {
-  // A by-value scalar x (never the case here) would give a 1 x 1 x 1 x 1 result.
   const int64_t y = virtual_tensor(dims(x), strides(x), type);
   pointwise_into(y, mode, x, b, t, compute);
   return y;
@@ -115,19 +120,7 @@ int64_t Graph::pointwise(cudnnPointwiseMode_t mode, int64_t x, int64_t b, int64_
 
 int64_t Graph::index(int64_t x, int64_t axis) {
   const int64_t y = virtual_tensor(dims(x), strides(x), CUDNN_DATA_INT32);
-  Descriptor description(*lib_, CUDNN_BACKEND_POINTWISE_DESCRIPTOR);
-  const cudnnPointwiseMode_t mode = CUDNN_POINTWISE_GEN_INDEX;
-  const cudnnDataType_t compute = CUDNN_DATA_FLOAT;
-  description.set(CUDNN_ATTR_POINTWISE_MODE, CUDNN_TYPE_POINTWISE_MODE, 1, &mode);
-  description.set(CUDNN_ATTR_POINTWISE_MATH_PREC, CUDNN_TYPE_DATA_TYPE, 1, &compute);
-  description.set(CUDNN_ATTR_POINTWISE_AXIS, CUDNN_TYPE_INT64, 1, &axis);
-  description.finalize();
-  Descriptor operation(*lib_, CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR);
-  operation.set_descriptor(CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR, description);
-  operation.set_descriptor(CUDNN_ATTR_OPERATION_POINTWISE_XDESC, tensors_.at(x));
-  operation.set_descriptor(CUDNN_ATTR_OPERATION_POINTWISE_YDESC, tensors_.at(y));
-  descriptors_.push_back(std::move(description));
-  add_operation(std::move(operation));
+  add_pointwise(y, CUDNN_POINTWISE_GEN_INDEX, x, -1, -1, CUDNN_DATA_FLOAT, axis);
   return y;
 }
 

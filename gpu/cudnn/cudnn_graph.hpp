@@ -108,6 +108,9 @@ class Graph : public std::enable_shared_from_this<Graph> {
   int64_t add_tensor(int64_t uid, const Shape& dims, const Shape& strides, cudnnDataType_t type,
                      bool is_virtual, bool by_value);
   void add_operation(Descriptor operation);
+  // One pointwise operation; axis >= 0 only for GEN_INDEX.
+  void add_pointwise(int64_t y, cudnnPointwiseMode_t mode, int64_t x, int64_t b, int64_t t,
+                     cudnnDataType_t compute, int64_t axis);
 
   const Library* lib_;
   std::map<int64_t, Spec> specs_;
