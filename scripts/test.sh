@@ -13,7 +13,19 @@ cd build
 # not take their ids from it (the slurm-labelled tests ask for it where they want it).
 export DSEEK_CLUSTER_ENV=${DSEEK_CLUSTER_ENV:-none}
 if [ $# -eq 0 ]; then
-  ctest --output-on-failure --no-tests=error --timeout 900 -LE slurm
+  status=0
+  ctest --output-on-failure --no-tests=error --timeout 900 -LE slurm || status=$?
+  if [ "$status" -ne 0 ]; then
+    # A long failure message is cut in the middle by log viewers that keep a log's start
+    # and end: the end of each failed test's output again, last.
+    echo "=== the last 120 lines of each failed test's output ==="
+    awk '/^[0-9]+\/[0-9]+ Testing: /{name=$0; n=0; next}
+         /^Output:$/{keep=1; next} /^<end of output>$/{keep=0; next}
+         keep{line[n++]=$0}
+         /^Test Failed\.$/{print "--- " name; for (i = (n > 120 ? n - 120 : 0); i < n; i++) print line[i]}' \
+      Testing/Temporary/LastTest.log
+    exit "$status"
+  fi
   # The slurm label drives a real slurmctld and slurmd on this machine, whose requeue
   # timing is Slurm's: a failed test there runs once more (ctest prints both runs; the
   # requeue test failed 2 of 4 runs on 2026-12-03 with the requeued run not ending in

@@ -196,7 +196,15 @@ bool dispatches_to(dnnl_cpu_isa_t wanted) {
 
 bool OnednnGemm::native_bf16() {
   if (const char* forced = std::getenv("DSEEK_CPU_BF16_GEMM")) {
-    if (std::strcmp(forced, "onednn") == 0) return true;
+    if (std::strcmp(forced, "onednn") == 0) {
+      // oneDNN's bf16 GEMMs need AVX-512 (emulated there, native with AVX-512 BF16 or AMX).
+      if (!dispatches_to(dnnl_cpu_isa_avx512_core))
+        throw std::runtime_error(std::string("DSEEK_CPU_BF16_GEMM=onednn: oneDNN has no bf16 "
+                                             "GEMM on this CPU (isa ") +
+                                 isa_name(dnnl_get_effective_cpu_isa()) +
+                                 "; it needs AVX-512): unset it, or set it to sgemm");
+      return true;
+    }
     if (std::strcmp(forced, "sgemm") == 0) return false;
   }
   if (dispatches_to(dnnl_cpu_isa_avx512_core_amx)) return true;

@@ -66,7 +66,7 @@ class OnednnGemm {
   // without either it is emulated, so the backend takes the sgemm on rounded operands
   // there. A rule of the CPU, not a timing, so every node of a job on one kind of
   // machine computes the same bits. DSEEK_CPU_BF16_GEMM = "onednn" or "sgemm" picks one
-  // whatever the CPU (the tests run both paths on any machine).
+  // whatever the CPU (onednn needs AVX-512: elsewhere it is refused, naming the CPU's isa).
   static bool native_bf16();
 
  private:
