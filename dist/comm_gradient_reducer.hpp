@@ -69,7 +69,6 @@ class CommGradientReducer final : public train::GradientReducer {
 
   int rank() const override { return comm_.rank(); }
   int world_size() const override { return comm_.size(); }
-  bool shards_optimizer_state() const override { return settings_.zero_stage > 0; }
   bool reduces_backend_memory() const override { return settings_.backend_memory; }
   void bind_backend(backend::Backend& backend) override { backend_ = &backend; }
 

@@ -55,7 +55,7 @@
 #include "runtime/metrics/node_trace.hpp"
 #include "runtime/metrics/step_measures.hpp"
 #include "runtime/metrics/trace_spans.hpp"
-#include "runtime/train/state/checkpoint_cadence.hpp"
+#include "runtime/train/state/checkpointing.hpp"
 #include "runtime/train/state/stage_memory.hpp"
 #include "runtime/train/step_control.hpp"
 #include "runtime/util/exit_codes.hpp"

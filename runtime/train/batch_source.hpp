@@ -33,7 +33,6 @@ class DatasetBatches final : public BatchSource {
             int32_t* inputs, int32_t* targets) override;
   const data::TokenDataset& dataset() const { return dataset_; }
   int64_t vocab() const override { return dataset_.vocab_size(); }
-  uint64_t num_samples() const { return order_.num_samples(); }
 
  private:
   data::TokenDataset dataset_;

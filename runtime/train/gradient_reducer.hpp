@@ -12,7 +12,7 @@
 //   finish()                      the summed gradient is in the buffer (at least on shard())
 //   refreshed_second_moment()     with compression, every few steps: AdamW's v
 //   sum_over_ranks({loss, sum of squares of the shard})
-//   optimizer update (shard() only when shards_optimizer_state())
+//   optimizer update (ZeRO >= 1: of shard() only)
 //   gather_shards(params)         ZeRO >= 1: every replica gets the whole parameters
 //   step_traffic()                the step's exposed communication time and bytes
 //
@@ -61,8 +61,6 @@ class GradientReducer {
 
   virtual int rank() const = 0;
   virtual int world_size() const = 0;
-  // ZeRO >= 1: the optimizer state and update of shard() belong to this replica only.
-  virtual bool shards_optimizer_state() const = 0;
 
   // True: attach()'s and gather_shards()' buffers are the compute backend's memory, and
   // bind_backend() comes first. False (the default): they are host memory.

@@ -27,13 +27,11 @@ class HostStaging {
   HostStaging(const HostStaging&) = delete;
   HostStaging& operator=(const HostStaging&) = delete;
 
-  // The host copy (layout order, count() floats): valid where last moved to the host.
+  // The host copy (layout order, as many floats as the buffer): valid where last moved
+  // to the host.
   float* host() { return host_; }
-  size_t count() const { return count_; }
   // Whether host() is a separate copy (the backend's memory is not host memory).
   bool copies() const { return host_ != buffer_; }
-  // Whether the copy is page-locked (false where there is no copy).
-  bool pinned() const { return copy_.pinned(); }
 
   void to_host(model::ParamRange range);
   void to_backend(model::ParamRange range);
@@ -44,8 +42,6 @@ class HostStaging {
   // finish_copies().
   void to_backend_async(model::ParamRange range);
   void finish_copies() { if (copies()) backend_.finish_copies(); }
-  void all_to_host() { to_host(model::ParamRange{0, count_}); }
-  void all_to_backend() { to_backend(model::ParamRange{0, count_}); }
 
  private:
   backend::Backend& backend_;

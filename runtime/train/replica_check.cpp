@@ -5,37 +5,12 @@
 
 #include <map>
 
-#include "runtime/train/gradient_reducer.hpp"
-#include "runtime/train/layout/replica_group.hpp"
+#include "runtime/train/sdc_audit.hpp"
 
 namespace dseek::train {
 
 namespace {
-std::string describe(int64_t step, const std::string& checked, const std::vector<int>& ranks) {
-  std::string list;
-  for (int rank : ranks) {
-    if (!list.empty()) list += ", ";
-    list += std::to_string(rank);
-  }
-  return "replica check at step " + std::to_string(step + 1) + ": the " + checked +
-         " of rank(s) " + list + " differ from the other replicas' (silent data corruption)";
-}
-}  // namespace
-
-util::JsonLine sdc_detected_fields(const ReplicaDisagreement& disagreement) {
-  std::string list;
-  for (int rank : disagreement.ranks) {
-    if (!list.empty()) list += ',';
-    list += std::to_string(rank);
-  }
-  return util::JsonLine().add("step", disagreement.step + 1).add("checked", disagreement.checked)
-      .add("ranks", list).add("this_replica", disagreement.this_replica);
-}
-
-ReplicaMismatch::ReplicaMismatch(int64_t at_step, std::string checked, std::vector<int> bad_ranks)
-    : std::runtime_error(describe(at_step, checked, bad_ranks)), step(at_step),
-      what_checked(std::move(checked)), ranks(std::move(bad_ranks)) {}
-
+// The ranks whose hash differs from the majority's (ties: the lowest rank's hash).
 std::vector<int> ranks_off_majority(const std::vector<uint64_t>& hashes) {
   std::map<uint64_t, int> votes;
   for (uint64_t h : hashes) ++votes[h];
@@ -52,26 +27,23 @@ std::vector<int> ranks_off_majority(const std::vector<uint64_t>& hashes) {
     if (hashes[r] != majority) off.push_back(static_cast<int>(r));
   return off;
 }
+}  // namespace
 
-std::vector<int> compare_replicas(GradientReducer& reducer, const float* data, size_t count) {
-  const uint64_t mine = XXH64(data, count * sizeof(float), 0);
-  return ranks_off_majority(reducer.gather_u64(mine));
+util::JsonLine sdc_detected_fields(const ReplicaDisagreement& disagreement) {
+  return util::JsonLine().add("step", disagreement.step + 1).add("checked", disagreement.checked)
+      .add("ranks", util::id_list(disagreement.ranks)).add("this_replica", disagreement.this_replica);
 }
 
-// Every replica's hash through the group's sum of doubles: replica r writes its hash as
-// four 16-bit parts at [4r, 4r + 4), the others zeros, so each sum is exact.
+ReplicaMismatch::ReplicaMismatch(int64_t at_step, const std::string& checked,
+                                 const std::vector<int>& bad_ranks)
+    : std::runtime_error("replica check at step " + std::to_string(at_step + 1) + ": the " +
+                         checked + " of rank(s) " + util::id_list(bad_ranks, ", ") +
+                         " differ from the other replicas' (silent data corruption)") {}
+
 std::vector<int> compare_replicas(ReplicaGroup& group, uint64_t hash) {
-  const int replicas = group.replicas();
-  std::vector<double> parts(static_cast<size_t>(4 * replicas), 0.0);
-  for (int p = 0; p < 4; ++p)
-    parts[static_cast<size_t>(4 * group.replica() + p)] =
-        static_cast<double>((hash >> (16 * p)) & 0xffffu);
-  group.sum(parts);
-  std::vector<uint64_t> hashes(static_cast<size_t>(replicas), 0);
-  for (int r = 0; r < replicas; ++r)
-    for (int p = 0; p < 4; ++p)
-      hashes[static_cast<size_t>(r)] |= static_cast<uint64_t>(parts[static_cast<size_t>(4 * r + p)])
-                                        << (16 * p);
+  std::vector<uint64_t> hashes;
+  for (const auto& of_replica : gather_over_replicas(group, std::span<const uint64_t>(&hash, 1)))
+    hashes.push_back(of_replica.front());
   return ranks_off_majority(hashes);
 }
 

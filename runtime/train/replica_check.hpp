@@ -17,7 +17,6 @@
 
 namespace dseek::train {
 
-class GradientReducer;
 class ReplicaGroup;
 
 // A replica check that found disagreeing replicas, as every replica sees it: the
@@ -32,22 +31,15 @@ struct ReplicaDisagreement {
 // The sdc_detected event's fields: step (1-based), checked, ranks ("1,2"), this_replica.
 util::JsonLine sdc_detected_fields(const ReplicaDisagreement& disagreement);
 
+// Thrown by the replica in the minority; `checked` is "gradients" or "parameters" and
+// `bad_ranks` the replicas that disagree with the majority.
 struct ReplicaMismatch : std::runtime_error {
-  ReplicaMismatch(int64_t at_step, std::string checked, std::vector<int> bad_ranks);
-  int64_t step;
-  std::string what_checked;  // "gradients" or "parameters"
-  std::vector<int> ranks;    // the replicas that disagree with the majority
+  ReplicaMismatch(int64_t at_step, const std::string& checked, const std::vector<int>& bad_ranks);
 };
 
-// The ranks whose hash differs from the majority's (ties: the hash of the lowest rank
-// among the most common ones). Empty when all agree.
-std::vector<int> ranks_off_majority(const std::vector<uint64_t>& hashes);
-
-// Collective over the reducer's replicas: hashes `count` floats at `data` and compares.
-// Returns the disagreeing ranks (empty: all agree).
-std::vector<int> compare_replicas(GradientReducer& reducer, const float* data, size_t count);
-// The same over a data group (the replicas of a pipeline stage or tensor rank), for a
-// hash the caller took of what must agree (hash_ranges). Returns the disagreeing replicas.
+// Collective over a data group (the replicas of a pipeline stage or tensor rank), for a
+// hash the caller took of what must agree (hash_ranges): the replicas whose hash differs
+// from the majority's (ties: the lowest rank's among the most common), empty when all agree.
 std::vector<int> compare_replicas(ReplicaGroup& group, uint64_t hash);
 // One hash of the floats of `ranges` (offsets into `base`), in their order.
 uint64_t hash_ranges(const float* base, const std::vector<model::ParamRange>& ranges,

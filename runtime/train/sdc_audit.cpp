@@ -10,15 +10,6 @@ namespace {
 int wrap(int64_t value, int modulus) {
   return static_cast<int>(((value % modulus) + modulus) % modulus);
 }
-
-std::string list_of(const std::vector<int>& ranks) {
-  std::string list;
-  for (int rank : ranks) {
-    if (!list.empty()) list += ',';
-    list += std::to_string(rank);
-  }
-  return list;
-}
 }  // namespace
 
 int audit_target(int auditor, int replicas, int64_t audit_index) {
@@ -56,15 +47,15 @@ std::vector<std::vector<uint64_t>> gather_over_replicas(ReplicaGroup& group,
 
 SdcDetected::SdcDetected(int64_t at_step, std::vector<int> bad_ranks, std::vector<int> cleared_auditors)
     : std::runtime_error("SDC audit at step " + std::to_string(at_step + 1) + ": the gradients rank(s) " +
-                         list_of(bad_ranks) + " computed differ from two other replicas' "
+                         util::id_list(bad_ranks) + " computed differ from two other replicas' "
                          "recomputation of the same batch (silent data corruption on that node)"),
       step(at_step), ranks(std::move(bad_ranks)), cleared(std::move(cleared_auditors)) {}
 
 util::JsonLine sdc_audit_fields(const SdcDetected& detected, bool this_rank) {
   util::JsonLine fields;
   fields.add("step", detected.step + 1).add("checked", std::string("local gradients"))
-      .add("ranks", list_of(detected.ranks)).add("this_rank", this_rank);
-  if (!detected.cleared.empty()) fields.add("cleared_auditors", list_of(detected.cleared));
+      .add("ranks", util::id_list(detected.ranks)).add("this_rank", this_rank);
+  if (!detected.cleared.empty()) fields.add("cleared_auditors", util::id_list(detected.cleared));
   return fields;
 }
 

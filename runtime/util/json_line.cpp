@@ -70,6 +70,15 @@ JsonLine& JsonLine::add(std::string_view name, bool value) {
   return *this;
 }
 
+std::string id_list(const std::vector<int>& ids, std::string_view separator) {
+  std::string list;
+  for (int id : ids) {
+    if (!list.empty()) list += separator;
+    list += std::to_string(id);
+  }
+  return list;
+}
+
 JsonLine& JsonLine::add_object(std::string_view name, const JsonLine& object) {
   key(name);
   body_ += object.str();

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace dseek::util {
 
@@ -29,5 +30,8 @@ class JsonLine {
 
 // `text` as a quoted JSON string with escapes.
 std::string json_quote(std::string_view text);
+
+// Ranks or ids as an event field lists them: "0,2,3" (`separator` between them).
+std::string id_list(const std::vector<int>& ids, std::string_view separator = ",");
 
 }  // namespace dseek::util

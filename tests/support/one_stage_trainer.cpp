@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "runtime/train/pipeline/plan.hpp"
-#include "runtime/train/state/checkpoint_state.hpp"
+#include "runtime/train/layout/layout_sizes.hpp"
 #include "runtime/util/sha256.hpp"
 
 namespace dseek::testing {

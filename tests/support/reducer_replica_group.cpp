@@ -19,7 +19,6 @@ class LentReducer final : public GradientReducer {
   ~LentReducer() override { r_.detach(); }
   int rank() const override { return r_.rank(); }
   int world_size() const override { return r_.world_size(); }
-  bool shards_optimizer_state() const override { return r_.shards_optimizer_state(); }
   bool reduces_backend_memory() const override { return r_.reduces_backend_memory(); }
   void bind_backend(backend::Backend& backend) override { r_.bind_backend(backend); }
   void attach(float* grads, size_t total, const std::vector<model::ParamRange>& order) override {

@@ -1,4 +1,4 @@
-// Pipeline schedules (runtime/train/pipeline/schedule.hpp) simulated in the stage
+// Pipeline schedules (runtime/train/pipeline/schedule.hpp) simulated (below) in the stage
 // engine's communication model: every schedule runs to the end without deadlock for a
 // range of (P, m, v); with uniform op costs and free communication the simulated idle
 // fraction equals the theory exactly ((p-1)/(m+p-1), (p-1)/(v*m+p-1) interleaved; the
@@ -7,7 +7,13 @@
 // shapes that cannot be scheduled are refused naming the key.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+#include <map>
+#include <set>
 #include <stdexcept>
+#include <string>
+#include <tuple>
+#include <vector>
 
 #include "runtime/train/pipeline/schedule.hpp"
 
@@ -17,6 +23,101 @@ using Catch::Matchers::Contains;
 
 namespace {
 constexpr double kExact = 1e-9;
+
+// Cost of one op of a whole stage's layers; an interleaved chunk costs 1/v of it.
+struct OpCosts {
+  double forward = 1.0;
+  double backward = 2.0;
+};
+
+struct SimulatedStep {
+  bool deadlock = false;
+  std::string problem;               // why the schedule is invalid; "" when it ran
+  double makespan = 0.0;             // all stages done
+  std::vector<double> busy;          // per stage
+  std::vector<double> bubble;        // per stage: 1 - busy / makespan
+  std::vector<int64_t> max_in_flight;  // per stage: most micro-batch chunks forwarded, not yet backwarded
+};
+
+// Runs the schedule in schedule.hpp's communication model: each op starts when its stage
+// is free and its input message has arrived. Reports a deadlock (no stage can go on) or a
+// malformed schedule (an op twice, missing, a backward before its forward) in `problem`.
+SimulatedStep simulate(const PipelineSchedule& schedule, const OpCosts& costs) {
+  const ScheduleShape& shape = schedule.shape();
+  const int64_t P = shape.stages;
+  const double chunk_share = 1.0 / static_cast<double>(shape.chunks());
+  SimulatedStep result;
+  result.busy.assign(static_cast<size_t>(P), 0.0);
+  result.bubble.assign(static_cast<size_t>(P), 0.0);
+  result.max_in_flight.assign(static_cast<size_t>(P), 0);
+
+  // Every (type, micro-batch, chunk) exactly once per stage, each backward after its forward.
+  for (int64_t s = 0; s < P; ++s) {
+    std::set<std::tuple<int, int64_t, int64_t>> seen;
+    for (const PipelineOp& op : schedule.ops(s)) {
+      if (op.micro_batch < 0 || op.micro_batch >= shape.micro_batches || op.chunk < 0 ||
+          op.chunk >= shape.chunks() ||
+          !seen.insert({static_cast<int>(op.type), op.micro_batch, op.chunk}).second) {
+        result.problem = "stage " + std::to_string(s) + ": an op out of range or repeated";
+        return result;
+      }
+      if (op.type == OpType::backward && !seen.count({0, op.micro_batch, op.chunk})) {
+        result.problem = "stage " + std::to_string(s) + ": backward of micro-batch " +
+                         std::to_string(op.micro_batch) + " before its forward";
+        return result;
+      }
+    }
+    if (static_cast<int64_t>(seen.size()) != 2 * shape.micro_batches * shape.chunks()) {
+      result.problem = "stage " + std::to_string(s) + ": ops missing";
+      return result;
+    }
+  }
+
+  // List scheduling: an op starts at max(stage free, input arrival); a stage whose next
+  // op's input has not been produced yet waits.
+  std::map<std::tuple<int, int64_t, int64_t>, double> arrival;  // message -> time
+  std::vector<size_t> next(static_cast<size_t>(P), 0);
+  std::vector<double> free_at(static_cast<size_t>(P), 0.0);
+  std::vector<int64_t> in_flight(static_cast<size_t>(P), 0);
+  size_t remaining = 0;
+  for (int64_t s = 0; s < P; ++s) remaining += schedule.ops(s).size();
+  while (remaining > 0) {
+    bool progressed = false;
+    for (int64_t s = 0; s < P; ++s) {
+      const auto su = static_cast<size_t>(s);
+      const auto& ops = schedule.ops(s);
+      while (next[su] < ops.size()) {
+        const PipelineOp& op = ops[next[su]];
+        double start = free_at[su];
+        if (const auto in = schedule.input_of(s, op)) {
+          auto it = arrival.find({static_cast<int>(in->type), in->micro_batch, in->from_virtual});
+          if (it == arrival.end()) break;  // blocked on a receive
+          start = std::max(start, it->second);
+        }
+        const double cost =
+            (op.type == OpType::forward ? costs.forward : costs.backward) * chunk_share;
+        free_at[su] = start + cost;
+        result.busy[su] += cost;
+        in_flight[su] += op.type == OpType::forward ? 1 : -1;
+        result.max_in_flight[su] = std::max(result.max_in_flight[su], in_flight[su]);
+        if (const auto out = schedule.output_of(s, op))
+          arrival[{static_cast<int>(out->type), out->micro_batch, out->from_virtual}] = free_at[su];
+        ++next[su];
+        --remaining;
+        progressed = true;
+      }
+    }
+    if (!progressed) {
+      result.deadlock = true;
+      result.problem = "deadlock: every unfinished stage waits for a message not yet sent";
+      return result;
+    }
+  }
+  result.makespan = *std::max_element(free_at.begin(), free_at.end());
+  for (size_t s = 0; s < result.busy.size(); ++s)
+    result.bubble[s] = 1.0 - result.busy[s] / result.makespan;
+  return result;
+}
 
 SimulatedStep run(ScheduleKind kind, int64_t P, int64_t m, int64_t v, OpCosts costs = {}) {
   const PipelineSchedule schedule(ScheduleShape{kind, P, m, v});

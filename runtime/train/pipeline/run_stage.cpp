@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <memory>
+#include <sstream>
 
 #include "runtime/data/token_dataset.hpp"
 #include "runtime/metrics/chrome_trace.hpp"
@@ -13,8 +14,7 @@
 #include "runtime/train/batch_source.hpp"
 #include "runtime/train/run_steps.hpp"
 #include "runtime/train/state/checkpointing.hpp"
-#include "runtime/train/layout/parallel_layout_report.hpp"
-#include "runtime/train/state/stage_checkpoint_state.hpp"
+#include "runtime/train/layout/parallel_groups.hpp"
 #include "runtime/train/pipeline/stage.hpp"
 #include "runtime/train/replica_check.hpp"
 #include "runtime/train/run_events.hpp"
@@ -23,6 +23,21 @@
 namespace dseek::train {
 
 namespace {
+// The rank layout as every rank prints and logs it at start: one progress line per rank
+// of the world, and a parallel_layout event with this rank's coordinates and the layout.
+void report_parallel_layout(const ParallelGroups& groups, int world_rank,
+                            metrics::EventLog& events, metrics::Progress& progress) {
+  const std::string text = groups.describe();
+  std::istringstream lines(text);
+  for (std::string line; std::getline(lines, line);) progress.line(line);
+  const RankCoordinates me = groups.coordinates(world_rank);
+  events.emit("parallel_layout",
+              util::JsonLine().add("data", groups.data_size()).add("pipeline", groups.pipeline_size())
+                  .add("tensor", groups.tensor_size()).add("world", groups.world())
+                  .add("rank", world_rank).add("replica", me.data).add("stage", me.stage)
+                  .add("tensor_rank", me.tensor).add("layout", text));
+}
+
 bool plans_fault(const config::JobConfig& config, config::FaultKind kind) {
   for (const auto& fault : config.faults)
     if (fault.kind == kind) return true;
@@ -161,9 +176,8 @@ PipelineRunSummary run_pipeline_stage(const config::JobConfig& config, const Run
                   "), updated by " + info.optimizer);
   report_model_memory(events, progress, label, config.model, info.activation_memory);
 
-  PipelineCheckpointState checkpoint_state(trainer);
-  Checkpointing checkpoints(config, options.run_dir, checkpoint_state, events, progress,
-                                    options.checkpoint_sink);
+  Checkpointing checkpoints(config, options.run_dir, trainer, events, progress,
+                            options.checkpoint_sink);
   // From memory when the ranks hold a step of this layout (every rank takes the same
   // branch: the agreement is collective), else the checkpoint (checkpoint.resume).
   const StagePosition position = position_of(info);

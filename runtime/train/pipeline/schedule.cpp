@@ -3,11 +3,7 @@
 #include "runtime/train/pipeline/schedule.hpp"
 
 #include <algorithm>
-#include <limits>
-#include <map>
-#include <set>
 #include <stdexcept>
-#include <tuple>
 
 namespace dseek::train {
 
@@ -135,83 +131,6 @@ double theoretical_bubble(const ScheduleShape& s) {
   const double m = static_cast<double>(s.micro_batches);
   const double v = static_cast<double>(s.chunks());
   return (p - 1.0) / (v * m + p - 1.0);
-}
-
-SimulatedStep simulate(const PipelineSchedule& schedule, const OpCosts& costs) {
-  const ScheduleShape& shape = schedule.shape();
-  const int64_t P = shape.stages;
-  const double chunk_share = 1.0 / static_cast<double>(shape.chunks());
-  SimulatedStep result;
-  result.busy.assign(static_cast<size_t>(P), 0.0);
-  result.bubble.assign(static_cast<size_t>(P), 0.0);
-  result.max_in_flight.assign(static_cast<size_t>(P), 0);
-
-  // Every (type, micro-batch, chunk) exactly once per stage, each backward after its forward.
-  for (int64_t s = 0; s < P; ++s) {
-    std::set<std::tuple<int, int64_t, int64_t>> seen;
-    for (const PipelineOp& op : schedule.ops(s)) {
-      if (op.micro_batch < 0 || op.micro_batch >= shape.micro_batches || op.chunk < 0 ||
-          op.chunk >= shape.chunks() ||
-          !seen.insert({static_cast<int>(op.type), op.micro_batch, op.chunk}).second) {
-        result.problem = "stage " + std::to_string(s) + ": an op out of range or repeated";
-        return result;
-      }
-      if (op.type == OpType::backward && !seen.count({0, op.micro_batch, op.chunk})) {
-        result.problem = "stage " + std::to_string(s) + ": backward of micro-batch " +
-                         std::to_string(op.micro_batch) + " before its forward";
-        return result;
-      }
-    }
-    if (static_cast<int64_t>(seen.size()) != 2 * shape.micro_batches * shape.chunks()) {
-      result.problem = "stage " + std::to_string(s) + ": ops missing";
-      return result;
-    }
-  }
-
-  // List scheduling: an op starts at max(stage free, input arrival); a stage whose next
-  // op's input has not been produced yet waits.
-  std::map<std::tuple<int, int64_t, int64_t>, double> arrival;  // message -> time
-  std::vector<size_t> next(static_cast<size_t>(P), 0);
-  std::vector<double> free_at(static_cast<size_t>(P), 0.0);
-  std::vector<int64_t> in_flight(static_cast<size_t>(P), 0);
-  size_t remaining = 0;
-  for (int64_t s = 0; s < P; ++s) remaining += schedule.ops(s).size();
-  while (remaining > 0) {
-    bool progressed = false;
-    for (int64_t s = 0; s < P; ++s) {
-      const auto su = static_cast<size_t>(s);
-      const auto& ops = schedule.ops(s);
-      while (next[su] < ops.size()) {
-        const PipelineOp& op = ops[next[su]];
-        double start = free_at[su];
-        if (const auto in = schedule.input_of(s, op)) {
-          auto it = arrival.find({static_cast<int>(in->type), in->micro_batch, in->from_virtual});
-          if (it == arrival.end()) break;  // blocked on a receive
-          start = std::max(start, it->second);
-        }
-        const double cost =
-            (op.type == OpType::forward ? costs.forward : costs.backward) * chunk_share;
-        free_at[su] = start + cost;
-        result.busy[su] += cost;
-        in_flight[su] += op.type == OpType::forward ? 1 : -1;
-        result.max_in_flight[su] = std::max(result.max_in_flight[su], in_flight[su]);
-        if (const auto out = schedule.output_of(s, op))
-          arrival[{static_cast<int>(out->type), out->micro_batch, out->from_virtual}] = free_at[su];
-        ++next[su];
-        --remaining;
-        progressed = true;
-      }
-    }
-    if (!progressed) {
-      result.deadlock = true;
-      result.problem = "deadlock: every unfinished stage waits for a message not yet sent";
-      return result;
-    }
-  }
-  result.makespan = *std::max_element(free_at.begin(), free_at.end());
-  for (size_t s = 0; s < result.busy.size(); ++s)
-    result.bubble[s] = 1.0 - result.busy[s] / result.makespan;
-  return result;
 }
 
 }  // namespace dseek::train

@@ -1,8 +1,8 @@
 // Pipeline-parallel schedules as data: for P stages, m micro-batches and v model chunks
 // per stage, the ordered list of forward and backward ops each stage runs in one
 // optimizer step (GPipe, 1F1B, interleaved 1F1B as in Megatron-LM). The stage engine
-// (pipeline/stage_trainer.hpp) executes these lists; the tests and the bubble report
-// simulate them.
+// (pipeline/stage_trainer.hpp) executes these lists; a unit test
+// (tests/unit/test_pipeline_schedule.cpp) simulates them.
 //
 // Model chunks: the model's layers are cut into V = P x v virtual stages; chunk c of
 // stage s is virtual stage c * P + s (Megatron's interleaving, so consecutive virtual
@@ -10,7 +10,7 @@
 // A forward of virtual stage g > 0 receives its input from virtual stage g - 1 and one
 // of g < V - 1 sends its output to g + 1; a backward moves the gradient the other way.
 //
-// Communication model the schedules are built for (and simulate() checks): sends never
+// Communication model the schedules are built for (and the test's simulator checks): sends never
 // block (the engine copies the tensor and posts the send), an op waits until its input
 // has arrived. Receives are pre-posted at the start of the step in the order the peer
 // sends them (message_order()), so the data plane's "k-th send matches k-th receive"
@@ -93,25 +93,5 @@ class PipelineSchedule {
 // The idle fraction of a stage's step with uniform op costs and free communication:
 // (P-1)/(m+P-1) for GPipe and 1F1B, (P-1)/(v*m+P-1) for interleaved 1F1B.
 double theoretical_bubble(const ScheduleShape& shape);
-
-// Cost of one op of a whole stage's layers; an interleaved chunk costs 1/v of it.
-struct OpCosts {
-  double forward = 1.0;
-  double backward = 2.0;
-};
-
-struct SimulatedStep {
-  bool deadlock = false;
-  std::string problem;               // why the schedule is invalid; "" when it ran
-  double makespan = 0.0;             // all stages done
-  std::vector<double> busy;          // per stage
-  std::vector<double> bubble;        // per stage: 1 - busy / makespan
-  std::vector<int64_t> max_in_flight;  // per stage: most micro-batch chunks forwarded, not yet backwarded
-};
-
-// Runs the schedule in the communication model above: each op starts when its stage is
-// free and its input message has arrived. Reports a deadlock (no stage can go on) or a
-// malformed schedule (an op twice, missing, a backward before its forward) in `problem`.
-SimulatedStep simulate(const PipelineSchedule& schedule, const OpCosts& costs = {});
 
 }  // namespace dseek::train

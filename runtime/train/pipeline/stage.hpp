@@ -1,5 +1,5 @@
 // Where a pipeline stage's work runs: the run loop of a stage (pipeline/run_stage.hpp,
-// pipeline/fixed_world_steps.hpp) and its checkpoints (state/stage_checkpoint_state.hpp) ask a
+// pipeline/fixed_world_steps.hpp) and its checkpoints (state/checkpointing.hpp) ask a
 // PipelineStage to train a step, evaluate, gather its parameters, its trace or its
 // checkpoint pieces, and never see the PipelineStageTrainer behind it.
 //

@@ -111,10 +111,7 @@ void PipelineStageTrainer::audit_verdict(int64_t step, uint64_t own_hash, uint64
     }
   }
   if (!bad.empty()) throw SdcDetected(step, bad, cleared);
-  for (int rank : cleared) {
-    if (!report.sdc_cleared_auditors.empty()) report.sdc_cleared_auditors += ',';
-    report.sdc_cleared_auditors += std::to_string(rank);
-  }
+  report.sdc_cleared_auditors = util::id_list(cleared);
 }
 
 }  // namespace dseek::train

@@ -1,80 +1,10 @@
 // Training of one pipeline stage: its model chunks (one GptModel per virtual stage it
-// holds, pipeline/plan.hpp), the schedule's ops (pipeline/schedule.hpp) executed with
-// activations and their gradients moving over PipelineLinks, then the step's update.
-// It is the one trainer of every pipeline and tensor-parallel layout: without a pipeline
-// (parallel.pipeline = 1, SingleStageLinks) the rank is the only stage, its one chunk
-// holds the whole model (embedding, blocks and head) and 1F1B runs each micro-batch's
-// forward and backward in turn, as a tensor-parallel group and the data-parallel and
-// single-node jobs train.
-//
-// A step: every receive of the step is posted first (in the order each peer sends), then
-// the ops run in schedule order, each micro-batch's activations in a slot of its chunk
-// until its backward. The loss gradient is scaled as the single-node trainer scales it
-// (1 / (tokens per micro-batch x micro-batches)), so the accumulated gradients are the
-// single node's up to summation order. Then: the first and the last stage sum the tied
-// wte's gradient (embedding + head contributions) so both hold the whole; the global
-// norm adds every stage's squares (wte counted once, by the first stage); each chunk's
-// AdamW updates the ranges it owns with that norm and the shared LR schedule, the first
-// and last stage updating their wte copies identically.
-//
-// With parallel.data = D replicas of the pipeline, each replica's micro-batches are its
-// slice of the global batch (layout/replica_group.hpp), the loss gradient is scaled by the
-// global batch's micro-batch count (m x D, again the single node's scale), and after
-// the tied wte's sum each stage sums its gradients (and the loss) over its data group
-// (the same stage in every replica). Every replica then holds the same bits, so the
-// norm, which only runs over the stages, and the update are the same on all of them.
-//
-// With parallel.tensor = T each stage is a tensor-parallel group: every chunk is this
-// tensor rank's part (GptModel over the group) of its layer range (pipeline/chunk.hpp; the time
-// its all-reduces block is the step's exposed communication, pipeline/timed_tensor_group.hpp), the T
-// ranks of a stage run the same ops in the same order (their all-reduces stay matched),
-// and `links` join tensor rank t of every stage (a replicated activation goes from rank
-// t of one stage to rank t of the next). The tied wte's sum between the first and last
-// stage is then a sum of this rank's vocabulary rows; the norm adds the squares of the
-// split tensors over the group and counts the replicated ones once; the stop votes are
-// summed over the group too.
-//
-// The data group's reduction is a GradientReducer (gradient_reducer.hpp,
-// ReplicaGroup::make_gradient_reducer), one per chunk over the ranges it owns. Without a
-// pipeline each range goes to it as the step's last backward finishes it, so the
-// reduction overlaps the rest of backward; in a pipeline every range is reported once
-// the pipeline has drained and the tied wte is summed: its buckets, ZeRO (parallel.zero
-// = 1 or 2: each replica gets the sum of its pieces, its AdamW holds and updates those
-// pieces, the norm adds the replicas' squares of them, the parameters are all-gathered
-// after the update; checkpoints gather the moment pieces from every replica) and
-// compression (comm.compression: top-k / INT8 with error feedback, and AdamW's second
-// moment from the replicas' local gradients) work as in a data-parallel job, and the
-// step reports the reducers' bytes. A reducer with state between steps is given
-// unscaled, finite gradients only: under fp8's loss scaling the step is decided on an
-// overflow anywhere before the reduction.
-//
-// The stage computes on the backend of train.device (device_backend.hpp): its device
-// buffers reach the host data plane (activations and their gradients, the tied wte's
-// sum, the replicas' sums, checkpoints) only through the backend's copy calls, staged in
-// host buffers; on the CPU backend that staging is the buffers themselves.
-//
-// Mixed precision (train.precision): every chunk's block matmuls run in its format
-// (pipeline/chunk.hpp). fp8 scales the loss gradient (optim/loss_scaler.hpp) on every
-// stage, so the activation gradients crossing the stages are scaled too; each stage keeps
-// its own LossScaler, fed the global sum of squares (over the stages, the tensor group
-// and, through the summed gradients, the replicas): every stage and rank takes the same
-// decision, an overflow anywhere skips the step everywhere, and the scales stay equal.
-// The update divides the scale out on the backend (AdamW::step_with_norm), and every
-// chunk closes its FP8 delayed-scaling step after each step, skipped or not.
-//
-// Who updates: each chunk's optimizer (through host_update.hpp: staged on the host when
-// it runs there, and overlapped with the next forward under train.offload_overlap for a
-// whole model on one stage) comes from `optimizer_shards` (in dseek-node
-// RunOptions::optimizer_shards, the worker group's gradient_shard actors), a
-// LocalOptimizer without one. One per chunk, not one over the stage: the chunks of an
-// interleaved schedule have flat buffers of their own, and the actors hold a piece per
-// client (actors/worker_group/gradient_shard.hpp), so a chunk's optimizer is built and called
-// as the plain data-parallel trainer's is. An update is element-wise: either gives
-// the same bits.
-//
-// Each step also measures the stage's bubble: 1 - (forward + backward compute) / (time
-// from the first op to the moment every stage drained the pipeline), and keeps trace
-// spans (forward, backward, send, recv, idle) for RUN_DIR/trace.json.
+// holds), the schedule's ops executed with activations and their gradients moving over
+// PipelineLinks, the data group's reduction, the global norm, loss scaling, the replica
+// checks and the update. It is the one trainer of every layout: without a pipeline the
+// rank is the only stage and its one chunk holds the whole model. How a step runs, and
+// what data, tensor parallelism, ZeRO, compression, fp8 and the optimizer shards change
+// in it: docs/design.md, "Inside the stage trainer".
 #pragma once
 
 #include <atomic>
@@ -99,7 +29,7 @@
 #include "runtime/optim/lr_schedule.hpp"
 #include "runtime/train/batch_source.hpp"
 #include "runtime/train/device_backend.hpp"
-#include "runtime/train/state/checkpoint_state.hpp"
+#include "runtime/train/layout/layout_sizes.hpp"
 #include "runtime/train/pipeline/links.hpp"
 #include "runtime/train/pipeline/message_buffer.hpp"
 #include "runtime/train/pipeline/plan.hpp"
@@ -197,7 +127,7 @@ class PipelineStageTrainer {
   // The element-wise sum of small counts over the stages, the replicas and the tensor
   // group (collective).
   void sum_over_world(std::span<double> values);
-  // Checkpoints (state/stage_checkpoint_state.hpp). With tensor parallelism, see
+  // Checkpoints (state/checkpointing.hpp). With tensor parallelism, see
   // gather_sharded_state_to_first below; without, the whole model state (layout order)
   // gathered on stage 0 with point-to-point sends, each stage sending the ranges its
   // chunks own (wte once): collective over the stages; stage 0 passes whole-layout
@@ -248,7 +178,6 @@ class PipelineStageTrainer {
   model::GptModel& whole_model();
   void copy_whole_state(float* params, float* adam_m, float* adam_v, bool gather_moments);
   backend::Backend& backend() { return *backend_; }
-  optim::LossScaler* loss_scaler() { return loss_scaler_.get(); }
   int64_t micro_batch_size() const { return plan_.micro_batch_size; }
   // Whether a step's update is left running into the next forward (host_update.hpp).
   bool overlaps_update() const;

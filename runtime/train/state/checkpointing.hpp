@@ -1,9 +1,10 @@
 // The checkpoints of a run, for every layout: resuming from one at the start, a snapshot
 // every checkpoint.every_steps steps handed to a CheckpointSink (the run's own writer
 // thread, or the node's checkpoint_writer actor when the caller passes one), one at the
-// end (or at an early stop). The trainer's side is a CheckpointState
-// (state/checkpoint_state.hpp): the stage trainer's (the ranks of replica 0 gather their
-// pieces to world rank 0; under ZeRO and fp8 every replica takes part). World rank 0 writes ONE whole
+// end (or at an early stop), each write's outcome reported. The state comes from the
+// rank's PipelineStage (pipeline/stage.hpp): the ranks of replica 0 gather their pieces to
+// world rank 0 (under ZeRO and fp8 every replica takes part, holding pieces of its own);
+// the writer decides for all whether a write is due. World rank 0 writes ONE whole
 // checkpoint in the ordinary format; its manifest records the layout that wrote it
 // (world size, data, pipeline and tensor sizes, ZeRO stage) and in its `precision` field
 // the mixed-precision state (checkpoint/precision_state.hpp): the loss scaler's scale and
@@ -28,22 +29,27 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <map>
 #include <memory>
 
 #include "runtime/checkpoint/sink.hpp"
 #include "runtime/config/job_config.hpp"
 #include "runtime/metrics/event_log.hpp"
 #include "runtime/metrics/progress.hpp"
-#include "runtime/train/state/checkpoint_cadence.hpp"
-#include "runtime/train/state/checkpoint_state.hpp"
+#include "runtime/train/layout/layout_sizes.hpp"
+#include "runtime/train/pipeline/stage.hpp"
 
 namespace dseek::train {
+
+// Checkpoints are written at all: checkpoint.every_steps > 0, an early-stop key set, or
+// a resumed run (which was checkpointed before, so its end should be too).
+bool checkpoints_enabled(const config::JobConfig& config);
 
 class Checkpointing {
  public:
   // `make_sink`: world rank 0's sink; null: a CheckpointWriter thread.
   Checkpointing(const config::JobConfig& config, const std::filesystem::path& run_dir,
-                CheckpointState& state, metrics::EventLog& events, metrics::Progress& progress,
+                PipelineStage& stage, metrics::EventLog& events, metrics::Progress& progress,
                 const checkpoint::CheckpointSinkFactory& make_sink = {});
   ~Checkpointing();
 
@@ -60,17 +66,26 @@ class Checkpointing {
   // on every rank when it is committed (false: the job writes no checkpoints, or the
   // write failed: a checkpoint_failed event on the writer).
   bool now(int64_t done);
-  // Checkpoints are written at all (checkpoints_enabled()).
-  bool enabled() const { return enabled_; }
 
  private:
+  LayoutSizes sizes() const;
+  // A checkpoint of `done` steps now (after the write in flight; none when `done` is 0
+  // or committed already), waited for. True on the writer when `done` is committed.
+  bool write_now(int64_t done);
+  // The snapshot (collective over the ranks that take part), handed to the writer's sink.
+  void submit(int64_t done);
+  // checkpoint_committed / checkpoint_failed for the writes that finished.
+  void report_finished();
+
   const config::JobConfig& config_;
-  CheckpointState& state_;
+  PipelineStage& stage_;
   metrics::EventLog& events_;
   metrics::Progress& progress_;
   std::filesystem::path root_;
-  bool enabled_;
-  std::unique_ptr<CheckpointCadence> cadence_;  // ranks that take part; rank 0 writes
+  bool takes_part_ = false;  // checkpoints enabled and this rank holds a part of the state
+  int64_t last_committed_ = -1;
+  std::map<int64_t, double> snapshot_ms_;  // of writes not yet reported
+  std::unique_ptr<checkpoint::CheckpointSink> writer_;  // world rank 0 only
 };
 
 }  // namespace dseek::train

@@ -53,8 +53,8 @@ Fp8Restore fp8_state_to_restore(const numerics::DelayedScalingState& written,
   // (per operand the largest amax of every copy and the smallest scale) can under-use
   // the fp8 range for at most a history's worth of steps, until the rank's own amaxes
   // replace the merged ones, but it never gives a scale that overflows. The same holds
-  // for other replica counts (other slices of the same batch), as the data-parallel
-  // resume argues (state/trainer_precision_state.cpp).
+  // for other replica counts: a new replica's slice of the global batch is made of parts
+  // of the old replicas' slices.
   restore.state = numerics::merged_state(written);
   return restore;
 }

@@ -24,7 +24,7 @@
 #include <vector>
 
 #include "runtime/numerics/delayed_scaling.hpp"
-#include "runtime/train/state/checkpoint_state.hpp"
+#include "runtime/train/layout/layout_sizes.hpp"
 
 namespace dseek::train {
 

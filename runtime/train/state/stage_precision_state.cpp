@@ -9,12 +9,26 @@
 #include <stdexcept>
 
 #include "runtime/model/precision_policy.hpp"
-#include "runtime/train/state/loss_scale_checkpoint.hpp"
 #include "runtime/train/pipeline/stage_chunk.hpp"
 #include "runtime/train/pipeline/stage_trainer.hpp"
 #include "runtime/train/state/sharded_precision_state.hpp"
 
 namespace dseek::train {
+
+namespace {
+// The precision that wrote a checkpoint and the loss scaler's scale and good-step count
+// (`scaler`: null outside fp8; the scale stays the state's default).
+checkpoint::PrecisionState loss_scale_state(config::Precision precision,
+                                            const optim::LossScaler* scaler) {
+  checkpoint::PrecisionState state;
+  state.precision = config::name_string(precision);
+  if (scaler != nullptr) {
+    state.loss_scale = scaler->scale();
+    state.loss_scale_good_steps = scaler->good_steps();
+  }
+  return state;
+}
+}  // namespace
 
 bool PipelineStageTrainer::fp8_state_per_replica() const {
   return config_.train.precision == config::Precision::fp8 && replicas() > 1;
@@ -49,7 +63,8 @@ checkpoint::PrecisionState PipelineStageTrainer::gather_precision_state() {
 
 bool PipelineStageTrainer::restore_precision_state(const checkpoint::PrecisionState& state,
                                                    const LayoutSizes& written_by) {
-  restore_loss_scale(loss_scaler_.get(), state);
+  if (loss_scaler_)
+    loss_scaler_->restore(static_cast<float>(state.loss_scale), state.loss_scale_good_steps);
   LayoutSizes now;
   now.data = static_cast<uint32_t>(replicas());
   now.pipeline = static_cast<uint32_t>(plan_.shape.stages);
