@@ -21,10 +21,6 @@ std::string to_string(cluster_errc x) {
   return "cluster_errc(?)";
 }
 
-caf::error make_error(cluster_errc x) {
-  return caf::error{static_cast<std::uint8_t>(x), cluster_category};
-}
-
 caf::error make_error(cluster_errc x, caf::message context) {
   return caf::error{static_cast<std::uint8_t>(x), cluster_category, std::move(context)};
 }

@@ -45,6 +45,7 @@
 #include <caf/atom.hpp>
 #include <caf/error.hpp>
 #include <caf/fwd.hpp>
+#include <caf/message.hpp>
 #include <caf/meta/type_name.hpp>
 #include <caf/replies_to.hpp>
 #include <caf/typed_actor.hpp>
@@ -186,8 +187,8 @@ enum class node_errc : std::uint8_t {
 };
 
 std::string to_string(node_errc x);
-caf::error make_error(node_errc x);
-caf::error make_error(node_errc x, caf::message context);
+// Found by ADL, as CAF 0.17 expects of an error code enum (caf::error{node_errc::...}).
+caf::error make_error(node_errc x, caf::message context = {});
 std::string render_node_error(std::uint8_t code, caf::atom_value category,
                               const caf::message& context);
 
