@@ -25,6 +25,12 @@ caf::error make_error(cluster_errc x, caf::message context) {
   return caf::error{static_cast<std::uint8_t>(x), cluster_category, std::move(context)};
 }
 
+caf::error no_secret_error() {
+  return make_error(cluster_errc::no_secret,
+                    caf::make_message(std::string{
+                        "set the cluster secret (setting or DSEEK_CLUSTER_SECRET)"}));
+}
+
 std::string render_cluster_error(std::uint8_t code, caf::atom_value,
                                  const caf::message& ctx) {
   auto errc = static_cast<cluster_errc>(code);

@@ -658,10 +658,7 @@ caf::behavior coordinator_impl(caf::stateful_actor<coordinator_state>* self,
 
 caf::expected<caf::actor> spawn_coordinator(caf::actor_system& sys, coordinator_config cfg) {
   auto secret = resolve_secret(cfg.settings);
-  if (!secret)
-    return make_error(cluster_errc::no_secret,
-                      caf::make_message(std::string{
-                          "set the cluster secret (setting or DSEEK_CLUSTER_SECRET)"}));
+  if (!secret) return no_secret_error();
   return sys.spawn(coordinator_impl, std::move(cfg), std::move(*secret));
 }
 
