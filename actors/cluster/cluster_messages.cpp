@@ -21,12 +21,14 @@ std::string to_string(cluster_errc x) {
   return "cluster_errc(?)";
 }
 
-caf::error make_error(cluster_errc x) {
-  return caf::error{static_cast<std::uint8_t>(x), cluster_category};
-}
-
 caf::error make_error(cluster_errc x, caf::message context) {
   return caf::error{static_cast<std::uint8_t>(x), cluster_category, std::move(context)};
+}
+
+caf::error no_secret_error() {
+  return make_error(cluster_errc::no_secret,
+                    caf::make_message(std::string{
+                        "set the cluster secret (setting or DSEEK_CLUSTER_SECRET)"}));
 }
 
 std::string render_cluster_error(std::uint8_t code, caf::atom_value,

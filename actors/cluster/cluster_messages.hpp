@@ -257,8 +257,10 @@ enum class cluster_errc : std::uint8_t {
 };
 
 std::string to_string(cluster_errc x);
-caf::error make_error(cluster_errc x);
-caf::error make_error(cluster_errc x, caf::message context);
+// Found by ADL, as CAF 0.17 expects of an error code enum (caf::error{cluster_errc::...}).
+caf::error make_error(cluster_errc x, caf::message context = {});
+// spawn_coordinator's and spawn_node_agent's error when no cluster secret is set.
+caf::error no_secret_error();
 std::string render_cluster_error(std::uint8_t code, caf::atom_value category,
                                  const caf::message& context);
 

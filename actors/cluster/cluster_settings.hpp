@@ -1,15 +1,6 @@
 // Settings of the cluster membership control plane, and the join
-// authentication (HMAC-SHA256 challenge-response). No CAF here.
-//
-// Until runtime/config's ClusterConfig grows these fields, callers fill a
-// ClusterSettings themselves. Wanted config keys ([cluster] in job.toml):
-//   secret                 (or env DSEEK_CLUSTER_SECRET; never logged, never sent)
-//   heartbeat_interval_ms  250
-//   heartbeat_timeout_ms   1500
-//   join_retries           20
-//   join_retry_delay_ms    250
-//   connect_timeout_ms     2000
-//   advertise_host         "127.0.0.1"
+// authentication (HMAC-SHA256 challenge-response). No CAF here. A node fills them from
+// its [cluster] config (cluster_settings_of, node_tree.hpp).
 #pragma once
 
 #include <chrono>

@@ -271,13 +271,20 @@ struct coordinator_state {
       lose(lost_node, reason, 0);
       return snapshot();
     }
+    return next_epoch(node_id, reason, "node %lld: %s; epoch %llu");
+  }
+
+  // Starts the next epoch because of member `node_id` (node_lost of it with `reason`
+  // first, so that its peers abort their collectives), logged by `log_format` (node,
+  // reason, epoch). Returns the new epoch, also sent to everyone.
+  epoch_started next_epoch(std::int64_t node_id, std::string reason, const char* log_format) {
     node_lost ev;
     ev.lost_node = node_id;
-    ev.reason = reason;
+    ev.reason = std::move(reason);
     ev.epoch = ++epoch;
     end_rendezvous("epoch " + std::to_string(epoch) + " started: node " +
                    std::to_string(node_id) + " " + ev.reason);
-    log("node %lld: %s; epoch %llu", static_cast<long long>(node_id), ev.reason.c_str(),
+    log(log_format, static_cast<long long>(node_id), ev.reason.c_str(),
         static_cast<unsigned long long>(epoch));
     broadcast(ev);
     auto now = snapshot();
@@ -299,18 +306,8 @@ struct coordinator_state {
       return refuse_stranger(("retirement of node " + std::to_string(node_id)).c_str());
     if (member->second.retired) return snapshot();
     member->second.retired = true;
-    node_lost ev;
-    ev.lost_node = node_id;
-    ev.reason = "evicted by the SDC audit: " + why;
-    ev.epoch = ++epoch;
-    end_rendezvous("epoch " + std::to_string(epoch) + " started: node " +
-                   std::to_string(node_id) + " " + ev.reason);
-    log("node %lld (this coordinator's) no longer trains, %s; epoch %llu",
-        static_cast<long long>(node_id), ev.reason.c_str(), static_cast<unsigned long long>(epoch));
-    broadcast(ev);
-    auto now = snapshot();
-    broadcast(now);
-    return now;
+    return next_epoch(node_id, "evicted by the SDC audit: " + why,
+                      "node %lld (this coordinator's) no longer trains, %s; epoch %llu");
   }
 
   template <class Event>
@@ -658,10 +655,7 @@ caf::behavior coordinator_impl(caf::stateful_actor<coordinator_state>* self,
 
 caf::expected<caf::actor> spawn_coordinator(caf::actor_system& sys, coordinator_config cfg) {
   auto secret = resolve_secret(cfg.settings);
-  if (!secret)
-    return make_error(cluster_errc::no_secret,
-                      caf::make_message(std::string{
-                          "set the cluster secret (setting or DSEEK_CLUSTER_SECRET)"}));
+  if (!secret) return no_secret_error();
   return sys.spawn(coordinator_impl, std::move(cfg), std::move(*secret));
 }
 

@@ -13,6 +13,8 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
+#include <cstddef>
 #include <cstdio>
 #include <cstring>
 #include <list>
@@ -27,6 +29,10 @@ namespace dseek::actors {
 namespace {
 
 using clock = std::chrono::steady_clock;
+
+constexpr std::chrono::milliseconds kPendingTimeout{2000};  // for a pending connection
+constexpr std::size_t kPerSource = 8;          // pending connections of one address
+constexpr std::size_t kMaxConnections = 4096;  // relayed at once, all sources
 
 constexpr std::size_t kBufferCap = std::size_t{4} << 20;  // per direction, then stop reading
 
@@ -104,8 +110,8 @@ int connect_loopback(std::uint16_t port) {
 }  // namespace
 
 HandshakeGate::HandshakeGate(const std::string& host, std::uint16_t port,
-                             std::uint16_t target_port, GateSettings settings)
-    : settings_(settings), target_port_(target_port) {
+                             std::uint16_t target_port)
+    : target_port_(target_port) {
   const std::string where = host + ":" + std::to_string(port);
   listen_fd_ = util::open_tcp_listener(host, port, 512, port_);
   set_nonblocking(listen_fd_);
@@ -135,6 +141,8 @@ void HandshakeGate::run() {
     close_fd(r.server);
     r.closed = true;
   };
+  // Connections closed for not finishing the handshake in time, and refused over the cap.
+  std::uint64_t timed_out = 0, refused = 0;
   std::uint64_t said_timed_out = 0, said_refused = 0;
   auto last_said = clock::now() - std::chrono::seconds(10);
   // Out of descriptors (EMFILE): the listener stays readable, so it rests a moment
@@ -178,10 +186,9 @@ void HandshakeGate::run() {
           break;
         }
         const std::string source = address_text(peer);
-        if (pending_by_source[source] >= settings_.per_source ||
-            relays.size() >= settings_.max_connections) {
+        if (pending_by_source[source] >= kPerSource || relays.size() >= kMaxConnections) {
           ::close(fd);
-          ++refused_;
+          ++refused;
           continue;
         }
         const int server = connect_loopback(target_port_);
@@ -195,7 +202,7 @@ void HandshakeGate::run() {
         r.client = fd;
         r.server = server;
         r.source = source;
-        r.deadline = clock::now() + settings_.timeout;
+        r.deadline = clock::now() + kPendingTimeout;
         relays.push_back(std::move(r));
         ++pending_by_source[source];
       }
@@ -227,22 +234,22 @@ void HandshakeGate::run() {
     for (auto& r : relays)
       if (!r.closed && r.pending && now >= r.deadline) {
         end_relay(r);
-        ++timed_out_;
+        ++timed_out;
       }
     relays.remove_if([](const Relay& r) { return r.closed; });
     for (auto i = pending_by_source.begin(); i != pending_by_source.end();)
       i = i->second == 0 ? pending_by_source.erase(i) : std::next(i);
     // A hostile source is said on the coordinator's log, at most every 5 s.
-    if ((timed_out_ != said_timed_out || refused_ != said_refused) &&
+    if ((timed_out != said_timed_out || refused != said_refused) &&
         now - last_said >= std::chrono::seconds(5)) {
       std::fprintf(stderr, "[dseek coordinator] handshake gate on port %u: %llu connection(s) "
                    "closed for not finishing the handshake within %lld ms, %llu refused over "
                    "%zu pending from one address\n", static_cast<unsigned>(port_),
-                   static_cast<unsigned long long>(timed_out_ - said_timed_out),
-                   static_cast<long long>(settings_.timeout.count()),
-                   static_cast<unsigned long long>(refused_ - said_refused), settings_.per_source);
-      said_timed_out = timed_out_;
-      said_refused = refused_;
+                   static_cast<unsigned long long>(timed_out - said_timed_out),
+                   static_cast<long long>(kPendingTimeout.count()),
+                   static_cast<unsigned long long>(refused - said_refused), kPerSource);
+      said_timed_out = timed_out;
+      said_refused = refused;
       last_said = now;
     }
   }

@@ -6,51 +6,36 @@
 // loopback-only CAF port and relays the bytes both ways (plain BASP or TLS alike: it
 // never reads them). A connection is pending until the coordinator answered bytes the
 // client sent (the handshake done and a first request answered, or a TLS ServerHello);
-// one still pending after `timeout` is closed, and a source address that already has
-// `per_source` pending connections gets new ones closed at once. A real node's join is
-// retried by its agent, so at worst it waits out a hostile source's timeout.
+// one still pending after 2 s is closed, and a source address that already has 8
+// pending connections gets new ones closed at once (at most 4096 are relayed at once). A
+// real node's join is retried by its agent, so at worst it waits out a hostile source's
+// timeout.
 #pragma once
 
-#include <atomic>
-#include <chrono>
-#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <thread>
 
 namespace dseek::actors {
 
-struct GateSettings {
-  std::chrono::milliseconds timeout{2000};  // for a pending connection
-  std::size_t per_source = 8;               // pending connections of one address
-  std::size_t max_connections = 4096;       // relayed at once, all sources
-};
-
 class HandshakeGate {
  public:
   // Listens on host:port (port 0 = any free one) and relays to 127.0.0.1:target_port.
   // Throws std::runtime_error naming the address it cannot listen on.
-  HandshakeGate(const std::string& host, std::uint16_t port, std::uint16_t target_port,
-                GateSettings settings = {});
+  HandshakeGate(const std::string& host, std::uint16_t port, std::uint16_t target_port);
   ~HandshakeGate();  // closes every connection and stops the relay thread
   HandshakeGate(const HandshakeGate&) = delete;
   HandshakeGate& operator=(const HandshakeGate&) = delete;
 
   std::uint16_t port() const { return port_; }
-  // Connections closed for not finishing the handshake in time, and refused over the cap.
-  std::uint64_t timed_out() const { return timed_out_.load(); }
-  std::uint64_t refused() const { return refused_.load(); }
 
  private:
   void run();
 
-  GateSettings settings_;
   std::uint16_t target_port_ = 0;
   std::uint16_t port_ = 0;
   int listen_fd_ = -1;
   int wake_[2] = {-1, -1};  // a pipe: the destructor writes to stop run()
-  std::atomic<std::uint64_t> timed_out_{0};
-  std::atomic<std::uint64_t> refused_{0};
   std::thread thread_;
 };
 

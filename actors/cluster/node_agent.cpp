@@ -553,10 +553,7 @@ caf::behavior agent_impl(caf::stateful_actor<agent_state>* self, node_agent_conf
 
 caf::expected<caf::actor> spawn_node_agent(caf::actor_system& sys, node_agent_config cfg) {
   auto secret = resolve_secret(cfg.settings);
-  if (!secret)
-    return make_error(cluster_errc::no_secret,
-                      caf::make_message(std::string{
-                          "set the cluster secret (setting or DSEEK_CLUSTER_SECRET)"}));
+  if (!secret) return no_secret_error();
   auto target = parse_host_port(cfg.coordinator);
   if (!target || target->port == 0)
     return make_error(cluster_errc::connect_failed,

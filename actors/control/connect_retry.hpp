@@ -12,13 +12,6 @@
 #include <chrono>
 #include <cstdint>
 #include <map>
-#include <optional>
-#include <string>
-
-#include <caf/fwd.hpp>
-
-#include "actors/cluster/cluster_messages.hpp"
-#include "runtime/config/job_config.hpp"
 
 namespace dseek::actors {
 
@@ -43,13 +36,5 @@ class ConnectRetries {
  private:
   std::map<int64_t, int> failures_;
 };
-
-// Asks the coordinator for a new epoch after this node's data plane failed in `epoch`
-// (without `lost_node` when >= 0). Returns the coordinator's current epoch (unchanged
-// when `epoch` was no longer current), or nullopt when it could not be asked (no agent,
-// not a member, no answer within cluster.connect_timeout_ms: printed on stderr).
-std::optional<epoch_started> ask_for_replan(caf::actor_system& sys, const config::JobConfig& config,
-                                            uint64_t epoch, int64_t lost_node,
-                                            const std::string& why);
 
 }  // namespace dseek::actors

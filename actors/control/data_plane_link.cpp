@@ -264,9 +264,4 @@ void check_data_plane_available(const config::JobConfig& config) {
 #endif
 }
 
-void stand_by_in_rendezvous(caf::actor_system& sys, const epoch_started& epoch,
-                            const config::JobConfig& config, int local_rank) {
-  exchange(sys, epoch, config, planned_rank(epoch, config, local_rank), std::string());
-}
-
 }  // namespace dseek::actors

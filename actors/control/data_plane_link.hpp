@@ -64,7 +64,8 @@ std::string rank_layout(const epoch_started& epoch);
 
 // One more round of the epoch's rendezvous, before the data plane's: every rank of the
 // epoch (standby ones too) contributes `payload` and gets every rank's, by plan rank.
-// Throws rendezvous_failed as connect_data_planes does.
+// A rank that stands by (past the ranks that train) takes part with an empty payload
+// (no address) and connects nothing. Throws rendezvous_failed as connect_data_planes does.
 std::vector<std::string> exchange_in_rendezvous(caf::actor_system& sys, const epoch_started& epoch,
                                                 const config::JobConfig& config, int local_rank,
                                                 const std::string& payload);
@@ -101,7 +102,7 @@ struct ConnectOptions {
 // of one process reach each other as ranks of two processes do) to the first
 // options.ranks ranks of `epoch`: the UCX plane, plus with config.comm.backend = "nccl"
 // the NCCL communicator of those ranks on CUDA device `local_rank` (the group's device).
-// The other ranks must call stand_by_in_rendezvous, since the rendezvous waits for every
+// The other ranks must call exchange_in_rendezvous with "", since the rendezvous waits for every
 // rank of the epoch. Throws rendezvous_failed when the rendezvous fails (the epoch
 // changed meanwhile, no coordinator), data_plane_unreachable when a peer cannot be
 // reached (naming it) and comm::CommError when connecting fails otherwise.
@@ -115,11 +116,5 @@ void check_data_plane_available(const config::JobConfig& config);
 // At the node's start: warns on stderr when no local interface holds
 // cluster.advertise_host (the data plane may then use every interface).
 void check_advertised_interface(const config::JobConfig& config);
-
-// A rank past the `ranks` that train in `epoch` (it stands by): takes part in the
-// rendezvous with no address, and connects nothing. Throws rendezvous_failed.
-// `local_rank`: which of the node's worker groups stands by.
-void stand_by_in_rendezvous(caf::actor_system& sys, const epoch_started& epoch,
-                            const config::JobConfig& config, int local_rank = 0);
 
 }  // namespace dseek::actors

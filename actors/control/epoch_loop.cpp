@@ -4,21 +4,23 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
+#include <exception>
+#include <memory>
 #include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
-#include "actors/control/board_attachment.hpp"
+#include <caf/scoped_actor.hpp>
+
 #include "actors/control/connect_retry.hpp"
 #include "actors/control/data_plane_link.hpp"
 #include "actors/control/layout_placement.hpp"
-#include "actors/control/retired_communicators.hpp"
-#include "actors/control/sdc_retirement.hpp"
 #include "actors/control/world_policy.hpp"
 #include "actors/faults/fault_actions.hpp"
-#include "actors/worker_group/worker_restart.hpp"
+#include "actors/node/node_registry.hpp"
 #include "comm/types.hpp"
 #include "dist/run_layout.hpp"
 #include "dist/trace_collectives.hpp"
@@ -31,6 +33,88 @@
 namespace dseek::actors {
 
 namespace {
+
+// Aborts an epoch's communicators (null ones skipped): their orderly teardown would wait
+// for peers that are gone.
+void abort_planes(comm::Communicator* host, comm::Communicator* device, const std::string& why) {
+  if (host) host->abort(why);
+  if (device) device->abort(why);
+}
+
+// Keeps an epoch's communicators registered with the node's EpochBoard while the
+// training runs over them (the board aborts them when a node is lost, so a collective
+// blocked on a dead peer returns at once, or sets the step-boundary flag when a node
+// joins), and unregisters them however the scope ends. When the training leaves by an
+// exception, the communicators are aborted: an orderly teardown (a barrier with the
+// peers) would wait for peers that are still mid-step.
+class BoardAttachment {
+ public:
+  // `stop_at_step_boundary` and `companion` (the epoch's NCCL communicator): see
+  // EpochBoard::attach.
+  BoardAttachment(EpochBoard& board, comm::Communicator* communicator, std::uint64_t epoch,
+                  std::atomic<bool>* stop_at_step_boundary, comm::Communicator* companion)
+      : board_(board), communicator_(communicator), companion_(companion),
+        exceptions_(std::uncaught_exceptions()) {
+    board_.attach(communicator, epoch, stop_at_step_boundary, companion);
+  }
+  ~BoardAttachment() {
+    board_.attach(nullptr, 0);
+    if (std::uncaught_exceptions() > exceptions_)
+      abort_planes(communicator_, companion_, "this rank's training failed");
+  }
+  BoardAttachment(const BoardAttachment&) = delete;
+  BoardAttachment& operator=(const BoardAttachment&) = delete;
+
+ private:
+  EpochBoard& board_;
+  comm::Communicator* communicator_;
+  comm::Communicator* companion_;
+  int exceptions_;
+};
+
+// Communicators of an epoch that failed, torn down on the side: a failed one can take
+// seconds to tear down (its transfers to a hung peer are given up after a bounded wait),
+// and the next world is built meanwhile. The destructor waits for every teardown.
+class RetiredCommunicators {
+ public:
+  RetiredCommunicators() = default;
+  RetiredCommunicators(const RetiredCommunicators&) = delete;
+  RetiredCommunicators& operator=(const RetiredCommunicators&) = delete;
+  ~RetiredCommunicators() {
+    for (auto& thread : threads_) thread.join();
+  }
+  void retire(std::unique_ptr<comm::Communicator> communicator) {
+    if (communicator)
+      threads_.emplace_back([dead = std::move(communicator)]() mutable { dead.reset(); });
+  }
+
+ private:
+  std::vector<std::thread> threads_;
+};
+
+// Asks the coordinator, through the node's agent (names::membership), for an epoch with
+// `request`, bounded by cluster.connect_timeout_ms. Returns its answer, or nullopt with a
+// line on stderr: "dseek-node: <no_agent>" without an agent (nothing when `no_agent` is
+// empty), "dseek-node: <failed>: <error>" when the request failed.
+template <class... Ts>
+std::optional<epoch_started> ask_agent(caf::actor_system& sys, const config::JobConfig& config,
+                                       const std::string& no_agent, const std::string& failed,
+                                       const Ts&... request) {
+  const auto agent = names::lookup(sys, names::membership);
+  if (!agent) {
+    if (!no_agent.empty()) std::fprintf(stderr, "dseek-node: %s\n", no_agent.c_str());
+    return std::nullopt;
+  }
+  std::optional<epoch_started> answer;
+  caf::scoped_actor self{sys};
+  self->request(agent, std::chrono::milliseconds(config.cluster.connect_timeout_ms), request...)
+      .receive([&](epoch_started& epoch) { answer = std::move(epoch); },
+               [&](caf::error& error) {
+                 std::fprintf(stderr, "dseek-node: %s: %s\n", failed.c_str(),
+                              sys.render(error).c_str());
+               });
+  return answer;
+}
 
 // A data-parallel job: its replicas are the world's ranks (parallel.data stays 1).
 bool data_parallel_job(const config::JobConfig& config) {
@@ -149,12 +233,24 @@ job_finished run_epochs(const worker_setup& setup, caf::actor_system& sys, Epoch
   const int starts = setup.starts ? setup.starts->load() : 1;
   WorldPolicy policy{config, starts <= 1 && setup.incarnation == 0, 0, 0, WorldClock::now()};
   bool recovering = !policy.first;  // a restarted node recovers too
+  // This rank stood by or its epoch ended: when it trains again, it recovers.
+  const auto leave_epoch = [&] {
+    if (!recovering) {
+      recovering = true;
+      policy.failed_at = WorldClock::now();
+    }
+    policy.first = false;
+  };
   if (starts > 1) {
     // The worker group restarted after a crash in it (its worker, gradient_shard or
-    // pipeline_stage): the peers are still inside collectives with the old worker; the
-    // restart's epoch aborts them, and every node re-plans from it
-    // (worker_group/worker_restart.hpp).
-    if (auto fresh = announce_worker_restart(sys, config)) policy.accept_from(*fresh);
+    // pipeline_stage): its data plane died with the old worker, and the peers are still
+    // inside collectives with it. The coordinator starts a new epoch with the same
+    // members (restarted_atom: node_lost "worker restarted: ..." first), which aborts
+    // them, and every node re-plans from it.
+    if (auto fresh = ask_agent(sys, config, "",
+                               "the coordinator was not told of this node's restarted worker group",
+                               restarted_atom::value, std::string("its worker group was restarted")))
+      policy.accept_from(*fresh);
   }
   const auto node_start = WorldClock::now();
   job_finished result;
@@ -162,7 +258,7 @@ job_finished run_epochs(const worker_setup& setup, caf::actor_system& sys, Epoch
   ConnectRetries connect_retries;
   bool standing_by = false;
   // The SDC audit evicted this node, which hosts the coordinator: it stands by until the
-  // job ends (sdc_retirement.hpp).
+  // job ends (see the SdcDetected handler below).
   bool out_of_training = false;
   while (true) {
     if (stop.load()) {
@@ -216,7 +312,7 @@ job_finished run_epochs(const worker_setup& setup, caf::actor_system& sys, Epoch
 
     if (!trains) {
       try {
-        stand_by_in_rendezvous(sys, *epoch, config, setup.local_rank);
+        exchange_in_rendezvous(sys, *epoch, config, setup.local_rank, "");  // no address
       } catch (const rendezvous_failed&) {
         // The epoch moved on meanwhile: plan again in the current one.
         std::this_thread::sleep_for(std::chrono::milliseconds(200));
@@ -228,13 +324,8 @@ job_finished run_epochs(const worker_setup& setup, caf::actor_system& sys, Epoch
                    static_cast<long long>(config.cluster.node_id), setup.local_rank,
                    static_cast<unsigned long long>(epoch->epoch), train::describe(layout).c_str(),
                    layout.ranks() - 1, ranks_in_plan(*epoch));
-      if (!recovering) {
-        recovering = true;  // when it trains again, it recovers
-        policy.failed_at = WorldClock::now();
-      }
-      policy.first = false;
-      policy.after_epoch = epoch->epoch;
-      policy.after_coordinator = epoch->coordinator_id;
+      leave_epoch();
+      policy.accept_after(*epoch);
       standing_by = true;
       continue;
     }
@@ -371,35 +462,37 @@ job_finished run_epochs(const worker_setup& setup, caf::actor_system& sys, Epoch
       std::fprintf(stderr, "dseek-node: %s (node %s)\n", detected.what(), node_list.c_str());
       const bool this_node =
           std::find(nodes.begin(), nodes.end(), config.cluster.node_id) != nodes.end();
-      if (this_node && retires_instead_of_leaving(config, config.cluster.node_id)) {
-        // It coordinates the job: it stops training and stays (every worker group of it).
+      if (this_node && config.cluster.node_id == config.cluster.coordinator_node) {
+        // It coordinates the job (cluster.coordinator_node): with no coordinator failover,
+        // leaving would end the job, so it stops training (every worker group of it) and
+        // goes on coordinating. The coordinator is asked for a new epoch with no worker of
+        // this node in its plan (retire_atom); the node's groups then stand by until the
+        // job ends, and the node exits with exit_code::evicted after it.
         error = std::string(detected.what()) + ": this node hosts the coordinator; it no "
                 "longer trains and coordinates until the job ends";
         std::fprintf(stderr, "dseek-node: %s\n", error.c_str());
-        if (!retire_from_training(sys, config, detected.what()))
+        if (!ask_agent(sys, config, "no node agent to take this node out of training",
+                       "the coordinator did not take this node out of training",
+                       retire_atom::value, std::string(detected.what())))
           throw train::SdcEvicted(std::string(detected.what()) + ": this node leaves the job");
         out_of_training = standing_by = true;
-        policy.after_epoch = epoch->epoch;
-        policy.after_coordinator = epoch->coordinator_id;
+        policy.accept_after(*epoch);
       } else if (this_rank) {
-        if (planes.host) planes.host->abort("this node was evicted by the SDC audit");
-        if (planes.device) planes.device->abort("this node was evicted by the SDC audit");
+        abort_planes(planes.host.get(), planes.device.get(), "this node was evicted by the SDC audit");
         throw train::SdcEvicted(std::string(detected.what()) + ": this node leaves the job");
       } else {
         // The evicted node leaves (its departure re-plans the epoch, a moment after the
         // slowest rank has its verdict too; the coordinator's node re-plans without its
         // workers instead) and never comes back: no wait for a rejoin.
         error = detected.what();
-        policy.after_epoch = epoch->epoch;
-        policy.after_coordinator = epoch->coordinator_id;
+        policy.accept_after(*epoch);
         policy.evicted += static_cast<int64_t>(nodes.size());
       }
     } catch (const data_plane_unreachable& failure) {
       // A peer this rank could not reach: the epoch failed; the coordinator re-plans it
       // (connect_retry.hpp), and the peers waiting in the connect are aborted by that.
       error = failure.what();
-      policy.after_epoch = epoch->epoch;
-      policy.after_coordinator = epoch->coordinator_id;
+      policy.accept_after(*epoch);
       const ConnectRetry retry = connect_retries.failed(failure.node);
       unreachable.emplace(failure, retry);
       std::fprintf(stderr, "dseek-node: %s; %s\n", error.c_str(),
@@ -415,9 +508,7 @@ job_finished run_epochs(const worker_setup& setup, caf::actor_system& sys, Epoch
       if (!retry.drop_peer) backoff = retry.backoff;
     } catch (const comm::CommError& failure) {
       error = failure.what();
-      // This epoch's world is broken for every rank: wait for a later one.
-      policy.after_epoch = epoch->epoch;
-      policy.after_coordinator = epoch->coordinator_id;
+      policy.accept_after(*epoch);  // this epoch's world is broken for every rank
       // Connecting failed otherwise (the peers did not all arrive within
       // comm.timeout_ms): unless the epoch already moved on, nobody else will start a
       // new one.
@@ -435,8 +526,7 @@ job_finished run_epochs(const worker_setup& setup, caf::actor_system& sys, Epoch
       // Left at a step boundary: the peers are there and nothing is in flight, so the
       // orderly teardown (a barrier with them) is quick. Only a later epoch will do.
       planes = {};
-      policy.after_epoch = epoch->epoch;
-      policy.after_coordinator = epoch->coordinator_id;
+      policy.accept_after(*epoch);
     } else {
       util::JsonLine fields;
       fields.add("epoch", epoch->epoch).add("error", error);
@@ -448,21 +538,20 @@ job_finished run_epochs(const worker_setup& setup, caf::actor_system& sys, Epoch
       }
       events.emit("training_interrupted", fields);
       if (replan_without) {
+        // A new epoch after this one failed (replan_atom; without that node when >= 0):
+        // the coordinator's current one, unchanged when this epoch was no longer current.
         std::this_thread::sleep_for(backoff);
-        if (auto current = ask_for_replan(sys, config, epoch->epoch, *replan_without, error))
+        const std::string after = "after epoch " + std::to_string(epoch->epoch);
+        if (auto current = ask_agent(sys, config, "no node agent to ask for a new epoch " + after,
+                                     "the coordinator was not asked for a new epoch " + after,
+                                     replan_atom::value, epoch->epoch, *replan_without, error))
           board.post(*current);
       }
-      // Their orderly teardown would wait for the peers that are gone.
-      if (planes.host) planes.host->abort("this rank's training failed");
-      if (planes.device) planes.device->abort("this rank's training failed");
+      abort_planes(planes.host.get(), planes.device.get(), "this rank's training failed");
       retired.retire(std::move(planes.device));
       retired.retire(std::move(planes.host));
     }
-    if (!recovering) {
-      recovering = true;
-      policy.failed_at = WorldClock::now();
-    }
-    policy.first = false;
+    leave_epoch();
   }
 }
 

@@ -1,32 +1,23 @@
 // The training of one rank of a multi-rank job (a node's worker group; a node runs
 // cluster.gpus_per_node of them), as the worker's thread runs it, in every layout, and
-// how it goes on after a membership change:
+// how it goes on after a membership change (docs/design.md "The node's control loop";
+// the recoveries: docs/running.md, docs/parallelism.md):
 //
-//   - wait for a world epoch the policy accepts (world_policy.hpp: the whole world
-//     first; after a failure the whole world again, or the survivors once
-//     elastic.rejoin_seconds passed and they are at least elastic.min_nodes);
+//   - wait for a world epoch the policy accepts (world_policy.hpp);
 //   - every node computes the same layout for that world's ranks
-//     (train::plan_survivor_layout: a data-parallel job as many replicas as the batch
-//     splits over; a pipeline or tensor-parallel job fewer replicas first, then fewer
-//     stages, down to plain data parallelism): the first layout.ranks() ranks connect
-//     the data plane and train (dist/run_layout.hpp), the others stand by: they take part
-//     in the epoch's rendezvous only, and wait for a later epoch (the layout grows again
-//     when a lost node rejoins) or for the job's end;
-//   - state: the layout's ranks first agree on a step held in memory (a rank's copy of
-//     its own part, or under ZeRO its pieces and its ring neighbour's:
-//     runtime/train/state/stage_memory.hpp; a pipeline or tensor layout places its ranks
-//     by what they hold); when none is held,
-//     the newest checkpoint (checkpoint.resume = "latest", resharded to the new layout);
-//     without checkpoint.every_steps the job starts again from its first step, with a
-//     recovery_without_checkpoint event. The sample order is a function of (seed, step):
-//     steps run again see the same data;
+//     (train::plan_survivor_layout): the first layout.ranks() ranks connect the data plane
+//     and train (dist/run_layout.hpp), the others stand by: they take part in the epoch's
+//     rendezvous only, and wait for a later epoch or for the job's end;
+//   - state: a step held in memory (a pipeline or tensor layout places its ranks by what
+//     they hold), else the newest checkpoint (checkpoint.resume = "latest"); without
+//     checkpoint.every_steps the job starts again from its first step, with a
+//     recovery_without_checkpoint event;
 //   - a node that joins while the layout trains: the ranks finish the step they are in,
 //     write its checkpoint and plan again with it; a node lost: the board aborts the
 //     data plane and the ranks plan again without it;
-//   - a data plane that cannot connect (a peer unreachable, or not all ranks arrived):
-//     the epoch failed; the rank asks the coordinator for a new epoch (connect_retry.hpp:
-//     the same members after a backoff, or without a node unreachable 3 times in a row),
-//     which aborts the peers still waiting in that connect (the board holds it).
+//   - a data plane that cannot connect: the epoch failed; the rank asks the coordinator
+//     for a new epoch (connect_retry.hpp), which aborts the peers still waiting in that
+//     connect (the board holds it).
 //
 // A worker that starts again in the same process (its worker group was restarted after a
 // crash in it) first has the coordinator start a new epoch with the same members: its

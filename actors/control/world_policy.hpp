@@ -28,9 +28,14 @@ struct WorldPolicy {
   std::int64_t evicted = 0;
 
   bool accepts(const epoch_started& e) const;
-  // Accept `e` or a later epoch (the one a worker restart announced: worker_group/worker_restart.hpp).
+  // Accept `e` or a later epoch (the one a worker restart announced: epoch_loop.cpp).
   void accept_from(const epoch_started& e) {
     after_epoch = e.epoch - 1;
+    after_coordinator = e.coordinator_id;
+  }
+  // Accept only epochs later than `e` (it failed, ended, or this rank stood by in it).
+  void accept_after(const epoch_started& e) {
+    after_epoch = e.epoch;
     after_coordinator = e.coordinator_id;
   }
   // How long to wait for an accepted world: cluster.start_timeout_s from `waited_from`,

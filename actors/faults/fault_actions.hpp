@@ -47,8 +47,6 @@ class FaultActions {
 
   // Injects one fault; `trigger` says what fired it ("step 12", "after 3.0 s").
   void fire(const config::FaultSpec& fault, const std::string& trigger);
-  // The extra milliseconds every step sleeps (slow faults so far).
-  int64_t slow_ms() const { return slow_ms_.load(); }
   // As each step starts: the slow sleep. Inside a step, on the gradients `where` names
   // (the reduced ones, this rank's own before the reduction, an audit's recomputation):
   // a pending corruption of `grads` (kept pending while `count` is 0).

@@ -30,7 +30,6 @@ class FaultPlan {
   // injector's timers; claim(index) marks one fired (false if it already was).
   std::vector<std::pair<size_t, config::FaultSpec>> pending_timed();
   bool claim(size_t index);
-  bool empty() const { return faults_.empty(); }
 
  private:
   std::mutex mutex_;

@@ -773,10 +773,6 @@ std::string to_string(node_errc x) {
   return "unknown node error";
 }
 
-caf::error make_error(node_errc x) {
-  return caf::error{static_cast<std::uint8_t>(x), node_category};
-}
-
 caf::error make_error(node_errc x, caf::message context) {
   return caf::error{static_cast<std::uint8_t>(x), node_category, std::move(context)};
 }

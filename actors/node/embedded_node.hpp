@@ -1,38 +1,13 @@
 // A whole dseek node as one actor of the caller's actor system: what another CAF
-// application embeds (docs/embedding.md), and what `dseek-node` runs (run_node.hpp is a
-// thin main over it).
-//
-//   class host_config : public caf::actor_system_config {
-//    public:
-//     explicit host_config(const dseek::config::ClusterConfig& cluster) {
-//       dseek::actors::register_node_types(*this, cluster);  // types, middleman, TLS
-//     }
-//   };
-//   host_config cfg{job.cluster};
-//   caf::actor_system sys{cfg};
-//   dseek::actors::node_options options;
-//   options.run_dir = "runs/embedded";
-//   options.subscribers.push_back(my_printer);   // every event from the first
-//   auto node = dseek::actors::spawn_node(sys, job, options);   // training starts
-//   // ... request(node, 5s, node_status_atom::value) -> node_status
-//   // ... request(node, 5s, node_stop_atom::value)   -> ok (stops at a step boundary)
-//   // ... node_pause_atom -> step (the job held there), node_checkpoint_atom -> step
-//   //     (committed), node_resume_atom -> ok
-//   // my_printer gets node_event for every line of events.jsonl, then one node_result.
+// application embeds, and what `dseek-node` runs (run_node.hpp is a thin main over it).
+// How to embed it, its requests, events, result and limits: docs/embedding.md.
 //
 // The node actor starts the node's tree at once (node_tree.hpp; the coordinator too on
 // the coordinator node), folds its events into a status, tells its subscribers every
 // event and, at the job's end, the result; then it stops the tree in order (the worker's
 // final checkpoint, the node leaving the job; the coordinator node waits up to 120 s for
-// the other members to leave) and exits: normally when the exit code is 0, with a
-// node_errc::job_failed error (its context: the exit code and the reason) otherwise.
-//
-// Limits of this slice (docs/embedding.md "Not yet"):
-// - One node per actor system: a node's actors register under fixed names in the
-//   system's registry (node_registry.hpp). Several nodes of one process, each in its own
-//   actor system, share no state: the crash policy (crash_request.hpp), the trace clock
-//   and span listener (runtime/metrics/trace_spans.hpp) and the data plane's observer
-//   (dist/trace_collectives.hpp) are each node's.
+// the other members to leave) and exits. One node per actor system: its actors register
+// under fixed names in the system's registry (node_registry.hpp).
 #pragma once
 
 #include <atomic>
@@ -45,6 +20,7 @@
 #include <caf/atom.hpp>
 #include <caf/error.hpp>
 #include <caf/fwd.hpp>
+#include <caf/message.hpp>
 #include <caf/meta/type_name.hpp>
 #include <caf/replies_to.hpp>
 #include <caf/typed_actor.hpp>
@@ -99,37 +75,24 @@ typename Inspector::result_type inspect(Inspector& f, node_result& x) {
            x.reason, x.params_sha256, x.steps, x.final_loss);
 }
 
-// The node's interface. The implementation is a dynamically typed actor (it also takes
-// the messages of its own tree); this handle is the contract for callers.
+// The node's interface (the answers and errors of each request: docs/embedding.md). The
+// implementation is a dynamically typed actor (it also takes the messages of its own
+// tree); this handle is the contract for callers.
 using node_actor = caf::typed_actor<
     // The node's status now.
     caf::replies_to<node_status_atom>::with<node_status>,
     // From now on, `subscriber` gets node_event (every line of the node's events.jsonl,
-    // in order) and, at the end, one node_result. Error: node_errc::invalid_subscriber
-    // (an invalid handle).
+    // in order) and, at the end, one node_result.
     caf::replies_to<node_subscribe_atom, caf::actor>::with<caf::ok_atom>,
-    // Stops the training at the next step boundary, as SIGTERM does for dseek-node (a
-    // train_stopped event; a final checkpoint when the job writes checkpoints); after the
-    // job's end it only cuts short metrics.prometheus_linger_seconds. Replies at once; the
-    // result follows. Error: node_errc::already_stopping (a stop or the end is under way).
+    // Stops the training at the next step boundary, as SIGTERM does for dseek-node; after
+    // the job's end it only cuts short metrics.prometheus_linger_seconds.
     caf::replies_to<node_stop_atom>::with<caf::ok_atom>,
-    // Pauses the whole job at the next step boundary (every rank of every node stops
-    // there: train_paused) and answers the count of completed steps once this node's
-    // training is paused; at once when it is paused already. The job stays paused while
-    // any node that asked holds it; a stop request still stops it. Errors:
-    // node_errc::not_running (stopping or finished), node_errc::ended (the training
-    // ended first).
+    // Pauses the whole job at the next step boundary; answers the completed steps.
     caf::replies_to<node_pause_atom>::with<std::int64_t>,
-    // Lets go of this node's pause: the job resumes at once when no other node holds
-    // one (train_resumed). Replies at once. Error: node_errc::not_paused (this node did
-    // not ask for a pause).
+    // Lets go of this node's pause.
     caf::replies_to<node_resume_atom>::with<caf::ok_atom>,
-    // A checkpoint of the whole job at the next step boundary (also while paused; not
-    // before the first step): answers its step once it is committed (checkpoint_now
-    // event). Errors: node_errc::no_checkpoints (the job writes none: set
-    // checkpoint.every_steps), node_errc::checkpoint_failed (the write failed:
-    // checkpoint_failed on the writer's node), node_errc::not_running,
-    // node_errc::ended.
+    // A checkpoint of the whole job at the next step boundary; answers its step once
+    // committed.
     caf::replies_to<node_checkpoint_atom>::with<std::int64_t>>;
 
 struct node_options {
@@ -145,19 +108,14 @@ struct node_options {
   const std::atomic<bool>* stop = nullptr;
 };
 
-// Announces every dseek message type and error category (register_message_types) and
-// loads the modules a node needs: the middleman, and libcaf_openssl with the cluster's
-// CA, certificate and key when `cluster.tls_ca` is set. Call it once on the host's config
-// before creating the actor_system, instead of loading the middleman yourself.
+// Announces every dseek message type and error category and loads the modules a node
+// needs (the middleman; libcaf_openssl when `cluster.tls_ca` is set). Call it once on the
+// host's config before creating the actor_system.
 void register_node_types(caf::actor_system_config& cfg,
                          const config::ClusterConfig& cluster = config::ClusterConfig{});
 
-// Starts one node of the job `config` in `sys` and returns its actor. Throws before
-// anything starts when the config cannot run here (config::ConfigError for the checks
-// dseek-node makes at its start: fault targets, the data plane, the cluster secret of a
-// multi-node job, transport security, TLS files, a /metrics port in use, a system
-// without the middleman, or without libcaf_openssl for a TLS job). A job of one node
-// makes its own cluster secret; its coordinator listens on a free loopback port.
+// Starts one node of the job `config` in `sys` and returns its actor. Throws
+// (config::ConfigError) before anything starts when the config cannot run here.
 node_actor spawn_node(caf::actor_system& sys, const config::JobConfig& config,
                       const node_options& options);
 
@@ -186,8 +144,8 @@ enum class node_errc : std::uint8_t {
 };
 
 std::string to_string(node_errc x);
-caf::error make_error(node_errc x);
-caf::error make_error(node_errc x, caf::message context);
+// Found by ADL, as CAF 0.17 expects of an error code enum (caf::error{node_errc::...}).
+caf::error make_error(node_errc x, caf::message context = {});
 std::string render_node_error(std::uint8_t code, caf::atom_value category,
                               const caf::message& context);
 

@@ -9,13 +9,10 @@
 #include <string>
 
 #include <caf/allowed_unsafe_message_type.hpp>
-#include <caf/atom.hpp>
 
 #include "runtime/train/replica_check.hpp"
 
 namespace dseek::actors {
-
-using step_atom = caf::atom_constant<caf::atom("dsstep")>;
 
 // The worker finished a step (to the health monitor).
 struct step_progress {

@@ -26,23 +26,20 @@ constexpr caf::atom_value node = caf::atom("dsnode");  // the node actor (embedd
 constexpr caf::atom_value coordinator = caf::atom("dscoord");  // the job's, on its node
 
 // A node runs one worker group per local rank (cluster.gpus_per_node): group 0's actors
-// keep the names of a node with one group, the others' carry their local rank.
-
-// The worker of worker group `local_rank` ("dsworker", "dsworker1", ...).
-inline caf::atom_value worker_of(int local_rank) {
-  return local_rank == 0 ? worker : caf::atom_from_string("dsworker" + std::to_string(local_rank));
+// keep the names of a node with one group (`group0`), the others' are `prefix` and their
+// local rank (an atom holds at most 10 characters).
+inline caf::atom_value of_group(caf::atom_value group0, const char* prefix, int local_rank) {
+  return local_rank == 0 ? group0 : caf::atom_from_string(prefix + std::to_string(local_rank));
 }
 
-// The data_prefetcher of worker group `local_rank` ("dsprefetch", "dsprefet1", ...).
+// The worker, data_prefetcher and pipeline_stage of worker group `local_rank`
+// ("dsworker", "dsworker1", ...; "dsprefetch", "dsprefet1", ...; "dsstage", "dsstage1", ...).
+inline caf::atom_value worker_of(int local_rank) { return of_group(worker, "dsworker", local_rank); }
 inline caf::atom_value data_prefetcher_of(int local_rank) {
-  return local_rank == 0 ? data_prefetcher
-                         : caf::atom_from_string("dsprefet" + std::to_string(local_rank));
+  return of_group(data_prefetcher, "dsprefet", local_rank);
 }
-
-// The pipeline_stage of worker group `local_rank` ("dsstage", "dsstage1", ...).
 inline caf::atom_value pipeline_stage_of(int local_rank) {
-  return local_rank == 0 ? pipeline_stage
-                         : caf::atom_from_string("dsstage" + std::to_string(local_rank));
+  return of_group(pipeline_stage, "dsstage", local_rank);
 }
 
 // The gradient_shard actor number `index` of worker group `local_rank` ("dsshard0", ...

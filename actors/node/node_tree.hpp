@@ -1,22 +1,11 @@
-// The actor tree of one dseek node (DESIGN.md "Supervision and recovery"):
-//
-//   job_supervisor (coordinator node only)   `- coordinator, published on its port
-//   node_supervisor (one_for_one)
-//     |- metrics_exporter   the node's events.jsonl and its Prometheus /metrics
-//     |- health_monitor     step watchdog, replica checksum disagreements (sdc_detected)
-//     |- checkpoint_writer  persists checkpoint snapshots
-//     |- data_prefetcher    data.prefetch steps of batches ready ahead of the worker
-//                           (one per worker group: data_prefetcher_<i> for local rank i > 0)
-//     |- membership         the node agent: join, heartbeats, epochs, graceful leave
-//     |- fault_injector     timed [[faults]]
-//     `- worker_group (one_for_all)   one per local rank: worker_group_0 .. _{G-1} when
-//          |                           cluster.gpus_per_node = G > 1, each a rank of the
-//          |                           world on its device (G = 1: "worker_group")
-//          |- gradient_shard_0 .. _{N-1}   the optimizer state, N = train.threads
-//          |- pipeline_stage  the stage trainer of a pipeline or tensor-parallel job
-//          |                  (parallel.pipeline or parallel.tensor > 1; one per group,
-//          |                  registered per local rank)
-//          `- worker        the training (transient: a finished job is not restarted)
+// The actor tree of one dseek node (the tree: docs/design.md "The node's control loop"):
+// a job_supervisor with the coordinator on the coordinator node; on every node a
+// node_supervisor (one_for_one) over metrics_exporter, health_monitor, checkpoint_writer,
+// one data_prefetcher per worker group (data_prefetcher_<i> for local rank i > 0),
+// membership (the node agent), fault_injector and one worker_group (one_for_all) per
+// local rank (worker_group_0 .. _{G-1} when cluster.gpus_per_node = G > 1, else
+// "worker_group"): gradient_shard_0 .. _{N-1} (N = train.threads), pipeline_stage (a
+// pipeline or tensor-parallel job's), worker (transient: a finished job is not restarted).
 //
 // Children start in this order and stop in reverse: the worker stops (final checkpoint)
 // before the node leaves the job, and before its gradient_shards. Every supervisor

@@ -24,9 +24,6 @@ public:
   // Restarts recorded inside the window (now - period, now].
   std::size_t count(clock::time_point now);
 
-  std::size_t max_restarts() const noexcept { return max_restarts_; }
-  clock::duration period() const noexcept { return period_; }
-
   void reset() { times_.clear(); }
 
 private:

@@ -34,10 +34,6 @@ std::string to_string(supervision_errc x) {
   return "supervision_errc(?)";
 }
 
-caf::error make_error(supervision_errc x) {
-  return caf::error{static_cast<std::uint8_t>(x), supervision_category};
-}
-
 caf::error make_error(supervision_errc x, caf::message context) {
   return caf::error{static_cast<std::uint8_t>(x), supervision_category, std::move(context)};
 }

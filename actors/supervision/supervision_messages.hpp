@@ -94,8 +94,8 @@ enum class supervision_errc : std::uint8_t {
 
 std::string to_string(supervision_errc x);
 
-caf::error make_error(supervision_errc x);
-caf::error make_error(supervision_errc x, caf::message context);
+// Found by ADL, as CAF 0.17 expects of an error code enum (caf::error{supervision_errc::...}).
+caf::error make_error(supervision_errc x, caf::message context = {});
 
 // Renders a supervision error for humans; registered as the category's
 // renderer by register_message_types().

@@ -231,17 +231,11 @@ class actor_optimizer final : public train::OptimizerShards {
                           double grad_norm) override {
     if (!pending_.empty())
       throw std::logic_error("gradient_shards: update() while a started update is pending");
-    optim::StepStats stats;
+    // The whole update at once: no progress to report, no chunks.
     const shard_update request{owner_, params, grads, lr, grad_norm, steps_, nullptr, nullptr};
-    std::vector<decltype(self_->request(shards_[0], kShardAnswer, request))> pending;
-    for (const auto& shard : shards_) pending.push_back(self_->request(shard, kShardAnswer, request));
-    std::string failure;
-    for (auto& answer : pending)
-      answer.receive([&](optim::StepStats& s) { stats = s; },
-                     [&](caf::error& error) { failure = self_->system().render(error); });
-    if (!failure.empty()) lost("update its parameters", failure);
-    ++steps_;
-    return stats;
+    for (const auto& shard : shards_)
+      pending_.push_back(self_->request(shard, kShardAnswer, request));
+    return finish_update();
   }
   void moments_to_host(float* adam_m, float* adam_v) override {
     for_all([&](size_t) { return shard_moments{owner_, true, adam_m, adam_v}; },
@@ -288,12 +282,7 @@ class actor_optimizer final : public train::OptimizerShards {
   }
   optim::StepStats finish_update() override {
     optim::StepStats stats;
-    std::string failure;
-    for (auto& answer : pending_)
-      answer.receive([&](optim::StepStats& s) { stats = s; },
-                     [&](caf::error& error) { failure = self_->system().render(error); });
-    pending_.clear();
-    if (!failure.empty()) lost("update its parameters", failure);
+    receive_all(pending_, [&](optim::StepStats& s) { stats = s; }, "update its parameters");
     ++steps_;
     return stats;
   }
@@ -305,10 +294,17 @@ class actor_optimizer final : public train::OptimizerShards {
     std::vector<decltype(self_->request(shards_[0], kShardAnswer, make(0)))> pending;
     for (size_t i = 0; i < shards_.size(); ++i)
       pending.push_back(self_->request(shards_[i], kShardAnswer, make(i)));
+    receive_all(pending, [](caf::ok_atom) {}, what);
+  }
+  // Waits for every answer in `pending` (each to `on_answer`) and clears it; throws
+  // gradient_shard_lost, with the last failure, when a shard did not `what`.
+  template <class Answers, class OnAnswer>
+  void receive_all(Answers& pending, OnAnswer on_answer, const char* what) {
     std::string failure;
     for (auto& answer : pending)
-      answer.receive([](caf::ok_atom) {},
+      answer.receive(on_answer,
                      [&](caf::error& error) { failure = self_->system().render(error); });
+    pending.clear();
     if (!failure.empty()) lost(what, failure);
   }
   [[noreturn]] void lost(const char* what, const std::string& why) {

@@ -99,13 +99,7 @@ void start_training(caf::stateful_actor<worker_state>* self) {
   auto* training = st.training.get();
   auto me = caf::actor_cast<caf::actor>(self);
   auto& sys = self->system();
-  worker_setup setup = st.setup;
-  setup.before_step = step_boundary(sys, setup);
-  auto actions = setup.fault_actions;
-  setup.in_step = [actions](int64_t, float* grads, size_t count) {
-    actions->corrupt_if_due(config::FaultWhere::reduced, grads, count);
-  };
-  training->thread = std::thread([setup, starts, &sys, training, me] {
+  training->thread = std::thread([setup = st.setup, starts, &sys, training, me] {
     job_finished result;
     try {
       // Several local ranks are a world even on one node: they train over the data
@@ -116,24 +110,22 @@ void start_training(caf::stateful_actor<worker_state>* self) {
         result = run_epochs(setup, sys, training->board, training->stop);
       else
         result = train_alone(setup, starts, sys, training->stop);
-    } catch (const gradient_shard_lost& error) {
-      // The worker group is being restarted (one_for_all): no failure of the job.
-      result.ok = false;
-      result.error = error.what();
-      result.group_broken = true;
     } catch (const train::SdcEvicted& error) {
       result.ok = false;
       result.error = error.what();
       result.evicted = true;
-    } catch (const pipeline_stage_lost& error) {
-      // As a lost gradient_shard: the group restarts.
-      result.ok = false;
-      result.error = error.what();
-      result.group_broken = true;
     } catch (const std::exception& error) {
       result.ok = false;
-      result.error = util::describe_failure(error);
-      result.permanent = util::classify_failure(error).permanent;
+      // A lost gradient_shard or pipeline_stage: the worker group is being restarted
+      // (one_for_all), no failure of the job.
+      if (dynamic_cast<const gradient_shard_lost*>(&error) ||
+          dynamic_cast<const pipeline_stage_lost*>(&error)) {
+        result.error = error.what();
+        result.group_broken = true;
+      } else {
+        result.error = util::describe_failure(error);
+        result.permanent = util::classify_failure(error).permanent;
+      }
     }
     caf::anon_send(me, done_atom::value, std::move(result));
   });
@@ -230,8 +222,12 @@ train::RunOptions node_run_options(const worker_setup& setup, caf::actor_system&
   options.stop = &stop;
   options.events = setup.events.get();
   options.trace = setup.trace;
-  options.before_step = setup.before_step;
-  options.after_reduction = setup.in_step;
+  // At every step boundary (health progress, step faults), and inside every step on the
+  // final gradients (slow, corrupt_gradient).
+  options.before_step = step_boundary(sys, setup);
+  options.after_reduction = [actions = setup.fault_actions](int64_t, float* grads, size_t count) {
+    actions->corrupt_if_due(config::FaultWhere::reduced, grads, count);
+  };
   options.control = setup.control.get();
   options.pause_changed = [&sys](bool paused, int64_t step) {
     names::send_to(sys, names::health_monitor, training_paused{step, paused});

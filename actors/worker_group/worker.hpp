@@ -26,7 +26,6 @@
 #include <atomic>
 #include <cstdint>
 #include <filesystem>
-#include <functional>
 #include <memory>
 
 #include <caf/actor.hpp>
@@ -81,10 +80,6 @@ struct worker_setup {
   // The node's pause and checkpoint-now requests (the node actor's; shared by the node's
   // groups; null: none).
   std::shared_ptr<train::StepControl> control;
-  // Set by the worker: run at every step boundary (health progress, step faults), and
-  // inside every step on the final gradients (slow, corrupt_gradient).
-  std::function<void(int64_t step)> before_step;
-  std::function<void(int64_t step, float* grads, size_t count)> in_step;
 };
 
 caf::actor spawn_worker(caf::actor_system& sys, const worker_setup& setup);
